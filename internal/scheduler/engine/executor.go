@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// Executor runs the model: one call per engine iteration.
+//
+// Contract:
+//   - The engine owns the KV blocks. Each scheduled sequence carries its block
+//     table; the executor reads the KV of positions [0, Seq.Pos) from those
+//     blocks and writes the KV of the tokens it processes at positions
+//     [Seq.Pos, Seq.Pos+len(Seq.Tokens)) into them (slot p lives in block
+//     Blocks[p/BlockSize] at offset p%BlockSize). Blocks shared through the
+//     prefix cache are only ever read.
+//   - For every sequence with Sample set, the executor fills exactly one of
+//     out.Logits[i] (len = vocabulary size; the engine samples) or
+//     out.Tokens[i] (an already sampled token; set out.Sampled[i]). Entries
+//     for sequences without Sample are ignored.
+//   - Batch and Output, and every slice in them, are reused by the engine
+//     after Execute returns: an executor that keeps data must copy it.
+//   - An error fails the requests of this batch (they finish with reason
+//     "error"); the engine frees their blocks and goes on with the next
+//     iteration. Execute must return promptly when ctx is done.
+//   - Execute is never called concurrently with itself.
+type Executor interface {
+	Execute(ctx context.Context, b *Batch, out *Output) error
+}
+
+// Batch is one iteration's work.
+type Batch struct {
+	// Seqs are the scheduled sequences; running (decoding) ones first.
+	Seqs []ScheduledSeq
+	// NumTokens is the total number of tokens across Seqs.
+	NumTokens int
+	// BlockSize is the KV block size in tokens.
+	BlockSize int
+}
+
+// ScheduledSeq is one sequence's part of an iteration.
+type ScheduledSeq struct {
+	// SeqID is unique among live sequences; executors may key per-sequence
+	// scratch state by it.
+	SeqID uint64
+	// Tokens are the token ids to process: a prompt chunk, or the last
+	// sampled token when decoding.
+	Tokens []int32
+	// Pos is the position of Tokens[0] (the number of tokens already in KV).
+	Pos int
+	// Blocks is the sequence's block table; it covers positions
+	// [0, Pos+len(Tokens)).
+	Blocks []kvcache.BlockID
+	// Sample is true when this step reaches the end of the known tokens, so
+	// the next token must be produced.
+	Sample bool
+	// PromptLen is the number of prompt tokens of the request.
+	PromptLen int
+	// Seed is the request's sampling seed (executors that sample themselves
+	// use it for deterministic output).
+	Seed uint64
+	// MaxTokens is the request's output limit (the sim executor uses it to
+	// pick an output length).
+	MaxTokens int
+}
+
+// Output receives an iteration's results; index i refers to Batch.Seqs[i].
+// The engine sizes every slice to len(Batch.Seqs) before calling Execute.
+type Output struct {
+	Logits  [][]float32
+	Tokens  []int32
+	Sampled []bool
+}
