@@ -1,4 +1,6 @@
-package engine
+// Package batch is the contract between the continuous-batching engine and the
+// executors that run the model: one Execute call per iteration.
+package batch
 
 import (
 	"context"
@@ -32,15 +34,15 @@ type Executor interface {
 // Batch is one iteration's work.
 type Batch struct {
 	// Seqs are the scheduled sequences; running (decoding) ones first.
-	Seqs []ScheduledSeq
+	Seqs []Seq
 	// NumTokens is the total number of tokens across Seqs.
 	NumTokens int
 	// BlockSize is the KV block size in tokens.
 	BlockSize int
 }
 
-// ScheduledSeq is one sequence's part of an iteration.
-type ScheduledSeq struct {
+// Seq is one sequence's part of an iteration.
+type Seq struct {
 	// SeqID is unique among live sequences; executors may key per-sequence
 	// scratch state by it.
 	SeqID uint64
