@@ -1,0 +1,80 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// DefaultBlockSize is the number of tokens per block when Config.BlockSize is 0.
+const DefaultBlockSize = 16
+
+// maxBlocks keeps every block id and the free-list sentinel within BlockID.
+const maxBlocks = math.MaxInt32 - 1
+
+// Config sizes a Manager.
+type Config struct {
+	// NumBlocks is the number of KV blocks; it must be positive.
+	NumBlocks int
+	// BlockSize is the number of tokens per block; 0 means DefaultBlockSize.
+	BlockSize int
+	// EnablePrefixCache turns on automatic prefix caching.
+	EnablePrefixCache bool
+}
+
+func (c Config) blockSize() int {
+	if c.BlockSize == 0 {
+		return DefaultBlockSize
+	}
+	return c.BlockSize
+}
+
+// validate reports every problem of c at once.
+func (c Config) validate() error {
+	var errs []error
+	if c.NumBlocks <= 0 {
+		errs = append(errs, fmt.Errorf("NumBlocks must be positive, got %d", c.NumBlocks))
+	} else if c.NumBlocks > maxBlocks {
+		errs = append(errs, fmt.Errorf("NumBlocks must be at most %d, got %d", maxBlocks, c.NumBlocks))
+	}
+	if c.BlockSize < 0 {
+		errs = append(errs, fmt.Errorf("BlockSize must not be negative, got %d", c.BlockSize))
+	}
+	// The prefix cache keeps the token ids of every block in one flat slice.
+	if c.NumBlocks > 0 && c.BlockSize > 0 && c.EnablePrefixCache && c.NumBlocks > math.MaxInt/c.BlockSize {
+		errs = append(errs, fmt.Errorf("NumBlocks×BlockSize overflows: %d×%d", c.NumBlocks, c.BlockSize))
+	}
+	return errors.Join(errs...)
+}
+
+// Geometry is the shape of a model's KV cache, enough to size it in bytes.
+type Geometry struct {
+	Layers, KVHeads, HeadDim, DTypeBytes int
+}
+
+// BytesPerToken is the KV cache footprint of one token: a key and a value
+// vector per layer and KV head.
+func (g Geometry) BytesPerToken() int64 {
+	return 2 * int64(g.Layers) * int64(g.KVHeads) * int64(g.HeadDim) * int64(g.DTypeBytes)
+}
+
+// BlocksForMemory is the number of whole blocks of blockSize tokens (0 means
+// DefaultBlockSize) that fit in budgetBytes. It is 0 when the budget or any
+// field of the geometry is not positive.
+func BlocksForMemory(budgetBytes int64, g Geometry, blockSize int) int {
+	if blockSize <= 0 {
+		blockSize = DefaultBlockSize
+	}
+	if budgetBytes <= 0 || g.Layers <= 0 || g.KVHeads <= 0 || g.HeadDim <= 0 || g.DTypeBytes <= 0 {
+		return 0
+	}
+	perToken := g.BytesPerToken()
+	if perToken > math.MaxInt64/int64(blockSize) {
+		return 0 // one block is larger than any budget
+	}
+	n := budgetBytes / (perToken * int64(blockSize))
+	if n > math.MaxInt {
+		return math.MaxInt
+	}
+	return int(n)
+}
