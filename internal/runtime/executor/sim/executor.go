@@ -1,0 +1,299 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+)
+
+// Advancer is a virtual clock the executor moves forward by each step's
+// modelled duration (clock.Virtual implements it).
+type Advancer interface {
+	Advance(d time.Duration)
+}
+
+// LengthDist draws a request's natural output length from its seed.
+type LengthDist interface {
+	Sample(seed uint64) int
+}
+
+// Options configure the cost model.
+type Options struct {
+	Accelerator Accelerator
+	Geometry    Geometry
+	// TensorParallel is the number of devices one replica spans (default 1).
+	TensorParallel int
+	// FLOPSEfficiency and BandwidthEfficiency are the achievable fractions of
+	// the peaks (defaults 0.6 and 0.8, typical of well-tuned serving kernels).
+	FLOPSEfficiency, BandwidthEfficiency float64
+	// StepOverhead is the fixed per-iteration cost: scheduling, kernel
+	// launches, sampling (default 1 ms).
+	StepOverhead time.Duration
+	// Virtual, when set, is advanced by every step (virtual time). Otherwise
+	// Execute sleeps for the step time (real time).
+	Virtual Advancer
+	// OutputLen, when set, ends each request with EOS after a length drawn
+	// from its seed; otherwise requests run to max_tokens.
+	OutputLen LengthDist
+}
+
+// Executor is the simulated accelerator.
+type Executor struct {
+	opts  Options
+	vocab *Vocabulary
+	tp    float64
+
+	// Cumulative accounting, for benchmarks.
+	Steps    int64
+	BusyTime time.Duration
+}
+
+var _ batch.Executor = (*Executor)(nil)
+
+// New builds a simulated executor.
+func New(opts Options) (*Executor, error) {
+	if opts.Accelerator.PeakFLOPS <= 0 || opts.Accelerator.MemBandwidth <= 0 {
+		return nil, fmt.Errorf("sim: accelerator %q has no peak rates", opts.Accelerator.Name)
+	}
+	if opts.Geometry.Layers <= 0 || opts.Geometry.Vocab <= 2 {
+		return nil, fmt.Errorf("sim: invalid model geometry %q", opts.Geometry.Name)
+	}
+	if opts.TensorParallel <= 0 {
+		opts.TensorParallel = 1
+	}
+	if opts.FLOPSEfficiency <= 0 {
+		opts.FLOPSEfficiency = 0.6
+	}
+	if opts.BandwidthEfficiency <= 0 {
+		opts.BandwidthEfficiency = 0.8
+	}
+	if opts.StepOverhead == 0 {
+		opts.StepOverhead = time.Millisecond
+	}
+	return &Executor{opts: opts, vocab: NewVocabulary(opts.Geometry.Vocab), tp: float64(opts.TensorParallel)}, nil
+}
+
+// Vocabulary is the synthetic token vocabulary (the engine's decoder).
+func (e *Executor) Vocabulary() *Vocabulary { return e.vocab }
+
+// EOS is the synthetic end-of-sequence token.
+func (e *Executor) EOS() int32 { return e.vocab.EOS() }
+
+// StepTime is the modelled duration of one iteration:
+// max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth) per device,
+// plus tensor-parallel all-reduces and the fixed overhead. Bytes are the
+// weights (read once per iteration, whatever the batch size — why batching
+// pays) plus the KV cache the batch reads and writes.
+func (e *Executor) StepTime(b *batch.Batch) time.Duration {
+	g := &e.opts.Geometry
+	a := &e.opts.Accelerator
+	embed := int64(g.Vocab) * int64(g.Hidden)
+	linearParams := float64(g.Params - 2*embed)
+	attnWidth := float64(g.Heads * g.HeadDim)
+	var flops, kvTokensRead float64
+	sampled := 0
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		n, p := float64(len(s.Tokens)), float64(s.Pos)
+		// Each new token attends to every earlier position and itself.
+		flops += 4 * float64(g.Layers) * attnWidth * (n*p + n*(n+1)/2)
+		kvTokensRead += p + n
+		if s.Sample {
+			sampled++
+		}
+	}
+	tokens := float64(b.NumTokens)
+	flops += 2*linearParams*tokens + 2*float64(embed)*float64(sampled)
+	bytes := float64(g.WeightBytes()) + kvTokensRead*float64(g.KVBytesPerToken())
+	compute := flops / e.tp / (a.PeakFLOPS * e.opts.FLOPSEfficiency)
+	memory := bytes / e.tp / (a.MemBandwidth * e.opts.BandwidthEfficiency)
+	sec := math.Max(compute, memory)
+	if e.opts.TensorParallel > 1 && a.LinkBandwidth > 0 {
+		// Two ring all-reduces of the activations per layer.
+		const launch = 5e-6
+		msg := tokens * float64(g.Hidden) * float64(g.DTypeBytes)
+		sec += 2 * float64(g.Layers) * (launch + 2*(e.tp-1)/e.tp*msg/a.LinkBandwidth)
+	}
+	return time.Duration(sec*float64(time.Second)) + e.opts.StepOverhead
+}
+
+// Execute models one iteration and emits synthetic tokens: token k of a
+// request is a function of its seed and position only, so a request yields
+// the same tokens alone, batched, or recomputed after preemption.
+func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
+	d := e.StepTime(b)
+	if e.opts.Virtual != nil {
+		e.opts.Virtual.Advance(d)
+	} else if err := sleep(ctx, d); err != nil {
+		return err
+	}
+	e.Steps++
+	e.BusyTime += d
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		if !s.Sample {
+			continue
+		}
+		pos := s.Pos + len(s.Tokens) // position of the token to produce
+		out.Tokens[i] = e.token(s.Seed, pos, pos-s.PromptLen)
+		out.Sampled[i] = true
+	}
+	return nil
+}
+
+// token is output token k (0-based) at sequence position pos.
+func (e *Executor) token(seed uint64, pos, k int) int32 {
+	if e.opts.OutputLen != nil {
+		if n := max(1, e.opts.OutputLen.Sample(seed)); k == n-1 {
+			return e.vocab.EOS()
+		}
+	}
+	return e.vocab.Word(mix(seed, uint64(pos)))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func mix(a, b uint64) uint64 {
+	x := a ^ (b * 0x9e3779b97f4a7c15)
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Vocabulary maps synthetic token ids to short words; the last id is EOS.
+type Vocabulary struct {
+	size int
+	text []byte
+	off  []int32
+}
+
+var words = []string{"the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "on", "this", "by",
+	"model", "token", "cache", "agent", "tool", "call", "step", "file", "test", "patch", "error", "value",
+	"return", "func", "if", "else", "loop", "data", "read", "write", "plan", "next", "then", "check", "run", "fix"}
+
+// NewVocabulary builds a vocabulary of size ids.
+func NewVocabulary(size int) *Vocabulary {
+	v := &Vocabulary{size: size, off: make([]int32, size+1)}
+	for id := range size {
+		v.off[id] = int32(len(v.text))
+		switch {
+		case id == size-1: // EOS has no text
+		case id < len(words):
+			v.text = append(v.text, ' ')
+			v.text = append(v.text, words[id]...)
+		default:
+			v.text = append(v.text, ' ')
+			v.text = append(v.text, words[id%len(words)]...)
+			v.text = strconv.AppendInt(v.text, int64(id/len(words)), 10)
+		}
+	}
+	v.off[size] = int32(len(v.text))
+	return v
+}
+
+// Size is the vocabulary size.
+func (v *Vocabulary) Size() int { return v.size }
+
+// EOS is the end-of-sequence id.
+func (v *Vocabulary) EOS() int32 { return int32(v.size - 1) }
+
+// Word picks a non-EOS token from a hash.
+func (v *Vocabulary) Word(h uint64) int32 {
+	// Favour the common words, as text does: half the draws come from them.
+	if h&1 == 0 {
+		return int32((h >> 1) % uint64(len(words)))
+	}
+	return int32((h >> 1) % uint64(v.size-1))
+}
+
+// TokenBytes is the text of a token.
+func (v *Vocabulary) TokenBytes(id int32) []byte {
+	if id < 0 || int(id) >= v.size {
+		return nil
+	}
+	return v.text[v.off[id]:v.off[id+1]]
+}
+
+// Encode maps text to tokens word by word (for serving the sim executor
+// over HTTP: prompt length is what the cost model needs). Words of the
+// vocabulary map to their ids; others hash to an id.
+func (v *Vocabulary) Encode(text string) []int32 {
+	var out []int32
+	start := -1
+	flush := func(end int) {
+		if start < 0 {
+			return
+		}
+		w := text[start:end]
+		id := int32(-1)
+		for i, cw := range words {
+			if cw == w {
+				id = int32(i)
+				break
+			}
+		}
+		if id < 0 {
+			var h uint64 = 14695981039346656037
+			for j := 0; j < len(w); j++ {
+				h = (h ^ uint64(w[j])) * 1099511628211
+			}
+			id = int32(h % uint64(v.size-1))
+		}
+		out = append(out, id)
+		start = -1
+	}
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c == ' ' || c == '\n' || c == '\t' || c == '\r' {
+			flush(i)
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	flush(len(text))
+	if len(out) == 0 {
+		out = append(out, 0)
+	}
+	return out
+}
+
+// LogNormal is a log-normal length distribution with the given mean and
+// shape, clamped to [Min, Max].
+type LogNormal struct {
+	Mean, Sigma float64
+	Min, Max    int
+}
+
+// Sample draws a length deterministically from seed.
+func (l LogNormal) Sample(seed uint64) int {
+	u1 := (float64(mix(seed, 1)>>11) + 0.5) / (1 << 53)
+	u2 := (float64(mix(seed, 2)>>11) + 0.5) / (1 << 53)
+	z := math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
+	mu := math.Log(l.Mean) - l.Sigma*l.Sigma/2
+	n := int(math.Round(math.Exp(mu + l.Sigma*z)))
+	if l.Min > 0 && n < l.Min {
+		n = l.Min
+	}
+	if l.Max > 0 && n > l.Max {
+		n = l.Max
+	}
+	return n
+}

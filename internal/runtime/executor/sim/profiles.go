@@ -1,0 +1,108 @@
+// Package sim is a roofline cost model of an accelerator running a
+// Llama-family model. It implements the engine's executor contract with
+// deterministic synthetic tokens, so the real engine and block manager run
+// at scale on machines without accelerators: in virtual time for
+// simulations and benchmarks, or in real time (sleeping) for serving.
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Accelerator is one device's peak rates and memory.
+type Accelerator struct {
+	Name string
+	// PeakFLOPS is dense BF16 tensor throughput, FLOP/s.
+	PeakFLOPS float64
+	// MemBandwidth is HBM bandwidth, bytes/s.
+	MemBandwidth float64
+	// MemoryBytes is device memory.
+	MemoryBytes int64
+	// LinkBandwidth is the per-device interconnect bandwidth for
+	// tensor-parallel all-reduces, bytes/s.
+	LinkBandwidth float64
+}
+
+// Published datasheet figures (dense BF16, no sparsity).
+var accelerators = map[string]Accelerator{
+	"H100-SXM":  {Name: "H100-SXM", PeakFLOPS: 989e12, MemBandwidth: 3.35e12, MemoryBytes: 80 << 30, LinkBandwidth: 450e9},
+	"H200":      {Name: "H200", PeakFLOPS: 989e12, MemBandwidth: 4.8e12, MemoryBytes: 141 << 30, LinkBandwidth: 450e9},
+	"A100-80GB": {Name: "A100-80GB", PeakFLOPS: 312e12, MemBandwidth: 2.039e12, MemoryBytes: 80 << 30, LinkBandwidth: 300e9},
+	"L4":        {Name: "L4", PeakFLOPS: 121e12, MemBandwidth: 300e9, MemoryBytes: 24 << 30, LinkBandwidth: 32e9},
+}
+
+// Geometry is a model's shape.
+type Geometry struct {
+	Name                                         string
+	Layers, Hidden, Heads, KVHeads, HeadDim, FFN int
+	Vocab                                        int
+	// Params is the parameter count.
+	Params int64
+	// DTypeBytes is the weight and KV element size (2 for BF16).
+	DTypeBytes int
+	// ContextLen is the model's maximum context.
+	ContextLen int
+}
+
+var geometries = map[string]Geometry{
+	"llama-3.1-8b": {Name: "llama-3.1-8b", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336,
+		Vocab: 128256, Params: 8_030_261_248, DTypeBytes: 2, ContextLen: 131072},
+	"llama-3.1-70b": {Name: "llama-3.1-70b", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, HeadDim: 128, FFN: 28672,
+		Vocab: 128256, Params: 70_553_706_496, DTypeBytes: 2, ContextLen: 131072},
+}
+
+// LookupAccelerator finds a profile by name (case-insensitive).
+func LookupAccelerator(name string) (Accelerator, error) {
+	for k, v := range accelerators {
+		if strings.EqualFold(k, name) {
+			return v, nil
+		}
+	}
+	return Accelerator{}, fmt.Errorf("unknown accelerator %q (known: %s)", name, strings.Join(names(accelerators), ", "))
+}
+
+// LookupGeometry finds a model geometry by name (case-insensitive).
+func LookupGeometry(name string) (Geometry, error) {
+	for k, v := range geometries {
+		if strings.EqualFold(k, name) {
+			return v, nil
+		}
+	}
+	return Geometry{}, fmt.Errorf("unknown model geometry %q (known: %s)", name, strings.Join(names(geometries), ", "))
+}
+
+func names[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// KVBytesPerToken is 2 (K and V) × layers × kv_heads × head_dim × dtype.
+func (g Geometry) KVBytesPerToken() int64 {
+	return 2 * int64(g.Layers) * int64(g.KVHeads) * int64(g.HeadDim) * int64(g.DTypeBytes)
+}
+
+// WeightBytes is the size of the weights.
+func (g Geometry) WeightBytes() int64 { return g.Params * int64(g.DTypeBytes) }
+
+// KVBlocksForDevice sizes the KV cache of one tensor-parallel group: the
+// fraction memFraction of each device's memory, less its shard of the
+// weights and a fixed activation reserve, divided by the KV bytes per
+// block (KV heads are split across the group too).
+func KVBlocksForDevice(a Accelerator, g Geometry, tp int, memFraction float64, blockSize int) (int, error) {
+	if tp < 1 {
+		tp = 1
+	}
+	const activationReserve = 2 << 30
+	budget := int64(float64(a.MemoryBytes)*memFraction) - g.WeightBytes()/int64(tp) - activationReserve
+	perBlock := g.KVBytesPerToken() / int64(tp) * int64(blockSize)
+	if budget <= 0 || perBlock <= 0 {
+		return 0, fmt.Errorf("%s does not fit on %d× %s at memory fraction %.2f", g.Name, tp, a.Name, memFraction)
+	}
+	return int(budget / perBlock), nil
+}

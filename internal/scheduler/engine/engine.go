@@ -1,0 +1,628 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
+	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+	"github.com/kvpilot/kvpilot/internal/scheduler/queue"
+	"github.com/kvpilot/kvpilot/internal/scheduler/sampling"
+)
+
+// TokenDecoder gives the raw bytes of one token; output text is the
+// concatenation of its tokens' bytes.
+type TokenDecoder interface {
+	TokenBytes(id int32) []byte
+}
+
+// Config configures an Engine. Zero values take the documented defaults.
+type Config struct {
+	// MaxNumSeqs bounds the sequences in one iteration (default 256).
+	MaxNumSeqs int
+	// MaxNumBatchedTokens bounds the tokens in one iteration; longer prompts
+	// are prefilled in chunks (default 2048).
+	MaxNumBatchedTokens int
+	// MaxQueue bounds the waiting queue; Submit beyond it fails with
+	// ErrQueueFull (default 4096).
+	MaxQueue int
+	// MaxModelLen is the model context in tokens (required).
+	MaxModelLen int
+	// VocabSize, when set, bounds prompt token ids.
+	VocabSize int
+	// KV sizes the paged KV cache (NumBlocks required).
+	KV kvcache.Config
+	// AgingRate is how many priority levels a waiting request gains per
+	// second (default 0.1: a low request that waited 20 s ties a new high one).
+	// Negative disables aging.
+	AgingRate float64
+	// WarmupIterations run through the executor in Start before serving.
+	WarmupIterations int
+	// IterationTimeout bounds one executor call (0 = none).
+	IterationTimeout time.Duration
+	// EOS are the model's end-of-sequence token ids.
+	EOS []int32
+	// Decoder turns tokens into text (required).
+	Decoder TokenDecoder
+	// Clock is the time source (default: the wall clock).
+	Clock clock.Clock
+	// Metrics, when set, receives the engine's Prometheus metrics.
+	Metrics *Metrics
+	// Logger (default: slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxNumSeqs <= 0 {
+		c.MaxNumSeqs = 256
+	}
+	if c.MaxNumBatchedTokens <= 0 {
+		c.MaxNumBatchedTokens = 2048
+	}
+	if c.MaxQueue <= 0 {
+		c.MaxQueue = 4096
+	}
+	if c.AgingRate == 0 {
+		c.AgingRate = 0.1
+	} else if c.AgingRate < 0 {
+		c.AgingRate = 0
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+type seqState uint8
+
+const (
+	stateWaiting seqState = iota
+	stateRunning
+	stateFinished
+)
+
+// sequence is a request inside the engine. Fields are guarded by Engine.mu.
+type sequence struct {
+	id       uint64
+	req      Request
+	stream   *Stream
+	priority Priority
+
+	// tokens are prompt + output; the KV of tokens[:numComputed] is computed.
+	tokens      []int32
+	promptLen   int
+	numComputed int
+	outTokens   int
+
+	cachedTokens int  // prefix-cache hit on first admission
+	admitted     bool // admitted at least once
+	preemptions  int
+	state        seqState
+	entry        *queue.Entry[*sequence]
+
+	det     completion.Detector
+	detP    completion.Params
+	sp      sampling.Params
+	rng     sampling.RNG
+	banned  []int32 // EOS and stop ids, masked while outTokens < MinTokens
+	seed    uint64
+	t       timing
+	errCode error
+}
+
+// Engine is the continuous-batching scheduler of one model replica.
+type Engine struct {
+	cfg       Config
+	exec      batch.Executor
+	kv        *kvcache.Manager
+	blockSize int
+	clk       clock.Clock
+	log       *slog.Logger
+	m         *Metrics
+
+	mu       sync.Mutex
+	waiting  *queue.Queue[*sequence]
+	running  []*sequence // ordered by (priority, arrival, id): preemption takes from the tail
+	nextID   uint64
+	phase    phase
+	wake     chan struct{}
+	abort    chan struct{}
+	loopDone chan struct{}
+	cancelFn context.CancelFunc
+
+	// Iteration scratch, owned by whoever holds stepMu.
+	stepMu   sync.Mutex
+	b        batch.Batch
+	out      batch.Output
+	sched    []*sequence
+	sampler  sampling.Sampler
+	deadline *iterDeadline
+	kvStats  kvcache.Stats
+	iter     uint64
+}
+
+type phase uint8
+
+const (
+	phaseNew phase = iota // accepting; stepped by hand (tests, simulations)
+	phaseRunning
+	phaseDraining
+	phaseStopped
+)
+
+// New builds an engine over an executor.
+func New(cfg Config, exec batch.Executor) (*Engine, error) {
+	cfg.setDefaults()
+	if exec == nil {
+		return nil, errors.New("engine: nil executor")
+	}
+	if cfg.Decoder == nil {
+		return nil, errors.New("engine: Config.Decoder is required")
+	}
+	if cfg.MaxModelLen <= 0 {
+		return nil, fmt.Errorf("engine: MaxModelLen must be > 0, got %d", cfg.MaxModelLen)
+	}
+	kv, err := kvcache.New(cfg.KV)
+	if err != nil {
+		return nil, fmt.Errorf("engine: KV cache: %w", err)
+	}
+	e := &Engine{
+		cfg:       cfg,
+		exec:      exec,
+		kv:        kv,
+		blockSize: kv.BlockSize(),
+		clk:       cfg.Clock,
+		log:       cfg.Logger,
+		m:         cfg.Metrics,
+		wake:      make(chan struct{}, 1),
+		deadline:  newIterDeadline(),
+	}
+	e.waiting = queue.New[*sequence](queue.Config{
+		Capacity:  cfg.MaxQueue,
+		AgingRate: cfg.AgingRate,
+		Epoch:     e.clk.Now(),
+	})
+	e.b.BlockSize = e.blockSize
+	if e.m != nil {
+		e.m.setCacheConfig(e.blockSize, kv.NumBlocks())
+	}
+	return e, nil
+}
+
+// KV exposes the block manager for read-only inspection (stats, tests). It
+// must not be mutated from outside.
+func (e *Engine) KV() *kvcache.Manager { return e.kv }
+
+// BlockSize is the KV block size in tokens.
+func (e *Engine) BlockSize() int { return e.blockSize }
+
+// Config returns the effective configuration (defaults applied).
+func (e *Engine) Config() Config { return e.cfg }
+
+// Submit queues a request. It fails fast with ErrQueueFull, ErrDraining,
+// ErrNotRunning or an *InvalidRequestError. ctx bounds the request's life:
+// when it is done the request is cancelled.
+func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
+	if err := e.validate(r); err != nil {
+		return nil, err
+	}
+	s := &sequence{
+		req:       *r,
+		priority:  r.Priority,
+		promptLen: len(r.Prompt),
+	}
+	s.tokens = make([]int32, len(r.Prompt), len(r.Prompt)+min(r.Params.MaxTokens, 256))
+	copy(s.tokens, r.Prompt)
+	p := &r.Params
+	s.detP = completion.Params{
+		MaxTokens:        p.MaxTokens,
+		MinTokens:        p.MinTokens,
+		IgnoreEOS:        p.IgnoreEOS,
+		EOSTokenIDs:      e.cfg.EOS,
+		StopTokenIDs:     p.StopTokenIDs,
+		StopStrings:      p.Stop,
+		MaxResponseChars: p.MaxResponseChars,
+		MaxTotalTokens:   e.cfg.MaxModelLen,
+		PromptTokens:     len(r.Prompt),
+	}
+	s.det.Reset(&s.detP)
+	if p.MinTokens > 0 {
+		if !p.IgnoreEOS {
+			s.banned = append(s.banned, e.cfg.EOS...)
+		}
+		s.banned = append(s.banned, p.StopTokenIDs...)
+	}
+	s.sp = sampling.Params{Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, Seed: p.Seed, HasSeed: p.HasSeed}
+	st := &Stream{id: r.ID, engine: e, seq: s, ready: make(chan struct{}, 1)}
+	s.stream = st
+
+	e.mu.Lock()
+	switch e.phase {
+	case phaseDraining:
+		e.mu.Unlock()
+		return nil, ErrDraining
+	case phaseStopped:
+		e.mu.Unlock()
+		return nil, ErrNotRunning
+	}
+	now := e.clk.Now()
+	e.nextID++
+	s.id = e.nextID
+	s.seed = p.Seed
+	if !p.HasSeed {
+		s.seed = splitmix(uint64(now.UnixNano()) ^ s.id)
+	}
+	s.rng = sampling.NewRNG(s.seed)
+	s.t.arrival = now
+	ent, err := e.waiting.Push(s, int(r.Priority), now)
+	if err != nil {
+		e.mu.Unlock()
+		if errors.Is(err, queue.ErrQueueFull) {
+			return nil, fmt.Errorf("%w (%d waiting)", ErrQueueFull, e.cfg.MaxQueue)
+		}
+		return nil, err
+	}
+	s.entry = ent
+	e.mu.Unlock()
+	if ctx != nil && ctx.Done() != nil {
+		st.stopAfter = context.AfterFunc(ctx, st.Cancel)
+	}
+	e.signal()
+	return st, nil
+}
+
+// cancel handles Stream.Cancel: a waiting request finishes at once; a
+// running one is finished by the next iteration, which frees its blocks.
+func (e *Engine) cancel(st *Stream) {
+	e.mu.Lock()
+	s := st.seq
+	if s.state == stateWaiting && e.waiting.Remove(s.entry) {
+		e.finishLocked(s, completion.Cancelled, nil, e.clk.Now())
+	}
+	e.mu.Unlock()
+	e.signal()
+}
+
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the warmup iterations and then the iteration loop in its own
+// goroutine. It returns ErrAlreadyRunning on a started engine.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.phase != phaseNew {
+		e.mu.Unlock()
+		if e.phase == phaseStopped {
+			return ErrNotRunning
+		}
+		return ErrAlreadyRunning
+	}
+	e.phase = phaseRunning
+	e.abort = make(chan struct{})
+	e.loopDone = make(chan struct{})
+	e.mu.Unlock()
+
+	if err := e.warmup(ctx); err != nil {
+		e.mu.Lock()
+		e.phase = phaseNew
+		e.mu.Unlock()
+		return err
+	}
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancelFn = cancel
+	go e.loop(base)
+	return nil
+}
+
+// Running reports whether the loop runs and accepts requests.
+func (e *Engine) Running() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.phase == phaseRunning
+}
+
+// Stop drains: new requests are refused with ErrDraining and in-flight ones
+// run to completion. When ctx is done first, what is left is aborted
+// (finish reason cancelled, Err ErrStopped) and ctx.Err() is returned.
+// Stop on an engine that was never started finishes waiting work the same
+// way and returns at once.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	switch e.phase {
+	case phaseStopped:
+		e.mu.Unlock()
+		return nil
+	case phaseNew:
+		e.phase = phaseStopped
+		e.abortAllLocked()
+		e.mu.Unlock()
+		return nil
+	}
+	e.phase = phaseDraining
+	e.mu.Unlock()
+	e.signal()
+
+	var err error
+	select {
+	case <-e.loopDone:
+	case <-ctx.Done():
+		err = ctx.Err()
+		close(e.abort)
+		e.cancelFn()
+		<-e.loopDone
+	}
+	e.mu.Lock()
+	e.phase = phaseStopped
+	e.abortAllLocked()
+	e.mu.Unlock()
+	e.cancelFn()
+	return err
+}
+
+func (e *Engine) loop(ctx context.Context) {
+	defer close(e.loopDone)
+	for {
+		select {
+		case <-e.abort:
+			return
+		default:
+		}
+		if r := e.step(ctx); r.progressed() {
+			continue
+		}
+		e.mu.Lock()
+		idle := len(e.running) == 0 && e.waiting.Len() == 0
+		draining := e.phase == phaseDraining
+		e.mu.Unlock()
+		if idle && draining {
+			return
+		}
+		select {
+		case <-e.wake:
+		case <-e.abort:
+			return
+		}
+	}
+}
+
+// StepResult describes one iteration.
+type StepResult struct {
+	Scheduled int // sequences in the batch
+	Tokens    int // tokens processed
+	Sampled   int // tokens generated
+	Finished  int // requests finished (incl. cancelled)
+	Preempted int
+	Err       error // executor error, if any
+}
+
+func (r StepResult) progressed() bool {
+	return r.Scheduled > 0 || r.Finished > 0 || r.Preempted > 0
+}
+
+// Step runs one iteration by hand (tests and simulations drive the engine
+// this way instead of Start). It must not be used while the loop runs.
+func (e *Engine) Step(ctx context.Context) StepResult {
+	return e.step(ctx)
+}
+
+// Pending reports the running and waiting request counts.
+func (e *Engine) Pending() (running, waiting int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.running), e.waiting.Len()
+}
+
+func (e *Engine) step(ctx context.Context) StepResult {
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+
+	var r StepResult
+	e.mu.Lock()
+	now := e.clk.Now()
+	r.Preempted, r.Finished = e.planLocked(now)
+	r.Scheduled, r.Tokens = len(e.b.Seqs), e.b.NumTokens
+	e.mu.Unlock()
+	if r.Scheduled == 0 {
+		e.updateGauges()
+		return r
+	}
+
+	e.prepareOutput()
+	ectx := ctx
+	if e.cfg.IterationTimeout > 0 {
+		ectx = e.deadline.arm(ctx, e.cfg.IterationTimeout)
+	}
+	err := e.exec.Execute(ectx, &e.b, &e.out)
+	if e.cfg.IterationTimeout > 0 {
+		// An executor that finished despite the deadline produced valid
+		// results: only its error fails the batch.
+		if derr := e.deadline.disarm(); derr != nil && err == nil {
+			e.log.Warn("iteration overran its timeout but completed", "iteration", e.iter, "timeout", e.cfg.IterationTimeout)
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("iteration %d: executor: %w", e.iter, err)
+		r.Err = err
+		e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", r.Scheduled, "err", err)
+	}
+
+	e.mu.Lock()
+	done := e.clk.Now()
+	sampled, finished := e.processLocked(done, err)
+	e.mu.Unlock()
+	r.Sampled, r.Finished = sampled, r.Finished+finished
+	if e.m != nil {
+		e.m.observeIteration(r.Tokens, r.Sampled, r.Preempted)
+	}
+	e.updateGauges()
+	e.iter++
+	return r
+}
+
+// prepareOutput sizes the output slices for the batch, reusing capacity.
+func (e *Engine) prepareOutput() {
+	n := len(e.b.Seqs)
+	if cap(e.out.Tokens) < n {
+		e.out.Tokens = make([]int32, n, 2*n)
+		e.out.Sampled = make([]bool, n, 2*n)
+		e.out.Logits = make([][]float32, n, 2*n)
+	}
+	e.out.Tokens = e.out.Tokens[:n]
+	e.out.Sampled = e.out.Sampled[:n]
+	e.out.Logits = e.out.Logits[:n]
+	for i := range n {
+		e.out.Sampled[i] = false
+		e.out.Logits[i] = nil
+	}
+}
+
+// processLocked applies an iteration's results.
+func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished int) {
+	for i, s := range e.sched {
+		sq := &e.b.Seqs[i]
+		if execErr != nil {
+			e.finishLocked(s, completion.Error, execErr, now)
+			finished++
+			continue
+		}
+		s.numComputed += len(sq.Tokens)
+		e.kv.Commit(s.id, s.tokens, s.numComputed)
+		if !sq.Sample {
+			if s.stream.cancelled.Load() {
+				e.finishLocked(s, completion.Cancelled, nil, now)
+				finished++
+			}
+			continue
+		}
+		var tok int32
+		switch {
+		case e.out.Sampled[i]:
+			tok = e.out.Tokens[i]
+		case e.out.Logits[i] != nil:
+			var banned []int32
+			if s.outTokens < s.req.Params.MinTokens {
+				banned = s.banned
+			}
+			tok = e.sampler.Sample(e.out.Logits[i], &s.sp, &s.rng, banned)
+		default:
+			e.finishLocked(s, completion.Error, fmt.Errorf("executor produced no token for sequence %d", s.id), now)
+			finished++
+			continue
+		}
+		sampled++
+		s.tokens = append(s.tokens, tok)
+		s.outTokens++
+		e.observeToken(s, now)
+		delta, reason := s.det.Add(tok, e.cfg.Decoder.TokenBytes(tok), s.stream.cancelled.Load())
+		if reason != completion.None {
+			s.stream.push(tok, true, nil)
+			e.finishWithTextLocked(s, reason, nil, delta, now)
+			finished++
+			continue
+		}
+		s.stream.push(tok, true, delta)
+	}
+	if finished > 0 {
+		e.compactRunningLocked()
+	}
+	return sampled, finished
+}
+
+func (e *Engine) observeToken(s *sequence, now time.Time) {
+	if s.t.firstTok.IsZero() {
+		s.t.firstTok = now
+		if e.m != nil {
+			e.m.ttft.Observe(now.Sub(s.t.arrival).Seconds())
+		}
+	} else if e.m != nil {
+		e.m.itl.Observe(now.Sub(s.t.lastTok).Seconds())
+	}
+	s.t.lastTok = now
+}
+
+// finishLocked ends a sequence, releasing held-back text.
+func (e *Engine) finishLocked(s *sequence, reason completion.Reason, err error, now time.Time) {
+	e.finishWithTextLocked(s, reason, err, s.det.Finish(reason), now)
+}
+
+func (e *Engine) finishWithTextLocked(s *sequence, reason completion.Reason, err error, text []byte, now time.Time) {
+	if s.state == stateFinished {
+		return
+	}
+	if s.state == stateRunning || e.kv.Has(s.id) {
+		e.kv.Free(s.id, false)
+	}
+	s.state = stateFinished
+	u := Usage{PromptTokens: s.promptLen, CompletionTokens: s.outTokens, CachedTokens: s.cachedTokens, Preemptions: s.preemptions}
+	s.stream.finish(text, Chunk{Done: true, FinishReason: reason, StopMatched: s.det.StopMatched(), Usage: u, Err: err})
+	if e.m != nil {
+		e.m.observeFinish(reason, s.promptLen, now.Sub(s.t.arrival))
+	}
+}
+
+// compactRunningLocked drops finished sequences, keeping the order.
+func (e *Engine) compactRunningLocked() {
+	j := 0
+	for _, s := range e.running {
+		if s.state == stateRunning {
+			e.running[j] = s
+			j++
+		}
+	}
+	clear(e.running[j:])
+	e.running = e.running[:j]
+}
+
+// abortAllLocked ends everything still queued or running.
+func (e *Engine) abortAllLocked() {
+	now := e.clk.Now()
+	for _, s := range e.running {
+		e.finishLocked(s, completion.Cancelled, ErrStopped, now)
+	}
+	e.compactRunningLocked()
+	for {
+		ent, ok := e.waiting.Pop()
+		if !ok {
+			break
+		}
+		e.finishLocked(ent.Value, completion.Cancelled, ErrStopped, now)
+	}
+}
+
+func (e *Engine) updateGauges() {
+	if e.m == nil {
+		return
+	}
+	e.mu.Lock()
+	running, waiting := len(e.running), e.waiting.Len()
+	st := e.kv.Stats()
+	e.mu.Unlock()
+	e.m.setState(running, waiting, st, &e.kvStats)
+}
+
+// splitmix scrambles a seed (SplitMix64 finaliser).
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// iterations is the number of executed iterations (tests).
+func (e *Engine) iterations() uint64 {
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	return e.iter
+}

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+)
+
+// planLocked builds the next iteration's batch in e.b / e.sched.
+//
+// One mechanism covers prefill, chunked prefill, decode and prefix hits:
+// every sequence has numComputed tokens in KV and each step lets it catch up
+// with its token list, within the token budget.
+//
+//  1. Running sequences first, in (priority, arrival) order. A sequence that
+//     needs a block when none is free preempts the running tail (lowest
+//     priority, latest arrival) by recompute until it fits or is itself the
+//     tail.
+//  2. Then, if nothing was preempted, waiting requests in queue order join
+//     at this step boundary while sequences, budget and blocks last. The
+//     queue head blocks the ones behind it, so large requests are not
+//     starved by small ones.
+func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
+	e.b.Seqs = e.b.Seqs[:0]
+	e.b.NumTokens = 0
+	clear(e.sched)
+	e.sched = e.sched[:0]
+	budget := e.cfg.MaxNumBatchedTokens
+
+	// 1. Running.
+	for i := 0; i < len(e.running); i++ {
+		s := e.running[i]
+		if s.stream.cancelled.Load() {
+			e.finishLocked(s, completion.Cancelled, nil, now)
+			finished++
+			continue
+		}
+		if budget == 0 {
+			continue // keep scanning: cancelled ones still free their blocks
+		}
+		n := min(len(s.tokens)-s.numComputed, budget)
+		fits := e.kv.Grow(s.id, s.numComputed+n)
+		for !fits {
+			victim := e.lastRunningLocked()
+			e.preemptLocked(victim)
+			preempted++
+			if victim == s {
+				break
+			}
+			fits = e.kv.Grow(s.id, s.numComputed+n)
+		}
+		if !fits {
+			break
+		}
+		e.scheduleLocked(s, n)
+		budget -= n
+	}
+	if finished > 0 {
+		e.compactRunningLocked()
+	}
+
+	// 2. Waiting.
+	if preempted > 0 {
+		return preempted, finished
+	}
+	for len(e.running) < e.cfg.MaxNumSeqs && budget > 0 {
+		ent, ok := e.waiting.Peek()
+		if !ok {
+			break
+		}
+		s := ent.Value
+		cached, ok := e.kv.Admit(s.id, s.tokens, budget)
+		if !ok {
+			break
+		}
+		e.waiting.Pop()
+		s.state = stateRunning
+		s.numComputed = cached
+		if !s.admitted {
+			s.admitted = true
+			s.cachedTokens = min(cached, s.promptLen)
+		}
+		e.insertRunningLocked(s)
+		n := min(len(s.tokens)-cached, budget)
+		e.scheduleLocked(s, n)
+		budget -= n
+	}
+	return preempted, finished
+}
+
+func (e *Engine) scheduleLocked(s *sequence, n int) {
+	end := s.numComputed + n
+	e.b.Seqs = append(e.b.Seqs, batch.Seq{
+		SeqID:     s.id,
+		Tokens:    s.tokens[s.numComputed:end],
+		Pos:       s.numComputed,
+		Blocks:    e.kv.Blocks(s.id),
+		Sample:    end == len(s.tokens),
+		PromptLen: s.promptLen,
+		Seed:      s.seed,
+		MaxTokens: s.req.Params.MaxTokens,
+	})
+	e.b.NumTokens += n
+	e.sched = append(e.sched, s)
+}
+
+// runsBefore orders running sequences: higher priority, then earlier
+// arrival, then lower id.
+func runsBefore(a, b *sequence) bool {
+	if a.priority != b.priority {
+		return a.priority < b.priority
+	}
+	if !a.t.arrival.Equal(b.t.arrival) {
+		return a.t.arrival.Before(b.t.arrival)
+	}
+	return a.id < b.id
+}
+
+func (e *Engine) insertRunningLocked(s *sequence) {
+	i := len(e.running)
+	for i > 0 && runsBefore(s, e.running[i-1]) {
+		i--
+	}
+	e.running = append(e.running, nil)
+	copy(e.running[i+1:], e.running[i:])
+	e.running[i] = s
+}
+
+func (e *Engine) lastRunningLocked() *sequence { return e.running[len(e.running)-1] }
+
+// preemptLocked frees a running sequence's blocks and puts it back at the
+// head of the waiting queue; it will recompute its tokens (prefix-cache hits
+// make that cheap when its blocks were not reused meanwhile).
+func (e *Engine) preemptLocked(s *sequence) {
+	e.kv.Free(s.id, false)
+	s.numComputed = 0
+	s.preemptions++
+	s.state = stateWaiting
+	e.running = e.running[:len(e.running)-1]
+	e.waiting.PushFront(s.entry)
+}
+
+// warmup runs WarmupIterations through the executor with a throwaway
+// sequence, so lazy allocations and code paths are exercised before serving.
+func (e *Engine) warmup(ctx context.Context) error {
+	if e.cfg.WarmupIterations <= 0 {
+		return nil
+	}
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	const warmupSeq = ^uint64(0)
+	n := min(e.blockSize, e.cfg.MaxModelLen-1, e.cfg.MaxNumBatchedTokens)
+	tokens := make([]int32, max(n, 1))
+	for i := range tokens {
+		tokens[i] = int32(i % max(e.cfg.VocabSize, 2))
+	}
+	for it := range e.cfg.WarmupIterations {
+		e.mu.Lock()
+		_, ok := e.kv.Admit(warmupSeq, tokens, len(tokens))
+		e.mu.Unlock()
+		if !ok {
+			return fmt.Errorf("engine warmup: no KV blocks for %d tokens", len(tokens))
+		}
+		e.b.Seqs = append(e.b.Seqs[:0], batch.Seq{
+			SeqID: warmupSeq, Tokens: tokens, Blocks: e.kv.Blocks(warmupSeq),
+			Sample: true, PromptLen: len(tokens), MaxTokens: 1,
+		})
+		e.b.NumTokens = len(tokens)
+		e.prepareOutput()
+		err := e.exec.Execute(ctx, &e.b, &e.out)
+		e.mu.Lock()
+		e.kv.Free(warmupSeq, true)
+		e.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("engine warmup iteration %d: %w", it, err)
+		}
+	}
+	e.b.Seqs = e.b.Seqs[:0]
+	return nil
+}

@@ -1,0 +1,165 @@
+// Package engine is the continuous-batching (iteration-level) scheduler that
+// every runtime pod runs: a waiting queue with priority aging, a paged KV block
+// manager with prefix caching, a batch planner with chunked prefill and
+// preemption by recompute, completion detection with stop-string streaming,
+// and the iteration loop that drives an executor.
+//
+// Nothing here knows about HTTP or Kubernetes; time comes from an injected
+// clock, so the same code serves in real time and simulates in virtual time.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Priority is a request's scheduling class.
+type Priority int8
+
+// Priorities, most urgent first. The values are the waiting queue's levels.
+const (
+	PriorityHigh   Priority = 0
+	PriorityNormal Priority = 1
+	PriorityLow    Priority = 2
+)
+
+// String returns the priority's name.
+func (p Priority) String() string {
+	switch p {
+	case PriorityHigh:
+		return "high"
+	case PriorityNormal:
+		return "normal"
+	case PriorityLow:
+		return "low"
+	}
+	return fmt.Sprintf("Priority(%d)", int8(p))
+}
+
+// ParsePriority parses "high", "normal" (or "") and "low".
+func ParsePriority(s string) (Priority, error) {
+	switch strings.ToLower(s) {
+	case "high":
+		return PriorityHigh, nil
+	case "", "normal", "medium":
+		return PriorityNormal, nil
+	case "low":
+		return PriorityLow, nil
+	}
+	return PriorityNormal, fmt.Errorf("priority %q: want high, normal or low", s)
+}
+
+// Params are a request's sampling and stopping parameters.
+type Params struct {
+	// MaxTokens is the output limit; it must be > 0.
+	MaxTokens int
+	// MinTokens is the number of output tokens before EOS, stop tokens and
+	// stop strings are honoured.
+	MinTokens int
+	// Temperature 0 means greedy.
+	Temperature float32
+	// TopP in (0, 1]; 0 or 1 disables nucleus sampling.
+	TopP float32
+	// TopK > 0 keeps only the K most likely tokens; 0 disables it.
+	TopK int
+	// Seed makes sampling deterministic when HasSeed is set.
+	Seed    uint64
+	HasSeed bool
+	// Stop are stop strings; the output is truncated before the first one.
+	Stop []string
+	// StopTokenIDs end generation when sampled (their text is not emitted).
+	StopTokenIDs []int32
+	// IgnoreEOS keeps generating past the model's EOS token.
+	IgnoreEOS bool
+	// MaxResponseChars limits the output text in runes (0 = unlimited).
+	MaxResponseChars int
+}
+
+// Request is one generation request.
+type Request struct {
+	// ID names the request in logs and events; the engine does not require
+	// uniqueness.
+	ID string
+	// ProgramID is the agent program the request belongs to ("" = its own
+	// one-step program).
+	ProgramID string
+	// Prompt are the prompt token ids; at least one.
+	Prompt []int32
+	// Params are sampling and stopping parameters.
+	Params Params
+	// Priority is the scheduling class.
+	Priority Priority
+}
+
+// Errors returned by Submit. The server maps ErrQueueFull to HTTP 429,
+// ErrDraining and ErrNotRunning to 503, and *InvalidRequestError to 400.
+var (
+	ErrQueueFull  = errors.New("engine: waiting queue full")
+	ErrDraining   = errors.New("engine: draining, not accepting requests")
+	ErrNotRunning = errors.New("engine: not running")
+	// ErrStopped is the error of requests aborted when Stop's deadline passed.
+	ErrStopped = errors.New("engine: stopped before the request finished")
+	// ErrAlreadyRunning is returned by Start on a running engine.
+	ErrAlreadyRunning = errors.New("engine: already running")
+)
+
+// InvalidRequestError says why a request can never be served.
+type InvalidRequestError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidRequestError) Error() string {
+	return fmt.Sprintf("invalid request: %s: %s", e.Field, e.Reason)
+}
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidRequestError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// validate checks what the engine can check without the model: a request
+// that fails here could never be scheduled.
+func (e *Engine) validate(r *Request) error {
+	p := &r.Params
+	switch {
+	case len(r.Prompt) == 0:
+		return invalid("prompt", "must contain at least one token")
+	case p.MaxTokens <= 0:
+		return invalid("max_tokens", "must be > 0, got %d", p.MaxTokens)
+	case p.MinTokens < 0:
+		return invalid("min_tokens", "must be >= 0, got %d", p.MinTokens)
+	case p.MinTokens > p.MaxTokens:
+		return invalid("min_tokens", "%d is more than max_tokens %d", p.MinTokens, p.MaxTokens)
+	case p.Temperature < 0:
+		return invalid("temperature", "must be >= 0, got %g", p.Temperature)
+	case p.TopP < 0 || p.TopP > 1:
+		return invalid("top_p", "must be in [0, 1], got %g", p.TopP)
+	case p.TopK < 0:
+		return invalid("top_k", "must be >= 0, got %d", p.TopK)
+	case p.MaxResponseChars < 0:
+		return invalid("max_response_chars", "must be >= 0, got %d", p.MaxResponseChars)
+	case r.Priority < PriorityHigh || r.Priority > PriorityLow:
+		return invalid("priority", "unknown priority %d", r.Priority)
+	}
+	for _, s := range p.Stop {
+		if s == "" {
+			return invalid("stop", "stop strings must not be empty")
+		}
+	}
+	total := len(r.Prompt) + p.MaxTokens
+	if total > e.cfg.MaxModelLen {
+		return invalid("max_tokens", "prompt (%d tokens) + max_tokens (%d) = %d exceeds the model context of %d tokens",
+			len(r.Prompt), p.MaxTokens, total, e.cfg.MaxModelLen)
+	}
+	if need := (total + e.blockSize - 1) / e.blockSize; need > e.kv.NumBlocks() {
+		return invalid("max_tokens", "prompt + max_tokens = %d tokens needs %d KV blocks; the whole KV cache has %d",
+			total, need, e.kv.NumBlocks())
+	}
+	for _, t := range r.Prompt {
+		if t < 0 || (e.cfg.VocabSize > 0 && int(t) >= e.cfg.VocabSize) {
+			return invalid("prompt", "token id %d outside the vocabulary [0, %d)", t, e.cfg.VocabSize)
+		}
+	}
+	return nil
+}

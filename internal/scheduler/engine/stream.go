@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+)
+
+// Usage counts a request's tokens.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	// CachedTokens are prompt tokens whose KV came from the prefix cache on
+	// first admission.
+	CachedTokens int
+	// Preemptions counts how often the request was preempted and recomputed.
+	Preemptions int
+}
+
+// TotalTokens is prompt plus completion tokens.
+func (u Usage) TotalTokens() int { return u.PromptTokens + u.CompletionTokens }
+
+// Chunk is what Stream.Next hands the consumer: every token produced since
+// the previous call, then, exactly once, the final chunk (Done set).
+type Chunk struct {
+	// TokenIDs are the new output token ids (valid until the next call).
+	TokenIDs []int32
+	// Text is the new output text (valid until the next call). Text is held
+	// back while it could be the start of a stop string or of a rune, so it
+	// may lag TokenIDs.
+	Text []byte
+	// Done marks the final chunk; FinishReason, Usage and Err are set on it.
+	Done         bool
+	FinishReason completion.Reason
+	// StopMatched is the stop string that ended the request, if any.
+	StopMatched string
+	Usage       Usage
+	// Err explains an error or abort finish.
+	Err error
+}
+
+// Stream delivers one request's output. The engine never blocks on a slow
+// consumer: tokens accumulate in the stream until Next collects them.
+type Stream struct {
+	id     string
+	engine *Engine
+	seq    *sequence
+
+	cancelled atomic.Bool
+	ready     chan struct{} // capacity 1: "something to collect"
+
+	mu       sync.Mutex
+	tokens   []int32 // pending, written by the engine
+	text     []byte
+	done     bool
+	final    Chunk
+	consumed bool // the final chunk was returned
+
+	// Buffers handed to the consumer; swapped with the pending ones.
+	outTokens []int32
+	outText   []byte
+
+	stopAfter func() bool // unregisters the context watcher
+}
+
+// ID is the request id.
+func (s *Stream) ID() string { return s.id }
+
+// Cancel cancels the request. Its KV blocks are freed within one iteration;
+// the final chunk has FinishReason cancelled. Cancel is idempotent and safe
+// to call from any goroutine.
+func (s *Stream) Cancel() {
+	if s.cancelled.Swap(true) {
+		return
+	}
+	s.engine.cancel(s)
+}
+
+// Next blocks until output is available and returns it. After the final
+// chunk it returns io.EOF. A done ctx returns ctx.Err() (the request goes on;
+// call Cancel to stop it).
+func (s *Stream) Next(ctx context.Context) (Chunk, error) {
+	for {
+		s.mu.Lock()
+		if len(s.tokens) > 0 || len(s.text) > 0 || (s.done && !s.consumed) {
+			s.outTokens, s.tokens = s.tokens, s.outTokens[:0]
+			s.outText, s.text = s.text, s.outText[:0]
+			c := Chunk{TokenIDs: s.outTokens, Text: s.outText}
+			if s.done {
+				s.consumed = true
+				c.Done, c.FinishReason, c.StopMatched, c.Usage, c.Err =
+					true, s.final.FinishReason, s.final.StopMatched, s.final.Usage, s.final.Err
+			}
+			s.mu.Unlock()
+			return c, nil
+		}
+		if s.consumed {
+			s.mu.Unlock()
+			return Chunk{}, io.EOF
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return Chunk{}, ctx.Err()
+		}
+	}
+}
+
+// Wait collects the whole output: all token ids, the text and the final chunk.
+func (s *Stream) Wait(ctx context.Context) (tokens []int32, text string, final Chunk, err error) {
+	var buf []byte
+	for {
+		c, err := s.Next(ctx)
+		if err != nil {
+			return tokens, string(buf), final, err
+		}
+		tokens = append(tokens, c.TokenIDs...)
+		buf = append(buf, c.Text...)
+		if c.Done {
+			return tokens, string(buf), c, nil
+		}
+	}
+}
+
+// push appends output (engine side).
+func (s *Stream) push(tok int32, hasTok bool, text []byte) {
+	if !hasTok && len(text) == 0 {
+		return
+	}
+	s.mu.Lock()
+	if hasTok {
+		s.tokens = append(s.tokens, tok)
+	}
+	s.text = append(s.text, text...)
+	s.mu.Unlock()
+	s.notify()
+}
+
+// finish records the final chunk (engine side); only the first call counts.
+func (s *Stream) finish(text []byte, c Chunk) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.text = append(s.text, text...)
+	s.done = true
+	s.final = c
+	s.mu.Unlock()
+	if s.stopAfter != nil {
+		s.stopAfter()
+	}
+	s.notify()
+}
+
+func (s *Stream) notify() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// timing is the per-request latency bookkeeping.
+type timing struct {
+	arrival   time.Time
+	firstTok  time.Time
+	lastTok   time.Time
+	scheduled bool
+}

@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+)
+
+// kvExec is a deterministic test executor that really uses the KV blocks:
+// processing token t at position p writes mix(t, p) into the slot the block
+// table names, and the next token is a hash of every slot the sequence can
+// see. A wrong block table, a prefix-cache block with the wrong content or
+// a block reused while still referenced changes the output, so equal outputs
+// prove the engine kept every sequence's KV intact.
+type kvExec struct {
+	blockSize int
+	vocab     int
+	eos       int32
+	// eosMod: the hash mod eosMod == 0 yields EOS (0 = never).
+	eosMod uint64
+	// logits: return logits (one-hot on the chosen token) instead of ids.
+	logits bool
+
+	mu    sync.Mutex
+	slots []uint64
+	calls int
+	// failOn: calls numbers that return an error.
+	failOn map[int]bool
+	// block, when set, makes Execute wait for ctx or the channel.
+	block chan struct{}
+	// checkErr records contract violations seen by the executor.
+	checkErr error
+	logitBuf [][]float32
+}
+
+func newKVExec(numBlocks, blockSize, vocab int) *kvExec {
+	return &kvExec{
+		blockSize: blockSize, vocab: vocab, eos: int32(vocab - 1), eosMod: 23,
+		slots: make([]uint64, numBlocks*blockSize),
+	}
+}
+
+func (x *kvExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
+	x.mu.Lock()
+	x.calls++
+	call := x.calls
+	fail := x.failOn[call]
+	blk := x.block
+	x.mu.Unlock()
+	if blk != nil {
+		select {
+		case <-blk:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if fail {
+		return errors.New("injected executor failure")
+	}
+	if b.BlockSize != x.blockSize {
+		x.violation(fmt.Errorf("batch block size %d, want %d", b.BlockSize, x.blockSize))
+	}
+	total := 0
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		total += len(s.Tokens)
+		end := s.Pos + len(s.Tokens)
+		if need := (end + x.blockSize - 1) / x.blockSize; len(s.Blocks) < need {
+			x.violation(fmt.Errorf("seq %d: %d blocks cover fewer than %d tokens", s.SeqID, len(s.Blocks), end))
+			continue
+		}
+		for j, t := range s.Tokens {
+			p := s.Pos + j
+			x.slots[int(s.Blocks[p/x.blockSize])*x.blockSize+p%x.blockSize] = mix64(uint64(t)+1, uint64(p))
+		}
+		if !s.Sample {
+			continue
+		}
+		var h uint64 = 1469598103934665603
+		for p := range end {
+			h = mix64(h, x.slots[int(s.Blocks[p/x.blockSize])*x.blockSize+p%x.blockSize])
+		}
+		tok := int32(h % uint64(x.vocab-1))
+		if x.eosMod > 0 && (h>>32)%x.eosMod == 0 {
+			tok = x.eos
+		}
+		if x.logits {
+			if len(x.logitBuf) <= i {
+				x.logitBuf = append(x.logitBuf, make([][]float32, i+1-len(x.logitBuf))...)
+			}
+			if x.logitBuf[i] == nil {
+				x.logitBuf[i] = make([]float32, x.vocab)
+			}
+			l := x.logitBuf[i]
+			for k := range l {
+				l[k] = float32((h>>uint(k%29))&7) / 8 // noise below the winner
+			}
+			l[tok] = 10
+			out.Logits[i] = l
+		} else {
+			out.Tokens[i] = tok
+			out.Sampled[i] = true
+		}
+	}
+	if total != b.NumTokens {
+		x.violation(fmt.Errorf("NumTokens %d, sum %d", b.NumTokens, total))
+	}
+	return nil
+}
+
+func (x *kvExec) violation(err error) {
+	x.mu.Lock()
+	if x.checkErr == nil {
+		x.checkErr = err
+	}
+	x.mu.Unlock()
+}
+
+func mix64(a, b uint64) uint64 {
+	x := a ^ (b + 0x9e3779b97f4a7c15 + (a << 6) + (a >> 2))
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// letters decodes token id t as one lowercase letter, or "" for EOS.
+type letters struct{ eos int32 }
+
+var alphabet = []byte("abcdefghijklmnopqrstuvwxyz")
+
+func (l letters) TokenBytes(id int32) []byte {
+	if id == l.eos {
+		return nil
+	}
+	i := int(id) % len(alphabet)
+	return alphabet[i : i+1]
+}

@@ -1,0 +1,91 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Mode selects the placement algorithm.
+type Mode string
+
+const (
+	// ModeDefault keeps programs where they are, sends new ones to the pod
+	// with the fewest programs and never pauses for capacity.
+	ModeDefault Mode = "Default"
+	// ModeProgramAware pauses programs before a pod runs out of KV capacity
+	// and resumes them where they fit.
+	ModeProgramAware Mode = "ProgramAware"
+)
+
+// Decay makes the resume step optimistic about ACTING programs: the longer a
+// program has been acting, the likelier its KV cache has been evicted, so
+// resume counts its tokens × 2^(−t/HalfLife), t being the time since it
+// entered ACTING. Pause decisions always use undecayed tokens.
+type Decay struct {
+	// Enabled turns decay on.
+	Enabled bool
+	// HalfLife is the time after which an ACTING program counts half its
+	// tokens. It must be positive when Enabled.
+	HalfLife time.Duration
+}
+
+// Policy tunes the algorithm. Start from DefaultPolicy and change fields:
+// zero values are taken literally (a zero ActingTokenWeight is a valid
+// weight), and New rejects a policy that fails Validate.
+type Policy struct {
+	// Mode is ModeDefault or ModeProgramAware.
+	Mode Mode
+	// ActingTokenWeight, in [0, 1], is the fraction of an ACTING program's
+	// tokens charged to its pod. Below 1 it assumes part of an idle
+	// program's KV cache will be evicted before it returns.
+	ActingTokenWeight float64
+	// BufferTokensPerProgram is charged per program on a pod, as decode
+	// headroom. It must not be negative.
+	BufferTokensPerProgram int64
+	// ActingDecay optionally decays ACTING tokens in resume decisions.
+	ActingDecay Decay
+	// MaxPauseDuration bounds how long a program waits: after it, the
+	// program is resumed on the least-loaded pod whether it fits or not. It
+	// must be positive, so no program waits forever.
+	MaxPauseDuration time.Duration
+}
+
+// Defaults of DefaultPolicy.
+const (
+	DefaultActingTokenWeight      = 1.0
+	DefaultBufferTokensPerProgram = 100
+	// DefaultDecayHalfLife is the seed's 2^(−t), t in seconds.
+	DefaultDecayHalfLife    = time.Second
+	DefaultMaxPauseDuration = 30 * time.Minute
+)
+
+// DefaultPolicy returns ProgramAware mode with the seed's settings: acting
+// weight 1, 100 buffer tokens per program, decay off (half-life 1 s when
+// turned on), and a 30-minute pause limit.
+func DefaultPolicy() Policy {
+	return Policy{
+		Mode:                   ModeProgramAware,
+		ActingTokenWeight:      DefaultActingTokenWeight,
+		BufferTokensPerProgram: DefaultBufferTokensPerProgram,
+		ActingDecay:            Decay{HalfLife: DefaultDecayHalfLife},
+		MaxPauseDuration:       DefaultMaxPauseDuration,
+	}
+}
+
+// Validate reports the first field out of its range.
+func (p Policy) Validate() error {
+	switch {
+	case p.Mode != ModeDefault && p.Mode != ModeProgramAware:
+		return fmt.Errorf("placement policy: mode %q: want %q or %q", p.Mode, ModeDefault, ModeProgramAware)
+	case math.IsNaN(p.ActingTokenWeight) || p.ActingTokenWeight < 0 || p.ActingTokenWeight > 1:
+		return fmt.Errorf("placement policy: acting token weight %v: want a value in [0, 1]", p.ActingTokenWeight)
+	case p.BufferTokensPerProgram < 0:
+		return fmt.Errorf("placement policy: buffer tokens per program %d: must not be negative", p.BufferTokensPerProgram)
+	case p.ActingDecay.Enabled && p.ActingDecay.HalfLife <= 0:
+		return fmt.Errorf("placement policy: acting decay half-life %v: must be positive when decay is enabled", p.ActingDecay.HalfLife)
+	case p.MaxPauseDuration <= 0:
+		return fmt.Errorf("placement policy: max pause duration %v: must be positive", p.MaxPauseDuration)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package placement
+
+import (
+	"testing"
+	"time"
+)
+
+func TestResume(t *testing.T) {
+	ago := t0.Add(-time.Minute)
+	runRounds(t, []roundCase{{
+		name:   "held programs before new ones before idle ones",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000)},
+		progs: []*programBuilder{
+			prog("idle", 900).acting(ago).paused(ago),
+			prog("new", 900).steps(1).paused(ago),
+			prog("held", 900).paused(ago),
+		},
+		want: outcome{Place: onPod("a", "held"), Paused: ids("idle", "new")},
+	}, {
+		name:   "new programs before idle ones",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000)},
+		progs: []*programBuilder{
+			prog("idle", 900).acting(ago).paused(ago),
+			prog("new", 900).steps(1),
+		},
+		want: outcome{Place: onPod("a", "new"), Paused: ids("idle")},
+	}, {
+		name:   "an ACTING program whose request arrived is held",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000)},
+		progs: []*programBuilder{
+			prog("new", 900).steps(1).paused(ago),
+			prog("held", 900).acting(ago).held().paused(ago),
+		},
+		want: outcome{Place: onPod("a", "held"), Paused: ids("new")},
+	}, {
+		name:   "largest first onto the pod with the most room, re-chosen after each placement",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000), pod("b", 800)},
+		progs: []*programBuilder{
+			prog("p200", 200).paused(ago),
+			prog("p300", 300).paused(ago),
+			prog("p500", 500).paused(ago),
+			prog("p600", 600).paused(ago),
+		},
+		// p600→a (a 400, b 800), p500→b (b 300), p300→a (a 100), p200→b.
+		want: outcome{Place: map[string][]string{"a": {"p300", "p600"}, "b": {"p200", "p500"}}},
+	}, {
+		name:  "a program exactly filling the remaining capacity fits",
+		pods:  []Pod{pod("a", 1000)},
+		progs: []*programBuilder{prog("r0", 400).on("a"), prog("p1", 400).paused(ago)},
+		want:  outcome{Place: onPod("a", "p1")},
+	}, {
+		name:   "equal room: first pod by name",
+		policy: noBuffer,
+		pods:   []Pod{pod("b", 1000), pod("a", 1000)},
+		progs:  []*programBuilder{prog("p1", 100).paused(ago)},
+		want:   outcome{Place: onPod("a", "p1")},
+	}, {
+		name:   "equal size: first program by id",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000)},
+		progs:  []*programBuilder{prog("p2", 600).paused(ago), prog("p1", 600).paused(ago)},
+		want:   outcome{Place: onPod("a", "p1"), Paused: ids("p2")},
+	}, {
+		name:   "a program that fits nowhere waits; smaller ones of its class fill in",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000)},
+		progs: []*programBuilder{
+			prog("r0", 500).on("a"),
+			prog("big", 800).paused(ago),
+			prog("small", 400).paused(ago),
+		},
+		want: outcome{Place: onPod("a", "small"), Paused: ids("big")},
+	}, {
+		name:   "a waiting program reserves its pod against lower classes",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000)},
+		progs: []*programBuilder{
+			prog("r0", 500).on("a"),
+			prog("held", 800).paused(ago),
+			prog("new", 50).steps(1).paused(ago),
+		},
+		want: outcome{Paused: ids("held", "new")},
+	}, {
+		name:   "lower classes still use the pods not reserved",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000), pod("b", 500)},
+		progs: []*programBuilder{
+			prog("ra", 600).on("a"),
+			prog("rb", 300).on("b"),
+			prog("held", 700).paused(ago),              // fits nowhere; reserves a (b is too small)
+			prog("new300", 300).steps(1),               // would fit a's 400, not b's 200
+			prog("new150", 150).steps(1),               // fits b
+			prog("idle40", 40).acting(ago).paused(ago), // fits b's remaining 50
+		},
+		want: outcome{Place: onPod("b", "idle40", "new150"), Paused: ids("held", "new300")},
+	}, {
+		name:   "a program larger than every pod reserves nothing",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000)},
+		progs: []*programBuilder{
+			prog("huge", 5000).paused(ago),
+			prog("new", 300).steps(1).paused(ago),
+		},
+		want: outcome{Place: onPod("a", "new"), Paused: ids("huge")},
+	}, {
+		name:   "decay off: a held program resumes as soon as it fits, not after the pause limit",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 10_000)},
+		progs: []*programBuilder{
+			prog("a0", 2000).on("a").acting(ago),
+			prog("held", 3000).held().paused(t0.Add(-time.Second)),
+		},
+		want: outcome{Place: onPod("a", "held")},
+	}, {
+		name:  "a new program is placed",
+		pods:  []Pod{pod("a", 10_000)},
+		progs: []*programBuilder{prog("n1", 100).steps(1)},
+		want:  outcome{Place: onPod("a", "n1")},
+	}, {
+		name:  "an active program on a pod gone from the snapshot is placed again",
+		pods:  []Pod{pod("a", 10_000)},
+		progs: []*programBuilder{prog("p1", 100).on("gone")},
+		want:  outcome{Place: onPod("a", "p1")},
+	}, {
+		name: "a pod that is not ready gets nothing, and its programs are left alone",
+		pods: []Pod{notReadyPod("a", 100)},
+		progs: []*programBuilder{
+			prog("a0", 5000).on("a").acting(ago).marked(),
+			prog("p1", 10).paused(ago),
+		},
+		want: outcome{Paused: ids("p1")},
+	}, {
+		name:   "resume fits a waiting program's whole context: its sharing does not travel",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000)},
+		progs:  []*programBuilder{prog("p1", 1200).shared(600).paused(ago)},
+		want:   outcome{Paused: ids("p1")},
+	}, {
+		name:   "decay: resume sees long-acting programs decayed, then pauses them undecayed",
+		policy: withDecay,
+		pods:   []Pod{pod("a", 2000)},
+		progs: []*programBuilder{
+			prog("a0", 1500).on("a").acting(t0.Add(-10 * time.Second)),
+			prog("held", 1000).paused(ago),
+		},
+		want: outcome{Place: onPod("a", "held"), Pause: onPod("a", "a0"), Paused: ids("a0")},
+	}, {
+		name:   "decay off: the same snapshot resumes nothing",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 2000)},
+		progs: []*programBuilder{
+			prog("a0", 1500).on("a").acting(t0.Add(-10 * time.Second)),
+			prog("held", 1000).paused(ago),
+		},
+		want: outcome{Paused: ids("held")},
+	}, {
+		name: "decay with a long half-life barely decays",
+		policy: func(p *Policy) {
+			withDecay(p)
+			p.ActingDecay.HalfLife = time.Hour
+		},
+		pods: []Pod{pod("a", 2000)},
+		progs: []*programBuilder{
+			prog("a0", 1500).on("a").acting(t0.Add(-10 * time.Second)),
+			prog("held", 1000).paused(ago),
+		},
+		want: outcome{Paused: ids("held")},
+	}, {
+		name:   "decay applies to ACTING programs only",
+		policy: withDecay,
+		pods:   []Pod{pod("a", 2000)},
+		progs: []*programBuilder{
+			prog("r0", 1500).on("a"),
+			prog("held", 1000).paused(ago),
+		},
+		want: outcome{Paused: ids("held")},
+	}})
+}

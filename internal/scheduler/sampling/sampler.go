@@ -1,0 +1,269 @@
+package sampling
+
+import (
+	"math"
+	"slices"
+)
+
+// expCutoff is where weights stop being computed: a token whose scaled logit
+// is more than 88 below the top token's has less than 1e-38 of its
+// probability, below float32's normal range, and counts as 0.
+const expCutoff = -88
+
+var negInf = float32(math.Inf(-1))
+
+// cand is a candidate token: its id and, by stage, its logit or its
+// unnormalised probability (weight).
+type cand struct {
+	id int32
+	w  float32
+}
+
+// savedLogit is a banned token's logit, put back after the draw.
+type savedLogit struct {
+	id int32
+	v  float32
+}
+
+// Sampler holds the scratch space of sampling. The engine keeps one; its
+// buffers grow to the vocabulary size once and are then reused, so Sample
+// does not allocate. Not safe for concurrent use.
+type Sampler struct {
+	saved    []savedLogit
+	weights  []float32
+	cands    []cand
+	boundary []cand
+	// hist is the weight per bucket (see drawNucleus); weights are at most
+	// 1, whose bucket is 1016.
+	hist [1024]float64
+}
+
+// Sample returns the next token id for logits (one per vocabulary id, not
+// empty).
+//
+// Temperature 0 or TopK 1 picks the largest logit (ties: the lowest id).
+// Otherwise: banned ids are excluded (the engine bans EOS and stop ids
+// before min_tokens), logits are divided by the temperature, top-k keeps the
+// k largest, a numerically stable softmax turns them into probabilities,
+// top-p keeps the smallest set of most likely tokens whose probability
+// reaches p, and one number from rng picks a token from what is left in
+// proportion to its probability. A draw consumes exactly one value of rng
+// and greedy decoding none, so a seeded request is reproducible.
+//
+// NaN logits are treated as -Inf; if any logit is +Inf the first such token
+// is picked. If no token is left (all banned or -Inf), the lowest id that is
+// not banned is returned, or 0.
+//
+// Sample writes -Inf over the banned ids' logits while it runs and restores
+// them before it returns.
+func (s *Sampler) Sample(logits []float32, p *Params, rng *RNG, banned []int32) int32 {
+	if len(logits) == 0 {
+		panic("sampling: Sample called with no logits")
+	}
+	s.ban(logits, banned)
+	var id int32
+	switch {
+	case p.greedy():
+		id, _ = argmax(logits)
+	case p.TopK > 0 && p.TopK < len(logits):
+		id = s.sampleTopK(logits, p, rng)
+	default:
+		id = s.sampleAll(logits, p, rng)
+	}
+	s.unban(logits)
+	if id < 0 {
+		id = firstAllowed(len(logits), banned)
+	}
+	return id
+}
+
+// sampleAll draws from the whole vocabulary (no top-k). It returns -1 if no
+// token has a finite logit.
+func (s *Sampler) sampleAll(logits []float32, p *Params, rng *RNG) int32 {
+	best, top := argmax(logits)
+	if best < 0 || math.IsInf(float64(top), 1) {
+		return best
+	}
+	invT := 1 / float64(p.Temperature)
+	s.weights = slices.Grow(s.weights[:0], len(logits))[:len(logits)]
+	w := s.weights
+	sum := 0.0
+	for i, v := range logits {
+		var e float32
+		// NaN and -Inf fail the comparison and get weight 0.
+		if x := (float64(v) - float64(top)) * invT; x > expCutoff {
+			e = float32(expNeg(x))
+		}
+		w[i] = e
+		sum += float64(e)
+	}
+	if !p.topP() {
+		target := rng.Float64() * sum
+		acc := 0.0
+		last := best
+		for i, e := range w {
+			if e == 0 {
+				continue
+			}
+			// The same additions in the same order as sum, so acc ends at
+			// sum and passes any target below it.
+			acc += float64(e)
+			last = int32(i)
+			if acc > target {
+				return int32(i)
+			}
+		}
+		return last
+	}
+
+	return s.drawNucleus(w, sum, p.TopP, rng)
+}
+
+// drawNucleus draws from the top-p nucleus of the weights w (one per id,
+// summing to sum).
+//
+// Rather than sort the vocabulary, it buckets the weights by magnitude:
+// a float32's exponent and top three mantissa bits, so bucket order is
+// weight order and a bucket spans a ratio of 2^(1/8). Summing each bucket's
+// weight finds the bucket where the nucleus ends: every token in a heavier
+// bucket is in it, every token in a lighter one is not, and only the tokens
+// of that one bucket need ordering, by a quickselect. All passes are linear.
+func (s *Sampler) drawNucleus(w []float32, sum float64, topP float32, rng *RNG) int32 {
+	hist := &s.hist
+	clear(hist[:])
+	for _, e := range w {
+		hist[bucket(e)] += float64(e)
+	}
+	target := float64(topP) * sum
+	edge, above := 0, 0.0
+	for b := len(hist) - 1; b >= 0; b-- {
+		if above+hist[b] >= target {
+			edge = b
+			break
+		}
+		above += hist[b]
+	}
+
+	in, boundary := s.cands[:0], s.boundary[:0]
+	inMass := 0.0
+	for i, e := range w {
+		switch b := bucket(e); {
+		case b > edge:
+			in = append(in, cand{id: int32(i), w: e})
+			inMass += float64(e)
+		case b == edge && e > 0:
+			boundary = append(boundary, cand{id: int32(i), w: e})
+		}
+	}
+	n := len(in)
+	c := append(in, boundary...)
+	s.cands, s.boundary = c, boundary
+	k, mass := nucleus(c[n:], target-inMass)
+	return draw(c[:n+k], inMass+mass, rng)
+}
+
+// bucket orders weights in [0, 1] by magnitude, 8 buckets per power of two
+// (the bits of a non-negative float32 order as the numbers do).
+func bucket(e float32) int {
+	return int(math.Float32bits(e) >> 20)
+}
+
+// sampleTopK draws from the p.TopK most likely tokens (0 < TopK < vocab).
+// It returns -1 if no token has a finite logit.
+func (s *Sampler) sampleTopK(logits []float32, p *Params, rng *RNG) int32 {
+	c := s.topK(logits, p.TopK)
+	top := c[0].w
+	if top == negInf {
+		return -1
+	}
+	if math.IsInf(float64(top), 1) {
+		return c[0].id
+	}
+	invT := 1 / float64(p.Temperature)
+	sum := 0.0
+	for i := range c {
+		var e float32
+		if x := (float64(c[i].w) - float64(top)) * invT; x > expCutoff {
+			e = float32(expNeg(x))
+		}
+		c[i].w = e
+		sum += float64(e)
+	}
+	n, mass := len(c), sum
+	if p.topP() {
+		// c is sorted, most likely first: the nucleus is a prefix.
+		target := float64(p.TopP) * sum
+		acc := 0.0
+		for i := range c {
+			acc += float64(c[i].w)
+			if acc >= target {
+				n, mass = i+1, acc
+				break
+			}
+		}
+	}
+	return draw(c[:n], mass, rng)
+}
+
+// draw picks a candidate with probability weight/mass using one number from
+// rng; mass is the candidates' total weight (> 0).
+func draw(c []cand, mass float64, rng *RNG) int32 {
+	target := rng.Float64() * mass
+	acc := 0.0
+	for _, x := range c {
+		acc += float64(x.w)
+		if acc > target && x.w > 0 {
+			return x.id
+		}
+	}
+	// Rounding left target at or past the sum: take the last candidate
+	// that can be drawn at all.
+	for i := len(c) - 1; i > 0; i-- {
+		if c[i].w > 0 {
+			return c[i].id
+		}
+	}
+	return c[0].id
+}
+
+// argmax returns the id of the largest logit (ties: the lowest id) and that
+// logit, or -1 if none is above -Inf (NaN never is).
+func argmax(logits []float32) (int32, float32) {
+	best, top := int32(-1), negInf
+	for i, v := range logits {
+		if v > top {
+			best, top = int32(i), v
+		}
+	}
+	return best, top
+}
+
+func (s *Sampler) ban(logits []float32, banned []int32) {
+	s.saved = s.saved[:0]
+	for _, id := range banned {
+		if id < 0 || int(id) >= len(logits) {
+			continue
+		}
+		s.saved = append(s.saved, savedLogit{id: id, v: logits[id]})
+		logits[id] = negInf
+	}
+}
+
+// unban restores the banned logits, in reverse so that an id banned twice
+// gets its original value back.
+func (s *Sampler) unban(logits []float32) {
+	for i := len(s.saved) - 1; i >= 0; i-- {
+		logits[s.saved[i].id] = s.saved[i].v
+	}
+}
+
+// firstAllowed is the fallback when nothing can be sampled: the lowest id not
+// banned, or 0 if all are.
+func firstAllowed(vocab int, banned []int32) int32 {
+	for id := range int32(vocab) {
+		if !slices.Contains(banned, id) {
+			return id
+		}
+	}
+	return 0
+}
