@@ -1,0 +1,164 @@
+// Command kvpilot-model writes models as GGUF files (the built-in one, or
+// random-weight ones of any geometry) for tests and demos, and describes
+// GGUF files.
+//
+//	kvpilot-model write --out tiny.gguf --builtin tiny
+//	kvpilot-model write --out m.gguf --layers 12 --dim 768 --heads 12 --ffn 2048 --vocab 32000 --dtype q8_0
+//	kvpilot-model info m.gguf
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "kvpilot-model:", err)
+		os.Exit(2)
+	}
+}
+
+const usage = `usage:
+  kvpilot-model write --out FILE [--builtin tiny | geometry flags] [--dtype f32|f16|bf16|q8_0]
+  kvpilot-model info FILE|builtin:NAME
+
+Random-weight models use a byte vocabulary padded to --vocab tokens; their
+text is noise. Run "kvpilot-model write -h" for the geometry flags.`
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	switch args[0] {
+	case "write":
+		return write(args[1:], stdout, stderr)
+	case "info":
+		if len(args) != 2 {
+			return errors.New(usage)
+		}
+		return info(args[1], stdout)
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+func write(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("write", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	tiny := model.TinyConfig()
+	out := fs.String("out", "", "output GGUF `file` (required)")
+	builtin := fs.String("builtin", "", "write a built-in model (tiny) instead of a random geometry")
+	arch := fs.String("arch", model.ArchLlama, "architecture: llama or qwen2")
+	layers := fs.Int("layers", tiny.Layers, "transformer blocks")
+	dim := fs.Int("dim", tiny.Dim, "embedding width")
+	heads := fs.Int("heads", tiny.Heads, "query heads")
+	kvHeads := fs.Int("kv-heads", 0, "key/value heads (0: same as --heads)")
+	headDim := fs.Int("head-dim", 0, "head width (0: dim/heads)")
+	ffn := fs.Int("ffn", tiny.FFN, "MLP hidden width")
+	vocab := fs.Int("vocab", model.ByteVocabSize, fmt.Sprintf("vocabulary size (at least %d)", model.ByteVocabSize))
+	ctxLen := fs.Int("context", tiny.ContextLen, "context length")
+	theta := fs.Float64("rope-theta", float64(tiny.RopeTheta), "rotary embedding base")
+	tied := fs.Bool("tied", false, "tie the output head to the token embedding")
+	bias := fs.Bool("qkv-bias", false, "q/k/v projection biases (Qwen2-style)")
+	seed := fs.Int64("seed", 1, "weight seed")
+	dtype := fs.String("dtype", "f32", "matrix type: f32, f16, bf16 or q8_0")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" || fs.NArg() > 0 {
+		return errors.New("write needs --out FILE and no positional arguments")
+	}
+	typ, err := model.ParseDType(*dtype)
+	if err != nil {
+		return err
+	}
+	var m *model.Model
+	if *builtin != "" {
+		if m, err = model.Builtin(*builtin); err != nil {
+			return err
+		}
+	} else {
+		cfg := model.Config{
+			Arch: *arch, VocabSize: *vocab, Dim: *dim, Layers: *layers, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
+			FFN: *ffn, ContextLen: *ctxLen, RopeTheta: float32(*theta), TiedEmbeddings: *tied, QKVBias: *bias,
+		}.WithDefaults()
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		if cfg.VocabSize < model.ByteVocabSize {
+			return fmt.Errorf("--vocab %d is below the byte vocabulary's %d tokens", cfg.VocabSize, model.ByteVocabSize)
+		}
+		m = model.Random(cfg, *seed)
+	}
+	if m, err = m.Convert(typ); err != nil {
+		return err
+	}
+	if err := writeFile(*out, m); err != nil {
+		return err
+	}
+	st, err := os.Stat(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %s, %.1fM parameters, %s, %d bytes\n", *out, describe(m.Config), float64(m.Config.NumParams())/1e6, typ, st.Size())
+	return nil
+}
+
+// writeFile writes through a temporary file so a failed write leaves no
+// half-written model behind.
+func writeFile(path string, m *model.Model) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".kvpilot-model-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := model.WriteGGUF(f, m); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func describe(c model.Config) string {
+	s := fmt.Sprintf("%s vocab %d, dim %d, %d layers, %d heads (%d kv, head dim %d), ffn %d, context %d, rope theta %g",
+		c.Arch, c.VocabSize, c.Dim, c.Layers, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.ContextLen, c.RopeTheta)
+	if c.TiedEmbeddings {
+		s += ", tied head"
+	}
+	if c.QKVBias {
+		s += ", qkv bias"
+	}
+	return s
+}
+
+func info(spec string, stdout io.Writer) error {
+	m, err := model.Open(spec, nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	c := m.Config
+	fmt.Fprintf(stdout, "model:      %s\n", spec)
+	fmt.Fprintf(stdout, "geometry:   %s\n", describe(c))
+	fmt.Fprintf(stdout, "parameters: %.1fM\n", float64(c.NumParams())/1e6)
+	fmt.Fprintf(stdout, "tokenizer:  %T, %d tokens, bos %d, eos %v\n", m.Tokenizer, m.Tokenizer.VocabSize(), c.BOS, c.EOS)
+	fmt.Fprintf(stdout, "chat:       %s\n", m.ChatTemplate.Name())
+	types := map[model.DType]int{}
+	for _, t := range m.Weights.Tensors() {
+		types[t.Type]++
+	}
+	fmt.Fprintf(stdout, "tensors:    %v\n", types)
+	return nil
+}

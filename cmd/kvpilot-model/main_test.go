@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWriteAndInfo(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--builtin", "tiny"}, "llama vocab 258, dim 128, 4 layers"},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--kv-heads", "1", "--ffn", "64", "--vocab", "300", "--dtype", "q8_0", "--arch", "qwen2", "--qkv-bias", "--tied"},
+			"qwen2 vocab 300, dim 64, 1 layers, 4 heads (1 kv, head dim 16), ffn 64, context 4096, rope theta 10000, tied head, qkv bias"},
+	} {
+		out := filepath.Join(dir, "m.gguf")
+		var stdout bytes.Buffer
+		if err := run(append([]string{"write", "--out", out}, tc.args...), &stdout, &stdout); err != nil {
+			t.Fatalf("write %v: %v", tc.args, err)
+		}
+		stdout.Reset()
+		if err := run([]string{"info", out}, &stdout, &stdout); err != nil {
+			t.Fatalf("info: %v", err)
+		}
+		if !strings.Contains(stdout.String(), tc.want) {
+			t.Errorf("info of %v:\n%s\nlacks %q", tc.args, stdout.String(), tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"write"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--heads", "3", "--kv-heads", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--dtype", "q4_k"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--vocab", "100"},
+		{"info", filepath.Join(dir, "missing.gguf")},
+		{"frobnicate"},
+	} {
+		if err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

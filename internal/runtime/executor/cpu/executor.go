@@ -1,0 +1,245 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+)
+
+// Options tune the executor.
+type Options struct {
+	// Threads is the number of goroutines a matrix multiply spreads over;
+	// 0 means GOMAXPROCS.
+	Threads int
+}
+
+// Executor runs a model's forward pass over paged KV storage it allocates
+// for numBlocks blocks of blockSize slots per layer.
+type Executor struct {
+	cfg                  model.Config
+	numBlocks, blockSize int
+	kvDim                int
+	embed                *model.Tensor
+	layers               []layer
+	outNorm              []float32
+	output               matrix
+	invFreq              []float64
+
+	// kCache and vCache hold, per layer, numBlocks*blockSize slots of kvDim.
+	kCache, vCache [][]float32
+
+	pool *pool
+	s    scratch
+}
+
+var _ batch.Executor = (*Executor)(nil)
+
+type layer struct {
+	attnNorm, ffnNorm   []float32
+	q, k, v, o          matrix
+	gate, up, down      matrix
+	qBias, kBias, vBias []float32
+}
+
+// KVBytesPerBlock is the KV memory one block of blockSize slots takes across
+// all layers (keys and values, float32).
+func KVBytesPerBlock(cfg model.Config, blockSize int) int64 {
+	return 2 * int64(cfg.Layers) * int64(blockSize) * int64(cfg.KVHeads*cfg.HeadDim) * 4
+}
+
+// New prepares m's weights for the kernels (F32 and Q8_0 are used as
+// stored, F16 and BF16 are widened to F32) and allocates the KV storage.
+// The model must stay open while the executor is used.
+func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, error) {
+	c := m.Config
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("cpu executor: %w", err)
+	}
+	if numBlocks <= 0 || blockSize <= 0 {
+		return nil, fmt.Errorf("cpu executor: %d blocks of %d slots: both must be positive", numBlocks, blockSize)
+	}
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	e := &Executor{cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim}
+	w := &m.Weights
+	if w.TokenEmbedding == nil || w.OutputNorm == nil || len(w.Layers) != c.Layers {
+		return nil, fmt.Errorf("cpu executor: model weights are incomplete")
+	}
+	e.embed = w.TokenEmbedding
+	e.outNorm = w.OutputNorm.Float32()
+	var err error
+	head := w.Output
+	if c.TiedEmbeddings || head == nil {
+		head = w.TokenEmbedding
+	}
+	if e.output, err = newMatrix(head); err != nil {
+		return nil, fmt.Errorf("cpu executor: %w", err)
+	}
+	e.layers = make([]layer, c.Layers)
+	for i, lw := range w.Layers {
+		l := &e.layers[i]
+		for _, p := range []struct {
+			dst *matrix
+			t   *model.Tensor
+		}{{&l.q, lw.Q}, {&l.k, lw.K}, {&l.v, lw.V}, {&l.o, lw.O}, {&l.gate, lw.Gate}, {&l.up, lw.Up}, {&l.down, lw.Down}} {
+			if *p.dst, err = newMatrix(p.t); err != nil {
+				return nil, fmt.Errorf("cpu executor: layer %d: %w", i, err)
+			}
+		}
+		l.attnNorm, l.ffnNorm = lw.AttnNorm.Float32(), lw.FFNNorm.Float32()
+		if c.QKVBias {
+			l.qBias, l.kBias, l.vBias = lw.QBias.Float32(), lw.KBias.Float32(), lw.VBias.Float32()
+		}
+	}
+	e.invFreq = make([]float64, c.HeadDim/2)
+	for i := range e.invFreq {
+		e.invFreq[i] = math.Pow(float64(c.RopeTheta), -2*float64(i)/float64(c.HeadDim))
+	}
+	slots := numBlocks * blockSize * e.kvDim
+	e.kCache, e.vCache = make([][]float32, c.Layers), make([][]float32, c.Layers)
+	for i := range c.Layers {
+		e.kCache[i], e.vCache[i] = make([]float32, slots), make([]float32, slots)
+	}
+	e.pool = newPool(threads)
+	// The workers reference only the pool, so an unreachable executor can
+	// stop them; Close does so at once.
+	runtime.AddCleanup(e, func(p *pool) { p.close() }, e.pool)
+	e.s.attnJob.scores = make([][]float32, e.pool.maxChunks())
+	return e, nil
+}
+
+// Close stops the executor's worker goroutines. It does not close the model.
+func (e *Executor) Close() { e.pool.close() }
+
+// scratch is the per-iteration working memory, grown to the largest batch
+// seen and reused.
+type scratch struct {
+	ids                  []int32
+	pos, seqOf, slot     []int
+	x, xn, q, k, v, attn []float32
+	gate, up             []float32
+	cos, sin             []float32
+	samples              []int // token index of each sampled sequence
+	headIn, logits       []float32
+	mm                   matmulJob
+	attnJob              attentionJob
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+func growInt(s []int, n int) []int {
+	if cap(s) < n {
+		return make([]int, n)
+	}
+	return s[:n]
+}
+
+// Execute runs one iteration: see batch.Executor.
+func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n, err := e.check(b, out)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	c := e.cfg
+	s := &e.s
+	e.prepare(b, n)
+	for t, id := range s.ids {
+		e.embed.Row(int(id), s.x[t*c.Dim:(t+1)*c.Dim])
+	}
+	for li := range e.layers {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e.layer(li, b, n)
+	}
+	// Logits only for the last token of each sequence that samples.
+	s.samples = s.samples[:0]
+	start := 0
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		if sq.Sample {
+			s.samples = append(s.samples, start+len(sq.Tokens)-1)
+		}
+		start += len(sq.Tokens)
+	}
+	if len(s.samples) == 0 {
+		return nil
+	}
+	ns := len(s.samples)
+	s.headIn = grow(s.headIn, ns*c.Dim)
+	for i, t := range s.samples {
+		rmsNorm(s.headIn[i*c.Dim:(i+1)*c.Dim], s.x[t*c.Dim:(t+1)*c.Dim], e.outNorm, c.NormEps)
+	}
+	s.logits = grow(s.logits, ns*c.VocabSize)
+	e.matmul(&e.output, s.headIn, s.logits, nil, ns)
+	k := 0
+	for i := range b.Seqs {
+		if !b.Seqs[i].Sample {
+			continue
+		}
+		l := out.Logits[i]
+		if cap(l) < c.VocabSize {
+			l = make([]float32, c.VocabSize)
+		}
+		l = l[:c.VocabSize]
+		copy(l, s.logits[k*c.VocabSize:(k+1)*c.VocabSize])
+		out.Logits[i] = l
+		k++
+	}
+	return nil
+}
+
+// check validates the batch against the model and the KV storage and
+// returns its token count.
+func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
+	if b.BlockSize != e.blockSize {
+		return 0, fmt.Errorf("cpu executor: batch block size %d, executor %d", b.BlockSize, e.blockSize)
+	}
+	if len(out.Logits) < len(b.Seqs) {
+		return 0, fmt.Errorf("cpu executor: output has %d logit slots for %d sequences", len(out.Logits), len(b.Seqs))
+	}
+	n := 0
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		end := sq.Pos + len(sq.Tokens)
+		switch {
+		case sq.Pos < 0:
+			return 0, fmt.Errorf("cpu executor: seq %d: negative position %d", sq.SeqID, sq.Pos)
+		case sq.Sample && len(sq.Tokens) == 0:
+			return 0, fmt.Errorf("cpu executor: seq %d: sampling with no tokens", sq.SeqID)
+		case end > e.cfg.ContextLen:
+			return 0, fmt.Errorf("cpu executor: seq %d: position %d beyond the context length %d", sq.SeqID, end, e.cfg.ContextLen)
+		case len(sq.Blocks)*e.blockSize < end:
+			return 0, fmt.Errorf("cpu executor: seq %d: %d blocks cover %d positions, need %d", sq.SeqID, len(sq.Blocks), len(sq.Blocks)*e.blockSize, end)
+		}
+		for _, id := range sq.Blocks[:(end+e.blockSize-1)/e.blockSize] {
+			if id < 0 || int(id) >= e.numBlocks {
+				return 0, fmt.Errorf("cpu executor: seq %d: block %d outside 0…%d", sq.SeqID, id, e.numBlocks-1)
+			}
+		}
+		for _, tok := range sq.Tokens {
+			if tok < 0 || int(tok) >= e.cfg.VocabSize {
+				return 0, fmt.Errorf("cpu executor: seq %d: token %d outside the vocabulary of %d", sq.SeqID, tok, e.cfg.VocabSize)
+			}
+		}
+		n += len(sq.Tokens)
+	}
+	return n, nil
+}

@@ -1,0 +1,202 @@
+package model
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func writeFile(t *testing.T, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestGGUFRoundTrip(t *testing.T) {
+	base := Random(smallConfig(), 7)
+	qwen := smallConfig()
+	qwen.Arch, qwen.QKVBias, qwen.TiedEmbeddings = ArchQwen2, true, true
+	for _, tc := range []struct {
+		name string
+		m    *Model
+		typ  DType
+	}{
+		{"f32", base, F32},
+		{"f16", base, F16},
+		{"bf16", base, BF16},
+		{"q8_0", base, Q8_0},
+		{"qwen2-tied-bias", Random(qwen, 3), Q8_0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := tc.m.Convert(tc.typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var done, total int64
+			out, err := Load(writeFile(t, ggufBytes(t, in)), func(d, tot int64) { done, total = d, tot })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			if diff := cmp.Diff(in.Config, out.Config); diff != "" {
+				t.Errorf("config (-in +out):\n%s", diff)
+			}
+			if done != total || total == 0 {
+				t.Errorf("progress ended at %d of %d", done, total)
+			}
+			inT, outT := in.Weights.Tensors(), out.Weights.Tensors()
+			if len(inT) != len(outT) {
+				t.Fatalf("%d tensors written, %d loaded", len(inT), len(outT))
+			}
+			for i := range inT {
+				a, b := inT[i], outT[i]
+				if a.Name != b.Name || a.Type != b.Type || !cmp.Equal(a.Shape, b.Shape) || !bytes.Equal(a.Data, b.Data) {
+					t.Errorf("tensor %s %s %v differs after the round trip: %s %s %v", a.Name, a.Type, a.Shape, b.Name, b.Type, b.Shape)
+				}
+			}
+			text := "héllo, wörld 123 <s>"
+			if diff := cmp.Diff(in.Tokenizer.Encode(text, true), out.Tokenizer.Encode(text, true)); diff != "" {
+				t.Errorf("tokens differ:\n%s", diff)
+			}
+			if in.ChatTemplate.Name() != out.ChatTemplate.Name() {
+				t.Errorf("chat template %s became %s", in.ChatTemplate.Name(), out.ChatTemplate.Name())
+			}
+		})
+	}
+}
+
+func TestConvertError(t *testing.T) {
+	cfg := smallConfig()
+	cfg.FFN = 40 // not a multiple of Q8_0's 32-element blocks
+	if _, err := Random(cfg, 1).Convert(Q8_0); err == nil || !strings.Contains(err.Error(), "multiple of 32") {
+		t.Fatalf("Convert(Q8_0) of ffn 40: got %v, want a block-size error", err)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	m, err := Open("builtin:tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.VocabSize != ByteVocabSize || m.Config.BOS != ByteBOS {
+		t.Errorf("tiny: vocab %d bos %d", m.Config.VocabSize, m.Config.BOS)
+	}
+	again, _ := Builtin("tiny")
+	if !bytes.Equal(m.Weights.Layers[0].Q.Data, again.Weights.Layers[0].Q.Data) {
+		t.Error("builtin:tiny is not deterministic")
+	}
+	if _, err := Open("builtin:huge", nil); err == nil {
+		t.Error("builtin:huge: no error")
+	}
+	p := writeFile(t, ggufBytes(t, m))
+	loaded, err := Open(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// patch returns a copy of b with the little-endian value v written at off.
+func patch(b []byte, off int, v uint32) []byte {
+	c := bytes.Clone(b)
+	binary.LittleEndian.PutUint32(c[off:], v)
+	return c
+}
+
+func TestLoadErrors(t *testing.T) {
+	good := ggufBytes(t, Random(smallConfig(), 1))
+	bad := Random(smallConfig(), 1)
+	bad.Weights.Layers[1].Up.Shape = []int{64, 95}
+	bad.Weights.Layers[1].Up.Data = bad.Weights.Layers[1].Up.Data[:64*95*4]
+	badShape := ggufBytes(t, bad)
+	gpt := Random(smallConfig(), 1)
+	gpt.Config.Arch = "gptneox"
+
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		data []byte
+		path string
+		want string
+	}{
+		{name: "missing", path: filepath.Join(dir, "nope.gguf"), want: "no such file"},
+		{name: "directory", path: dir, want: "not a regular file"},
+		{name: "empty", data: []byte{}, want: "empty"},
+		{name: "magic", data: append([]byte("GGML"), good[4:]...), want: "not a GGUF file"},
+		{name: "version", data: patch(good, 4, 9), want: "unsupported GGUF version 9"},
+		{name: "header only", data: good[:20], want: "truncated"},
+		{name: "metadata cut", data: good[:200], want: "truncated"},
+		{name: "data cut", data: good[:len(good)-100], want: "truncated"},
+		{name: "huge tensor count", data: patch(good, 8, 0xffffff), want: "tensor count"},
+		{name: "tensor shape", data: badShape, want: "blk.1.ffn_up.weight has shape [64 95], want [64 96]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.path
+			if p == "" {
+				p = writeFile(t, tc.data)
+			}
+			_, err := Load(p, nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Errorf("error %q lacks %q or the path", err, tc.want)
+			}
+		})
+	}
+	var err error
+	for n := 0; n < len(good); n += 97 {
+		if _, err = fromGGUF(good[:n], nil); err == nil {
+			t.Fatalf("file cut at %d of %d bytes loaded", n, len(good))
+		}
+	}
+	if !errors.Is(err, ErrTruncated) {
+		t.Errorf("cut file: %v does not wrap ErrTruncated", err)
+	}
+}
+
+func TestWriteUnsupportedArch(t *testing.T) {
+	m := Random(smallConfig(), 1)
+	m.Config.Arch = "gptneox"
+	if err := WriteGGUF(&bytes.Buffer{}, m); err == nil || !strings.Contains(err.Error(), "unsupported architecture") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func FuzzGGUFReader(f *testing.F) {
+	// Small seeds: Go's mutator slows down sharply on large inputs.
+	cfg := Config{VocabSize: ByteVocabSize, Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32, ContextLen: 64, TiedEmbeddings: true}
+	q8, err := Random(cfg, 1).Convert(Q8_0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	good := ggufBytes(f, q8)
+	f.Add(good)
+	f.Add(good[:len(good)/2])
+	f.Add(good[:64])
+	f.Add(patch(good, 16, 1<<30))
+	f.Add([]byte("GGUF"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := fromGGUF(data, nil)
+		if err != nil {
+			return
+		}
+		// A file that loads must be usable.
+		m.Tokenizer.Decode(m.Tokenizer.Encode("fuzz ✓", true))
+		for _, tn := range m.Weights.Tensors() {
+			tn.Row(tn.Rows()-1, make([]float32, tn.Cols()))
+		}
+	})
+}

@@ -1,0 +1,186 @@
+package model
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+)
+
+// ggufKV is one metadata entry to write.
+type ggufKV struct {
+	key   string
+	value any
+}
+
+// ggufMetadataSource is implemented by the tokenizers and chat templates of
+// this package: they describe themselves as GGUF metadata.
+type ggufMetadataSource interface {
+	ggufMetadata() []ggufKV
+}
+
+// WriteGGUF writes m as a GGUF v3 file: llama.cpp-style metadata and tensor
+// names, tensors in their stored types.
+func WriteGGUF(w io.Writer, m *Model) error {
+	c := m.Config
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("write gguf: %w", err)
+	}
+	a := c.Arch + "."
+	kvs := []ggufKV{
+		{"general.architecture", c.Arch},
+		{"general.name", "kvpilot"},
+		{"general.alignment", uint32(ggufDefaultAlignment)},
+		{a + "vocab_size", uint32(c.VocabSize)},
+		{a + "context_length", uint32(c.ContextLen)},
+		{a + "embedding_length", uint32(c.Dim)},
+		{a + "block_count", uint32(c.Layers)},
+		{a + "feed_forward_length", uint32(c.FFN)},
+		{a + "attention.head_count", uint32(c.Heads)},
+		{a + "attention.head_count_kv", uint32(c.KVHeads)},
+		{a + "attention.key_length", uint32(c.HeadDim)},
+		{a + "attention.value_length", uint32(c.HeadDim)},
+		{a + "rope.dimension_count", uint32(c.HeadDim)},
+		{a + "rope.freq_base", c.RopeTheta},
+		{a + "attention.layer_norm_rms_epsilon", c.NormEps},
+	}
+	src, ok := m.Tokenizer.(ggufMetadataSource)
+	if !ok {
+		return fmt.Errorf("write gguf: tokenizer %T cannot be written as GGUF metadata", m.Tokenizer)
+	}
+	kvs = append(kvs, src.ggufMetadata()...)
+	if c.BOS >= 0 {
+		kvs = append(kvs, ggufKV{"tokenizer.ggml.bos_token_id", uint32(c.BOS)})
+	}
+	if len(c.EOS) > 0 {
+		kvs = append(kvs, ggufKV{"tokenizer.ggml.eos_token_id", uint32(c.EOS[0])})
+		kvs = append(kvs, ggufKV{keyEOSTokenIDs, append([]int32(nil), c.EOS...)})
+	}
+	if t, ok := m.ChatTemplate.(ggufMetadataSource); ok {
+		kvs = append(kvs, t.ggufMetadata()...)
+	}
+
+	tensors := m.Weights.Tensors()
+	ew := &errWriter{w: bufio.NewWriterSize(w, 1<<20)}
+	ew.write([]byte(ggufMagic))
+	ew.u32(3)
+	ew.u64(uint64(len(tensors)))
+	ew.u64(uint64(len(kvs)))
+	for _, kv := range kvs {
+		ew.str(kv.key)
+		if err := ew.value(kv.value); err != nil {
+			return fmt.Errorf("write gguf: metadata %s: %w", kv.key, err)
+		}
+	}
+	var off uint64
+	for _, t := range tensors {
+		ew.str(t.Name)
+		ew.u32(uint32(len(t.Shape)))
+		for _, d := range t.Shape {
+			ew.u64(uint64(d))
+		}
+		ew.u32(uint32(t.Type))
+		ew.u64(off)
+		off = uint64(alignUp(int(off)+len(t.Data), ggufDefaultAlignment))
+	}
+	ew.pad()
+	for _, t := range tensors {
+		ew.write(t.Data)
+		ew.pad()
+	}
+	if ew.err == nil {
+		ew.err = ew.w.Flush()
+	}
+	if ew.err != nil {
+		return fmt.Errorf("write gguf: %w", ew.err)
+	}
+	return nil
+}
+
+// keyEOSTokenIDs lists every end-of-generation token; llama.cpp's keys hold one each.
+const keyEOSTokenIDs = "kvpilot.eos_token_ids"
+
+type errWriter struct {
+	w   *bufio.Writer
+	n   int
+	err error
+	tmp [8]byte
+}
+
+func (e *errWriter) write(b []byte) {
+	if e.err != nil {
+		return
+	}
+	n, err := e.w.Write(b)
+	e.n += n
+	e.err = err
+}
+
+func (e *errWriter) u32(v uint32) {
+	binary.LittleEndian.PutUint32(e.tmp[:], v)
+	e.write(e.tmp[:4])
+}
+
+func (e *errWriter) u64(v uint64) {
+	binary.LittleEndian.PutUint64(e.tmp[:], v)
+	e.write(e.tmp[:8])
+}
+
+func (e *errWriter) str(s string) {
+	e.u64(uint64(len(s)))
+	e.write([]byte(s))
+}
+
+func (e *errWriter) pad() {
+	var zero [ggufDefaultAlignment]byte
+	e.write(zero[:alignUp(e.n, ggufDefaultAlignment)-e.n])
+}
+
+func (e *errWriter) value(v any) error {
+	switch x := v.(type) {
+	case string:
+		e.u32(ggufString)
+		e.str(x)
+	case uint32:
+		e.u32(ggufU32)
+		e.u32(x)
+	case int32:
+		e.u32(ggufI32)
+		e.u32(uint32(x))
+	case float32:
+		e.u32(ggufF32)
+		e.u32(math.Float32bits(x))
+	case bool:
+		e.u32(ggufBool)
+		b := byte(0)
+		if x {
+			b = 1
+		}
+		e.write([]byte{b})
+	case []string:
+		e.u32(ggufArray)
+		e.u32(ggufString)
+		e.u64(uint64(len(x)))
+		for _, s := range x {
+			e.str(s)
+		}
+	case []float32:
+		e.u32(ggufArray)
+		e.u32(ggufF32)
+		e.u64(uint64(len(x)))
+		for _, f := range x {
+			e.u32(math.Float32bits(f))
+		}
+	case []int32:
+		e.u32(ggufArray)
+		e.u32(ggufI32)
+		e.u64(uint64(len(x)))
+		for _, i := range x {
+			e.u32(uint32(i))
+		}
+	default:
+		return fmt.Errorf("unsupported metadata type %T", v)
+	}
+	return nil
+}

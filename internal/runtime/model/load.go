@@ -1,0 +1,335 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Load opens a GGUF v2/v3 file: it maps it read-only, reads the geometry,
+// tokenizer and chat template from the metadata, and checks every tensor's
+// name, type and shape. progress, when set, is called with bytes of tensor
+// data paged in so far and the total. Errors name the path and the cause.
+func Load(path string, progress func(done, total int64)) (*Model, error) {
+	m, err := load(path, progress)
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", path, err)
+	}
+	return m, nil
+}
+
+func load(path string, progress func(done, total int64)) (*Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if st.Size() == 0 {
+		return nil, fmt.Errorf("not a GGUF file: %w: the file is empty", ErrTruncated)
+	}
+	data, unmap, err := mapFile(f, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	m, err := fromGGUF(data, progress)
+	if err != nil {
+		_ = unmap()
+		return nil, err
+	}
+	m.unmap = unmap
+	return m, nil
+}
+
+// fromGGUF builds a model whose tensors alias data.
+func fromGGUF(data []byte, progress func(done, total int64)) (*Model, error) {
+	f, err := parseGGUF(data)
+	if err != nil {
+		return nil, err
+	}
+	tensors := make(map[string]*ggufTensor, len(f.tensors))
+	for i := range f.tensors {
+		tensors[f.tensors[i].name] = &f.tensors[i]
+	}
+	cfg, err := configFromGGUF(f, tensors)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizerFromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	if tok.VocabSize() != cfg.VocabSize {
+		return nil, fmt.Errorf("tokenizer has %d tokens, the embedding %d rows", tok.VocabSize(), cfg.VocabSize)
+	}
+	m := &Model{Tokenizer: tok}
+	src, _, err := f.string("tokenizer.chat_template")
+	if err != nil {
+		return nil, err
+	}
+	m.ChatTemplate = ChatTemplateFor(src, tok)
+	if err := tokensFromGGUF(f, &cfg, m.ChatTemplate, tok); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m.Config = cfg
+
+	var total, done int64
+	specs := m.Weights.specs(cfg)
+	for _, s := range specs {
+		if t := tensors[s.name]; t != nil {
+			total += int64(len(t.data))
+		}
+	}
+	for _, s := range specs {
+		t := tensors[s.name]
+		if t == nil {
+			return nil, fmt.Errorf("missing tensor %s", s.name)
+		}
+		if !t.typ.Supported() {
+			return nil, fmt.Errorf("tensor %s has type %s; supported: F32, F16, BF16, Q8_0", s.name, t.typ)
+		}
+		if !s.matrix && t.typ != F32 {
+			return nil, fmt.Errorf("tensor %s has type %s; norms and biases must be F32", s.name, t.typ)
+		}
+		if !sameShape(t.shape, s.shape) {
+			return nil, fmt.Errorf("tensor %s has shape %v, want %v", s.name, t.shape, s.shape)
+		}
+		*s.slot = &Tensor{Name: t.name, Type: t.typ, Shape: t.shape, Data: t.data}
+		if progress != nil {
+			// Touch a byte per page so that progress follows the disk.
+			var sink byte
+			for i := 0; i < len(t.data); i += 4096 {
+				sink ^= t.data[i]
+			}
+			touchSink = sink
+			done += int64(len(t.data))
+			progress(done, total)
+		}
+	}
+	return m, nil
+}
+
+var touchSink byte
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func configFromGGUF(f *ggufFile, tensors map[string]*ggufTensor) (Config, error) {
+	var c Config
+	arch, ok, err := f.string("general.architecture")
+	if err != nil {
+		return c, err
+	}
+	if !ok {
+		return c, errors.New("metadata general.architecture is missing")
+	}
+	if arch != ArchLlama && arch != ArchQwen2 {
+		return c, fmt.Errorf("unsupported architecture %q (supported: %s, %s)", arch, ArchLlama, ArchQwen2)
+	}
+	c.Arch = arch
+	p := arch + "."
+	ints := []struct {
+		key      string
+		dst      *int
+		optional bool
+	}{
+		{p + "embedding_length", &c.Dim, false},
+		{p + "block_count", &c.Layers, false},
+		{p + "feed_forward_length", &c.FFN, false},
+		{p + "attention.head_count", &c.Heads, false},
+		{p + "attention.head_count_kv", &c.KVHeads, true},
+		{p + "attention.key_length", &c.HeadDim, true},
+		{p + "context_length", &c.ContextLen, false},
+	}
+	for _, x := range ints {
+		v, ok, err := f.uint(x.key)
+		if err != nil {
+			return c, err
+		}
+		if !ok {
+			if x.optional {
+				continue
+			}
+			return c, fmt.Errorf("metadata %s is missing", x.key)
+		}
+		if v > 1<<31 {
+			return c, fmt.Errorf("metadata %s = %d is out of range", x.key, v)
+		}
+		*x.dst = int(v)
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if v, ok, err := f.uint(p + "attention.value_length"); err != nil {
+		return c, err
+	} else if ok && int(v) != c.HeadDim {
+		return c, fmt.Errorf("value length %d differs from key length %d (unsupported)", v, c.HeadDim)
+	}
+	if v, ok, err := f.uint(p + "rope.dimension_count"); err != nil {
+		return c, err
+	} else if ok && int(v) != c.HeadDim {
+		return c, fmt.Errorf("partial rotary embeddings (%d of %d dimensions) are unsupported", v, c.HeadDim)
+	}
+	c.RopeTheta, c.NormEps = 10000, 1e-5
+	for _, x := range []struct {
+		key string
+		dst *float32
+	}{{p + "rope.freq_base", &c.RopeTheta}, {p + "attention.layer_norm_rms_epsilon", &c.NormEps}} {
+		v, ok, err := f.float(x.key)
+		if err != nil {
+			return c, err
+		}
+		if ok {
+			*x.dst = float32(v)
+		}
+	}
+	if _, ok := f.kv[p+"rope.scaling.type"]; ok {
+		if s, _, _ := f.string(p + "rope.scaling.type"); s != "" && s != "none" {
+			return c, fmt.Errorf("rope scaling %q is unsupported", s)
+		}
+	}
+	emb := tensors["token_embd.weight"]
+	if emb == nil {
+		return c, errors.New("missing tensor token_embd.weight")
+	}
+	if len(emb.shape) != 2 {
+		return c, fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb.shape)
+	}
+	c.VocabSize = emb.shape[1]
+	c.TiedEmbeddings = tensors["output.weight"] == nil
+	c.QKVBias = tensors["blk.0.attn_q.bias"] != nil
+	return c, nil
+}
+
+// tokensFromGGUF sets BOS and EOS: kvpilot.eos_token_ids when present, else
+// eos_token_id, eot_token_id and the chat template's end-of-turn tokens.
+func tokensFromGGUF(f *ggufFile, c *Config, tmpl ChatTemplate, tok Tokenizer) error {
+	c.BOS = -1
+	if v, ok, err := f.uint("tokenizer.ggml.bos_token_id"); err != nil {
+		return err
+	} else if ok && v < uint64(c.VocabSize) {
+		c.BOS = int32(v)
+	}
+	if ids, ok := f.kv[keyEOSTokenIDs].([]int32); ok {
+		c.EOS = append([]int32(nil), ids...)
+		return nil
+	}
+	seen := map[int32]bool{}
+	add := func(id int32) {
+		if !seen[id] && id >= 0 && int(id) < c.VocabSize {
+			seen[id] = true
+			c.EOS = append(c.EOS, id)
+		}
+	}
+	for _, key := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		v, ok, err := f.uint(key)
+		if err != nil {
+			return err
+		}
+		if ok && v < 1<<31 {
+			add(int32(v))
+		}
+	}
+	for _, text := range endOfTurnTokens(tmpl) {
+		if id, ok := tokenID(tok, text); ok {
+			add(id)
+		}
+	}
+	return nil
+}
+
+func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
+	kind, ok, err := f.string("tokenizer.ggml.model")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errors.New("metadata tokenizer.ggml.model is missing")
+	}
+	tokens, ok := f.kv["tokenizer.ggml.tokens"].([]string)
+	if !ok {
+		return nil, errors.New("metadata tokenizer.ggml.tokens is missing or not a string array")
+	}
+	var types []int32
+	switch v := f.kv["tokenizer.ggml.token_type"].(type) {
+	case nil:
+	case []int32:
+		types = v
+	case []uint32:
+		types = make([]int32, len(v))
+		for i, x := range v {
+			types[i] = int32(x)
+		}
+	default:
+		return nil, errors.New("metadata tokenizer.ggml.token_type is not an integer array")
+	}
+	optID := func(key string) (int32, error) {
+		v, ok, err := f.uint(key)
+		if err != nil || !ok || v >= uint64(len(tokens)) {
+			return -1, err
+		}
+		return int32(v), nil
+	}
+	bos, err := optID("tokenizer.ggml.bos_token_id")
+	if err != nil {
+		return nil, err
+	}
+	addBOS, hasAddBOS, err := f.bool("tokenizer.ggml.add_bos_token")
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case "gpt2":
+		merges, _ := f.kv["tokenizer.ggml.merges"].([]string)
+		if _, ok := f.kv["tokenizer.ggml.merges"]; ok && merges == nil {
+			return nil, errors.New("metadata tokenizer.ggml.merges is not a string array")
+		}
+		pre, _, err := f.string("tokenizer.ggml.pre")
+		if err != nil {
+			return nil, err
+		}
+		if !hasAddBOS {
+			addBOS = false
+		}
+		return NewBPETokenizer(tokens, types, merges, bos, addBOS, pre)
+	case "llama":
+		scores, ok := f.kv["tokenizer.ggml.scores"].([]float32)
+		if !ok {
+			return nil, errors.New("metadata tokenizer.ggml.scores is missing or not a float32 array")
+		}
+		unk, err := optID("tokenizer.ggml.unknown_token_id")
+		if err != nil {
+			return nil, err
+		}
+		space, hasSpace, err := f.bool("tokenizer.ggml.add_space_prefix")
+		if err != nil {
+			return nil, err
+		}
+		if !hasAddBOS {
+			addBOS = true
+		}
+		return NewSPMTokenizer(tokens, scores, types, bos, unk, addBOS, space || !hasSpace)
+	}
+	return nil, fmt.Errorf("tokenizer model %q is unsupported (supported: gpt2, llama)", kind)
+}

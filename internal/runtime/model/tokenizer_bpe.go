@@ -1,0 +1,176 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// BPETokenizer is GPT-2's byte-level BPE (tokenizer.ggml.model "gpt2"):
+// text is split by a pre-tokenizer, each piece's bytes are mapped to
+// printable characters, and merges are applied lowest rank first.
+type BPETokenizer struct {
+	vocab
+	merges map[[2]string]int
+	// mergeList is kept to write the tokenizer back.
+	mergeList []string
+	pre       string
+	split     pretokenizer
+}
+
+var _ Tokenizer = (*BPETokenizer)(nil)
+
+// NewBPETokenizer builds a byte-level BPE tokenizer. tokens are in
+// byte-level form (GPT-2's byte-to-unicode mapping); merges are "left right"
+// pairs in rank order; types may be nil (all normal); bos is -1 when there is
+// none; pre names the pre-tokenizer as tokenizer.ggml.pre does ("gpt2" when
+// empty or unknown; "llama-bpe" and relatives, "qwen2" and relatives).
+func NewBPETokenizer(tokens []string, types []int32, merges []string, bos int32, addBOS bool, pre string) (*BPETokenizer, error) {
+	v, err := newVocab(tokens, types, bos, addBOS)
+	if err != nil {
+		return nil, err
+	}
+	t := &BPETokenizer{vocab: v, merges: make(map[[2]string]int, len(merges)), mergeList: merges, pre: pre, split: pretokenizerFor(pre)}
+	for rank, m := range merges {
+		l, r, ok := strings.Cut(m, " ")
+		if !ok {
+			return nil, fmt.Errorf("merge %d %q is not two tokens separated by a space", rank, m)
+		}
+		k := [2]string{l, r}
+		if _, dup := t.merges[k]; !dup {
+			t.merges[k] = rank
+		}
+	}
+	t.pieces = make([][]byte, len(tokens))
+	for i, tok := range tokens {
+		switch t.types[i] {
+		case tokenControl, tokenUnused:
+		case tokenUserDefined:
+			t.pieces[i] = []byte(tok)
+		default:
+			t.pieces[i] = fromByteLevel(tok)
+		}
+	}
+	return t, nil
+}
+
+// Encode implements Tokenizer.
+func (t *BPETokenizer) Encode(text string, addBOS bool) []int32 {
+	buf := make([]byte, 0, 64)
+	return t.encodeWith(text, addBOS, func(out []int32, s string, _ bool) []int32 {
+		t.split(s, func(word string) {
+			buf = toByteLevel(buf[:0], word)
+			w := string(buf)
+			if id, ok := t.ids[w]; ok {
+				out = append(out, id)
+				return
+			}
+			mergeWord(w, t.mergeCost, func(piece string) {
+				if id, ok := t.ids[piece]; ok {
+					out = append(out, id)
+					return
+				}
+				// Not in the vocabulary (a broken file): fall back to its characters.
+				for _, r := range piece {
+					if id, ok := t.ids[string(r)]; ok {
+						out = append(out, id)
+					}
+				}
+			})
+		})
+		return out
+	})
+}
+
+func (t *BPETokenizer) mergeCost(w string, start, mid, end int) (float64, bool) {
+	rank, ok := t.merges[[2]string{w[start:mid], w[mid:end]}]
+	return float64(rank), ok
+}
+
+func (t *BPETokenizer) ggufMetadata() []ggufKV {
+	scores := make([]float32, len(t.tokens))
+	kvs := []ggufKV{
+		{"tokenizer.ggml.model", "gpt2"},
+		{"tokenizer.ggml.tokens", t.tokens},
+		{"tokenizer.ggml.token_type", t.types},
+		{"tokenizer.ggml.scores", scores},
+		{"tokenizer.ggml.merges", t.mergeList},
+		{"tokenizer.ggml.add_bos_token", t.addBOS},
+	}
+	if t.pre != "" {
+		kvs = append(kvs, ggufKV{"tokenizer.ggml.pre", t.pre})
+	}
+	return kvs
+}
+
+// GPT-2 maps each byte to a printable character so that BPE works on text:
+// printable Latin-1 bytes map to themselves, the others to U+0100 onwards.
+var byteToRune, runeToByte = func() ([256]rune, map[rune]byte) {
+	var b2r [256]rune
+	r2b := make(map[rune]byte, 256)
+	n := 0
+	for b := range 256 {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			b2r[b] = rune(b)
+		} else {
+			b2r[b] = rune(256 + n)
+			n++
+		}
+		r2b[b2r[b]] = byte(b)
+	}
+	return b2r, r2b
+}()
+
+func toByteLevel(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		r := byteToRune[s[i]]
+		if r < 0x80 {
+			dst = append(dst, byte(r))
+		} else {
+			dst = append(dst, string(r)...)
+		}
+	}
+	return dst
+}
+
+func fromByteLevel(s string) []byte {
+	out := make([]byte, 0, len(s))
+	for _, r := range s {
+		if b, ok := runeToByte[r]; ok {
+			out = append(out, b)
+		} else {
+			out = append(out, string(r)...)
+		}
+	}
+	return out
+}
+
+// The byte vocabulary of Random and the built-in models: ids 0-255 are the
+// bytes, then BOS and EOS. It is a byte-level BPE with no merges, so it
+// round-trips through GGUF as an ordinary "gpt2" tokenizer.
+const (
+	ByteBOS       int32 = 256
+	ByteEOS       int32 = 257
+	ByteVocabSize       = 258
+)
+
+// NewByteTokenizer returns the byte vocabulary padded with unused control
+// tokens to vocabSize entries (at least ByteVocabSize).
+func NewByteTokenizer(vocabSize int) *BPETokenizer {
+	vocabSize = max(vocabSize, ByteVocabSize)
+	tokens := make([]string, vocabSize)
+	types := make([]int32, vocabSize)
+	for b := range 256 {
+		tokens[b] = string(byteToRune[b])
+		types[b] = tokenNormal
+	}
+	tokens[ByteBOS], types[ByteBOS] = "<s>", tokenControl
+	tokens[ByteEOS], types[ByteEOS] = "</s>", tokenControl
+	for i := ByteVocabSize; i < vocabSize; i++ {
+		tokens[i], types[i] = fmt.Sprintf("<|unused_%d|>", i), tokenUnused
+	}
+	t, err := NewBPETokenizer(tokens, types, nil, ByteBOS, true, "")
+	if err != nil {
+		panic(err)
+	}
+	return t
+}

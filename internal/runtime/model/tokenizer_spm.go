@@ -1,0 +1,148 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// SPMTokenizer is SentencePiece-style BPE as llama uses it
+// (tokenizer.ggml.model "llama"): spaces become '▁', a '▁' is prefixed to the
+// text, adjacent pieces merge highest score first while the merged piece is
+// in the vocabulary, and pieces left unknown become their UTF-8 bytes
+// (<0xNN> tokens) or the unknown token.
+type SPMTokenizer struct {
+	vocab
+	scores         []float32
+	unk            int32
+	addSpacePrefix bool
+	byteTokens     [256]int32
+}
+
+var _ Tokenizer = (*SPMTokenizer)(nil)
+
+const spmSpace = "\u2581"
+
+// NewSPMTokenizer builds a SentencePiece tokenizer. types may be nil (all
+// normal; byte tokens are then recognized by their <0xNN> form); bos and unk
+// are -1 when absent.
+func NewSPMTokenizer(tokens []string, scores []float32, types []int32, bos, unk int32, addBOS, addSpacePrefix bool) (*SPMTokenizer, error) {
+	if len(scores) != len(tokens) {
+		return nil, fmt.Errorf("%d scores for %d tokens", len(scores), len(tokens))
+	}
+	if types == nil {
+		types = make([]int32, len(tokens))
+		for i, tok := range tokens {
+			types[i] = tokenNormal
+			if _, ok := parseByteToken(tok); ok {
+				types[i] = tokenByte
+			}
+		}
+	}
+	v, err := newVocab(tokens, types, bos, addBOS)
+	if err != nil {
+		return nil, err
+	}
+	if unk >= int32(len(tokens)) {
+		return nil, fmt.Errorf("unknown token %d outside the vocabulary of %d", unk, len(tokens))
+	}
+	t := &SPMTokenizer{vocab: v, scores: scores, unk: unk, addSpacePrefix: addSpacePrefix}
+	for i := range t.byteTokens {
+		t.byteTokens[i] = -1
+	}
+	t.pieces = make([][]byte, len(tokens))
+	for i, tok := range tokens {
+		switch types[i] {
+		case tokenControl, tokenUnused:
+		case tokenByte:
+			if b, ok := parseByteToken(tok); ok {
+				t.pieces[i] = []byte{b}
+				if t.byteTokens[b] < 0 {
+					t.byteTokens[b] = int32(i)
+				}
+			}
+		case tokenUserDefined:
+			t.pieces[i] = []byte(tok)
+		default:
+			t.pieces[i] = []byte(strings.ReplaceAll(tok, spmSpace, " "))
+		}
+	}
+	return t, nil
+}
+
+func parseByteToken(tok string) (byte, bool) {
+	if len(tok) != 6 || !strings.HasPrefix(tok, "<0x") || tok[5] != '>' {
+		return 0, false
+	}
+	var b byte
+	for _, c := range tok[3:5] {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = byte(c - '0')
+		case c >= 'A' && c <= 'F':
+			d = byte(c-'A') + 10
+		case c >= 'a' && c <= 'f':
+			d = byte(c-'a') + 10
+		default:
+			return 0, false
+		}
+		b = b<<4 | d
+	}
+	return b, true
+}
+
+// Encode implements Tokenizer.
+func (t *SPMTokenizer) Encode(text string, addBOS bool) []int32 {
+	return t.encodeWith(text, addBOS, func(out []int32, s string, first bool) []int32 {
+		if first && t.addSpacePrefix {
+			s = " " + s
+		}
+		s = strings.ReplaceAll(s, " ", spmSpace)
+		mergeWord(s, t.mergeCost, func(piece string) {
+			if id, ok := t.ids[piece]; ok && t.types[id] != tokenControl {
+				out = append(out, id)
+				return
+			}
+			for i := 0; i < len(piece); i++ {
+				if id := t.byteTokens[piece[i]]; id >= 0 {
+					out = append(out, id)
+				} else if t.unk >= 0 {
+					out = append(out, t.unk)
+				}
+			}
+		})
+		return out
+	})
+}
+
+func (t *SPMTokenizer) mergeCost(w string, start, _, end int) (float64, bool) {
+	id, ok := t.ids[w[start:end]]
+	if !ok || t.types[id] == tokenControl || t.types[id] == tokenUnused {
+		return 0, false
+	}
+	return -float64(t.scores[id]), true
+}
+
+// Decode implements Tokenizer, dropping the space Encode prefixed.
+func (t *SPMTokenizer) Decode(ids []int32) string {
+	s := t.vocab.Decode(ids)
+	if t.addSpacePrefix {
+		s = strings.TrimPrefix(s, " ")
+	}
+	return s
+}
+
+func (t *SPMTokenizer) ggufMetadata() []ggufKV {
+	kvs := []ggufKV{
+		{"tokenizer.ggml.model", "llama"},
+		{"tokenizer.ggml.tokens", t.tokens},
+		{"tokenizer.ggml.scores", t.scores},
+		{"tokenizer.ggml.token_type", t.types},
+		{"tokenizer.ggml.add_bos_token", t.addBOS},
+		{"tokenizer.ggml.add_space_prefix", t.addSpacePrefix},
+	}
+	if t.unk >= 0 {
+		kvs = append(kvs, ggufKV{"tokenizer.ggml.unknown_token_id", uint32(t.unk)})
+	}
+	return kvs
+}
