@@ -101,6 +101,10 @@ type sequence struct {
 	promptLen   int
 	numComputed int
 	outTokens   int
+	// blocks is the KV block table (the block manager's slice, valid until
+	// the engine next grows or frees the sequence); caching it here keeps
+	// the decode path free of block-manager lookups.
+	blocks []kvcache.BlockID
 
 	cachedTokens int  // prefix-cache hit on first admission
 	admitted     bool // admitted at least once
@@ -497,8 +501,11 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 			finished++
 			continue
 		}
+		before := s.numComputed
 		s.numComputed += len(sq.Tokens)
-		e.kv.Commit(s.id, s.tokens, s.numComputed)
+		if s.numComputed/e.blockSize > before/e.blockSize {
+			e.kv.Commit(s.id, s.tokens, s.numComputed) // a block became full
+		}
 		if !sq.Sample {
 			if s.stream.cancelled.Load() {
 				e.finishLocked(s, completion.Cancelled, nil, now)
@@ -564,6 +571,7 @@ func (e *Engine) finishWithTextLocked(s *sequence, reason completion.Reason, err
 	if s.state == stateRunning || e.kv.Has(s.id) {
 		e.kv.Free(s.id, false)
 	}
+	s.blocks = nil
 	s.state = stateFinished
 	u := Usage{PromptTokens: s.promptLen, CompletionTokens: s.outTokens, CachedTokens: s.cachedTokens, Preemptions: s.preemptions}
 	s.stream.finish(text, Chunk{Done: true, FinishReason: reason, StopMatched: s.det.StopMatched(), Usage: u, Err: err})

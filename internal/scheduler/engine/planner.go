@@ -42,18 +42,21 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			continue // keep scanning: cancelled ones still free their blocks
 		}
 		n := min(len(s.tokens)-s.numComputed, budget)
-		fits := e.kv.Grow(s.id, s.numComputed+n)
-		for !fits {
-			victim := e.lastRunningLocked()
-			e.preemptLocked(victim)
-			preempted++
-			if victim == s {
+		if need := s.numComputed + n; need > len(s.blocks)*e.blockSize {
+			fits := e.kv.Grow(s.id, need)
+			for !fits {
+				victim := e.lastRunningLocked()
+				e.preemptLocked(victim)
+				preempted++
+				if victim == s {
+					break
+				}
+				fits = e.kv.Grow(s.id, need)
+			}
+			if !fits {
 				break
 			}
-			fits = e.kv.Grow(s.id, s.numComputed+n)
-		}
-		if !fits {
-			break
+			s.blocks = e.kv.Blocks(s.id)
 		}
 		e.scheduleLocked(s, n)
 		budget -= n
@@ -77,6 +80,7 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			break
 		}
 		e.waiting.Pop()
+		s.blocks = e.kv.Blocks(s.id)
 		s.state = stateRunning
 		s.numComputed = cached
 		if !s.admitted {
@@ -97,7 +101,7 @@ func (e *Engine) scheduleLocked(s *sequence, n int) {
 		SeqID:     s.id,
 		Tokens:    s.tokens[s.numComputed:end],
 		Pos:       s.numComputed,
-		Blocks:    e.kv.Blocks(s.id),
+		Blocks:    s.blocks,
 		Sample:    end == len(s.tokens),
 		PromptLen: s.promptLen,
 		Seed:      s.seed,
@@ -136,6 +140,7 @@ func (e *Engine) lastRunningLocked() *sequence { return e.running[len(e.running)
 // make that cheap when its blocks were not reused meanwhile).
 func (e *Engine) preemptLocked(s *sequence) {
 	e.kv.Free(s.id, false)
+	s.blocks = nil
 	s.numComputed = 0
 	s.preemptions++
 	s.state = stateWaiting
