@@ -39,8 +39,17 @@ test: lint ## Run all tests (unit, fuzz seed corpora, envtest suites).
 	$(GO) test $(GOFLAGS_TEST) ./...
 
 .PHONY: bench
-bench: ## Run the Go benchmarks of the schedulers and executors.
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+bench: ## Run the Go benchmarks (engine, block manager, queue, placement, executors, batching simulation).
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/scheduler/... ./internal/runtime/...
+	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
+
+.PHONY: fuzz
+fuzz: ## Explore every fuzz target for FUZZTIME each (their seed corpora already run in `make test`).
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 ##@ Build
 
