@@ -10,6 +10,24 @@ GOFLAGS_TEST ?= -count=1
 # explores further.
 FUZZTIME ?= 30s
 
+# Image built by `make docker-build`; it holds both the manager and the runtime.
+IMG ?= kvpilot:latest
+CONTAINER_TOOL ?= docker
+
+# Pinned tools, installed into $(BIN) under a versioned name so a new pin
+# reinstalls.
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+CONTROLLER_GEN ?= $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+
+# The envtest binaries (kube-apiserver, etcd) are built from source into a
+# cache outside the tree and reused; see hack/setup-envtest.sh.
+ENVTEST_K8S_VERSION ?= 1.36.3
+ENVTEST_ETCD_VERSION ?= 3.6.5
+SETUP_ENVTEST = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) GO=$(GO) hack/setup-envtest.sh
+
+# Files controller-gen writes; `make verify` fails when they are stale.
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
+
 .PHONY: all
 all: build
 
@@ -35,13 +53,21 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint ## Run all tests (unit, fuzz seed corpora, envtest suites).
-	$(GO) test $(GOFLAGS_TEST) ./...
+test: lint envtest ## Run all tests (unit, fuzz seed corpora, envtest suites).
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 $(GO) test $(GOFLAGS_TEST) ./...
+
+.PHONY: envtest
+envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and etcd.
+	@$(SETUP_ENVTEST) >/dev/null
 
 .PHONY: bench
 bench: ## Run the Go benchmarks (engine, block manager, queue, placement, executors, batching simulation).
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/scheduler/... ./internal/runtime/...
 	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
+
+.PHONY: bench-agents
+bench-agents: ## Agentic workload: ProgramAware vs Default placement on a simulated pool (virtual time).
+	$(GO) test -run '^$$' -bench Agents -benchtime=1x ./internal/loadgen/
 
 .PHONY: fuzz
 fuzz: ## Explore every fuzz target for FUZZTIME each (their seed corpora already run in `make test`).
@@ -51,11 +77,51 @@ fuzz: ## Explore every fuzz target for FUZZTIME each (their seed corpora already
 	  done; \
 	done
 
+##@ Code generation
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs and the manager's RBAC from the markers.
+	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./internal/controller/..." output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate the API types' DeepCopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: verify
+verify: manifests generate ## Regenerate everything and fail if a generated file was stale.
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		git status --short -- $(GENERATED); git diff --stat -- $(GENERATED); \
+		echo "generated files are stale: run 'make manifests generate' and commit the result"; exit 1; \
+	fi
+	kubectl kustomize config/default >/dev/null
+	kubectl kustomize config/samples >/dev/null
+	kubectl kustomize config/prometheus >/dev/null
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(BIN)/.install
+	GOBIN=$(BIN)/.install $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	mv $(BIN)/.install/controller-gen $@
+
 ##@ Build
 
 .PHONY: build
 build: ## Build the binaries into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: docker-build
+docker-build: ## Build the image holding the manager and the runtime (IMG=kvpilot:latest).
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+##@ Deploy
+
+.PHONY: deploy
+deploy: ## Install the CRDs and run the manager in the current kubectl context.
+	kubectl apply --server-side -k config/default
+
+.PHONY: undeploy
+undeploy: ## Remove the manager and the CRDs (and with them every pool).
+	kubectl delete --ignore-not-found -k config/default
 
 ##@ Run
 

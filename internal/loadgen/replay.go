@@ -29,7 +29,7 @@ func DefaultSetup() Setup {
 		MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, MaxModelLen: 8192}
 }
 
-func (s Setup) build() (*sim.Executor, *clock.Virtual, int, error) {
+func (s Setup) build(outputLen sim.LengthDist) (*sim.Executor, *clock.Virtual, int, error) {
 	acc, err := sim.LookupAccelerator(s.Accelerator)
 	if err != nil {
 		return nil, nil, 0, err
@@ -43,7 +43,7 @@ func (s Setup) build() (*sim.Executor, *clock.Virtual, int, error) {
 		return nil, nil, 0, err
 	}
 	clk := clock.NewVirtual(time.Unix(0, 0))
-	x, err := sim.New(sim.Options{Accelerator: acc, Geometry: geo, Virtual: clk, OutputLen: OutputLenBySeed{}})
+	x, err := sim.New(sim.Options{Accelerator: acc, Geometry: geo, Virtual: clk, OutputLen: outputLen})
 	return x, clk, blocks, err
 }
 
@@ -60,7 +60,7 @@ func syntheticPrompt(v *sim.Vocabulary, n int, seed uint64) []int32 {
 // RunContinuous replays reqs through the real engine (continuous batching,
 // paged KV, chunked prefill) on the sim executor in virtual time.
 func RunContinuous(reqs []Request, s Setup) (*Result, error) {
-	x, clk, blocks, err := s.build()
+	x, clk, blocks, err := s.build(OutputLenBySeed{})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func RunContinuous(reqs []Request, s Setup) (*Result, error) {
 // member finishes (finished members are padding), and every member's result
 // is returned when the batch ends. Step times come from the same cost model.
 func RunStatic(reqs []Request, s Setup, batchSize int) (*Result, error) {
-	x, _, blocks, err := s.build()
+	x, _, blocks, err := s.build(OutputLenBySeed{})
 	if err != nil {
 		return nil, err
 	}

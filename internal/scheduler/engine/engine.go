@@ -634,3 +634,19 @@ func (e *Engine) iterations() uint64 {
 	defer e.stepMu.Unlock()
 	return e.iter
 }
+
+// DeprioritizePrefix makes the free cached KV blocks holding tokens' prefix
+// the first to be evicted: a paused program's cache goes before the caches
+// of programs that will run next.
+func (e *Engine) DeprioritizePrefix(tokens []int32) {
+	e.mu.Lock()
+	e.kv.Deprioritize(tokens)
+	e.mu.Unlock()
+}
+
+// KVStats returns the block manager's statistics.
+func (e *Engine) KVStats() kvcache.Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.kv.Stats()
+}

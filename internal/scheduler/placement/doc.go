@@ -27,6 +27,9 @@
 //     with no request), then by footprint, largest first, then by id. Each
 //     goes to the pod with the most remaining capacity, if it fits there;
 //     that pod is re-chosen after every placement (best-fit decreasing).
+//     One exception, beyond the seed: a program whose KV cache may still be
+//     on a pod (Program.CachedOn, where it last ran) goes back there when it
+//     fits, since resuming elsewhere recomputes its whole context.
 //     Remaining capacity counts ACTING programs decayed when
 //     Policy.ActingDecay is enabled. A program that fits nowhere stays
 //     waiting. Resuming is tried every round whenever capacity is free,

@@ -56,6 +56,10 @@ func (b *programBuilder) paused(since time.Time) *programBuilder {
 }
 
 func (b *programBuilder) held() *programBuilder       { b.p.HasHeldRequest = true; return b }
+func (b *programBuilder) cachedOn(pod string) *programBuilder {
+	b.p.CachedOn = pod
+	return b
+}
 func (b *programBuilder) marked() *programBuilder     { b.p.MarkedForPause = true; return b }
 func (b *programBuilder) steps(n int) *programBuilder { b.p.Steps = n; return b }
 func (b *programBuilder) shared(n int64) *programBuilder {

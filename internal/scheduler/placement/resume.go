@@ -49,26 +49,32 @@ func (s *Scheduler) resume() {
 	// best and bestOther (best but the reserved pod) change only when a
 	// program is placed or a pod reserved, so a program that does not fit
 	// costs a comparison, not a scan of the pods.
-	best := s.mostRemaining(-1, 0)
+	best, bestOther := s.bestPods(reserved)
 	if best < 0 {
 		return
 	}
-	bestOther := best
 	for _, c := range s.cands {
 		at := best
 		if reserved >= 0 && c.class > reservedFor {
 			at = bestOther
 		}
+		// Cache affinity: the pod that may still hold the program's KV
+		// cache wins when the program fits there (and it is not reserved
+		// for a higher class): resuming there reuses the cache instead of
+		// recomputing the whole context.
+		if k := s.progs[c.idx].cachedOn; k >= 0 && k != at && s.pods[k].serving &&
+			(k != reserved || c.class <= reservedFor) && c.tokens <= s.pods[k].resumeRemaining() {
+			at = k
+		}
 		if at >= 0 && c.tokens <= s.pods[at].resumeRemaining() {
 			s.place(c.idx, at)
-			best = s.mostRemaining(-1, 0)
-			bestOther = s.mostRemaining(reserved, 0)
+			best, bestOther = s.bestPods(reserved)
 			continue
 		}
 		if reserved < 0 {
 			if r := s.mostRemaining(-1, c.tokens); r >= 0 {
 				reserved, reservedFor = r, c.class
-				bestOther = s.mostRemaining(reserved, 0)
+				best, bestOther = s.bestPods(reserved)
 			}
 		}
 	}
@@ -90,6 +96,28 @@ func (s *Scheduler) mostRemaining(skip int32, minTotal int64) int32 {
 		}
 	}
 	return at
+}
+
+// bestPods returns, in one scan, the serving pod with the most remaining
+// capacity in the resume view and the same but for pod skip (-1 skips none),
+// the first by name on a tie; -1 where there is none.
+func (s *Scheduler) bestPods(skip int32) (best, other int32) {
+	best, other = -1, -1
+	var most, mostOther int64
+	for i := range s.pods {
+		p := &s.pods[i]
+		if !p.serving {
+			continue
+		}
+		r := p.resumeRemaining()
+		if best < 0 || r > most {
+			best, most = int32(i), r
+		}
+		if int32(i) != skip && (other < 0 || r > mostOther) {
+			other, mostOther = int32(i), r
+		}
+	}
+	return best, other
 }
 
 // placeLeastPrograms is Default mode: every waiting program goes to the

@@ -48,6 +48,31 @@ func TestResume(t *testing.T) {
 		// p600→a (a 400, b 800), p500→b (b 300), p300→a (a 100), p200→b.
 		want: outcome{Place: map[string][]string{"a": {"p300", "p600"}, "b": {"p200", "p500"}}},
 	}, {
+		name:   "a program goes back to the pod holding its cache when it fits there",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000), pod("b", 800)},
+		progs: []*programBuilder{
+			prog("p600", 600).paused(ago).cachedOn("b"),
+			prog("p500", 500).paused(ago).cachedOn("b"),
+			prog("p300", 300).paused(ago).cachedOn("gone"),
+		},
+		// p600→b (its cache; b 200 left), p500 does not fit b: most room, a
+		// (a 500); p300's pod is gone: most room, a.
+		want: outcome{Place: map[string][]string{"a": {"p300", "p500"}, "b": {"p600"}}},
+	}, {
+		name:   "cache affinity does not take a pod reserved for a higher class",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000), pod("b", 1000)},
+		progs: []*programBuilder{
+			prog("runA", 600).on("a"),
+			prog("runB", 500).on("b"),
+			prog("held", 700).paused(ago),
+			prog("idle", 300).acting(ago).paused(ago).cachedOn("b"),
+		},
+		// held fits nowhere and reserves b (most room); idle may not use b
+		// although its cache is there, and takes a.
+		want: outcome{Place: onPod("a", "idle"), Paused: ids("held")},
+	}, {
 		name:  "a program exactly filling the remaining capacity fits",
 		pods:  []Pod{pod("a", 1000)},
 		progs: []*programBuilder{prog("r0", 400).on("a"), prog("p1", 400).paused(ago)},

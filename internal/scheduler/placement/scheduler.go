@@ -60,7 +60,10 @@ type progState struct {
 	// round itself paused it.
 	waitSince time.Time
 	// pod is the program's pod, -1 while waiting.
-	pod   int32
+	pod int32
+	// cachedOn is the pod that may hold its KV cache while it waits, -1
+	// when unknown.
+	cachedOn int32
 	class uint8
 	// acting: the reported status is ACTING.
 	acting bool
@@ -186,6 +189,7 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		id:        p.ID,
 		footprint: s.footprint(p),
 		pod:       -1,
+		cachedOn:  -1,
 		class:     classOf(p),
 		acting:    p.Status == StatusActing,
 		markedIn:  p.MarkedForPause,
@@ -197,6 +201,9 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		}
 	}
 	if at < 0 {
+		if i, ok := s.podIndex[p.CachedOn]; ok && p.CachedOn != "" {
+			ps.cachedOn = i
+		}
 		ps.charge = ps.footprint
 		ps.waitSince = p.PausedSince
 		s.progs = append(s.progs, ps)
@@ -205,8 +212,10 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 	pod := &s.pods[at]
 	if pod.draining && ps.acting {
 		// Moved off the pod: paused there now, resumable elsewhere in this
-		// very round. Its wait starts now, so it is not force-resumed.
+		// very round. Its wait starts now, so it is not force-resumed. Its
+		// cache is on the draining pod: no affinity.
 		s.dec.Pods[at].Pause = append(s.dec.Pods[at].Pause, p.ID)
+		ps.cachedOn = -1
 		ps.charge = ps.footprint
 		s.progs = append(s.progs, ps)
 		return

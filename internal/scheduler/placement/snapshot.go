@@ -116,6 +116,11 @@ type Program struct {
 	// HasHeldRequest is true when a request for the program is being held
 	// until it is resumed.
 	HasHeldRequest bool
+	// CachedOn names the pod that may still hold the program's KV cache
+	// (where it last ran) while it is not placed; empty when unknown. Resume
+	// prefers that pod when the program fits there, so the cache is reused
+	// instead of recomputed.
+	CachedOn string
 }
 
 // Snapshot is a pool's state as the controller last read it: every pod of

@@ -33,7 +33,7 @@ type Sampler struct {
 	weights  []float32
 	cands    []cand
 	boundary []cand
-	// hist is the weight per bucket (see drawNucleus); weights are at most
+	// hist is the weight per bucket (see nucleusOf); weights are at most
 	// 1, whose bucket is 1016.
 	hist [1024]float64
 }
@@ -41,14 +41,15 @@ type Sampler struct {
 // Sample returns the next token id for logits (one per vocabulary id, not
 // empty).
 //
-// Temperature 0 or TopK 1 picks the largest logit (ties: the lowest id).
-// Otherwise: banned ids are excluded (the engine bans EOS and stop ids
-// before min_tokens), logits are divided by the temperature, top-k keeps the
-// k largest, a numerically stable softmax turns them into probabilities,
-// top-p keeps the smallest set of most likely tokens whose probability
-// reaches p, and one number from rng picks a token from what is left in
-// proportion to its probability. A draw consumes exactly one value of rng
-// and greedy decoding none, so a seeded request is reproducible.
+// Banned ids are never returned (the engine bans EOS and stop ids until
+// min_tokens is reached). Temperature 0 or TopK 1 picks the largest logit
+// (ties: the lowest id). Otherwise logits are divided by the temperature,
+// top-k keeps the k largest, a numerically stable softmax turns them into
+// probabilities, top-p keeps the smallest set of most likely tokens whose
+// probability reaches p (ties: lower ids first), and one number from rng
+// picks a token from what is left in proportion to its probability. A draw
+// consumes exactly one value of rng and greedy decoding none, so a seeded
+// request is reproducible.
 //
 // NaN logits are treated as -Inf; if any logit is +Inf the first such token
 // is picked. If no token is left (all banned or -Inf), the lowest id that is
@@ -87,16 +88,7 @@ func (s *Sampler) sampleAll(logits []float32, p *Params, rng *RNG) int32 {
 	invT := 1 / float64(p.Temperature)
 	s.weights = slices.Grow(s.weights[:0], len(logits))[:len(logits)]
 	w := s.weights
-	sum := 0.0
-	for i, v := range logits {
-		var e float32
-		// NaN and -Inf fail the comparison and get weight 0.
-		if x := (float64(v) - float64(top)) * invT; x > expCutoff {
-			e = float32(expNeg(x))
-		}
-		w[i] = e
-		sum += float64(e)
-	}
+	sum := expWeights(w, logits, top, invT)
 	if !p.topP() {
 		target := rng.Float64() * sum
 		acc := 0.0
@@ -116,11 +108,13 @@ func (s *Sampler) sampleAll(logits []float32, p *Params, rng *RNG) int32 {
 		return last
 	}
 
-	return s.drawNucleus(w, sum, p.TopP, rng)
+	c, mass := s.nucleusOf(w, float64(p.TopP)*sum)
+	return draw(c, mass, rng)
 }
 
-// drawNucleus draws from the top-p nucleus of the weights w (one per id,
-// summing to sum).
+// nucleusOf returns the smallest set of heaviest tokens (ties: lower ids)
+// whose weights w (one per id, each at most 1) reach target, unordered, and
+// its weight. The slice is scratch space of s.
 //
 // Rather than sort the vocabulary, it buckets the weights by magnitude:
 // a float32's exponent and top three mantissa bits, so bucket order is
@@ -128,13 +122,12 @@ func (s *Sampler) sampleAll(logits []float32, p *Params, rng *RNG) int32 {
 // weight finds the bucket where the nucleus ends: every token in a heavier
 // bucket is in it, every token in a lighter one is not, and only the tokens
 // of that one bucket need ordering, by a quickselect. All passes are linear.
-func (s *Sampler) drawNucleus(w []float32, sum float64, topP float32, rng *RNG) int32 {
+func (s *Sampler) nucleusOf(w []float32, target float64) ([]cand, float64) {
 	hist := &s.hist
 	clear(hist[:])
 	for _, e := range w {
 		hist[bucket(e)] += float64(e)
 	}
-	target := float64(topP) * sum
 	edge, above := 0, 0.0
 	for b := len(hist) - 1; b >= 0; b-- {
 		if above+hist[b] >= target {
@@ -159,7 +152,7 @@ func (s *Sampler) drawNucleus(w []float32, sum float64, topP float32, rng *RNG) 
 	c := append(in, boundary...)
 	s.cands, s.boundary = c, boundary
 	k, mass := nucleus(c[n:], target-inMass)
-	return draw(c[:n+k], inMass+mass, rng)
+	return c[:n+k], inMass + mass
 }
 
 // bucket orders weights in [0, 1] by magnitude, 8 buckets per power of two
@@ -179,15 +172,14 @@ func (s *Sampler) sampleTopK(logits []float32, p *Params, rng *RNG) int32 {
 	if math.IsInf(float64(top), 1) {
 		return c[0].id
 	}
-	invT := 1 / float64(p.Temperature)
-	sum := 0.0
+	lw := slices.Grow(s.weights[:0], len(c))[:len(c)]
 	for i := range c {
-		var e float32
-		if x := (float64(c[i].w) - float64(top)) * invT; x > expCutoff {
-			e = float32(expNeg(x))
-		}
-		c[i].w = e
-		sum += float64(e)
+		lw[i] = c[i].w
+	}
+	s.weights = lw
+	sum := expWeights(lw, lw, top, 1/float64(p.Temperature))
+	for i := range c {
+		c[i].w = lw[i]
 	}
 	n, mass := len(c), sum
 	if p.topP() {

@@ -299,6 +299,54 @@ func TestNucleusMatchesSort(t *testing.T) {
 	}
 }
 
+func TestNucleusOfMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	var s Sampler
+	for range 300 {
+		w := make([]float32, 1+r.IntN(5000))
+		total := 0.0
+		spread := 1 + r.IntN(1024) // from near-flat to spanning ten octaves
+		for i := range w {
+			// Multiples of 1/1024 up to 1: ties, many buckets, and sums
+			// that are exact in any order.
+			if r.IntN(10) > 0 {
+				w[i] = float32(1024-r.IntN(spread)) / 1024
+			}
+			total += float64(w[i])
+		}
+		target := r.Float64() * total
+
+		order := make([]cand, 0, len(w))
+		for i, e := range w {
+			order = append(order, cand{id: int32(i), w: e})
+		}
+		slices.SortFunc(order, byWeightDesc)
+		var want []int32
+		acc := 0.0
+		for _, x := range order {
+			want = append(want, x.id)
+			acc += float64(x.w)
+			if acc >= target {
+				break
+			}
+		}
+
+		c, mass := s.nucleusOf(w, target)
+		var got []int32
+		for _, x := range c {
+			got = append(got, x.id)
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("nucleusOf %d weights, target %v (-sorted prefix +got):\n%s", len(w), target, diff)
+		}
+		if mass != acc {
+			t.Fatalf("nucleusOf mass = %v, want %v", mass, acc)
+		}
+	}
+}
+
 func TestSampleDoesNotAllocate(t *testing.T) {
 	logits := peaked(32000, 7)
 	banned := []int32{2, 5}

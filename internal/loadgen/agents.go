@@ -1,0 +1,452 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
+	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+)
+
+// AgentWorkload describes agent programs shaped like coding agents on
+// SWE-bench: each step sends the whole conversation so far (the context
+// grows by the last output plus a tool result), then acts (runs a tool) for
+// a sampled time; a program runs many steps and is then released, and a new
+// one takes its place, so N programs are always live.
+type AgentWorkload struct {
+	Programs       int
+	MinSteps       int
+	MaxSteps       int
+	InitialContext sim.LogNormal // system prompt + task, tokens
+	Output         sim.LogNormal // tokens per reasoning step
+	ToolResult     sim.LogNormal // tokens a tool call adds
+	ToolTime       sim.LogNormal // milliseconds per tool call
+}
+
+// SWEBenchLike is the default agent shape: contexts start near 4k tokens and
+// grow by ~850 tokens a step over 20–40 steps (to ~20–40k), tools take ~3 s.
+func SWEBenchLike(programs int) AgentWorkload {
+	return AgentWorkload{
+		Programs: programs, MinSteps: 20, MaxSteps: 40,
+		InitialContext: sim.LogNormal{Mean: 4000, Sigma: 0.4, Min: 1000, Max: 12000},
+		Output:         sim.LogNormal{Mean: 250, Sigma: 0.8, Min: 8, Max: 2000},
+		ToolResult:     sim.LogNormal{Mean: 600, Sigma: 1.0, Min: 16, Max: 6000},
+		ToolTime:       sim.LogNormal{Mean: 3000, Sigma: 1.0, Min: 50, Max: 60000},
+	}
+}
+
+// AgentSetup is the simulated pool.
+type AgentSetup struct {
+	Replica  Setup
+	Pods     int
+	Policy   placement.Policy
+	Interval time.Duration // controller round interval
+	Warmup   time.Duration // not measured
+	Window   time.Duration // measured
+	Seed     uint64
+}
+
+// AgentResult summarises one run.
+type AgentResult struct {
+	Mode           placement.Mode
+	Steps          int // program steps completed in the window
+	StepsPerMinute float64
+	PrefixHitRate  float64
+	Preemptions    int
+	// RecomputedTokens are prompt tokens computed again although they had
+	// been computed for the same program before (its cache was evicted or
+	// it was preempted); FreshTokens are those computed for the first time.
+	RecomputedTokens, FreshTokens int64
+	StepLatency                   []time.Duration // issue to completion, incl. time held
+	Pauses, Resumes               int
+}
+
+// P is a step-latency percentile.
+func (r *AgentResult) P(q float64) time.Duration {
+	return (&Result{Latencies: r.StepLatency}).Percentile(q)
+}
+
+type agentPod struct {
+	name string
+	eng  *engine.Engine
+	clk  *clock.Virtual
+	live []*agentProgram // programs with a request in flight here
+}
+
+type agentProgram struct {
+	id        string
+	rng       *rand.Rand
+	tokens    []int32 // the context so far
+	computed  int     // tokens of the context computed at least once
+	step      int
+	steps     int
+	pod       int // -1: none
+	lastPod   int // where its KV cache may still be, -1: none
+	paused    bool
+	marked    bool
+	reasoning bool
+	held      bool
+	released  bool
+	stream    *engine.Stream
+	issuedAt  time.Duration
+	readyAt   time.Duration // when the tool finishes
+	lastTrans time.Duration
+	pausedAt  time.Duration
+	promptLen int
+}
+
+type agentSim struct {
+	w      AgentWorkload
+	s      AgentSetup
+	vocab  *sim.Vocabulary
+	pods   []*agentPod
+	progs  []*agentProgram
+	sched  *placement.Scheduler
+	now    time.Duration
+	nextID int
+	res    *AgentResult
+	start  time.Time
+	capTok int64
+}
+
+// RunAgents simulates the pool in virtual time: real engines on the sim
+// executor, one per pod, and the real placement algorithm every Interval.
+func RunAgents(w AgentWorkload, s AgentSetup) (*AgentResult, error) {
+	sched, err := placement.New(s.Policy)
+	if err != nil {
+		return nil, err
+	}
+	a := &agentSim{w: w, s: s, sched: sched, res: &AgentResult{Mode: s.Policy.Mode}, start: time.Unix(0, 0)}
+	for i := range s.Pods {
+		x, clk, blocks, err := s.Replica.build(nil) // lengths come from the workload
+		if err != nil {
+			return nil, err
+		}
+		a.vocab = x.Vocabulary()
+		a.capTok = int64(blocks * s.Replica.BlockSize)
+		eng, err := engine.New(engine.Config{
+			MaxNumSeqs: s.Replica.MaxNumSeqs, MaxNumBatchedTokens: s.Replica.MaxNumBatchedTokens,
+			MaxQueue: 1 << 20, MaxModelLen: s.Replica.MaxModelLen, VocabSize: x.Vocabulary().Size(),
+			KV:  kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true},
+			EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk,
+		}, x)
+		if err != nil {
+			return nil, err
+		}
+		a.pods = append(a.pods, &agentPod{name: fmt.Sprintf("pod-%d", i), eng: eng, clk: clk})
+	}
+	rng := rand.New(rand.NewPCG(s.Seed, 99))
+	for range w.Programs {
+		// Stagger starts over the first interval so programs are out of phase.
+		a.newProgram(time.Duration(rng.Int64N(int64(10 * time.Second))))
+	}
+	if err := a.run(); err != nil {
+		return nil, err
+	}
+	return a.res, nil
+}
+
+func (a *agentSim) newProgram(at time.Duration) {
+	a.nextID++
+	seed := a.s.Seed*1_000_003 + uint64(a.nextID)
+	p := &agentProgram{
+		id:  fmt.Sprintf("prog-%05d", a.nextID),
+		rng: rand.New(rand.NewPCG(seed, 7)), pod: -1, lastPod: -1, readyAt: at, lastTrans: at,
+	}
+	p.steps = a.w.MinSteps + p.rng.IntN(a.w.MaxSteps-a.w.MinSteps+1)
+	p.tokens = a.appendRandom(p, nil, a.w.InitialContext.Sample(p.rng.Uint64()))
+	a.progs = append(a.progs, p)
+}
+
+func (a *agentSim) appendRandom(p *agentProgram, toks []int32, n int) []int32 {
+	for range n {
+		toks = append(toks, int32(p.rng.IntN(a.vocab.Size()-1)))
+	}
+	return toks
+}
+
+func (a *agentSim) measuring() bool {
+	return a.now >= a.s.Warmup && a.now < a.s.Warmup+a.s.Window
+}
+
+func (a *agentSim) run() error {
+	end := a.s.Warmup + a.s.Window
+	nextTick := a.s.Interval
+	ctx := context.Background()
+	for a.now < end {
+		// The next event: a pod iteration, a tool finishing, or a round.
+		t, podIdx := nextTick, -1
+		for i, pd := range a.pods {
+			if run, wait := pd.eng.Pending(); run+wait > 0 {
+				if c := pd.clk.Now().Sub(a.start); c < t {
+					t, podIdx = c, i
+				}
+			}
+		}
+		for _, p := range a.progs {
+			if !p.reasoning && !p.held && !p.released && p.readyAt < t {
+				t, podIdx = p.readyAt, -2
+			}
+		}
+		a.now = max(a.now, t)
+		switch {
+		case podIdx >= 0:
+			pd := a.pods[podIdx]
+			r := pd.eng.Step(ctx)
+			if r.Err != nil {
+				return r.Err
+			}
+			if a.measuring() {
+				a.res.Preemptions += r.Preempted
+			}
+			a.collect(podIdx)
+		case podIdx == -2:
+			for _, p := range a.progs {
+				if !p.reasoning && !p.held && !p.released && p.readyAt <= a.now {
+					if err := a.issue(p); err != nil {
+						return err
+					}
+				}
+			}
+		default:
+			if err := a.round(); err != nil {
+				return err
+			}
+			nextTick += a.s.Interval
+		}
+	}
+	var hits, queries int64
+	for _, pd := range a.pods {
+		st := pd.eng.KVStats()
+		hits += st.Hits
+		queries += st.Queries
+	}
+	if queries > 0 {
+		a.res.PrefixHitRate = float64(hits) / float64(queries)
+	}
+	a.res.StepsPerMinute = float64(a.res.Steps) / a.s.Window.Minutes()
+	return nil
+}
+
+// issue is a program's next request at a.now: the gate.
+func (a *agentSim) issue(p *agentProgram) error {
+	if p.step > 0 {
+		// The tool result joins the context.
+		p.tokens = a.appendRandom(p, p.tokens, a.w.ToolResult.Sample(p.rng.Uint64()))
+	}
+	p.issuedAt = a.now
+	if p.paused {
+		p.held = true
+		return nil
+	}
+	if p.pod < 0 {
+		if a.s.Policy.Mode == placement.ModeDefault {
+			p.pod = a.leastPrograms()
+		} else if i := a.mostRoom(int64(len(p.tokens))); i >= 0 && !a.anyHeld() {
+			p.pod = i
+		} else {
+			p.paused, p.held, p.pausedAt = true, true, a.now
+			return nil
+		}
+	}
+	return a.submit(p)
+}
+
+func (a *agentSim) submit(p *agentProgram) error {
+	p.held = false
+	pd := a.pods[p.pod]
+	pd.clk.Set(a.start.Add(a.now)) // an idle pod wakes now; a busy one at its next step
+	out := a.w.Output.Sample(p.rng.Uint64())
+	st, err := pd.eng.Submit(context.Background(), &engine.Request{
+		ID: p.id, ProgramID: p.id, Prompt: p.tokens,
+		Params: engine.Params{MaxTokens: min(out, a.s.Replica.MaxModelLen-len(p.tokens)), IgnoreEOS: true},
+	})
+	if err != nil {
+		return fmt.Errorf("program %s step %d: %w", p.id, p.step, err)
+	}
+	p.stream, p.promptLen, p.reasoning, p.lastTrans = st, len(p.tokens), true, a.now
+	pd.live = append(pd.live, p)
+	return nil
+}
+
+// collect drains the pod's streams after an iteration.
+func (a *agentSim) collect(podIdx int) {
+	pd := a.pods[podIdx]
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	at := pd.clk.Now().Sub(a.start)
+	j := 0
+	for _, p := range pd.live {
+		finished := false
+		for {
+			c, err := p.stream.Next(done)
+			if err != nil {
+				break
+			}
+			p.tokens = append(p.tokens, c.TokenIDs...)
+			if c.Done {
+				finished = true
+				a.finishStep(p, c, at, pd)
+				break
+			}
+		}
+		if !finished {
+			pd.live[j] = p
+			j++
+		}
+	}
+	clear(pd.live[j:])
+	pd.live = pd.live[:j]
+}
+
+func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration, pd *agentPod) {
+	fresh := int64(max(0, p.promptLen-p.computed))
+	computed := int64(c.Usage.PromptTokens - c.Usage.CachedTokens)
+	if a.measuring() {
+		a.res.Steps++
+		a.res.StepLatency = append(a.res.StepLatency, at-p.issuedAt)
+		a.res.FreshTokens += fresh
+		a.res.RecomputedTokens += max(0, computed-fresh)
+	}
+	p.computed = len(p.tokens) - 1 // the last output token is computed by the next step
+	p.reasoning, p.lastTrans, p.stream = false, at, nil
+	p.step++
+	if p.step >= p.steps || len(p.tokens)+a.w.ToolResult.Max+a.w.Output.Max >= a.s.Replica.MaxModelLen {
+		// Released (done, or its context is full): a new program takes its place.
+		p.released, p.pod = true, -1
+		a.newProgram(at)
+		return
+	}
+	p.readyAt = at + time.Duration(a.w.ToolTime.Sample(p.rng.Uint64()))*time.Millisecond
+	if p.marked {
+		a.pause(p, at)
+	}
+}
+
+func (a *agentSim) pause(p *agentProgram, at time.Duration) {
+	if p.pod >= 0 {
+		a.pods[p.pod].eng.DeprioritizePrefix(p.tokens)
+	}
+	p.paused, p.marked, p.lastPod, p.pod, p.pausedAt = true, false, p.pod, -1, at
+	if a.measuring() {
+		a.res.Pauses++
+	}
+}
+
+// round is one controller round: snapshot, decide, apply.
+func (a *agentSim) round() error {
+	// Drop released programs.
+	j := 0
+	for _, p := range a.progs {
+		if !p.released {
+			a.progs[j] = p
+			j++
+		}
+	}
+	a.progs = a.progs[:j]
+	snap := placement.Snapshot{}
+	for _, pd := range a.pods {
+		snap.Pods = append(snap.Pods, placement.Pod{Name: pd.name, Ready: true, CapacityTokens: a.capTok})
+	}
+	byID := map[string]*agentProgram{}
+	for _, p := range a.progs {
+		byID[p.id] = p
+		pr := placement.Program{
+			ID: p.id, ContextTokens: int64(len(p.tokens)), Steps: p.step + 1,
+			LastTransition: a.start.Add(p.lastTrans), HasHeldRequest: p.held, MarkedForPause: p.marked,
+			Status: placement.StatusActing, State: placement.StateActive,
+		}
+		if p.reasoning {
+			pr.Status = placement.StatusReasoning
+		}
+		switch {
+		case p.paused:
+			pr.State, pr.PausedSince = placement.StatePaused, a.start.Add(p.pausedAt)
+			if p.lastPod >= 0 {
+				pr.CachedOn = a.pods[p.lastPod].name
+			}
+		case p.pod >= 0:
+			pr.Pod = a.pods[p.pod].name
+		}
+		snap.Programs = append(snap.Programs, pr)
+	}
+	dec, err := a.sched.Decide(snap, a.start.Add(a.now))
+	if err != nil {
+		return err
+	}
+	for i, pdDec := range dec.Pods {
+		for _, id := range pdDec.Pause {
+			a.pause(byID[id], a.now)
+		}
+		for _, id := range pdDec.Mark {
+			byID[id].marked = true
+		}
+		for _, id := range pdDec.Unmark {
+			byID[id].marked = false
+		}
+		for _, id := range pdDec.Place {
+			p := byID[id]
+			if p.paused && a.measuring() {
+				a.res.Resumes++
+			}
+			p.paused, p.pod = false, i
+			if p.held {
+				if err := a.submit(p); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (a *agentSim) leastPrograms() int {
+	counts := make([]int, len(a.pods))
+	for _, p := range a.progs {
+		if p.pod >= 0 {
+			counts[p.pod]++
+		}
+	}
+	best := 0
+	for i, c := range counts {
+		if c < counts[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// mostRoom is the pod with the most remaining capacity (placement's
+// formula, weight 1, no sharing) if need fits there, else -1.
+func (a *agentSim) mostRoom(need int64) int {
+	used := make([]int64, len(a.pods))
+	for _, p := range a.progs {
+		if p.pod >= 0 && !p.paused {
+			used[p.pod] += int64(len(p.tokens)) + a.s.Policy.BufferTokensPerProgram
+		}
+	}
+	best := -1
+	for i := range a.pods {
+		if best < 0 || used[i] < used[best] {
+			best = i
+		}
+	}
+	if best < 0 || used[best]+need+a.s.Policy.BufferTokensPerProgram > a.capTok {
+		return -1
+	}
+	return best
+}
+
+func (a *agentSim) anyHeld() bool {
+	for _, p := range a.progs {
+		if p.held {
+			return true
+		}
+	}
+	return false
+}
