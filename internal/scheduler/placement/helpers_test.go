@@ -55,7 +55,7 @@ func (b *programBuilder) paused(since time.Time) *programBuilder {
 	return b
 }
 
-func (b *programBuilder) held() *programBuilder       { b.p.HasHeldRequest = true; return b }
+func (b *programBuilder) held() *programBuilder { b.p.HasHeldRequest = true; return b }
 func (b *programBuilder) cachedOn(pod string) *programBuilder {
 	b.p.CachedOn = pod
 	return b

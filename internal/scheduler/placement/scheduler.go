@@ -64,7 +64,7 @@ type progState struct {
 	// cachedOn is the pod that may hold its KV cache while it waits, -1
 	// when unknown.
 	cachedOn int32
-	class uint8
+	class    uint8
 	// acting: the reported status is ACTING.
 	acting bool
 	// markedIn is the reported mark; marked is the mark after the round.
