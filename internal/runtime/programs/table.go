@@ -1,0 +1,428 @@
+package programs
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
+	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+)
+
+// Defaults for Config.
+const (
+	DefaultIdleTimeout = 10 * time.Minute
+	DefaultMaxPause    = placement.DefaultMaxPauseDuration
+	DefaultBuffer      = placement.DefaultBufferTokensPerProgram
+)
+
+// Config configures a Table.
+type Config struct {
+	// Pod is this pod's name, as reported.
+	Pod string
+	// Addr is this pod's API address (host:port) as the controller's
+	// placements name it.
+	Addr string
+	// KV reads the engine's KV cache size and use.
+	KV func() KVReport
+	// Deprioritize makes a paused program's cached KV blocks the first to
+	// be evicted (engine.DeprioritizePrefix).
+	Deprioritize func(tokens []int32)
+	// IdleTimeout ends a program that has been ACTING this long with no
+	// request (default 10 min).
+	IdleTimeout time.Duration
+	// MaxPause bounds how long a request is held before the pod
+	// force-resumes its program (default 30 min; the controller's
+	// placements override it with the policy's value).
+	MaxPause time.Duration
+	// Buffer is the per-program headroom in tokens (default 100).
+	Buffer int64
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// RouteKind is the gate's verdict for one request.
+type RouteKind uint8
+
+const (
+	// Local: run the request on this pod's engine.
+	Local RouteKind = iota
+	// Forward: send it once to Route.Addr.
+	Forward
+	// Hold: wait on Route.Wait, then ask again (the program is paused).
+	Hold
+)
+
+func (k RouteKind) String() string {
+	switch k {
+	case Local:
+		return "local"
+	case Forward:
+		return "forward"
+	}
+	return "hold"
+}
+
+// Route is where one request goes.
+type Route struct {
+	Kind RouteKind
+	// Addr is the API address of the pod to forward to (Forward only).
+	Addr string
+	// Wait is closed when the program's routing changes (Hold only).
+	Wait <-chan struct{}
+}
+
+type entry struct {
+	id     string
+	placed bool // runs here: its KV cache is on this pod
+	state  placement.State
+	status placement.Status
+	marked bool
+
+	contextTokens, sharedTokens int64
+	tokens                      []int32 // the last context, for Deprioritize
+	steps                       int
+	lastTransition              time.Time
+	pausedSince                 time.Time
+	inflight, held              int
+	wake                        chan struct{}
+	reported                    bool // TERMINATED entries go after one report
+}
+
+// Table is the pod's program table. It is safe for concurrent use.
+type Table struct {
+	cfg Config
+
+	mu      sync.Mutex
+	progs   map[string]*entry
+	version int64
+	routes  map[string]string // program → pod address, for programs placed elsewhere
+	room    map[string]int64  // pod address → remaining tokens; "" is this pod
+	nHeld   int
+}
+
+// New builds an empty table.
+func New(cfg Config) *Table {
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxPause <= 0 {
+		cfg.MaxPause = DefaultMaxPause
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = DefaultBuffer
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Deprioritize == nil {
+		cfg.Deprioritize = func([]int32) {}
+	}
+	return &Table{cfg: cfg, progs: map[string]*entry{}, routes: map[string]string{}, room: map[string]int64{}}
+}
+
+// Route decides where a request of program id goes. forwarded marks a
+// request another pod already forwarded: it is never forwarded again. A
+// Local route counts the request in flight: call End when it finishes. A
+// Hold route counts it held: when Wait closes, call Route again (after
+// Unhold), or Unhold if the client gives up.
+func (t *Table) Route(id string, forwarded bool) Route {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Clock.Now()
+	e := t.progs[id]
+	if e != nil && e.state == placement.StateTerminated {
+		delete(t.progs, id) // a released id that comes back is a new program
+		e = nil
+	}
+	if e == nil {
+		addr, elsewhere := t.routes[id]
+		switch {
+		case forwarded:
+		case elsewhere:
+			return Route{Kind: Forward, Addr: addr}
+		case t.localRoomLocked() >= t.cfg.Buffer && t.nHeld == 0:
+		default:
+			if best := t.mostRoomLocked(); best != "" {
+				return Route{Kind: Forward, Addr: best}
+			}
+			// Nowhere has room: hold it as a new paused program until a
+			// placement resumes it.
+			e = t.newEntry(id, now)
+			e.state, e.pausedSince = placement.StatePaused, now
+			return t.holdLocked(e)
+		}
+		e = t.newEntry(id, now)
+		e.placed = true
+	}
+	switch {
+	case e.state == placement.StatePaused:
+		if forwarded && !e.placed {
+			break // the sender resumed it here; our view is stale
+		}
+		return t.holdLocked(e)
+	case !e.placed:
+		if addr, ok := t.routes[id]; ok && !forwarded {
+			return Route{Kind: Forward, Addr: addr}
+		}
+		e.placed = true
+	}
+	e.state = placement.StateActive
+	if e.inflight == 0 {
+		e.status = placement.StatusReasoning
+		e.lastTransition = now
+	}
+	e.inflight++
+	e.steps++
+	return Route{Kind: Local}
+}
+
+func (t *Table) newEntry(id string, now time.Time) *entry {
+	e := &entry{id: id, state: placement.StateActive, status: placement.StatusActing, lastTransition: now, wake: make(chan struct{})}
+	t.progs[id] = e
+	return e
+}
+
+func (t *Table) holdLocked(e *entry) Route {
+	e.held++
+	t.nHeld++
+	if e.pausedSince.IsZero() {
+		e.pausedSince = t.cfg.Clock.Now()
+	}
+	return Route{Kind: Hold, Wait: e.wake}
+}
+
+// Unhold takes back one held request of id (its wait ended: the client
+// went away, or it is about to ask Route again).
+func (t *Table) Unhold(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.progs[id]; e != nil && e.held > 0 {
+		e.held--
+		t.nHeld--
+		if e.held == 0 && !e.placed && e.inflight == 0 && e.state != placement.StatePaused {
+			delete(t.progs, id)
+		}
+	}
+}
+
+// End records that a Local request of id finished with the program's
+// context now contextTokens long (prompt + output; tokens are those ids,
+// kept to deprioritize the cache if the program is paused), sharedTokens
+// of it shared with other programs through the prefix cache.
+func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32) {
+	t.mu.Lock()
+	e := t.progs[id]
+	if e == nil || e.inflight == 0 {
+		t.mu.Unlock()
+		return
+	}
+	now := t.cfg.Clock.Now()
+	e.inflight--
+	e.contextTokens, e.sharedTokens = contextTokens, sharedTokens
+	e.tokens = append(e.tokens[:0], tokens...)
+	var pause []int32
+	if e.inflight == 0 {
+		e.status, e.lastTransition = placement.StatusActing, now
+		if e.marked {
+			e.marked = false
+			e.state, e.pausedSince = placement.StatePaused, now
+			pause = e.tokens
+		}
+	}
+	t.mu.Unlock()
+	if pause != nil {
+		t.cfg.Deprioritize(pause)
+	}
+}
+
+// Release ends program id (POST /programs/release); false if unknown.
+func (t *Table) Release(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.progs[id]
+	if e == nil {
+		return false
+	}
+	e.state = placement.StateTerminated
+	e.marked = false
+	t.wakeLocked(e)
+	return true
+}
+
+func (t *Table) wakeLocked(e *entry) {
+	close(e.wake)
+	e.wake = make(chan struct{})
+}
+
+// Apply applies a placement; an old or repeated version changes nothing.
+// It reports whether the placement was new.
+func (t *Table) Apply(p *Placement) bool {
+	t.mu.Lock()
+	if p.Version <= t.version {
+		t.mu.Unlock()
+		return false
+	}
+	now := t.cfg.Clock.Now()
+	t.version = p.Version
+	if p.MaxPauseSeconds > 0 {
+		t.cfg.MaxPause = time.Duration(p.MaxPauseSeconds) * time.Second
+	}
+	if p.BufferTokensPerProgram > 0 {
+		t.cfg.Buffer = p.BufferTokensPerProgram
+	}
+	var deprioritize [][]int32
+	for _, id := range p.Pause {
+		if e := t.progs[id]; e != nil && e.state == placement.StateActive {
+			e.state, e.pausedSince, e.marked = placement.StatePaused, now, false
+			if e.placed {
+				deprioritize = append(deprioritize, e.tokens)
+			}
+		}
+	}
+	for _, id := range p.Mark {
+		if e := t.progs[id]; e != nil && e.state == placement.StateActive {
+			e.marked = true
+		}
+	}
+	for _, id := range p.Unmark {
+		if e := t.progs[id]; e != nil {
+			e.marked = false
+		}
+	}
+	t.routes = make(map[string]string, len(p.Routes))
+	for id, addr := range p.Routes {
+		t.routes[id] = addr
+		e := t.progs[id]
+		if e == nil || e.state == placement.StateTerminated {
+			continue
+		}
+		// Placed on another pod: its requests go there now.
+		e.placed, e.marked = false, false
+		e.state, e.pausedSince = placement.StateActive, time.Time{}
+		if e.held > 0 {
+			t.wakeLocked(e)
+		}
+		if e.held == 0 && e.inflight == 0 {
+			delete(t.progs, id)
+		}
+	}
+	for _, id := range p.Place {
+		e := t.progs[id]
+		if e == nil {
+			e = t.newEntry(id, now)
+		}
+		e.placed = true
+		if e.state != placement.StateTerminated {
+			e.state, e.pausedSince = placement.StateActive, time.Time{}
+		}
+		if e.held > 0 {
+			t.wakeLocked(e)
+		}
+	}
+	t.room = make(map[string]int64, len(p.Room))
+	for addr, r := range p.Room {
+		t.room[addr] = r
+	}
+	t.mu.Unlock()
+	for _, toks := range deprioritize {
+		t.cfg.Deprioritize(toks)
+	}
+	return true
+}
+
+// Tick runs the pod's own timers: programs idle past IdleTimeout end, and
+// held requests of programs paused past MaxPause are force-resumed on the
+// pod with the most room (this pod when it knows of none), so a missing
+// controller never holds a request forever.
+func (t *Table) Tick() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Clock.Now()
+	for id, e := range t.progs {
+		switch {
+		case e.state == placement.StateTerminated:
+			if e.reported && e.held == 0 {
+				delete(t.progs, id)
+			}
+		case e.state == placement.StatePaused && e.held > 0 && now.Sub(e.pausedSince) > t.cfg.MaxPause:
+			t.cfg.Logger.Warn("force-resuming a program held past the pause limit",
+				"program", id, "paused", now.Sub(e.pausedSince).Round(time.Second), "limit", t.cfg.MaxPause)
+			if best := t.mostRoomLocked(); best != "" && !e.placed {
+				t.routes[id] = best
+				e.state, e.pausedSince = placement.StateActive, time.Time{}
+			} else {
+				e.placed = true
+				e.state, e.pausedSince = placement.StateActive, time.Time{}
+			}
+			t.wakeLocked(e)
+		case e.state == placement.StateActive && e.status == placement.StatusActing && e.inflight == 0 &&
+			e.held == 0 && now.Sub(e.lastTransition) > t.cfg.IdleTimeout:
+			e.state = placement.StateTerminated
+		}
+	}
+}
+
+// Report snapshots the table for the controller.
+func (t *Table) Report() Report {
+	kv := KVReport{}
+	if t.cfg.KV != nil {
+		kv = t.cfg.KV()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := Report{Pod: t.cfg.Pod, PlacementVersion: t.version, KV: kv, Programs: make([]ProgramReport, 0, len(t.progs))}
+	for _, e := range t.progs {
+		status := e.status
+		if e.state == placement.StateTerminated {
+			e.reported = true
+		}
+		r.Programs = append(r.Programs, ProgramReport{
+			ID: e.id, Status: status.String(), State: e.state.String(), Placed: e.placed,
+			MarkedForPause: e.marked, ContextTokens: e.contextTokens, SharedTokens: e.sharedTokens,
+			Steps: e.steps, LastTransition: e.lastTransition, PausedSince: e.pausedSince,
+			HeldRequests: e.held, InFlight: e.inflight,
+		})
+	}
+	sort.Slice(r.Programs, func(i, j int) bool { return r.Programs[i].ID < r.Programs[j].ID })
+	return r
+}
+
+// Version is the last applied placement version.
+func (t *Table) Version() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.version
+}
+
+// localRoomLocked is this pod's remaining capacity by the placement
+// formula (acting weight 1, no decay): capacity − Σ (context − shared +
+// buffer) over the active programs placed here.
+func (t *Table) localRoomLocked() int64 {
+	if t.cfg.KV == nil {
+		return 0
+	}
+	room := t.cfg.KV().CapacityTokens()
+	for _, e := range t.progs {
+		if e.placed && e.state == placement.StateActive {
+			room -= e.contextTokens - e.sharedTokens + t.cfg.Buffer
+		}
+	}
+	return room
+}
+
+// mostRoomLocked is the other pod with the most room for a new program in
+// the last placement, or "".
+func (t *Table) mostRoomLocked() string {
+	best, most := "", t.cfg.Buffer-1
+	for addr, r := range t.room {
+		if addr != t.cfg.Addr && (r > most || (r == most && best != "" && addr < best)) {
+			best, most = addr, r
+		}
+	}
+	return best
+}

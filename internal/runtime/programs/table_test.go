@@ -1,0 +1,247 @@
+package programs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
+)
+
+type fixture struct {
+	t     *Table
+	clk   *clock.Virtual
+	kv    KVReport
+	depri [][]int32
+}
+
+func newFixture(capacityTokens int) *fixture {
+	f := &fixture{clk: clock.NewVirtual(time.Unix(1000, 0)), kv: KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
+	f.t = New(Config{
+		Pod: "pod-a", Addr: "10.0.0.1:8000", Clock: f.clk,
+		KV:           func() KVReport { return f.kv },
+		Deprioritize: func(t []int32) { f.depri = append(f.depri, t) },
+	})
+	return f
+}
+
+func (f *fixture) program(id string) ProgramReport {
+	for _, p := range f.t.Report().Programs {
+		if p.ID == id {
+			return p
+		}
+	}
+	return ProgramReport{}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestNewProgramRunsHereWhenThereIsRoom(t *testing.T) {
+	f := newFixture(1600)
+	r := f.t.Route("p1", false)
+	if r.Kind != Local {
+		t.Fatalf("route %v, want local", r.Kind)
+	}
+	p := f.program("p1")
+	if p.Status != "REASONING" || p.State != "ACTIVE" || !p.Placed || p.Steps != 1 || p.InFlight != 1 {
+		t.Fatalf("after admission: %+v", p)
+	}
+	f.clk.Advance(time.Second)
+	f.t.End("p1", 700, 32, []int32{1, 2, 3})
+	p = f.program("p1")
+	if p.Status != "ACTING" || p.ContextTokens != 700 || p.SharedTokens != 32 || p.InFlight != 0 ||
+		!p.LastTransition.Equal(f.clk.Now()) {
+		t.Fatalf("after the request: %+v", p)
+	}
+	if r := f.t.Route("p1", false); r.Kind != Local || f.program("p1").Steps != 2 {
+		t.Fatalf("second step: %v %+v", r.Kind, f.program("p1"))
+	}
+}
+
+func TestNewProgramGoesToThePodWithMostRoomOrIsHeld(t *testing.T) {
+	f := newFixture(1600)
+	f.t.Route("big", false)
+	f.t.End("big", 1500, 0, nil) // 1500 + 100 buffer: no room left here
+	f.t.Apply(&Placement{Version: 1, Room: map[string]int64{"10.0.0.1:8000": 0, "10.0.0.2:8000": 900, "10.0.0.3:8000": 5000}})
+	if r := f.t.Route("new", false); r.Kind != Forward || r.Addr != "10.0.0.3:8000" {
+		t.Fatalf("route %+v, want forward to the pod with most room", r)
+	}
+	if _, ok := f.t.progs["new"]; ok {
+		t.Error("a forwarded new program must not be tracked here")
+	}
+	f.t.Apply(&Placement{Version: 2, Room: map[string]int64{"10.0.0.2:8000": 50}})
+	r := f.t.Route("new", false)
+	if r.Kind != Hold {
+		t.Fatalf("route %+v, want hold when no pod has room", r)
+	}
+	if p := f.program("new"); p.State != "PAUSED" || p.HeldRequests != 1 || p.Placed {
+		t.Fatalf("held new program: %+v", p)
+	}
+	// While a request is held, new programs do not jump the line here.
+	f.t.Release("big")
+	f.t.Tick()
+	f.t.Report()
+	f.t.Tick()
+	if r := f.t.Route("other", false); r.Kind != Hold {
+		t.Fatalf("with a held request waiting, a new program is held too: %v", r.Kind)
+	}
+}
+
+func TestPauseMarkAndResume(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Route("acting", false)
+	f.t.End("acting", 500, 0, []int32{7, 8})
+	f.t.Route("reasoning", false)
+
+	f.t.Apply(&Placement{Version: 1, Pause: []string{"acting"}, Mark: []string{"reasoning"}})
+	if p := f.program("acting"); p.State != "PAUSED" || !p.Placed || p.PausedSince.IsZero() {
+		t.Fatalf("paused: %+v", p)
+	}
+	if diff := cmp.Diff([][]int32{{7, 8}}, f.depri); diff != "" {
+		t.Errorf("pausing must deprioritize the program's cache (-want +got):\n%s", diff)
+	}
+	r := f.t.Route("acting", false)
+	if r.Kind != Hold || isClosed(r.Wait) {
+		t.Fatalf("a paused program's request is held: %+v", r)
+	}
+	// The marked program pauses when its request ends.
+	if p := f.program("reasoning"); !p.MarkedForPause || p.State != "ACTIVE" {
+		t.Fatalf("marked: %+v", p)
+	}
+	f.t.End("reasoning", 900, 0, []int32{9})
+	if p := f.program("reasoning"); p.State != "PAUSED" || p.MarkedForPause {
+		t.Fatalf("marked program after its request: %+v", p)
+	}
+	// Resume here: the held request wakes and runs locally.
+	f.t.Apply(&Placement{Version: 2, Place: []string{"acting"}})
+	if !isClosed(r.Wait) {
+		t.Fatal("resuming must wake held requests")
+	}
+	f.t.Unhold("acting")
+	if r := f.t.Route("acting", false); r.Kind != Local {
+		t.Fatalf("after resume: %v", r.Kind)
+	}
+	// An old placement version changes nothing.
+	if f.t.Apply(&Placement{Version: 2, Pause: []string{"acting"}}) {
+		t.Error("a repeated version must be ignored")
+	}
+	if p := f.program("acting"); p.State != "ACTIVE" {
+		t.Errorf("state %s after a repeated placement", p.State)
+	}
+}
+
+func TestResumedElsewhereForwardsHeldRequests(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Route("p", false)
+	f.t.End("p", 500, 0, nil)
+	f.t.Apply(&Placement{Version: 1, Pause: []string{"p"}})
+	r := f.t.Route("p", false)
+	f.t.Apply(&Placement{Version: 2, Routes: map[string]string{"p": "10.0.0.9:8000"}})
+	if !isClosed(r.Wait) {
+		t.Fatal("held request must wake when its program moves")
+	}
+	f.t.Unhold("p")
+	if r := f.t.Route("p", false); r.Kind != Forward || r.Addr != "10.0.0.9:8000" {
+		t.Fatalf("route %+v, want forward", r)
+	}
+	// A request forwarded to us is never forwarded again.
+	if r := f.t.Route("p", true); r.Kind != Local {
+		t.Fatalf("forwarded request routed %v", r.Kind)
+	}
+}
+
+func TestForceResumeAfterMaxPauseWithoutController(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Apply(&Placement{Version: 1, MaxPauseSeconds: 60, Room: map[string]int64{}})
+	f.t.Route("p", false)
+	f.t.End("p", 500, 0, nil)
+	f.t.Apply(&Placement{Version: 2, Pause: []string{"p"}})
+	r := f.t.Route("p", false)
+	f.clk.Advance(59 * time.Second)
+	f.t.Tick()
+	if isClosed(r.Wait) {
+		t.Fatal("woken before the limit")
+	}
+	f.clk.Advance(2 * time.Second)
+	f.t.Tick()
+	if !isClosed(r.Wait) {
+		t.Fatal("not force-resumed after the limit")
+	}
+	f.t.Unhold("p")
+	if r := f.t.Route("p", false); r.Kind != Local {
+		t.Fatalf("force-resumed here (no other pod known): %v", r.Kind)
+	}
+}
+
+func TestIdleTimeoutAndReleaseTerminate(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Route("idle", false)
+	f.t.End("idle", 100, 0, nil)
+	f.t.Route("rel", false)
+	f.t.End("rel", 100, 0, nil)
+	if !f.t.Release("rel") || f.t.Release("unknown") {
+		t.Fatal("release of known/unknown programs")
+	}
+	f.clk.Advance(DefaultIdleTimeout + time.Second)
+	f.t.Tick()
+	for _, id := range []string{"idle", "rel"} {
+		if p := f.program(id); p.State != "TERMINATED" {
+			t.Errorf("%s: %s, want TERMINATED", id, p.State)
+		}
+	}
+	// Reported once, then gone.
+	f.t.Tick()
+	if n := len(f.t.Report().Programs); n != 0 {
+		t.Errorf("%d terminated programs still listed", n)
+	}
+	// A released id that comes back starts a new program.
+	if r := f.t.Route("rel", false); r.Kind != Local || f.program("rel").Steps != 1 {
+		t.Errorf("a released program id restarted as %v %+v", r.Kind, f.program("rel"))
+	}
+}
+
+func TestUnholdByDepartingClientDropsHolderEntry(t *testing.T) {
+	f := newFixture(1600)
+	f.t.Apply(&Placement{Version: 1, Routes: map[string]string{}, Room: map[string]int64{}})
+	f.t.Route("hog", false)
+	f.t.End("hog", 1550, 0, nil)
+	r := f.t.Route("waiting", false)
+	if r.Kind != Hold {
+		t.Fatalf("%v", r.Kind)
+	}
+	f.t.Unhold("waiting")
+	if p := f.program("waiting"); p.HeldRequests != 0 {
+		t.Errorf("held %d after the client left", p.HeldRequests)
+	}
+	if f.t.nHeld != 0 {
+		t.Errorf("held count %d", f.t.nHeld)
+	}
+}
+
+func TestReportConvertsForThePlacementAlgorithm(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Route("run", false)
+	f.t.Route("cached", false)
+	f.t.End("cached", 300, 16, nil)
+	f.t.Apply(&Placement{Version: 1, Pause: []string{"cached"}})
+	got := map[string]string{}
+	for _, p := range f.t.Report().Programs {
+		pp := p.ToPlacement("pod-a")
+		got[p.ID] = pp.Status.String() + "/" + pp.State.String() + "/pod=" + pp.Pod + "/cachedOn=" + pp.CachedOn
+	}
+	want := map[string]string{
+		"run":    "REASONING/ACTIVE/pod=pod-a/cachedOn=",
+		"cached": "ACTING/PAUSED/pod=/cachedOn=pod-a",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

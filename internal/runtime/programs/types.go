@@ -1,0 +1,114 @@
+// Package programs is the runtime pod's program table and gate: it tracks
+// the agent programs whose requests reach this pod, decides per request
+// whether it runs here, is forwarded to the pod the program is placed on,
+// or is held while the program is paused, and applies the placements the
+// controller pushes. It is plain Go: the HTTP server and the control API
+// wrap it.
+package programs
+
+import (
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+)
+
+// Report is what the pod tells the controller (GET state on the control API).
+type Report struct {
+	// Pod is this pod's name.
+	Pod string `json:"pod"`
+	// PlacementVersion is the last placement version applied.
+	PlacementVersion int64 `json:"placementVersion"`
+	// KV is the pod's exact KV capacity.
+	KV KVReport `json:"kv"`
+	// Programs are the programs this pod runs, has run, or holds requests for.
+	Programs []ProgramReport `json:"programs"`
+}
+
+// KVReport is the KV cache's size and use.
+type KVReport struct {
+	BlockSize   int `json:"blockSize"`
+	TotalBlocks int `json:"totalBlocks"`
+	UsedBlocks  int `json:"usedBlocks"`
+	// CachedBlocks are free blocks still holding prefix-cache content.
+	CachedBlocks int `json:"cachedBlocks"`
+}
+
+// CapacityTokens is blocks × block size.
+func (k KVReport) CapacityTokens() int64 { return int64(k.TotalBlocks) * int64(k.BlockSize) }
+
+// ProgramReport is one program as this pod sees it.
+type ProgramReport struct {
+	ID string `json:"id"`
+	// Status is REASONING or ACTING.
+	Status string `json:"status"`
+	// State is ACTIVE, PAUSED or TERMINATED.
+	State string `json:"state"`
+	// Placed is true when the program runs on this pod (its KV cache is
+	// here); false when the pod only holds requests for it.
+	Placed         bool      `json:"placed"`
+	MarkedForPause bool      `json:"markedForPause,omitempty"`
+	ContextTokens  int64     `json:"contextTokens"`
+	SharedTokens   int64     `json:"sharedTokens,omitempty"`
+	Steps          int       `json:"steps"`
+	LastTransition time.Time `json:"lastTransition"`
+	PausedSince    time.Time `json:"pausedSince,omitzero"`
+	HeldRequests   int       `json:"heldRequests,omitempty"`
+	InFlight       int       `json:"inFlight,omitempty"`
+}
+
+// Placement is what the controller pushes (PUT placement on the control
+// API). It is versioned: a version not newer than the one applied is
+// ignored, so pushes are idempotent. Lists are deltas against the previous
+// placement; Routes and Room are the full current view.
+type Placement struct {
+	Version int64 `json:"version"`
+	// Place: programs to run on this pod from now on (new, resumed, moved).
+	Place []string `json:"place,omitempty"`
+	// Pause: ACTING programs to pause now.
+	Pause []string `json:"pause,omitempty"`
+	// Mark: REASONING programs to pause when their request ends.
+	Mark []string `json:"mark,omitempty"`
+	// Unmark: earlier marks withdrawn.
+	Unmark []string `json:"unmark,omitempty"`
+	// Routes maps programs placed on other pods to their pod's address
+	// (host:port of its API), so requests reaching this pod are forwarded.
+	Routes map[string]string `json:"routes,omitempty"`
+	// Room is each pod's remaining capacity in tokens after the decision,
+	// keyed by API address: where new programs go.
+	Room map[string]int64 `json:"room,omitempty"`
+	// MaxPauseSeconds bounds how long a request is held (policy
+	// maxPauseDuration); 0 keeps the current value.
+	MaxPauseSeconds int64 `json:"maxPauseSeconds,omitempty"`
+	// BufferTokensPerProgram is the policy's per-program headroom.
+	BufferTokensPerProgram int64 `json:"bufferTokensPerProgram,omitempty"`
+}
+
+// ToPlacement converts a report entry for the placement algorithm.
+func (p *ProgramReport) ToPlacement(pod string) placement.Program {
+	out := placement.Program{
+		ID: p.ID, MarkedForPause: p.MarkedForPause, ContextTokens: p.ContextTokens,
+		SharedTokens: p.SharedTokens, Steps: p.Steps, LastTransition: p.LastTransition,
+		PausedSince: p.PausedSince, HasHeldRequest: p.HeldRequests > 0,
+	}
+	switch p.Status {
+	case placement.StatusReasoning.String():
+		out.Status = placement.StatusReasoning
+	case placement.StatusActing.String():
+		out.Status = placement.StatusActing
+	}
+	switch p.State {
+	case placement.StateActive.String():
+		out.State = placement.StateActive
+		if p.Placed {
+			out.Pod = pod
+		}
+	case placement.StatePaused.String():
+		out.State = placement.StatePaused
+		if p.Placed {
+			out.CachedOn = pod
+		}
+	case placement.StateTerminated.String():
+		out.State = placement.StateTerminated
+	}
+	return out
+}
