@@ -1,0 +1,144 @@
+// Package control is the runtime pod's control API, served on its own port
+// for the controller: GET /v1/state returns the pod's KV capacity and
+// program table; PUT /v1/placement applies a versioned placement. Both need
+// the pool's bearer token (from the Secret the controller creates per pool).
+package control
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+)
+
+// Paths of the control API.
+const (
+	StatePath     = "/v1/state"
+	PlacementPath = "/v1/placement"
+	maxBody       = 8 << 20
+)
+
+// PlacementResult answers a PUT: the version now in force and whether this
+// push changed anything.
+type PlacementResult struct {
+	Version int64 `json:"version"`
+	Applied bool  `json:"applied"`
+}
+
+// Handler serves the control API over a program table.
+func Handler(t *programs.Table, token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+StatePath, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, t.Report())
+	})
+	mux.HandleFunc("PUT "+PlacementPath, func(w http.ResponseWriter, r *http.Request) {
+		var p programs.Placement
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			status := http.StatusBadRequest
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				status = http.StatusRequestEntityTooLarge
+			}
+			writeJSON(w, status, map[string]string{"error": "placement: " + err.Error()})
+			return
+		}
+		if p.Version <= 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement: version must be > 0"})
+			return
+		}
+		applied := t.Apply(&p)
+		writeJSON(w, http.StatusOK, PlacementResult{Version: t.Version(), Applied: applied})
+	})
+	return bearer(token, mux)
+}
+
+// bearer rejects requests without the token; an empty token is refused
+// outright (the control API is never open).
+func bearer(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if token == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot-control"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "control API: missing or wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Client talks to pods' control APIs.
+type Client struct {
+	HTTP  *http.Client
+	Token string
+}
+
+// NewClient returns a client with a bounded per-call timeout.
+func NewClient(token string, timeout time.Duration) *Client {
+	return &Client{HTTP: &http.Client{Timeout: timeout}, Token: token}
+}
+
+// State reads a pod's report; addr is host:port of its control API.
+func (c *Client) State(ctx context.Context, addr string) (*programs.Report, error) {
+	var rep programs.Report
+	if err := c.do(ctx, http.MethodGet, addr, StatePath, nil, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Push sends a placement.
+func (c *Client) Push(ctx context.Context, addr string, p *programs.Placement) (*PlacementResult, error) {
+	var res PlacementResult
+	if err := c.do(ctx, http.MethodPut, addr, PlacementPath, p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *Client) do(ctx context.Context, method, addr, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("control %s %s: %w", method, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("control %s %s%s: %s: %s", method, addr, path, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("control %s %s%s: decode: %w", method, addr, path, err)
+	}
+	return nil
+}
