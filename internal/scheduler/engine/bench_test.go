@@ -32,7 +32,7 @@ func BenchmarkIterationOverhead(b *testing.B) {
 	clk := clock.NewVirtual(time.Unix(0, 0))
 	e, err := New(Config{
 		MaxNumSeqs: running, MaxNumBatchedTokens: 8192, MaxQueue: waiting + running, MaxModelLen: 1 << 20,
-		KV:  kvcache.Config{NumBlocks: running * 1024, BlockSize: 16, EnablePrefixCache: true},
+		KV:  kvcache.Config{NumBlocks: running * 2048, BlockSize: 16, EnablePrefixCache: true},
 		EOS: []int32{0}, Decoder: letters{eos: 0}, Clock: clk,
 	}, nopExec{})
 	if err != nil {

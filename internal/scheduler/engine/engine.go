@@ -486,10 +486,8 @@ func (e *Engine) prepareOutput() {
 	e.out.Tokens = e.out.Tokens[:n]
 	e.out.Sampled = e.out.Sampled[:n]
 	e.out.Logits = e.out.Logits[:n]
-	for i := range n {
-		e.out.Sampled[i] = false
-		e.out.Logits[i] = nil
-	}
+	clear(e.out.Sampled)
+	clear(e.out.Logits)
 }
 
 // processLocked applies an iteration's results.

@@ -52,6 +52,9 @@ type Stream struct {
 
 	cancelled atomic.Bool
 	ready     chan struct{} // capacity 1: "something to collect"
+	// waiting is set while a consumer may block in Next; the engine
+	// signals ready only then, sparing a channel operation per token.
+	waiting atomic.Bool
 
 	mu       sync.Mutex
 	tokens   []int32 // pending, written by the engine
@@ -102,12 +105,17 @@ func (s *Stream) Next(ctx context.Context) (Chunk, error) {
 			s.mu.Unlock()
 			return Chunk{}, io.EOF
 		}
+		// Announce the wait under the lock: a push after the unlock sees
+		// it and signals; one before it was collected above.
+		s.waiting.Store(true)
 		s.mu.Unlock()
 		select {
 		case <-s.ready:
 		case <-ctx.Done():
+			s.waiting.Store(false)
 			return Chunk{}, ctx.Err()
 		}
+		s.waiting.Store(false)
 	}
 }
 
@@ -138,7 +146,9 @@ func (s *Stream) push(tok int32, hasTok bool, text []byte) {
 	}
 	s.text = append(s.text, text...)
 	s.mu.Unlock()
-	s.notify()
+	if s.waiting.Load() {
+		s.notify()
+	}
 }
 
 // finish records the final chunk (engine side); only the first call counts.
