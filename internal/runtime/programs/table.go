@@ -294,8 +294,16 @@ func (t *Table) Apply(p *Placement) bool {
 			e.marked = false
 		}
 	}
-	t.routes = make(map[string]string, len(p.Routes))
+	if p.FullRoutes {
+		t.routes = make(map[string]string, len(p.Routes))
+	}
+	for _, id := range p.Unroute {
+		delete(t.routes, id)
+	}
 	for id, addr := range p.Routes {
+		if addr == t.cfg.Addr {
+			continue // placed here: Place covers it
+		}
 		t.routes[id] = addr
 		e := t.progs[id]
 		if e == nil || e.state == placement.StateTerminated {

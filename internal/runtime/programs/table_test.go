@@ -245,3 +245,17 @@ func TestReportConvertsForThePlacementAlgorithm(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+func TestRoutesAreDeltasUnlessFull(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Apply(&Placement{Version: 1, FullRoutes: true, Routes: map[string]string{"a": "b:1", "c": "c:1", "self": "10.0.0.1:8000"}})
+	f.t.Apply(&Placement{Version: 2, Routes: map[string]string{"d": "d:1"}, Unroute: []string{"c"}})
+	want := map[string]string{"a": "b:1", "d": "d:1"}
+	if diff := cmp.Diff(want, f.t.routes); diff != "" {
+		t.Errorf("routes after a delta (-want +got):\n%s", diff)
+	}
+	f.t.Apply(&Placement{Version: 3, FullRoutes: true, Routes: map[string]string{"e": "e:1"}})
+	if diff := cmp.Diff(map[string]string{"e": "e:1"}, f.t.routes); diff != "" {
+		t.Errorf("routes after a full push (-want +got):\n%s", diff)
+	}
+}

@@ -70,9 +70,17 @@ type Placement struct {
 	Mark []string `json:"mark,omitempty"`
 	// Unmark: earlier marks withdrawn.
 	Unmark []string `json:"unmark,omitempty"`
-	// Routes maps programs placed on other pods to their pod's address
-	// (host:port of its API), so requests reaching this pod are forwarded.
+	// Routes maps programs to the API address (host:port) of the pod they
+	// are placed on, so requests reaching another pod are forwarded there.
+	// It is a delta (entries set or changed) unless FullRoutes is set, when
+	// it replaces the routing table. Routes to this pod's own address are
+	// ignored: Place says what runs here.
 	Routes map[string]string `json:"routes,omitempty"`
+	// Unroute lists programs whose route is gone (released, paused).
+	Unroute []string `json:"unroute,omitempty"`
+	// FullRoutes marks Routes as the whole table (the first push to a pod,
+	// or after it missed one).
+	FullRoutes bool `json:"fullRoutes,omitempty"`
 	// Room is each pod's remaining capacity in tokens after the decision,
 	// keyed by API address: where new programs go.
 	Room map[string]int64 `json:"room,omitempty"`

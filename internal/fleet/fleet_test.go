@@ -1,0 +1,164 @@
+package fleet
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
+	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+)
+
+const token = "t0ken"
+
+// testPod is a program table behind a real control API on loopback.
+type testPod struct {
+	name  string
+	table *programs.Table
+	srv   *httptest.Server
+	kv    programs.KVReport
+}
+
+func newPod(t *testing.T, name string, capacityTokens int, clk clock.Clock) *testPod {
+	p := &testPod{name: name, kv: programs.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
+	p.table = programs.New(programs.Config{Pod: name, Addr: name + ":8000", Clock: clk,
+		KV: func() programs.KVReport { return p.kv }})
+	p.srv = httptest.NewServer(control.Handler(p.table, token))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *testPod) fleetPod() Pod {
+	return Pod{Name: p.name, APIAddr: p.name + ":8000", ControlAddr: strings.TrimPrefix(p.srv.URL, "http://"), Ready: true}
+}
+
+func run(p *testPod, id string, context int64) {
+	if r := p.table.Route(id, false); r.Kind != programs.Local {
+		panic("expected local: " + r.Kind.String())
+	}
+	p.table.End(id, context, 0, nil)
+}
+
+func find(r programs.Report, id string) programs.ProgramReport {
+	for _, p := range r.Programs {
+		if p.ID == id {
+			return p
+		}
+	}
+	return programs.ProgramReport{}
+}
+
+func TestRoundPausesOverflowAndResumesElsewhere(t *testing.T) {
+	clk := clock.NewVirtual(time.Unix(10_000, 0))
+	a := newPod(t, "a", 16000, clk)
+	b := newPod(t, "b", 16000, clk)
+	// Pod a runs four programs of 5,000 tokens: 20,400 charged on 16,000.
+	for _, id := range []string{"p1", "p2", "p3", "p4"} {
+		run(a, id, 5000)
+	}
+	f, err := New(placement.DefaultPolicy(), control.NewClient(token, 2*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pods := []Pod{a.fleetPod(), b.fleetPod()}
+	sum, err := f.Round(ctx, pods, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Pauses != 1 {
+		t.Fatalf("pauses %d, want 1 (the smallest ACTING program brings a under capacity): %+v", sum.Pauses, sum)
+	}
+	var paused string
+	for _, p := range a.table.Report().Programs {
+		if p.State == "PAUSED" {
+			paused = p.ID
+		}
+	}
+	if paused == "" {
+		t.Fatal("no program paused on pod a")
+	}
+	// Its next request is held on a.
+	r := a.table.Route(paused, false)
+	if r.Kind != programs.Hold {
+		t.Fatalf("paused program's request: %v", r.Kind)
+	}
+	// Next round: b has room, so the held program resumes on b and the
+	// held request wakes and is forwarded there.
+	sum, err = f.Round(ctx, pods, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Resumes != 1 {
+		t.Fatalf("resumes %d: %+v", sum.Resumes, sum)
+	}
+	select {
+	case <-r.Wait:
+	default:
+		t.Fatal("held request not woken")
+	}
+	a.table.Unhold(paused)
+	if r := a.table.Route(paused, false); r.Kind != programs.Forward || r.Addr != "b:8000" {
+		t.Fatalf("after resume elsewhere: %+v", r)
+	}
+	if got := find(b.table.Report(), paused); !got.Placed || got.State != "ACTIVE" {
+		t.Fatalf("on b: %+v", got)
+	}
+	// Routes reach pods as deltas after the first full push.
+	if v := a.table.Version(); v != sum.Version {
+		t.Errorf("pod a at version %d, fleet %d", v, sum.Version)
+	}
+}
+
+func TestNewLeaderContinuesVersionsAndLosesNothing(t *testing.T) {
+	clk := clock.NewVirtual(time.Unix(10_000, 0))
+	a := newPod(t, "a", 16000, clk)
+	b := newPod(t, "b", 16000, clk)
+	for _, id := range []string{"p1", "p2", "p3", "p4"} {
+		run(a, id, 5000)
+	}
+	ctx := context.Background()
+	pods := []Pod{a.fleetPod(), b.fleetPod()}
+	first, _ := New(placement.DefaultPolicy(), control.NewClient(token, 2*time.Second), nil)
+	s1, err := first.Round(ctx, pods, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The leader dies; a new one starts from nothing but the pods' reports.
+	second, _ := New(placement.DefaultPolicy(), control.NewClient(token, 2*time.Second), nil)
+	s2, err := second.Round(ctx, pods, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Version <= s1.Version {
+		t.Fatalf("new leader version %d not after %d: pods would ignore it", s2.Version, s1.Version)
+	}
+	total := 0
+	for _, p := range append(a.table.Report().Programs, b.table.Report().Programs...) {
+		if p.Placed {
+			total++
+		}
+	}
+	if total != 4 || s2.ProgramsActive+s2.ProgramsPaused != 4 {
+		t.Fatalf("programs after leader change: %d placed, summary %+v", total, s2)
+	}
+}
+
+func TestUnreachablePodIsLeftAlone(t *testing.T) {
+	clk := clock.NewVirtual(time.Unix(10_000, 0))
+	a := newPod(t, "a", 16000, clk)
+	run(a, "p1", 1000)
+	gone := Pod{Name: "z", APIAddr: "127.0.0.1:1", ControlAddr: "127.0.0.1:1", Ready: true}
+	f, _ := New(placement.DefaultPolicy(), control.NewClient(token, 500*time.Millisecond), nil)
+	sum, err := f.Round(context.Background(), []Pod{a.fleetPod(), gone}, clk.Now())
+	if err == nil || len(sum.Errors) != 1 {
+		t.Fatalf("an unreachable pod must be reported: %v", err)
+	}
+	if sum.Pods[1].Reachable || !sum.Pods[0].Reachable || sum.ProgramsActive != 1 {
+		t.Fatalf("summary %+v", sum)
+	}
+}
