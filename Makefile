@@ -92,7 +92,7 @@ generate: $(CONTROLLER_GEN) ## Generate the API types' DeepCopy methods.
 verify: manifests generate ## Regenerate everything and fail if a generated file was stale.
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		git status --short -- $(GENERATED); git diff --stat -- $(GENERATED); \
-		echo "generated files are stale: run 'make manifests generate' and commit the result"; exit 1; \
+		echo "generated files differ from what is committed: run 'make manifests generate' and commit the result"; exit 1; \
 	fi
 	kubectl kustomize config/default >/dev/null
 	kubectl kustomize config/samples >/dev/null

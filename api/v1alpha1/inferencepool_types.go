@@ -1,0 +1,560 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// InferencePool is a fleet of kvpilot runtime pods serving one model behind
+// one Service. The controller runs it as a Deployment, a Service and a
+// PodDisruptionBudget; its fleet loop places agent programs across the pods
+// and reports their KV-cache capacity in status.
+//
+// The Gateway API Inference Extension has a kind of the same name in
+// inference.networking.k8s.io; use the short name kvpool or the
+// fully-qualified inferencepools.serving.kvpilot.dev with kubectl.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=kvpool,categories=kvpilot
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.schedulerPolicyRef.name`
+// +kubebuilder:printcolumn:name="KV Used %",type=integer,JSONPath=`.status.capacity.usedKVPercent`
+// +kubebuilder:printcolumn:name="Paused",type=integer,JSONPath=`.status.capacity.programsPaused`,description="Programs paused by the fleet loop"
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model.name`,priority=1
+// +kubebuilder:printcolumn:name="Executor",type=string,JSONPath=`.spec.executor.type`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 lowercase letters, digits or '-', start with a letter and end with a letter or digit, because it also names the pool's Service and labels its pods"
+type InferencePool struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the pool.
+	// +required
+	Spec InferencePoolSpec `json:"spec"`
+
+	// status is the observed state of the pool.
+	// +optional
+	Status InferencePoolStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// InferencePoolList is a list of InferencePools.
+type InferencePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []InferencePool `json:"items"`
+}
+
+// InferencePoolSpec is the desired state of an InferencePool.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.engine) || !has(self.engine.tensorParallelSize) || self.engine.tensorParallelSize == 1 || self.executor.type == 'Sim' || (has(self.resources) && has(self.resources.accelerators) && self.engine.tensorParallelSize <= self.resources.accelerators)",message="engine.tensorParallelSize above 1 needs at least that many resources.accelerators (or the Sim executor)"
+type InferencePoolSpec struct {
+	// replicas is the number of runtime pods. It is the scale subresource's
+	// spec path, so kubectl scale, a HorizontalPodAutoscaler or KEDA can
+	// drive it.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// model is the model the pods serve and where its weights come from.
+	// +required
+	Model ModelSpec `json:"model"`
+
+	// executor runs the model's forward passes in each pod.
+	// +kubebuilder:default={type: CPU}
+	// +optional
+	Executor ExecutorSpec `json:"executor,omitempty"`
+
+	// resources are the compute resources of each pod.
+	// +optional
+	Resources *PodResources `json:"resources,omitempty"`
+
+	// engine tunes the continuous-batching engine in each pod. Unset fields
+	// take the runtime's defaults.
+	// +optional
+	Engine *EngineSpec `json:"engine,omitempty"`
+
+	// schedulerPolicyRef names a SchedulerPolicy in the pool's namespace.
+	// Without one, or while the named policy does not exist, the pods run
+	// with the runtime's defaults and the fleet loop does no program-level
+	// scheduling.
+	// +optional
+	SchedulerPolicyRef *SchedulerPolicyReference `json:"schedulerPolicyRef,omitempty"`
+
+	// service configures the Service in front of the pods.
+	// +kubebuilder:default={}
+	// +optional
+	Service ServiceSpec `json:"service,omitempty"`
+
+	// apiKeySecretRef names a key of a Secret in the pool's namespace that
+	// holds the API key clients must send as a bearer token. Without it the
+	// OpenAI-compatible API is open to anyone who can reach the Service.
+	// +optional
+	APIKeySecretRef *SecretKeyReference `json:"apiKeySecretRef,omitempty"`
+
+	// image is the runtime container image. Empty means the image the
+	// manager was started with (its --runtime-image flag).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// imagePullPolicy of the runtime container. Empty means Kubernetes'
+	// default for the image's tag.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// nodeSelector constrains the pods to nodes with these labels. With
+	// resources.acceleratorProduct set, the product label is added.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the pods. With resources.accelerators above zero, a
+	// toleration of the nvidia.com/gpu taint is added.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// affinity of the pods. The controller always adds a soft topology
+	// spread across nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// priorityClassName of the pods.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// ModelSpec says which model a pool serves and where its weights are.
+type ModelSpec struct {
+	// name is the model name clients send in the "model" field of OpenAI
+	// requests, and the name the runtime reports in its metrics.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// format of the weights in source. Ignored for builtin models.
+	// +kubebuilder:default=GGUF
+	// +optional
+	Format ModelFormat `json:"format,omitempty"`
+
+	// source is where the weights are: exactly one of builtin,
+	// persistentVolumeClaim, hostPath or image.
+	// +required
+	Source ModelSource `json:"source"`
+}
+
+// ModelFormat is the file format of model weights.
+// +kubebuilder:validation:Enum=GGUF
+type ModelFormat string
+
+const (
+	// ModelFormatGGUF is a GGUF file (llama.cpp's format).
+	ModelFormatGGUF ModelFormat = "GGUF"
+)
+
+// ModelSource says where a model's weights are. Exactly one field is set.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.builtin), has(self.persistentVolumeClaim), has(self.hostPath), has(self.image)].filter(x, x).size() == 1",message="set exactly one of builtin, persistentVolumeClaim, hostPath or image"
+type ModelSource struct {
+	// builtin names a model compiled into the runtime, served with no
+	// files: "tiny" is a small random-weight Llama-family model for trying
+	// kvpilot out and for tests.
+	// +optional
+	Builtin BuiltinModel `json:"builtin,omitempty"`
+
+	// persistentVolumeClaim mounts a claim read-only and loads the model
+	// file at path inside it.
+	// +optional
+	PersistentVolumeClaim *PVCModelSource `json:"persistentVolumeClaim,omitempty"`
+
+	// hostPath loads the model file from the node's filesystem.
+	// +optional
+	HostPath *HostPathModelSource `json:"hostPath,omitempty"`
+
+	// image mounts an OCI image (or artifact) as a read-only volume and
+	// loads the model file at path inside it. Needs a cluster with image
+	// volumes enabled.
+	// +optional
+	Image *ImageModelSource `json:"image,omitempty"`
+}
+
+// BuiltinModel names a model compiled into the runtime.
+// +kubebuilder:validation:Enum=tiny
+type BuiltinModel string
+
+const (
+	// BuiltinModelTiny is a small random-weight Llama-family model.
+	BuiltinModelTiny BuiltinModel = "tiny"
+)
+
+// PVCModelSource is a model file in a PersistentVolumeClaim.
+type PVCModelSource struct {
+	// claimName is the name of a PersistentVolumeClaim in the pool's
+	// namespace. Pools with more than one replica need a claim whose access
+	// mode allows many readers (ReadOnlyMany or ReadWriteMany).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ClaimName string `json:"claimName"`
+
+	// path of the model file, relative to the root of the volume.
+	// +required
+	Path RelativePath `json:"path"`
+}
+
+// HostPathModelSource is a model file on the node.
+type HostPathModelSource struct {
+	// path is the absolute path of the model file on the node.
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="hostPath.path must be an absolute path"
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="hostPath.path must not contain '..'"
+	// +required
+	Path string `json:"path"`
+}
+
+// ImageModelSource is a model file inside an OCI image or artifact.
+type ImageModelSource struct {
+	// reference is the image reference, as in a container's image field.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Reference string `json:"reference"`
+
+	// pullPolicy for the image volume. Empty means Kubernetes' default.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+
+	// path of the model file, relative to the root of the image.
+	// +required
+	Path RelativePath `json:"path"`
+}
+
+// RelativePath is a path inside a volume: relative, with no "..".
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=4096
+// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="path must be relative to the root of the volume"
+// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="path must not contain '..'"
+type RelativePath string
+
+// ExecutorSpec selects the runtime's executor.
+//
+// +kubebuilder:validation:XValidation:rule="self.type == 'Sim' || !has(self.sim)",message="executor.sim may be set only when executor.type is Sim"
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="executor.type is immutable: during a rollout pods of both executors would serve the same programs with different tokens and capacities; create a new pool instead"
+type ExecutorSpec struct {
+	// type of executor: CPU runs the model in pure Go on the pod's CPUs;
+	// Sim simulates an accelerator with a roofline cost model (for
+	// benchmarks and for clusters without accelerators).
+	// +kubebuilder:default=CPU
+	// +optional
+	Type ExecutorType `json:"type,omitempty"`
+
+	// sim configures the Sim executor.
+	// +optional
+	Sim *SimExecutorSpec `json:"sim,omitempty"`
+}
+
+// ExecutorType names an executor.
+// +kubebuilder:validation:Enum=CPU;Sim
+type ExecutorType string
+
+const (
+	// ExecutorCPU runs the model on the pod's CPUs.
+	ExecutorCPU ExecutorType = "CPU"
+	// ExecutorSim simulates an accelerator.
+	ExecutorSim ExecutorType = "Sim"
+)
+
+// SimExecutorSpec is the simulated hardware and model of the Sim executor.
+type SimExecutorSpec struct {
+	// accelerator is the simulated accelerator profile.
+	// +kubebuilder:validation:Enum=H100-SXM;H200;A100-80GB;L4
+	// +kubebuilder:default=H100-SXM
+	// +optional
+	Accelerator string `json:"accelerator,omitempty"`
+
+	// model is the simulated model geometry.
+	// +kubebuilder:validation:Enum=llama-3.1-8b;llama-3.1-70b
+	// +kubebuilder:default=llama-3.1-8b
+	// +optional
+	Model string `json:"model,omitempty"`
+}
+
+// PodResources are the compute resources of each runtime pod.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.acceleratorProduct) || (has(self.accelerators) && self.accelerators > 0)",message="acceleratorProduct needs accelerators above zero"
+type PodResources struct {
+	// accelerators is the number of NVIDIA GPUs per pod, requested as
+	// nvidia.com/gpu.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	Accelerators *int32 `json:"accelerators,omitempty"`
+
+	// acceleratorProduct restricts the pods to nodes whose
+	// nvidia.com/gpu.product label (set by GPU feature discovery) has this
+	// value, for example NVIDIA-H100-80GB-HBM3.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +optional
+	AcceleratorProduct string `json:"acceleratorProduct,omitempty"`
+
+	// cpu requested by each pod.
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+
+	// memory requested by each pod; also its limit.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// EngineSpec tunes the continuous-batching engine of each pod. Every field
+// is optional; unset fields take the runtime's defaults.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.kvCacheBlocks), has(self.kvCacheMemory), has(self.kvCacheMemoryFraction)].filter(x, x).size() <= 1",message="set at most one of kvCacheBlocks, kvCacheMemory and kvCacheMemoryFraction"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxNumSeqs) || !has(self.maxNumBatchedTokens) || self.maxNumBatchedTokens >= self.maxNumSeqs",message="maxNumBatchedTokens must be at least maxNumSeqs, or some scheduled sequences could not get a token in an iteration"
+type EngineSpec struct {
+	// maxNumSeqs is the most sequences in one iteration's batch.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	MaxNumSeqs *int32 `json:"maxNumSeqs,omitempty"`
+
+	// maxNumBatchedTokens is the most tokens (prefill and decode) in one
+	// iteration.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	MaxNumBatchedTokens *int32 `json:"maxNumBatchedTokens,omitempty"`
+
+	// blockSize is the number of tokens in one KV-cache block.
+	// +kubebuilder:validation:Enum=8;16;32;64;128
+	// +optional
+	BlockSize *int32 `json:"blockSize,omitempty"`
+
+	// kvCacheBlocks sizes the KV cache as a number of blocks.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16777216
+	// +optional
+	KVCacheBlocks *int32 `json:"kvCacheBlocks,omitempty"`
+
+	// kvCacheMemory sizes the KV cache in bytes, for example 8Gi.
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? quantity(self).isGreaterThan(quantity('0')) : self > 0",message="kvCacheMemory must be positive"
+	// +optional
+	KVCacheMemory *resource.Quantity `json:"kvCacheMemory,omitempty"`
+
+	// kvCacheMemoryFraction is the fraction of an accelerator's memory the
+	// runtime may use for weights, activations and KV cache (vLLM's
+	// gpu_memory_utilization), for example "0.9"; the KV cache gets what the
+	// rest leaves.
+	// +optional
+	KVCacheMemoryFraction *Fraction `json:"kvCacheMemoryFraction,omitempty"`
+
+	// maxQueue is the most requests waiting in a pod's queue; beyond it the
+	// pod answers 429.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	MaxQueue *int32 `json:"maxQueue,omitempty"`
+
+	// tensorParallelSize splits the model across this many accelerators.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	TensorParallelSize *int32 `json:"tensorParallelSize,omitempty"`
+
+	// drainTimeout is how long a terminating pod keeps finishing its
+	// requests before it exits; the pod's termination grace period is a
+	// little longer.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="drainTimeout must be between 0s and 1h"
+	// +optional
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+}
+
+// Fraction is a decimal number from 0 to 1 written as a string, such as
+// "0.9": Kubernetes APIs avoid floating-point fields.
+// +kubebuilder:validation:MaxLength=8
+// +kubebuilder:validation:XValidation:rule="self.matches('^(0([.][0-9]{1,6})?|1([.]0{1,6})?)$')",message="must be a decimal number from 0 to 1 with at most 6 decimal places, such as \"0.9\""
+type Fraction string
+
+// SchedulerPolicyReference names a SchedulerPolicy in the same namespace.
+type SchedulerPolicyReference struct {
+	// name of the SchedulerPolicy.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// SecretKeyReference names a key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// key in the Secret's data.
+	// +kubebuilder:default=api-key
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// ServiceSpec configures the Service in front of a pool's pods.
+type ServiceSpec struct {
+	// type of the Service.
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +kubebuilder:default=ClusterIP
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// port the Service listens on; it forwards to the pods' http port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=8000
+	// +optional
+	Port int32 `json:"port,omitempty"`
+}
+
+// InferencePoolStatus is the observed state of an InferencePool.
+type InferencePoolStatus struct {
+	// observedGeneration is the generation of the spec the controller last
+	// acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// replicas is the number of runtime pods that exist (the scale
+	// subresource's status path).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of runtime pods that are ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// updatedReplicas is the number of runtime pods that run the current
+	// pod template.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// selector is the label selector of the pods, in string form (the scale
+	// subresource's selector path, which autoscalers read).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// conditions: Available, Progressing, Degraded and PolicyResolved.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// capacity is the pool's KV-cache capacity and program placement, as
+	// the fleet loop last read it from the pods.
+	// +optional
+	Capacity *PoolCapacity `json:"capacity,omitempty"`
+}
+
+// MaxPodCapacities bounds InferencePoolStatus.Capacity.Pods so the status
+// of a large pool stays small.
+const MaxPodCapacities = 64
+
+// PoolCapacity aggregates the KV cache and programs of a pool's pods.
+type PoolCapacity struct {
+	// totalKVTokens is the KV-cache size of all ready pods, in tokens.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TotalKVTokens int64 `json:"totalKVTokens,omitempty"`
+
+	// usedKVTokens is the KV cache in use across ready pods, in tokens.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	UsedKVTokens int64 `json:"usedKVTokens,omitempty"`
+
+	// usedKVPercent is usedKVTokens as a whole percentage of totalKVTokens.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	UsedKVPercent int32 `json:"usedKVPercent,omitempty"`
+
+	// programsActive is the number of programs placed on a pod.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ProgramsActive int32 `json:"programsActive,omitempty"`
+
+	// programsPaused is the number of programs paused to keep pods from
+	// thrashing their KV caches.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ProgramsPaused int32 `json:"programsPaused,omitempty"`
+
+	// recommendedReplicas is the replica count the fleet loop estimates
+	// would run every program without pausing; an autoscaler may use it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RecommendedReplicas *int32 `json:"recommendedReplicas,omitempty"`
+
+	// pods summarizes each pod, by name; at most 64 are listed (the pods
+	// with the most KV in use first) while the totals cover every pod.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Pods []PodCapacity `json:"pods,omitempty"`
+}
+
+// PodCapacity is one pod's KV cache and programs.
+type PodCapacity struct {
+	// name of the pod.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// totalKVTokens is the pod's KV-cache size, in tokens.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TotalKVTokens int64 `json:"totalKVTokens,omitempty"`
+
+	// usedKVTokens is the pod's KV cache in use, in tokens.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	UsedKVTokens int64 `json:"usedKVTokens,omitempty"`
+
+	// programsActive is the number of programs placed on the pod.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ProgramsActive int32 `json:"programsActive,omitempty"`
+
+	// programsPaused is the number of programs paused while placed on the
+	// pod.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ProgramsPaused int32 `json:"programsPaused,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&InferencePool{}, &InferencePoolList{})
+}

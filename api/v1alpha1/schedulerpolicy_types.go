@@ -1,0 +1,198 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SchedulerPolicy is how the controller schedules agent programs across the
+// pods of the InferencePools that refer to it, and the request defaults
+// those pods apply. Pools refer to a policy in their own namespace by name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kvpolicy,categories=kvpilot
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Interval",type=string,JSONPath=`.spec.interval`
+// +kubebuilder:printcolumn:name="Pools",type=integer,JSONPath=`.status.poolCount`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SchedulerPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired scheduling behaviour.
+	// +required
+	Spec SchedulerPolicySpec `json:"spec"`
+
+	// status is the observed state of the policy.
+	// +optional
+	Status SchedulerPolicyStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// SchedulerPolicyList is a list of SchedulerPolicies.
+type SchedulerPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SchedulerPolicy `json:"items"`
+}
+
+// SchedulerPolicySpec is the desired scheduling behaviour.
+//
+// +kubebuilder:validation:XValidation:rule="duration(self.maxPauseDuration) > duration(self.interval)",message="maxPauseDuration must be longer than interval, or a paused program could time out before the controller looks at it again"
+// +kubebuilder:validation:XValidation:rule="!self.actingTokenDecay.enabled || duration(self.actingTokenDecay.halfLife) >= duration(self.interval)",message="actingTokenDecay.halfLife must be at least interval: the controller cannot observe a faster decay"
+type SchedulerPolicySpec struct {
+	// mode: Default leaves each pod to its own continuous batching;
+	// ProgramAware also places, pauses and resumes programs across pods so
+	// an agent's KV cache stays warm between its turns.
+	// +kubebuilder:default=Default
+	// +optional
+	Mode SchedulingMode `json:"mode,omitempty"`
+
+	// interval is how often the controller reads the pods and re-places
+	// programs.
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('5m')",message="interval must be between 1s and 5m"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// actingTokenWeight is how much of an acting program's KV cache (its
+	// agent is running a tool, not the model) counts against a pod's
+	// capacity, from 0 (free) to 1 (as much as a reasoning program's).
+	// +kubebuilder:default="1"
+	// +optional
+	ActingTokenWeight Fraction `json:"actingTokenWeight,omitempty"`
+
+	// bufferTokensPerProgram is the headroom kept per program for the tokens
+	// its next step will add.
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	BufferTokensPerProgram *int32 `json:"bufferTokensPerProgram,omitempty"`
+
+	// actingTokenDecay lowers the weight of a program's KV cache the longer
+	// it has been acting, so long tool calls give way first.
+	// +kubebuilder:default={}
+	// +optional
+	ActingTokenDecay ActingTokenDecay `json:"actingTokenDecay,omitempty"`
+
+	// maxPauseDuration is the longest a program stays paused; after it the
+	// program's requests run wherever they fit.
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="maxPauseDuration must be between 1s and 24h"
+	// +optional
+	MaxPauseDuration *metav1.Duration `json:"maxPauseDuration,omitempty"`
+
+	// queue tunes each pod's request queue.
+	// +optional
+	Queue *QueueSpec `json:"queue,omitempty"`
+
+	// completion holds the defaults a pod applies to requests that leave
+	// them unset.
+	// +optional
+	Completion *CompletionDefaults `json:"completion,omitempty"`
+}
+
+// SchedulingMode is how programs are scheduled across pods.
+// +kubebuilder:validation:Enum=Default;ProgramAware
+type SchedulingMode string
+
+const (
+	// SchedulingModeDefault leaves scheduling to each pod.
+	SchedulingModeDefault SchedulingMode = "Default"
+	// SchedulingModeProgramAware places, pauses and resumes programs across
+	// pods.
+	SchedulingModeProgramAware SchedulingMode = "ProgramAware"
+)
+
+// ActingTokenDecay is an exponential decay of an acting program's weight.
+type ActingTokenDecay struct {
+	// enabled turns the decay on.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// halfLife is how long an acting program takes to lose half its weight.
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="halfLife must be between 1s and 24h"
+	// +optional
+	HalfLife *metav1.Duration `json:"halfLife,omitempty"`
+}
+
+// QueueSpec tunes a pod's request queue.
+type QueueSpec struct {
+	// agingRate is how many priority levels a waiting request gains per
+	// second, so low-priority requests are not starved; "0" turns aging
+	// off. A decimal number such as "0.5".
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{1,6}([.][0-9]{1,6})?$')",message="agingRate must be a non-negative decimal number such as \"0.5\""
+	// +optional
+	AgingRate string `json:"agingRate,omitempty"`
+}
+
+// CompletionDefaults are request defaults a pod applies.
+type CompletionDefaults struct {
+	// defaultMaxTokens caps the tokens generated for a request that sets no
+	// max_tokens.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	DefaultMaxTokens *int32 `json:"defaultMaxTokens,omitempty"`
+
+	// stop strings end generation for requests that set none.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	// +optional
+	Stop []string `json:"stop,omitempty"`
+
+	// maxResponseChars ends generation once a response is this many
+	// characters long.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=67108864
+	// +optional
+	MaxResponseChars *int32 `json:"maxResponseChars,omitempty"`
+}
+
+// MaxPolicyPools bounds SchedulerPolicyStatus.Pools.
+const MaxPolicyPools = 256
+
+// SchedulerPolicyStatus is the observed state of a SchedulerPolicy.
+type SchedulerPolicyStatus struct {
+	// observedGeneration is the generation of the spec the controller last
+	// acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Accepted.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// pools are the names of the InferencePools that use this policy, sorted;
+	// at most 256 are listed while poolCount counts them all.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Pools []string `json:"pools,omitempty"`
+
+	// poolCount is the number of InferencePools that use this policy.
+	// +optional
+	PoolCount int32 `json:"poolCount,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SchedulerPolicy{}, &SchedulerPolicyList{})
+}

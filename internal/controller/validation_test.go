@@ -1,0 +1,128 @@
+package controller_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+)
+
+// The API server itself validates kvpilot objects, from the CRDs' schema
+// and CEL rules; these tests send it real objects.
+var _ = Describe("API validation", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
+
+	pool := func(name string) *utiltesting.InferencePoolWrapper { return utiltesting.MakeInferencePool(name, ns) }
+	policy := func() *utiltesting.SchedulerPolicyWrapper { return utiltesting.MakeSchedulerPolicy("p", ns) }
+	engine := func(e servingv1alpha1.EngineSpec) *servingv1alpha1.InferencePool { return pool("p").Engine(e).Obj() }
+
+	DescribeTable("rejects an invalid object with a message a person understands",
+		func(ctx SpecContext, build func() client.Object, message string) {
+			err := k8sClient.Create(ctx, build())
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("a pool name that cannot name a Service", func() client.Object { return pool("1-pool").Obj() },
+			"metadata.name must be at most 63 lowercase letters"),
+		Entry("no model source", func() client.Object {
+			return pool("p").ModelSource(servingv1alpha1.ModelSource{}).Obj()
+		}, "set exactly one of builtin, persistentVolumeClaim, hostPath or image"),
+		Entry("two model sources", func() client.Object {
+			return pool("p").ModelSource(servingv1alpha1.ModelSource{
+				Builtin:  servingv1alpha1.BuiltinModelTiny,
+				HostPath: &servingv1alpha1.HostPathModelSource{Path: "/m.gguf"},
+			}).Obj()
+		}, "set exactly one of builtin, persistentVolumeClaim, hostPath or image"),
+		Entry("a model path escaping its volume", func() client.Object { return pool("p").PVCModel("c", "../etc/passwd").Obj() },
+			"path must not contain '..'"),
+		Entry("an absolute model path in a volume", func() client.Object { return pool("p").PVCModel("c", "/m.gguf").Obj() },
+			"path must be relative to the root of the volume"),
+		Entry("a relative host path", func() client.Object { return pool("p").HostPathModel("models/m.gguf").Obj() },
+			"hostPath.path must be an absolute path"),
+		Entry("an unknown executor", func() client.Object {
+			return pool("p").Executor(servingv1alpha1.ExecutorSpec{Type: "TPU"}).Obj()
+		}, `Unsupported value: "TPU"`),
+		Entry("sim settings on the CPU executor", func() client.Object {
+			return pool("p").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorCPU, Sim: &servingv1alpha1.SimExecutorSpec{}}).Obj()
+		}, "executor.sim may be set only when executor.type is Sim"),
+		Entry("an unknown sim accelerator", func() client.Object { return pool("p").Sim("TPUv5", "llama-3.1-8b").Obj() },
+			`Unsupported value: "TPUv5"`),
+		Entry("negative replicas", func() client.Object { return pool("p").Replicas(-1).Obj() },
+			"spec.replicas: Invalid value: -1"),
+		Entry("an accelerator product without accelerators", func() client.Object { return pool("p").Accelerators(0, "NVIDIA-L4").Obj() },
+			"acceleratorProduct needs accelerators above zero"),
+		Entry("tensor parallelism beyond the accelerators", func() client.Object {
+			return pool("p").Accelerators(1, "").Engine(servingv1alpha1.EngineSpec{TensorParallelSize: ptr.To[int32](2)}).Obj()
+		}, "engine.tensorParallelSize above 1 needs at least that many resources.accelerators"),
+		Entry("two KV cache sizes", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{KVCacheBlocks: ptr.To[int32](10), KVCacheMemory: ptr.To(resource.MustParse("1Gi"))})
+		}, "set at most one of kvCacheBlocks, kvCacheMemory and kvCacheMemoryFraction"),
+		Entry("a KV cache fraction above 1", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("1.5"))})
+		}, "must be a decimal number from 0 to 1"),
+		Entry("a negative KV cache size", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{KVCacheMemory: ptr.To(resource.MustParse("-1Gi"))})
+		}, "kvCacheMemory must be positive"),
+		Entry("fewer batched tokens than sequences", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{MaxNumSeqs: ptr.To[int32](64), MaxNumBatchedTokens: ptr.To[int32](32)})
+		}, "maxNumBatchedTokens must be at least maxNumSeqs"),
+		Entry("an unsupported block size", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{BlockSize: ptr.To[int32](12)})
+		}, "spec.engine.blockSize: Unsupported value: 12"),
+		Entry("an unknown service type", func() client.Object { return pool("p").Service("ExternalName", 80).Obj() },
+			`Unsupported value: "ExternalName"`),
+
+		Entry("an unknown scheduling mode", func() client.Object { return policy().Mode("Greedy").Obj() },
+			`Unsupported value: "Greedy"`),
+		Entry("an interval under a second", func() client.Object { return policy().Interval(100 * time.Millisecond).Obj() },
+			"interval must be between 1s and 5m"),
+		Entry("an acting token weight above 1", func() client.Object { return policy().ActingTokenWeight("2").Obj() },
+			"must be a decimal number from 0 to 1"),
+		Entry("a pause limit shorter than the interval", func() client.Object {
+			return policy().Interval(time.Minute).MaxPauseDuration(30 * time.Second).Obj()
+		}, "maxPauseDuration must be longer than interval"),
+		Entry("a negative aging rate", func() client.Object { return policy().AgingRate("-1").Obj() },
+			"agingRate must be a non-negative decimal number"),
+		Entry("too many stop strings", func() client.Object {
+			return policy().Stop("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17").Obj()
+		}, "must have at most 16 items"),
+	)
+
+	It("fills in defaults", func(ctx SpecContext) {
+		p := pool("defaults").Obj()
+		p.Spec.Replicas = nil
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(p.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+		Expect(p.Spec.Executor.Type).To(Equal(servingv1alpha1.ExecutorCPU))
+		Expect(p.Spec.Model.Format).To(Equal(servingv1alpha1.ModelFormatGGUF))
+		Expect(p.Spec.Service).To(Equal(servingv1alpha1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Port: 8000}))
+
+		sp := policy().Obj()
+		Expect(k8sClient.Create(ctx, sp)).To(Succeed())
+		Expect(sp.Spec.Mode).To(Equal(servingv1alpha1.SchedulingModeDefault))
+		Expect(sp.Spec.Interval).To(HaveValue(Equal(metav1.Duration{Duration: 5 * time.Second})))
+		Expect(sp.Spec.ActingTokenWeight).To(BeEquivalentTo("1"))
+		Expect(sp.Spec.BufferTokensPerProgram).To(HaveValue(BeEquivalentTo(100)))
+		Expect(sp.Spec.MaxPauseDuration).To(HaveValue(Equal(metav1.Duration{Duration: 30 * time.Minute})))
+		Expect(sp.Spec.ActingTokenDecay.HalfLife).To(HaveValue(Equal(metav1.Duration{Duration: time.Minute})))
+	})
+
+	It("refuses to change a pool's executor", func(ctx SpecContext) {
+		p := pool("fixed").Obj()
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p.Spec.Executor = servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorSim}
+		err := k8sClient.Update(ctx, p)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("executor.type is immutable"))
+	})
+})
