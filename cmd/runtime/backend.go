@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/device"
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/runtime/server"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+)
+
+// defaultCPUKVMemory is the cpu executor's KV cache without a size flag.
+const defaultCPUKVMemory = 1 << 30
+
+// backend is an executor with what the engine and the server need from it.
+type backend struct {
+	exec        batch.Executor
+	codec       server.Codec
+	decoder     engine.TokenDecoder
+	eos         []int32
+	vocabSize   int
+	contextLen  int
+	numBlocks   int
+	servedName  string
+	description string
+	close       func()
+}
+
+func buildBackend(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
+	if o.Executor == executorSim {
+		return buildSim(o, devs, log)
+	}
+	return buildCPU(o, log)
+}
+
+func buildCPU(o *options, log *slog.Logger) (*backend, error) {
+	log.Info("loading model", "model", o.Model)
+	start := time.Now()
+	m, err := model.Open(o.Model, loadProgress(log))
+	if err != nil {
+		return nil, err
+	}
+	cfg := m.Config
+	log.Info("model loaded", "model", o.Model, "arch", cfg.Arch, "params", cfg.NumParams(), "layers", cfg.Layers,
+		"vocab", cfg.VocabSize, "context", cfg.ContextLen, "chat_template", m.ChatTemplate.Name(), "elapsed", time.Since(start).Round(time.Millisecond))
+	perBlock := cpu.KVBytesPerBlock(cfg, o.BlockSize)
+	blocks := o.KVCacheBlocks
+	if blocks == 0 {
+		budget := int64(o.KVCacheMemory)
+		if budget == 0 {
+			budget = defaultCPUKVMemory
+		}
+		blocks = int(budget / perBlock)
+		if blocks == 0 {
+			_ = m.Close()
+			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes", budget, perBlock)
+		}
+	}
+	exec, err := cpu.New(m, blocks, o.BlockSize, cpu.Options{Threads: o.CPUThreads})
+	if err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return &backend{
+		exec: exec, codec: server.ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
+		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks,
+		servedName:  nameFromModel(o.Model),
+		description: fmt.Sprintf("cpu executor, %d KV blocks (%d MiB)", blocks, int64(blocks)*perBlock>>20),
+		close:       func() { exec.Close(); _ = m.Close() },
+	}, nil
+}
+
+// loadProgress logs loading at most every 10 %.
+func loadProgress(log *slog.Logger) func(done, total int64) {
+	next := int64(0)
+	return func(done, total int64) {
+		if total <= 0 {
+			return
+		}
+		pct := done * 100 / total
+		if pct < next && done < total {
+			return
+		}
+		next = pct/10*10 + 10
+		log.Info("loading weights", "percent", pct, "bytes", done, "total", total)
+	}
+}
+
+// nameFromModel derives the served name: builtin:tiny is "tiny", a GGUF
+// path its file name without the extension.
+func nameFromModel(spec string) string {
+	if name, ok := strings.CutPrefix(spec, model.BuiltinPrefix); ok {
+		return name
+	}
+	return strings.TrimSuffix(filepath.Base(spec), filepath.Ext(spec))
+}
+
+func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
+	acc, err := sim.LookupAccelerator(o.SimAccelerator)
+	if err != nil {
+		return nil, err
+	}
+	geom, err := sim.LookupGeometry(o.SimModel)
+	if err != nil {
+		return nil, err
+	}
+	sizedFrom := "profile " + acc.Name
+	if len(devs) > 0 {
+		// A real device's memory sizes the cache; the profile keeps the
+		// peak rates of the cost model.
+		acc.MemoryBytes = int64(devs[0].MemoryBytes)
+		sizedFrom = fmt.Sprintf("device %d (%s)", devs[0].Index, devs[0].Name)
+	}
+	blocks := o.KVCacheBlocks
+	switch {
+	case blocks > 0:
+		sizedFrom = "--kv-cache-blocks"
+	case o.KVCacheMemory > 0:
+		perBlock := geom.KVBytesPerToken() / int64(o.TensorParallel) * int64(o.BlockSize)
+		blocks = int(int64(o.KVCacheMemory) / perBlock)
+		sizedFrom = "--kv-cache-memory"
+		if blocks == 0 {
+			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes", o.KVCacheMemory, perBlock)
+		}
+	default:
+		blocks, err = sim.KVBlocksForDevice(acc, geom, o.TensorParallel, o.KVCacheMemoryFraction, o.BlockSize)
+		if err != nil {
+			return nil, err
+		}
+	}
+	exec, err := sim.New(sim.Options{Accelerator: acc, Geometry: geom, TensorParallel: o.TensorParallel})
+	if err != nil {
+		return nil, err
+	}
+	vocab := exec.Vocabulary()
+	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "tensor_parallel", o.TensorParallel,
+		"kv_blocks", blocks, "kv_sized_from", sizedFrom)
+	return &backend{
+		exec: exec, codec: server.SimCodec{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
+		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
+		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
+		close:       func() {},
+	}, nil
+}

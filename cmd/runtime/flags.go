@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvPrefix prefixes the environment variable of every flag: --max-num-seqs
+// is also KVPILOT_MAX_NUM_SEQS. A flag on the command line wins.
+const EnvPrefix = "KVPILOT_"
+
+// options are the runtime's settings.
+type options struct {
+	Model           string
+	ServedModelName string
+	Executor        string
+	SimAccelerator  string
+	SimModel        string
+	TensorParallel  int
+	CPUThreads      int
+
+	Host             string
+	Port             int
+	ControlPort      int
+	ControlTokenFile string
+	APIKeyFile       string
+
+	MaxNumSeqs            int
+	MaxNumBatchedTokens   int
+	BlockSize             int
+	KVCacheBlocks         int
+	KVCacheMemory         byteSize
+	KVCacheMemoryFraction float64
+	MaxQueue              int
+	AgingRate             float64
+	MaxModelLen           int
+	DefaultMaxTokens      int
+	Stop                  stringList
+	MaxResponseChars      int
+	DrainTimeout          time.Duration
+	IterationTimeout      time.Duration
+	WarmupIterations      int
+	MaxBodyBytes          byteSize
+	LogLevel              slog.Level
+}
+
+const (
+	executorCPU = "cpu"
+	executorSim = "sim"
+)
+
+// newFlagSet declares the flags over o, with their defaults.
+func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("runtime", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprintf(output, "Usage: runtime [flags]\n\nServes a model over an OpenAI-compatible API. "+
+			"Every flag can also be set with the environment variable %s<FLAG_NAME> (e.g. %sMAX_NUM_SEQS); the flag wins.\n\n",
+			EnvPrefix, EnvPrefix)
+		fs.PrintDefaults()
+	}
+
+	fs.StringVar(&o.Model, "model", "builtin:tiny", "model to serve with the cpu executor: a GGUF file path, or builtin:tiny")
+	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model name in the API (default: derived from --model, or --sim-model with the sim executor)")
+	fs.StringVar(&o.Executor, "executor", executorCPU, "executor: cpu (pure-Go transformer) or sim (roofline model of an accelerator)")
+	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
+	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
+	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans")
+	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor: threads per matrix multiply (0: GOMAXPROCS)")
+
+	fs.StringVar(&o.Host, "host", "0.0.0.0", "address to listen on")
+	fs.IntVar(&o.Port, "port", 8000, "port of the OpenAI-compatible API (0: any free port)")
+	fs.IntVar(&o.ControlPort, "control-port", 8081, "port of the control API (reserved: the control API is not served yet and nothing binds it)")
+	fs.StringVar(&o.ControlTokenFile, "control-token-file", "", "file with the control API's bearer token (reserved for the control API)")
+	fs.StringVar(&o.APIKeyFile, "api-key-file", "", "file of API keys, one per line; when set, /v1/* requires Authorization: Bearer <key>")
+
+	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one iteration")
+	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "most tokens in one iteration (longer prompts are prefilled in chunks)")
+	fs.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block")
+	fs.IntVar(&o.KVCacheBlocks, "kv-cache-blocks", 0, "KV cache size in blocks (0: from --kv-cache-memory, or from device memory)")
+	fs.Var(&o.KVCacheMemory, "kv-cache-memory", "KV cache size in bytes, e.g. 512Mi or 8Gi (0: cpu 1Gi; sim --kv-cache-memory-fraction of device memory)")
+	fs.Float64Var(&o.KVCacheMemoryFraction, "kv-cache-memory-fraction", 0.9, "sim executor: fraction of device memory for weights, activations and KV cache")
+	fs.IntVar(&o.MaxQueue, "max-queue", 4096, "most waiting requests; more get 429")
+	fs.Float64Var(&o.AgingRate, "aging-rate", 0.1, "priority levels a waiting request gains per second (negative: no aging)")
+	fs.IntVar(&o.MaxModelLen, "max-model-len", 0, "context length in tokens (0: the model's)")
+	fs.IntVar(&o.DefaultMaxTokens, "default-max-tokens", 0, "max_tokens of requests without one, capped by the room left in the context (0: the room left)")
+	fs.Var(&o.Stop, "stop", "stop string of requests that give none (repeatable; env: a JSON array or one string)")
+	fs.IntVar(&o.MaxResponseChars, "max-response-chars", 0, "most characters of one response (0: no limit)")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may run before they are aborted")
+	fs.DurationVar(&o.IterationTimeout, "iteration-timeout", 0, "most time one executor iteration may take (0: no limit)")
+	fs.IntVar(&o.WarmupIterations, "warmup-iterations", 0, "executor iterations run before the server is ready")
+	o.MaxBodyBytes = 4 << 20
+	fs.Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body, e.g. 4Mi")
+	fs.TextVar(&o.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	return fs
+}
+
+// parseOptions reads flags from args and, for flags not given there, from
+// the environment.
+func parseOptions(args []string, getenv func(string) string, output io.Writer) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o, output)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q (flags only)", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		env := EnvName(f.Name)
+		v := getenv(env)
+		if v == "" {
+			return
+		}
+		if sl, ok := f.Value.(*stringList); ok {
+			if err := sl.setEnv(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", env, err))
+			}
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return o, o.validate()
+}
+
+// EnvName is a flag's environment variable: KVPILOT_ and the name in upper
+// case with '-' as '_'.
+func EnvName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (o *options) validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(o.Executor == executorCPU || o.Executor == executorSim, "--executor must be cpu or sim, got %q", o.Executor)
+	check(o.Port >= 0 && o.Port <= 65535, "--port %d out of range", o.Port)
+	check(o.ControlPort >= 0 && o.ControlPort <= 65535, "--control-port %d out of range", o.ControlPort)
+	check(o.TensorParallel >= 1, "--tensor-parallel must be >= 1")
+	check(o.MaxNumSeqs >= 1, "--max-num-seqs must be >= 1")
+	check(o.MaxNumBatchedTokens >= 1, "--max-num-batched-tokens must be >= 1")
+	check(o.BlockSize >= 1, "--block-size must be >= 1")
+	check(o.KVCacheBlocks >= 0, "--kv-cache-blocks must be >= 0")
+	check(o.KVCacheMemoryFraction > 0 && o.KVCacheMemoryFraction <= 1, "--kv-cache-memory-fraction must be in (0, 1]")
+	check(o.MaxQueue >= 1, "--max-queue must be >= 1")
+	check(o.MaxModelLen >= 0, "--max-model-len must be >= 0")
+	check(o.DefaultMaxTokens >= 0, "--default-max-tokens must be >= 0")
+	check(o.MaxResponseChars >= 0, "--max-response-chars must be >= 0")
+	check(o.DrainTimeout >= 0, "--drain-timeout must be >= 0")
+	check(o.IterationTimeout >= 0, "--iteration-timeout must be >= 0")
+	check(o.WarmupIterations >= 0, "--warmup-iterations must be >= 0")
+	check(o.MaxBodyBytes > 0, "--max-body-bytes must be > 0")
+	check(o.CPUThreads >= 0, "--cpu-threads must be >= 0")
+	for _, s := range o.Stop {
+		check(s != "", "--stop must not be empty")
+	}
+	return errors.Join(errs...)
+}
+
+// byteSize is a size in bytes written as a number with an optional binary
+// (Ki, Mi, Gi, Ti) or decimal (K, M, G, T) suffix, and an optional B.
+type byteSize int64
+
+var sizeSuffixes = []struct {
+	suffix string
+	mult   float64
+}{
+	{"ki", 1 << 10}, {"mi", 1 << 20}, {"gi", 1 << 30}, {"ti", 1 << 40},
+	{"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"t", 1e12},
+}
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	v, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(v)
+	return nil
+}
+
+func parseByteSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(t, "b")
+	mult := 1.0
+	for _, sf := range sizeSuffixes {
+		if num, ok := strings.CutSuffix(t, sf.suffix); ok {
+			t, mult = strings.TrimSpace(num), sf.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("invalid size %q: want bytes, e.g. 1073741824, 512Mi or 8Gi", s)
+	}
+	v := f * mult
+	if v >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %q too large", s)
+	}
+	return int64(v), nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// setEnv reads the list from an environment variable: a JSON array of
+// strings, or one string.
+func (l *stringList) setEnv(v string) error {
+	if strings.HasPrefix(strings.TrimSpace(v), "[") {
+		var list []string
+		if err := json.Unmarshal([]byte(v), &list); err != nil {
+			return fmt.Errorf("want a JSON array of strings: %w", err)
+		}
+		*l = list
+		return nil
+	}
+	*l = stringList{v}
+	return nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestParseOptionsDefaults(t *testing.T) {
+	o, err := parseOptions(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := options{
+		Model: "builtin:tiny", Executor: "cpu", SimAccelerator: "H100-SXM", SimModel: "llama-3.1-8b", TensorParallel: 1,
+		Host: "0.0.0.0", Port: 8000, ControlPort: 8081, MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, BlockSize: 16,
+		KVCacheMemoryFraction: 0.9, MaxQueue: 4096, AgingRate: 0.1, DrainTimeout: 30 * time.Second,
+		MaxBodyBytes: 4 << 20, LogLevel: slog.LevelInfo,
+	}
+	if d := cmp.Diff(want, *o); d != "" {
+		t.Errorf("defaults (-want +got):\n%s", d)
+	}
+}
+
+func TestParseOptionsEnvAndFlags(t *testing.T) {
+	o, err := parseOptions(
+		[]string{"--executor", "sim", "--max-num-seqs=8", "--stop", "END", "--stop", "\n\n", "-kv-cache-memory", "512Mi"},
+		env(map[string]string{
+			"KVPILOT_MAX_NUM_SEQS":   "99", // the flag wins
+			"KVPILOT_PORT":           "9000",
+			"KVPILOT_DRAIN_TIMEOUT":  "5s",
+			"KVPILOT_LOG_LEVEL":      "debug",
+			"KVPILOT_MAX_BODY_BYTES": "1Mi",
+			"KVPILOT_SIM_MODEL":      "llama-3.1-70b",
+		}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{o.Executor, o.MaxNumSeqs, []string(o.Stop), int64(o.KVCacheMemory), o.Port, o.DrainTimeout, o.LogLevel, int64(o.MaxBodyBytes), o.SimModel}
+	want := []any{"sim", 8, []string{"END", "\n\n"}, int64(512 << 20), 9000, 5 * time.Second, slog.LevelDebug, int64(1 << 20), "llama-3.1-70b"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestParseOptionsStopFromEnv(t *testing.T) {
+	for _, tt := range []struct {
+		env  string
+		want []string
+	}{
+		{`["a","b,c"]`, []string{"a", "b,c"}},
+		{`</s>`, []string{"</s>"}},
+	} {
+		o, err := parseOptions(nil, env(map[string]string{"KVPILOT_STOP": tt.env}), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(tt.want, []string(o.Stop)); d != "" {
+			t.Errorf("KVPILOT_STOP=%s (-want +got):\n%s", tt.env, d)
+		}
+	}
+}
+
+func TestParseOptionsErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{args: []string{"--executor", "gpu"}},
+		{args: []string{"--port", "70000"}},
+		{args: []string{"--max-num-seqs", "0"}},
+		{args: []string{"--kv-cache-memory", "lots"}},
+		{args: []string{"--kv-cache-memory-fraction", "1.5"}},
+		{args: []string{"--log-level", "loud"}},
+		{args: []string{"positional"}},
+		{args: []string{"--stop", ""}},
+		{env: map[string]string{"KVPILOT_MAX_QUEUE": "many"}},
+		{env: map[string]string{"KVPILOT_STOP": `["unterminated`}},
+	} {
+		if _, err := parseOptions(tt.args, env(tt.env), io.Discard); err == nil {
+			t.Errorf("args %q env %v: want an error", tt.args, tt.env)
+		}
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"0": 0, "1024": 1024, "512Mi": 512 << 20, "8Gi": 8 << 30, "8GiB": 8 << 30, "1.5Gi": 3 << 29,
+		"2G": 2e9, "100k": 1e5, "64KiB": 64 << 10, " 1Ti ": 1 << 40,
+	} {
+		got, err := parseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "Gi", "1Xi", "NaN", "1e400"} {
+		if _, err := parseByteSize(in); err == nil {
+			t.Errorf("parseByteSize(%q): want an error", in)
+		}
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	if got := EnvName("kv-cache-memory-fraction"); got != "KVPILOT_KV_CACHE_MEMORY_FRACTION" {
+		t.Errorf("EnvName = %q", got)
+	}
+}
+
+func TestNameFromModel(t *testing.T) {
+	for in, want := range map[string]string{
+		"builtin:tiny": "tiny", "/models/Qwen2.5-0.5B-Instruct-Q8_0.gguf": "Qwen2.5-0.5B-Instruct-Q8_0", "m.gguf": "m",
+	} {
+		if got := nameFromModel(in); got != want {
+			t.Errorf("nameFromModel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestREADMEDocumentsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := newFlagSet(&options{}, io.Discard)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(readme), "`--"+f.Name+"`") {
+			t.Errorf("README.md does not document --%s", f.Name)
+		}
+	})
+}

@@ -1,0 +1,232 @@
+// Command runtime is the process every kvpilot runtime pod runs: it loads a
+// model (or a simulated accelerator), runs the continuous-batching engine
+// and serves the OpenAI-compatible API.
+//
+//	runtime                                  # the built-in tiny model on CPU, port 8000
+//	runtime --model ./qwen2.5-0.5b.gguf      # a GGUF model on CPU
+//	runtime --executor sim --sim-model llama-3.1-8b --sim-accelerator H100-SXM
+//
+// Every flag can also be set by an environment variable KVPILOT_<FLAG>
+// (--max-num-seqs is KVPILOT_MAX_NUM_SEQS); the flag wins. On SIGTERM or
+// SIGINT the pod reports not ready, stops accepting connections, lets the
+// requests in flight finish within --drain-timeout and exits 0.
+//
+// The control API (--control-port, --control-token-file) is reserved for
+// the program-level scheduler and not served yet: nothing binds that port.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/device"
+	"github.com/kvpilot/kvpilot/internal/runtime/server"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, stop, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// shutdownGrace is how long after the drain deadline the HTTP server waits
+// for handlers to write the aborted requests' last events.
+const shutdownGrace = 5 * time.Second
+
+// run serves until ctx is done (a signal), then drains. releaseSignals
+// restores default signal handling once draining starts, so a second
+// Ctrl-C kills the process. It returns the exit code.
+func run(ctx context.Context, releaseSignals func(), args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "runtime:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.LogLevel}))
+	slog.SetDefault(log)
+	if err := serve(ctx, releaseSignals, o, log, stdout); err != nil {
+		log.Error("runtime failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Logger, stdout io.Writer) error {
+	devs, err := device.Discover(device.Options{})
+	if err != nil {
+		log.Warn("device discovery failed; continuing without devices", "err", err)
+	}
+	for _, d := range devs {
+		log.Info("device", "index", d.Index, "vendor", d.Vendor, "name", d.Name, "memory_bytes", d.MemoryBytes)
+	}
+	if len(devs) == 0 {
+		log.Info("no accelerator found (NVML absent or no devices)")
+	}
+	if o.ControlTokenFile != "" {
+		if _, err := os.Stat(o.ControlTokenFile); err != nil {
+			return fmt.Errorf("--control-token-file: %w", err)
+		}
+	}
+	log.Info("control API not served yet", "control_port", o.ControlPort)
+
+	var keys []string
+	if o.APIKeyFile != "" {
+		if keys, err = server.LoadAPIKeys(o.APIKeyFile); err != nil {
+			return err
+		}
+		log.Info("API keys required", "keys", len(keys))
+	}
+
+	be, err := buildBackend(o, devs, log)
+	if err != nil {
+		return err
+	}
+	defer be.close()
+	if ctx.Err() != nil {
+		log.Info("signalled while loading; exiting")
+		return nil
+	}
+	name := o.ServedModelName
+	if name == "" {
+		name = be.servedName
+	}
+	maxModelLen := be.contextLen
+	if o.MaxModelLen > be.contextLen {
+		return fmt.Errorf("--max-model-len %d exceeds the model's context of %d tokens", o.MaxModelLen, be.contextLen)
+	}
+	if o.MaxModelLen > 0 {
+		maxModelLen = o.MaxModelLen
+	}
+	if capacity := be.numBlocks * o.BlockSize; capacity < maxModelLen {
+		log.Warn("the KV cache holds less than one full context; longer requests are refused",
+			"kv_tokens", capacity, "max_model_len", maxModelLen)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := device.Register(reg, devs); err != nil {
+		return err
+	}
+	metrics, err := engine.NewMetrics(reg, name)
+	if err != nil {
+		return err
+	}
+	eng, err := engine.New(engine.Config{
+		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxQueue: o.MaxQueue,
+		MaxModelLen: maxModelLen, VocabSize: be.vocabSize,
+		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true},
+		AgingRate: o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
+		EOS: be.eos, Decoder: be.decoder, Metrics: metrics, Logger: log,
+	}, be.exec)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
+		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
+		Registry: reg, Devices: devs, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Bounds reading a request (headers and body); a response streams
+		// as long as it needs (the server clears the read deadline once the
+		// body is read).
+		ReadTimeout: 2 * time.Minute,
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- httpSrv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "model", name, "backend", be.description, "max_model_len", maxModelLen)
+
+	if err := eng.Start(ctx); err != nil {
+		_ = httpSrv.Close()
+		return fmt.Errorf("start engine: %w", err)
+	}
+	srv.SetReady(true)
+	log.Info("ready", "addr", ln.Addr().String())
+	fmt.Fprintf(stdout, "\nkvpilot runtime is serving %q. Try:\n\n  %s\n\n", name, curlCommand(ln.Addr(), name, len(keys) > 0))
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		_ = eng.Stop(context.Background())
+		return fmt.Errorf("http server: %w", err)
+	}
+	releaseSignals()
+	return drain(eng, srv, httpSrv, o.DrainTimeout, log)
+}
+
+// drain stops taking traffic and lets in-flight requests finish: readiness
+// goes false, the listener closes, the engine refuses new requests and
+// finishes the rest by the deadline (then aborts them), and the HTTP server
+// waits for the handlers to write their last events.
+func drain(eng *engine.Engine, srv *server.Server, httpSrv *http.Server, timeout time.Duration, log *slog.Logger) error {
+	running, waiting := eng.Pending()
+	log.Info("shutting down: draining", "running", running, "waiting", waiting, "drain_timeout", timeout)
+	srv.SetReady(false)
+	start := time.Now()
+
+	engCtx, cancelEng := context.WithTimeout(context.Background(), timeout)
+	defer cancelEng()
+	stopped := make(chan error, 1)
+	go func() { stopped <- eng.Stop(engCtx) }()
+
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), timeout+shutdownGrace)
+	defer cancelHTTP()
+	if err := httpSrv.Shutdown(httpCtx); err != nil {
+		log.Warn("HTTP connections still open after the drain deadline; closing them", "err", err)
+		_ = httpSrv.Close()
+	}
+	if err := <-stopped; err != nil {
+		log.Warn("drain deadline passed; aborted the requests left", "err", err)
+	}
+	log.Info("stopped", "elapsed", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// curlCommand is a request to paste into a shell.
+func curlCommand(addr net.Addr, model string, auth bool) string {
+	host, port := "127.0.0.1", ""
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		port = strconv.Itoa(ta.Port)
+		if !ta.IP.IsUnspecified() {
+			host = ta.IP.String()
+		}
+	}
+	authHeader := ""
+	if auth {
+		authHeader = ` -H "Authorization: Bearer $KVPILOT_API_KEY"`
+	}
+	return fmt.Sprintf(`curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json'%s -d '{"model":%q,"messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'`,
+		net.JoinHostPort(host, port), authHeader, model)
+}

@@ -1,0 +1,190 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+)
+
+// Prompt is a completion prompt: a string or token ids. A list of one
+// string or of one id list is accepted as that prompt; longer lists (batched
+// prompts) are refused.
+type Prompt struct {
+	Text   string
+	Tokens []int32
+	// IsTokens is set when the prompt came as token ids.
+	IsTokens bool
+	set      bool
+}
+
+// Set reports whether the prompt was present and not null.
+func (p *Prompt) Set() bool { return p.set }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *Prompt) UnmarshalJSON(b []byte) error { return p.unmarshal(b, true) }
+
+func (p *Prompt) unmarshal(b []byte, outer bool) error {
+	b = bytes.TrimSpace(b)
+	*p = Prompt{}
+	if isNull(b) {
+		return nil
+	}
+	p.set = true
+	if len(b) > 0 && b[0] == '"' {
+		return unmarshalField(b, &p.Text, "prompt", "a string or an array of token ids")
+	}
+	if len(b) == 0 || b[0] != '[' {
+		return BadRequest("prompt", "prompt must be a string or an array of token ids")
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return BadRequest("prompt", "prompt must be a string or an array of token ids")
+	}
+	if len(items) == 0 {
+		p.IsTokens = true
+		return nil
+	}
+	first := bytes.TrimSpace(items[0])
+	switch {
+	case len(first) > 0 && (first[0] == '"' || first[0] == '['):
+		if !outer {
+			return BadRequest("prompt", "prompt must be a string or an array of token ids")
+		}
+		if len(items) > 1 {
+			return BadRequest("prompt", "batched prompts (%d) are not supported: send one prompt per request", len(items))
+		}
+		return p.unmarshal(first, false)
+	}
+	p.IsTokens = true
+	p.Tokens = make([]int32, len(items))
+	for i, it := range items {
+		var v int32
+		if err := json.Unmarshal(it, &v); err != nil {
+			return BadRequest("prompt", "prompt token %d: want an integer token id, got %s", i, clip(it))
+		}
+		p.Tokens[i] = v
+	}
+	return nil
+}
+
+// StopList is "stop": a string or a list of strings.
+type StopList []string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *StopList) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*s = nil
+	if isNull(b) {
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var one string
+		if err := unmarshalField(b, &one, "stop", "a string or an array of strings"); err != nil {
+			return err
+		}
+		*s = StopList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return BadRequest("stop", "stop must be a string or an array of strings")
+	}
+	*s = many
+	return nil
+}
+
+// PriorityField is our "priority" extension: "high", "normal" or "low", or
+// the engine's level as an integer (0 high, 1 normal, 2 low).
+type PriorityField struct {
+	Value engine.Priority
+	Set   bool
+}
+
+// Priority is the requested priority, normal when absent.
+func (p PriorityField) Priority() engine.Priority {
+	if !p.Set {
+		return engine.PriorityNormal
+	}
+	return p.Value
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *PriorityField) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*p = PriorityField{Value: engine.PriorityNormal}
+	if isNull(b) {
+		return nil
+	}
+	var s string
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return BadRequest("priority", "priority must be \"high\", \"normal\" or \"low\"")
+		}
+		v, err := engine.ParsePriority(strings.TrimSpace(s))
+		if err != nil {
+			return BadRequest("priority", "priority must be \"high\", \"normal\" or \"low\", got %q", s)
+		}
+		*p = PriorityField{Value: v, Set: true}
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil || n < int(engine.PriorityHigh) || n > int(engine.PriorityLow) {
+		return BadRequest("priority", "priority must be \"high\", \"normal\" or \"low\" (or 0, 1, 2), got %s", clip(b))
+	}
+	*p = PriorityField{Value: engine.Priority(n), Set: true}
+	return nil
+}
+
+// Content is a chat message's content: a string, null, or a list of parts
+// of which only text parts are supported (they are concatenated).
+type Content struct {
+	Text string
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *Content) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*c = Content{}
+	if isNull(b) {
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		return unmarshalField(b, &c.Text, "messages", "a string or an array of content parts")
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return BadRequest("messages", "message content must be a string or an array of content parts")
+	}
+	var sb strings.Builder
+	for i, part := range parts {
+		if part.Type != "text" || part.Text == nil {
+			return BadRequest("messages", "content part %d: only text parts are supported, got type %q", i, part.Type)
+		}
+		sb.WriteString(*part.Text)
+	}
+	c.Text = sb.String()
+	return nil
+}
+
+func isNull(b []byte) bool { return string(b) == "null" }
+
+func unmarshalField(b []byte, dst any, param, want string) error {
+	if err := json.Unmarshal(b, dst); err != nil {
+		return BadRequest(param, "%s must be %s", param, want)
+	}
+	return nil
+}
+
+// clip shortens raw JSON for an error message.
+func clip(b []byte) string {
+	const max = 40
+	if len(b) > max {
+		return string(b[:max]) + "…"
+	}
+	return string(b)
+}

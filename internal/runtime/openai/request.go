@@ -1,0 +1,283 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+)
+
+// StreamOptions is "stream_options".
+type StreamOptions struct {
+	// IncludeUsage adds a last chunk with the usage and no choices.
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// ExtraBody is "extra_body" as some clients send it literally (the OpenAI
+// Python client merges it into the body instead; both work).
+type ExtraBody struct {
+	ProgramID string `json:"program_id"`
+}
+
+// Common are the fields both endpoints share. Pointers tell "absent" from
+// zero.
+type Common struct {
+	Model         string         `json:"model"`
+	MaxTokens     *int           `json:"max_tokens"`
+	Temperature   *float64       `json:"temperature"`
+	TopP          *float64       `json:"top_p"`
+	TopK          *int           `json:"top_k"`
+	Seed          *int64         `json:"seed"`
+	Stop          StopList       `json:"stop"`
+	N             *int           `json:"n"`
+	User          string         `json:"user"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *StreamOptions `json:"stream_options"`
+
+	// Extensions.
+	Priority  PriorityField `json:"priority"`
+	IgnoreEOS bool          `json:"ignore_eos"`
+	MinTokens *int          `json:"min_tokens"`
+	ProgramID string        `json:"program_id"`
+	ExtraBody *ExtraBody    `json:"extra_body"`
+}
+
+// CompletionRequest is the body of POST /v1/completions.
+type CompletionRequest struct {
+	Common
+	Prompt Prompt `json:"prompt"`
+	// Refused when set: the runtime does not implement them.
+	Echo     bool            `json:"echo"`
+	BestOf   *int            `json:"best_of"`
+	Logprobs json.RawMessage `json:"logprobs"`
+	Suffix   *string         `json:"suffix"`
+}
+
+// Message is one chat turn.
+type Message struct {
+	Role    string  `json:"role"`
+	Content Content `json:"content"`
+	Name    string  `json:"name,omitempty"`
+}
+
+// ChatRequest is the body of POST /v1/chat/completions.
+type ChatRequest struct {
+	Common
+	Messages            []Message       `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            json.RawMessage `json:"logprobs"`
+}
+
+// IncludeUsage reports whether a streaming response ends with a usage chunk.
+func (c *Common) IncludeUsage() bool { return c.StreamOptions != nil && c.StreamOptions.IncludeUsage }
+
+// BodyProgramID is the program id from the body: program_id, else
+// extra_body.program_id.
+func (c *Common) BodyProgramID() string {
+	if c.ProgramID != "" {
+		return c.ProgramID
+	}
+	if c.ExtraBody != nil {
+		return c.ExtraBody.ProgramID
+	}
+	return ""
+}
+
+// ParseCompletion parses and validates a completion request body.
+func ParseCompletion(body []byte) (*CompletionRequest, *Error) {
+	var r CompletionRequest
+	if err := decode(body, &r); err != nil {
+		return nil, err
+	}
+	if !r.Prompt.Set() {
+		return nil, BadRequest("prompt", "prompt is required")
+	}
+	switch {
+	case r.Echo:
+		return nil, BadRequest("echo", "echo is not supported")
+	case r.BestOf != nil && *r.BestOf != 1:
+		return nil, BadRequest("best_of", "best_of>1 is not supported")
+	case r.Suffix != nil && *r.Suffix != "":
+		return nil, BadRequest("suffix", "suffix is not supported")
+	case wantsLogprobs(r.Logprobs):
+		return nil, BadRequest("logprobs", "logprobs are not supported")
+	}
+	if err := r.Common.validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ParseChat parses and validates a chat completion request body.
+func ParseChat(body []byte) (*ChatRequest, *Error) {
+	var r ChatRequest
+	if err := decode(body, &r); err != nil {
+		return nil, err
+	}
+	if len(r.Messages) == 0 {
+		return nil, BadRequest("messages", "messages must contain at least one message")
+	}
+	for i, m := range r.Messages {
+		if strings.TrimSpace(m.Role) == "" {
+			return nil, BadRequest("messages", "messages[%d].role is required", i)
+		}
+	}
+	if wantsLogprobs(r.Logprobs) {
+		return nil, BadRequest("logprobs", "logprobs are not supported")
+	}
+	if r.MaxCompletionTokens != nil {
+		if r.MaxTokens != nil && *r.MaxTokens != *r.MaxCompletionTokens {
+			return nil, BadRequest("max_completion_tokens", "max_tokens (%d) and max_completion_tokens (%d) disagree",
+				*r.MaxTokens, *r.MaxCompletionTokens)
+		}
+		r.MaxTokens = r.MaxCompletionTokens
+	}
+	if err := r.Common.validate(); err != nil {
+		if err.Param == "max_tokens" && r.MaxCompletionTokens != nil {
+			err.Param = "max_completion_tokens"
+		}
+		return nil, err
+	}
+	return &r, nil
+}
+
+// decode unmarshals a JSON object, mapping every failure to a 400 that
+// names the field when it can.
+func decode(body []byte, dst any) *Error {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return BadRequest("", "request body is empty; want a JSON object")
+	}
+	if body[0] != '{' {
+		return BadRequest("", "request body must be a JSON object")
+	}
+	err := json.Unmarshal(body, dst)
+	if err == nil {
+		return nil
+	}
+	var apiErr *Error
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &typeErr):
+		// Fields of the embedded Common are reported with its Go name.
+		field := strings.TrimPrefix(typeErr.Field, "Common.")
+		if field == "" {
+			return BadRequest("", "request body: %s is not a valid %s", typeErr.Value, typeErr.Type)
+		}
+		return BadRequest(field, "%s: want %s, got %s", field, jsonType(typeErr.Type.String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return BadRequest("", "invalid JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	}
+	return BadRequest("", "invalid JSON: %v", err)
+}
+
+// jsonType names a Go type the way a JSON client thinks of it.
+func jsonType(goType string) string {
+	goType = strings.TrimPrefix(goType, "*")
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "an object"
+}
+
+func wantsLogprobs(raw json.RawMessage) bool {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", "false", "0":
+		return false
+	}
+	return true
+}
+
+// validate checks ranges; the engine re-checks what depends on the model.
+func (c *Common) validate() *Error {
+	switch {
+	case c.N != nil && *c.N != 1:
+		return BadRequest("n", "n>1 is not supported")
+	case c.MaxTokens != nil && *c.MaxTokens < 1:
+		return BadRequest("max_tokens", "max_tokens must be at least 1, got %d", *c.MaxTokens)
+	case c.MinTokens != nil && *c.MinTokens < 0:
+		return BadRequest("min_tokens", "min_tokens must be >= 0, got %d", *c.MinTokens)
+	case c.MinTokens != nil && c.MaxTokens != nil && *c.MinTokens > *c.MaxTokens:
+		return BadRequest("min_tokens", "min_tokens (%d) is more than max_tokens (%d)", *c.MinTokens, *c.MaxTokens)
+	case c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > math.MaxFloat32 || math.IsNaN(*c.Temperature)):
+		return BadRequest("temperature", "temperature must be >= 0, got %g", *c.Temperature)
+	case c.TopP != nil && !(*c.TopP > 0 && *c.TopP <= 1):
+		return BadRequest("top_p", "top_p must be in (0, 1], got %g", *c.TopP)
+	case c.TopK != nil && *c.TopK < -1:
+		return BadRequest("top_k", "top_k must be -1 (disabled), 0 (disabled) or positive, got %d", *c.TopK)
+	}
+	for i, s := range c.Stop {
+		if s == "" {
+			return BadRequest("stop", "stop[%d] is empty", i)
+		}
+	}
+	return nil
+}
+
+// Defaults are what the server fills in for absent fields.
+type Defaults struct {
+	// Stop applies when the request gives no stop strings.
+	Stop []string
+	// MaxResponseChars limits the output text (0 = none).
+	MaxResponseChars int
+}
+
+// EngineParams converts the sampling fields; maxTokens is the resolved
+// output limit (the request's, or the server's default).
+func (c *Common) EngineParams(maxTokens int, d Defaults) engine.Params {
+	p := engine.Params{
+		MaxTokens:        maxTokens,
+		Temperature:      1,
+		IgnoreEOS:        c.IgnoreEOS,
+		MaxResponseChars: d.MaxResponseChars,
+	}
+	if c.Temperature != nil {
+		p.Temperature = float32(*c.Temperature)
+	}
+	if c.TopP != nil {
+		p.TopP = float32(*c.TopP)
+	}
+	if c.TopK != nil && *c.TopK > 0 {
+		p.TopK = *c.TopK
+	}
+	if c.Seed != nil {
+		p.Seed, p.HasSeed = uint64(*c.Seed), true
+	}
+	if c.MinTokens != nil {
+		p.MinTokens = *c.MinTokens
+	}
+	if len(c.Stop) > 0 {
+		p.Stop = c.Stop
+	} else {
+		p.Stop = d.Stop
+	}
+	return p
+}
+
+// ProgramID resolves the program a request belongs to: header X-Program-Id,
+// else body program_id, else extra_body.program_id, else header
+// X-Session-ID (ThunderAgent-style clients), else "" (its own program).
+func ProgramID(header func(string) string, c *Common) string {
+	if v := strings.TrimSpace(header("X-Program-Id")); v != "" {
+		return v
+	}
+	if v := c.BodyProgramID(); v != "" {
+		return v
+	}
+	return strings.TrimSpace(header("X-Session-ID"))
+}

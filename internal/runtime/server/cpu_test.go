@@ -1,0 +1,68 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+)
+
+// newCPUEnv serves the built-in tiny model on the cpu executor.
+func newCPUEnv(t *testing.T) (*testEnv, *model.Model) {
+	t.Helper()
+	m, err := model.Open("builtin:tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const numBlocks = 128
+	exec, err := cpu.New(m, numBlocks, 16, cpu.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(exec.Close)
+	env := newEnv(t, envOpts{
+		exec: exec, codec: ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
+		eos: m.Config.EOS, vocabSize: m.Config.VocabSize, maxModelLen: m.Config.ContextLen, numBlocks: numBlocks,
+	})
+	return env, m
+}
+
+func TestCPUTinyModel(t *testing.T) {
+	env, m := newCPUEnv(t)
+	// Greedy decoding is deterministic: the streamed and the whole text agree.
+	r := env.post("/v1/completions", `{"prompt":"Hello","max_tokens":8,"temperature":0,"ignore_eos":true}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	var whole openai.CompletionResponse
+	decodeStrict(t, r.body, &whole)
+	if whole.Usage.CompletionTokens != 8 || *whole.Choices[0].FinishReason != "length" {
+		t.Errorf("completion: %s", r.body)
+	}
+	var streamed strings.Builder
+	for _, ev := range env.streamRequest("/v1/completions", `{"prompt":"Hello","max_tokens":8,"temperature":0,"ignore_eos":true,"stream":true}`) {
+		if ev == "[DONE]" {
+			continue
+		}
+		var c openai.CompletionResponse
+		decodeStrict(t, []byte(ev), &c)
+		streamed.WriteString(c.Choices[0].Text)
+	}
+	if streamed.String() != whole.Choices[0].Text {
+		t.Errorf("streamed %q, whole %q", streamed.String(), whole.Choices[0].Text)
+	}
+
+	r = env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"temperature":0}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("chat: status %d: %s", r.status, r.body)
+	}
+	var chat openai.ChatResponse
+	decodeStrict(t, r.body, &chat)
+	wantPrompt := len(m.Tokenizer.Encode(m.ChatTemplate.Apply([]model.Message{{Role: "user", Content: "hi"}}, true), true))
+	if chat.Usage.PromptTokens != wantPrompt || chat.Usage.CompletionTokens < 1 || chat.Usage.CompletionTokens > 4 {
+		t.Errorf("chat usage %+v, want %d prompt tokens", chat.Usage, wantPrompt)
+	}
+}

@@ -1,0 +1,197 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+)
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	body, apiErr := s.readBody(w, r)
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	req, apiErr := openai.ParseCompletion(body)
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	if apiErr := s.checkModel(req.Model); apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	prompt := req.Prompt.Tokens
+	if !req.Prompt.IsTokens {
+		prompt = s.cfg.Codec.EncodePrompt(req.Prompt.Text)
+	}
+	s.generate(w, r, &req.Common, prompt, generation{chat: false, promptParam: "prompt", maxParam: "max_tokens"})
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	body, apiErr := s.readBody(w, r)
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	req, apiErr := openai.ParseChat(body)
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	if apiErr := s.checkModel(req.Model); apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	msgs := make([]model.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = model.Message{Role: m.Role, Content: m.Content.Text}
+	}
+	maxParam := "max_tokens"
+	if req.MaxCompletionTokens != nil {
+		maxParam = "max_completion_tokens"
+	}
+	s.generate(w, r, &req.Common, s.cfg.Codec.EncodeChat(msgs), generation{chat: true, promptParam: "messages", maxParam: maxParam})
+}
+
+// readBody reads the body within the size limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
+	limit := s.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, openai.TooLarge(limit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, openai.TooLarge(limit)
+		}
+		return nil, openai.BadRequest("", "reading the request body: %v", err)
+	}
+	return body, nil
+}
+
+func (s *Server) checkModel(name string) *openai.Error {
+	if name != "" && name != s.cfg.ModelName {
+		return openai.ModelNotFound(name)
+	}
+	return nil
+}
+
+// generation says how a request's fields are named in errors and how its
+// response is shaped.
+type generation struct {
+	chat                  bool
+	promptParam, maxParam string
+}
+
+// maxTokens resolves the output limit: the request's, or the default capped
+// by the room left in the context.
+func (s *Server) maxTokens(c *openai.Common, promptLen int, g generation) (int, *openai.Error) {
+	room := s.maxModelLen - promptLen
+	if c.MaxTokens == nil {
+		if room <= 0 {
+			return 0, s.contextError(g.promptParam, promptLen, 1)
+		}
+		if d := s.cfg.DefaultMaxTokens; d > 0 && d < room {
+			return d, nil
+		}
+		return room, nil
+	}
+	if *c.MaxTokens > room {
+		return 0, s.contextError(g.maxParam, promptLen, *c.MaxTokens)
+	}
+	return *c.MaxTokens, nil
+}
+
+func (s *Server) contextError(param string, promptLen, maxTokens int) *openai.Error {
+	e := openai.BadRequest(param,
+		"this model's maximum context length is %d tokens; the request needs %d (%d in the prompt, %d for the completion)",
+		s.maxModelLen, promptLen+maxTokens, promptLen, maxTokens)
+	e.Code = openai.CodeContextLength
+	return e
+}
+
+// generate submits the request and writes its response.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *openai.Common, prompt []int32, g generation) {
+	maxTokens, apiErr := s.maxTokens(c, len(prompt), g)
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	id := newID(g.chat)
+	req := &engine.Request{
+		ID:        id,
+		ProgramID: openai.ProgramID(r.Header.Get, c),
+		Prompt:    prompt,
+		Params:    c.EngineParams(maxTokens, s.defaults),
+		Priority:  c.Priority.Priority(),
+	}
+	st, err := s.eng.Submit(r.Context(), req)
+	if err != nil {
+		apiErr := submitError(err, g.promptParam)
+		if apiErr.Param == "max_tokens" {
+			apiErr.Param = g.maxParam
+		}
+		s.writeError(w, apiErr)
+		return
+	}
+	w.Header().Set("X-Request-Id", id)
+	if c.Stream {
+		s.stream(w, r, st, id, c.IncludeUsage(), g.chat)
+		return
+	}
+	_, text, final, err := st.Wait(r.Context())
+	if err != nil { // the client went away
+		st.Cancel()
+		w.WriteHeader(statusClientClosed)
+		return
+	}
+	if final.FinishReason != completion.Stop && final.FinishReason != completion.Length {
+		s.writeError(w, s.finishError(final))
+		return
+	}
+	reason := final.FinishReason.String()
+	usage := usageOf(final.Usage)
+	var resp any
+	if g.chat {
+		resp = openai.ChatResponse{
+			ID: id, Object: openai.ObjectChatCompletion, Created: time.Now().Unix(), Model: s.cfg.ModelName,
+			Choices: []openai.ChatChoice{{Message: openai.ChatMessage{Role: "assistant", Content: text}, FinishReason: &reason}},
+			Usage:   &usage,
+		}
+	} else {
+		resp = openai.CompletionResponse{
+			ID: id, Object: openai.ObjectCompletion, Created: time.Now().Unix(), Model: s.cfg.ModelName,
+			Choices: []openai.CompletionChoice{{Text: text, FinishReason: &reason}},
+			Usage:   &usage,
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func usageOf(u engine.Usage) openai.Usage {
+	return openai.Usage{
+		PromptTokens:        u.PromptTokens,
+		CompletionTokens:    u.CompletionTokens,
+		TotalTokens:         u.TotalTokens(),
+		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: u.CachedTokens},
+	}
+}
+
+// newID is a response id: "cmpl-" or "chatcmpl-" and 24 hex digits.
+func newID(chat bool) string {
+	prefix := "cmpl-"
+	if chat {
+		prefix = "chatcmpl-"
+	}
+	return fmt.Sprintf("%s%016x%08x", prefix, rand.Uint64(), rand.Uint32())
+}

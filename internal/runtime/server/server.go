@@ -1,0 +1,226 @@
+// Package server is the runtime pod's OpenAI-compatible HTTP API over the
+// continuous-batching engine: completions and chat completions (JSON or
+// server-sent events), the model list, liveness, readiness and Prometheus
+// metrics.
+//
+// A request's life is its HTTP request's: the engine request is submitted
+// with the request context, so a client that goes away cancels it and its
+// KV blocks are freed within one iteration.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/device"
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes       = 4 << 20
+	DefaultRetryAfter         = time.Second
+	DefaultStreamWriteTimeout = time.Minute
+)
+
+// Config configures a Server.
+type Config struct {
+	// Engine serves the requests (required). The server never starts or
+	// stops it.
+	Engine *engine.Engine
+	// Codec tokenizes prompts and chat conversations (required).
+	Codec Codec
+	// ModelName is the served model's name (required): requests naming
+	// another model get 404; an empty "model" means this one.
+	ModelName string
+	// DefaultMaxTokens caps the output of requests without max_tokens; the
+	// room left in the context caps it too (0 = only the context).
+	DefaultMaxTokens int
+	// Stop are the stop strings of requests that give none.
+	Stop []string
+	// MaxResponseChars limits every response's text in runes (0 = none).
+	MaxResponseChars int
+	// MaxBodyBytes limits request bodies (default 4 MiB).
+	MaxBodyBytes int64
+	// APIKeys, when set, are required as "Authorization: Bearer <key>" on
+	// the API routes; /health, /ready and /metrics stay open.
+	APIKeys []string
+	// Registry receives the HTTP metrics and is what /metrics serves (the
+	// engine's and the devices' metrics belong in it too). Nil: a private one.
+	Registry *prometheus.Registry
+	// Devices are reported on /ready.
+	Devices []device.Device
+	// RetryAfter is the Retry-After of a 429 (default 1 s).
+	RetryAfter time.Duration
+	// StreamWriteTimeout bounds each write of a streaming response, so a
+	// client that stops reading is cancelled (default 1 min).
+	StreamWriteTimeout time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API. It is an http.Handler.
+type Server struct {
+	cfg         Config
+	eng         *engine.Engine
+	maxModelLen int
+	keys        keySet
+	metrics     *httpMetrics
+	promHandler http.Handler
+	log         *slog.Logger
+	created     int64
+	retryAfter  string
+	ready       atomic.Bool
+	defaults    openai.Defaults
+}
+
+// New builds a Server. It is not ready until SetReady(true).
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Engine == nil:
+		return nil, errors.New("server: Config.Engine is required")
+	case cfg.Codec == nil:
+		return nil, errors.New("server: Config.Codec is required")
+	case cfg.ModelName == "":
+		return nil, errors.New("server: Config.ModelName is required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.StreamWriteTimeout == 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	m, err := newHTTPMetrics(cfg.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("server: HTTP metrics: %w", err)
+	}
+	s := &Server{
+		cfg:         cfg,
+		eng:         cfg.Engine,
+		maxModelLen: cfg.Engine.Config().MaxModelLen,
+		metrics:     m,
+		promHandler: promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}),
+		log:         cfg.Logger,
+		created:     time.Now().Unix(),
+		retryAfter:  fmt.Sprint(max(1, int(cfg.RetryAfter.Round(time.Second)/time.Second))),
+		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
+	}
+	if len(cfg.APIKeys) > 0 {
+		s.keys = newKeySet(cfg.APIKeys)
+	}
+	return s, nil
+}
+
+// SetReady marks the model loaded and the server willing to take traffic
+// (true), or not, as when draining (false). /ready also requires the engine
+// to be running.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Ready reports what /ready answers.
+func (s *Server) Ready() bool { return s.ready.Load() && s.eng.Running() }
+
+// Routes, also the path label of the HTTP metrics.
+const (
+	routeCompletions = "/v1/completions"
+	routeChat        = "/v1/chat/completions"
+	routeModels      = "/v1/models"
+	routeHealth      = "/health"
+	routeReady       = "/ready"
+	routeMetrics     = "/metrics"
+	routeOther       = "other"
+)
+
+type route struct {
+	name    string
+	methods string // allowed methods, as the Allow header lists them
+	open    bool   // no API key needed
+	handle  func(*Server, http.ResponseWriter, *http.Request)
+}
+
+var routes = map[string]route{
+	routeCompletions: {routeCompletions, "POST", false, (*Server).completions},
+	routeChat:        {routeChat, "POST", false, (*Server).chat},
+	routeModels:      {routeModels, "GET, HEAD", false, (*Server).models},
+	routeHealth:      {routeHealth, "GET, HEAD", true, (*Server).health},
+	routeReady:       {routeReady, "GET, HEAD", true, (*Server).readiness},
+	routeMetrics:     {routeMetrics, "GET, HEAD", true, (*Server).serveMetrics},
+}
+
+func lookup(path string) (route, bool) {
+	if r, ok := routes[path]; ok {
+		return r, true
+	}
+	if p := strings.TrimSuffix(path, "/"); p != path {
+		if r, ok := routes[p]; ok {
+			return r, true
+		}
+	}
+	if strings.HasPrefix(path, routeModels+"/") {
+		return route{routeModels, "GET, HEAD", false, (*Server).model}, true
+	}
+	return route{}, false
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	rt, known := lookup(r.URL.Path)
+	label := routeOther
+	if known {
+		label = rt.name
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("handler panicked", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			if sw.code == 0 {
+				s.writeError(sw, openai.Internal("internal error"))
+			}
+		}
+		s.metrics.observe(label, sw.status(), time.Since(start))
+	}()
+	switch {
+	case !known:
+		s.writeError(sw, openai.NotFound(r.URL.Path))
+	case !allowed(rt.methods, r.Method):
+		sw.Header().Set("Allow", rt.methods)
+		s.writeError(sw, openai.MethodNotAllowed(r.Method, r.URL.Path))
+	case !rt.open && s.keys != nil && !s.keys.allows(r.Header.Get("Authorization")):
+		sw.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot"`)
+		s.writeError(sw, openai.Unauthorized())
+	default:
+		rt.handle(s, sw, r)
+	}
+}
+
+// allowed reports whether method is one of the comma-separated methods.
+func allowed(methods, method string) bool {
+	for m := range strings.SplitSeq(methods, ",") {
+		if strings.TrimSpace(m) == method {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+)
+
+// stream writes a request's output as server-sent events: for chat a role
+// chunk first, then one event per batch of new text (whatever the engine
+// produced since the previous one), the finish reason, the usage when asked
+// for, and "data: [DONE]". A failed write cancels the request.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Stream, id string, includeUsage, chat bool) {
+	ctx := r.Context()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
+	w.WriteHeader(http.StatusOK)
+
+	rc := http.NewResponseController(w)
+	timeout := s.cfg.StreamWriteTimeout
+	var werr error
+	send := func(ev []byte, flush bool) bool {
+		if werr != nil {
+			return false
+		}
+		if _, werr = w.Write(ev); werr == nil && flush {
+			if timeout > 0 {
+				// Unsupported deadlines (a wrapped writer) only lose the
+				// slow-client protection.
+				_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+			}
+			werr = rc.Flush()
+		}
+		if werr != nil {
+			st.Cancel()
+			s.log.Debug("stream write failed; request cancelled", "id", id, "err", werr)
+			return false
+		}
+		return true
+	}
+
+	enc := openai.NewChunkEncoder(id, s.cfg.ModelName, time.Now().Unix(), chat, includeUsage)
+	// The headers go out at once (with the role chunk of a chat), so the
+	// client knows its request was accepted before the first token.
+	var first []byte
+	if chat {
+		first = enc.Role()
+	}
+	if !send(first, true) {
+		return
+	}
+	for {
+		c, err := st.Next(ctx)
+		if err != nil { // the client went away
+			st.Cancel()
+			return
+		}
+		if !c.Done {
+			if len(c.Text) > 0 && !send(enc.Chunk(c.Text, ""), true) {
+				return
+			}
+			continue
+		}
+		switch c.FinishReason {
+		case completion.Stop, completion.Length:
+			if !send(enc.Chunk(c.Text, c.FinishReason.String()), false) {
+				return
+			}
+		default:
+			if len(c.Text) > 0 && !send(enc.Chunk(c.Text, ""), false) {
+				return
+			}
+			if !send(enc.Error(s.finishError(c)), false) {
+				return
+			}
+		}
+		if includeUsage && !send(enc.Usage(usageOf(c.Usage)), false) {
+			return
+		}
+		send(openai.Done, true)
+		return
+	}
+}
