@@ -10,4 +10,10 @@
 // Numerics: every dot product is computed in the same order whatever the
 // batch's shape, so a sequence's logits are bit-for-bit the same alone or
 // batched, in one prompt chunk or several, and from shared prefix blocks.
+//
+// On amd64 with AVX2 and FMA the matrix and attention kernels are Go
+// assembly (matrix_amd64.s; the purego tag or another GOARCH selects the
+// pure-Go kernels): 8-lane FMA sums in a fixed order of their own
+// (matrix_amd64.go), register-blocked four weight rows × three tokens so
+// each weight load serves three tokens.
 package cpu

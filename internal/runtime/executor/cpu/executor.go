@@ -129,6 +129,7 @@ type scratch struct {
 	headIn, logits       []float32
 	mm                   matmulJob
 	attnJob              attentionJob
+	swiglu               swigluJob
 }
 
 func grow(s []float32, n int) []float32 {

@@ -83,10 +83,10 @@ func (e *Executor) layer(li int, b *batch.Batch, n int) {
 	}
 	e.matmul(&l.gate, s.xn, s.gate, nil, n)
 	e.matmul(&l.up, s.xn, s.up, nil, n)
-	g, u := s.gate[:n*c.FFN], s.up[:n*c.FFN]
-	for i, gv := range g {
-		g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
-	}
+	sw := &s.swiglu
+	*sw = swigluJob{g: s.gate[:n*c.FFN], u: s.up[:n*c.FFN]}
+	e.pool.run(sw, n*c.FFN, 1024)
+	*sw = swigluJob{}
 	e.matmul(&l.down, s.gate, s.xn, nil, n)
 	addTo(s.x[:n*dim], s.xn[:n*dim])
 }
@@ -95,6 +95,10 @@ func (e *Executor) layer(li int, b *batch.Batch, n int) {
 // attention of the token's query over positions 0…pos of its sequence, read
 // from the paged cache (which already holds this iteration's keys and
 // values): causal within the new tokens, full over the cached ones.
+//
+// A range's pairs run a token at a time, all its heads in the range
+// together, so each cached key and value row is read once, whole, per
+// token rather than once per head in head-sized pieces.
 type attentionJob struct {
 	e      *Executor
 	b      *batch.Batch
@@ -109,38 +113,102 @@ func (a *attentionJob) run(chunk, lo, hi int) {
 	group := c.Heads / c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	bs := e.blockSize
-	for i := lo; i < hi; i++ {
-		t, h := i/c.Heads, i%c.Heads
-		p := s.pos[t]
+	for i := lo; i < hi; {
+		t, h0 := i/c.Heads, i%c.Heads
+		h1 := min(c.Heads, h0+hi-i)
+		i += h1 - h0
+		nh, np := h1-h0, s.pos[t]+1
 		blocks := a.b.Seqs[s.seqOf[t]].Blocks
-		qv := s.q[t*qd+h*hd : t*qd+(h+1)*hd]
-		off := (h / group) * hd
+		q := s.q[t*qd : (t+1)*qd]
+		// sc holds the scores position-major (sc[j*nh+h-h0]), then each
+		// head's 1/sum.
 		sc := a.scores[chunk]
-		if cap(sc) < p+1 {
-			sc = make([]float32, p+1, max(p+1, 2*cap(sc)))
+		if need := np*nh + nh; cap(sc) < need {
+			sc = make([]float32, need, max(need, 2*cap(sc)))
 			a.scores[chunk] = sc
 		}
-		sc = sc[:p+1]
-		maxv := float32(math.Inf(-1))
-		for j := range sc {
+		sc, inv := sc[:np*nh], sc[np*nh:np*nh+nh]
+		for j := range np {
 			slot := int(blocks[j/bs])*bs + j%bs
-			v := dotF32(a.kc[slot*kv+off:slot*kv+off+hd], qv) * scale
-			sc[j] = v
-			maxv = max(maxv, v)
+			scoreRow(a.kc[slot*kv:(slot+1)*kv], q, h0, h1, group, hd, sc[j*nh:(j+1)*nh])
 		}
-		var sum float32
-		for j, v := range sc {
-			ev := float32(math.Exp(float64(v - maxv)))
-			sc[j] = ev
-			sum += ev
+		for hh := range nh {
+			maxv := float32(math.Inf(-1))
+			for j := hh; j < len(sc); j += nh {
+				v := sc[j] * scale
+				sc[j] = v
+				maxv = max(maxv, v)
+			}
+			var sum float32
+			for j := hh; j < len(sc); j += nh {
+				ev := float32(math.Exp(float64(sc[j] - maxv)))
+				sc[j] = ev
+				sum += ev
+			}
+			inv[hh] = 1 / sum
 		}
-		o := s.attn[t*qd+h*hd : t*qd+(h+1)*hd]
+		for j := range np {
+			w := sc[j*nh : (j+1)*nh]
+			for hh, iv := range inv {
+				w[hh] *= iv
+			}
+		}
+		o := s.attn[t*qd+h0*hd : t*qd+h1*hd]
 		clear(o)
-		inv := 1 / sum
-		for j, w := range sc {
+		for j := range np {
 			slot := int(blocks[j/bs])*bs + j%bs
-			axpy(o, a.vc[slot*kv+off:slot*kv+off+hd], w*inv)
+			vrow := a.vc[slot*kv : (slot+1)*kv]
+			w := sc[j*nh : (j+1)*nh]
+			if group == 1 {
+				axpySeg(o, vrow[h0*hd:h1*hd], w, hd)
+				continue
+			}
+			for hh, wv := range w {
+				g := (h0 + hh) / group
+				axpyFast(o[hh*hd:(hh+1)*hd], vrow[g*hd:(g+1)*hd], wv)
+			}
 		}
+	}
+}
+
+// scoreRow sets out[h-h0] = key·query for heads h0 ≤ h < h1, where key is
+// head h's part of the cached key row k.
+func scoreRow(k, q []float32, h0, h1, group, hd int, out []float32) {
+	for h := h0; h < h1; {
+		g := h / group
+		if useSIMD && h+4 <= h1 && (group == 1 || (h+3)/group == g) {
+			ldk := hd
+			if group > 1 {
+				ldk = 0 // the four heads share their key
+			}
+			dotPairs4(k[g*hd:], ldk, q[h*hd:], hd, hd, out[h-h0:])
+			h += 4
+			continue
+		}
+		out[h-h0] = dot(k[g*hd:(g+1)*hd], q[h*hd:(h+1)*hd])
+		h++
+	}
+}
+
+// axpySeg adds w[i]·x to dst in each of its segments i of seg floats.
+func axpySeg(dst, x, w []float32, seg int) {
+	if useSIMD && seg%8 == 0 && len(w) > 0 {
+		_, _ = dst[len(w)*seg-1], x[len(w)*seg-1]
+		axpySegF32(&dst[0], &x[0], &w[0], len(w), seg*f32Size)
+		return
+	}
+	for i, wv := range w {
+		axpyFast(dst[i*seg:(i+1)*seg], x[i*seg:(i+1)*seg], wv)
+	}
+}
+
+// swigluJob sets g = silu(g)·u elementwise.
+type swigluJob struct{ g, u []float32 }
+
+func (j *swigluJob) run(_, lo, hi int) {
+	g, u := j.g[lo:hi], j.u[lo:hi]
+	for i, gv := range g {
+		g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
 	}
 }
 

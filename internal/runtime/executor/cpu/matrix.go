@@ -18,6 +18,9 @@ type matrix struct {
 	scales     []float32 // rows × cols/32
 }
 
+// f32Size is the bytes of a float32.
+const f32Size = int(unsafe.Sizeof(float32(0)))
+
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 func newMatrix(t *model.Tensor) (matrix, error) {
@@ -66,6 +69,25 @@ type matmulJob struct {
 const tile = 4
 
 func (j *matmulJob) run(_, lo, hi int) {
+	if useSIMD {
+		j.runSIMD(lo, hi)
+	} else {
+		j.runGo(lo, hi)
+	}
+	if j.bias != nil {
+		n := j.w.rows
+		for t := range j.tokens {
+			o := j.out[t*n+lo : t*n+hi]
+			for i, b := range j.bias[lo:hi] {
+				o[i] += b
+			}
+		}
+	}
+}
+
+// runGo is run's pure-Go path (bias aside), for CPUs without the assembly
+// kernels (matrix_amd64.s).
+func (j *matmulJob) runGo(lo, hi int) {
 	w, k, n := j.w, j.w.cols, j.w.rows
 	r := lo
 	for ; r+tile <= hi; r += tile {
@@ -102,18 +124,11 @@ func (j *matmulJob) run(_, lo, hi int) {
 			}
 		}
 	}
-	if j.bias != nil {
-		for t := range j.tokens {
-			o := j.out[t*n+lo : t*n+hi]
-			for i, b := range j.bias[lo:hi] {
-				o[i] += b
-			}
-		}
-	}
 }
 
 // Every f32 dot product below is one running sum in ascending k, whichever
-// kernel computes it, so results do not depend on the batch's shape. The
+// kernel computes it, so results do not depend on the batch's shape (the
+// assembly kernels keep an order of their own just as fixed). The
 // main kernel takes four rows and two tokens: each weight load serves two
 // tokens and each activation load four rows.
 
