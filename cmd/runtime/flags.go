@@ -31,6 +31,9 @@ type options struct {
 	Port             int
 	ControlPort      int
 	ControlTokenFile string
+	AdvertiseAddr    string
+	PodName          string
+	ProgramIdle      time.Duration
 	APIKeyFile       string
 
 	MaxNumSeqs            int
@@ -78,8 +81,11 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 
 	fs.StringVar(&o.Host, "host", "0.0.0.0", "address to listen on")
 	fs.IntVar(&o.Port, "port", 8000, "port of the OpenAI-compatible API (0: any free port)")
-	fs.IntVar(&o.ControlPort, "control-port", 8081, "port of the control API (reserved: the control API is not served yet and nothing binds it)")
-	fs.StringVar(&o.ControlTokenFile, "control-token-file", "", "file with the control API's bearer token (reserved for the control API)")
+	fs.IntVar(&o.ControlPort, "control-port", 8081, "port of the control API for the controller (0: any free port); served only with --control-token-file")
+	fs.StringVar(&o.ControlTokenFile, "control-token-file", "", "file with the control API's bearer token; without it the control API is off and programs are only scheduled locally")
+	fs.StringVar(&o.AdvertiseAddr, "advertise-addr", "", "host:port other pods reach this pod's API at, as the controller's placements name it (default: $POD_IP:--port, else the listen address)")
+	fs.StringVar(&o.PodName, "pod-name", "", "this pod's name in program reports (default: $POD_NAME, else the host name)")
+	fs.DurationVar(&o.ProgramIdle, "program-idle-timeout", 10*time.Minute, "a program with no request for this long ends")
 	fs.StringVar(&o.APIKeyFile, "api-key-file", "", "file of API keys, one per line; when set, /v1/* requires Authorization: Bearer <key>")
 
 	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one iteration")

@@ -11,11 +11,16 @@
 // SIGINT the pod reports not ready, stops accepting connections, lets the
 // requests in flight finish within --drain-timeout and exits 0.
 //
-// The control API (--control-port, --control-token-file) is reserved for
-// the program-level scheduler and not served yet: nothing binds that port.
+// Requests carrying a program id go through the program gate: they run
+// here, are forwarded once to the pod their program is placed on, or wait
+// while it is paused. With --control-token-file the control API on
+// --control-port lets the controller read the program table and push
+// placements.
 package main
 
 import (
+	"strings"
+
 	"context"
 	"errors"
 	"flag"
@@ -33,7 +38,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/runtime/server"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -82,12 +89,16 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if len(devs) == 0 {
 		log.Info("no accelerator found (NVML absent or no devices)")
 	}
+	var controlToken string
 	if o.ControlTokenFile != "" {
-		if _, err := os.Stat(o.ControlTokenFile); err != nil {
+		b, err := os.ReadFile(o.ControlTokenFile)
+		if err != nil {
 			return fmt.Errorf("--control-token-file: %w", err)
 		}
+		if controlToken = strings.TrimSpace(string(b)); controlToken == "" {
+			return fmt.Errorf("--control-token-file %s is empty", o.ControlTokenFile)
+		}
 	}
-	log.Info("control API not served yet", "control_port", o.ControlPort)
 
 	var keys []string
 	if o.APIKeyFile != "" {
@@ -141,19 +152,33 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{
-		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
-		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
-		Registry: reg, Devices: devs, Logger: log,
-	})
-	if err != nil {
-		return err
-	}
-
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {
 		return err
 	}
+	table := programs.New(programs.Config{
+		Pod: podName(o), Addr: advertiseAddr(o, ln.Addr()), IdleTimeout: o.ProgramIdle, Logger: log,
+		KV: func() programs.KVReport {
+			st := eng.KVStats()
+			return programs.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached}
+		},
+		Deprioritize: eng.DeprioritizePrefix,
+	})
+	srv, err := server.New(server.Config{
+		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
+		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
+		Registry: reg, Devices: devs, Logger: log, Programs: table,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	stopControl, err := serveControl(ctx, o, table, controlToken, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopControl()
 	httpSrv := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -229,4 +254,66 @@ func curlCommand(addr net.Addr, model string, auth bool) string {
 	}
 	return fmt.Sprintf(`curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json'%s -d '{"model":%q,"messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'`,
 		net.JoinHostPort(host, port), authHeader, model)
+}
+
+// serveControl starts the control API (when a token is configured) and the
+// program table's timers; the returned func stops both.
+func serveControl(ctx context.Context, o *options, table *programs.Table, token string, log *slog.Logger) (func(), error) {
+	tickCtx, stopTick := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				table.Tick()
+			case <-tickCtx.Done():
+				return
+			}
+		}
+	}()
+	if token == "" {
+		log.Info("control API off (no --control-token-file): programs are scheduled on this pod only")
+		return stopTick, nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.ControlPort)))
+	if err != nil {
+		stopTick()
+		return nil, fmt.Errorf("control API: %w", err)
+	}
+	srv := &http.Server{Handler: control.Handler(table, token), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("control API listening", "addr", ln.Addr().String())
+	return func() {
+		stopTick()
+		_ = srv.Close()
+	}, nil
+}
+
+// podName is this pod's name in program reports.
+func podName(o *options) string {
+	if o.PodName != "" {
+		return o.PodName
+	}
+	if n := os.Getenv("POD_NAME"); n != "" {
+		return n
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// advertiseAddr is the address placements name this pod's API by.
+func advertiseAddr(o *options, listen net.Addr) string {
+	if o.AdvertiseAddr != "" {
+		return o.AdvertiseAddr
+	}
+	port := strconv.Itoa(o.Port)
+	if ta, ok := listen.(*net.TCPAddr); ok {
+		port = strconv.Itoa(ta.Port)
+	}
+	if ip := os.Getenv("POD_IP"); ip != "" {
+		return net.JoinHostPort(ip, port)
+	}
+	return listen.String()
 }

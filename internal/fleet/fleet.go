@@ -203,6 +203,9 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 			routes[id] = p.APIAddr
 		}
 	}
+	for _, id := range dec.Paused {
+		routes[id] = "" // held wherever its requests arrive
+	}
 	delta, unroute := diffRoutes(f.routes, routes)
 	room := map[string]int64{}
 	for i := range dec.Pods {
@@ -235,8 +238,15 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 			continue
 		}
 		p := byName[pd.Pod]
+		// Programs released through another pod end here too.
+		var release []string
+		for _, pr := range reads[i].rep.Programs {
+			if m := merged[pr.ID]; m != nil && m.State == placement.StateTerminated && pr.State != placement.StateTerminated.String() {
+				release = append(release, pr.ID)
+			}
+		}
 		pl := &programs.Placement{
-			Version: f.version, Place: pd.Place, Pause: pd.Pause, Mark: pd.Mark, Unmark: pd.Unmark,
+			Version: f.version, Place: pd.Place, Pause: pd.Pause, Mark: pd.Mark, Unmark: pd.Unmark, Release: release,
 			Room: room, MaxPauseSeconds: int64(f.policy.MaxPauseDuration / time.Second),
 			BufferTokensPerProgram: f.policy.BufferTokensPerProgram,
 		}
@@ -310,7 +320,7 @@ func mergeProgram(merged map[string]*placement.Program, r *programs.ProgramRepor
 func diffRoutes(old, cur map[string]string) (delta map[string]string, gone []string) {
 	delta = map[string]string{}
 	for id, addr := range cur {
-		if old[id] != addr {
+		if was, ok := old[id]; !ok || was != addr {
 			delta[id] = addr
 		}
 	}

@@ -140,10 +140,15 @@ func (t *Table) Route(id string, forwarded bool) Route {
 		e = nil
 	}
 	if e == nil {
-		addr, elsewhere := t.routes[id]
+		addr, known := t.routes[id]
 		switch {
 		case forwarded:
-		case elsewhere:
+		case known && addr == "":
+			// Paused on another pod: hold it here until it is resumed.
+			e = t.newEntry(id, now)
+			e.state, e.pausedSince = placement.StatePaused, now
+			return t.holdLocked(e)
+		case known:
 			return Route{Kind: Forward, Addr: addr}
 		case t.localRoomLocked() >= t.cfg.Buffer && t.nHeld == 0:
 		default:
@@ -166,7 +171,7 @@ func (t *Table) Route(id string, forwarded bool) Route {
 		}
 		return t.holdLocked(e)
 	case !e.placed:
-		if addr, ok := t.routes[id]; ok && !forwarded {
+		if addr, ok := t.routes[id]; ok && addr != "" && !forwarded {
 			return Route{Kind: Forward, Addr: addr}
 		}
 		e.placed = true
@@ -240,13 +245,53 @@ func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32
 	}
 }
 
+// Started records the prompt length of a Local request of id: while it
+// runs, the program's context is at least its prompt, so capacity counts a
+// REASONING program at its current size, not its last step's.
+func (t *Table) Started(id string, promptTokens int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.progs[id]; e != nil && e.inflight > 0 && promptTokens > e.contextTokens {
+		e.contextTokens = promptTokens
+	}
+}
+
+// Abandon records that a Local request of id ended without a result
+// (rejected, failed or cancelled): the program's context is unchanged.
+func (t *Table) Abandon(id string) {
+	t.mu.Lock()
+	e := t.progs[id]
+	if e == nil || e.inflight == 0 {
+		t.mu.Unlock()
+		return
+	}
+	ctxTokens, shared, tokens := e.contextTokens, e.sharedTokens, append([]int32(nil), e.tokens...)
+	t.mu.Unlock()
+	t.End(id, ctxTokens, shared, tokens)
+}
+
+// RouteOf returns the address of the pod program id runs on, if that is
+// another pod.
+func (t *Table) RouteOf(id string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	addr, ok := t.routes[id]
+	return addr, ok && addr != ""
+}
+
 // Release ends program id (POST /programs/release); false if unknown.
 func (t *Table) Release(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.progs[id]
 	if e == nil {
-		return false
+		if _, known := t.routes[id]; !known {
+			return false
+		}
+		// It runs, or waits, on another pod: report it released so the
+		// controller ends it there.
+		e = t.newEntry(id, t.cfg.Clock.Now())
+		delete(t.routes, id)
 	}
 	e.state = placement.StateTerminated
 	e.marked = false
@@ -276,6 +321,12 @@ func (t *Table) Apply(p *Placement) bool {
 		t.cfg.Buffer = p.BufferTokensPerProgram
 	}
 	var deprioritize [][]int32
+	for _, id := range p.Release {
+		if e := t.progs[id]; e != nil {
+			e.state, e.marked = placement.StateTerminated, false
+			t.wakeLocked(e)
+		}
+	}
 	for _, id := range p.Pause {
 		if e := t.progs[id]; e != nil && e.state == placement.StateActive {
 			e.state, e.pausedSince, e.marked = placement.StatePaused, now, false
@@ -302,11 +353,23 @@ func (t *Table) Apply(p *Placement) bool {
 	}
 	for id, addr := range p.Routes {
 		if addr == t.cfg.Addr {
+			delete(t.routes, id)
 			continue // placed here: Place covers it
 		}
 		t.routes[id] = addr
 		e := t.progs[id]
 		if e == nil || e.state == placement.StateTerminated {
+			continue
+		}
+		if addr == "" {
+			// Paused: a pod holding requests for it keeps holding; the
+			// pod it was placed on got it in Pause.
+			if !e.placed {
+				e.state = placement.StatePaused
+				if e.pausedSince.IsZero() {
+					e.pausedSince = now
+				}
+			}
 			continue
 		}
 		// Placed on another pod: its requests go there now.

@@ -259,3 +259,17 @@ func TestRoutesAreDeltasUnlessFull(t *testing.T) {
 		t.Errorf("routes after a full push (-want +got):\n%s", diff)
 	}
 }
+
+func TestStartedCountsTheRunningPrompt(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Route("p", false)
+	f.t.Started("p", 1200)
+	if p := f.program("p"); p.ContextTokens != 1200 || p.Status != "REASONING" {
+		t.Fatalf("%+v", p)
+	}
+	f.t.End("p", 1250, 0, nil)
+	f.t.Started("p", 5000) // not in flight: ignored
+	if p := f.program("p"); p.ContextTokens != 1250 {
+		t.Fatalf("%+v", p)
+	}
+}

@@ -70,8 +70,13 @@ type Placement struct {
 	Mark []string `json:"mark,omitempty"`
 	// Unmark: earlier marks withdrawn.
 	Unmark []string `json:"unmark,omitempty"`
+	// Release: programs released on another pod (the release call reached
+	// a pod that does not run them): end them here too.
+	Release []string `json:"release,omitempty"`
 	// Routes maps programs to the API address (host:port) of the pod they
-	// are placed on, so requests reaching another pod are forwarded there.
+	// are placed on, so requests reaching another pod are forwarded there;
+	// "" marks a paused program, whose requests are held wherever they
+	// arrive.
 	// It is a delta (entries set or changed) unless FullRoutes is set, when
 	// it replaces the routing table. Routes to this pod's own address are
 	// ignored: Place says what runs here.

@@ -33,7 +33,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !req.Prompt.IsTokens {
 		prompt = s.cfg.Codec.EncodePrompt(req.Prompt.Text)
 	}
-	s.generate(w, r, &req.Common, prompt, generation{chat: false, promptParam: "prompt", maxParam: "max_tokens"})
+	s.generate(w, r, body, &req.Common, prompt, generation{chat: false, promptParam: "prompt", maxParam: "max_tokens"})
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +59,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.MaxCompletionTokens != nil {
 		maxParam = "max_completion_tokens"
 	}
-	s.generate(w, r, &req.Common, s.cfg.Codec.EncodeChat(msgs), generation{chat: true, promptParam: "messages", maxParam: maxParam})
+	s.generate(w, r, body, &req.Common, s.cfg.Codec.EncodeChat(msgs), generation{chat: true, promptParam: "messages", maxParam: maxParam})
 }
 
 // readBody reads the body within the size limit.
@@ -120,8 +120,43 @@ func (s *Server) contextError(param string, promptLen, maxTokens int) *openai.Er
 	return e
 }
 
-// generate submits the request and writes its response.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *openai.Common, prompt []int32, g generation) {
+// generate passes the request through the program gate, submits it and
+// writes its response.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c *openai.Common, prompt []int32, g generation) {
+	pid := openai.ProgramID(r.Header.Get, c)
+	if s.cfg.Programs != nil && pid != "" {
+		if !s.admitProgram(w, r, pid, body) {
+			return
+		}
+		s.cfg.Programs.Started(pid, int64(len(prompt)))
+		out := &programOutcome{}
+		defer s.programDone(pid, prompt, out)
+		s.run(w, r, c, prompt, g, pid, out)
+		return
+	}
+	s.run(w, r, c, prompt, g, pid, nil)
+}
+
+// programOutcome is what the program table learns from a request: set
+// only when the request produced a result.
+type programOutcome struct {
+	final  *engine.Chunk
+	tokens []int32
+}
+
+func (s *Server) programDone(pid string, prompt []int32, out *programOutcome) {
+	if out.final == nil {
+		s.cfg.Programs.Abandon(pid)
+		return
+	}
+	u := out.final.Usage
+	ctx := append(append(make([]int32, 0, len(prompt)+len(out.tokens)), prompt...), out.tokens...)
+	s.cfg.Programs.End(pid, int64(u.PromptTokens+u.CompletionTokens), int64(u.SharedTokens), ctx)
+}
+
+// run submits the request and writes its response; out, when set,
+// receives the result for the program table.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, prompt []int32, g generation, pid string, out *programOutcome) {
 	maxTokens, apiErr := s.maxTokens(c, len(prompt), g)
 	if apiErr != nil {
 		s.writeError(w, apiErr)
@@ -130,7 +165,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *openai.Comm
 	id := newID(g.chat)
 	req := &engine.Request{
 		ID:        id,
-		ProgramID: openai.ProgramID(r.Header.Get, c),
+		ProgramID: pid,
 		Prompt:    prompt,
 		Params:    c.EngineParams(maxTokens, s.defaults),
 		Priority:  c.Priority.Priority(),
@@ -146,10 +181,16 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *openai.Comm
 	}
 	w.Header().Set("X-Request-Id", id)
 	if c.Stream {
-		s.stream(w, r, st, id, c.IncludeUsage(), g.chat)
+		final, tokens := s.stream(w, r, st, id, c.IncludeUsage(), g.chat, out != nil)
+		if out != nil && final != nil {
+			out.final, out.tokens = final, tokens
+		}
 		return
 	}
-	_, text, final, err := st.Wait(r.Context())
+	tokens, text, final, err := st.Wait(r.Context())
+	if out != nil && err == nil {
+		out.final, out.tokens = &final, tokens
+	}
 	if err != nil { // the client went away
 		st.Cancel()
 		w.WriteHeader(statusClientClosed)

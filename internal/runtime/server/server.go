@@ -23,6 +23,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
 
@@ -65,6 +66,10 @@ type Config struct {
 	// StreamWriteTimeout bounds each write of a streaming response, so a
 	// client that stops reading is cancelled (default 1 min).
 	StreamWriteTimeout time.Duration
+	// Programs, when set, is the program gate: requests with a program id
+	// run here, are forwarded once to the pod their program is placed on,
+	// or are held while it is paused; POST /programs/release ends one.
+	Programs *programs.Table
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -82,6 +87,8 @@ type Server struct {
 	retryAfter  string
 	ready       atomic.Bool
 	defaults    openai.Defaults
+	forwarder   *http.Client
+	heldGauge   prometheus.Gauge
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -127,6 +134,20 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.APIKeys) > 0 {
 		s.keys = newKeySet(cfg.APIKeys)
 	}
+	// Forwarded requests stream for as long as generation takes: no overall
+	// timeout, only on connecting and on the response headers.
+	s.forwarder = &http.Client{Transport: &http.Transport{
+		Proxy:                 nil,
+		MaxIdleConnsPerHost:   64,
+		ResponseHeaderTimeout: 0,
+		IdleConnTimeout:       90 * time.Second,
+	}}
+	s.heldGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kvpilot_held_requests", Help: "Requests held while their program is paused.",
+	})
+	if err := cfg.Registry.Register(s.heldGauge); err != nil {
+		return nil, fmt.Errorf("server: held-requests gauge: %w", err)
+	}
 	return s, nil
 }
 
@@ -147,6 +168,7 @@ const (
 	routeReady       = "/ready"
 	routeMetrics     = "/metrics"
 	routeOther       = "other"
+	// routeRelease ("/programs/release") is in gate.go.
 )
 
 type route struct {
@@ -163,6 +185,7 @@ var routes = map[string]route{
 	routeHealth:      {routeHealth, "GET, HEAD", true, (*Server).health},
 	routeReady:       {routeReady, "GET, HEAD", true, (*Server).readiness},
 	routeMetrics:     {routeMetrics, "GET, HEAD", true, (*Server).serveMetrics},
+	routeRelease:     {routeRelease, "POST", false, (*Server).releaseProgram},
 }
 
 func lookup(path string) (route, bool) {

@@ -12,8 +12,10 @@ import (
 // stream writes a request's output as server-sent events: for chat a role
 // chunk first, then one event per batch of new text (whatever the engine
 // produced since the previous one), the finish reason, the usage when asked
-// for, and "data: [DONE]". A failed write cancels the request.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Stream, id string, includeUsage, chat bool) {
+// for, and "data: [DONE]". A failed write cancels the request. It returns
+// the final chunk when the request finished (nil if the client went away)
+// and, when keepTokens is set, the output token ids.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Stream, id string, includeUsage, chat, keepTokens bool) (final *engine.Chunk, tokens []int32) {
 	ctx := r.Context()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -52,37 +54,41 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Strea
 		first = enc.Role()
 	}
 	if !send(first, true) {
-		return
+		return nil, nil
 	}
 	for {
 		c, err := st.Next(ctx)
 		if err != nil { // the client went away
 			st.Cancel()
-			return
+			return nil, nil
+		}
+		if keepTokens {
+			tokens = append(tokens, c.TokenIDs...)
 		}
 		if !c.Done {
 			if len(c.Text) > 0 && !send(enc.Chunk(c.Text, ""), true) {
-				return
+				return nil, nil
 			}
 			continue
 		}
+		final = &c
 		switch c.FinishReason {
 		case completion.Stop, completion.Length:
 			if !send(enc.Chunk(c.Text, c.FinishReason.String()), false) {
-				return
+				return final, tokens
 			}
 		default:
 			if len(c.Text) > 0 && !send(enc.Chunk(c.Text, ""), false) {
-				return
+				return final, tokens
 			}
 			if !send(enc.Error(s.finishError(c)), false) {
-				return
+				return final, tokens
 			}
 		}
 		if includeUsage && !send(enc.Usage(usageOf(c.Usage)), false) {
-			return
+			return final, tokens
 		}
 		send(openai.Done, true)
-		return
+		return final, tokens
 	}
 }

@@ -566,12 +566,15 @@ func (e *Engine) finishWithTextLocked(s *sequence, reason completion.Reason, err
 	if s.state == stateFinished {
 		return
 	}
+	shared := 0
 	if s.state == stateRunning || e.kv.Has(s.id) {
+		shared = e.kv.SharedTokens(s.id)
 		e.kv.Free(s.id, false)
 	}
 	s.blocks = nil
 	s.state = stateFinished
-	u := Usage{PromptTokens: s.promptLen, CompletionTokens: s.outTokens, CachedTokens: s.cachedTokens, Preemptions: s.preemptions}
+	u := Usage{PromptTokens: s.promptLen, CompletionTokens: s.outTokens, CachedTokens: s.cachedTokens,
+		Preemptions: s.preemptions, SharedTokens: shared}
 	s.stream.finish(text, Chunk{Done: true, FinishReason: reason, StopMatched: s.det.StopMatched(), Usage: u, Err: err})
 	if e.m != nil {
 		e.m.observeFinish(reason, s.promptLen, now.Sub(s.t.arrival))

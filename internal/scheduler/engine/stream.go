@@ -19,6 +19,9 @@ type Usage struct {
 	CachedTokens int
 	// Preemptions counts how often the request was preempted and recomputed.
 	Preemptions int
+	// SharedTokens are the request's tokens held, when it finished, in KV
+	// blocks that other sequences held too (prefix-cache sharing).
+	SharedTokens int
 }
 
 // TotalTokens is prompt plus completion tokens.

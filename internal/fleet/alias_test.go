@@ -1,0 +1,5 @@
+package fleet
+
+import "github.com/kvpilot/kvpilot/internal/runtime/programs"
+
+type controlPlacement = programs.Placement

@@ -1,0 +1,469 @@
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+)
+
+// This file runs real runtime processes (the cmd/runtime binary, sim
+// executor in real time) on loopback, with the fleet loop against them.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func runtimeBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kvpilot-runtime-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "kvpilot-runtime")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/kvpilot/kvpilot/cmd/runtime").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build runtime: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type proc struct {
+	name      string
+	cmd       *exec.Cmd
+	api, ctl  string
+	logs      *bytes.Buffer
+	logMu     *sync.Mutex
+	exited    chan struct{}
+	tokenFile string
+	extraArgs []string
+}
+
+// startPod runs one runtime process with a KV cache of kvBlocks × 16 tokens.
+func startPod(t *testing.T, name string, kvBlocks int, tokenFile string) *proc {
+	t.Helper()
+	p := &proc{name: name, logs: &bytes.Buffer{}, logMu: &sync.Mutex{}, exited: make(chan struct{}), tokenFile: tokenFile}
+	apiPort, ctlPort := freePort(t), freePort(t)
+	p.api = fmt.Sprintf("127.0.0.1:%d", apiPort)
+	p.ctl = fmt.Sprintf("127.0.0.1:%d", ctlPort)
+	p.cmd = exec.Command(runtimeBinary(t),
+		"--executor", "sim", "--sim-accelerator", "H100-SXM", "--sim-model", "llama-3.1-8b",
+		"--host", "127.0.0.1", "--port", fmt.Sprint(apiPort), "--control-port", fmt.Sprint(ctlPort),
+		"--control-token-file", tokenFile, "--advertise-addr", p.api, "--pod-name", name,
+		"--kv-cache-blocks", fmt.Sprint(kvBlocks), "--block-size", "16", "--max-model-len", "4096",
+		"--warmup-iterations", "0", "--drain-timeout", "5s", "--log-level", "info")
+	pr, pw := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.logMu.Lock()
+			p.logs.WriteString(sc.Text() + "\n")
+			p.logMu.Unlock()
+		}
+	}()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); pw.Close(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+		}
+		if t.Failed() {
+			p.logMu.Lock()
+			t.Logf("--- %s logs ---\n%s", name, p.logs.String())
+			p.logMu.Unlock()
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + p.api + "/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited during start:\n%s", name, p.logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s not ready in time", name)
+	return nil
+}
+
+func (p *proc) fleetPod() Pod {
+	return Pod{Name: p.name, APIAddr: p.api, ControlAddr: p.ctl, Ready: true}
+}
+
+type stepResult struct {
+	program  string
+	step     int
+	status   int
+	servedBy string
+	tokens   int
+	err      error
+}
+
+// outTokens is every request's output: long enough (~0.4 s of simulated
+// H100 decode) that rounds see programs REASONING as well as ACTING.
+const outTokens = 48
+
+// step sends one request of a program to pod addr: a prompt of n tokens
+// (the program's growing context) and outTokens output tokens.
+func step(ctx context.Context, addr, program string, n, stepNo int) stepResult {
+	return stepN(ctx, addr, program, n, stepNo, outTokens)
+}
+
+func stepN(ctx context.Context, addr, program string, n, stepNo, maxTokens int) stepResult {
+	// Each program has its own context (no prefix shared between programs),
+	// and each step extends the previous one.
+	var h uint32 = 2166136261
+	for i := 0; i < len(program); i++ {
+		h = (h ^ uint32(program[i])) * 16777619
+	}
+	prompt := make([]int32, n)
+	for i := range prompt {
+		prompt[i] = int32((h + uint32(i)*2654435761) % 100000)
+	}
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Program-Id", program)
+	res := stepResult{program: program, step: stepNo}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer resp.Body.Close()
+	res.status = resp.StatusCode
+	res.servedBy = resp.Header.Get("X-Kvpilot-Served-By")
+	var out struct {
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 {
+		res.err = fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	res.tokens = out.Usage.CompletionTokens
+	return res
+}
+
+func writeToken(t *testing.T) string {
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// loop runs fleet rounds every interval until stopped.
+func loop(ctx context.Context, f *Fleet, pods []Pod, every time.Duration, sums chan<- *Summary) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s, _ := f.Round(ctx, pods, time.Now())
+			if s != nil && sums != nil {
+				select {
+				case sums <- s:
+				default:
+				}
+			}
+		}
+	}
+}
+
+func TestProcessesPauseResumeAcrossPods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts runtime processes")
+	}
+	tok := writeToken(t)
+	a := startPod(t, "pod-a", 64, tok) // 1,024 KV tokens each
+	b := startPod(t, "pod-b", 64, tok)
+	pods := []Pod{a.fleetPod(), b.fleetPod()}
+	policy := placement.DefaultPolicy()
+	client := control.NewClient(token, 2*time.Second)
+	f, err := New(policy, client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var totals struct {
+		sync.Mutex
+		pauses, marks, resumes int
+	}
+	sums := make(chan *Summary, 64)
+	go func() {
+		for s := range sums {
+			totals.Lock()
+			totals.pauses += s.Pauses
+			totals.marks += s.Marks
+			totals.resumes += s.Resumes
+			totals.Unlock()
+		}
+	}()
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	var leader atomic.Pointer[Fleet]
+	leader.Store(f)
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		// The first leader runs for a while, then the controller restarts:
+		// a new leader with no state rebuilds everything from the pods.
+		first, cancelFirst := context.WithTimeout(loopCtx, 1500*time.Millisecond)
+		loop(first, f, pods, 150*time.Millisecond, sums)
+		cancelFirst()
+		time.Sleep(400 * time.Millisecond) // no controller: pods keep serving
+		next, err := New(policy, client, nil)
+		if err != nil {
+			panic(err)
+		}
+		leader.Store(next)
+		loop(loopCtx, next, pods, 150*time.Millisecond, sums)
+	}()
+
+	// Six programs, every request sent to pod a (as if the Service always
+	// picked it): 6 × (~300 + 100 buffer) tokens overflow one pod's 1,024.
+	const programs, steps = 6, 4
+	results := make(chan stepResult, programs*steps)
+	var wg sync.WaitGroup
+	for i := range programs {
+		id := fmt.Sprintf("agent-%d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctxLen := 200
+			for s := 1; s <= steps; s++ {
+				r := step(ctx, a.api, id, ctxLen, s)
+				results <- r
+				if r.err != nil {
+					return
+				}
+				ctxLen += outTokens + 24           // the output and a tool result
+				time.Sleep(200 * time.Millisecond) // acting: a tool runs
+			}
+			// Done: release it (through pod a, whichever pod runs it).
+			body := fmt.Sprintf(`{"program_id":%q}`, id)
+			if resp, err := http.Post("http://"+a.api+"/programs/release", "application/json", strings.NewReader(body)); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				if !strings.Contains(string(b), `"released":true`) {
+					t.Errorf("release %s: %s", id, b)
+				}
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	stopLoop()
+	<-loopDone
+
+	seen := map[string]int{}
+	forwarded := 0
+	for r := range results {
+		if r.err != nil {
+			t.Errorf("%s step %d: %v", r.program, r.step, r.err)
+			continue
+		}
+		if r.tokens != outTokens {
+			t.Errorf("%s step %d: %d tokens", r.program, r.step, r.tokens)
+		}
+		seen[r.program]++
+		if r.servedBy == b.api {
+			forwarded++
+		}
+	}
+	for i := range programs {
+		if id := fmt.Sprintf("agent-%d", i); seen[id] != steps {
+			t.Errorf("%s completed %d of %d steps: a request was lost or duplicated", id, seen[id], steps)
+		}
+	}
+	totals.Lock()
+	defer totals.Unlock()
+	if totals.pauses+totals.marks == 0 || totals.resumes == 0 {
+		t.Errorf("overflowing pod a should pause or mark programs and resume them: pauses %d marks %d resumes %d",
+			totals.pauses, totals.marks, totals.resumes)
+	}
+	if forwarded == 0 {
+		t.Errorf("no request was forwarded to pod b")
+	}
+	t.Logf("pauses %d, marks %d, resumes %d, %d requests forwarded to pod b", totals.pauses, totals.marks, totals.resumes, forwarded)
+
+	// Released programs end on the pods that ran them (one more round
+	// carries releases made through another pod).
+	if _, err := leader.Load().Round(context.Background(), pods, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*proc{a, b} {
+		rep, err := client.State(context.Background(), p.ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pr := range rep.Programs {
+			if pr.Placed && pr.State != "TERMINATED" {
+				t.Errorf("%s: %s still %s after release", p.name, pr.ID, pr.State)
+			}
+		}
+	}
+}
+
+func TestProcessesForceResumeWithoutController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts runtime processes")
+	}
+	tok := writeToken(t)
+	a := startPod(t, "pod-a", 64, tok)
+	client := control.NewClient(token, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The program runs a step, then a controller pauses it and goes away.
+	if r := step(ctx, a.api, "lonely", 200, 1); r.err != nil {
+		t.Fatal(r.err)
+	}
+	f, _ := New(placement.DefaultPolicy(), client, nil)
+	if _, err := f.Round(ctx, []Pod{a.fleetPod()}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	v := f.version + 1
+	res, err := client.Push(ctx, a.ctl, &controlPlacement{Version: v, Pause: []string{"lonely"}, MaxPauseSeconds: 1})
+	if err != nil || !res.Applied {
+		t.Fatalf("pause push: %+v %v", res, err)
+	}
+	start := time.Now()
+	r := step(ctx, a.api, "lonely", 240, 2)
+	if r.err != nil {
+		t.Fatalf("held request after the pause limit: %v", r.err)
+	}
+	if held := time.Since(start); held < 900*time.Millisecond {
+		t.Errorf("request answered after %v: it should have been held until the 1 s pause limit", held)
+	}
+}
+
+func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts runtime processes")
+	}
+	tok := writeToken(t)
+	a := startPod(t, "pod-a", 64, tok)
+	b := startPod(t, "pod-b", 64, tok)
+	pods := []Pod{a.fleetPod(), b.fleetPod()}
+	client := control.NewClient(token, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Four long requests run on pod a at once: 4 × (200 + 100) tokens of
+	// REASONING programs on a 1,024-token pod, none ACTING to pause. (The
+	// gate admits the fourth: 124 tokens were left, above the buffer.)
+	ids := []string{"r-0", "r-1", "r-2", "r-3"}
+	done := make(chan stepResult, len(ids))
+	for _, id := range ids {
+		go func() { done <- stepN(ctx, a.api, id, 200, 1, 250) }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rep, err := client.State(ctx, a.ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range rep.Programs {
+			if p.Status == "REASONING" && p.ContextTokens == 200 {
+				n++
+			}
+		}
+		if n == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requests not all running: %+v", rep.Programs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f, _ := New(placement.DefaultPolicy(), client, nil)
+	sum, err := f.Round(ctx, pods, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Marks == 0 || sum.Pauses != 0 {
+		t.Fatalf("REASONING programs must be marked, not paused: %+v", sum)
+	}
+	var marked []string
+	rep, _ := client.State(ctx, a.ctl)
+	for _, p := range rep.Programs {
+		if p.MarkedForPause {
+			marked = append(marked, p.ID)
+		}
+	}
+	if len(marked) != sum.Marks {
+		t.Fatalf("pod a reports %v marked, the round marked %d", marked, sum.Marks)
+	}
+	// The marked programs pause when their requests end; every request
+	// still completes.
+	for range ids {
+		if r := <-done; r.err != nil || r.tokens != 250 {
+			t.Fatalf("%s: %d tokens, %v", r.program, r.tokens, r.err)
+		}
+	}
+	rep, _ = client.State(ctx, a.ctl)
+	for _, p := range rep.Programs {
+		if slices.Contains(marked, p.ID) != (p.State == "PAUSED") {
+			t.Errorf("%s: state %s (marked %v)", p.ID, p.State, slices.Contains(marked, p.ID))
+		}
+	}
+	// The next round resumes them on pod b; their next request, sent to
+	// pod a, is forwarded there.
+	if sum, err = f.Round(ctx, pods, time.Now()); err != nil || sum.Resumes != len(marked) {
+		t.Fatalf("resume round: %+v %v", sum, err)
+	}
+	r := stepN(ctx, a.api, marked[0], 480, 2, 8)
+	if r.err != nil || r.servedBy != b.api {
+		t.Fatalf("moved program's request: served by %q (pod b is %s), %v", r.servedBy, b.api, r.err)
+	}
+}
