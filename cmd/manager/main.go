@@ -1,5 +1,8 @@
 // Command manager is the kvpilot operator: it reconciles InferencePools and
-// SchedulerPolicies (serving.kvpilot.dev) into runtime pods.
+// SchedulerPolicies (serving.kvpilot.dev) into runtime pods, and, as the
+// elected leader, runs the fleet loop that places agent programs across
+// each pool's pods and reports the pool's KV capacity, Prometheus metrics
+// and autoscaling signals.
 package main
 
 import (

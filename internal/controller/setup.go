@@ -17,6 +17,10 @@ import (
 type Options struct {
 	// DefaultImage is the runtime image of pools that set none.
 	DefaultImage string
+	// PodAddresses maps a runtime pod to its API and control addresses for
+	// the fleet loop; nil means PodIPAddresses (tests serve the pods'
+	// control APIs on loopback).
+	PodAddresses PodAddresses
 }
 
 // SetupWithManager registers the field indexes and every reconciler of this
@@ -37,6 +41,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := (&SchedulerPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("SchedulerPolicy controller: %w", err)
 	}
+	loop := &FleetLoop{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Log:       mgr.GetLogger().WithName("fleet"),
+		Addresses: opts.PodAddresses,
+	}
+	if err := mgr.Add(loop); err != nil {
+		return fmt.Errorf("fleet loop: %w", err)
+	}
 	return nil
 }
 
@@ -44,12 +57,18 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 // own to the objects they made (labelled app.kubernetes.io/managed-by:
 // kvpilot), so the manager does not hold every Deployment, Service and
 // PodDisruptionBudget of the cluster in memory. A child that loses the label
-// gets it back from the next apply.
+// gets it back from the next apply. Of the pods, the fleet loop needs only
+// the pools' runtime pods, which carry LabelPool.
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: managedByValue})
+	runtimePods, err := labels.Parse(LabelPool)
+	if err != nil {
+		panic(fmt.Sprintf("selector of runtime pods: %v", err))
+	}
 	return map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:            {Label: managed},
 		&corev1.Service{}:               {Label: managed},
 		&policyv1.PodDisruptionBudget{}: {Label: managed},
+		&corev1.Pod{}:                   {Label: runtimePods},
 	}
 }

@@ -85,7 +85,10 @@ var _ = BeforeSuite(func() {
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controller.SetupWithManager(suiteCtx, mgr, controller.Options{DefaultImage: defaultImage})).To(Succeed())
+	Expect(controller.SetupWithManager(suiteCtx, mgr, controller.Options{
+		DefaultImage: defaultImage,
+		PodAddresses: loopbackAddresses,
+	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(suiteCtx)).To(Succeed())
