@@ -109,6 +109,7 @@ type agentSim struct {
 	sched  *placement.Scheduler
 	now    time.Duration
 	nextID int
+	rr     int // round-robin position of the Service in front of the pods
 	res    *AgentResult
 	start  time.Time
 	capTok int64
@@ -247,7 +248,7 @@ func (a *agentSim) issue(p *agentProgram) error {
 	if p.pod < 0 {
 		if a.s.Policy.Mode == placement.ModeDefault {
 			p.pod = a.leastPrograms()
-		} else if i := a.mostRoom(int64(len(p.tokens))); i >= 0 && !a.anyHeld() {
+		} else if i := a.gateNew(int64(len(p.tokens))); i >= 0 {
 			p.pod = i
 		} else {
 			p.paused, p.held, p.pausedAt = true, true, a.now
@@ -421,14 +422,24 @@ func (a *agentSim) leastPrograms() int {
 	return best
 }
 
-// mostRoom is the pod with the most remaining capacity (placement's
-// formula, weight 1, no sharing) if need fits there, else -1.
-func (a *agentSim) mostRoom(need int64) int {
+// gateNew is the runtime's gate for a new program in ProgramAware mode: the
+// Service hands the request to a pod (round robin here), which admits it
+// when it has room and nothing is held; else it goes to the pod with the
+// most room if it fits there; else it is held (-1).
+func (a *agentSim) gateNew(need int64) int {
 	used := make([]int64, len(a.pods))
 	for _, p := range a.progs {
 		if p.pod >= 0 && !p.paused {
 			used[p.pod] += int64(len(p.tokens)) + a.s.Policy.BufferTokensPerProgram
 		}
+	}
+	fits := func(i int) bool { return used[i]+need+a.s.Policy.BufferTokensPerProgram <= a.capTok }
+	if a.anyHeld() {
+		return -1
+	}
+	a.rr++
+	if first := a.rr % len(a.pods); fits(first) {
+		return first
 	}
 	best := -1
 	for i := range a.pods {
@@ -436,7 +447,7 @@ func (a *agentSim) mostRoom(need int64) int {
 			best = i
 		}
 	}
-	if best < 0 || used[best]+need+a.s.Policy.BufferTokensPerProgram > a.capTok {
+	if best < 0 || !fits(best) {
 		return -1
 	}
 	return best
