@@ -40,6 +40,14 @@ func SWEBenchLike(programs int) AgentWorkload {
 	}
 }
 
+// LongToolOutputs is SWEBenchLike with tool results of ~1,500 tokens (file
+// views and test logs), so contexts grow to ~50k tokens.
+func LongToolOutputs(programs int) AgentWorkload {
+	w := SWEBenchLike(programs)
+	w.ToolResult = sim.LogNormal{Mean: 1500, Sigma: 1.0, Min: 16, Max: 12000}
+	return w
+}
+
 // AgentSetup is the simulated pool.
 type AgentSetup struct {
 	Replica  Setup
