@@ -14,19 +14,26 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
 
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+// readRequest reads and parses a generation request and checks its model;
+// on failure it has written the error and returns ok false.
+func readRequest[T any](s *Server, w http.ResponseWriter, r *http.Request, parse func([]byte) (*T, *openai.Error), model func(*T) string) (body []byte, req *T, ok bool) {
 	body, apiErr := s.readBody(w, r)
+	if apiErr == nil {
+		req, apiErr = parse(body)
+	}
+	if apiErr == nil {
+		apiErr = s.checkModel(model(req))
+	}
 	if apiErr != nil {
 		s.writeError(w, apiErr)
-		return
+		return nil, nil, false
 	}
-	req, apiErr := openai.ParseCompletion(body)
-	if apiErr != nil {
-		s.writeError(w, apiErr)
-		return
-	}
-	if apiErr := s.checkModel(req.Model); apiErr != nil {
-		s.writeError(w, apiErr)
+	return body, req, true
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	body, req, ok := readRequest(s, w, r, openai.ParseCompletion, func(c *openai.CompletionRequest) string { return c.Model })
+	if !ok {
 		return
 	}
 	prompt := req.Prompt.Tokens
@@ -37,18 +44,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := s.readBody(w, r)
-	if apiErr != nil {
-		s.writeError(w, apiErr)
-		return
-	}
-	req, apiErr := openai.ParseChat(body)
-	if apiErr != nil {
-		s.writeError(w, apiErr)
-		return
-	}
-	if apiErr := s.checkModel(req.Model); apiErr != nil {
-		s.writeError(w, apiErr)
+	body, req, ok := readRequest(s, w, r, openai.ParseChat, func(c *openai.ChatRequest) string { return c.Model })
+	if !ok {
 		return
 	}
 	msgs := make([]model.Message, len(req.Messages))
