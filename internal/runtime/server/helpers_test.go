@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -86,6 +87,7 @@ type envOpts struct {
 	eos                                          []int32
 	vocabSize                                    int
 	devices                                      []device.Device
+	programs                                     *programs.Table
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -140,6 +142,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	srv, err := New(Config{
 		Engine: eng, Codec: o.codec, ModelName: testModel, DefaultMaxTokens: o.defaultMaxTokens, Stop: o.stop,
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Logger: quiet, Devices: o.devices,
+		Programs: o.programs,
 	})
 	if err != nil {
 		t.Fatal(err)

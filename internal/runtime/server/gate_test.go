@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+)
+
+func newTable(addr string, capacityTokens int) *programs.Table {
+	return programs.New(programs.Config{Pod: addr, Addr: addr, Logger: quiet,
+		KV: func() programs.KVReport { return programs.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16} }})
+}
+
+func findProgram(tab *programs.Table, id string) programs.ProgramReport {
+	for _, p := range tab.Report().Programs {
+		if p.ID == id {
+			return p
+		}
+	}
+	return programs.ProgramReport{}
+}
+
+const gateBody = `{"prompt":"the model reads the file","max_tokens":4}`
+
+func TestGateRunsLocallyAndRecordsTheProgram(t *testing.T) {
+	tab := newTable("a:1", 8192)
+	env := newEnv(t, envOpts{programs: tab})
+	if r := env.post("/v1/completions", gateBody, "X-Program-Id", "p1"); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	p := findProgram(tab, "p1")
+	// 5 prompt + 4 output tokens.
+	if p.Status != "ACTING" || !p.Placed || p.Steps != 1 || p.ContextTokens != 9 {
+		t.Fatalf("program after one step: %+v", p)
+	}
+	// A request without a program id bypasses the table.
+	env.post("/v1/completions", gateBody)
+	if n := len(tab.Report().Programs); n != 1 {
+		t.Errorf("%d programs tracked", n)
+	}
+}
+
+func TestGateForwardsToThePodRunningTheProgram(t *testing.T) {
+	b := newEnv(t, envOpts{programs: newTable("b", 8192)})
+	bAddr := strings.TrimPrefix(b.ts.URL, "http://")
+	tab := newTable("a:1", 8192)
+	a := newEnv(t, envOpts{programs: tab})
+	tab.Apply(&programs.Placement{Version: 1, Routes: map[string]string{"moved": bAddr}})
+	r := a.post("/v1/completions", `{"prompt":"the model","max_tokens":3,"stream":true}`, "X-Program-Id", "moved")
+	if r.status != 200 || r.header.Get("X-Kvpilot-Served-By") != bAddr {
+		t.Fatalf("status %d served by %q: %s", r.status, r.header.Get("X-Kvpilot-Served-By"), r.body)
+	}
+	if !strings.Contains(string(r.body), "data: [DONE]") {
+		t.Errorf("the stream did not come through: %s", r.body)
+	}
+	// Forwarded once: pod b ran it itself even though it has no placement.
+	bTab := b.srv.cfg.Programs
+	if p := findProgram(bTab, "moved"); !p.Placed || p.Steps != 1 {
+		t.Errorf("on pod b: %+v", p)
+	}
+	// A pod that cannot be reached answers 503, not a hang.
+	tab.Apply(&programs.Placement{Version: 2, Routes: map[string]string{"lost": "127.0.0.1:1"}})
+	if r := a.post("/v1/completions", gateBody, "X-Program-Id", "lost"); r.status != http.StatusServiceUnavailable {
+		t.Errorf("forward to a dead pod: %d %s", r.status, r.body)
+	}
+}
+
+func TestGateHoldsPausedProgramsUntilResumed(t *testing.T) {
+	tab := newTable("a:1", 8192)
+	env := newEnv(t, envOpts{programs: tab})
+	env.post("/v1/completions", gateBody, "X-Program-Id", "p")
+	tab.Apply(&programs.Placement{Version: 1, Pause: []string{"p"}})
+
+	done := make(chan response, 1)
+	go func() { done <- env.post("/v1/completions", gateBody, "X-Program-Id", "p") }()
+	deadline := time.Now().Add(waitTimeout)
+	for findProgram(tab, "p").HeldRequests != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("request not held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("a paused program's request was answered: %d", r.status)
+	case <-time.After(50 * time.Millisecond):
+	}
+	tab.Apply(&programs.Placement{Version: 2, Place: []string{"p"}})
+	if r := <-done; r.status != 200 {
+		t.Fatalf("after resume: %d %s", r.status, r.body)
+	}
+	if p := findProgram(tab, "p"); p.Steps != 2 || p.HeldRequests != 0 {
+		t.Errorf("%+v", p)
+	}
+
+	// A client that gives up while held leaves nothing behind.
+	tab.Apply(&programs.Placement{Version: 3, Pause: []string{"p"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.ts.URL+"/v1/completions", strings.NewReader(gateBody))
+	req.Header.Set("X-Program-Id", "p")
+	if _, err := env.client.Do(req); err == nil {
+		t.Fatal("held request should time out on the client side")
+	}
+	deadline = time.Now().Add(waitTimeout)
+	for findProgram(tab, "p").HeldRequests != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a departed client's request is still held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestReleaseEndpoint(t *testing.T) {
+	tab := newTable("a:1", 8192)
+	env := newEnv(t, envOpts{programs: tab})
+	env.post("/v1/completions", gateBody, "X-Program-Id", "p")
+	if r := env.post("/programs/release", `{}`); r.status != 400 {
+		t.Errorf("release without an id: %d", r.status)
+	}
+	if r := env.post("/programs/release", `{"program_id":"p"}`); r.status != 200 || !strings.Contains(string(r.body), `"released":true`) {
+		t.Errorf("release: %d %s", r.status, r.body)
+	}
+	if p := findProgram(tab, "p"); p.State != "TERMINATED" {
+		t.Errorf("state %s", p.State)
+	}
+	if r := env.post("/programs/release", `{"program_id":"never"}`); r.status != 200 || !strings.Contains(string(r.body), `"released":false`) {
+		t.Errorf("release of an unknown program: %d %s", r.status, r.body)
+	}
+}
