@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
@@ -54,10 +53,7 @@ func submitError(err error, promptParam string) *openai.Error {
 // aborted at the drain deadline, cancelled, or failed by the executor.
 func (s *Server) finishError(c engine.Chunk) *openai.Error {
 	switch {
-	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrStopped),
-		// The batch in flight when the drain deadline passes fails with the
-		// executor's context error.
-		c.FinishReason == completion.Error && errors.Is(c.Err, context.Canceled) && !s.eng.Running():
+	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrStopped):
 		return openai.Unavailable("the server shut down before the request finished")
 	case c.FinishReason == completion.Cancelled:
 		return &openai.Error{Status: statusClientClosed, Type: openai.TypeInvalidRequest, Message: "request cancelled"}

@@ -495,7 +495,13 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 	for i, s := range e.sched {
 		sq := &e.b.Seqs[i]
 		if execErr != nil {
-			e.finishLocked(s, completion.Error, execErr, now)
+			if e.aborting() {
+				// Stop's deadline passed and cut the iteration short: an
+				// abort, not an executor failure.
+				e.finishLocked(s, completion.Cancelled, ErrStopped, now)
+			} else {
+				e.finishLocked(s, completion.Error, execErr, now)
+			}
 			finished++
 			continue
 		}
@@ -650,4 +656,17 @@ func (e *Engine) KVStats() kvcache.Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.kv.Stats()
+}
+
+// aborting reports whether Stop is aborting the loop (its deadline passed).
+func (e *Engine) aborting() bool {
+	if e.abort == nil {
+		return false
+	}
+	select {
+	case <-e.abort:
+		return true
+	default:
+		return false
+	}
 }

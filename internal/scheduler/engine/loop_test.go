@@ -83,8 +83,8 @@ func TestStopDeadlineAbortsWhatIsLeft(t *testing.T) {
 	}
 	for _, st := range []*Stream{s, w} {
 		_, _, f := collect(t, st)
-		if f.FinishReason == completion.None || f.Err == nil {
-			t.Errorf("%s: reason %v err %v: want an abort", st.ID(), f.FinishReason, f.Err)
+		if f.FinishReason != completion.Cancelled || !errors.Is(f.Err, ErrStopped) {
+			t.Errorf("%s: reason %v err %v: want cancelled with ErrStopped", st.ID(), f.FinishReason, f.Err)
 		}
 	}
 	if used := env.e.KV().Stats().Used; used != 0 {
