@@ -574,7 +574,7 @@ func (e *Engine) finishWithTextLocked(s *sequence, reason completion.Reason, err
 	}
 	shared := 0
 	if s.state == stateRunning || e.kv.Has(s.id) {
-		shared = e.kv.SharedTokens(s.id)
+		shared = e.kv.SharedShare(s.id)
 		e.kv.Free(s.id, false)
 	}
 	s.blocks = nil

@@ -19,8 +19,11 @@ type Usage struct {
 	CachedTokens int
 	// Preemptions counts how often the request was preempted and recomputed.
 	Preemptions int
-	// SharedTokens are the request's tokens held, when it finished, in KV
-	// blocks that other sequences held too (prefix-cache sharing).
+	// SharedTokens is the request's share, when it finished, of the KV it
+	// shared with other sequences through the prefix cache: a block k
+	// sequences held credits each (k−1)/k of its tokens, so the credits of
+	// all sharers sum to the memory sharing saves (the placement
+	// algorithm subtracts them from the programs' context tokens).
 	SharedTokens int
 }
 

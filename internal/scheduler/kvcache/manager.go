@@ -136,6 +136,24 @@ func (m *Manager) SharedTokens(seq SeqID) int {
 	return n * m.blockSize
 }
 
+// SharedShare is seq's share of the memory its shared blocks save: a block
+// that k sequences hold charges each of them 1/k of its tokens, so each
+// sequence is credited blockSize × (k−1)/k. Summed over the sequences, the
+// credits are exactly the tokens that sharing saves (Σ held − distinct).
+func (m *Manager) SharedShare(seq SeqID) int {
+	s, ok := m.seqs[seq]
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, id := range s.table {
+		if k := int(m.blocks[id].ref); k > 1 {
+			n += m.blockSize * (k - 1) / k
+		}
+	}
+	return n
+}
+
 // Admit starts sequence seq, which must not exist, with prompt tokens. It takes
 // the longest cached prefix of tokens (leaving at least the last token to be
 // computed), then allocates blocks so the table covers the cached tokens plus
