@@ -420,6 +420,10 @@ func (t *Table) Tick() {
 			if e.reported && e.held == 0 {
 				delete(t.progs, id)
 			}
+		case !e.placed && e.held == 0 && e.inflight == 0:
+			// A holder whose clients all left: the pod running the program
+			// (if any) reports it; nothing is held here any more.
+			delete(t.progs, id)
 		case e.state == placement.StatePaused && e.held > 0 && now.Sub(e.pausedSince) > t.cfg.MaxPause:
 			t.cfg.Logger.Warn("force-resuming a program held past the pause limit",
 				"program", id, "paused", now.Sub(e.pausedSince).Round(time.Second), "limit", t.cfg.MaxPause)

@@ -224,6 +224,10 @@ func TestUnholdByDepartingClientDropsHolderEntry(t *testing.T) {
 	if f.t.nHeld != 0 {
 		t.Errorf("held count %d", f.t.nHeld)
 	}
+	f.t.Tick()
+	if _, ok := f.t.progs["waiting"]; ok {
+		t.Error("a holder entry with nothing held outlived the next tick")
+	}
 }
 
 func TestReportConvertsForThePlacementAlgorithm(t *testing.T) {
