@@ -284,37 +284,50 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 	return sum, errors.Join(sum.Errors...)
 }
 
-// mergeProgram folds one pod's view of a program into the pool's: the pod
-// running it (Placed) knows its status and tokens; pods holding its
-// requests add their held count.
+// mergeProgram folds one pod's view of a program into the pool's. Views
+// rank: the pod running it (placed, ACTIVE) over a pod holding its cache
+// while paused (placed, PAUSED) over pods that only hold its requests; the
+// best-ranked view gives status, tokens and placement, and every view adds
+// its held requests. A release seen by any pod ends the program.
 func mergeProgram(merged map[string]*placement.Program, r *programs.ProgramReport, pod string) {
 	in := r.ToPlacement(pod)
+	if !r.Placed && in.State == placement.StateActive {
+		// A pod that only forwarded or holds for it: placed elsewhere.
+		in.State = placement.StatePaused
+	}
 	cur, ok := merged[r.ID]
 	if !ok {
-		if !r.Placed && in.State == placement.StateActive {
-			// A pod that only forwarded or holds for it: placed elsewhere.
-			in.State = placement.StatePaused
-		}
 		merged[r.ID] = &in
 		return
 	}
-	held := cur.HasHeldRequest || in.HasHeldRequest
-	switch {
-	case in.State == placement.StateTerminated || cur.State == placement.StateTerminated:
+	if in.State == placement.StateTerminated || cur.State == placement.StateTerminated {
 		cur.State = placement.StateTerminated
 		return
-	case r.Placed && (cur.Pod == "" && cur.CachedOn == ""):
-		// The running pod's view wins over holders'.
-		paused := cur.PausedSince
-		*cur = in
-		if cur.PausedSince.IsZero() {
-			cur.PausedSince = paused
-		}
-	case !cur.PausedSince.IsZero() && !in.PausedSince.IsZero() && in.PausedSince.Before(cur.PausedSince):
-		cur.PausedSince = in.PausedSince
 	}
-	cur.HasHeldRequest = held
-	cur.Steps = max(cur.Steps, in.Steps)
+	held := cur.HasHeldRequest || in.HasHeldRequest
+	steps := max(cur.Steps, in.Steps)
+	paused := earliest(cur.PausedSince, in.PausedSince)
+	if viewRank(&in) > viewRank(cur) {
+		*cur = in
+	}
+	cur.HasHeldRequest, cur.Steps, cur.PausedSince = held, steps, paused
+}
+
+func viewRank(p *placement.Program) int {
+	switch {
+	case p.State == placement.StateActive && p.Pod != "":
+		return 2
+	case p.CachedOn != "":
+		return 1
+	}
+	return 0
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 func diffRoutes(old, cur map[string]string) (delta map[string]string, gone []string) {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -160,5 +161,32 @@ func TestUnreachablePodIsLeftAlone(t *testing.T) {
 	}
 	if sum.Pods[1].Reachable || !sum.Pods[0].Reachable || sum.ProgramsActive != 1 {
 		t.Fatalf("summary %+v", sum)
+	}
+}
+
+func TestMergeRanksViews(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	holder := &programs.ProgramReport{ID: "p", Status: "ACTING", State: "PAUSED", HeldRequests: 1, PausedSince: t0}
+	cache := &programs.ProgramReport{ID: "p", Status: "ACTING", State: "PAUSED", Placed: true, ContextTokens: 900, Steps: 4, PausedSince: t0.Add(time.Second)}
+	running := &programs.ProgramReport{ID: "p", Status: "REASONING", State: "ACTIVE", Placed: true, ContextTokens: 950, Steps: 5}
+	for _, order := range [][]*programs.ProgramReport{{holder, cache, running}, {running, cache, holder}, {cache, running, holder}} {
+		merged := map[string]*placement.Program{}
+		for i, r := range order {
+			mergeProgram(merged, r, fmt.Sprintf("pod-%d", i))
+		}
+		p := merged["p"]
+		if p.State != placement.StateActive || p.Pod == "" || p.ContextTokens != 950 || !p.HasHeldRequest || p.Steps != 5 {
+			t.Errorf("the running pod's view must win, with the holders' held request: %+v", p)
+		}
+	}
+	merged := map[string]*placement.Program{}
+	mergeProgram(merged, holder, "a")
+	mergeProgram(merged, cache, "b")
+	if p := merged["p"]; p.State != placement.StatePaused || p.CachedOn != "b" || !p.PausedSince.Equal(t0) || p.ContextTokens != 900 {
+		t.Errorf("paused program: %+v", p)
+	}
+	mergeProgram(merged, &programs.ProgramReport{ID: "p", State: "TERMINATED"}, "c")
+	if merged["p"].State != placement.StateTerminated {
+		t.Error("a release seen anywhere ends the program")
 	}
 }
