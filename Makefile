@@ -24,6 +24,12 @@ CONTROLLER_GEN ?= $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 ENVTEST_K8S_VERSION ?= 1.36.3
 ENVTEST_ETCD_VERSION ?= 3.6.5
 SETUP_ENVTEST = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) GO=$(GO) hack/setup-envtest.sh
+# The local end-to-end cluster also needs kube-controller-manager, built the
+# same way into the same cache; see hack/setup-kube-components.sh.
+SETUP_KUBE_COMPONENTS = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) GO=$(GO) hack/setup-kube-components.sh
+# Where `make demo` keeps the local cluster's files while it runs.
+DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
+E2E_TIMEOUT ?= 20m
 
 # Files controller-gen writes; `make verify` fails when they are stale.
 GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
@@ -76,6 +82,26 @@ fuzz: ## Explore every fuzz target for FUZZTIME each (their seed corpora already
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+##@ End to end (a local cluster of processes)
+
+.PHONY: kube-components
+kube-components: ## Build (first time, ~2 min after `make envtest`) or reuse kube-controller-manager.
+	@$(SETUP_KUBE_COMPONENTS) >/dev/null
+
+.PHONY: test-e2e
+test-e2e: envtest kube-components ## End-to-end tests on a local cluster: kubectl, pods as processes, the manager (~1 min).
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$$($(SETUP_KUBE_COMPONENTS))" \
+		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -v ./test/e2e/
+
+.PHONY: demo
+demo: envtest kube-components ## Run kvpilot on a local cluster in the background with a sample pool (make demo-down stops it).
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$$($(SETUP_KUBE_COMPONENTS))" \
+		DEMO_DIR="$(DEMO_DIR)" GO=$(GO) hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop the local cluster of `make demo` and remove its files.
+	DEMO_DIR="$(DEMO_DIR)" hack/demo.sh down
 
 ##@ Code generation
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes components the local end-to-end cluster needs beyond
+# the envtest binaries (kube-controller-manager by default; kube-scheduler on
+# request) from the Go module proxy into a cache outside the work tree, and
+# prints the directory holding them. It builds them the way
+# hack/setup-envtest.sh builds kube-apiserver: a throwaway module requiring
+# k8s.io/kubernetes with every staging repository replaced by its published
+# v0.x.y release. The module versions are the same, so the Go build cache of
+# the kube-apiserver build is reused and a cold build takes a few minutes.
+#
+# A cached binary is reused as-is: the version is part of its directory.
+#
+# Usage: hack/setup-kube-components.sh [component...]   (prints the directory)
+#        components: kube-controller-manager (default), kube-scheduler
+# Env:   ENVTEST_K8S_VERSION, KVPILOT_ENVTEST_CACHE
+set -euo pipefail
+
+K8S_VERSION="${ENVTEST_K8S_VERSION:-1.36.3}"
+CACHE_ROOT="${KVPILOT_ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvpilot/envtest}"
+DIR="${CACHE_ROOT}/k8s-${K8S_VERSION}-components"
+GO="${GO:-go}"
+COMPONENTS=("$@")
+[[ ${#COMPONENTS[@]} -gt 0 ]] || COMPONENTS=(kube-controller-manager)
+
+log() { echo "setup-kube-components: $*" >&2; }
+
+quiet() {
+	local out
+	if ! out="$("$@" 2>&1)"; then
+		echo "${out}" >&2
+		return 1
+	fi
+}
+
+have() {
+	local c
+	for c in "${COMPONENTS[@]}"; do
+		[[ -x "${DIR}/${c}" ]] || return 1
+	done
+}
+
+for c in "${COMPONENTS[@]}"; do
+	case "${c}" in
+	kube-controller-manager | kube-scheduler) ;;
+	*) log "unknown component ${c}"; exit 2 ;;
+	esac
+done
+
+if have; then
+	echo "${DIR}"
+	exit 0
+fi
+
+mkdir -p "${DIR}"
+exec 9>"${DIR}.lock"
+flock 9
+if have; then
+	echo "${DIR}"
+	exit 0
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+export GOFLAGS="-mod=mod -buildvcs=false"
+export GOWORK=off
+
+# One module serves every component, so `go get` resolves the graph once.
+(
+	cd "${work}"
+	"${GO}" mod init envtest.local/components >/dev/null 2>&1
+	gomod="$("${GO}" mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+	[[ -n "${gomod}" ]] || { log "cannot find go.mod of k8s.io/kubernetes@v${K8S_VERSION}"; exit 1; }
+	staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._/-]*\) => \./staging/.*#\1#p' "${gomod}")"
+	[[ -n "${staging}" ]] || { log "no staging replacements found in ${gomod}"; exit 1; }
+	args=()
+	for m in ${staging}; do
+		args+=("-replace=${m}=${m}@v0.${K8S_VERSION#1.}")
+	done
+	"${GO}" mod edit "${args[@]}" "-require=k8s.io/kubernetes@v${K8S_VERSION}"
+	for c in "${COMPONENTS[@]}"; do
+		quiet "${GO}" get "k8s.io/kubernetes/cmd/${c}@v${K8S_VERSION}"
+	done
+)
+
+minor="${K8S_VERSION#1.}"
+minor="${minor%%.*}"
+ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	ldflags+=" -X ${pkg}.gitVersion=v${K8S_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
+done
+for c in "${COMPONENTS[@]}"; do
+	[[ -x "${DIR}/${c}" ]] && continue
+	log "building ${c} v${K8S_VERSION} (a few minutes on 2 cores with the kube-apiserver build cached)"
+	(cd "${work}" && "${GO}" build -trimpath -ldflags="${ldflags}" -o "${work}/${c}.bin" "k8s.io/kubernetes/cmd/${c}")
+	mv "${work}/${c}.bin" "${DIR}/${c}"
+done
+log "ready in ${DIR}"
+echo "${DIR}"

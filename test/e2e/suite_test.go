@@ -1,0 +1,311 @@
+//go:build e2e
+
+// Package e2e tests kvpilot the way a user meets it, on a local cluster of
+// processes (test/localcluster: etcd, kube-apiserver,
+// kube-controller-manager; test/nodeagent runs the pods as processes of the
+// runtime binary; the manager runs as a process): kubectl applies the CRDs
+// and samples, clients talk to pod IPs, kubectl scales pools, the fleet loop
+// pauses and resumes programs across pods.
+//
+// Run with `make test-e2e` (build tag e2e); it needs the binaries of
+// hack/setup-envtest.sh (KUBEBUILDER_ASSETS) and
+// hack/setup-kube-components.sh (KUBE_COMPONENTS).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	"github.com/kvpilot/kvpilot/test/localcluster"
+	"github.com/kvpilot/kvpilot/test/nodeagent"
+)
+
+// env is the cluster every test of the package shares.
+var env struct {
+	cluster    *localcluster.Cluster
+	kube       kubernetes.Interface
+	client     client.Client
+	repo       string
+	binDir     string
+	managerBin string
+
+	mu      sync.Mutex
+	manager *localcluster.Manager
+	// managers counts manager starts, to name their logs.
+	managers int
+}
+
+// Named timeouts.
+const (
+	podsReadyTimeout = 2 * time.Minute
+	statusTimeout    = 60 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	assets, components := os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("KUBE_COMPONENTS")
+	if assets == "" || components == "" {
+		fmt.Fprintln(os.Stderr, "e2e: KUBEBUILDER_ASSETS and KUBE_COMPONENTS must name the control-plane binaries; run `make test-e2e`")
+		return 1
+	}
+	runDir, err := os.MkdirTemp("", "kvpilot-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	keep := os.Getenv("KVPILOT_E2E_KEEP") != ""
+	code := 1
+	defer func() {
+		if code != 0 || keep {
+			fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", runDir)
+			return
+		}
+		_ = os.RemoveAll(runDir)
+	}()
+
+	_, file, _, _ := runtime.Caller(0)
+	env.repo = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	env.binDir = filepath.Join(runDir, "bin")
+	for name, pkg := range map[string]string{"kvpilot-runtime": "./cmd/runtime", "manager": "./cmd/manager"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(env.binDir, name), pkg)
+		cmd.Dir = env.repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n%s", pkg, err, out)
+			return 1
+		}
+	}
+	env.managerBin = filepath.Join(env.binDir, "manager")
+
+	ctx := context.Background()
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) }
+	env.cluster, err = localcluster.Start(ctx, localcluster.Options{RunDir: runDir, AssetsDir: assets, ComponentsDir: components, Log: logf})
+	if err != nil {
+		logf("start cluster: %v", err)
+		return 1
+	}
+	defer env.cluster.Stop()
+	if env.kube, err = kubernetes.NewForConfig(env.cluster.Config); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	scheme := k8sruntime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = servingv1alpha1.AddToScheme(scheme)
+	if env.client, err = client.New(env.cluster.Config, client.Options{Scheme: scheme}); err != nil {
+		logf("%v", err)
+		return 1
+	}
+
+	agentLog, err := os.Create(filepath.Join(env.cluster.LogDir, "nodeagent.log"))
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	defer agentLog.Close()
+	agent, err := nodeagent.New(nodeagent.Options{
+		Client:   env.kube,
+		RunDir:   filepath.Join(runDir, "pods"),
+		Commands: map[string]string{"kvpilot-runtime": filepath.Join(env.binDir, "kvpilot-runtime")},
+		HostFlag: "--host",
+		GPUs:     8,
+		Bind:     true,
+		Log:      slog.New(slog.NewTextHandler(agentLog, nil)),
+	})
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	agentDone := make(chan struct{})
+	go func() { defer close(agentDone); _ = agent.Run(agentCtx) }()
+	defer func() { stopAgent(); <-agentDone }()
+
+	// The CRDs first, with the real kubectl, as a user installs them; the
+	// manager exits at start without them.
+	if out, err := kubectl("apply", "--server-side", "-k", filepath.Join(env.repo, "config", "crd")); err != nil {
+		logf("install CRDs: %v\n%s", err, out)
+		return 1
+	}
+	if out, err := kubectl("wait", "--for", "condition=Established", "--timeout=60s",
+		"crd/inferencepools.serving.kvpilot.dev", "crd/schedulerpolicies.serving.kvpilot.dev"); err != nil {
+		logf("CRDs not established: %v\n%s", err, out)
+		return 1
+	}
+	if err := startManager(ctx); err != nil {
+		logf("start manager: %v", err)
+		return 1
+	}
+	defer func() {
+		env.mu.Lock()
+		defer env.mu.Unlock()
+		if env.manager != nil {
+			env.manager.Stop(15 * time.Second)
+		}
+	}()
+	code = m.Run()
+	return code
+}
+
+// startManager starts a manager process and makes it env.manager.
+func startManager(ctx context.Context) error {
+	env.mu.Lock()
+	env.managers++
+	name := fmt.Sprintf("manager-%d", env.managers)
+	env.mu.Unlock()
+	m, err := env.cluster.StartManager(ctx, name, env.managerBin)
+	if err != nil {
+		return err
+	}
+	env.mu.Lock()
+	env.manager = m
+	env.mu.Unlock()
+	return nil
+}
+
+func currentManager() *localcluster.Manager {
+	env.mu.Lock()
+	defer env.mu.Unlock()
+	return env.manager
+}
+
+// kubectl runs the real kubectl against the cluster.
+func kubectl(args ...string) (string, error) {
+	cmd := exec.Command("kubectl", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.cluster.Kubeconfig)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func mustKubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := kubectl(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// newNamespace makes a namespace for one test and deletes it afterwards.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.cluster.CreateNamespace(ctx, ns.Name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+// applyYAML applies manifests with kubectl from stdin into ns.
+func applyYAML(t *testing.T, ns, manifest string) {
+	t.Helper()
+	cmd := exec.Command("kubectl", "apply", "-n", ns, "-f", "-")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.cluster.Kubeconfig)
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+}
+
+// readyPods waits until the pool has exactly n pods, all ready and none
+// terminating, and returns them sorted by name.
+func readyPods(t *testing.T, ns, pool string, n int) []corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(podsReadyTimeout)
+	var last string
+	for {
+		pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "serving.kvpilot.dev/pool=" + pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ready []corev1.Pod
+		var states []string
+		for _, p := range pods.Items {
+			states = append(states, fmt.Sprintf("%s %s ready=%v ip=%s deleting=%v", p.Name, p.Status.Phase, isReady(&p), p.Status.PodIP, p.DeletionTimestamp != nil))
+			if isReady(&p) && p.DeletionTimestamp == nil {
+				ready = append(ready, p)
+			}
+		}
+		last = strings.Join(states, "; ")
+		if len(ready) == n && len(pods.Items) == n {
+			sortPods(ready)
+			return ready
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s/%s: want %d ready pods, have: %s", ns, pool, n, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func sortPods(pods []corev1.Pod) {
+	for i := 1; i < len(pods); i++ {
+		for j := i; j > 0 && pods[j].Name < pods[j-1].Name; j-- {
+			pods[j], pods[j-1] = pods[j-1], pods[j]
+		}
+	}
+}
+
+func getPool(t *testing.T, ns, name string) *servingv1alpha1.InferencePool {
+	t.Helper()
+	pool := &servingv1alpha1.InferencePool{}
+	if err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pool); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// eventually polls cond until it returns "" or timeout passes, then fails
+// with its last message.
+func eventually(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, msg)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
