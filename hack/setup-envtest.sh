@@ -18,16 +18,8 @@ ASSETS="${CACHE_ROOT}/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
 GO="${GO:-go}"
 
 log() { echo "setup-envtest: $*" >&2; }
-
-# quiet runs a command and shows its output only when it fails: `go get`
-# lists every module it downloads.
-quiet() {
-	local out
-	if ! out="$("$@" 2>&1)"; then
-		echo "${out}" >&2
-		return 1
-	fi
-}
+# shellcheck source=lib/k8s-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/k8s-build.sh"
 
 have() { [[ -x "${ASSETS}/kube-apiserver" && -x "${ASSETS}/etcd" ]]; }
 
@@ -67,35 +59,9 @@ build_etcd() {
 build_kube_apiserver() {
 	[[ -x "${ASSETS}/kube-apiserver" ]] && return 0
 	log "building kube-apiserver v${K8S_VERSION} (about 8 minutes cold on 2 cores)"
-	local dir="${work}/apiserver"
-	mkdir -p "${dir}"
-	(
-		cd "${dir}"
-		"${GO}" mod init envtest.local/apiserver >/dev/null 2>&1
-		# k8s.io/kubernetes points its staging repositories at ./staging/...,
-		# which a module download does not contain; use the published
-		# v0.x.y release of each instead (1.36.3 -> 0.36.3).
-		local gomod staging
-		gomod="$("${GO}" mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
-		[[ -n "${gomod}" ]] || { log "cannot find go.mod of k8s.io/kubernetes@v${K8S_VERSION}"; exit 1; }
-		staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._/-]*\) => \./staging/.*#\1#p' "${gomod}")"
-		[[ -n "${staging}" ]] || { log "no staging replacements found in ${gomod}"; exit 1; }
-		local args=() m
-		for m in ${staging}; do
-			args+=("-replace=${m}=${m}@v0.${K8S_VERSION#1.}")
-		done
-		"${GO}" mod edit "${args[@]}" "-require=k8s.io/kubernetes@v${K8S_VERSION}"
-		quiet "${GO}" get "k8s.io/kubernetes/cmd/kube-apiserver@v${K8S_VERSION}"
-		# Stamp the version a release build would, so /version tells the truth.
-		local minor="${K8S_VERSION#1.}"
-		minor="${minor%%.*}"
-		local ldflags="" pkg
-		for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-			ldflags+=" -X ${pkg}.gitVersion=v${K8S_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
-		done
-		"${GO}" build -trimpath -ldflags="${ldflags}" -o "${dir}/kube-apiserver.bin" k8s.io/kubernetes/cmd/kube-apiserver
-	)
-	mv "${dir}/kube-apiserver.bin" "${ASSETS}/kube-apiserver"
+	k8s_module "${work}/apiserver" kube-apiserver
+	k8s_build "${work}/apiserver" kube-apiserver "${work}/apiserver/kube-apiserver.bin"
+	mv "${work}/apiserver/kube-apiserver.bin" "${ASSETS}/kube-apiserver"
 }
 
 build_etcd

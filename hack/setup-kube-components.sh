@@ -23,14 +23,8 @@ COMPONENTS=("$@")
 [[ ${#COMPONENTS[@]} -gt 0 ]] || COMPONENTS=(kube-controller-manager)
 
 log() { echo "setup-kube-components: $*" >&2; }
-
-quiet() {
-	local out
-	if ! out="$("$@" 2>&1)"; then
-		echo "${out}" >&2
-		return 1
-	fi
-}
+# shellcheck source=lib/k8s-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/k8s-build.sh"
 
 have() {
 	local c
@@ -65,33 +59,11 @@ export GOFLAGS="-mod=mod -buildvcs=false"
 export GOWORK=off
 
 # One module serves every component, so `go get` resolves the graph once.
-(
-	cd "${work}"
-	"${GO}" mod init envtest.local/components >/dev/null 2>&1
-	gomod="$("${GO}" mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
-	[[ -n "${gomod}" ]] || { log "cannot find go.mod of k8s.io/kubernetes@v${K8S_VERSION}"; exit 1; }
-	staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._/-]*\) => \./staging/.*#\1#p' "${gomod}")"
-	[[ -n "${staging}" ]] || { log "no staging replacements found in ${gomod}"; exit 1; }
-	args=()
-	for m in ${staging}; do
-		args+=("-replace=${m}=${m}@v0.${K8S_VERSION#1.}")
-	done
-	"${GO}" mod edit "${args[@]}" "-require=k8s.io/kubernetes@v${K8S_VERSION}"
-	for c in "${COMPONENTS[@]}"; do
-		quiet "${GO}" get "k8s.io/kubernetes/cmd/${c}@v${K8S_VERSION}"
-	done
-)
-
-minor="${K8S_VERSION#1.}"
-minor="${minor%%.*}"
-ldflags=""
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ldflags+=" -X ${pkg}.gitVersion=v${K8S_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
-done
+k8s_module "${work}" "${COMPONENTS[@]}"
 for c in "${COMPONENTS[@]}"; do
 	[[ -x "${DIR}/${c}" ]] && continue
 	log "building ${c} v${K8S_VERSION} (a few minutes on 2 cores with the kube-apiserver build cached)"
-	(cd "${work}" && "${GO}" build -trimpath -ldflags="${ldflags}" -o "${work}/${c}.bin" "k8s.io/kubernetes/cmd/${c}")
+	k8s_build "${work}" "${c}" "${work}/${c}.bin"
 	mv "${work}/${c}.bin" "${DIR}/${c}"
 done
 log "ready in ${DIR}"
