@@ -487,29 +487,30 @@ type PoolCapacity struct {
 	// totalKVTokens is the KV-cache size of all ready pods, in tokens.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	TotalKVTokens int64 `json:"totalKVTokens,omitempty"`
+	TotalKVTokens int64 `json:"totalKVTokens"`
 
 	// usedKVTokens is the KV cache in use across ready pods, in tokens.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	UsedKVTokens int64 `json:"usedKVTokens,omitempty"`
+	UsedKVTokens int64 `json:"usedKVTokens"`
 
 	// usedKVPercent is usedKVTokens as a whole percentage of totalKVTokens.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
-	UsedKVPercent int32 `json:"usedKVPercent,omitempty"`
+	UsedKVPercent int32 `json:"usedKVPercent"`
 
 	// programsActive is the number of programs placed on a pod.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	ProgramsActive int32 `json:"programsActive,omitempty"`
+	ProgramsActive int32 `json:"programsActive"`
 
 	// programsPaused is the number of programs paused to keep pods from
-	// thrashing their KV caches.
+	// thrashing their KV caches. The counts are always written once the
+	// fleet loop reports, so zero shows as 0 in the print columns.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	ProgramsPaused int32 `json:"programsPaused,omitempty"`
+	ProgramsPaused int32 `json:"programsPaused"`
 
 	// recommendedReplicas is the replica count the fleet loop estimates
 	// would run every program without pausing; an autoscaler may use it.
