@@ -29,30 +29,22 @@ func (nopExec) Execute(_ context.Context, b *batch.Batch, out *batch.Output) err
 // waiting: the target is ≤ 20 µs and 0 allocations per iteration.
 func BenchmarkIterationOverhead(b *testing.B) {
 	const running, waiting = 256, 10_000
+	// Sequences are recycled (outside the timer) before they outgrow
+	// their share of the KV cache, however large b.N gets.
+	const maxSteps = 16_384
 	clk := clock.NewVirtual(time.Unix(0, 0))
 	e, err := New(Config{
 		MaxNumSeqs: running, MaxNumBatchedTokens: 8192, MaxQueue: waiting + running, MaxModelLen: 1 << 20,
-		KV:  kvcache.Config{NumBlocks: running * 2048, BlockSize: 16, EnablePrefixCache: true},
+		KV:  kvcache.Config{NumBlocks: running * (maxSteps + 1024) / 16, BlockSize: 16, EnablePrefixCache: true},
 		EOS: []int32{0}, Decoder: letters{eos: 0}, Clock: clk,
 	}, nopExec{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	var streams []*Stream
-	for i := range running + waiting {
-		p := make([]int32, 64)
-		for j := range p {
-			p[j] = int32(1 + (i*31+j)%50)
-		}
-		st, err := e.Submit(ctx, &Request{Prompt: p, Params: Params{MaxTokens: 1 << 19, IgnoreEOS: true}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		streams = append(streams, st)
-	}
 	drain, cancel := context.WithCancel(ctx)
 	cancel()
+	var streams []*Stream
 	drainAll := func() {
 		for _, s := range streams[:running] {
 			for {
@@ -62,23 +54,53 @@ func BenchmarkIterationOverhead(b *testing.B) {
 			}
 		}
 	}
-	// Reach steady state: prefill done, buffers grown.
-	for i := range 600 {
-		e.Step(ctx)
-		if i%32 == 0 {
-			drainAll()
+	// fill submits a fresh set of requests and runs to steady state:
+	// prefill done, buffers grown.
+	fill := func() {
+		for _, s := range streams {
+			s.Cancel()
+		}
+		for {
+			if r, w := e.Pending(); r == 0 && w == 0 {
+				break
+			}
+			e.Step(ctx)
+		}
+		streams = streams[:0]
+		for i := range running + waiting {
+			p := make([]int32, 64)
+			for j := range p {
+				p[j] = int32(1 + (i*31+j)%50)
+			}
+			st, err := e.Submit(ctx, &Request{Prompt: p, Params: Params{MaxTokens: 1 << 19, IgnoreEOS: true}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			streams = append(streams, st)
+		}
+		for i := range 600 {
+			e.Step(ctx)
+			if i%32 == 0 {
+				drainAll()
+			}
+		}
+		if r, w := e.Pending(); r != running || w != waiting {
+			b.Fatalf("running %d waiting %d", r, w)
 		}
 	}
-	if r, w := e.Pending(); r != running || w != waiting {
-		b.Fatalf("running %d waiting %d", r, w)
-	}
+	fill()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		if r := e.Step(ctx); r.Sampled != running {
 			b.Fatalf("sampled %d", r.Sampled)
 		}
-		if i%32 == 31 {
+		switch {
+		case i%maxSteps == maxSteps-1:
+			b.StopTimer()
+			fill()
+			b.StartTimer()
+		case i%32 == 31:
 			b.StopTimer()
 			drainAll()
 			b.StartTimer()
