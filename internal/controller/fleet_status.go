@@ -43,6 +43,7 @@ func poolCapacity(sum *fleet.Summary) *servingv1alpha1.PoolCapacity {
 			TotalKVTokens:  p.CapacityTokens,
 			UsedKVTokens:   p.KVUsedTokens,
 			ProgramsActive: clampInt32(int64(p.Programs)),
+			ProgramsPaused: clampInt32(int64(p.Paused)),
 		})
 	}
 	if len(c.Pods) == 0 {

@@ -8,6 +8,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,8 @@ type PodSummary struct {
 	// engine holds now; PlacedTokens is the placement charge.
 	CapacityTokens, KVUsedTokens, PlacedTokens int64
 	Programs                                   int
+	// Paused counts the paused programs whose KV cache this pod holds.
+	Paused int
 	// DeletionCost is the pod's program load, for
 	// controller.kubernetes.io/pod-deletion-cost: scale-down removes the
 	// emptiest pod.
@@ -54,12 +57,14 @@ type PodSummary struct {
 type Summary struct {
 	Pods                           []PodSummary
 	ProgramsActive, ProgramsPaused int
-	Pauses, Marks, Resumes, Moves  int
-	ForceResumed                   int
-	RecommendedReplicas            int
-	Version                        int64
-	Duration                       time.Duration
-	Errors                         []error
+	// Pauses counts programs paused; Moves those moved off a draining pod
+	// to another in the same round (paused there, placed elsewhere).
+	Pauses, Marks, Resumes, Moves int
+	ForceResumed                  int
+	RecommendedReplicas           int
+	Version                       int64
+	Duration                      time.Duration
+	Errors                        []error
 }
 
 // Fleet is one pool's loop state. It is not safe for concurrent rounds.
@@ -179,6 +184,20 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 	sum.RecommendedReplicas = dec.RecommendedReplicas
 	sum.ForceResumed = len(dec.ForceResumed)
 	sum.ProgramsPaused = len(dec.Paused)
+	placedNow := map[string]bool{}
+	for i := range dec.Pods {
+		for _, id := range dec.Pods[i].Place {
+			placedNow[id] = true
+		}
+	}
+	pausedOn := map[string]int{}
+	for _, id := range dec.Paused {
+		if pr := merged[id]; pr != nil {
+			if pod := cmp.Or(pr.CachedOn, pr.Pod); pod != "" {
+				pausedOn[pod]++
+			}
+		}
+	}
 
 	// 4. Routing table after the decision: every program placed on a pod.
 	routes := map[string]string{}
@@ -223,9 +242,14 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 	for i := range dec.Pods {
 		pd := &dec.Pods[i]
 		ps := &sum.Pods[i]
+		ps.Paused = pausedOn[pd.Pod]
 		ps.PlacedTokens, ps.Programs = pd.Capacity.Used, pd.Capacity.Programs
 		ps.DeletionCost = pd.Capacity.Used
-		sum.Pauses += len(pd.Pause)
+		for _, id := range pd.Pause {
+			if !byName[pd.Pod].Draining || !placedNow[id] {
+				sum.Pauses++ // moves off a draining pod count below, as Moves
+			}
+		}
 		sum.Marks += len(pd.Mark)
 		for _, id := range pd.Place {
 			if wasPaused[id] {

@@ -74,6 +74,9 @@ func TestRoundPausesOverflowAndResumesElsewhere(t *testing.T) {
 	if sum.Pauses != 1 {
 		t.Fatalf("pauses %d, want 1 (the smallest ACTING program brings a under capacity): %+v", sum.Pauses, sum)
 	}
+	if sum.Pods[0].Paused != 1 || sum.Pods[1].Paused != 0 || sum.ProgramsPaused != 1 {
+		t.Errorf("paused per pod: a %d, b %d, pool %d", sum.Pods[0].Paused, sum.Pods[1].Paused, sum.ProgramsPaused)
+	}
 	var paused string
 	for _, p := range a.table.Report().Programs {
 		if p.State == "PAUSED" {
