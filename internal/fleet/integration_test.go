@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
 
 // This file runs real runtime processes (the cmd/runtime binary, sim
@@ -139,7 +139,6 @@ func (p *proc) fleetPod() Pod {
 type stepResult struct {
 	program  string
 	step     int
-	status   int
 	servedBy string
 	tokens   int
 	err      error
@@ -156,40 +155,8 @@ func step(ctx context.Context, addr, program string, n, stepNo int) stepResult {
 }
 
 func stepN(ctx context.Context, addr, program string, n, stepNo, maxTokens int) stepResult {
-	// Each program has its own context (no prefix shared between programs),
-	// and each step extends the previous one.
-	var h uint32 = 2166136261
-	for i := 0; i < len(program); i++ {
-		h = (h ^ uint32(program[i])) * 16777619
-	}
-	prompt := make([]int32, n)
-	for i := range prompt {
-		prompt[i] = int32((h + uint32(i)*2654435761) % 100000)
-	}
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/completions", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Program-Id", program)
-	res := stepResult{program: program, step: stepNo}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		res.err = err
-		return res
-	}
-	defer resp.Body.Close()
-	res.status = resp.StatusCode
-	res.servedBy = resp.Header.Get("X-Kvpilot-Served-By")
-	var out struct {
-		Usage struct {
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 {
-		res.err = fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	res.tokens = out.Usage.CompletionTokens
-	return res
+	r, err := utiltesting.AgentStep(ctx, addr, program, n, maxTokens)
+	return stepResult{program: program, step: stepNo, servedBy: r.ServedBy, tokens: r.Tokens, err: err}
 }
 
 func writeToken(t *testing.T) string {

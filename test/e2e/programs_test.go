@@ -4,11 +4,9 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
 
 // programsManifest is a program-aware pool of two simulated H100 pods with
@@ -121,8 +120,8 @@ func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 			defer wg.Done()
 			ctxLen := 200
 			for s := 1; s <= steps; s++ {
-				servedBy, tokens, err := agentStep(ctx, podA, id, ctxLen)
-				r := result{program: id, step: s, tokens: tokens, servedBy: servedBy}
+				got, err := utiltesting.AgentStep(ctx, podA+":8000", id, ctxLen, outTokens)
+				r := result{program: id, step: s, tokens: got.Tokens, servedBy: got.ServedBy}
 				if err != nil {
 					r.err = err.Error()
 				}
@@ -225,42 +224,6 @@ func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 		}
 		return ""
 	})
-}
-
-// agentStep sends one step of a program: a prompt of n token ids (its
-// growing context; each program's own) and outTokens to generate. It
-// returns the pod that served it (X-Kvpilot-Served-By) and the tokens.
-func agentStep(ctx context.Context, ip, program string, n int) (string, int, error) {
-	var h uint32 = 2166136261
-	for i := 0; i < len(program); i++ {
-		h = (h ^ uint32(program[i])) * 16777619
-	}
-	prompt := make([]int32, n)
-	for i := range prompt {
-		prompt[i] = int32((h + uint32(i)*2654435761) % 100000)
-	}
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": outTokens, "ignore_eos": true})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ip+":8000/v1/completions", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Program-Id", program)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", 0, fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	var out struct {
-		Usage struct {
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return "", 0, fmt.Errorf("decode %s: %w", b, err)
-	}
-	return resp.Header.Get("X-Kvpilot-Served-By"), out.Usage.CompletionTokens, nil
 }
 
 // controlToken reads the bearer token of a pool's control API from the

@@ -1,0 +1,69 @@
+package testing
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// AgentPrompt is a program's context of n token ids: each program has its
+// own (no prefix shared between programs), and each step's context extends
+// the previous one, as an agent's conversation does.
+func AgentPrompt(program string, n int) []int32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(program); i++ {
+		h = (h ^ uint32(program[i])) * 16777619
+	}
+	prompt := make([]int32, n)
+	for i := range prompt {
+		prompt[i] = int32((h + uint32(i)*2654435761) % 100000)
+	}
+	return prompt
+}
+
+// AgentStepResult is one answered step.
+type AgentStepResult struct {
+	// ServedBy is the pod that served it (X-Kvpilot-Served-By), empty when
+	// the pod the request was sent to served it itself.
+	ServedBy string
+	// Tokens is the number of completion tokens.
+	Tokens int
+}
+
+// AgentStep sends one step of program to the runtime API at addr
+// (host:port): AgentPrompt(program, promptLen) with maxTokens to generate
+// (EOS ignored, so the count is exact). A non-200 answer is an error.
+func AgentStep(ctx context.Context, addr, program string, promptLen, maxTokens int) (AgentStepResult, error) {
+	body, err := json.Marshal(map[string]any{"prompt": AgentPrompt(program, promptLen), "max_tokens": maxTokens, "ignore_eos": true})
+	if err != nil {
+		return AgentStepResult{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/completions", bytes.NewReader(body))
+	if err != nil {
+		return AgentStepResult{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Program-Id", program)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return AgentStepResult{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return AgentStepResult{}, fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	var out struct {
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return AgentStepResult{}, fmt.Errorf("decode %s: %w", b, err)
+	}
+	return AgentStepResult{ServedBy: resp.Header.Get("X-Kvpilot-Served-By"), Tokens: out.Usage.CompletionTokens}, nil
+}
