@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -300,7 +301,7 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 	wg.Wait()
 	f.routes = routes
 	for id, pr := range merged {
-		if pr.State != placement.StateTerminated && !slicesContains(dec.Paused, id) {
+		if _, paused := slices.BinarySearch(dec.Paused, id); pr.State != placement.StateTerminated && !paused {
 			sum.ProgramsActive++
 		}
 	}
@@ -368,9 +369,4 @@ func diffRoutes(old, cur map[string]string) (delta map[string]string, gone []str
 	}
 	sort.Strings(gone)
 	return delta, gone
-}
-
-func slicesContains(s []string, v string) bool {
-	i := sort.SearchStrings(s, v)
-	return i < len(s) && s[i] == v
 }

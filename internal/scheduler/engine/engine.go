@@ -112,14 +112,13 @@ type sequence struct {
 	state        seqState
 	entry        *queue.Entry[*sequence]
 
-	det     completion.Detector
-	detP    completion.Params
-	sp      sampling.Params
-	rng     sampling.RNG
-	banned  []int32 // EOS and stop ids, masked while outTokens < MinTokens
-	seed    uint64
-	t       timing
-	errCode error
+	det    completion.Detector
+	detP   completion.Params
+	sp     sampling.Params
+	rng    sampling.RNG
+	banned []int32 // EOS and stop ids, masked while outTokens < MinTokens
+	seed   uint64
+	t      timing
 }
 
 // Engine is the continuous-batching scheduler of one model replica.
@@ -437,11 +436,12 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	now := e.clk.Now()
 	r.Preempted, r.Finished = e.planLocked(now)
 	r.Scheduled, r.Tokens = len(e.b.Seqs), e.b.NumTokens
-	e.mu.Unlock()
 	if r.Scheduled == 0 {
-		e.updateGauges()
+		e.publishLocked()
+		e.mu.Unlock()
 		return r
 	}
+	e.mu.Unlock()
 
 	e.prepareOutput()
 	ectx := ctx
@@ -465,12 +465,12 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	e.mu.Lock()
 	done := e.clk.Now()
 	sampled, finished := e.processLocked(done, err)
+	e.publishLocked()
 	e.mu.Unlock()
 	r.Sampled, r.Finished = sampled, r.Finished+finished
 	if e.m != nil {
 		e.m.observeIteration(r.Tokens, r.Sampled, r.Preempted)
 	}
-	e.updateGauges()
 	e.iter++
 	return r
 }
@@ -616,15 +616,12 @@ func (e *Engine) abortAllLocked() {
 	}
 }
 
-func (e *Engine) updateGauges() {
-	if e.m == nil {
-		return
+// publishLocked sets the state gauges; it runs under the lock the step
+// already holds, so the numbers are one consistent snapshot.
+func (e *Engine) publishLocked() {
+	if e.m != nil {
+		e.m.setState(len(e.running), e.waiting.Len(), e.kv.Stats(), &e.kvStats)
 	}
-	e.mu.Lock()
-	running, waiting := len(e.running), e.waiting.Len()
-	st := e.kv.Stats()
-	e.mu.Unlock()
-	e.m.setState(running, waiting, st, &e.kvStats)
 }
 
 // splitmix scrambles a seed (SplitMix64 finaliser).

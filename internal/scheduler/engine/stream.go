@@ -183,8 +183,7 @@ func (s *Stream) notify() {
 
 // timing is the per-request latency bookkeeping.
 type timing struct {
-	arrival   time.Time
-	firstTok  time.Time
-	lastTok   time.Time
-	scheduled bool
+	arrival  time.Time
+	firstTok time.Time
+	lastTok  time.Time
 }
