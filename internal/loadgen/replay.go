@@ -134,7 +134,6 @@ func RunContinuous(reqs []Request, s Setup) (*Result, error) {
 		active = active[:j]
 	}
 	res.Duration = clk.Now().Sub(start) - reqs[0].Arrival
-	res.Steps = x.Steps
 	return res, nil
 }
 
@@ -182,7 +181,6 @@ func RunStatic(reqs []Request, s Setup, batchSize int) (*Result, error) {
 			longest = max(longest, min(r.OutputLen, r.MaxTokens, s.MaxModelLen-r.PromptLen))
 		}
 		now += x.StepTime(&b)
-		res.Steps++
 		// Decode until the longest member is done.
 		for k := 1; k < longest; k++ {
 			b.NumTokens = len(members)
@@ -190,7 +188,6 @@ func RunStatic(reqs []Request, s Setup, batchSize int) (*Result, error) {
 				b.Seqs[i] = batch.Seq{Tokens: one, Pos: r.PromptLen + k - 1, Sample: true}
 			}
 			now += x.StepTime(&b)
-			res.Steps++
 		}
 		for _, r := range members {
 			res.Requests++

@@ -70,7 +70,6 @@ type Result struct {
 	Duration  time.Duration // first arrival to last completion (virtual)
 	OutTokens int64
 	Latencies []time.Duration // end-to-end, per request
-	Steps     int64
 }
 
 // Throughput is completed requests per second.

@@ -46,10 +46,6 @@ type Executor struct {
 	opts  Options
 	vocab *Vocabulary
 	tp    float64
-
-	// Cumulative accounting, for benchmarks.
-	Steps    int64
-	BusyTime time.Duration
 }
 
 var _ batch.Executor = (*Executor)(nil)
@@ -131,8 +127,6 @@ func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Outpu
 	} else if err := sleep(ctx, d); err != nil {
 		return err
 	}
-	e.Steps++
-	e.BusyTime += d
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
 		if !s.Sample {
