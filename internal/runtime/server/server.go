@@ -89,6 +89,7 @@ type Server struct {
 	defaults    openai.Defaults
 	forwarder   *http.Client
 	heldGauge   prometheus.Gauge
+	grammars    *grammars
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -130,6 +131,7 @@ func New(cfg Config) (*Server, error) {
 		created:     time.Now().Unix(),
 		retryAfter:  fmt.Sprint(max(1, int(cfg.RetryAfter.Round(time.Second)/time.Second))),
 		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
+		grammars:    newGrammars(cfg.Engine.Config().VocabSize, cfg.Engine.Config().Decoder),
 	}
 	if len(cfg.APIKeys) > 0 {
 		s.keys = newKeySet(cfg.APIKeys)
