@@ -121,7 +121,7 @@ type sequence struct {
 	// constraint restricts the output (nil: unconstrained).
 	constraint sampling.Constraint
 	seed       uint64
-	t      timing
+	t          timing
 }
 
 // Engine is the continuous-batching scheduler of one model replica.
