@@ -27,6 +27,11 @@ SETUP_ENVTEST = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=
 # The local end-to-end cluster also needs kube-controller-manager, built the
 # same way into the same cache; see hack/setup-kube-components.sh.
 SETUP_KUBE_COMPONENTS = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) GO=$(GO) hack/setup-kube-components.sh
+# ggml's prebuilt libraries (the ggml executor's kernels) come from the npm
+# packages of node-llama-cpp into a cache outside the tree; see
+# hack/setup-ggml.sh.
+GGML_NLC_VERSION ?= 3.22.1
+SETUP_GGML = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-ggml.sh
 # Where `make demo` keeps the local cluster's files while it runs.
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
@@ -59,8 +64,13 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint envtest ## Run all tests (unit, fuzz seed corpora, envtest suites).
-	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 $(GO) test $(GOFLAGS_TEST) ./...
+test: lint envtest ggml ## Run all tests (unit, fuzz seed corpora, envtest suites, the ggml executor on CPU).
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 \
+		KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_REQUIRE_GGML=1 $(GO) test $(GOFLAGS_TEST) ./...
+
+.PHONY: ggml
+ggml: ## Fetch (first time, ~10 MB from npm) or reuse ggml's CPU libraries; prints nothing.
+	@$(SETUP_GGML) cpu >/dev/null
 
 .PHONY: envtest
 envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and etcd.
