@@ -46,10 +46,10 @@ type Executor struct {
 	wregion, kvregion *hostRegion
 	mappedBufs        []cBuf
 	weightBytes       uint64
-	tokEmbd     cTensor
-	outNorm     cTensor
-	output      cTensor
-	layers      []layerTensors
+	tokEmbd           cTensor
+	outNorm           cTensor
+	output            cTensor
+	layers            []layerTensors
 	// kc[l] is [kvDim, slots]: one key row per slot. vc[l] is [slots,
 	// kvDim], values stored transposed, so that attention multiplies the
 	// softmax weights by contiguous rows of V.
