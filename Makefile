@@ -81,6 +81,10 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/scheduler/... ./internal/runtime/...
 	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
 
+.PHONY: bench-executors
+bench-executors: ggml ## ggml vs cpu executor on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+
 .PHONY: bench-agents
 bench-agents: ## Agentic workload: ProgramAware vs Default placement on a simulated pool (virtual time).
 	$(GO) test -run '^$$' -bench Agents -benchtime=1x ./internal/loadgen/
