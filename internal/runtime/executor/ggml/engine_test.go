@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -26,13 +27,13 @@ func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *pro
 	t.Helper()
 	x := newTestExec(t, m, o.numBlocks)
 	reg := prometheus.NewRegistry()
-	met, err := engine.NewMetrics(reg, "test")
+	met, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: "test", MaxModelLen: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e, err := engine.New(engine.Config{
 		MaxNumSeqs: o.maxSeqs, MaxNumBatchedTokens: o.maxBatched, MaxQueue: 100, MaxModelLen: 256,
-		VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer, Metrics: met,
+		VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer, Observer: met,
 		KV: kvcache.Config{NumBlocks: o.numBlocks, BlockSize: testBlockSize, EnablePrefixCache: o.prefix},
 	}, x)
 	if err != nil {
