@@ -74,6 +74,11 @@ func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, err
 	if w.TokenEmbedding == nil || w.OutputNorm == nil || len(w.Layers) != c.Layers {
 		return nil, fmt.Errorf("cpu executor: model weights are incomplete")
 	}
+	for _, t := range w.Tensors() {
+		if !t.Type.Decodable() {
+			return nil, fmt.Errorf("cpu executor: tensor %s has type %s, which the cpu executor does not run (it runs F32, F16, BF16, Q8_0; --executor ggml runs %s)", t.Name, t.Type, t.Type)
+		}
+	}
 	e.embed = w.TokenEmbedding
 	e.outNorm = w.OutputNorm.Float32()
 	var err error
