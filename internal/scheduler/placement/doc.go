@@ -39,7 +39,7 @@
 //     every WaitAging it has waited (the longer paused, the earlier
 //     resumed), and with Policy.FairnessBound, programs that want to run
 //     and have waited past the bound come before every class.
-//  3b. Fairness (Policy.FairnessBound, off when zero). Each program that
+//     3b. Fairness (Policy.FairnessBound, off when zero). Each program that
 //     wants to run, has waited past the bound and is still waiting, longest
 //     first, takes the place of the program that has run longest since its
 //     last resume (at least one bound) on the pod that then fits it best:

@@ -32,7 +32,7 @@ func TestFairnessBound(t *testing.T) {
 		pods:   []Pod{pod("a", 2000)},
 		progs: []*programBuilder{
 			prog("r1", 1000).on("a").acting(short).running(long),
-			prog("r2", 1000).on("a").acting(short).running(t0.Add(-5*time.Minute)),
+			prog("r2", 1000).on("a").acting(short).running(t0.Add(-5 * time.Minute)),
 			prog("w", 800).held().paused(overdue),
 		},
 		want: outcome{
