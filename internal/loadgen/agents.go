@@ -57,6 +57,12 @@ type AgentSetup struct {
 	Warmup   time.Duration // not measured
 	Window   time.Duration // measured
 	Seed     uint64
+	// HostBlocks is each pod's host-memory KV tier in blocks (0: none).
+	// Paused programs' KV moves there and comes back when they resume on
+	// the same pod; in Default mode, which never pauses, every tool call
+	// offloads the program's KV (an idle program's cache waits in host
+	// memory, as with vLLM's CPU offloading).
+	HostBlocks int
 }
 
 // AgentResult summarises one run.
@@ -72,6 +78,13 @@ type AgentResult struct {
 	RecomputedTokens, FreshTokens int64
 	StepLatency                   []time.Duration // issue to completion, incl. time held
 	Pauses, Resumes               int
+	// FairnessPauses are pauses and marks the fairness bound asked for.
+	FairnessPauses int
+	// MaxWait is the longest a step waited to be admitted (held while its
+	// program was paused); OffloadedBlocks and RestoredBlocks count host
+	// tier transfers.
+	MaxWait                         time.Duration
+	OffloadedBlocks, RestoredBlocks int64
 }
 
 // P is a step-latency percentile.
@@ -87,25 +100,27 @@ type agentPod struct {
 }
 
 type agentProgram struct {
-	id        string
-	rng       *rand.Rand
-	tokens    []int32 // the context so far
-	computed  int     // tokens of the context computed at least once
-	step      int
-	steps     int
-	pod       int // -1: none
-	lastPod   int // where its KV cache may still be, -1: none
-	paused    bool
-	marked    bool
-	reasoning bool
-	held      bool
-	released  bool
-	stream    *engine.Stream
-	issuedAt  time.Duration
-	readyAt   time.Duration // when the tool finishes
-	lastTrans time.Duration
-	pausedAt  time.Duration
-	promptLen int
+	id         string
+	rng        *rand.Rand
+	tokens     []int32 // the context so far
+	computed   int     // tokens of the context computed at least once
+	step       int
+	steps      int
+	pod        int // -1: none
+	lastPod    int // where its KV cache may still be, -1: none
+	paused     bool
+	marked     bool
+	reasoning  bool
+	held       bool
+	released   bool
+	stream     *engine.Stream
+	issuedAt   time.Duration
+	readyAt    time.Duration // when the tool finishes
+	lastTrans  time.Duration
+	pausedAt   time.Duration
+	runSince   time.Duration // last placed or resumed
+	admittedAt time.Duration // when its current step reached a pod
+	promptLen  int
 }
 
 type agentSim struct {
@@ -141,7 +156,7 @@ func RunAgents(w AgentWorkload, s AgentSetup) (*AgentResult, error) {
 		eng, err := engine.New(engine.Config{
 			MaxNumSeqs: s.Replica.MaxNumSeqs, MaxNumBatchedTokens: s.Replica.MaxNumBatchedTokens,
 			MaxQueue: 1 << 20, MaxModelLen: s.Replica.MaxModelLen, VocabSize: x.Vocabulary().Size(),
-			KV:  kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true},
+			KV:  kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true, HostBlocks: s.HostBlocks},
 			EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk,
 		}, x)
 		if err != nil {
@@ -234,6 +249,8 @@ func (a *agentSim) run() error {
 		st := pd.eng.KVStats()
 		hits += st.Hits
 		queries += st.Queries
+		a.res.OffloadedBlocks += st.Offloaded
+		a.res.RestoredBlocks += st.Restored
 	}
 	if queries > 0 {
 		a.res.PrefixHitRate = float64(hits) / float64(queries)
@@ -255,9 +272,9 @@ func (a *agentSim) issue(p *agentProgram) error {
 	}
 	if p.pod < 0 {
 		if a.s.Policy.Mode == placement.ModeDefault {
-			p.pod = a.leastPrograms()
+			p.pod, p.runSince = a.leastPrograms(), a.now
 		} else if i := a.gateNew(int64(len(p.tokens))); i >= 0 {
-			p.pod = i
+			p.pod, p.runSince = i, a.now
 		} else {
 			p.paused, p.held, p.pausedAt = true, true, a.now
 			return nil
@@ -279,6 +296,7 @@ func (a *agentSim) submit(p *agentProgram) error {
 		return fmt.Errorf("program %s step %d: %w", p.id, p.step, err)
 	}
 	p.stream, p.promptLen, p.reasoning, p.lastTrans = st, len(p.tokens), true, a.now
+	p.admittedAt = a.now
 	pd.live = append(pd.live, p)
 	return nil
 }
@@ -319,6 +337,7 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 	if a.measuring() {
 		a.res.Steps++
 		a.res.StepLatency = append(a.res.StepLatency, at-p.issuedAt)
+		a.res.MaxWait = max(a.res.MaxWait, p.admittedAt-p.issuedAt)
 		a.res.FreshTokens += fresh
 		a.res.RecomputedTokens += max(0, computed-fresh)
 	}
@@ -334,12 +353,14 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 	p.readyAt = at + time.Duration(a.w.ToolTime.Sample(p.rng.Uint64()))*time.Millisecond
 	if p.marked {
 		a.pause(p, at)
+	} else if a.s.Policy.Mode == placement.ModeDefault && a.s.HostBlocks > 0 {
+		pd.eng.OffloadPrefix(p.tokens)
 	}
 }
 
 func (a *agentSim) pause(p *agentProgram, at time.Duration) {
 	if p.pod >= 0 {
-		a.pods[p.pod].eng.DeprioritizePrefix(p.tokens)
+		a.pods[p.pod].eng.OffloadPrefix(p.tokens)
 	}
 	p.paused, p.marked, p.lastPod, p.pod, p.pausedAt = true, false, p.pod, -1, at
 	if a.measuring() {
@@ -368,7 +389,8 @@ func (a *agentSim) round() error {
 		pr := placement.Program{
 			ID: p.id, ContextTokens: int64(len(p.tokens)), Steps: p.step + 1,
 			LastTransition: a.start.Add(p.lastTrans), HasHeldRequest: p.held, MarkedForPause: p.marked,
-			Status: placement.StatusActing, State: placement.StateActive,
+			RunningSince: a.start.Add(p.runSince),
+			Status:       placement.StatusActing, State: placement.StateActive,
 		}
 		if p.reasoning {
 			pr.Status = placement.StatusReasoning
@@ -388,6 +410,9 @@ func (a *agentSim) round() error {
 	if err != nil {
 		return err
 	}
+	if a.measuring() {
+		a.res.FairnessPauses += len(dec.FairnessPaused)
+	}
 	for i, pdDec := range dec.Pods {
 		for _, id := range pdDec.Pause {
 			a.pause(byID[id], a.now)
@@ -403,7 +428,12 @@ func (a *agentSim) round() error {
 			if p.paused && a.measuring() {
 				a.res.Resumes++
 			}
-			p.paused, p.pod = false, i
+			if p.paused && p.lastPod == i {
+				// Back where its KV was offloaded: restore it now, ahead
+				// of its next request.
+				a.pods[i].eng.RestorePrefix(p.tokens)
+			}
+			p.paused, p.pod, p.runSince = false, i, a.now
 			if p.held {
 				if err := a.submit(p); err != nil {
 					return err

@@ -48,3 +48,52 @@ func TestAgentsProgramAwarePausesAndResumesUnderOverload(t *testing.T) {
 	t.Logf("ProgramAware %.1f steps/min (hit %.2f), Default %.1f (hit %.2f)",
 		r.StepsPerMinute, r.PrefixHitRate, d.StepsPerMinute, d.PrefixHitRate)
 }
+
+// TestAgentsHostTierCutsRecompute: with a host tier, paused programs' KV is
+// offloaded and restored instead of recomputed.
+func TestAgentsHostTierCutsRecompute(t *testing.T) {
+	without, err := RunAgents(smallAgents(), smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := smallPool(placement.ModeProgramAware)
+	s.HostBlocks = 8192
+	with, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.Pauses == 0 || with.OffloadedBlocks == 0 || with.RestoredBlocks == 0 {
+		t.Fatalf("pauses %d, %d blocks offloaded, %d restored: pauses must go through the host tier",
+			with.Pauses, with.OffloadedBlocks, with.RestoredBlocks)
+	}
+	if with.RecomputedTokens >= without.RecomputedTokens {
+		t.Errorf("recomputed %d tokens with the host tier, %d without", with.RecomputedTokens, without.RecomputedTokens)
+	}
+	t.Logf("recomputed tokens %d → %d; %.1f → %.1f steps/min; %d blocks offloaded, %d restored",
+		without.RecomputedTokens, with.RecomputedTokens, without.StepsPerMinute, with.StepsPerMinute,
+		with.OffloadedBlocks, with.RestoredBlocks)
+}
+
+// TestAgentsFairnessBoundsTheWait: with the fairness bound, no step waits
+// much longer than the bound plus a step, while without it some wait longer.
+func TestAgentsFairnessBoundsTheWait(t *testing.T) {
+	const bound = 20 * time.Second
+	off, err := RunAgents(smallAgents(), smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := smallPool(placement.ModeProgramAware)
+	s.Policy.FairnessBound = bound
+	on, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.FairnessPauses == 0 {
+		t.Fatal("the fairness bound paused nobody under overload")
+	}
+	if on.MaxWait >= off.MaxWait {
+		t.Errorf("longest wait %v with the bound, %v without", on.MaxWait, off.MaxWait)
+	}
+	t.Logf("longest wait %v → %v, p99 step %v → %v, %.1f → %.1f steps/min, %d fairness pauses",
+		off.MaxWait, on.MaxWait, off.P(0.99), on.P(0.99), off.StepsPerMinute, on.StepsPerMinute, on.FairnessPauses)
+}
