@@ -512,6 +512,23 @@ type PoolCapacity struct {
 	// +optional
 	ProgramsPaused int32 `json:"programsPaused"`
 
+	// oldestWaitSeconds is how long the longest-waiting paused program has
+	// waited, in seconds (0 when none waits): with a fairness bound it stays
+	// near the bound.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OldestWaitSeconds int64 `json:"oldestWaitSeconds"`
+
+	// hostKVTokens is the host-memory KV tier of all ready pods, in tokens;
+	// hostUsedKVTokens how much of it holds paused programs' KV. Host
+	// memory is not device capacity: totalKVTokens does not include it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HostKVTokens int64 `json:"hostKVTokens,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HostUsedKVTokens int64 `json:"hostUsedKVTokens,omitempty"`
+
 	// recommendedReplicas is the replica count the fleet loop estimates
 	// would run every program without pausing; an autoscaler may use it.
 	// +kubebuilder:validation:Minimum=0
@@ -554,6 +571,15 @@ type PodCapacity struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ProgramsPaused int32 `json:"programsPaused,omitempty"`
+
+	// hostKVTokens is the pod's host-memory KV tier, in tokens, and
+	// hostUsedKVTokens what it holds of paused programs' KV.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HostKVTokens int64 `json:"hostKVTokens,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HostUsedKVTokens int64 `json:"hostUsedKVTokens,omitempty"`
 }
 
 func init() {

@@ -45,7 +45,11 @@ type PodSummary struct {
 	// CapacityTokens is kv blocks × block size; KVUsedTokens is what the
 	// engine holds now; PlacedTokens is the placement charge.
 	CapacityTokens, KVUsedTokens, PlacedTokens int64
-	Programs                                   int
+	// HostTokens is the pod's host-memory KV tier and HostUsedTokens what
+	// it holds of paused programs' KV: not device capacity (a program
+	// whose KV is there needs device room to resume), so counted apart.
+	HostTokens, HostUsedTokens int64
+	Programs                   int
 	// Paused counts the paused programs whose KV cache this pod holds.
 	Paused int
 	// DeletionCost is the pod's program load, for
@@ -62,10 +66,15 @@ type Summary struct {
 	// to another in the same round (paused there, placed elsewhere).
 	Pauses, Marks, Resumes, Moves int
 	ForceResumed                  int
-	RecommendedReplicas           int
-	Version                       int64
-	Duration                      time.Duration
-	Errors                        []error
+	// FairnessPauses counts the programs the fairness bound paused or
+	// marked this round; OldestWait is how long the longest-waiting
+	// paused program has waited (0 when none waits).
+	FairnessPauses      int
+	OldestWait          time.Duration
+	RecommendedReplicas int
+	Version             int64
+	Duration            time.Duration
+	Errors              []error
 }
 
 // Fleet is one pool's loop state. It is not safe for concurrent rounds.
@@ -159,6 +168,8 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 		f.version = max(f.version, r.rep.PlacementVersion) // a new leader continues the pods' sequence
 		ps.CapacityTokens = r.rep.KV.CapacityTokens()
 		ps.KVUsedTokens = int64(r.rep.KV.UsedBlocks) * int64(r.rep.KV.BlockSize)
+		ps.HostTokens = int64(r.rep.KV.HostTotalBlocks) * int64(r.rep.KV.BlockSize)
+		ps.HostUsedTokens = int64(r.rep.KV.HostUsedBlocks) * int64(r.rep.KV.BlockSize)
 		snap.Pods = append(snap.Pods, placement.Pod{Name: p.Name, Ready: p.Ready, Draining: p.Draining, CapacityTokens: ps.CapacityTokens})
 		sum.Pods = append(sum.Pods, ps)
 		for j := range r.rep.Programs {
@@ -185,6 +196,12 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 	sum.RecommendedReplicas = dec.RecommendedReplicas
 	sum.ForceResumed = len(dec.ForceResumed)
 	sum.ProgramsPaused = len(dec.Paused)
+	sum.FairnessPauses = len(dec.FairnessPaused)
+	for _, id := range dec.Paused {
+		if pr := merged[id]; pr != nil && !pr.PausedSince.IsZero() {
+			sum.OldestWait = max(sum.OldestWait, now.Sub(pr.PausedSince))
+		}
+	}
 	placedNow := map[string]bool{}
 	for i := range dec.Pods {
 		for _, id := range dec.Pods[i].Place {
