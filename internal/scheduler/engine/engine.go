@@ -466,7 +466,13 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	if err != nil {
 		err = fmt.Errorf("iteration %d: executor: %w", e.iter, err)
 		r.Err = err
-		e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", r.Scheduled, "err", err)
+		if e.aborting() {
+			// Stop's deadline cut the iteration short: an expected end of
+			// a drain, reported by Stop's caller; not an executor failure.
+			e.log.Info("drain deadline passed during an iteration; aborting its requests", "iteration", e.iter, "sequences", r.Scheduled)
+		} else {
+			e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", r.Scheduled, "err", err)
+		}
 	}
 
 	e.mu.Lock()

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ type envOpts struct {
 	prefix                                                           bool
 	logits                                                           bool
 	timeout                                                          time.Duration
+	logger                                                           *slog.Logger
 }
 
 func defaultOpts() envOpts {
@@ -47,7 +49,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		MaxModelLen: o.maxModelLen, VocabSize: testVocab,
 		KV:  kvcache.Config{NumBlocks: o.numBlocks, BlockSize: o.blockSize, EnablePrefixCache: o.prefix},
 		EOS: []int32{x.eos}, Decoder: letters{eos: x.eos}, Clock: clk, Observer: obs,
-		IterationTimeout: o.timeout,
+		IterationTimeout: o.timeout, Logger: o.logger,
 	}, x)
 	if err != nil {
 		t.Fatal(err)
