@@ -354,6 +354,16 @@ type EngineSpec struct {
 	// +optional
 	KVCacheBlocks *int32 `json:"kvCacheBlocks,omitempty"`
 
+	// kvHostBlocks is a host-memory KV tier, in blocks: a paused program's
+	// KV moves there instead of waiting to be evicted, and comes back
+	// without recompute when the program resumes on the pod. Each block
+	// takes blockSize × the model's KV bytes per token of the pod's memory
+	// (count it in the container's memory limit). Unset: none.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16777216
+	// +optional
+	KVHostBlocks *int32 `json:"kvHostBlocks,omitempty"`
+
 	// kvCacheMemory sizes the KV cache in bytes, for example 8Gi.
 	// +kubebuilder:validation:XValidation:rule="type(self) == string ? quantity(self).isGreaterThan(quantity('0')) : self > 0",message="kvCacheMemory must be positive"
 	// +optional

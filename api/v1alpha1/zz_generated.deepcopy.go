@@ -87,6 +87,11 @@ func (in *EngineSpec) DeepCopyInto(out *EngineSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.KVHostBlocks != nil {
+		in, out := &in.KVHostBlocks, &out.KVHostBlocks
+		*out = new(int32)
+		**out = **in
+	}
 	if in.KVCacheMemory != nil {
 		in, out := &in.KVCacheMemory, &out.KVCacheMemory
 		x := (*in).DeepCopy()
