@@ -31,6 +31,11 @@ SETUP_KUBE_COMPONENTS = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) GO=$(GO) hack
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
 
+# Packages with goroutines of their own (the engine loop, the HTTP server,
+# the fleet's parallel reads): `make test` runs them under the race detector
+# too, with -short skipping what is too slow there.
+RACE_PACKAGES = ./internal/scheduler/... ./internal/runtime/... ./internal/fleet/...
+
 # Files controller-gen writes; `make verify` fails when they are stale.
 GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
 
@@ -59,8 +64,9 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint envtest ## Run all tests (unit, fuzz seed corpora, envtest suites).
+test: lint envtest ## Run all tests (unit, fuzz seed corpora, envtest suites), and the concurrent packages under the race detector.
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 $(GO) test $(GOFLAGS_TEST) ./...
+	$(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
 
 .PHONY: envtest
 envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and etcd.
