@@ -379,7 +379,7 @@ func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, un
 	}
 	d := pr.dec
 	pl := &programs.Placement{
-		Version: f.version, Place: d.Place, Pause: d.Pause, Mark: d.Mark, Unmark: d.Unmark, Release: release,
+		Version: f.version, Mode: string(f.policy.Mode), Place: d.Place, Pause: d.Pause, Mark: d.Mark, Unmark: d.Unmark, Release: release,
 		Room: r.room, MaxPauseSeconds: int64(f.policy.MaxPauseDuration / time.Second),
 		BufferTokensPerProgram: f.policy.BufferTokensPerProgram,
 	}
