@@ -167,7 +167,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
-		Registry: reg, Devices: devs, Logger: log, Programs: table,
+		Registry: reg, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),
 	})
 	if err != nil {
 		_ = ln.Close()

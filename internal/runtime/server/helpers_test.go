@@ -88,6 +88,7 @@ type envOpts struct {
 	vocabSize                                    int
 	devices                                      []device.Device
 	programs                                     *programs.Table
+	forwardKey                                   string
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -142,7 +143,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	srv, err := New(Config{
 		Engine: eng, Codec: o.codec, ModelName: testModel, DefaultMaxTokens: o.defaultMaxTokens, Stop: o.stop,
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Logger: quiet, Devices: o.devices,
-		Programs: o.programs,
+		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
 	})
 	if err != nil {
 		t.Fatal(err)

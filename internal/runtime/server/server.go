@@ -70,6 +70,11 @@ type Config struct {
 	// run here, are forwarded once to the pod their program is placed on,
 	// or are held while it is paused; POST /programs/release ends one.
 	Programs *programs.Table
+	// ForwardKey signs the requests this pod forwards to another pod of
+	// its pool and verifies those forwarded to it (HeaderForwarded): the
+	// pool's control token, which every pod mounts. Empty: no request is
+	// taken as forwarded.
+	ForwardKey []byte
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -206,6 +211,7 @@ func lookup(path string) (route, bool) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r = takeForwarded(r)
 	sw := &statusWriter{ResponseWriter: w}
 	rt, known := lookup(r.URL.Path)
 	label := routeOther
