@@ -40,6 +40,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
+	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/runtime/server"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -138,7 +139,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err := device.Register(reg, devs); err != nil {
 		return err
 	}
-	metrics, err := engine.NewMetrics(reg, name)
+	engineMetrics, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: name, MaxModelLen: maxModelLen})
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		MaxModelLen: maxModelLen, VocabSize: be.vocabSize,
 		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true},
 		AgingRate: o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
-		EOS: be.eos, Decoder: be.decoder, Metrics: metrics, Logger: log,
+		EOS: be.eos, Decoder: be.decoder, Observer: engineMetrics, Logger: log,
 	}, be.exec)
 	if err != nil {
 		return err

@@ -43,7 +43,15 @@ func Handler(t *programs.Table, token string) http.Handler {
 		var p programs.Placement
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
+		err := dec.Decode(&p)
+		if err == nil {
+			// One JSON object and nothing after it: trailing bytes mean a
+			// sender out of step with this API, not a placement to trust.
+			if _, terr := dec.Token(); terr != io.EOF {
+				err = errors.New("unexpected data after the JSON object")
+			}
+		}
+		if err != nil {
 			status := http.StatusBadRequest
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
@@ -52,8 +60,13 @@ func Handler(t *programs.Table, token string) http.Handler {
 			writeJSON(w, status, map[string]string{"error": "placement: " + err.Error()})
 			return
 		}
-		if p.Version <= 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement: version must be > 0"})
+		if err := ValidatePlacement(&p); err != nil {
+			var fe *FieldError
+			field := ""
+			if errors.As(err, &fe) {
+				field = fe.Field
+			}
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement refused: " + err.Error(), "field": field})
 			return
 		}
 		applied := t.Apply(&p)

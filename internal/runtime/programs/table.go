@@ -360,7 +360,9 @@ func (t *Table) Apply(p *Placement) bool {
 		t.mode = placement.Mode(p.Mode)
 	}
 	if p.MaxPauseSeconds > 0 {
-		t.cfg.MaxPause = time.Duration(p.MaxPauseSeconds) * time.Second
+		// Capped before converting: seconds beyond ~292 years overflow
+		// time.Duration into a negative limit.
+		t.cfg.MaxPause = time.Duration(min(p.MaxPauseSeconds, int64(MaxPauseLimit/time.Second))) * time.Second
 	}
 	if p.BufferTokensPerProgram > 0 {
 		t.cfg.Buffer = p.BufferTokensPerProgram

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
+	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -124,7 +125,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		o.numBlocks = 512
 	}
 	reg := prometheus.NewRegistry()
-	m, err := engine.NewMetrics(reg, testModel)
+	m, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: testModel, MaxModelLen: o.maxModelLen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: o.maxNumSeqs, MaxQueue: o.maxQueue, MaxModelLen: o.maxModelLen, VocabSize: o.vocabSize,
 		KV:  kvcache.Config{NumBlocks: o.numBlocks, BlockSize: 16, EnablePrefixCache: true},
-		EOS: o.eos, Decoder: o.decoder, Metrics: m, Logger: quiet,
+		EOS: o.eos, Decoder: o.decoder, Observer: m, Logger: quiet,
 	}, gate)
 	if err != nil {
 		t.Fatal(err)

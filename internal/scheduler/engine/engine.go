@@ -52,8 +52,9 @@ type Config struct {
 	Decoder TokenDecoder
 	// Clock is the time source (default: the wall clock).
 	Clock clock.Clock
-	// Metrics, when set, receives the engine's Prometheus metrics.
-	Metrics *Metrics
+	// Observer, when set, receives per-iteration and per-request
+	// statistics (see Observer for the contract).
+	Observer Observer
 	// Logger (default: slog.Default()).
 	Logger *slog.Logger
 }
@@ -129,7 +130,7 @@ type Engine struct {
 	blockSize int
 	clk       clock.Clock
 	log       *slog.Logger
-	m         *Metrics
+	obs       Observer
 
 	mu       sync.Mutex
 	waiting  *queue.Queue[*sequence]
@@ -148,8 +149,11 @@ type Engine struct {
 	sched    []*sequence
 	sampler  sampling.Sampler
 	deadline *iterDeadline
-	kvStats  kvcache.Stats
 	iter     uint64
+	// Observer scratch: stats is filled by whoever holds stepMu and mu;
+	// reqStats by whoever holds mu.
+	stats    IterationStats
+	reqStats RequestStats
 }
 
 type phase uint8
@@ -184,7 +188,7 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		blockSize: kv.BlockSize(),
 		clk:       cfg.Clock,
 		log:       cfg.Logger,
-		m:         cfg.Metrics,
+		obs:       cfg.Observer,
 		wake:      make(chan struct{}, 1),
 		deadline:  newIterDeadline(),
 	}
@@ -194,8 +198,8 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		Epoch:     e.clk.Now(),
 	})
 	e.b.BlockSize = e.blockSize
-	if e.m != nil {
-		e.m.setCacheConfig(e.blockSize, kv.NumBlocks())
+	if e.obs != nil {
+		e.obs.CacheConfig(e.blockSize, kv.NumBlocks())
 	}
 	return e, nil
 }
@@ -436,12 +440,15 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	defer e.stepMu.Unlock()
 
 	var r StepResult
+	e.stats.TimeToFirstToken = e.stats.TimeToFirstToken[:0]
+	e.stats.InterTokenLatency = e.stats.InterTokenLatency[:0]
+	e.stats.PromptTokens = 0
 	e.mu.Lock()
 	now := e.clk.Now()
 	r.Preempted, r.Finished = e.planLocked(now)
 	r.Scheduled, r.Tokens = len(e.b.Seqs), e.b.NumTokens
 	if r.Scheduled == 0 {
-		e.publishLocked()
+		e.publishLocked(now, r)
 		e.mu.Unlock()
 		return r
 	}
@@ -469,12 +476,9 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	e.mu.Lock()
 	done := e.clk.Now()
 	sampled, finished := e.processLocked(done, err)
-	e.publishLocked()
-	e.mu.Unlock()
 	r.Sampled, r.Finished = sampled, r.Finished+finished
-	if e.m != nil {
-		e.m.observeIteration(r.Tokens, r.Sampled, r.Preempted)
-	}
+	e.publishLocked(done, r)
+	e.mu.Unlock()
 	e.iter++
 	return r
 }
@@ -555,14 +559,17 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 	return sampled, finished
 }
 
+// observeToken records a sampled token's latency for the iteration's stats
+// (the step owns e.stats while it holds stepMu).
 func (e *Engine) observeToken(s *sequence, now time.Time) {
 	if s.t.firstTok.IsZero() {
 		s.t.firstTok = now
-		if e.m != nil {
-			e.m.ttft.Observe(now.Sub(s.t.arrival).Seconds())
+		if e.obs != nil {
+			e.stats.TimeToFirstToken = append(e.stats.TimeToFirstToken, now.Sub(s.t.arrival))
+			e.stats.PromptTokens += s.promptLen
 		}
-	} else if e.m != nil {
-		e.m.itl.Observe(now.Sub(s.t.lastTok).Seconds())
+	} else if e.obs != nil {
+		e.stats.InterTokenLatency = append(e.stats.InterTokenLatency, now.Sub(s.t.lastTok))
 	}
 	s.t.lastTok = now
 }
@@ -586,8 +593,14 @@ func (e *Engine) finishWithTextLocked(s *sequence, reason completion.Reason, err
 	u := Usage{PromptTokens: s.promptLen, CompletionTokens: s.outTokens, CachedTokens: s.cachedTokens,
 		Preemptions: s.preemptions, SharedTokens: shared}
 	s.stream.finish(text, Chunk{Done: true, FinishReason: reason, StopMatched: s.det.StopMatched(), Usage: u, Err: err})
-	if e.m != nil {
-		e.m.observeFinish(reason, s.promptLen, now.Sub(s.t.arrival))
+	if e.obs != nil {
+		e.reqStats = RequestStats{
+			ID: s.req.ID, ProgramID: s.req.ProgramID, FinishReason: reason,
+			PromptTokens: s.promptLen, GenerationTokens: s.outTokens, CachedTokens: s.cachedTokens,
+			Preemptions: s.preemptions, MaxTokens: s.req.Params.MaxTokens,
+			Arrival: s.t.arrival, Scheduled: s.t.scheduled, FirstToken: s.t.firstTok, LastToken: s.t.lastTok, Finished: now,
+		}
+		e.obs.RequestFinished(&e.reqStats)
 	}
 }
 
@@ -620,12 +633,17 @@ func (e *Engine) abortAllLocked() {
 	}
 }
 
-// publishLocked sets the state gauges; it runs under the lock the step
-// already holds, so the numbers are one consistent snapshot.
-func (e *Engine) publishLocked() {
-	if e.m != nil {
-		e.m.setState(len(e.running), e.waiting.Len(), e.kv.Stats(), &e.kvStats)
+// publishLocked hands the observer the iteration's stats; it runs under the
+// lock the step already holds, so the numbers are one consistent snapshot.
+func (e *Engine) publishLocked(now time.Time, r StepResult) {
+	if e.obs == nil {
+		return
 	}
+	st := &e.stats
+	st.Time = now
+	st.Running, st.Waiting, st.KV = len(e.running), e.waiting.Len(), e.kv.Stats()
+	st.Scheduled, st.Tokens, st.Sampled, st.Preempted, st.Finished = r.Scheduled, r.Tokens, r.Sampled, r.Preempted, r.Finished
+	e.obs.Iteration(st)
 }
 
 // splitmix scrambles a seed (SplitMix64 finaliser).

@@ -130,24 +130,14 @@ func TestContinuousBatchingEquivalence(t *testing.T) {
 			if diff := cmp.Diff(alone, together); diff != "" {
 				t.Errorf("batched output differs from solo output (-alone +together):\n%s", diff)
 			}
-			preempted := 0
-			mfs, _ := env.reg.Gather()
-			var hits float64
-			for _, mf := range mfs {
-				switch mf.GetName() {
-				case "vllm:num_preemptions_total":
-					preempted = int(mf.GetMetric()[0].GetCounter().GetValue())
-				case "vllm:prefix_cache_hits_total":
-					hits = mf.GetMetric()[0].GetCounter().GetValue()
-				}
-			}
+			preempted, hits := env.obs.preempts, env.obs.last.KV.Hits
 			if tc.wantPreempt && preempted == 0 {
 				t.Errorf("expected preemptions under a %d-block cache", tc.opts.numBlocks)
 			}
 			if tc.wantPrefixHit && hits == 0 {
 				t.Errorf("expected prefix-cache hits")
 			}
-			t.Logf("preemptions %d, prefix hit tokens %.0f", preempted, hits)
+			t.Logf("preemptions %d, prefix hit tokens %d", preempted, hits)
 		})
 	}
 }
