@@ -90,6 +90,7 @@ type envOpts struct {
 	devices                                      []device.Device
 	programs                                     *programs.Table
 	forwardKey                                   string
+	forwardConnect, forwardHeader                time.Duration
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -145,6 +146,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		Engine: eng, Codec: o.codec, ModelName: testModel, DefaultMaxTokens: o.defaultMaxTokens, Stop: o.stop,
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Logger: quiet, Devices: o.devices,
 		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
+		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -32,6 +33,9 @@ const (
 	DefaultMaxBodyBytes       = 4 << 20
 	DefaultRetryAfter         = time.Second
 	DefaultStreamWriteTimeout = time.Minute
+	// Forwarding between pods: see Config.
+	DefaultForwardConnectTimeout = 5 * time.Second
+	DefaultForwardHeaderTimeout  = 10 * time.Minute
 )
 
 // Config configures a Server.
@@ -75,6 +79,15 @@ type Config struct {
 	// pool's control token, which every pod mounts. Empty: no request is
 	// taken as forwarded.
 	ForwardKey []byte
+	// ForwardConnectTimeout bounds connecting to the pod a request is
+	// forwarded to (default 5 s): a black-holed pod address fails fast with
+	// 503 instead of hanging the request.
+	ForwardConnectTimeout time.Duration
+	// ForwardHeaderTimeout bounds the wait for the response headers of a
+	// forwarded request (default 10 min). A non-streaming response's
+	// headers come only once its generation is done, so this is generous;
+	// a dead peer on a live connection is found sooner by TCP keep-alives.
+	ForwardHeaderTimeout time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -115,6 +128,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StreamWriteTimeout == 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
+	if cfg.ForwardConnectTimeout <= 0 {
+		cfg.ForwardConnectTimeout = DefaultForwardConnectTimeout
+	}
+	if cfg.ForwardHeaderTimeout <= 0 {
+		cfg.ForwardHeaderTimeout = DefaultForwardHeaderTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -141,10 +160,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Forwarded requests stream for as long as generation takes: no overall
 	// timeout, only on connecting and on the response headers.
+	dialer := &net.Dialer{Timeout: cfg.ForwardConnectTimeout, KeepAlive: 15 * time.Second}
 	s.forwarder = &http.Client{Transport: &http.Transport{
 		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
 		MaxIdleConnsPerHost:   64,
-		ResponseHeaderTimeout: 0,
+		ResponseHeaderTimeout: cfg.ForwardHeaderTimeout,
 		IdleConnTimeout:       90 * time.Second,
 	}}
 	s.heldGauge = prometheus.NewGauge(prometheus.GaugeOpts{
