@@ -339,13 +339,17 @@ func (f *Fleet) push(ctx context.Context, r *round) {
 	f.version++
 	r.sum.Version = f.version
 	delta, unroute := diffRoutes(f.routes, r.routes)
-	var wg sync.WaitGroup
+	// Every placement is built before any push starts: the pushes write
+	// f.pushed, which placementFor reads.
+	pls := map[string]*programs.Placement{}
 	for _, name := range r.names {
-		pr := r.pods[name]
-		if pr.report == nil {
-			continue
+		if pr := r.pods[name]; pr.report != nil {
+			pls[name] = f.placementFor(r, pr, delta, unroute)
 		}
-		pl := f.placementFor(r, pr, delta, unroute)
+	}
+	var wg sync.WaitGroup
+	for name, pl := range pls {
+		pr := r.pods[name]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
