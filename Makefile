@@ -27,6 +27,11 @@ SETUP_ENVTEST = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=
 # The local end-to-end cluster also needs kube-controller-manager, built the
 # same way into the same cache; see hack/setup-kube-components.sh.
 SETUP_KUBE_COMPONENTS = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) GO=$(GO) hack/setup-kube-components.sh
+# ggml's prebuilt libraries (the ggml executor's kernels) come from the npm
+# packages of node-llama-cpp into a cache outside the tree; see
+# hack/setup-ggml.sh.
+GGML_NLC_VERSION ?= 3.22.1
+SETUP_GGML = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-ggml.sh
 # Where `make demo` keeps the local cluster's files while it runs.
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
@@ -64,9 +69,14 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint envtest ## Run all tests (unit, fuzz seed corpora, envtest suites), and the concurrent packages under the race detector.
-	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 $(GO) test $(GOFLAGS_TEST) ./...
-	$(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
+test: lint envtest ggml ## Run all tests (unit, fuzz seed corpora, envtest suites, the ggml executor on CPU), and the concurrent packages under the race detector.
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 \
+		KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_REQUIRE_GGML=1 $(GO) test $(GOFLAGS_TEST) ./...
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" $(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
+
+.PHONY: ggml
+ggml: ## Fetch (first time, ~10 MB from npm) or reuse ggml's CPU libraries; prints nothing.
+	@$(SETUP_GGML) cpu >/dev/null
 
 .PHONY: envtest
 envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and etcd.
@@ -76,6 +86,10 @@ envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and 
 bench: ## Run the Go benchmarks (engine, block manager, queue, placement, executors, batching simulation).
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/scheduler/... ./internal/runtime/...
 	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
+
+.PHONY: bench-executors
+bench-executors: ggml ## ggml vs cpu executor on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-agents
 bench-agents: ## Agentic workload: ProgramAware vs Default placement on a simulated pool (virtual time).

@@ -77,6 +77,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		env  map[string]string
 	}{
 		{args: []string{"--executor", "gpu"}},
+		{args: []string{"--executor", "ggml", "--device", "gpu"}},
+		{args: []string{"--device", "cpu"}}, // --device is the ggml executor's
 		{args: []string{"--port", "70000"}},
 		{args: []string{"--max-num-seqs", "0"}},
 		{args: []string{"--kv-cache-memory", "lots"}},
