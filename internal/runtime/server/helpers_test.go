@@ -152,7 +152,9 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		t.Fatal(err)
 	}
 	srv.SetReady(true)
-	ts := httptest.NewServer(srv)
+	ts := httptest.NewUnstartedServer(srv)
+	ts.Config.ConnContext = ConnContext
+	ts.Start()
 	env := &testEnv{t: t, eng: eng, srv: srv, ts: ts, reg: reg, gate: gate, client: ts.Client()}
 	t.Cleanup(func() {
 		gate.open()

@@ -9,6 +9,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +34,8 @@ import (
 const (
 	DefaultMaxBodyBytes       = 4 << 20
 	DefaultRetryAfter         = time.Second
-	DefaultStreamWriteTimeout = time.Minute
+	DefaultStreamWriteTimeout = 5 * time.Second
+	DefaultStreamMaxBuffered  = 1 << 20
 	// Forwarding between pods: see Config.
 	DefaultForwardConnectTimeout = 5 * time.Second
 	DefaultForwardHeaderTimeout  = 10 * time.Minute
@@ -68,8 +71,13 @@ type Config struct {
 	// RetryAfter is the Retry-After of a 429 (default 1 s).
 	RetryAfter time.Duration
 	// StreamWriteTimeout bounds each write of a streaming response, so a
-	// client that stops reading is cancelled (default 1 min).
+	// client that stops reading is cancelled (default 5 s; negative: none).
 	StreamWriteTimeout time.Duration
+	// StreamMaxBufferedBytes bounds the output of a streaming response
+	// sent but not yet read by the client (the socket's send queue, where
+	// the platform reports it: Linux); beyond it the request is cancelled
+	// (default 1 MiB; negative: no bound).
+	StreamMaxBufferedBytes int64
 	// Programs, when set, is the program gate: requests with a program id
 	// run here, are forwarded once to the pod their program is placed on,
 	// or are held while it is paused; POST /programs/release ends one.
@@ -107,6 +115,15 @@ type Server struct {
 	defaults    openai.Defaults
 	forwarder   *http.Client
 	heldGauge   prometheus.Gauge
+	stalled     *prometheus.CounterVec
+
+	// draining closes when the pod starts draining (BeginDrain): held
+	// requests are answered at once. abortCtx ends when the drain
+	// deadline cuts forwarded requests short (AbortForwards).
+	draining      chan struct{}
+	beginDrain    sync.Once
+	abortCtx      context.Context
+	abortForwards context.CancelFunc
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -127,6 +144,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.StreamWriteTimeout == 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if cfg.StreamMaxBufferedBytes == 0 {
+		cfg.StreamMaxBufferedBytes = DefaultStreamMaxBuffered
 	}
 	if cfg.ForwardConnectTimeout <= 0 {
 		cfg.ForwardConnectTimeout = DefaultForwardConnectTimeout
@@ -155,6 +175,8 @@ func New(cfg Config) (*Server, error) {
 		retryAfter:  fmt.Sprint(max(1, int(cfg.RetryAfter.Round(time.Second)/time.Second))),
 		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
 	}
+	s.draining = make(chan struct{})
+	s.abortCtx, s.abortForwards = context.WithCancel(context.Background())
 	if len(cfg.APIKeys) > 0 {
 		s.keys = newKeySet(cfg.APIKeys)
 	}
@@ -174,6 +196,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registry.Register(s.heldGauge); err != nil {
 		return nil, fmt.Errorf("server: held-requests gauge: %w", err)
 	}
+	if s.stalled, err = newStalledCounter(cfg.Registry); err != nil {
+		return nil, fmt.Errorf("server: stalled-streams counter: %w", err)
+	}
 	return s, nil
 }
 
@@ -181,6 +206,16 @@ func New(cfg Config) (*Server, error) {
 // (true), or not, as when draining (false). /ready also requires the engine
 // to be running.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// BeginDrain starts the pod's drain on the HTTP side: requests held by the
+// program gate (and any held later) are answered at once, forwarded to the
+// pod their program is routed to or refused with a retryable 503, so that
+// shutdown waits for nothing that cannot finish. Call SetReady(false) too.
+func (s *Server) BeginDrain() { s.beginDrain.Do(func() { close(s.draining) }) }
+
+// AbortForwards cuts short the requests still being forwarded to other
+// pods: the drain deadline has come.
+func (s *Server) AbortForwards() { s.abortForwards() }
 
 // Ready reports what /ready answers.
 func (s *Server) Ready() bool { return s.ready.Load() && s.eng.Running() }
