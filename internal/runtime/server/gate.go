@@ -92,6 +92,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 			w.WriteHeader(statusClientClosed)
 			return
 		}
+		if s.abortCtx.Err() != nil {
+			s.writeError(w, openai.Unavailable("the server shut down before the forwarded request was answered; retry"))
+			return
+		}
 		s.log.Warn("forwarding failed: the program's pod is unreachable", "program", pid, "pod", addr, "err", err)
 		s.writeError(w, openai.UpstreamUnavailable(fmt.Sprintf("the pod running program %q (%s) is unreachable; retry", pid, addr)))
 		return
