@@ -241,7 +241,7 @@ func TestProcessSIGTERMWithHeldRequests(t *testing.T) {
 	local := make(chan result, 1)
 	go func() { held <- post(ctx, a.api, "held", `{"prompt":"wait for me","max_tokens":8}`) }()
 	go func() {
-		moved <- post(ctx, a.api, "moved", `{"prompt":"move me","max_tokens":400,"ignore_eos":true,"stream":true}`)
+		moved <- post(ctx, a.api, "moved", `{"prompt":"move me","max_tokens":250,"ignore_eos":true,"stream":true}`)
 	}()
 	waitUntil(t, "two held requests", 10*time.Second, func() bool { return a.metrics()["kvpilot_held_requests"] == 2 })
 
