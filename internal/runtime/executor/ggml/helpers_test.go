@@ -41,9 +41,20 @@ func testLibDir(t testing.TB) string {
 
 const testBlockSize = 4
 
+// testDevice is the device the tests run on: cpu, or what
+// KVPILOT_GGML_DEVICE says (make test-gpu sets cuda).
+func testDevice() string {
+	if d := os.Getenv("KVPILOT_GGML_DEVICE"); d != "" {
+		return d
+	}
+	return DeviceCPU
+}
+
 func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	t.Helper()
-	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: DeviceCPU, Threads: 1})
+	// One CPU thread: these models are tiny, and ggml's threads spin at
+	// barriers, which on a shared machine costs more than it gains.
+	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
