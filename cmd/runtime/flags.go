@@ -42,6 +42,7 @@ type options struct {
 	MaxNumBatchedTokens   int
 	BlockSize             int
 	KVCacheBlocks         int
+	KVHostBlocks          int
 	KVCacheMemory         byteSize
 	KVCacheMemoryFraction float64
 	MaxQueue              int
@@ -97,6 +98,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "most tokens in one iteration (longer prompts are prefilled in chunks)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&o.KVCacheBlocks, "kv-cache-blocks", 0, "KV cache size in blocks (0: from --kv-cache-memory, or from device memory)")
+	fs.IntVar(&o.KVHostBlocks, "kv-host-blocks", 0, "host-memory KV tier in blocks: paused programs' KV moves there instead of being evicted, and comes back without recompute when they resume (0: none)")
 	fs.Var(&o.KVCacheMemory, "kv-cache-memory", "KV cache size in bytes, e.g. 512Mi or 8Gi (0: cpu 1Gi; sim --kv-cache-memory-fraction of device memory)")
 	fs.Float64Var(&o.KVCacheMemoryFraction, "kv-cache-memory-fraction", 0.9, "sim executor: fraction of device memory for weights, activations and KV cache")
 	fs.IntVar(&o.MaxQueue, "max-queue", 4096, "most waiting requests; more get 429")
@@ -176,6 +178,7 @@ func (o *options) validate() error {
 	check(o.MaxNumBatchedTokens >= 1, "--max-num-batched-tokens must be >= 1")
 	check(o.BlockSize >= 1, "--block-size must be >= 1")
 	check(o.KVCacheBlocks >= 0, "--kv-cache-blocks must be >= 0")
+	check(o.KVHostBlocks >= 0, "--kv-host-blocks must be >= 0")
 	check(o.KVCacheMemoryFraction > 0 && o.KVCacheMemoryFraction <= 1, "--kv-cache-memory-fraction must be in (0, 1]")
 	check(o.MaxQueue >= 1, "--max-queue must be >= 1")
 	check(o.MaxModelLen >= 0, "--max-model-len must be >= 0")

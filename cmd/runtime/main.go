@@ -146,7 +146,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxQueue: o.MaxQueue,
 		MaxModelLen: maxModelLen, VocabSize: be.vocabSize,
-		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true},
+		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true, HostBlocks: o.KVHostBlocks},
 		AgingRate: o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
 		EOS: be.eos, Decoder: be.decoder, Observer: engineMetrics, Logger: log,
 	}, be.exec)
@@ -161,9 +161,11 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		Pod: podName(o), Addr: advertiseAddr(o, ln.Addr()), IdleTimeout: o.ProgramIdle, Logger: log,
 		KV: func() programs.KVReport {
 			st := eng.KVStats()
-			return programs.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached}
+			return programs.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
 		},
-		Deprioritize: eng.DeprioritizePrefix,
+		Offload: func(tokens []int32) { eng.OffloadPrefix(tokens) },
+		Restore: func(tokens []int32) { eng.RestorePrefix(tokens) },
 	})
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,

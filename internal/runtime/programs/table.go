@@ -26,9 +26,13 @@ type Config struct {
 	Addr string
 	// KV reads the engine's KV cache size and use.
 	KV func() KVReport
-	// Deprioritize makes a paused program's cached KV blocks the first to
-	// be evicted (engine.DeprioritizePrefix).
-	Deprioritize func(tokens []int32)
+	// Offload moves a paused program's cached KV blocks out of the way of
+	// the programs that run: to the host tier when the engine has one, else
+	// to the front of the eviction order (engine.OffloadPrefix).
+	Offload func(tokens []int32)
+	// Restore brings a resumed program's offloaded KV blocks back to the
+	// device ahead of its next request (engine.RestorePrefix).
+	Restore func(tokens []int32)
 	// IdleTimeout ends a program that has been ACTING this long with no
 	// request (default 10 min).
 	IdleTimeout time.Duration
@@ -81,7 +85,7 @@ type entry struct {
 	marked bool
 
 	contextTokens, sharedTokens int64
-	tokens                      []int32 // the last context, for Deprioritize
+	tokens                      []int32 // the last context, for Offload and Restore
 	steps                       int
 	lastTransition              time.Time
 	pausedSince                 time.Time
@@ -119,8 +123,11 @@ func New(cfg Config) *Table {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Deprioritize == nil {
-		cfg.Deprioritize = func([]int32) {}
+	if cfg.Offload == nil {
+		cfg.Offload = func([]int32) {}
+	}
+	if cfg.Restore == nil {
+		cfg.Restore = func([]int32) {}
 	}
 	return &Table{cfg: cfg, progs: map[string]*entry{}, routes: map[string]string{}, room: map[string]int64{}}
 }
@@ -217,7 +224,7 @@ func (t *Table) Unhold(id string) {
 
 // End records that a Local request of id finished with the program's
 // context now contextTokens long (prompt + output; tokens are those ids,
-// kept to deprioritize the cache if the program is paused), sharedTokens
+// kept to offload the cache if the program is paused), sharedTokens
 // of it shared with other programs through the prefix cache.
 func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32) {
 	t.mu.Lock()
@@ -241,7 +248,7 @@ func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32
 	}
 	t.mu.Unlock()
 	if pause != nil {
-		t.cfg.Deprioritize(pause)
+		t.cfg.Offload(pause)
 	}
 }
 
@@ -322,7 +329,7 @@ func (t *Table) Apply(p *Placement) bool {
 	if p.BufferTokensPerProgram > 0 {
 		t.cfg.Buffer = p.BufferTokensPerProgram
 	}
-	var deprioritize [][]int32
+	var offload, restore [][]int32
 	for _, id := range p.Release {
 		if e := t.progs[id]; e != nil {
 			e.state, e.marked = placement.StateTerminated, false
@@ -333,7 +340,7 @@ func (t *Table) Apply(p *Placement) bool {
 		if e := t.progs[id]; e != nil && e.state == placement.StateActive {
 			e.state, e.pausedSince, e.marked = placement.StatePaused, now, false
 			if e.placed {
-				deprioritize = append(deprioritize, e.tokens)
+				offload = append(offload, e.tokens)
 			}
 		}
 	}
@@ -389,6 +396,11 @@ func (t *Table) Apply(p *Placement) bool {
 		if e == nil {
 			e = t.newEntry(id, now)
 		}
+		if e.placed && e.state == placement.StatePaused && len(e.tokens) > 0 {
+			// Resumed where its KV was offloaded: bring it back now, so the
+			// copies run before its held request is admitted.
+			restore = append(restore, e.tokens)
+		}
 		e.placed = true
 		if e.state != placement.StateTerminated {
 			e.state, e.pausedSince = placement.StateActive, time.Time{}
@@ -402,8 +414,11 @@ func (t *Table) Apply(p *Placement) bool {
 		t.room[addr] = r
 	}
 	t.mu.Unlock()
-	for _, toks := range deprioritize {
-		t.cfg.Deprioritize(toks)
+	for _, toks := range offload {
+		t.cfg.Offload(toks)
+	}
+	for _, toks := range restore {
+		t.cfg.Restore(toks)
 	}
 	return true
 }

@@ -10,18 +10,20 @@ import (
 )
 
 type fixture struct {
-	t     *Table
-	clk   *clock.Virtual
-	kv    KVReport
-	depri [][]int32
+	t        *Table
+	clk      *clock.Virtual
+	kv       KVReport
+	offloads [][]int32
+	restores [][]int32
 }
 
 func newFixture(capacityTokens int) *fixture {
 	f := &fixture{clk: clock.NewVirtual(time.Unix(1000, 0)), kv: KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
 	f.t = New(Config{
 		Pod: "pod-a", Addr: "10.0.0.1:8000", Clock: f.clk,
-		KV:           func() KVReport { return f.kv },
-		Deprioritize: func(t []int32) { f.depri = append(f.depri, t) },
+		KV:      func() KVReport { return f.kv },
+		Offload: func(t []int32) { f.offloads = append(f.offloads, t) },
+		Restore: func(t []int32) { f.restores = append(f.restores, t) },
 	})
 	return f
 }
@@ -105,8 +107,8 @@ func TestPauseMarkAndResume(t *testing.T) {
 	if p := f.program("acting"); p.State != "PAUSED" || !p.Placed || p.PausedSince.IsZero() {
 		t.Fatalf("paused: %+v", p)
 	}
-	if diff := cmp.Diff([][]int32{{7, 8}}, f.depri); diff != "" {
-		t.Errorf("pausing must deprioritize the program's cache (-want +got):\n%s", diff)
+	if diff := cmp.Diff([][]int32{{7, 8}}, f.offloads); diff != "" {
+		t.Errorf("pausing must offload the program's cache (-want +got):\n%s", diff)
 	}
 	r := f.t.Route("acting", false)
 	if r.Kind != Hold || isClosed(r.Wait) {
@@ -120,10 +122,17 @@ func TestPauseMarkAndResume(t *testing.T) {
 	if p := f.program("reasoning"); p.State != "PAUSED" || p.MarkedForPause {
 		t.Fatalf("marked program after its request: %+v", p)
 	}
-	// Resume here: the held request wakes and runs locally.
+	if diff := cmp.Diff([][]int32{{7, 8}, {9}}, f.offloads); diff != "" {
+		t.Errorf("a marked program pausing at its tool call must offload its cache (-want +got):\n%s", diff)
+	}
+	// Resume here: the held request wakes and runs locally, after its
+	// offloaded cache was brought back.
 	f.t.Apply(&Placement{Version: 2, Place: []string{"acting"}})
 	if !isClosed(r.Wait) {
 		t.Fatal("resuming must wake held requests")
+	}
+	if diff := cmp.Diff([][]int32{{7, 8}}, f.restores); diff != "" {
+		t.Errorf("resuming where the program paused must restore its cache (-want +got):\n%s", diff)
 	}
 	f.t.Unhold("acting")
 	if r := f.t.Route("acting", false); r.Kind != Local {

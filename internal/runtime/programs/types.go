@@ -31,6 +31,12 @@ type KVReport struct {
 	UsedBlocks  int `json:"usedBlocks"`
 	// CachedBlocks are free blocks still holding prefix-cache content.
 	CachedBlocks int `json:"cachedBlocks"`
+	// HostTotalBlocks is the host-memory tier's size (0: none) and
+	// HostUsedBlocks how many of its blocks hold paused programs' KV. They
+	// are not device capacity: a program whose KV is on the host needs
+	// device room to resume.
+	HostTotalBlocks int `json:"hostTotalBlocks,omitempty"`
+	HostUsedBlocks  int `json:"hostUsedBlocks,omitempty"`
 }
 
 // CapacityTokens is blocks × block size.

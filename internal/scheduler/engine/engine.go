@@ -142,8 +142,13 @@ type Engine struct {
 	loopDone chan struct{}
 	cancelFn context.CancelFunc
 
+	// copier moves KV blocks between the device and the host tier; nil
+	// when the KV cache has no host tier.
+	copier batch.BlockCopier
+
 	// Iteration scratch, owned by whoever holds stepMu.
 	stepMu   sync.Mutex
+	xfer     []kvcache.Transfer // this iteration's copies between the tiers
 	b        batch.Batch
 	out      batch.Output
 	sched    []*sequence
@@ -198,6 +203,16 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		Epoch:     e.clk.Now(),
 	})
 	e.b.BlockSize = e.blockSize
+	if n := cfg.KV.HostBlocks; n > 0 {
+		c, ok := exec.(batch.BlockCopier)
+		if !ok {
+			return nil, fmt.Errorf("engine: a host KV tier (%d blocks) needs an executor that copies blocks (batch.BlockCopier); %T does not", n, exec)
+		}
+		if err := c.ReserveHostBlocks(n, kv.BlockSize()); err != nil {
+			return nil, fmt.Errorf("engine: reserve %d host KV blocks: %w", n, err)
+		}
+		e.copier = c
+	}
 	if e.obs != nil {
 		e.obs.CacheConfig(e.blockSize, kv.NumBlocks())
 	}
@@ -443,13 +458,49 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	now := e.clk.Now()
 	r.Preempted, r.Finished = e.planLocked(now)
 	r.Scheduled, r.Tokens = len(e.b.Seqs), e.b.NumTokens
-	if r.Scheduled == 0 {
+	// Copies between the tiers decided since the last iteration (offloads,
+	// restores, host-tier prefix hits of the sequences just admitted) run
+	// first: a block copied out may be in this batch, one copied in is read
+	// by it.
+	if xf := e.kv.Transfers(); len(xf) > 0 {
+		e.xfer = append(e.xfer[:0], xf...)
+		e.kv.ClearTransfers()
+	}
+	if r.Scheduled == 0 && len(e.xfer) == 0 {
 		e.publishLocked(now, r)
 		e.mu.Unlock()
 		return r
 	}
 	e.mu.Unlock()
 
+	var err error
+	if len(e.xfer) > 0 {
+		err = e.copyBlocks(ctx)
+	}
+	if r.Scheduled == 0 {
+		r.Err = err
+		e.mu.Lock()
+		e.publishLocked(e.clk.Now(), r)
+		e.mu.Unlock()
+		return r
+	}
+	if err == nil {
+		err = e.execute(ctx, r.Scheduled)
+	}
+	r.Err = err
+
+	e.mu.Lock()
+	done := e.clk.Now()
+	sampled, finished := e.processLocked(done, err)
+	r.Sampled, r.Finished = sampled, r.Finished+finished
+	e.publishLocked(done, r)
+	e.mu.Unlock()
+	e.iter++
+	return r
+}
+
+// execute runs the executor over the planned batch.
+func (e *Engine) execute(ctx context.Context, scheduled int) error {
 	e.prepareOutput()
 	ectx := ctx
 	if e.cfg.IterationTimeout > 0 {
@@ -465,18 +516,25 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	}
 	if err != nil {
 		err = fmt.Errorf("iteration %d: executor: %w", e.iter, err)
-		r.Err = err
-		e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", r.Scheduled, "err", err)
+		e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", scheduled, "err", err)
 	}
+	return err
+}
 
-	e.mu.Lock()
-	done := e.clk.Now()
-	sampled, finished := e.processLocked(done, err)
-	r.Sampled, r.Finished = sampled, r.Finished+finished
-	e.publishLocked(done, r)
-	e.mu.Unlock()
-	e.iter++
-	return r
+// copyBlocks carries out e.xfer. When the executor fails, the contents the
+// copies moved are dropped from the cache, and the error fails the batch
+// (some of its sequences may hold a block that was to be copied in).
+func (e *Engine) copyBlocks(ctx context.Context) error {
+	err := e.copier.CopyBlocks(ctx, e.xfer)
+	if err != nil {
+		e.mu.Lock()
+		e.kv.FailTransfers(e.xfer)
+		e.mu.Unlock()
+		err = fmt.Errorf("iteration %d: copy %d KV blocks between device and host: %w", e.iter, len(e.xfer), err)
+		e.log.Error("KV block transfer failed; dropping the blocks and failing the batch", "iteration", e.iter, "transfers", len(e.xfer), "err", err)
+	}
+	e.xfer = e.xfer[:0]
+	return err
 }
 
 // prepareOutput sizes the output slices for the batch, reusing capacity.
@@ -664,6 +722,36 @@ func (e *Engine) DeprioritizePrefix(tokens []int32) {
 	e.mu.Lock()
 	e.kv.Deprioritize(tokens)
 	e.mu.Unlock()
+}
+
+// OffloadPrefix moves the free cached KV blocks of tokens' prefix to the host
+// tier (kvcache.Manager.Offload): a paused program's cache leaves the device
+// for the programs that run, and comes back without recompute when the
+// program resumes. Without a host tier it is DeprioritizePrefix. The copies
+// run at the start of the next iteration; it returns the blocks moved.
+func (e *Engine) OffloadPrefix(tokens []int32) int {
+	e.mu.Lock()
+	n := e.kv.Offload(tokens)
+	e.mu.Unlock()
+	if n > 0 {
+		e.signal() // an idle loop still carries out the copies
+	}
+	return n
+}
+
+// RestorePrefix brings the host-tier blocks of tokens' prefix back to the
+// device ahead of the program's next request (kvcache.Manager.Restore), so
+// the copies overlap with whatever runs before that request arrives. It
+// returns the blocks moved; a request whose blocks are still on the host
+// restores them itself when admitted.
+func (e *Engine) RestorePrefix(tokens []int32) int {
+	e.mu.Lock()
+	n := e.kv.Restore(tokens)
+	e.mu.Unlock()
+	if n > 0 {
+		e.signal()
+	}
+	return n
 }
 
 // KVStats returns the block manager's statistics.

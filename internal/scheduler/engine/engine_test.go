@@ -29,6 +29,7 @@ type envOpts struct {
 	numBlocks, blockSize, maxSeqs, maxBatched, maxQueue, maxModelLen int
 	prefix                                                           bool
 	logits                                                           bool
+	hostBlocks                                                       int
 	timeout                                                          time.Duration
 }
 
@@ -45,7 +46,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	e, err := New(Config{
 		MaxNumSeqs: o.maxSeqs, MaxNumBatchedTokens: o.maxBatched, MaxQueue: o.maxQueue,
 		MaxModelLen: o.maxModelLen, VocabSize: testVocab,
-		KV:  kvcache.Config{NumBlocks: o.numBlocks, BlockSize: o.blockSize, EnablePrefixCache: o.prefix},
+		KV:  kvcache.Config{NumBlocks: o.numBlocks, BlockSize: o.blockSize, EnablePrefixCache: o.prefix, HostBlocks: o.hostBlocks},
 		EOS: []int32{x.eos}, Decoder: letters{eos: x.eos}, Clock: clk, Observer: obs,
 		IterationTimeout: o.timeout,
 	}, x)

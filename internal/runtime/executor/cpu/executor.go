@@ -29,8 +29,11 @@ type Executor struct {
 	output               matrix
 	invFreq              []float64
 
-	// kCache and vCache hold, per layer, numBlocks*blockSize slots of kvDim.
+	// kCache and vCache hold, per layer, numBlocks*blockSize slots of kvDim;
+	// hostK and hostV the host tier's hostBlocks blocks, laid out alike.
 	kCache, vCache [][]float32
+	hostK, hostV   [][]float32
+	hostBlocks     int
 
 	pool *pool
 	s    scratch
