@@ -55,6 +55,11 @@ type Executor struct {
 	// softmax weights by contiguous rows of V.
 	kc, vc []cTensor
 
+	// host is the host tier of ReserveHostBlocks: hostBlocks blocks of
+	// hostBlockFloats floats.
+	host       []float32
+	hostBlocks int
+
 	galloc    cAlloc
 	graphSize int
 	ctxBytes  uintptr
