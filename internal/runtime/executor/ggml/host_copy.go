@@ -32,8 +32,9 @@ func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
 func (e *Executor) hostBlockFloats() int { return 2 * e.cfg.Layers * e.blockSize * e.kvDim }
 
 // CopyBlocks copies whole blocks, every layer's keys and values, in order.
-// A block's keys are one contiguous run of the key tensor; its values, stored
-// transposed, are one run of blockSize floats per value dimension.
+// A block's keys are one contiguous run of the key tensor, and so are its
+// values with flash attention; values stored transposed are one run of
+// blockSize floats per value dimension.
 func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -62,6 +63,10 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 			lk := h[2*l*bs*kv:]
 			move(e.kc[l], d*kv, lk[:bs*kv])
 			lv := lk[bs*kv:]
+			if e.flash {
+				move(e.vc[l], d*kv, lv[:bs*kv])
+				continue
+			}
 			for c := range kv {
 				move(e.vc[l], c*slots+d, lv[c*bs:(c+1)*bs])
 			}

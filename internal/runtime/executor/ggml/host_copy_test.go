@@ -19,6 +19,10 @@ import (
 // sequence, copies the KV back into other device blocks, and continues
 // decoding from there: the tokens must equal an uninterrupted run's.
 func TestPrefixRestoredFromHostChangesNothing(t *testing.T) {
+	bothAttentions(t, testPrefixRestoredFromHost)
+}
+
+func testPrefixRestoredFromHost(t *testing.T) {
 	m := randomModel(t, parityConfigs()["llama"], model.F32, 4)
 	rng := rand.New(rand.NewPCG(15, 16))
 	const gen, promptBlocks = 10, 5

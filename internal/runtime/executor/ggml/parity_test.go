@@ -87,7 +87,9 @@ func prompts(rng *rand.Rand, vocab int) [][]int32 {
 // (summation order only), 1e-2 for F16, where ggml's CPU kernels round the
 // activations to F16 before the dot products and the cpu executor widens the
 // weights to F32 and keeps F32 activations.
-func TestGreedyMatchesCPU(t *testing.T) {
+func TestGreedyMatchesCPU(t *testing.T) { bothAttentions(t, testGreedyMatchesCPU) }
+
+func testGreedyMatchesCPU(t *testing.T) {
 	const gen = 20
 	tol := map[model.DType]float64{model.F32: 1e-4, model.F16: 1e-2}
 	for name, cfg := range parityConfigs() {
