@@ -55,6 +55,8 @@ type options struct {
 	IterationTimeout      time.Duration
 	WarmupIterations      int
 	MaxBodyBytes          byteSize
+	StreamWriteTimeout    time.Duration
+	StreamMaxBuffered     byteSize
 	LogLevel              slog.Level
 }
 
@@ -112,6 +114,11 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.WarmupIterations, "warmup-iterations", 0, "executor iterations run before the server is ready")
 	o.MaxBodyBytes = 4 << 20
 	fs.Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body, e.g. 4Mi")
+	fs.DurationVar(&o.StreamWriteTimeout, "stream-write-timeout", 5*time.Second,
+		"a streaming response whose write blocks this long (the client stopped reading) is cancelled and its KV freed (0: no limit)")
+	o.StreamMaxBuffered = 1 << 20
+	fs.Var(&o.StreamMaxBuffered, "stream-max-buffered-bytes",
+		"a streaming response with more than this sent but not read by the client (Linux: the socket's send queue) is cancelled and its KV freed (0: no limit)")
 	fs.TextVar(&o.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	return fs
 }

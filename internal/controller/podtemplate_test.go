@@ -189,8 +189,12 @@ func TestPodTemplateContract(t *testing.T) {
 	if len(tmpl.Spec.TopologySpreadConstraints) != 1 || tmpl.Spec.TopologySpreadConstraints[0].TopologyKey != corev1.LabelHostname {
 		t.Errorf("want a spread across nodes, got %+v", tmpl.Spec.TopologySpreadConstraints)
 	}
-	if got := ptr.Deref(tmpl.Spec.TerminationGracePeriodSeconds, 0); got != 45 {
-		t.Errorf("termination grace = %ds, want the 30s drain timeout + 15s", got)
+	if got := ptr.Deref(tmpl.Spec.TerminationGracePeriodSeconds, 0); got != 50 {
+		t.Errorf("termination grace = %ds, want the 5s preStop delay + the 30s drain timeout + 15s", got)
+	}
+	wantLifecycle := &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
+	if diff := cmp.Diff(wantLifecycle, tmpl.Spec.Containers[0].Lifecycle); diff != "" {
+		t.Errorf("the runtime must sleep before SIGTERM so endpoints go first (-want +got):\n%s", diff)
 	}
 	if ptr.Deref(tmpl.Spec.AutomountServiceAccountToken, true) {
 		t.Error("the runtime needs no service-account token")

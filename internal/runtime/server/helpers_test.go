@@ -89,6 +89,8 @@ type envOpts struct {
 	vocabSize                                    int
 	devices                                      []device.Device
 	programs                                     *programs.Table
+	forwardKey                                   string
+	forwardConnect, forwardHeader                time.Duration
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -143,13 +145,16 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	srv, err := New(Config{
 		Engine: eng, Codec: o.codec, ModelName: testModel, DefaultMaxTokens: o.defaultMaxTokens, Stop: o.stop,
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Logger: quiet, Devices: o.devices,
-		Programs: o.programs,
+		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
+		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.SetReady(true)
-	ts := httptest.NewServer(srv)
+	ts := httptest.NewUnstartedServer(srv)
+	ts.Config.ConnContext = ConnContext
+	ts.Start()
 	env := &testEnv{t: t, eng: eng, srv: srv, ts: ts, reg: reg, gate: gate, client: ts.Client()}
 	t.Cleanup(func() {
 		gate.open()

@@ -293,10 +293,14 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		return nil, err
 	}
 	s.entry = ent
-	e.mu.Unlock()
 	if ctx != nil && ctx.Done() != nil {
+		// Under the lock: once queued, the loop may finish the request
+		// (and unregister the hook, in Stream.finish) as soon as we let
+		// go. A ctx already done runs Cancel in its own goroutine, which
+		// waits for the lock.
 		st.stopAfter = context.AfterFunc(ctx, st.Cancel)
 	}
+	e.mu.Unlock()
 	e.signal()
 	return st, nil
 }
@@ -516,7 +520,13 @@ func (e *Engine) execute(ctx context.Context, scheduled int) error {
 	}
 	if err != nil {
 		err = fmt.Errorf("iteration %d: executor: %w", e.iter, err)
-		e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", scheduled, "err", err)
+		if e.aborting() {
+			// Stop's deadline cut the iteration short: an expected end of
+			// a drain, reported by Stop's caller; not an executor failure.
+			e.log.Info("drain deadline passed during an iteration; aborting its requests", "iteration", e.iter, "sequences", scheduled)
+		} else {
+			e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", scheduled, "err", err)
+		}
 	}
 	return err
 }
@@ -531,7 +541,11 @@ func (e *Engine) copyBlocks(ctx context.Context) error {
 		e.kv.FailTransfers(e.xfer)
 		e.mu.Unlock()
 		err = fmt.Errorf("iteration %d: copy %d KV blocks between device and host: %w", e.iter, len(e.xfer), err)
-		e.log.Error("KV block transfer failed; dropping the blocks and failing the batch", "iteration", e.iter, "transfers", len(e.xfer), "err", err)
+		if e.aborting() {
+			e.log.Info("drain deadline passed during a KV block transfer; aborting the batch", "iteration", e.iter, "transfers", len(e.xfer))
+		} else {
+			e.log.Error("KV block transfer failed; dropping the blocks and failing the batch", "iteration", e.iter, "transfers", len(e.xfer), "err", err)
+		}
 	}
 	e.xfer = e.xfer[:0]
 	return err

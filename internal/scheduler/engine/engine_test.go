@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ type envOpts struct {
 	logits                                                           bool
 	hostBlocks                                                       int
 	timeout                                                          time.Duration
+	logger                                                           *slog.Logger
 }
 
 func defaultOpts() envOpts {
@@ -48,7 +50,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		MaxModelLen: o.maxModelLen, VocabSize: testVocab,
 		KV:  kvcache.Config{NumBlocks: o.numBlocks, BlockSize: o.blockSize, EnablePrefixCache: o.prefix, HostBlocks: o.hostBlocks},
 		EOS: []int32{x.eos}, Decoder: letters{eos: x.eos}, Clock: clk, Observer: obs,
-		IterationTimeout: o.timeout,
+		IterationTimeout: o.timeout, Logger: o.logger,
 	}, x)
 	if err != nil {
 		t.Fatal(err)

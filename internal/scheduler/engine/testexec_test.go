@@ -86,6 +86,12 @@ func newKVExec(numBlocks, blockSize, vocab int) *kvExec {
 	}
 }
 
+func (x *kvExec) numCalls() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.calls
+}
+
 func (x *kvExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
 	x.mu.Lock()
 	x.calls++
