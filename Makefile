@@ -36,6 +36,11 @@ SETUP_GGML = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-ggml.sh
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
 
+# Packages with goroutines of their own (the engine loop, the HTTP server,
+# the fleet's parallel reads): `make test` runs them under the race detector
+# too, with -short skipping what is too slow there.
+RACE_PACKAGES = ./internal/scheduler/... ./internal/runtime/... ./internal/fleet/...
+
 # Files controller-gen writes; `make verify` fails when they are stale.
 GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
 
@@ -64,9 +69,10 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint envtest ggml ## Run all tests (unit, fuzz seed corpora, envtest suites, the ggml executor on CPU).
+test: lint envtest ggml ## Run all tests (unit, fuzz seed corpora, envtest suites, the ggml executor on CPU), and the concurrent packages under the race detector.
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 \
 		KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_REQUIRE_GGML=1 $(GO) test $(GOFLAGS_TEST) ./...
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" $(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
 
 .PHONY: ggml
 ggml: ## Fetch (first time, ~10 MB from npm) or reuse ggml's CPU libraries; prints nothing.

@@ -17,7 +17,7 @@ import (
 // and for pools without a policy.
 const (
 	defaultFleetInterval     = 5 * time.Second
-	defaultActingDecayHalf   = 60 * time.Second
+	defaultActingDecayHalf   = placement.DefaultDecayHalfLife
 	defaultMaxPauseDuration  = placement.DefaultMaxPauseDuration
 	defaultBufferPerProgram  = placement.DefaultBufferTokensPerProgram
 	defaultActingTokenWeight = placement.DefaultActingTokenWeight

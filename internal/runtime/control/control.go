@@ -95,6 +95,39 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// StatusError is a control API call a pod answered with a status other
+// than 200.
+type StatusError struct {
+	Method, URL string
+	Code        int
+	Status      string
+	Message     string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("control %s %s: %s: %s", e.Method, e.URL, e.Status, e.Message)
+}
+
+// IsUnauthorized reports whether err, or any error it wraps or joins, is a
+// pod refusing the caller's token (401 or 403): the token is stale, unlike
+// a pod that is down or slow, for which reading it again would not help.
+func IsUnauthorized(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *StatusError:
+		return e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if IsUnauthorized(inner) {
+				return true
+			}
+		}
+		return false
+	}
+	return IsUnauthorized(errors.Unwrap(err))
+}
+
 // Client talks to pods' control APIs.
 type Client struct {
 	HTTP  *http.Client
@@ -148,7 +181,8 @@ func (c *Client) do(ctx context.Context, method, addr, path string, in, out any)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("control %s %s%s: %s: %s", method, addr, path, resp.Status, strings.TrimSpace(string(msg)))
+		return &StatusError{Method: method, URL: addr + path, Code: resp.StatusCode, Status: resp.Status,
+			Message: strings.TrimSpace(string(msg))}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("control %s %s%s: decode: %w", method, addr, path, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
 // Bounds of a placement's fields. The policy's own bounds (SchedulerPolicy:
@@ -65,6 +66,11 @@ func ValidatePlacement(p *programs.Placement) error {
 		if err := checkAddr(addr); err != nil {
 			return fieldErr("room", "%s", err)
 		}
+	}
+	switch placement.Mode(p.Mode) {
+	case "", placement.ModeDefault, placement.ModeProgramAware:
+	default:
+		return fieldErr("mode", "must be %q or %q (or absent: keep the current mode), got %q", placement.ModeDefault, placement.ModeProgramAware, p.Mode)
 	}
 	if p.MaxPauseSeconds < 0 || p.MaxPauseSeconds > MaxPauseSecondsLimit {
 		return fieldErr("maxPauseSeconds", "must be between 0 (keep the current value) and %d, got %d", MaxPauseSecondsLimit, p.MaxPauseSeconds)

@@ -53,6 +53,7 @@ func TestPlacementValidation(t *testing.T) {
 		{"buffer too large", `{"version":2,"bufferTokensPerProgram":1099511627776}`, "bufferTokensPerProgram"},
 		{"negative buffer", `{"version":2,"bufferTokensPerProgram":-1}`, "bufferTokensPerProgram"},
 		{"zero version", `{"place":["x"]}`, "version"},
+		{"unknown mode", `{"version":2,"mode":"Greedy"}`, "mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tab := programs.New(programs.Config{Pod: "a", Addr: "10.0.0.9:8000"})

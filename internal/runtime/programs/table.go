@@ -92,6 +92,9 @@ type entry struct {
 	inflight, held              int
 	wake                        chan struct{}
 	reported                    bool // TERMINATED entries go after one report
+	// waitingRoom: a new program held because no pod had room; it runs
+	// here as soon as this pod has room again (see admitWaitingLocked).
+	waitingRoom bool
 }
 
 // Table is the pod's program table. It is safe for concurrent use.
@@ -104,6 +107,9 @@ type Table struct {
 	routes  map[string]string // program → pod address, for programs placed elsewhere
 	room    map[string]int64  // pod address → remaining tokens; "" is this pod
 	nHeld   int
+	// mode is the placement mode of the controller's last placement, ""
+	// before the first one.
+	mode placement.Mode
 }
 
 // New builds an empty table.
@@ -162,11 +168,17 @@ func (t *Table) Route(id string, forwarded bool) Route {
 			if best := t.mostRoomLocked(); best != "" {
 				return Route{Kind: Forward, Addr: best}
 			}
-			// Nowhere has room: hold it as a new paused program until a
-			// placement resumes it.
-			e = t.newEntry(id, now)
-			e.state, e.pausedSince = placement.StatePaused, now
-			return t.holdLocked(e)
+			if t.mayHoldLocked() {
+				// Nowhere has room: hold it as a new paused program until
+				// a placement resumes it or room frees here.
+				e = t.newEntry(id, now)
+				e.state, e.pausedSince, e.waitingRoom = placement.StatePaused, now, true
+				return t.holdLocked(e)
+			}
+			// No controller schedules programs (or it runs in Default
+			// mode): nothing would ever resume a held program but the
+			// pause limit, so run it here; the engine queues what does
+			// not fit yet.
 		}
 		e = t.newEntry(id, now)
 		e.placed = true
@@ -191,6 +203,35 @@ func (t *Table) Route(id string, forwarded bool) Route {
 	e.inflight++
 	e.steps++
 	return Route{Kind: Local}
+}
+
+// mayHoldLocked reports whether the gate may hold a new program for want of
+// room: only once a controller has sent a placement, and not in Default
+// mode, which never pauses.
+func (t *Table) mayHoldLocked() bool {
+	return t.version > 0 && t.mode != placement.ModeDefault
+}
+
+// admitWaitingLocked lets new programs held for want of room run here,
+// longest-waiting first, while this pod has room for a program's buffer: a
+// program ending or released must not leave them waiting for the next
+// placement (or, without one, the pause limit).
+func (t *Table) admitWaitingLocked() {
+	for t.localRoomLocked() >= t.cfg.Buffer {
+		var next *entry
+		for _, e := range t.progs {
+			if e.waitingRoom && e.held > 0 && e.state == placement.StatePaused &&
+				(next == nil || e.pausedSince.Before(next.pausedSince) || (e.pausedSince.Equal(next.pausedSince) && e.id < next.id)) {
+				next = e
+			}
+		}
+		if next == nil {
+			return
+		}
+		next.waitingRoom, next.placed = false, true
+		next.state, next.pausedSince = placement.StateActive, time.Time{}
+		t.wakeLocked(next)
+	}
 }
 
 func (t *Table) newEntry(id string, now time.Time) *entry {
@@ -303,6 +344,7 @@ func (t *Table) Release(id string) bool {
 	e.state = placement.StateTerminated
 	e.marked = false
 	t.wakeLocked(e)
+	t.admitWaitingLocked()
 	return true
 }
 
@@ -321,6 +363,9 @@ func (t *Table) Apply(p *Placement) bool {
 	}
 	now := t.cfg.Clock.Now()
 	t.version = p.Version
+	if p.Mode != "" {
+		t.mode = placement.Mode(p.Mode)
+	}
 	if p.MaxPauseSeconds > 0 {
 		// Capped before converting: seconds beyond ~292 years overflow
 		// time.Duration into a negative limit.
@@ -382,7 +427,7 @@ func (t *Table) Apply(p *Placement) bool {
 			continue
 		}
 		// Placed on another pod: its requests go there now.
-		e.placed, e.marked = false, false
+		e.placed, e.marked, e.waitingRoom = false, false, false
 		e.state, e.pausedSince = placement.StateActive, time.Time{}
 		if e.held > 0 {
 			t.wakeLocked(e)
@@ -401,7 +446,7 @@ func (t *Table) Apply(p *Placement) bool {
 			// copies run before its held request is admitted.
 			restore = append(restore, e.tokens)
 		}
-		e.placed = true
+		e.placed, e.waitingRoom = true, false
 		if e.state != placement.StateTerminated {
 			e.state, e.pausedSince = placement.StateActive, time.Time{}
 		}
@@ -412,6 +457,9 @@ func (t *Table) Apply(p *Placement) bool {
 	t.room = make(map[string]int64, len(p.Room))
 	for addr, r := range p.Room {
 		t.room[addr] = r
+	}
+	if len(p.Release) > 0 {
+		t.admitWaitingLocked()
 	}
 	t.mu.Unlock()
 	for _, toks := range offload {
@@ -431,6 +479,7 @@ func (t *Table) Tick() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Clock.Now()
+	defer t.admitWaitingLocked() // after idle programs ended
 	for id, e := range t.progs {
 		switch {
 		case e.state == placement.StateTerminated:

@@ -68,6 +68,10 @@ type ProgramReport struct {
 // placement; Routes and Room are the full current view.
 type Placement struct {
 	Version int64 `json:"version"`
+	// Mode is the controller's placement mode (Default or ProgramAware).
+	// In Default mode, which never pauses, the gate never holds a new
+	// program; "" keeps the mode of the previous placement.
+	Mode string `json:"mode,omitempty"`
 	// Place: programs to run on this pod from now on (new, resumed, moved).
 	Place []string `json:"place,omitempty"`
 	// Pause: ACTING programs to pause now.

@@ -14,10 +14,6 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
-// HeaderForwarded marks a request one pod forwarded to another; it is never
-// forwarded again.
-const HeaderForwarded = "X-Kvpilot-Forwarded"
-
 // routeRelease ends a program (ThunderAgent's release call).
 const routeRelease = "/programs/release"
 
@@ -26,7 +22,7 @@ const routeRelease = "/programs/release"
 // call programDone or programAbandon), false when it was forwarded, or its
 // client went away while it was held, and the response is already written.
 func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, pid string, body []byte) bool {
-	forwarded := r.Header.Get(HeaderForwarded) != ""
+	forwarded := s.verifyForwarded(r, pid)
 	for {
 		rt := s.cfg.Programs.Route(pid, forwarded)
 		switch rt.Kind {
@@ -89,7 +85,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 			req.Header.Set(h, v)
 		}
 	}
-	req.Header.Set(HeaderForwarded, "1")
+	req.Header.Set(HeaderForwarded, signForward(s.cfg.ForwardKey, pid))
 	resp, err := s.forwarder.Do(req)
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -162,14 +158,14 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 	released := false
 	if s.cfg.Programs != nil {
 		released = s.cfg.Programs.Release(req.ProgramID)
-		if addr, ok := s.cfg.Programs.RouteOf(req.ProgramID); ok && r.Header.Get(HeaderForwarded) == "" {
+		if addr, ok := s.cfg.Programs.RouteOf(req.ProgramID); ok && !s.verifyForwarded(r, req.ProgramID) {
 			// Tell the pod running it too; best effort, bounded.
 			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 			defer cancel()
 			fr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+routeRelease, bytes.NewReader(body))
 			if err == nil {
 				fr.Header.Set("Content-Type", "application/json")
-				fr.Header.Set(HeaderForwarded, "1")
+				fr.Header.Set(HeaderForwarded, signForward(s.cfg.ForwardKey, req.ProgramID))
 				if v := r.Header.Get("Authorization"); v != "" {
 					fr.Header.Set("Authorization", v)
 				}

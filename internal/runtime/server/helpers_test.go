@@ -89,6 +89,8 @@ type envOpts struct {
 	vocabSize                                    int
 	devices                                      []device.Device
 	programs                                     *programs.Table
+	forwardKey                                   string
+	forwardConnect, forwardHeader                time.Duration
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -143,7 +145,8 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	srv, err := New(Config{
 		Engine: eng, Codec: o.codec, ModelName: testModel, DefaultMaxTokens: o.defaultMaxTokens, Stop: o.stop,
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Logger: quiet, Devices: o.devices,
-		Programs: o.programs,
+		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
+		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
 	})
 	if err != nil {
 		t.Fatal(err)

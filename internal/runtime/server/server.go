@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -35,6 +36,9 @@ const (
 	DefaultRetryAfter         = time.Second
 	DefaultStreamWriteTimeout = 5 * time.Second
 	DefaultStreamMaxBuffered  = 1 << 20
+	// Forwarding between pods: see Config.
+	DefaultForwardConnectTimeout = 5 * time.Second
+	DefaultForwardHeaderTimeout  = 10 * time.Minute
 )
 
 // Config configures a Server.
@@ -78,6 +82,20 @@ type Config struct {
 	// run here, are forwarded once to the pod their program is placed on,
 	// or are held while it is paused; POST /programs/release ends one.
 	Programs *programs.Table
+	// ForwardKey signs the requests this pod forwards to another pod of
+	// its pool and verifies those forwarded to it (HeaderForwarded): the
+	// pool's control token, which every pod mounts. Empty: no request is
+	// taken as forwarded.
+	ForwardKey []byte
+	// ForwardConnectTimeout bounds connecting to the pod a request is
+	// forwarded to (default 5 s): a black-holed pod address fails fast with
+	// 503 instead of hanging the request.
+	ForwardConnectTimeout time.Duration
+	// ForwardHeaderTimeout bounds the wait for the response headers of a
+	// forwarded request (default 10 min). A non-streaming response's
+	// headers come only once its generation is done, so this is generous;
+	// a dead peer on a live connection is found sooner by TCP keep-alives.
+	ForwardHeaderTimeout time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -130,6 +148,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StreamMaxBufferedBytes == 0 {
 		cfg.StreamMaxBufferedBytes = DefaultStreamMaxBuffered
 	}
+	if cfg.ForwardConnectTimeout <= 0 {
+		cfg.ForwardConnectTimeout = DefaultForwardConnectTimeout
+	}
+	if cfg.ForwardHeaderTimeout <= 0 {
+		cfg.ForwardHeaderTimeout = DefaultForwardHeaderTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -158,10 +182,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Forwarded requests stream for as long as generation takes: no overall
 	// timeout, only on connecting and on the response headers.
+	dialer := &net.Dialer{Timeout: cfg.ForwardConnectTimeout, KeepAlive: 15 * time.Second}
 	s.forwarder = &http.Client{Transport: &http.Transport{
 		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
 		MaxIdleConnsPerHost:   64,
-		ResponseHeaderTimeout: 0,
+		ResponseHeaderTimeout: cfg.ForwardHeaderTimeout,
 		IdleConnTimeout:       90 * time.Second,
 	}}
 	s.heldGauge = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -241,6 +267,7 @@ func lookup(path string) (route, bool) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r = takeForwarded(r)
 	sw := &statusWriter{ResponseWriter: w}
 	rt, known := lookup(r.URL.Path)
 	label := routeOther

@@ -293,10 +293,14 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		return nil, err
 	}
 	s.entry = ent
-	e.mu.Unlock()
 	if ctx != nil && ctx.Done() != nil {
+		// Under the lock: once queued, the loop may finish the request
+		// (and unregister the hook, in Stream.finish) as soon as we let
+		// go. A ctx already done runs Cancel in its own goroutine, which
+		// waits for the lock.
 		st.stopAfter = context.AfterFunc(ctx, st.Cancel)
 	}
+	e.mu.Unlock()
 	e.signal()
 	return st, nil
 }

@@ -55,13 +55,16 @@ type Policy struct {
 const (
 	DefaultActingTokenWeight      = 1.0
 	DefaultBufferTokensPerProgram = 100
-	// DefaultDecayHalfLife is the seed's 2^(−t), t in seconds.
-	DefaultDecayHalfLife    = time.Second
+	// DefaultDecayHalfLife is the SchedulerPolicy's default
+	// (actingTokenDecay.halfLife: 60s), so a pod and the controller decay
+	// alike. It must be at least the policy's interval (the CRD's rule: a
+	// faster decay cannot be observed), which the seed's 1 s was not.
+	DefaultDecayHalfLife    = time.Minute
 	DefaultMaxPauseDuration = 30 * time.Minute
 )
 
 // DefaultPolicy returns ProgramAware mode with the seed's settings: acting
-// weight 1, 100 buffer tokens per program, decay off (half-life 1 s when
+// weight 1, 100 buffer tokens per program, decay off (half-life 60 s when
 // turned on), and a 30-minute pause limit.
 func DefaultPolicy() Policy {
 	return Policy{
