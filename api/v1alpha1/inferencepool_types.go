@@ -259,8 +259,10 @@ type RelativePath string
 // +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="executor.type is immutable: during a rollout pods of both executors would serve the same programs with different tokens and capacities; create a new pool instead"
 type ExecutorSpec struct {
 	// type of executor: CPU runs the model in pure Go on the pod's CPUs;
-	// Sim simulates an accelerator with a roofline cost model (for
-	// benchmarks and for clusters without accelerators).
+	// GGML runs it with ggml's kernels, on the pod's NVIDIA GPU when it has
+	// one (and the image carries ggml's CUDA build: make docker-build-cuda),
+	// else on its CPUs; Sim simulates an accelerator with a roofline cost
+	// model (for benchmarks and for clusters without accelerators).
 	// +kubebuilder:default=CPU
 	// +optional
 	Type ExecutorType `json:"type,omitempty"`
@@ -271,12 +273,14 @@ type ExecutorSpec struct {
 }
 
 // ExecutorType names an executor.
-// +kubebuilder:validation:Enum=CPU;Sim
+// +kubebuilder:validation:Enum=CPU;GGML;Sim
 type ExecutorType string
 
 const (
 	// ExecutorCPU runs the model on the pod's CPUs.
 	ExecutorCPU ExecutorType = "CPU"
+	// ExecutorGGML runs the model with ggml's CUDA or CPU kernels.
+	ExecutorGGML ExecutorType = "GGML"
 	// ExecutorSim simulates an accelerator.
 	ExecutorSim ExecutorType = "Sim"
 )

@@ -60,6 +60,10 @@ func TestPodTemplateArgs(t *testing.T) {
 			pool: utiltesting.MakeInferencePool("p", "ns").ImageModel("models/llama:1", "model.gguf").Obj(),
 			want: append(baseArgs("/models/model.gguf", "tiny"), "--executor=cpu"),
 		},
+		"ggml executor": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml"),
+		},
 		"sim executor with defaults": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorSim}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=sim", "--sim-accelerator=H100-SXM", "--sim-model=llama-3.1-8b"),
