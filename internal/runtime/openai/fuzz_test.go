@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"unicode/utf8"
 )
 
 var seedBodies = []string{
@@ -15,6 +16,7 @@ var seedBodies = []string{
 	`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"max_completion_tokens":2}`,
 	`{"messages":[{"role":"","content":null}]}`, `{"messages":{"role":"user"}}`,
 	`{"prompt":"\xff\xfe","seed":-9223372036854775808}`, `{"prompt":[[[[[[1]]]]]]}`,
+	`{"messages":[{"role":"wizard","content":"hi"}]}`, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\xffb\"}]}",
 }
 
 // FuzzParse checks that no body crashes the parsers, that every failure is a
@@ -25,6 +27,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		validUTF8 := utf8.Valid(body)
 		check := func(c *Common, err *Error) {
 			if err != nil {
 				if err.Status != http.StatusBadRequest {
@@ -34,6 +37,9 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("error body is not JSON: %s", err.JSON())
 				}
 				return
+			}
+			if !validUTF8 {
+				t.Fatalf("accepted a body with invalid UTF-8: %q", body)
 			}
 			if c.N != nil && *c.N != 1 {
 				t.Fatalf("accepted n=%d", *c.N)
@@ -65,6 +71,11 @@ func FuzzParse(f *testing.F) {
 		if r, err := ParseChat(body); err == nil {
 			if len(r.Messages) == 0 {
 				t.Fatal("accepted a chat without messages")
+			}
+			for i, m := range r.Messages {
+				if checkRole(i, m.Role) != nil {
+					t.Fatalf("accepted role %q", m.Role)
+				}
 			}
 			check(&r.Common, nil)
 		} else {

@@ -124,8 +124,8 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 		return nil, BadRequest("messages", "messages must contain at least one message")
 	}
 	for i, m := range r.Messages {
-		if strings.TrimSpace(m.Role) == "" {
-			return nil, BadRequest("messages", "messages[%d].role is required", i)
+		if err := checkRole(i, m.Role); err != nil {
+			return nil, err
 		}
 	}
 	if wantsLogprobs(r.Logprobs) {
@@ -159,7 +159,7 @@ func decode(body []byte, dst any) *Error {
 	}
 	err := json.Unmarshal(body, dst)
 	if err == nil {
-		return nil
+		return checkUTF8(body)
 	}
 	var apiErr *Error
 	var typeErr *json.UnmarshalTypeError

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
@@ -147,6 +148,14 @@ func (s *Server) contextError(param string, promptLen, maxTokens int) *openai.Er
 // writes its response.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c *openai.Common, prompt []int32, g generation) {
 	pid := openai.ProgramID(r.Header.Get, c)
+	if pid != "" {
+		// The control API refuses such ids in placements: one accepted
+		// here could never be placed.
+		if err := programs.CheckID(pid); err != nil {
+			s.writeError(w, openai.BadRequest("program_id", "%v", err))
+			return
+		}
+	}
 	if s.cfg.Programs != nil && pid != "" {
 		if !s.admitProgram(w, r, pid, body) {
 			return

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -23,24 +24,23 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Strea
 	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
 	w.WriteHeader(http.StatusOK)
 
-	rc := http.NewResponseController(w)
-	timeout := s.cfg.StreamWriteTimeout
+	sw := s.newStreamWriter(w, r)
+	defer sw.done()
 	var werr error
 	send := func(ev []byte, flush bool) bool {
 		if werr != nil {
 			return false
 		}
-		if _, werr = w.Write(ev); werr == nil && flush {
-			if timeout > 0 {
-				// Unsupported deadlines (a wrapped writer) only lose the
-				// slow-client protection.
-				_ = rc.SetWriteDeadline(time.Now().Add(timeout))
-			}
-			werr = rc.Flush()
-		}
-		if werr != nil {
+		if werr = sw.write(ev, flush); werr != nil {
+			// Its KV blocks are freed within one iteration.
 			st.Cancel()
-			s.log.Debug("stream write failed; request cancelled", "id", id, "err", werr)
+			var stalled *errStalled
+			if errors.As(werr, &stalled) {
+				s.stalled.WithLabelValues(stalled.reason).Inc()
+				s.log.Info("client stopped reading; request cancelled", "id", id, "reason", stalled.reason, "err", werr)
+			} else {
+				s.log.Debug("stream write failed; request cancelled", "id", id, "err", werr)
+			}
 			return false
 		}
 		return true
