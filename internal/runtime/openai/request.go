@@ -64,6 +64,11 @@ type Message struct {
 	Role    string  `json:"role"`
 	Content Content `json:"content"`
 	Name    string  `json:"name,omitempty"`
+	// ToolCalls are an assistant turn's calls; ToolCallID is the call a
+	// tool turn answers; FunctionCall is the legacy form of one call.
+	ToolCalls    []ToolCall    `json:"tool_calls,omitempty"`
+	ToolCallID   string        `json:"tool_call_id,omitempty"`
+	FunctionCall *FunctionCall `json:"function_call,omitempty"`
 }
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -72,6 +77,9 @@ type ChatRequest struct {
 	Messages            []Message       `json:"messages"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Logprobs            json.RawMessage `json:"logprobs"`
+
+	// Tool calling (tools.go).
+	ToolFields
 }
 
 // IncludeUsage reports whether a streaming response ends with a usage chunk.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 )
 
 // Codec turns request text into prompt token ids. Implementations must be
@@ -12,9 +13,13 @@ import (
 type Codec interface {
 	// EncodePrompt tokenizes a completion prompt.
 	EncodePrompt(text string) []int32
-	// EncodeChat renders a conversation as the model expects it, ending with
-	// the header of an assistant turn, and tokenizes it.
-	EncodeChat(msgs []model.Message) []int32
+	// EncodeChat renders a conversation as the model expects it and
+	// tokenizes it. Errors wrap model.ErrTemplate when the template refuses
+	// the conversation.
+	EncodeChat(c *model.Chat) ([]int32, error)
+	// ToolFormat is how the model writes tool calls (openai.ToolFormat*),
+	// "" when its template knows no tools.
+	ToolFormat() string
 }
 
 // ModelCodec encodes with a model's tokenizer and chat template.
@@ -29,13 +34,20 @@ var _ Codec = ModelCodec{}
 func (c ModelCodec) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(text, true) }
 
 // EncodeChat implements Codec.
-func (c ModelCodec) EncodeChat(msgs []model.Message) []int32 {
-	return c.Tokenizer.Encode(c.Template.Apply(msgs, true), true)
+func (c ModelCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
+	text, err := c.Template.Render(chat)
+	if err != nil {
+		return nil, err
+	}
+	return c.Tokenizer.Encode(text, true), nil
 }
+
+// ToolFormat implements Codec.
+func (c ModelCodec) ToolFormat() string { return string(c.Template.ToolFormat()) }
 
 // SimCodec encodes for the sim executor: word by word with its synthetic
 // vocabulary (only prompt lengths matter to the cost model), chat messages
-// joined as "role: content" lines.
+// joined as "role: content" lines, tools as their JSON.
 type SimCodec struct {
 	Vocab *sim.Vocabulary
 }
@@ -46,14 +58,25 @@ var _ Codec = SimCodec{}
 func (c SimCodec) EncodePrompt(text string) []int32 { return c.Vocab.Encode(text) }
 
 // EncodeChat implements Codec.
-func (c SimCodec) EncodeChat(msgs []model.Message) []int32 {
+func (c SimCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
 	var b strings.Builder
-	for _, m := range msgs {
+	for _, t := range chat.Tools {
+		b.WriteString("tool: ")
+		b.Write(t)
+		b.WriteString("\n")
+	}
+	for _, m := range chat.Messages {
 		b.WriteString(m.Role)
 		b.WriteString(": ")
 		b.WriteString(m.Content)
 		b.WriteString("\n")
 	}
-	b.WriteString("assistant:")
-	return c.Vocab.Encode(b.String())
+	if chat.AddGenerationPrompt && !chat.ContinueFinalMessage {
+		b.WriteString("assistant:")
+	}
+	return c.Vocab.Encode(b.String()), nil
 }
+
+// ToolFormat implements Codec: the sim's synthetic output is read as
+// Hermes calls.
+func (c SimCodec) ToolFormat() string { return openai.ToolFormatHermes }

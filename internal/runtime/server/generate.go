@@ -55,10 +55,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	msgs := make([]model.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = model.Message{Role: m.Role, Content: m.Content.Text}
-	}
 	maxParam := "max_tokens"
 	if req.MaxCompletionTokens != nil {
 		maxParam = "max_completion_tokens"
@@ -67,7 +63,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !s.outputGrammar(w, &req.Common, &gen) {
 		return
 	}
-	s.generate(w, r, body, &req.Common, s.cfg.Codec.EncodeChat(msgs), gen)
+	chat := &model.Chat{Messages: chatMessages(req), AddGenerationPrompt: true}
+	if apiErr := s.planTools(req, chat, &gen); apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	prompt, err := s.cfg.Codec.EncodeChat(chat)
+	if err != nil {
+		s.writeError(w, openai.BadRequest("messages", "rendering the conversation with the model's chat template: %v", err))
+		return
+	}
+	s.generate(w, r, body, &req.Common, prompt, gen)
 }
 
 // outputGrammar compiles the request's structured-output constraint into
@@ -113,8 +119,11 @@ func (s *Server) checkModel(name string) *openai.Error {
 type generation struct {
 	chat                  bool
 	promptParam, maxParam string
-	// grammar, when set, constrains the output (structured outputs).
+	// grammar, when set, constrains the output (structured outputs,
+	// enforced tool calls).
 	grammar *grammar.Grammar
+	// tools, when set, reads tool calls out of the output.
+	tools *toolCalling
 }
 
 // maxTokens resolves the output limit: the request's, or the default capped
@@ -217,7 +226,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, p
 	}
 	w.Header().Set("X-Request-Id", id)
 	if c.Stream {
-		final, tokens := s.stream(w, r, st, id, c.IncludeUsage(), g.chat, out != nil)
+		final, tokens := s.stream(w, r, st, id, c.IncludeUsage(), g.chat, out != nil, g.tools)
 		if out != nil && final != nil {
 			out.final, out.tokens = final, tokens
 		}
@@ -240,9 +249,23 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, p
 	usage := usageOf(final.Usage)
 	var resp any
 	if g.chat {
+		msg := openai.ChatMessage{Role: "assistant", Content: text}
+		if g.tools != nil {
+			if content, calls := g.tools.readCalls(text); len(calls) > 0 {
+				msg.Content = content
+				if g.tools.legacy {
+					msg.FunctionCall = &openai.FunctionCall{Name: calls[0].Function.Name, Arguments: calls[0].Function.Arguments}
+				} else {
+					msg.ToolCalls = calls
+				}
+				if final.FinishReason == completion.Stop {
+					reason = g.tools.finishReason()
+				}
+			}
+		}
 		resp = openai.ChatResponse{
 			ID: id, Object: openai.ObjectChatCompletion, Created: time.Now().Unix(), Model: s.cfg.ModelName,
-			Choices: []openai.ChatChoice{{Message: openai.ChatMessage{Role: "assistant", Content: text}, FinishReason: &reason}},
+			Choices: []openai.ChatChoice{{Message: msg, FinishReason: &reason}},
 			Usage:   &usage,
 		}
 	} else {

@@ -16,7 +16,11 @@ import (
 // for, and "data: [DONE]". A failed write cancels the request. It returns
 // the final chunk when the request finished (nil if the client went away)
 // and, when keepTokens is set, the output token ids.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Stream, id string, includeUsage, chat, keepTokens bool) (final *engine.Chunk, tokens []int32) {
+//
+// With tc set, the text is read for tool calls as it arrives: content
+// streams as content, calls as delta.tool_calls pieces, and the finish
+// reason of an output that called tools is tool_calls.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Stream, id string, includeUsage, chat, keepTokens bool, tc *toolCalling) (final *engine.Chunk, tokens []int32) {
 	ctx := r.Context()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -56,6 +60,29 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Strea
 	if !send(first, true) {
 		return nil, nil
 	}
+	var ts *openai.ToolStreamer
+	if tc != nil {
+		ts = openai.NewToolStreamer(tc.format)
+	}
+	// sendText sends content and tool-call pieces; finishing ends the
+	// tool reading and returns whether the output called tools.
+	sendText := func(text []byte, finishing bool) (called, ok bool) {
+		if ts == nil {
+			return false, len(text) == 0 || send(enc.Chunk(text, ""), true)
+		}
+		content, deltas := ts.Feed(text)
+		if finishing {
+			c2, d2, fin := ts.Finish()
+			content, deltas, called = append(content, c2...), append(deltas, d2...), fin
+		}
+		if len(content) > 0 && !send(enc.Chunk(content, ""), true) {
+			return called, false
+		}
+		if len(deltas) > 0 && !send(enc.ToolCallChunk(mergeDeltas(deltas), tc.legacy), true) {
+			return called, false
+		}
+		return called, true
+	}
 	for {
 		c, err := st.Next(ctx)
 		if err != nil { // the client went away
@@ -66,15 +93,29 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Strea
 			tokens = append(tokens, c.TokenIDs...)
 		}
 		if !c.Done {
-			if len(c.Text) > 0 && !send(enc.Chunk(c.Text, ""), true) {
-				return nil, nil
+			if len(c.Text) > 0 {
+				if _, ok := sendText(c.Text, false); !ok {
+					return nil, nil
+				}
 			}
 			continue
 		}
 		final = &c
 		switch c.FinishReason {
 		case completion.Stop, completion.Length:
-			if !send(enc.Chunk(c.Text, c.FinishReason.String()), false) {
+			reason := c.FinishReason.String()
+			text := c.Text
+			if ts != nil {
+				called, ok := sendText(c.Text, true)
+				if !ok {
+					return final, tokens
+				}
+				if called && c.FinishReason == completion.Stop {
+					reason = tc.finishReason()
+				}
+				text = nil
+			}
+			if !send(enc.Chunk(text, reason), false) {
 				return final, tokens
 			}
 		default:
