@@ -16,11 +16,15 @@ func Deps(t testing.TB, pkg string) []string {
 	return strings.Fields(string(out))
 }
 
-// RequireNoDeps fails t if pkg imports, directly or not, any package whose
-// path starts with one of forbidden: layering the package promises.
+// RequireNoDeps fails t if pkg imports, directly or not, any package
+// (other than itself) whose path is, or is below, one of forbidden:
+// layering the package promises.
 func RequireNoDeps(t testing.TB, pkg string, forbidden ...string) {
 	t.Helper()
 	for _, d := range Deps(t, pkg) {
+		if d == pkg {
+			continue
+		}
 		for _, f := range forbidden {
 			if d == f || strings.HasPrefix(d, f+"/") {
 				t.Errorf("%s imports %s", pkg, d)
