@@ -12,6 +12,8 @@ FUZZTIME ?= 30s
 
 # Image built by `make docker-build`; it holds both the manager and the runtime.
 IMG ?= kvpilot:latest
+# Runtime image for GPU pools (`make docker-build-cuda`): ggml's CUDA build next to the runtime.
+IMG_CUDA ?= kvpilot:cuda
 CONTAINER_TOOL ?= docker
 
 # Pinned tools, installed into $(BIN) under a versioned name so a new pin
@@ -91,6 +93,16 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 bench-executors: ggml ## ggml vs cpu executor on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
+.PHONY: test-gpu
+test-gpu: ## The ggml executor's tests and benchmark on CUDA (fetches ggml's CUDA build, ~143 MB); skipped without an NVIDIA GPU.
+	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
+		echo "test-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped; the CUDA path is built but not run here"; \
+		exit 0; \
+	fi; \
+	lib="$$($(SETUP_GGML) cuda)"; \
+	KVPILOT_GGML_LIB="$$lib" KVPILOT_REQUIRE_GGML=1 KVPILOT_GGML_DEVICE=cuda $(GO) test $(GOFLAGS_TEST) -v ./internal/runtime/executor/ggml/ && \
+	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+
 .PHONY: bench-agents
 bench-agents: ## Agentic workload: ProgramAware vs Default placement on a simulated pool (virtual time).
 	$(GO) test -run '^$$' -bench Agents -benchtime=1x ./internal/loadgen/
@@ -158,6 +170,10 @@ build: ## Build the binaries into bin/.
 .PHONY: docker-build
 docker-build: ## Build the image holding the manager and the runtime (IMG=kvpilot:latest).
 	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: docker-build-cuda
+docker-build-cuda: ## Build the runtime image with ggml's CUDA libraries for GPU pools (IMG_CUDA=kvpilot:cuda; linux/amd64).
+	$(CONTAINER_TOOL) build --platform linux/amd64 --target runtime-cuda --build-arg GGML_NLC_VERSION=$(GGML_NLC_VERSION) -t $(IMG_CUDA) .
 
 ##@ Deploy
 

@@ -238,7 +238,13 @@ func modelSource(m *servingv1alpha1.ModelSpec) (string, *corev1.Volume, *corev1.
 }
 
 func executorArgs(e *servingv1alpha1.ExecutorSpec) []string {
-	if e.Type != servingv1alpha1.ExecutorSim {
+	switch e.Type {
+	case servingv1alpha1.ExecutorSim:
+	case servingv1alpha1.ExecutorGGML:
+		// The runtime picks CUDA when NVML sees the pod's GPU and the
+		// image's ggml has the CUDA backend, else the CPU.
+		return []string{"--executor=ggml"}
+	default:
 		return []string{"--executor=cpu"}
 	}
 	accelerator, model := "H100-SXM", "llama-3.1-8b"
@@ -267,6 +273,7 @@ func engineArgs(e *servingv1alpha1.EngineSpec) []string {
 	intArg("max-num-batched-tokens", e.MaxNumBatchedTokens)
 	intArg("block-size", e.BlockSize)
 	intArg("kv-cache-blocks", e.KVCacheBlocks)
+	intArg("kv-host-blocks", e.KVHostBlocks)
 	if e.KVCacheMemory != nil {
 		args = append(args, "--kv-cache-memory="+byteSize(*e.KVCacheMemory))
 	}

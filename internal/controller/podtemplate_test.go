@@ -60,6 +60,10 @@ func TestPodTemplateArgs(t *testing.T) {
 			pool: utiltesting.MakeInferencePool("p", "ns").ImageModel("models/llama:1", "model.gguf").Obj(),
 			want: append(baseArgs("/models/model.gguf", "tiny"), "--executor=cpu"),
 		},
+		"ggml executor": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml"),
+		},
 		"sim executor with defaults": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorSim}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=sim", "--sim-accelerator=H100-SXM", "--sim-model=llama-3.1-8b"),
@@ -89,6 +93,12 @@ func TestPodTemplateArgs(t *testing.T) {
 				KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.9")),
 			}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-cache-memory-fraction=0.9"),
+		},
+		"host KV tier": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
+				KVCacheBlocks: ptr.To[int32](1000), KVHostBlocks: ptr.To[int32](8000),
+			}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-host-blocks=8000"),
 		},
 		"policy request defaults": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Policy("agents").Obj(),

@@ -207,6 +207,9 @@ func TestReportConvertsForThePlacementAlgorithm(t *testing.T) {
 	got := map[string]string{}
 	for _, p := range tab.Report().Programs {
 		pp := toPlacement(&p, "pod-a")
+		if !pp.RunningSince.Equal(p.RunningSince) {
+			t.Errorf("%s: RunningSince %v, reported %v", p.ID, pp.RunningSince, p.RunningSince)
+		}
 		got[p.ID] = pp.Status.String() + "/" + pp.State.String() + "/pod=" + pp.Pod + "/cachedOn=" + pp.CachedOn
 	}
 	want := map[string]string{

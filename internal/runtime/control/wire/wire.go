@@ -53,8 +53,11 @@ type ProgramReport struct {
 	Steps          int       `json:"steps"`
 	LastTransition time.Time `json:"lastTransition"`
 	PausedSince    time.Time `json:"pausedSince,omitzero"`
-	HeldRequests   int       `json:"heldRequests,omitempty"`
-	InFlight       int       `json:"inFlight,omitempty"`
+	// RunningSince is when the program was last placed or resumed here
+	// (the fairness bound pauses the program that has run longest).
+	RunningSince time.Time `json:"runningSince,omitzero"`
+	HeldRequests int       `json:"heldRequests,omitempty"`
+	InFlight     int       `json:"inFlight,omitempty"`
 }
 
 // Placement is what the controller pushes (PUT placement on the control

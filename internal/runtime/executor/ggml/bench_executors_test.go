@@ -155,7 +155,7 @@ func BenchmarkExecutors(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ge, err := New(m, blocks, benchBlockSize, Options{LibDir: dir, Device: DeviceCPU, Threads: threads})
+		ge, err := New(m, blocks, benchBlockSize, Options{LibDir: dir, Device: testDevice(), Threads: threads})
 		if err != nil {
 			b.Fatal(err)
 		}

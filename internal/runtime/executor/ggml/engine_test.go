@@ -67,7 +67,9 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // chunks, preempted and recomputed under a small KV cache, and sharing
 // prefix-cache blocks produce exactly the greedy tokens each produces alone
 // on an engine of its own.
-func TestEngineBatchingEquivalence(t *testing.T) {
+func TestEngineBatchingEquivalence(t *testing.T) { bothAttentions(t, testEngineBatchingEquivalence) }
+
+func testEngineBatchingEquivalence(t *testing.T) {
 	m := randomModel(t, parityConfigs()["qwen2"], model.F32, 9)
 	rng := rand.New(rand.NewPCG(11, 12))
 	shared := make([]int32, 12)

@@ -21,6 +21,9 @@ type Options struct {
 	Device string
 	// Threads is the CPU backend's thread count; 0 means GOMAXPROCS.
 	Threads int
+	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
+	// path of non-CPU devices, on the CPU too (tests check it there).
+	PlainAttention bool
 }
 
 // Executor runs a model's forward pass with ggml's kernels, one compute graph
@@ -50,10 +53,23 @@ type Executor struct {
 	outNorm           cTensor
 	output            cTensor
 	layers            []layerTensors
-	// kc[l] is [kvDim, slots]: one key row per slot. vc[l] is [slots,
-	// kvDim], values stored transposed, so that attention multiplies the
-	// softmax weights by contiguous rows of V.
+	// kc[l] is [kvDim, slots]: one key row per slot. vc[l] is the same
+	// with flash attention (the CPU); otherwise [slots, kvDim], values
+	// stored transposed, so that attention multiplies the softmax weights by
+	// contiguous rows of V.
 	kc, vc []cTensor
+	// flash: attention is one ggml_flash_attn_ext, which on the CPU skips
+	// the masked slots instead of computing and discarding them: with many
+	// sequences in a batch each token would otherwise score every
+	// sequence's slots. Elsewhere (CUDA, which this code has not run on)
+	// attention is the plain mul_mat/soft_max/mul_mat chain, whose ops
+	// every backend has.
+	flash bool
+
+	// host is the host tier of ReserveHostBlocks: hostBlocks blocks of
+	// hostBlockFloats floats.
+	host       []float32
+	hostBlocks int
 
 	galloc    cAlloc
 	graphSize int
@@ -78,6 +94,7 @@ type scratch struct {
 	kIdx, vIdx        []int64
 	slot              []int64
 	mask              []float32
+	mask16            []uint16 // the mask in F16, as flash attention takes it
 	logits            []float32
 }
 
@@ -164,6 +181,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 				need>>20, device, weightBytes>>20, kvBytes>>20, numBlocks, free>>20, total>>20)
 		}
 	}
+	e.flash = e.onCPU() && !opts.PlainAttention
 	if err := e.loadWeights(); err != nil {
 		return nil, err
 	}
@@ -321,7 +339,11 @@ func (e *Executor) allocKV() error {
 	e.kc, e.vc = make([]cTensor, e.cfg.Layers), make([]cTensor, e.cfg.Layers)
 	for l := range e.cfg.Layers {
 		e.kc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
-		e.vc[l] = e.a.newTensor2d(ctx, typeF32, slots, int64(e.kvDim))
+		if e.flash {
+			e.vc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
+		} else {
+			e.vc[l] = e.a.newTensor2d(ctx, typeF32, slots, int64(e.kvDim))
+		}
 	}
 	if e.onCPU() {
 		// Fresh anonymous memory is zero and paged in as blocks are used.
@@ -436,27 +458,44 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 		}
 	}
 	span = (maxBlock + 1) * bs
+	// The mask in F32 (0 visible, -inf hidden) or, for flash attention, in
+	// F16 (0x0000 and 0xfc00).
 	inf := float32(math.Inf(-1))
-	s.mask = growF32(s.mask, span*n)
-	for i := range s.mask {
-		s.mask[i] = inf
+	const inf16 = 0xfc00
+	if e.flash {
+		s.mask16 = growU16(s.mask16, span*n)
+		for i := range s.mask16 {
+			s.mask16[i] = inf16
+		}
+	} else {
+		s.mask = growF32(s.mask, span*n)
+		for i := range s.mask {
+			s.mask[i] = inf
+		}
 	}
 	t = 0
 	for i := range b.Seqs {
 		sq := &b.Seqs[i]
 		for j := range sq.Tokens {
-			row := s.mask[t*span : (t+1)*span]
 			for p := 0; p <= sq.Pos+j; p++ {
-				row[int(sq.Blocks[p/bs])*bs+p%bs] = 0
+				k := t*span + int(sq.Blocks[p/bs])*bs + p%bs
+				if e.flash {
+					s.mask16[k] = 0
+				} else {
+					s.mask[k] = 0
+				}
 			}
 			t++
 		}
 	}
+	s.kIdx = growI64(s.kIdx, n)
+	copy(s.kIdx, s.slot[:n])
+	if e.flash {
+		return span
+	}
 	// Values are stored transposed: element (token t, dim d) of this
 	// iteration's V goes to flat index d*slots + slot(t) of the cache.
 	slots := int64(e.numBlocks * bs)
-	s.kIdx = growI64(s.kIdx, n)
-	copy(s.kIdx, s.slot[:n])
 	s.vIdx = growI64(s.vIdx, n*e.kvDim)
 	for d := range e.kvDim {
 		for t := range n {
@@ -476,6 +515,13 @@ func growI32(s []int32, n int) []int32 {
 func growI64(s []int64, n int) []int64 {
 	if cap(s) < n {
 		return make([]int64, n)
+	}
+	return s[:n]
+}
+
+func growU16(s []uint16, n int) []uint16 {
+	if cap(s) < n {
+		return make([]uint16, n)
 	}
 	return s[:n]
 }

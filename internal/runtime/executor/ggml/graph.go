@@ -39,8 +39,12 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	set(in.ids, unsafe.Pointer(&s.ids[0]), 4*n)
 	set(in.pos, unsafe.Pointer(&s.pos[0]), 4*n)
 	set(in.kIdx, unsafe.Pointer(&s.kIdx[0]), 8*n)
-	set(in.vIdx, unsafe.Pointer(&s.vIdx[0]), 8*len(s.vIdx))
-	set(in.mask, unsafe.Pointer(&s.mask[0]), 4*len(s.mask))
+	if e.flash {
+		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
+	} else {
+		set(in.vIdx, unsafe.Pointer(&s.vIdx[0]), 8*len(s.vIdx))
+		set(in.mask, unsafe.Pointer(&s.mask[0]), 4*len(s.mask))
+	}
 	if ns > 0 {
 		set(in.outRows, unsafe.Pointer(&s.outRows[0]), 4*ns)
 	}
@@ -94,8 +98,12 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		ids:  input(typeI32, nt, 0),
 		pos:  input(typeI32, nt, 0),
 		kIdx: input(typeI64, nt, 0),
-		vIdx: input(typeI64, nt*kvDim, 0),
-		mask: input(typeF32, sp, nt),
+	}
+	if e.flash {
+		in.mask = input(typeF16, sp, nt)
+	} else {
+		in.vIdx = input(typeI64, nt*kvDim, 0)
+		in.mask = input(typeF32, sp, nt)
 	}
 	mode := int32(ropeNormal)
 	if c.RopeNeox() {
@@ -125,21 +133,27 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		v := proj(l.v, xn, l.vBias) // [kvDim, n]
 		q, k = rope(q), rope(k)
 
-		// Write this iteration's keys and values into their slots. The
-		// graph runs its nodes in order, so the attention below, which reads
-		// the cache tensors, sees them.
+		// Write this iteration's keys and values into their slots, then
+		// attend over the slot range [0, span) of the cache in place. The
+		// graph runs its nodes in order, so the attention, which reads the
+		// cache tensors, sees this iteration's rows.
 		a.buildForward(g, a.setRows(ctx, e.kc[li], a.reshape2d(ctx, k, kvDim, nt), in.kIdx))
-		vt := a.reshape2d(ctx, a.cont(ctx, a.transpose(ctx, v)), 1, nt*kvDim)
-		a.buildForward(g, a.setRows(ctx, a.reshape2d(ctx, e.vc[li], 1, slots*kvDim), vt, in.vIdx))
-
-		// Attention over the slot range [0, span) of the cache, in place.
 		keys := a.permute(ctx, a.view3d(ctx, e.kc[li], hd, kvHeads, sp, uintptr(hd*f32), uintptr(kvDim*f32), 0), 0, 2, 1, 3) // [hd, span, kvHeads]
 		qp := a.permute(ctx, q, 0, 2, 1, 3)                                                                                  // [hd, n, heads]
-		kq := a.mulMat(ctx, keys, qp)                                                                                        // [span, n, heads]
-		kq = a.softMaxExt(ctx, kq, in.mask, scale, 0)
-		vals := a.view3d(ctx, e.vc[li], sp, hd, kvHeads, uintptr(slots*f32), uintptr(hd*slots*f32), 0) // [span, hd, kvHeads]
-		kqv := a.mulMat(ctx, vals, kq)                                                                 // [hd, n, heads]
-		attn := a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, nt)                               // [qDim, n]
+		var attn cTensor
+		if e.flash {
+			a.buildForward(g, a.setRows(ctx, e.vc[li], v, in.kIdx))
+			vals := a.permute(ctx, a.view3d(ctx, e.vc[li], hd, kvHeads, sp, uintptr(hd*f32), uintptr(kvDim*f32), 0), 0, 2, 1, 3) // [hd, span, kvHeads]
+			attn = a.reshape2d(ctx, a.flashAttnExt(ctx, qp, keys, vals, in.mask, scale, 0, 0), qDim, nt)                         // [hd, heads, n] → [qDim, n]
+		} else {
+			vt := a.reshape2d(ctx, a.cont(ctx, a.transpose(ctx, v)), 1, nt*kvDim)
+			a.buildForward(g, a.setRows(ctx, a.reshape2d(ctx, e.vc[li], 1, slots*kvDim), vt, in.vIdx))
+			kq := a.mulMat(ctx, keys, qp) // [span, n, heads]
+			kq = a.softMaxExt(ctx, kq, in.mask, scale, 0)
+			vals := a.view3d(ctx, e.vc[li], sp, hd, kvHeads, uintptr(slots*f32), uintptr(hd*slots*f32), 0) // [span, hd, kvHeads]
+			kqv := a.mulMat(ctx, vals, kq)                                                                 // [hd, n, heads]
+			attn = a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, nt)                                // [qDim, n]
+		}
 		x = a.add(ctx, x, a.mulMat(ctx, l.o, attn))
 
 		xn = norm(x, l.ffnNorm)

@@ -41,9 +41,24 @@ func testLibDir(t testing.TB) string {
 
 const testBlockSize = 4
 
+// testDevice is the device the tests run on: cpu, or what
+// KVPILOT_GGML_DEVICE says (make test-gpu sets cuda).
+func testDevice() string {
+	if d := os.Getenv("KVPILOT_GGML_DEVICE"); d != "" {
+		return d
+	}
+	return DeviceCPU
+}
+
+// plainAttention makes newTestExec build the attention that non-CPU
+// devices use; tests that cover attention run with both.
+var plainAttention bool
+
 func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	t.Helper()
-	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: DeviceCPU, Threads: 1})
+	// One CPU thread: these models are tiny, and ggml's threads spin at
+	// barriers, which on a shared machine costs more than it gains.
+	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,4 +108,20 @@ func top2Margin(l []float32) float32 {
 		}
 	}
 	return a - b
+}
+
+// bothAttentions runs f with flash attention (the CPU's) and with the plain
+// chain (other devices').
+func bothAttentions(t *testing.T, f func(t *testing.T)) {
+	for _, plain := range []bool{false, true} {
+		name := "flash"
+		if plain {
+			name = "plain"
+		}
+		t.Run(name, func(t *testing.T) {
+			plainAttention = plain
+			defer func() { plainAttention = false }()
+			f(t)
+		})
+	}
 }

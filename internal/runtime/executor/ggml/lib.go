@@ -94,6 +94,7 @@ type api struct {
 	cont2d          func(cCtx, cTensor, int64, int64) cTensor
 	softMaxExt      func(cCtx, cTensor, cTensor, float32, float32) cTensor
 	swigluSplit     func(cCtx, cTensor, cTensor) cTensor
+	flashAttnExt    func(ctx cCtx, q, k, v, mask cTensor, scale, maxBias, logitSoftcap float32) cTensor
 	ropeExt         func(ctx cCtx, a, pos, freqFactors cTensor, nDims, mode, nCtxOrig int32, freqBase, freqScale, extFactor, attnFactor, betaFast, betaSlow float32) cTensor
 	newGraphCustom  func(cCtx, uintptr, bool) cGraph
 	buildForward    func(cGraph, cTensor)
@@ -268,6 +269,7 @@ func (l *Library) bind() error {
 	sym(&a.cont2d, "ggml_cont_2d")
 	sym(&a.softMaxExt, "ggml_soft_max_ext")
 	sym(&a.swigluSplit, "ggml_swiglu_split")
+	sym(&a.flashAttnExt, "ggml_flash_attn_ext")
 	sym(&a.ropeExt, "ggml_rope_ext")
 	sym(&a.newGraphCustom, "ggml_new_graph_custom")
 	sym(&a.buildForward, "ggml_build_forward_expand")

@@ -20,9 +20,10 @@ const EnvLibDir = "KVPILOT_GGML_LIB"
 
 // Options choose the libraries, the device and its threads.
 type Options struct {
-	LibDir  string
-	Device  string
-	Threads int
+	LibDir         string
+	Device         string
+	Threads        int
+	PlainAttention bool
 }
 
 // Executor is unavailable on this platform.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -85,7 +87,9 @@ func prompts(rng *rand.Rand, vocab int) [][]int32 {
 // (summation order only), 1e-2 for F16, where ggml's CPU kernels round the
 // activations to F16 before the dot products and the cpu executor widens the
 // weights to F32 and keeps F32 activations.
-func TestGreedyMatchesCPU(t *testing.T) {
+func TestGreedyMatchesCPU(t *testing.T) { bothAttentions(t, testGreedyMatchesCPU) }
+
+func testGreedyMatchesCPU(t *testing.T) {
 	const gen = 20
 	tol := map[model.DType]float64{model.F32: 1e-4, model.F16: 1e-2}
 	for name, cfg := range parityConfigs() {
@@ -166,5 +170,39 @@ func TestQ8AgreesWithCPU(t *testing.T) {
 				t.Fatalf("only %d positions had a margin large enough to compare", checked)
 			}
 		})
+	}
+}
+
+// TestMappedModelFile: a model loaded from a GGUF file runs from its
+// read-only mapping on the CPU (no copy) and gives the logits of the same
+// model built in memory, bit for bit.
+func TestMappedModelFile(t *testing.T) {
+	m := randomModel(t, parityConfigs()["qwen2"], model.Q8_0, 12)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.WriteGGUF(f, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := model.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded.Close()
+	if !loaded.Mapped() {
+		t.Fatal("a loaded model is not mapped")
+	}
+	a, b := newTestExec(t, m, 16), newTestExec(t, loaded, 16)
+	if testDevice() == DeviceCPU && len(b.mappedBufs) == 0 {
+		t.Error("the CPU executor copied a mapped model's weights")
+	}
+	seq := []batch.Seq{{Tokens: []int32{3, 1, 4, 1, 5, 9, 2, 6}, Blocks: contiguous(0, 2), Sample: true}}
+	if diff := cmp.Diff(execute(t, a, seq)[0], execute(t, b, seq)[0]); diff != "" {
+		t.Errorf("logits of the mapped file differ (-memory +file):\n%s", diff)
 	}
 }
