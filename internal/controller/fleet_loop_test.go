@@ -238,9 +238,13 @@ var _ = Describe("Fleet loop", func() {
 
 		By("scaling pod a down: a finalizer keeps it terminating, as a draining runtime would")
 		pod := &corev1.Pod{}
-		Expect(k8sClient.Get(ctx, key("drain-a"), pod)).To(Succeed())
-		pod.Finalizers = append(pod.Finalizers, "kvpilot.test/draining")
-		Expect(k8sClient.Update(ctx, pod)).To(Succeed())
+		// The fleet loop writes the pod's deletion cost meanwhile: retry on
+		// a conflict.
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, key("drain-a"), pod)).To(Succeed())
+			pod.Finalizers = append(pod.Finalizers, "kvpilot.test/draining")
+			g.Expect(k8sClient.Update(ctx, pod)).To(Succeed())
+		}, reconcileTimeout, pollInterval).Should(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			p := &corev1.Pod{}
 			Expect(k8sClient.Get(ctx, key("drain-a"), p)).To(Succeed())
