@@ -22,16 +22,18 @@ const defaultCPUKVMemory = 1 << 30
 
 // backend is an executor with what the engine and the server need from it.
 type backend struct {
-	exec        batch.Executor
-	codec       server.Codec
-	decoder     engine.TokenDecoder
-	eos         []int32
-	vocabSize   int
-	contextLen  int
-	numBlocks   int
-	servedName  string
-	description string
-	close       func()
+	exec       batch.Executor
+	codec      server.Codec
+	decoder    engine.TokenDecoder
+	eos        []int32
+	vocabSize  int
+	contextLen int
+	numBlocks  int
+	// kvBytesPerBlock is one KV block's size (host-tier metrics in bytes).
+	kvBytesPerBlock int64
+	servedName      string
+	description     string
+	close           func()
 }
 
 func buildBackend(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
@@ -93,7 +95,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	}
 	return &backend{
 		exec: exec, codec: server.ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
-		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks,
+		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock,
 		servedName:  nameFromModel(o.Model),
 		description: fmt.Sprintf("%s, %d KV blocks (%d MiB)", name, blocks, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
@@ -187,7 +189,8 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	return &backend{
 		exec: exec, codec: server.SimCodec{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
-		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
-		close:       func() {},
+		kvBytesPerBlock: geom.KVBytesPerToken() * int64(o.BlockSize), // all devices: what the replica moves
+		description:     fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
+		close:           func() {},
 	}, nil
 }

@@ -142,7 +142,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err := device.Register(reg, devs); err != nil {
 		return err
 	}
-	engineMetrics, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: name, MaxModelLen: maxModelLen})
+	engineMetrics, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: name, MaxModelLen: maxModelLen, KVBytesPerBlock: be.kvBytesPerBlock})
 	if err != nil {
 		return err
 	}

@@ -273,6 +273,7 @@ func engineArgs(e *servingv1alpha1.EngineSpec) []string {
 	intArg("max-num-batched-tokens", e.MaxNumBatchedTokens)
 	intArg("block-size", e.BlockSize)
 	intArg("kv-cache-blocks", e.KVCacheBlocks)
+	intArg("kv-host-blocks", e.KVHostBlocks)
 	if e.KVCacheMemory != nil {
 		args = append(args, "--kv-cache-memory="+byteSize(*e.KVCacheMemory))
 	}

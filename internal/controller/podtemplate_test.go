@@ -94,6 +94,12 @@ func TestPodTemplateArgs(t *testing.T) {
 			}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-cache-memory-fraction=0.9"),
 		},
+		"host KV tier": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
+				KVCacheBlocks: ptr.To[int32](1000), KVHostBlocks: ptr.To[int32](8000),
+			}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-host-blocks=8000"),
+		},
 		"policy request defaults": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Policy("agents").Obj(),
 			policy: utiltesting.MakeSchedulerPolicy("agents", "ns").AgingRate("0.5").DefaultMaxTokens(256).

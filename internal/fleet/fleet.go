@@ -45,7 +45,11 @@ type PodSummary struct {
 	// CapacityTokens is kv blocks × block size; KVUsedTokens is what the
 	// engine holds now; PlacedTokens is the placement charge.
 	CapacityTokens, KVUsedTokens, PlacedTokens int64
-	Programs                                   int
+	// HostTokens is the pod's host-memory KV tier and HostUsedTokens what
+	// it holds of paused programs' KV: not device capacity (a program
+	// whose KV is there needs device room to resume), so counted apart.
+	HostTokens, HostUsedTokens int64
+	Programs                   int
 	// Paused counts the paused programs whose KV cache this pod holds.
 	Paused int
 	// DeletionCost is the pod's program load, for
@@ -62,10 +66,15 @@ type Summary struct {
 	// to another in the same round (paused there, placed elsewhere).
 	Pauses, Marks, Resumes, Moves int
 	ForceResumed                  int
-	RecommendedReplicas           int
-	Version                       int64
-	Duration                      time.Duration
-	Errors                        []error
+	// FairnessPauses counts the programs the fairness bound paused or
+	// marked this round; OldestWait is how long the longest-waiting
+	// paused program has waited (0 when none waits).
+	FairnessPauses      int
+	OldestWait          time.Duration
+	RecommendedReplicas int
+	Version             int64
+	Duration            time.Duration
+	Errors              []error
 }
 
 // PodClient is how the loop talks to one pod's control API (addr is its
@@ -220,6 +229,8 @@ func (f *Fleet) merge(r *round) {
 		f.version = max(f.version, rep.PlacementVersion) // a new leader continues the pods' sequence
 		pr.summary.CapacityTokens = rep.KV.CapacityTokens()
 		pr.summary.KVUsedTokens = int64(rep.KV.UsedBlocks) * int64(rep.KV.BlockSize)
+		pr.summary.HostTokens = int64(rep.KV.HostTotalBlocks) * int64(rep.KV.BlockSize)
+		pr.summary.HostUsedTokens = int64(rep.KV.HostUsedBlocks) * int64(rep.KV.BlockSize)
 		r.snap.Pods = append(r.snap.Pods, placement.Pod{Name: name, Ready: pr.pod.Ready, Draining: pr.pod.Draining,
 			CapacityTokens: pr.summary.CapacityTokens})
 		for j := range rep.Programs {
@@ -295,6 +306,12 @@ func (f *Fleet) count(r *round) {
 	sum.RecommendedReplicas = dec.RecommendedReplicas
 	sum.ForceResumed = len(dec.ForceResumed)
 	sum.ProgramsPaused = len(dec.Paused)
+	sum.FairnessPauses = len(dec.FairnessPaused)
+	for _, id := range dec.Paused {
+		if p := r.merged[id]; p != nil && !p.PausedSince.IsZero() {
+			sum.OldestWait = max(sum.OldestWait, r.now.Sub(p.PausedSince))
+		}
+	}
 	for id, p := range r.merged {
 		if _, paused := slices.BinarySearch(dec.Paused, id); p.State != placement.StateTerminated && !paused {
 			sum.ProgramsActive++

@@ -63,6 +63,12 @@ type AgentSetup struct {
 	// baseline — an agent framework capping its worker count in front of
 	// vLLM — that ProgramAware must beat without a cap to tune.
 	ProgramCap int
+	// HostBlocks is each pod's host-memory KV tier in blocks (0: none).
+	// Paused programs' KV moves there and comes back when they resume on
+	// the same pod; in Default mode, which never pauses, every tool call
+	// offloads the program's KV (an idle program's cache waits in host
+	// memory, as with vLLM's CPU offloading).
+	HostBlocks int
 }
 
 // AgentResult summarises one run.
@@ -93,6 +99,10 @@ type AgentResult struct {
 	// those still waiting counted at their wait so far.
 	HeldAtEnd int
 	MaxWait   time.Duration
+	// FairnessPauses are pauses and marks the fairness bound asked for;
+	// OffloadedBlocks and RestoredBlocks count host-tier transfers.
+	FairnessPauses                  int
+	OffloadedBlocks, RestoredBlocks int64
 }
 
 // P is a step-latency percentile.
@@ -132,6 +142,7 @@ type agentProgram struct {
 	readyAt   time.Duration // when the tool finishes
 	lastTrans time.Duration
 	pausedAt  time.Duration
+	runSince  time.Duration // last placed or resumed
 	promptLen int
 	lastTool  int // tokens of the last tool result
 }
@@ -191,7 +202,7 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 		eng, err := engine.New(engine.Config{
 			MaxNumSeqs: s.Replica.MaxNumSeqs, MaxNumBatchedTokens: s.Replica.MaxNumBatchedTokens,
 			MaxQueue: 1 << 20, MaxModelLen: s.Replica.MaxModelLen, VocabSize: x.Vocabulary().Size(),
-			KV:  kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true},
+			KV:  kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true, HostBlocks: s.HostBlocks},
 			EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk,
 		}, x)
 		if err != nil {
@@ -319,6 +330,8 @@ func (a *agentSim) closeWindow(end time.Duration) {
 	var hits, queries int64
 	for i, pd := range a.pods {
 		st := pd.eng.KVStats()
+		a.res.OffloadedBlocks += st.Offloaded
+		a.res.RestoredBlocks += st.Restored
 		hits += st.Hits
 		queries += st.Queries
 		if i < len(a.windowStats) {
@@ -352,9 +365,9 @@ func (a *agentSim) issue(p *agentProgram) error {
 				a.hold(p, -1) // waits for a slot under ProgramCap
 				return nil
 			}
-			p.pod = i
+			p.pod, p.runSince = i, a.now
 		} else if i, holder := a.gateNew(); i >= 0 {
-			p.pod = i
+			p.pod, p.runSince = i, a.now
 		} else {
 			p.paused, p.pausedAt = true, a.now
 			a.hold(p, holder)
@@ -407,7 +420,7 @@ func (a *agentSim) admitWaiting() error {
 		if !ok {
 			return nil
 		}
-		next.pod = i
+		next.pod, next.runSince = i, a.now
 		if err := a.submit(next); err != nil {
 			return err
 		}
@@ -467,12 +480,14 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 	p.readyAt = at + time.Duration(a.w.ToolTime.Sample(p.rng.Uint64()))*time.Millisecond
 	if p.marked {
 		a.pause(p, at)
+	} else if a.s.Policy.Mode == placement.ModeDefault && a.s.HostBlocks > 0 {
+		pd.eng.OffloadPrefix(p.tokens)
 	}
 }
 
 func (a *agentSim) pause(p *agentProgram, at time.Duration) {
 	if p.pod >= 0 {
-		a.pods[p.pod].eng.DeprioritizePrefix(p.tokens)
+		a.pods[p.pod].eng.OffloadPrefix(p.tokens)
 	}
 	p.paused, p.marked, p.lastPod, p.pod, p.pausedAt = true, false, p.pod, -1, at
 	if a.measuring() {
@@ -496,6 +511,9 @@ func (a *agentSim) round() error {
 	if err != nil {
 		return err
 	}
+	if a.measuring() {
+		a.res.FairnessPauses += len(dec.FairnessPaused)
+	}
 	a.room = a.room[:0]
 	for _, pdDec := range dec.Pods {
 		a.room = append(a.room, pdDec.Capacity.Total-pdDec.Capacity.Used)
@@ -515,7 +533,12 @@ func (a *agentSim) round() error {
 			if p.paused && a.measuring() {
 				a.res.Resumes++
 			}
-			p.paused, p.pod = false, i
+			if p.paused && p.lastPod == i {
+				// Back where its KV was offloaded: restore it now, ahead
+				// of its next request.
+				a.pods[i].eng.RestorePrefix(p.tokens)
+			}
+			p.paused, p.pod, p.runSince = false, i, a.now
 			if p.held {
 				if err := a.submit(p); err != nil {
 					return err
@@ -544,7 +567,8 @@ func (a *agentSim) snapshot() (placement.Snapshot, map[string]*agentProgram) {
 		pr := placement.Program{
 			ID: p.id, ContextTokens: p.reported, Steps: p.step + 1,
 			LastTransition: a.start.Add(p.lastTrans), HasHeldRequest: p.held, MarkedForPause: p.marked,
-			Status: placement.StatusActing, State: placement.StateActive,
+			RunningSince: a.start.Add(p.runSince),
+			Status:       placement.StatusActing, State: placement.StateActive,
 		}
 		if p.reasoning {
 			pr.Status = placement.StatusReasoning

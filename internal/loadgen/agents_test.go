@@ -49,6 +49,59 @@ func TestAgentsProgramAwarePausesAndResumesUnderOverload(t *testing.T) {
 		r.StepsPerMinute, r.PrefixHitRate, d.StepsPerMinute, d.PrefixHitRate)
 }
 
+// TestAgentsHostTierCutsRecompute: with a host tier, paused programs' KV is
+// offloaded and restored instead of recomputed.
+func TestAgentsHostTierCutsRecompute(t *testing.T) {
+	without, err := RunAgents(smallAgents(), smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := smallPool(placement.ModeProgramAware)
+	s.HostBlocks = 8192
+	with, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.Pauses == 0 || with.OffloadedBlocks == 0 || with.RestoredBlocks == 0 {
+		t.Fatalf("pauses %d, %d blocks offloaded, %d restored: pauses must go through the host tier",
+			with.Pauses, with.OffloadedBlocks, with.RestoredBlocks)
+	}
+	if with.RecomputedTokens >= without.RecomputedTokens {
+		t.Errorf("recomputed %d tokens with the host tier, %d without", with.RecomputedTokens, without.RecomputedTokens)
+	}
+	t.Logf("recomputed tokens %d → %d; %.1f → %.1f steps/min; %d blocks offloaded, %d restored",
+		without.RecomputedTokens, with.RecomputedTokens, without.StepsPerMinute, with.StepsPerMinute,
+		with.OffloadedBlocks, with.RestoredBlocks)
+}
+
+// TestAgentsFairnessBoundsTheWait: on a moderately overloaded pool (16
+// programs where ~12 fit), the fairness bound pauses long-running programs
+// for those waiting past it, and the longest wait falls. (Under heavier
+// overload, where most programs wait, it does not: see docs/benchmarks.md.)
+func TestAgentsFairnessBoundsTheWait(t *testing.T) {
+	const bound = 15 * time.Second
+	w := smallAgents()
+	w.Programs = 16
+	off, err := RunAgents(w, smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := smallPool(placement.ModeProgramAware)
+	s.Policy.FairnessBound = bound
+	on, err := RunAgents(w, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.FairnessPauses == 0 {
+		t.Fatal("the fairness bound paused nobody under overload")
+	}
+	if on.MaxWait >= off.MaxWait {
+		t.Errorf("longest wait %v with the bound, %v without", on.MaxWait, off.MaxWait)
+	}
+	t.Logf("longest wait %v → %v, p99 step %v → %v, %.1f → %.1f steps/min, %d fairness pauses",
+		off.MaxWait, on.MaxWait, off.P(0.99), on.P(0.99), off.StepsPerMinute, on.StepsPerMinute, on.FairnessPauses)
+}
+
 // The window's counters are the window's own: a run measuring [W, W+X) is
 // the run measuring [0, W+X) minus the run measuring [0, W), prefix-cache
 // hits included (the simulation itself does not depend on the window).

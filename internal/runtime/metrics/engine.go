@@ -56,6 +56,9 @@ type EngineOptions struct {
 	// MaxModelLen sizes the token-count histograms' buckets (vLLM's 1-2-5
 	// layout up to the context length).
 	MaxModelLen int
+	// KVBytesPerBlock is one KV block's size in bytes, to report host-tier
+	// transfers in bytes (0: counted in blocks only).
+	KVBytesPerBlock int64
 }
 
 // Engine is the engine.Observer that publishes vLLM's metrics. Every child
@@ -74,6 +77,14 @@ type Engine struct {
 	reqPromptTokens, reqGenerationTokens, reqMaxGeneration       prometheus.Observer
 	paramsMaxTokens, paramsN                                     prometheus.Observer
 
+	// Host KV tier: blocks and bytes moved by direction, as vLLM's
+	// offloading connector names them, and the tier's size and use.
+	offloadBlocks, restoreBlocks prometheus.Counter
+	offloadBytes, restoreBytes   prometheus.Counter
+	hostHits                     prometheus.Counter
+	hostBlocks, hostUsed         prometheus.Gauge
+	bytesPerBlock                float64
+
 	// lastKV are the previously published KV stats: the prefix-cache
 	// counters advance by the difference (the engine's are cumulative).
 	lastKV kvcache.Stats
@@ -84,7 +95,7 @@ var _ engine.Observer = (*Engine)(nil)
 // NewEngine registers the engine metrics for one served model on reg.
 func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	labels := prometheus.Labels{"model_name": o.ModelName, "engine": "0"}
-	m := &Engine{}
+	m := &Engine{bytesPerBlock: float64(o.KVBytesPerBlock)}
 	var cs []prometheus.Collector
 	gauge := func(name, help string) prometheus.Gauge {
 		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
@@ -117,6 +128,21 @@ func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	}, []string{"max_lora", "waiting_lora_adapters", "running_lora_adapters"})
 	cs = append(cs, lora)
 	m.loraInfo = lora.WithLabelValues("0", "", "")
+
+	// vLLM's offloading connector counts bytes by transfer_type; the block
+	// counts, host hits and tier gauges are kvpilot's.
+	offBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vllm:kv_offload_total_bytes_total", Help: "KV bytes moved between device and host memory, by direction.", ConstLabels: labels,
+	}, []string{"transfer_type"})
+	offBlocks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvpilot_kv_offload_blocks_total", Help: "KV blocks moved between device and host memory, by direction.", ConstLabels: labels,
+	}, []string{"transfer_type"})
+	cs = append(cs, offBytes, offBlocks)
+	m.offloadBytes, m.restoreBytes = offBytes.WithLabelValues("GPU_to_CPU"), offBytes.WithLabelValues("CPU_to_GPU")
+	m.offloadBlocks, m.restoreBlocks = offBlocks.WithLabelValues("GPU_to_CPU"), offBlocks.WithLabelValues("CPU_to_GPU")
+	m.hostHits = counter("kvpilot_prefix_cache_host_hits_total", "Prefix cache hits served from the host KV tier, in tokens.")
+	m.hostBlocks = gauge("kvpilot_kv_host_blocks", "Blocks of the host-memory KV tier.")
+	m.hostUsed = gauge("kvpilot_kv_host_blocks_used", "Host-memory KV blocks holding paused programs' KV.")
 
 	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
 	m.prefixHits = counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")
@@ -184,6 +210,19 @@ func (m *Engine) Iteration(st *engine.IterationStats) {
 	if d := st.KV.Hits - m.lastKV.Hits; d > 0 {
 		m.prefixHits.Add(float64(d))
 	}
+	if d := st.KV.HostHits - m.lastKV.HostHits; d > 0 {
+		m.hostHits.Add(float64(d))
+	}
+	if d := st.KV.Offloaded - m.lastKV.Offloaded; d > 0 {
+		m.offloadBlocks.Add(float64(d))
+		m.offloadBytes.Add(float64(d) * m.bytesPerBlock)
+	}
+	if d := st.KV.Restored - m.lastKV.Restored; d > 0 {
+		m.restoreBlocks.Add(float64(d))
+		m.restoreBytes.Add(float64(d) * m.bytesPerBlock)
+	}
+	m.hostBlocks.Set(float64(st.KV.HostTotal))
+	m.hostUsed.Set(float64(st.KV.HostUsed))
 	m.lastKV = st.KV
 	if st.Preempted > 0 {
 		m.preemptions.Add(float64(st.Preempted))

@@ -119,3 +119,50 @@ func TestObserverAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per Iteration+RequestFinished, want 0", n)
 	}
 }
+
+// TestHostTierMetrics: offloads and restores advance vLLM's offload byte
+// counter by direction, and the block counters, by the difference between
+// iterations.
+func TestHostTierMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewEngine(reg, EngineOptions{ModelName: "m", MaxModelLen: 100, KVBytesPerBlock: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 5, Offloaded: 5}})
+	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 3, Offloaded: 7, Restored: 4, HostHits: 64}})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "transfer_type" {
+					key += "{" + l.GetValue() + "}"
+				}
+			}
+			switch {
+			case mt.GetCounter() != nil:
+				got[key] = mt.GetCounter().GetValue()
+			case mt.GetGauge() != nil:
+				got[key] = mt.GetGauge().GetValue()
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"vllm:kv_offload_total_bytes_total{GPU_to_CPU}": 7000,
+		"vllm:kv_offload_total_bytes_total{CPU_to_GPU}": 4000,
+		"kvpilot_kv_offload_blocks_total{GPU_to_CPU}":   7,
+		"kvpilot_kv_offload_blocks_total{CPU_to_GPU}":   4,
+		"kvpilot_prefix_cache_host_hits_total":          64,
+		"kvpilot_kv_host_blocks":                        64,
+		"kvpilot_kv_host_blocks_used":                   3,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+}

@@ -89,6 +89,7 @@ type entry struct {
 	steps                       int
 	lastTransition              time.Time
 	pausedSince                 time.Time
+	runningSince                time.Time // last placed or resumed here
 	inflight, held              int
 	wake                        chan struct{}
 	reported                    bool // TERMINATED entries go after one report
@@ -181,7 +182,7 @@ func (t *Table) Route(id string, forwarded bool) Route {
 			// not fit yet.
 		}
 		e = t.newEntry(id, now)
-		e.placed = true
+		e.placed, e.runningSince = true, now
 	}
 	switch {
 	case e.state == placement.StatePaused:
@@ -193,7 +194,7 @@ func (t *Table) Route(id string, forwarded bool) Route {
 		if addr, ok := t.routes[id]; ok && addr != "" && !forwarded {
 			return Route{Kind: Forward, Addr: addr}
 		}
-		e.placed = true
+		e.placed, e.runningSince = true, now
 	}
 	e.state = placement.StateActive
 	if e.inflight == 0 {
@@ -228,7 +229,7 @@ func (t *Table) admitWaitingLocked() {
 		if next == nil {
 			return
 		}
-		next.waitingRoom, next.placed = false, true
+		next.waitingRoom, next.placed, next.runningSince = false, true, t.cfg.Clock.Now()
 		next.state, next.pausedSince = placement.StateActive, time.Time{}
 		t.wakeLocked(next)
 	}
@@ -446,6 +447,9 @@ func (t *Table) Apply(p *Placement) bool {
 			// copies run before its held request is admitted.
 			restore = append(restore, e.tokens)
 		}
+		if !e.placed || e.state == placement.StatePaused {
+			e.runningSince = now
+		}
 		e.placed, e.waitingRoom = true, false
 		if e.state != placement.StateTerminated {
 			e.state, e.pausedSince = placement.StateActive, time.Time{}
@@ -497,7 +501,7 @@ func (t *Table) Tick() {
 				t.routes[id] = best
 				e.state, e.pausedSince = placement.StateActive, time.Time{}
 			} else {
-				e.placed = true
+				e.placed, e.runningSince = true, now
 				e.state, e.pausedSince = placement.StateActive, time.Time{}
 			}
 			t.wakeLocked(e)
@@ -525,7 +529,7 @@ func (t *Table) Report() Report {
 		r.Programs = append(r.Programs, ProgramReport{
 			ID: e.id, Status: status.String(), State: e.state.String(), Placed: e.placed,
 			MarkedForPause: e.marked, ContextTokens: e.contextTokens, SharedTokens: e.sharedTokens,
-			Steps: e.steps, LastTransition: e.lastTransition, PausedSince: e.pausedSince,
+			Steps: e.steps, LastTransition: e.lastTransition, PausedSince: e.pausedSince, RunningSince: e.runningSince,
 			HeldRequests: e.held, InFlight: e.inflight,
 		})
 	}

@@ -286,3 +286,30 @@ func TestStartedCountsTheRunningPrompt(t *testing.T) {
 		t.Fatalf("%+v", p)
 	}
 }
+
+// TestRunningSinceRestartsOnResume: the fairness bound compares how long
+// programs have run since they were last placed or resumed.
+func TestRunningSinceRestartsOnResume(t *testing.T) {
+	f := newFixture(16000)
+	start := f.clk.Now()
+	f.t.Route("p", false)
+	f.t.End("p", 500, 0, []int32{1})
+	if got := f.program("p").RunningSince; !got.Equal(start) {
+		t.Fatalf("RunningSince = %v, want the first request's time %v", got, start)
+	}
+	f.clk.Advance(time.Minute)
+	f.t.Route("p", false) // a later step: still the same run
+	f.t.End("p", 600, 0, []int32{1, 2})
+	if got := f.program("p").RunningSince; !got.Equal(start) {
+		t.Fatalf("RunningSince moved to %v on a later step", got)
+	}
+	f.t.Apply(&Placement{Version: 1, Pause: []string{"p"}})
+	f.clk.Advance(time.Minute)
+	f.t.Apply(&Placement{Version: 2, Place: []string{"p"}})
+	if got, want := f.program("p").RunningSince, start.Add(2*time.Minute); !got.Equal(want) {
+		t.Fatalf("RunningSince after resume = %v, want %v", got, want)
+	}
+	if pp := f.program("p"); !pp.ToPlacement("pod-a").RunningSince.Equal(start.Add(2 * time.Minute)) {
+		t.Fatal("ToPlacement drops RunningSince")
+	}
+}

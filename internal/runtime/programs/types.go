@@ -58,8 +58,11 @@ type ProgramReport struct {
 	Steps          int       `json:"steps"`
 	LastTransition time.Time `json:"lastTransition"`
 	PausedSince    time.Time `json:"pausedSince,omitzero"`
-	HeldRequests   int       `json:"heldRequests,omitempty"`
-	InFlight       int       `json:"inFlight,omitempty"`
+	// RunningSince is when the program was last placed or resumed here
+	// (the fairness bound pauses the program that has run longest).
+	RunningSince time.Time `json:"runningSince,omitzero"`
+	HeldRequests int       `json:"heldRequests,omitempty"`
+	InFlight     int       `json:"inFlight,omitempty"`
 }
 
 // Placement is what the controller pushes (PUT placement on the control
@@ -112,6 +115,7 @@ func (p *ProgramReport) ToPlacement(pod string) placement.Program {
 		ID: p.ID, MarkedForPause: p.MarkedForPause, ContextTokens: p.ContextTokens,
 		SharedTokens: p.SharedTokens, Steps: p.Steps, LastTransition: p.LastTransition,
 		PausedSince: p.PausedSince, HasHeldRequest: p.HeldRequests > 0,
+		RunningSince: p.RunningSince,
 	}
 	switch p.Status {
 	case placement.StatusReasoning.String():
