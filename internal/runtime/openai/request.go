@@ -43,6 +43,9 @@ type Common struct {
 	MinTokens *int          `json:"min_tokens"`
 	ProgramID string        `json:"program_id"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
+
+	// Structured outputs (structured.go).
+	Guided
 }
 
 // CompletionRequest is the body of POST /v1/completions.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -13,6 +14,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
 )
 
 // readRequest reads and parses a generation request and checks its model;
@@ -37,11 +39,15 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	gen := generation{chat: false, promptParam: "prompt", maxParam: "max_tokens"}
+	if !s.outputGrammar(w, &req.Common, &gen) {
+		return
+	}
 	prompt := req.Prompt.Tokens
 	if !req.Prompt.IsTokens {
 		prompt = s.cfg.Codec.EncodePrompt(req.Prompt.Text)
 	}
-	s.generate(w, r, body, &req.Common, prompt, generation{chat: false, promptParam: "prompt", maxParam: "max_tokens"})
+	s.generate(w, r, body, &req.Common, prompt, gen)
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +63,25 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.MaxCompletionTokens != nil {
 		maxParam = "max_completion_tokens"
 	}
-	s.generate(w, r, body, &req.Common, s.cfg.Codec.EncodeChat(msgs), generation{chat: true, promptParam: "messages", maxParam: maxParam})
+	gen := generation{chat: true, promptParam: "messages", maxParam: maxParam}
+	if !s.outputGrammar(w, &req.Common, &gen) {
+		return
+	}
+	s.generate(w, r, body, &req.Common, s.cfg.Codec.EncodeChat(msgs), gen)
+}
+
+// outputGrammar compiles the request's structured-output constraint into
+// gen; on a field it cannot honour it writes the 400 and returns false.
+func (s *Server) outputGrammar(w http.ResponseWriter, c *openai.Common, gen *generation) bool {
+	oc, apiErr := c.Constraint()
+	if apiErr == nil && oc != nil {
+		gen.grammar, apiErr = s.grammars.compileOutput(oc)
+	}
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return false
+	}
+	return true
 }
 
 // readBody reads the body within the size limit.
@@ -89,6 +113,8 @@ func (s *Server) checkModel(name string) *openai.Error {
 type generation struct {
 	chat                  bool
 	promptParam, maxParam string
+	// grammar, when set, constrains the output (structured outputs).
+	grammar *grammar.Grammar
 }
 
 // maxTokens resolves the output limit: the request's, or the default capped
@@ -175,6 +201,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, p
 		Prompt:    prompt,
 		Params:    c.EngineParams(maxTokens, s.defaults),
 		Priority:  c.Priority.Priority(),
+	}
+	if g.grammar != nil {
+		ends := append(slices.Clone(s.eng.Config().EOS), req.Params.StopTokenIDs...)
+		req.Constraint = s.grammars.matcher(g.grammar, ends)
 	}
 	st, err := s.eng.Submit(r.Context(), req)
 	if err != nil {

@@ -116,6 +116,7 @@ type Server struct {
 	defaults    openai.Defaults
 	forwarder   *http.Client
 	heldGauge   prometheus.Gauge
+	grammars    *grammars
 	stalled     *prometheus.CounterVec
 
 	// draining closes when the pod starts draining (BeginDrain): held
@@ -175,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 		created:     time.Now().Unix(),
 		retryAfter:  fmt.Sprint(max(1, int(cfg.RetryAfter.Round(time.Second)/time.Second))),
 		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
+		grammars:    newGrammars(cfg.Engine.Config().VocabSize, cfg.Engine.Config().Decoder),
 	}
 	s.draining = make(chan struct{})
 	s.abortCtx, s.abortForwards = context.WithCancel(context.Background())

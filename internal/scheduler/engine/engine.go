@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -118,8 +119,10 @@ type sequence struct {
 	sp     sampling.Params
 	rng    sampling.RNG
 	banned []int32 // EOS and stop ids, masked while outTokens < MinTokens
-	seed   uint64
-	t      timing
+	// constraint restricts the output (nil: unconstrained).
+	constraint sampling.Constraint
+	seed       uint64
+	t          timing
 }
 
 // Engine is the continuous-batching scheduler of one model replica.
@@ -256,7 +259,8 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		PromptTokens:     len(r.Prompt),
 	}
 	s.det.Reset(&s.detP)
-	if p.MinTokens > 0 {
+	s.constraint = r.Constraint
+	if p.MinTokens > 0 && s.constraint == nil {
 		if !p.IgnoreEOS {
 			s.banned = append(s.banned, e.cfg.EOS...)
 		}
@@ -597,14 +601,26 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 		switch {
 		case e.out.Sampled[i]:
 			tok = e.out.Tokens[i]
+			if s.constraint != nil {
+				tok = e.constrainSampled(s, tok)
+			}
 		case e.out.Logits[i] != nil:
 			var banned []int32
 			if s.outTokens < s.req.Params.MinTokens {
 				banned = s.banned
 			}
-			tok = e.sampler.Sample(e.out.Logits[i], &s.sp, &s.rng, banned)
+			logits := e.out.Logits[i]
+			if s.constraint != nil {
+				sampling.ApplyMask(logits, s.constraint.Mask(e.remaining(s)))
+			}
+			tok = e.sampler.Sample(logits, &s.sp, &s.rng, banned)
 		default:
 			e.finishLocked(s, completion.Error, fmt.Errorf("executor produced no token for sequence %d", s.id), now)
+			finished++
+			continue
+		}
+		if s.constraint != nil && !s.constraint.Advance(tok) {
+			e.finishLocked(s, completion.Error, fmt.Errorf("sampled token %d violates the output constraint (nothing else was allowed)", tok), now)
 			finished++
 			continue
 		}
@@ -613,6 +629,13 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 		s.outTokens++
 		e.observeToken(s, now)
 		delta, reason := s.det.Add(tok, e.cfg.Decoder.TokenBytes(tok), s.stream.cancelled.Load())
+		if reason == completion.None && s.constraint != nil && s.constraint.Done() {
+			// The output is complete: nothing may follow, not even EOS.
+			s.stream.push(tok, true, delta)
+			e.finishLocked(s, completion.Stop, nil, now)
+			finished++
+			continue
+		}
 		if reason != completion.None {
 			s.stream.push(tok, true, nil)
 			e.finishWithTextLocked(s, reason, nil, delta, now)
@@ -625,6 +648,40 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 		e.compactRunningLocked()
 	}
 	return sampled, finished
+}
+
+// remaining is how many tokens s may still generate, the next included.
+func (e *Engine) remaining(s *sequence) int {
+	return min(s.req.Params.MaxTokens-s.outTokens, e.cfg.MaxModelLen-len(s.tokens))
+}
+
+// constrainSampled keeps a token an executor sampled by itself (it never
+// saw the mask) when the constraint allows it, and otherwise draws one of
+// the allowed tokens uniformly with the request's generator.
+func (e *Engine) constrainSampled(s *sequence, tok int32) int32 {
+	mask := s.constraint.Mask(e.remaining(s))
+	if sampling.Allowed(mask, tok) {
+		return tok
+	}
+	n := 0
+	for _, w := range mask {
+		n += bits.OnesCount64(w)
+	}
+	if n == 0 {
+		return tok
+	}
+	k := int(s.rng.Float64() * float64(n))
+	for wi, w := range mask {
+		if c := bits.OnesCount64(w); k >= c {
+			k -= c
+			continue
+		}
+		for ; k > 0; k-- {
+			w &= w - 1
+		}
+		return int32(wi*64 + bits.TrailingZeros64(w))
+	}
+	return tok
 }
 
 // observeToken records a sampled token's latency for the iteration's stats
