@@ -90,8 +90,8 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
 
 .PHONY: bench-executors
-bench-executors: ggml ## ggml vs cpu executor on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
-	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+bench-executors: ggml ## ggml vs cpu executor (GGML_THREADS=n to set ggml's CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: test-gpu
 test-gpu: ## The ggml executor's tests and benchmark on CUDA (fetches ggml's CUDA build, ~143 MB); skipped without an NVIDIA GPU.

@@ -14,10 +14,12 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/server"
@@ -37,7 +39,7 @@ var qwen05Config = model.Config{
 const (
 	benchBlockSize = 16
 	benchPrompt    = 512
-	benchDecode    = 32
+	benchDecode    = 16
 	benchRounds    = 2
 )
 
@@ -70,10 +72,10 @@ func singleStream(b *testing.B, e batch.Executor, vocab int) (prefill, decode fl
 }
 
 // aggregateDecode serves e through the real HTTP server and engine and runs
-// streams concurrent greedy completions of 16 prompt tokens and 48 output
+// streams concurrent greedy completions of 16 prompt tokens and 32 output
 // tokens; it returns output tokens per second over the run.
 func aggregateDecode(b *testing.B, e batch.Executor, m *model.Model, streams int) float64 {
-	const promptLen, outLen = 16, 48
+	const promptLen, outLen = 16, 32
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: 32, MaxModelLen: m.Config.ContextLen, VocabSize: m.Config.VocabSize,
 		KV:  kvcache.Config{NumBlocks: 256, BlockSize: benchBlockSize, EnablePrefixCache: true},
@@ -86,7 +88,7 @@ func aggregateDecode(b *testing.B, e batch.Executor, m *model.Model, streams int
 		b.Fatal(err)
 	}
 	defer func() { _ = eng.Stop(context.Background()) }()
-	srv, err := server.New(server.Config{Engine: eng, Codec: server.ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, ModelName: "bench", Logger: slog.New(slog.DiscardHandler)})
+	srv, err := server.New(server.Config{Engine: eng, Codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, ModelName: "bench", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -143,6 +145,15 @@ func BenchmarkExecutors(b *testing.B) {
 	}
 	dir := testLibDir(b)
 	threads := runtime.GOMAXPROCS(0)
+	// ggml's CPU threads wait for each other at every graph node by
+	// spinning; on a machine whose cores are oversubscribed by other work a
+	// descheduled thread stalls the other, so there fewer threads can be
+	// faster. KVPILOT_BENCH_GGML_THREADS sets ggml's count (the cpu executor
+	// keeps GOMAXPROCS).
+	ggmlThreads := threads
+	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_GGML_THREADS")); err == nil && v > 0 {
+		ggmlThreads = v
+	}
 	base := model.Random(qwen05Config, 1)
 	for _, typ := range []model.DType{model.Q8_0, model.F16} {
 		m, err := base.Convert(typ)
@@ -154,11 +165,11 @@ func BenchmarkExecutors(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ge, err := New(m, blocks, benchBlockSize, Options{LibDir: dir, Device: testDevice(), Threads: threads})
+		ge, err := New(m, blocks, benchBlockSize, Options{LibDir: dir, Device: testDevice(), Threads: ggmlThreads})
 		if err != nil {
 			b.Fatal(err)
 		}
-		fmt.Printf("%s: %.0fM parameters, %d threads; ggml on %s\n", typ, float64(m.Config.NumParams())/1e6, threads, ge.Device())
+		fmt.Printf("%s: %.0fM parameters; cpu executor %d threads, ggml %d threads on %s\n", typ, float64(m.Config.NumParams())/1e6, threads, ggmlThreads, ge.Device())
 		// Warm both (page in weights, grow ggml's compute buffer).
 		singleStream(b, ce, m.Config.VocabSize)
 		singleStream(b, ge, m.Config.VocabSize)

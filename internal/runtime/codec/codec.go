@@ -1,4 +1,8 @@
-package server
+// Package codec turns request text into prompt token ids for the runtime's
+// HTTP API: with a model's tokenizer and chat template, or, for the sim
+// executor, with its synthetic vocabulary. It knows no HTTP, so benchmarks
+// and tools encode prompts as the server does without importing it.
+package codec
 
 import (
 	"strings"
@@ -22,19 +26,19 @@ type Codec interface {
 	ToolFormat() string
 }
 
-// ModelCodec encodes with a model's tokenizer and chat template.
-type ModelCodec struct {
+// Model encodes with a model's tokenizer and chat template.
+type Model struct {
 	Tokenizer model.Tokenizer
 	Template  model.ChatTemplate
 }
 
-var _ Codec = ModelCodec{}
+var _ Codec = Model{}
 
 // EncodePrompt implements Codec: the model's BOS is added when it wants one.
-func (c ModelCodec) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(text, true) }
+func (c Model) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(text, true) }
 
 // EncodeChat implements Codec.
-func (c ModelCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
+func (c Model) EncodeChat(chat *model.Chat) ([]int32, error) {
 	text, err := c.Template.Render(chat)
 	if err != nil {
 		return nil, err
@@ -43,22 +47,22 @@ func (c ModelCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
 }
 
 // ToolFormat implements Codec.
-func (c ModelCodec) ToolFormat() string { return string(c.Template.ToolFormat()) }
+func (c Model) ToolFormat() string { return string(c.Template.ToolFormat()) }
 
-// SimCodec encodes for the sim executor: word by word with its synthetic
+// Sim encodes for the sim executor: word by word with its synthetic
 // vocabulary (only prompt lengths matter to the cost model), chat messages
 // joined as "role: content" lines, tools as their JSON.
-type SimCodec struct {
+type Sim struct {
 	Vocab *sim.Vocabulary
 }
 
-var _ Codec = SimCodec{}
+var _ Codec = Sim{}
 
 // EncodePrompt implements Codec.
-func (c SimCodec) EncodePrompt(text string) []int32 { return c.Vocab.Encode(text) }
+func (c Sim) EncodePrompt(text string) []int32 { return c.Vocab.Encode(text) }
 
 // EncodeChat implements Codec.
-func (c SimCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
+func (c Sim) EncodeChat(chat *model.Chat) ([]int32, error) {
 	var b strings.Builder
 	for _, t := range chat.Tools {
 		b.WriteString("tool: ")
@@ -79,4 +83,4 @@ func (c SimCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
 
 // ToolFormat implements Codec: the sim's synthetic output is read as
 // Hermes calls.
-func (c SimCodec) ToolFormat() string { return openai.ToolFormatHermes }
+func (c Sim) ToolFormat() string { return openai.ToolFormatHermes }
