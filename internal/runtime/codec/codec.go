@@ -9,7 +9,6 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
-	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 )
 
 // Codec turns request text into prompt token ids. Implementations must be
@@ -21,7 +20,7 @@ type Codec interface {
 	// tokenizes it. Errors wrap model.ErrTemplate when the template refuses
 	// the conversation.
 	EncodeChat(c *model.Chat) ([]int32, error)
-	// ToolFormat is how the model writes tool calls (openai.ToolFormat*),
+	// ToolFormat is how the model writes tool calls (model.ToolFormat*),
 	// "" when its template knows no tools.
 	ToolFormat() string
 }
@@ -83,4 +82,4 @@ func (c Sim) EncodeChat(chat *model.Chat) ([]int32, error) {
 
 // ToolFormat implements Codec: the sim's synthetic output is read as
 // Hermes calls.
-func (c Sim) ToolFormat() string { return openai.ToolFormatHermes }
+func (c Sim) ToolFormat() string { return string(model.ToolFormatHermes) }
