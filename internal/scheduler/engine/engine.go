@@ -117,6 +117,7 @@ type sequence struct {
 	sp     sampling.Params
 	rng    sampling.RNG
 	banned []int32 // EOS and stop ids, masked while outTokens < MinTokens
+	lps    []sampling.TokenLogprob // this step's logprobs (scratch)
 	seed   uint64
 	t      timing
 }
@@ -130,6 +131,8 @@ type Engine struct {
 	clk       clock.Clock
 	log       *slog.Logger
 	m         *Metrics
+	// samplesTokens: the executor draws tokens itself (batch.TokenSampler).
+	samplesTokens bool
 
 	mu       sync.Mutex
 	waiting  *queue.Queue[*sequence]
@@ -194,6 +197,9 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		Epoch:     e.clk.Now(),
 	})
 	e.b.BlockSize = e.blockSize
+	if ts, ok := exec.(batch.TokenSampler); ok {
+		e.samplesTokens = ts.SamplesTokens()
+	}
 	if e.m != nil {
 		e.m.setCacheConfig(e.blockSize, kv.NumBlocks())
 	}
@@ -243,7 +249,7 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		}
 		s.banned = append(s.banned, p.StopTokenIDs...)
 	}
-	s.sp = sampling.Params{Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, Seed: p.Seed, HasSeed: p.HasSeed}
+	s.sp = e.samplingParams(p)
 	st := &Stream{id: r.ID, engine: e, seq: s, ready: make(chan struct{}, 1)}
 	s.stream = st
 
@@ -518,15 +524,16 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 			continue
 		}
 		var tok int32
+		var lps []sampling.TokenLogprob
 		switch {
+		case e.out.Logits[i] != nil:
+			tok, lps = e.sample(s, e.out.Logits[i])
+		case e.out.Sampled[i] && s.req.Params.Logprobs:
+			e.finishLocked(s, completion.Error, fmt.Errorf("executor sampled sequence %d itself: no logits for its logprobs", s.id), now)
+			finished++
+			continue
 		case e.out.Sampled[i]:
 			tok = e.out.Tokens[i]
-		case e.out.Logits[i] != nil:
-			var banned []int32
-			if s.outTokens < s.req.Params.MinTokens {
-				banned = s.banned
-			}
-			tok = e.sampler.Sample(e.out.Logits[i], &s.sp, &s.rng, banned)
 		default:
 			e.finishLocked(s, completion.Error, fmt.Errorf("executor produced no token for sequence %d", s.id), now)
 			finished++
@@ -538,17 +545,47 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 		e.observeToken(s, now)
 		delta, reason := s.det.Add(tok, e.cfg.Decoder.TokenBytes(tok), s.stream.cancelled.Load())
 		if reason != completion.None {
-			s.stream.push(tok, true, nil)
+			s.stream.push(tok, true, nil, lps)
 			e.finishWithTextLocked(s, reason, nil, delta, now)
 			finished++
 			continue
 		}
-		s.stream.push(tok, true, delta)
+		s.stream.push(tok, true, delta, lps)
 	}
 	if finished > 0 {
 		e.compactRunningLocked()
 	}
 	return sampled, finished
+}
+
+// sample picks s's next token from the executor's logits, the one
+// per-token pipeline: log-probabilities of the model's own distribution
+// (when asked for), then the logit processors (penalties, logit bias, bad
+// words, the min_tokens bans), then the draw (temperature, top-k, min-p,
+// top-p). The logits are restored before it returns. The returned
+// logprobs (chosen token first, then the top alternatives) are s's
+// scratch, valid until its next step.
+func (e *Engine) sample(s *sequence, logits []float32) (int32, []sampling.TokenLogprob) {
+	p := &s.req.Params
+	var lse float64
+	lps := s.lps[:0]
+	if p.Logprobs {
+		lse, lps = e.sampler.Logprobs(logits, p.TopLogprobs, append(lps, sampling.TokenLogprob{}))
+	}
+	h := sampling.History{Prompt: s.tokens[:s.promptLen], Output: s.tokens[s.promptLen:]}
+	if s.outTokens < p.MinTokens {
+		h.Banned = s.banned
+	}
+	e.sampler.Process(logits, &s.sp, &h)
+	// A token mask (constrained decoding) belongs here: after the
+	// processors, before the draw, its changes recorded with Sampler.Set.
+	tok := e.sampler.Fallback(e.sampler.Draw(logits, &s.sp, &s.rng), logits)
+	e.sampler.Restore(logits)
+	if p.Logprobs {
+		lps[0] = sampling.TokenLogprob{ID: tok, Logprob: float32(float64(logits[tok]) - lse)}
+	}
+	s.lps = lps
+	return tok, lps
 }
 
 func (e *Engine) observeToken(s *sequence, now time.Time) {
