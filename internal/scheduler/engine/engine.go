@@ -250,7 +250,7 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		s.banned = append(s.banned, p.StopTokenIDs...)
 	}
 	s.sp = e.samplingParams(p)
-	st := &Stream{id: r.ID, engine: e, seq: s, ready: make(chan struct{}, 1)}
+	st := &Stream{id: r.ID, engine: e, seq: s, ready: make(chan struct{}, 1), started: make(chan struct{})}
 	s.stream = st
 
 	e.mu.Lock()

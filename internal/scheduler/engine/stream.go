@@ -82,6 +82,25 @@ type Stream struct {
 	outLps    []sampling.TokenLogprob
 
 	stopAfter func() bool // unregisters the context watcher
+
+	// started is closed once the prompt's KV is computed (the first token
+	// is out) or the request finished; startedDone guards the close.
+	started     chan struct{}
+	startedDone bool
+}
+
+// Started is closed when the request's prompt has been prefilled (its
+// first output token exists) or the request finished. A request that
+// shares this one's prompt and is submitted after it finds the prompt's
+// full blocks in the prefix cache instead of prefilling them again.
+func (s *Stream) Started() <-chan struct{} { return s.started }
+
+// markStarted closes started once; s.mu is held.
+func (s *Stream) markStarted() {
+	if !s.startedDone {
+		s.startedDone = true
+		close(s.started)
+	}
 }
 
 // ID is the request id.
@@ -176,6 +195,7 @@ func (s *Stream) push(tok int32, hasTok bool, text []byte, lps []sampling.TokenL
 	if hasTok {
 		s.tokens = append(s.tokens, tok)
 		s.lps = append(s.lps, lps...)
+		s.markStarted()
 	}
 	s.text = append(s.text, text...)
 	s.mu.Unlock()
@@ -194,6 +214,7 @@ func (s *Stream) finish(text []byte, c Chunk) {
 	s.text = append(s.text, text...)
 	s.done = true
 	s.final = c
+	s.markStarted()
 	s.mu.Unlock()
 	if s.stopAfter != nil {
 		s.stopAfter()
