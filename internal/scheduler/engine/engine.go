@@ -116,7 +116,7 @@ type sequence struct {
 	detP   completion.Params
 	sp     sampling.Params
 	rng    sampling.RNG
-	banned []int32 // EOS and stop ids, masked while outTokens < MinTokens
+	banned []int32                 // EOS and stop ids, masked while outTokens < MinTokens
 	lps    []sampling.TokenLogprob // this step's logprobs (scratch)
 	seed   uint64
 	t      timing
