@@ -1,6 +1,13 @@
 # syntax=docker/dockerfile:1
 # One image, two binaries: /manager (the operator) and /kvpilot-runtime (the
-# pod that serves a model). Build with `make docker-build IMG=...`.
+# pod that serves a model). Build with `make docker-build IMG=...`. The
+# runtime-cuda target (`make docker-build-cuda`) is the runtime with ggml's
+# CUDA libraries for GPU pools. Neither has been built on the machines this
+# was written on (no Docker daemon).
+
+# The CUDA runtime image of the runtime-cuda target (its tag is not verified
+# here: these machines reach no container registry).
+ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu22.04
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
@@ -17,6 +24,32 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags="-s -w" -o /out/kvpilot-runtime ./cmd/runtime
 
+# ggml's CUDA build (the ggml executor's kernels), the same release that
+# hack/setup-ggml.sh installs for tests: node-llama-cpp's prebuilt package,
+# fetched with npm pack (no install scripts run).
+FROM --platform=linux/amd64 node:22-bookworm-slim AS ggml-cuda
+ARG GGML_NLC_VERSION=3.22.1
+WORKDIR /tmp/ggml
+RUN npm pack --silent "@node-llama-cpp/linux-x64-cuda@${GGML_NLC_VERSION}" && \
+    mkdir -p x /ggml && tar -xzf ./*.tgz -C x && \
+    cp x/package/bins/linux-x64-cuda/libggml*.so x/package/bins/linux-x64-cuda/_nlcBuildMetadata.json /ggml/ && \
+    rm -rf /tmp/ggml
+
+# The runtime for NVIDIA GPUs: `make docker-build-cuda IMG_CUDA=...`. ggml's
+# CUDA backend links libcudart.so.13 and libcublas.so.13, which the CUDA
+# runtime image carries; libcuda.so.1 and NVML come from the node's driver
+# through the NVIDIA container toolkit. linux/amd64 only (the package is
+# built for x86-64). It holds the runtime only: the manager stays in the
+# default image.
+FROM --platform=linux/amd64 ${CUDA_RUNTIME_IMAGE} AS runtime-cuda
+COPY --from=build /out/kvpilot-runtime /kvpilot-runtime
+COPY --from=ggml-cuda /ggml /opt/kvpilot/ggml
+ENV KVPILOT_GGML_LIB=/opt/kvpilot/ggml
+USER 65532:65532
+ENTRYPOINT ["/kvpilot-runtime"]
+
+# The default target, last: the manager and the runtime (cpu, sim; ggml needs
+# the libraries, as in the CUDA image above).
 # distroless/base rather than /static: it has glibc, which the NVIDIA
 # libraries the runtime may load at run time (NVML, for device discovery)
 # need. Still no shell and no package manager; nonroot is uid 65532.

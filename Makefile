@@ -12,6 +12,8 @@ FUZZTIME ?= 30s
 
 # Image built by `make docker-build`; it holds both the manager and the runtime.
 IMG ?= kvpilot:latest
+# Runtime image for GPU pools (`make docker-build-cuda`): ggml's CUDA build next to the runtime.
+IMG_CUDA ?= kvpilot:cuda
 CONTAINER_TOOL ?= docker
 
 # Pinned tools, installed into $(BIN) under a versioned name so a new pin
@@ -27,9 +29,19 @@ SETUP_ENVTEST = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=
 # The local end-to-end cluster also needs kube-controller-manager, built the
 # same way into the same cache; see hack/setup-kube-components.sh.
 SETUP_KUBE_COMPONENTS = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) GO=$(GO) hack/setup-kube-components.sh
+# ggml's prebuilt libraries (the ggml executor's kernels) come from the npm
+# packages of node-llama-cpp into a cache outside the tree; see
+# hack/setup-ggml.sh.
+GGML_NLC_VERSION ?= 3.22.1
+SETUP_GGML = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-ggml.sh
 # Where `make demo` keeps the local cluster's files while it runs.
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
+
+# Packages with goroutines of their own (the engine loop, the HTTP server,
+# the fleet's parallel reads): `make test` runs them under the race detector
+# too, with -short skipping what is too slow there.
+RACE_PACKAGES = ./internal/scheduler/... ./internal/runtime/... ./internal/fleet/...
 
 # Files controller-gen writes; `make verify` fails when they are stale.
 GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
@@ -59,8 +71,14 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint envtest ## Run all tests (unit, fuzz seed corpora, envtest suites).
-	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 $(GO) test $(GOFLAGS_TEST) ./...
+test: lint envtest ggml ## Run all tests (unit, fuzz seed corpora, envtest suites, the ggml executor on CPU), and the concurrent packages under the race detector.
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 \
+		KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_REQUIRE_GGML=1 $(GO) test $(GOFLAGS_TEST) ./...
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" $(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
+
+.PHONY: ggml
+ggml: ## Fetch (first time, ~10 MB from npm) or reuse ggml's CPU libraries; prints nothing.
+	@$(SETUP_GGML) cpu >/dev/null
 
 .PHONY: envtest
 envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and etcd.
@@ -70,6 +88,20 @@ envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and 
 bench: ## Run the Go benchmarks (engine, block manager, queue, placement, executors, batching simulation).
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/scheduler/... ./internal/runtime/...
 	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
+
+.PHONY: bench-executors
+bench-executors: ggml ## ggml vs cpu executor (GGML_THREADS=n to set ggml's CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+
+.PHONY: test-gpu
+test-gpu: ## The ggml executor's tests and benchmark on CUDA (fetches ggml's CUDA build, ~143 MB); skipped without an NVIDIA GPU.
+	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
+		echo "test-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped; the CUDA path is built but not run here"; \
+		exit 0; \
+	fi; \
+	lib="$$($(SETUP_GGML) cuda)"; \
+	KVPILOT_GGML_LIB="$$lib" KVPILOT_REQUIRE_GGML=1 KVPILOT_GGML_DEVICE=cuda $(GO) test $(GOFLAGS_TEST) -v ./internal/runtime/executor/ggml/ && \
+	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-agents
 bench-agents: ## Agentic workload: ProgramAware vs Default placement on a simulated pool (virtual time).
@@ -138,6 +170,10 @@ build: ## Build the binaries into bin/.
 .PHONY: docker-build
 docker-build: ## Build the image holding the manager and the runtime (IMG=kvpilot:latest).
 	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: docker-build-cuda
+docker-build-cuda: ## Build the runtime image with ggml's CUDA libraries for GPU pools (IMG_CUDA=kvpilot:cuda; linux/amd64).
+	$(CONTAINER_TOOL) build --platform linux/amd64 --target runtime-cuda --build-arg GGML_NLC_VERSION=$(GGML_NLC_VERSION) -t $(IMG_CUDA) .
 
 ##@ Deploy
 

@@ -259,8 +259,10 @@ type RelativePath string
 // +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="executor.type is immutable: during a rollout pods of both executors would serve the same programs with different tokens and capacities; create a new pool instead"
 type ExecutorSpec struct {
 	// type of executor: CPU runs the model in pure Go on the pod's CPUs;
-	// Sim simulates an accelerator with a roofline cost model (for
-	// benchmarks and for clusters without accelerators).
+	// GGML runs it with ggml's kernels, on the pod's NVIDIA GPU when it has
+	// one (and the image carries ggml's CUDA build: make docker-build-cuda),
+	// else on its CPUs; Sim simulates an accelerator with a roofline cost
+	// model (for benchmarks and for clusters without accelerators).
 	// +kubebuilder:default=CPU
 	// +optional
 	Type ExecutorType `json:"type,omitempty"`
@@ -271,12 +273,14 @@ type ExecutorSpec struct {
 }
 
 // ExecutorType names an executor.
-// +kubebuilder:validation:Enum=CPU;Sim
+// +kubebuilder:validation:Enum=CPU;GGML;Sim
 type ExecutorType string
 
 const (
 	// ExecutorCPU runs the model on the pod's CPUs.
 	ExecutorCPU ExecutorType = "CPU"
+	// ExecutorGGML runs the model with ggml's CUDA or CPU kernels.
+	ExecutorGGML ExecutorType = "GGML"
 	// ExecutorSim simulates an accelerator.
 	ExecutorSim ExecutorType = "Sim"
 )
@@ -353,6 +357,16 @@ type EngineSpec struct {
 	// +kubebuilder:validation:Maximum=16777216
 	// +optional
 	KVCacheBlocks *int32 `json:"kvCacheBlocks,omitempty"`
+
+	// kvHostBlocks is a host-memory KV tier, in blocks: a paused program's
+	// KV moves there instead of waiting to be evicted, and comes back
+	// without recompute when the program resumes on the pod. Each block
+	// takes blockSize × the model's KV bytes per token of the pod's memory
+	// (count it in the container's memory limit). Unset: none.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16777216
+	// +optional
+	KVHostBlocks *int32 `json:"kvHostBlocks,omitempty"`
 
 	// kvCacheMemory sizes the KV cache in bytes, for example 8Gi.
 	// +kubebuilder:validation:XValidation:rule="type(self) == string ? quantity(self).isGreaterThan(quantity('0')) : self > 0",message="kvCacheMemory must be positive"
@@ -512,6 +526,23 @@ type PoolCapacity struct {
 	// +optional
 	ProgramsPaused int32 `json:"programsPaused"`
 
+	// oldestWaitSeconds is how long the longest-waiting paused program has
+	// waited, in seconds (0 when none waits): with a fairness bound it stays
+	// near the bound.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OldestWaitSeconds int64 `json:"oldestWaitSeconds"`
+
+	// hostKVTokens is the host-memory KV tier of all ready pods, in tokens;
+	// hostUsedKVTokens how much of it holds paused programs' KV. Host
+	// memory is not device capacity: totalKVTokens does not include it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HostKVTokens int64 `json:"hostKVTokens,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HostUsedKVTokens int64 `json:"hostUsedKVTokens,omitempty"`
+
 	// recommendedReplicas is the replica count the fleet loop estimates
 	// would run every program without pausing; an autoscaler may use it.
 	// +kubebuilder:validation:Minimum=0
@@ -554,6 +585,15 @@ type PodCapacity struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ProgramsPaused int32 `json:"programsPaused,omitempty"`
+
+	// hostKVTokens is the pod's host-memory KV tier, in tokens, and
+	// hostUsedKVTokens what it holds of paused programs' KV.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HostKVTokens int64 `json:"hostKVTokens,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HostUsedKVTokens int64 `json:"hostUsedKVTokens,omitempty"`
 }
 
 func init() {

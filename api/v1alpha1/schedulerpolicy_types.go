@@ -46,6 +46,7 @@ type SchedulerPolicyList struct {
 //
 // +kubebuilder:validation:XValidation:rule="duration(self.maxPauseDuration) > duration(self.interval)",message="maxPauseDuration must be longer than interval, or a paused program could time out before the controller looks at it again"
 // +kubebuilder:validation:XValidation:rule="!self.actingTokenDecay.enabled || duration(self.actingTokenDecay.halfLife) >= duration(self.interval)",message="actingTokenDecay.halfLife must be at least interval: the controller cannot observe a faster decay"
+// +kubebuilder:validation:XValidation:rule="!has(self.fairness.bound) || duration(self.fairness.bound) == duration('0s') || (duration(self.fairness.bound) >= duration(self.interval) && duration(self.fairness.bound) < duration(self.maxPauseDuration))",message="fairness.bound must be 0s (off), or at least interval and shorter than maxPauseDuration"
 type SchedulerPolicySpec struct {
 	// mode: Default leaves each pod to its own continuous batching;
 	// ProgramAware also places, pauses and resumes programs across pods so
@@ -89,6 +90,12 @@ type SchedulerPolicySpec struct {
 	// +optional
 	MaxPauseDuration *metav1.Duration `json:"maxPauseDuration,omitempty"`
 
+	// fairness bounds how long a paused program waits while others run
+	// (ProgramAware mode).
+	// +kubebuilder:default={}
+	// +optional
+	Fairness Fairness `json:"fairness,omitempty"`
+
 	// queue tunes each pod's request queue.
 	// +optional
 	Queue *QueueSpec `json:"queue,omitempty"`
@@ -123,6 +130,29 @@ type ActingTokenDecay struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="halfLife must be between 1s and 24h"
 	// +optional
 	HalfLife *metav1.Duration `json:"halfLife,omitempty"`
+}
+
+// Fairness is bounded waiting for paused programs.
+type Fairness struct {
+	// waitAging ages paused programs: for every waitAging a program has
+	// waited, it moves one class ahead in resume order (programs with a
+	// request waiting and past their first step come first, then new ones,
+	// then idle ones). "0s" turns aging off.
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="waitAging must be between 0s and 24h"
+	// +optional
+	WaitAging *metav1.Duration `json:"waitAging,omitempty"`
+
+	// bound is time-sliced fairness between programs: a program with a
+	// request waiting that has been paused longer than bound is resumed
+	// first, and if it fits on no pod, the program that has run longest
+	// since its last resume (at least bound) on the pod that then fits it
+	// best is paused at its next tool call, never mid-request, to make room.
+	// "0s" turns it off.
+	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="bound must be between 0s and 24h"
+	// +optional
+	Bound *metav1.Duration `json:"bound,omitempty"`
 }
 
 // QueueSpec tunes a pod's request queue.

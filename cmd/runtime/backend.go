@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/ggml"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/server"
@@ -21,26 +22,35 @@ const defaultCPUKVMemory = 1 << 30
 
 // backend is an executor with what the engine and the server need from it.
 type backend struct {
-	exec        batch.Executor
-	codec       server.Codec
-	decoder     engine.TokenDecoder
-	eos         []int32
-	vocabSize   int
-	contextLen  int
-	numBlocks   int
-	servedName  string
-	description string
-	close       func()
+	exec       batch.Executor
+	codec      server.Codec
+	decoder    engine.TokenDecoder
+	eos        []int32
+	vocabSize  int
+	contextLen int
+	numBlocks  int
+	// kvBytesPerBlock is one KV block's size (host-tier metrics in bytes).
+	kvBytesPerBlock int64
+	servedName      string
+	description     string
+	close           func()
 }
 
 func buildBackend(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
 	if o.Executor == executorSim {
 		return buildSim(o, devs, log)
 	}
-	return buildCPU(o, log)
+	return buildModel(o, devs, log)
 }
 
-func buildCPU(o *options, log *slog.Logger) (*backend, error) {
+// modelExecutor is what cpu and ggml executors share.
+type modelExecutor interface {
+	batch.Executor
+	Close()
+}
+
+// buildModel loads the model and runs it with the cpu or the ggml executor.
+func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
 	log.Info("loading model", "model", o.Model)
 	start := time.Now()
 	m, err := model.Open(o.Model, loadProgress(log))
@@ -51,6 +61,9 @@ func buildCPU(o *options, log *slog.Logger) (*backend, error) {
 	log.Info("model loaded", "model", o.Model, "arch", cfg.Arch, "params", cfg.NumParams(), "layers", cfg.Layers,
 		"vocab", cfg.VocabSize, "context", cfg.ContextLen, "chat_template", m.ChatTemplate.Name(), "elapsed", time.Since(start).Round(time.Millisecond))
 	perBlock := cpu.KVBytesPerBlock(cfg, o.BlockSize)
+	if o.Executor == executorGGML {
+		perBlock = ggml.KVBytesPerBlock(cfg, o.BlockSize)
+	}
 	blocks := o.KVCacheBlocks
 	if blocks == 0 {
 		budget := int64(o.KVCacheMemory)
@@ -63,18 +76,49 @@ func buildCPU(o *options, log *slog.Logger) (*backend, error) {
 			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes", budget, perBlock)
 		}
 	}
-	exec, err := cpu.New(m, blocks, o.BlockSize, cpu.Options{Threads: o.CPUThreads})
-	if err != nil {
-		_ = m.Close()
-		return nil, err
+	var exec modelExecutor
+	name := "cpu executor"
+	if o.Executor == executorGGML {
+		g, err := newGGML(o, m, blocks, devs, log)
+		if err != nil {
+			_ = m.Close()
+			return nil, err
+		}
+		exec, name = g, "ggml executor on "+g.Device()
+	} else {
+		c, err := cpu.New(m, blocks, o.BlockSize, cpu.Options{Threads: o.CPUThreads})
+		if err != nil {
+			_ = m.Close()
+			return nil, err
+		}
+		exec = c
 	}
 	return &backend{
 		exec: exec, codec: server.ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
-		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks,
+		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock,
 		servedName:  nameFromModel(o.Model),
-		description: fmt.Sprintf("cpu executor, %d KV blocks (%d MiB)", blocks, int64(blocks)*perBlock>>20),
+		description: fmt.Sprintf("%s, %d KV blocks (%d MiB)", name, blocks, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil
+}
+
+// newGGML starts the ggml executor on --device, or without it on the GPU
+// when NVML found one and the CUDA backend loads, else on the CPU.
+func newGGML(o *options, m *model.Model, blocks int, devs []device.Device, log *slog.Logger) (*ggml.Executor, error) {
+	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads}
+	if o.Device != "" {
+		return ggml.New(m, blocks, o.BlockSize, opts)
+	}
+	if len(devs) > 0 {
+		opts.Device = ggml.DeviceCUDA
+		e, err := ggml.New(m, blocks, o.BlockSize, opts)
+		if err == nil {
+			return e, nil
+		}
+		log.Warn("NVML found a GPU but the ggml CUDA backend did not start; running on the CPU", "err", err)
+	}
+	opts.Device = ggml.DeviceCPU
+	return ggml.New(m, blocks, o.BlockSize, opts)
 }
 
 // loadProgress logs loading at most every 10 %.
@@ -145,7 +189,8 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	return &backend{
 		exec: exec, codec: server.SimCodec{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
-		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
-		close:       func() {},
+		kvBytesPerBlock: geom.KVBytesPerToken() * int64(o.BlockSize), // all devices: what the replica moves
+		description:     fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
+		close:           func() {},
 	}, nil
 }

@@ -26,6 +26,8 @@ type options struct {
 	SimModel        string
 	TensorParallel  int
 	CPUThreads      int
+	Device          string
+	GGMLLib         string
 
 	Host             string
 	Port             int
@@ -40,6 +42,7 @@ type options struct {
 	MaxNumBatchedTokens   int
 	BlockSize             int
 	KVCacheBlocks         int
+	KVHostBlocks          int
 	KVCacheMemory         byteSize
 	KVCacheMemoryFraction float64
 	MaxQueue              int
@@ -52,12 +55,15 @@ type options struct {
 	IterationTimeout      time.Duration
 	WarmupIterations      int
 	MaxBodyBytes          byteSize
+	StreamWriteTimeout    time.Duration
+	StreamMaxBuffered     byteSize
 	LogLevel              slog.Level
 }
 
 const (
-	executorCPU = "cpu"
-	executorSim = "sim"
+	executorCPU  = "cpu"
+	executorSim  = "sim"
+	executorGGML = "ggml"
 )
 
 // newFlagSet declares the flags over o, with their defaults.
@@ -71,13 +77,15 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 
-	fs.StringVar(&o.Model, "model", "builtin:tiny", "model to serve with the cpu executor: a GGUF file path, or builtin:tiny")
+	fs.StringVar(&o.Model, "model", "builtin:tiny", "model to serve with the cpu or ggml executor: a GGUF file path, or builtin:tiny")
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model name in the API (default: derived from --model, or --sim-model with the sim executor)")
-	fs.StringVar(&o.Executor, "executor", executorCPU, "executor: cpu (pure-Go transformer) or sim (roofline model of an accelerator)")
+	fs.StringVar(&o.Executor, "executor", executorCPU, "executor: cpu (pure-Go transformer), ggml (ggml's CPU or CUDA kernels; libraries from hack/setup-ggml.sh) or sim (roofline model of an accelerator)")
+	fs.StringVar(&o.Device, "device", "", "ggml executor: cuda or cpu (default: cuda when NVML finds a GPU and the CUDA backend loads, else cpu)")
+	fs.StringVar(&o.GGMLLib, "ggml-lib", "", "ggml executor: directory of the ggml libraries (default: $KVPILOT_GGML_LIB; hack/setup-ggml.sh prints it)")
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
 	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
 	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans")
-	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor: threads per matrix multiply (0: GOMAXPROCS)")
+	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS)")
 
 	fs.StringVar(&o.Host, "host", "0.0.0.0", "address to listen on")
 	fs.IntVar(&o.Port, "port", 8000, "port of the OpenAI-compatible API (0: any free port)")
@@ -92,6 +100,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "most tokens in one iteration (longer prompts are prefilled in chunks)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&o.KVCacheBlocks, "kv-cache-blocks", 0, "KV cache size in blocks (0: from --kv-cache-memory, or from device memory)")
+	fs.IntVar(&o.KVHostBlocks, "kv-host-blocks", 0, "host-memory KV tier in blocks: paused programs' KV moves there instead of being evicted, and comes back without recompute when they resume (0: none)")
 	fs.Var(&o.KVCacheMemory, "kv-cache-memory", "KV cache size in bytes, e.g. 512Mi or 8Gi (0: cpu 1Gi; sim --kv-cache-memory-fraction of device memory)")
 	fs.Float64Var(&o.KVCacheMemoryFraction, "kv-cache-memory-fraction", 0.9, "sim executor: fraction of device memory for weights, activations and KV cache")
 	fs.IntVar(&o.MaxQueue, "max-queue", 4096, "most waiting requests; more get 429")
@@ -105,6 +114,11 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.WarmupIterations, "warmup-iterations", 0, "executor iterations run before the server is ready")
 	o.MaxBodyBytes = 4 << 20
 	fs.Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body, e.g. 4Mi")
+	fs.DurationVar(&o.StreamWriteTimeout, "stream-write-timeout", 5*time.Second,
+		"a streaming response whose write blocks this long (the client stopped reading) is cancelled and its KV freed (0: no limit)")
+	o.StreamMaxBuffered = 1 << 20
+	fs.Var(&o.StreamMaxBuffered, "stream-max-buffered-bytes",
+		"a streaming response with more than this sent but not read by the client (Linux: the socket's send queue) is cancelled and its KV freed (0: no limit)")
 	fs.TextVar(&o.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	return fs
 }
@@ -161,7 +175,9 @@ func (o *options) validate() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	check(o.Executor == executorCPU || o.Executor == executorSim, "--executor must be cpu or sim, got %q", o.Executor)
+	check(o.Executor == executorCPU || o.Executor == executorSim || o.Executor == executorGGML, "--executor must be cpu, ggml or sim, got %q", o.Executor)
+	check(o.Device == "" || o.Device == "cpu" || o.Device == "cuda", "--device must be cuda or cpu, got %q", o.Device)
+	check(o.Device == "" || o.Executor == executorGGML, "--device applies to --executor ggml only")
 	check(o.Port >= 0 && o.Port <= 65535, "--port %d out of range", o.Port)
 	check(o.ControlPort >= 0 && o.ControlPort <= 65535, "--control-port %d out of range", o.ControlPort)
 	check(o.TensorParallel >= 1, "--tensor-parallel must be >= 1")
@@ -169,6 +185,7 @@ func (o *options) validate() error {
 	check(o.MaxNumBatchedTokens >= 1, "--max-num-batched-tokens must be >= 1")
 	check(o.BlockSize >= 1, "--block-size must be >= 1")
 	check(o.KVCacheBlocks >= 0, "--kv-cache-blocks must be >= 0")
+	check(o.KVHostBlocks >= 0, "--kv-host-blocks must be >= 0")
 	check(o.KVCacheMemoryFraction > 0 && o.KVCacheMemoryFraction <= 1, "--kv-cache-memory-fraction must be in (0, 1]")
 	check(o.MaxQueue >= 1, "--max-queue must be >= 1")
 	check(o.MaxModelLen >= 0, "--max-model-len must be >= 0")

@@ -25,7 +25,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		Model: "builtin:tiny", Executor: "cpu", SimAccelerator: "H100-SXM", SimModel: "llama-3.1-8b", TensorParallel: 1,
 		Host: "0.0.0.0", Port: 8000, ControlPort: 8081, ProgramIdle: 10 * time.Minute, MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, BlockSize: 16,
 		KVCacheMemoryFraction: 0.9, MaxQueue: 4096, AgingRate: 0.1, DrainTimeout: 30 * time.Second,
-		MaxBodyBytes: 4 << 20, LogLevel: slog.LevelInfo,
+		MaxBodyBytes: 4 << 20, StreamWriteTimeout: 5 * time.Second, StreamMaxBuffered: 1 << 20, LogLevel: slog.LevelInfo,
 	}
 	if d := cmp.Diff(want, *o); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
@@ -77,6 +77,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		env  map[string]string
 	}{
 		{args: []string{"--executor", "gpu"}},
+		{args: []string{"--executor", "ggml", "--device", "gpu"}},
+		{args: []string{"--device", "cpu"}}, // --device is the ggml executor's
 		{args: []string{"--port", "70000"}},
 		{args: []string{"--max-num-seqs", "0"}},
 		{args: []string{"--kv-cache-memory", "lots"}},

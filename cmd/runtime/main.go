@@ -8,8 +8,10 @@
 //
 // Every flag can also be set by an environment variable KVPILOT_<FLAG>
 // (--max-num-seqs is KVPILOT_MAX_NUM_SEQS); the flag wins. On SIGTERM or
-// SIGINT the pod reports not ready, stops accepting connections, lets the
-// requests in flight finish within --drain-timeout and exits 0.
+// SIGINT the pod reports not ready, answers the requests it holds for
+// paused programs at once, stops accepting connections, lets the requests
+// in flight finish, aborts what is left shortly before --drain-timeout and
+// exits 0 within it.
 //
 // Requests carrying a program id go through the program gate: they run
 // here, are forwarded once to the pod their program is placed on, or wait
@@ -40,6 +42,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
+	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/runtime/server"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -53,9 +56,10 @@ func main() {
 	os.Exit(code)
 }
 
-// shutdownGrace is how long after the drain deadline the HTTP server waits
-// for handlers to write the aborted requests' last events.
-const shutdownGrace = 5 * time.Second
+// maxAbortGrace bounds the part of the drain timeout kept, after in-flight
+// requests are aborted, for their handlers to write their last events; the
+// whole shutdown fits in --drain-timeout.
+const maxAbortGrace = time.Second
 
 // run serves until ctx is done (a signal), then drains. releaseSignals
 // restores default signal handling once draining starts, so a second
@@ -138,16 +142,16 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err := device.Register(reg, devs); err != nil {
 		return err
 	}
-	metrics, err := engine.NewMetrics(reg, name)
+	engineMetrics, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: name, MaxModelLen: maxModelLen, KVBytesPerBlock: be.kvBytesPerBlock})
 	if err != nil {
 		return err
 	}
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxQueue: o.MaxQueue,
 		MaxModelLen: maxModelLen, VocabSize: be.vocabSize,
-		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true},
+		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true, HostBlocks: o.KVHostBlocks},
 		AgingRate: o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
-		EOS: be.eos, Decoder: be.decoder, Metrics: metrics, Logger: log,
+		EOS: be.eos, Decoder: be.decoder, Observer: engineMetrics, Logger: log,
 	}, be.exec)
 	if err != nil {
 		return err
@@ -160,14 +164,17 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		Pod: podName(o), Addr: advertiseAddr(o, ln.Addr()), IdleTimeout: o.ProgramIdle, Logger: log,
 		KV: func() programs.KVReport {
 			st := eng.KVStats()
-			return programs.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached}
+			return programs.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
 		},
-		Deprioritize: eng.DeprioritizePrefix,
+		Offload: func(tokens []int32) { eng.OffloadPrefix(tokens) },
+		Restore: func(tokens []int32) { eng.RestorePrefix(tokens) },
 	})
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
-		Registry: reg, Devices: devs, Logger: log, Programs: table,
+		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
+		Registry: reg, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -181,6 +188,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	defer stopControl()
 	httpSrv := &http.Server{
 		Handler:           srv,
+		ConnContext:       server.ConnContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		// Bounds reading a request (headers and body); a response streams
 		// as long as it needs (the server clears the read deadline once the
@@ -211,25 +219,33 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	return drain(eng, srv, httpSrv, o.DrainTimeout, log)
 }
 
-// drain stops taking traffic and lets in-flight requests finish: readiness
-// goes false, the listener closes, the engine refuses new requests and
-// finishes the rest by the deadline (then aborts them), and the HTTP server
-// waits for the handlers to write their last events.
+// drain stops taking traffic and lets in-flight requests finish, all within
+// timeout: readiness goes false, held requests are answered at once
+// (forwarded to their program's pod or 503 with Retry-After), the listener
+// and idle keep-alive connections close, the engine refuses new requests
+// and finishes the rest; shortly before the deadline what is left is
+// aborted (forwarded streams cut too) so handlers write their last events,
+// and at the deadline remaining connections are closed.
 func drain(eng *engine.Engine, srv *server.Server, httpSrv *http.Server, timeout time.Duration, log *slog.Logger) error {
 	running, waiting := eng.Pending()
 	log.Info("shutting down: draining", "running", running, "waiting", waiting, "drain_timeout", timeout)
-	srv.SetReady(false)
 	start := time.Now()
+	deadline := start.Add(timeout)
+	abortAt := deadline.Add(-min(timeout/10, maxAbortGrace))
+	srv.SetReady(false)
+	srv.BeginDrain()
 
-	engCtx, cancelEng := context.WithTimeout(context.Background(), timeout)
+	engCtx, cancelEng := context.WithDeadline(context.Background(), abortAt)
 	defer cancelEng()
 	stopped := make(chan error, 1)
 	go func() { stopped <- eng.Stop(engCtx) }()
+	abortForwards := time.AfterFunc(time.Until(abortAt), srv.AbortForwards)
+	defer abortForwards.Stop()
 
-	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), timeout+shutdownGrace)
+	httpCtx, cancelHTTP := context.WithDeadline(context.Background(), deadline)
 	defer cancelHTTP()
 	if err := httpSrv.Shutdown(httpCtx); err != nil {
-		log.Warn("HTTP connections still open after the drain deadline; closing them", "err", err)
+		log.Warn("HTTP connections still open at the drain deadline; closing them", "err", err)
 		_ = httpSrv.Close()
 	}
 	if err := <-stopped; err != nil {
@@ -237,6 +253,14 @@ func drain(eng *engine.Engine, srv *server.Server, httpSrv *http.Server, timeout
 	}
 	log.Info("stopped", "elapsed", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// noLimit maps a flag's 0 ("no limit") to the server's negative.
+func noLimit[T ~int64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // curlCommand is a request to paste into a shell.

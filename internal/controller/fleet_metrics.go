@@ -31,6 +31,14 @@ var (
 		Name: "kvpilot_pod_kv_placed_tokens",
 		Help: "Tokens the placement charges a runtime pod with: its programs' KV caches plus per-program headroom.",
 	}, []string{"namespace", "pool", "pod"})
+	fleetFairnessPauses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvpilot_program_fairness_pauses_total",
+		Help: "Programs paused or marked for pause by the fairness bound, to resume a program that waited past it.",
+	}, []string{"namespace", "pool"})
+	fleetOldestWait = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kvpilot_program_oldest_wait_seconds",
+		Help: "How long the longest-waiting paused program of a pool has waited.",
+	}, []string{"namespace", "pool"})
 	fleetRoundDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kvpilot_fleet_round_duration_seconds",
 		Help:    "Duration of one fleet round of a pool: read every pod, decide, push placements.",
@@ -47,7 +55,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(fleetPrograms, fleetPauses, fleetResumes, fleetPodCapacity, fleetPodPlaced,
+	metrics.Registry.MustRegister(fleetPrograms, fleetPauses, fleetResumes, fleetFairnessPauses, fleetOldestWait, fleetPodCapacity, fleetPodPlaced,
 		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas)
 }
 
@@ -76,6 +84,8 @@ func (m *poolMetrics) round(sum *fleet.Summary, err error) {
 	fleetPrograms.WithLabelValues(m.namespace, m.pool, "paused").Set(float64(sum.ProgramsPaused))
 	fleetPauses.WithLabelValues(m.namespace, m.pool).Add(float64(sum.Pauses))
 	fleetResumes.WithLabelValues(m.namespace, m.pool).Add(float64(sum.Resumes))
+	fleetFairnessPauses.WithLabelValues(m.namespace, m.pool).Add(float64(sum.FairnessPauses))
+	fleetOldestWait.WithLabelValues(m.namespace, m.pool).Set(sum.OldestWait.Seconds())
 	fleetRecommendedReplicas.WithLabelValues(m.namespace, m.pool).Set(float64(sum.RecommendedReplicas))
 
 	seen := make(map[string]struct{}, len(sum.Pods))
@@ -102,6 +112,7 @@ func (m *poolMetrics) empty() {
 	fleetPrograms.WithLabelValues(m.namespace, m.pool, "active").Set(0)
 	fleetPrograms.WithLabelValues(m.namespace, m.pool, "paused").Set(0)
 	fleetRecommendedReplicas.WithLabelValues(m.namespace, m.pool).Set(0)
+	fleetOldestWait.WithLabelValues(m.namespace, m.pool).Set(0)
 	for name := range m.pods {
 		m.forgetPod(name)
 	}
@@ -117,7 +128,7 @@ func (m *poolMetrics) forgetPod(name string) {
 func (m *poolMetrics) forget() {
 	labels := prometheus.Labels{"namespace": m.namespace, "pool": m.pool}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		fleetPrograms, fleetPauses, fleetResumes, fleetPodCapacity, fleetPodPlaced,
+		fleetPrograms, fleetPauses, fleetResumes, fleetFairnessPauses, fleetOldestWait, fleetPodCapacity, fleetPodPlaced,
 		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas,
 	} {
 		v.DeletePartialMatch(labels)

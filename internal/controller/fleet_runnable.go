@@ -184,7 +184,7 @@ type poolWorker struct {
 	log     logr.Logger
 	metrics *poolMetrics
 	// control carries the pool's token, read once from its Secret and again
-	// after a round that failed (the Secret may have been recreated).
+	// after a pod refused it (the Secret may have been recreated).
 	control *control.Client
 	fleet   *fleet.Fleet
 
@@ -286,9 +286,12 @@ func (w *poolWorker) round(ctx context.Context) (time.Duration, error) {
 	w.metrics.round(sum, roundErr)
 	if roundErr != nil {
 		// A pod that cannot be read is not fatal: the round went on
-		// without it. Re-read the token in case it is the token that
-		// changed.
-		w.control.Token = ""
+		// without it. Only a pod refusing the token makes it worth reading
+		// the Secret again (it was recreated); a pod that is down or slow
+		// does not.
+		if control.IsUnauthorized(roundErr) {
+			w.control.Token = ""
+		}
 		roundErr = fmt.Errorf("round: %w", roundErr)
 	}
 	if sum == nil {

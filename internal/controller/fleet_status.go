@@ -30,6 +30,7 @@ func poolCapacity(sum *fleet.Summary) *servingv1alpha1.PoolCapacity {
 		ProgramsActive:      clampInt32(int64(sum.ProgramsActive)),
 		ProgramsPaused:      clampInt32(int64(sum.ProgramsPaused)),
 		RecommendedReplicas: ptr.To(clampInt32(int64(sum.RecommendedReplicas))),
+		OldestWaitSeconds:   int64(sum.OldestWait / time.Second),
 	}
 	for i := range sum.Pods {
 		p := &sum.Pods[i]
@@ -38,12 +39,16 @@ func poolCapacity(sum *fleet.Summary) *servingv1alpha1.PoolCapacity {
 		}
 		c.TotalKVTokens += p.CapacityTokens
 		c.UsedKVTokens += p.KVUsedTokens
+		c.HostKVTokens += p.HostTokens
+		c.HostUsedKVTokens += p.HostUsedTokens
 		c.Pods = append(c.Pods, servingv1alpha1.PodCapacity{
-			Name:           p.Name,
-			TotalKVTokens:  p.CapacityTokens,
-			UsedKVTokens:   p.KVUsedTokens,
-			ProgramsActive: clampInt32(int64(p.Programs)),
-			ProgramsPaused: clampInt32(int64(p.Paused)),
+			Name:             p.Name,
+			TotalKVTokens:    p.CapacityTokens,
+			UsedKVTokens:     p.KVUsedTokens,
+			ProgramsActive:   clampInt32(int64(p.Programs)),
+			ProgramsPaused:   clampInt32(int64(p.Paused)),
+			HostKVTokens:     p.HostTokens,
+			HostUsedKVTokens: p.HostUsedTokens,
 		})
 	}
 	if len(c.Pods) == 0 {

@@ -45,6 +45,22 @@ func TestPoolCapacity(t *testing.T) {
 			},
 		},
 		{
+			name: "host tier counted apart from device capacity; the oldest wait in seconds",
+			sum: fleet.Summary{
+				Pods: []fleet.PodSummary{
+					{Name: "a", Reachable: true, CapacityTokens: 16000, KVUsedTokens: 8000, HostTokens: 64000, HostUsedTokens: 20000},
+				},
+				ProgramsPaused: 2, OldestWait: 95*time.Second + 500*time.Millisecond,
+			},
+			want: &servingv1alpha1.PoolCapacity{
+				TotalKVTokens: 16000, UsedKVTokens: 8000, UsedKVPercent: 50, HostKVTokens: 64000, HostUsedKVTokens: 20000,
+				ProgramsPaused: 2, OldestWaitSeconds: 95, RecommendedReplicas: ptr.To[int32](0),
+				Pods: []servingv1alpha1.PodCapacity{
+					{Name: "a", TotalKVTokens: 16000, UsedKVTokens: 8000, HostKVTokens: 64000, HostUsedKVTokens: 20000},
+				},
+			},
+		},
+		{
 			name: "percent rounds down; zero capacity reports zero",
 			sum: fleet.Summary{Pods: []fleet.PodSummary{
 				{Name: "a", Reachable: true, CapacityTokens: 3, KVUsedTokens: 2},

@@ -85,6 +85,12 @@ var _ = Describe("InferencePool controller", func() {
 			g.Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/health"))
 			g.Expect(ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false)).To(BeTrue())
 			g.Expect(spec.TopologySpreadConstraints).To(HaveLen(1))
+			// Endpoints go before the listener: the API server kept the
+			// kubelet's preStop sleep, and the grace period covers it.
+			g.Expect(c.Lifecycle).NotTo(BeNil())
+			g.Expect(c.Lifecycle.PreStop).NotTo(BeNil())
+			g.Expect(c.Lifecycle.PreStop.Sleep).To(HaveValue(HaveField("Seconds", BeEquivalentTo(5))))
+			g.Expect(spec.TerminationGracePeriodSeconds).To(HaveValue(BeEquivalentTo(50)))
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
 		Eventually(func(g Gomega) {

@@ -29,6 +29,11 @@ const (
 	// after its drain timeout before the kubelet kills it.
 	terminationGraceBeyondDrain = 15 * time.Second
 	defaultDrainTimeout         = 30 * time.Second
+	// preStopDelay keeps a pod serving, after it is marked for deletion and
+	// before its runtime gets SIGTERM, long enough for Services to drop its
+	// endpoint and for the fleet loop to move its paused programs: traffic
+	// stops arriving before the listener closes.
+	preStopDelay = 5 * time.Second
 )
 
 // podTemplate builds the runtime pods' template of a pool. policy is nil
@@ -143,6 +148,10 @@ func podTemplate(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.Sc
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		// The kubelet's own sleep: the image needs no shell or sleep binary.
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			Sleep: &corev1.SleepAction{Seconds: int64(preStopDelay / time.Second)},
+		}},
 	}
 
 	tmpl := corev1.PodTemplateSpec{
@@ -159,9 +168,11 @@ func podTemplate(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.Sc
 			},
 			// The runtime never calls the Kubernetes API; the controller
 			// talks to it, not the other way round.
-			AutomountServiceAccountToken:  ptr.To(false),
-			EnableServiceLinks:            ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To(int64((drain + terminationGraceBeyondDrain).Seconds())),
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
+			// The grace period counts from the deletion: the preStop delay,
+			// then the drain, then the margin to exit.
+			TerminationGracePeriodSeconds: ptr.To(int64((preStopDelay + drain + terminationGraceBeyondDrain).Seconds())),
 			NodeSelector:                  nodeSelector,
 			Tolerations:                   tolerations,
 			Affinity:                      spec.Affinity,
@@ -227,7 +238,13 @@ func modelSource(m *servingv1alpha1.ModelSpec) (string, *corev1.Volume, *corev1.
 }
 
 func executorArgs(e *servingv1alpha1.ExecutorSpec) []string {
-	if e.Type != servingv1alpha1.ExecutorSim {
+	switch e.Type {
+	case servingv1alpha1.ExecutorSim:
+	case servingv1alpha1.ExecutorGGML:
+		// The runtime picks CUDA when NVML sees the pod's GPU and the
+		// image's ggml has the CUDA backend, else the CPU.
+		return []string{"--executor=ggml"}
+	default:
 		return []string{"--executor=cpu"}
 	}
 	accelerator, model := "H100-SXM", "llama-3.1-8b"
@@ -256,6 +273,7 @@ func engineArgs(e *servingv1alpha1.EngineSpec) []string {
 	intArg("max-num-batched-tokens", e.MaxNumBatchedTokens)
 	intArg("block-size", e.BlockSize)
 	intArg("kv-cache-blocks", e.KVCacheBlocks)
+	intArg("kv-host-blocks", e.KVHostBlocks)
 	if e.KVCacheMemory != nil {
 		args = append(args, "--kv-cache-memory="+byteSize(*e.KVCacheMemory))
 	}

@@ -60,6 +60,10 @@ func TestPodTemplateArgs(t *testing.T) {
 			pool: utiltesting.MakeInferencePool("p", "ns").ImageModel("models/llama:1", "model.gguf").Obj(),
 			want: append(baseArgs("/models/model.gguf", "tiny"), "--executor=cpu"),
 		},
+		"ggml executor": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml"),
+		},
 		"sim executor with defaults": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorSim}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=sim", "--sim-accelerator=H100-SXM", "--sim-model=llama-3.1-8b"),
@@ -89,6 +93,12 @@ func TestPodTemplateArgs(t *testing.T) {
 				KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.9")),
 			}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-cache-memory-fraction=0.9"),
+		},
+		"host KV tier": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
+				KVCacheBlocks: ptr.To[int32](1000), KVHostBlocks: ptr.To[int32](8000),
+			}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-host-blocks=8000"),
 		},
 		"policy request defaults": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Policy("agents").Obj(),
@@ -185,8 +195,12 @@ func TestPodTemplateContract(t *testing.T) {
 	if len(tmpl.Spec.TopologySpreadConstraints) != 1 || tmpl.Spec.TopologySpreadConstraints[0].TopologyKey != corev1.LabelHostname {
 		t.Errorf("want a spread across nodes, got %+v", tmpl.Spec.TopologySpreadConstraints)
 	}
-	if got := ptr.Deref(tmpl.Spec.TerminationGracePeriodSeconds, 0); got != 45 {
-		t.Errorf("termination grace = %ds, want the 30s drain timeout + 15s", got)
+	if got := ptr.Deref(tmpl.Spec.TerminationGracePeriodSeconds, 0); got != 50 {
+		t.Errorf("termination grace = %ds, want the 5s preStop delay + the 30s drain timeout + 15s", got)
+	}
+	wantLifecycle := &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
+	if diff := cmp.Diff(wantLifecycle, tmpl.Spec.Containers[0].Lifecycle); diff != "" {
+		t.Errorf("the runtime must sleep before SIGTERM so endpoints go first (-want +got):\n%s", diff)
 	}
 	if ptr.Deref(tmpl.Spec.AutomountServiceAccountToken, true) {
 		t.Error("the runtime needs no service-account token")

@@ -17,10 +17,12 @@ import (
 // and for pools without a policy.
 const (
 	defaultFleetInterval     = 5 * time.Second
-	defaultActingDecayHalf   = 60 * time.Second
+	defaultActingDecayHalf   = placement.DefaultDecayHalfLife
 	defaultMaxPauseDuration  = placement.DefaultMaxPauseDuration
 	defaultBufferPerProgram  = placement.DefaultBufferTokensPerProgram
 	defaultActingTokenWeight = placement.DefaultActingTokenWeight
+	defaultWaitAging         = 60 * time.Second
+	defaultFairnessBound     = 0
 )
 
 // fleetPolicy is what the fleet loop runs one pool with.
@@ -78,6 +80,8 @@ func convertPolicy(spec *servingv1alpha1.SchedulerPolicySpec) (fleetPolicy, erro
 		HalfLife: durationOr(spec.ActingTokenDecay.HalfLife, defaultActingDecayHalf),
 	}
 	p.MaxPauseDuration = durationOr(spec.MaxPauseDuration, defaultMaxPauseDuration)
+	p.WaitAging = durationOr(spec.Fairness.WaitAging, defaultWaitAging)
+	p.FairnessBound = durationOr(spec.Fairness.Bound, defaultFairnessBound)
 	if err := p.Validate(); err != nil {
 		return fleetPolicy{}, err
 	}

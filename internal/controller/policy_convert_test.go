@@ -21,6 +21,7 @@ func TestConvertPolicy(t *testing.T) {
 		BufferTokensPerProgram: 100,
 		ActingDecay:            placement.Decay{HalfLife: time.Minute},
 		MaxPauseDuration:       30 * time.Minute,
+		WaitAging:              time.Minute,
 	}
 	with := func(f func(*placement.Policy)) placement.Policy {
 		p := defaults
@@ -55,13 +56,26 @@ func TestConvertPolicy(t *testing.T) {
 				Mode: servingv1alpha1.SchedulingModeProgramAware, Interval: dur(2 * time.Second), ActingTokenWeight: "0.25",
 				BufferTokensPerProgram: ptr.To[int32](64), MaxPauseDuration: dur(90 * time.Second),
 				ActingTokenDecay: servingv1alpha1.ActingTokenDecay{Enabled: true, HalfLife: dur(10 * time.Second)},
+				Fairness:         servingv1alpha1.Fairness{WaitAging: dur(20 * time.Second), Bound: dur(45 * time.Second)},
 			},
 			want: placement.Policy{
 				Mode: placement.ModeProgramAware, ActingTokenWeight: 0.25, BufferTokensPerProgram: 64,
 				ActingDecay:      placement.Decay{Enabled: true, HalfLife: 10 * time.Second},
 				MaxPauseDuration: 90 * time.Second,
+				WaitAging:        20 * time.Second, FairnessBound: 45 * time.Second,
 			},
 			wantInterval: 2 * time.Second,
+		},
+		{
+			name:         "aging off",
+			spec:         servingv1alpha1.SchedulerPolicySpec{Fairness: servingv1alpha1.Fairness{WaitAging: dur(0)}},
+			want:         with(func(p *placement.Policy) { p.WaitAging = 0 }),
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name:    "negative fairness bound (an object older than the schema rule)",
+			spec:    servingv1alpha1.SchedulerPolicySpec{Fairness: servingv1alpha1.Fairness{Bound: dur(-time.Second)}},
+			wantErr: true,
 		},
 		{
 			name:         "zero acting weight is a weight, not unset",

@@ -91,6 +91,14 @@ var _ = Describe("API validation", func() {
 		Entry("a pause limit shorter than the interval", func() client.Object {
 			return policy().Interval(time.Minute).MaxPauseDuration(30 * time.Second).Obj()
 		}, "maxPauseDuration must be longer than interval"),
+		Entry("a fairness bound shorter than the interval", func() client.Object {
+			return policy().Interval(10*time.Second).Fairness(time.Minute, 5*time.Second).Obj()
+		}, "fairness.bound must be 0s (off), or at least interval and shorter than maxPauseDuration"),
+		Entry("a fairness bound as long as the pause limit", func() client.Object {
+			return policy().MaxPauseDuration(10*time.Minute).Fairness(time.Minute, 10*time.Minute).Obj()
+		}, "fairness.bound must be 0s (off), or at least interval and shorter than maxPauseDuration"),
+		Entry("a negative wait aging", func() client.Object { return policy().Fairness(-time.Second, 0).Obj() },
+			"waitAging must be between 0s and 24h"),
 		Entry("a negative aging rate", func() client.Object { return policy().AgingRate("-1").Obj() },
 			"agingRate must be a non-negative decimal number"),
 		Entry("too many stop strings", func() client.Object {
@@ -115,6 +123,11 @@ var _ = Describe("API validation", func() {
 		Expect(sp.Spec.BufferTokensPerProgram).To(HaveValue(BeEquivalentTo(100)))
 		Expect(sp.Spec.MaxPauseDuration).To(HaveValue(Equal(metav1.Duration{Duration: 30 * time.Minute})))
 		Expect(sp.Spec.ActingTokenDecay.HalfLife).To(HaveValue(Equal(metav1.Duration{Duration: time.Minute})))
+		Expect(sp.Spec.Fairness.WaitAging).To(HaveValue(Equal(metav1.Duration{Duration: time.Minute})))
+		Expect(sp.Spec.Fairness.Bound).To(HaveValue(Equal(metav1.Duration{Duration: 0})))
+
+		fair := utiltesting.MakeSchedulerPolicy("fair", ns).Fairness(30*time.Second, 2*time.Minute).Obj()
+		Expect(k8sClient.Create(ctx, fair)).To(Succeed(), "a bound between interval and maxPauseDuration is valid")
 	})
 
 	It("refuses to change a pool's executor", func(ctx SpecContext) {

@@ -45,7 +45,11 @@ type PodSummary struct {
 	// CapacityTokens is kv blocks × block size; KVUsedTokens is what the
 	// engine holds now; PlacedTokens is the placement charge.
 	CapacityTokens, KVUsedTokens, PlacedTokens int64
-	Programs                                   int
+	// HostTokens is the pod's host-memory KV tier and HostUsedTokens what
+	// it holds of paused programs' KV: not device capacity (a program
+	// whose KV is there needs device room to resume), so counted apart.
+	HostTokens, HostUsedTokens int64
+	Programs                   int
 	// Paused counts the paused programs whose KV cache this pod holds.
 	Paused int
 	// DeletionCost is the pod's program load, for
@@ -62,15 +66,34 @@ type Summary struct {
 	// to another in the same round (paused there, placed elsewhere).
 	Pauses, Marks, Resumes, Moves int
 	ForceResumed                  int
-	RecommendedReplicas           int
-	Version                       int64
-	Duration                      time.Duration
-	Errors                        []error
+	// FairnessPauses counts the programs the fairness bound paused or
+	// marked this round; OldestWait is how long the longest-waiting
+	// paused program has waited (0 when none waits).
+	FairnessPauses      int
+	OldestWait          time.Duration
+	RecommendedReplicas int
+	Version             int64
+	Duration            time.Duration
+	Errors              []error
 }
+
+// PodClient is how the loop talks to one pod's control API (addr is its
+// host:port). The loop calls it from one goroutine per pod at a time, so
+// implementations must be safe for concurrent use; each call is bounded by
+// ctx. State returns the pod's report, or an error when it cannot be read
+// (the pod then sits the round out). Push delivers a versioned placement and
+// returns the version the pod has in force; pushing the same version twice
+// must be harmless (pods ignore versions they already applied).
+type PodClient interface {
+	State(ctx context.Context, addr string) (*programs.Report, error)
+	Push(ctx context.Context, addr string, p *programs.Placement) (*control.PlacementResult, error)
+}
+
+var _ PodClient = (*control.Client)(nil)
 
 // Fleet is one pool's loop state. It is not safe for concurrent rounds.
 type Fleet struct {
-	client *control.Client
+	client PodClient
 	sched  *placement.Scheduler
 	policy placement.Policy
 	log    *slog.Logger
@@ -85,7 +108,7 @@ type Fleet struct {
 }
 
 // New builds a fleet loop with a policy.
-func New(policy placement.Policy, client *control.Client, log *slog.Logger) (*Fleet, error) {
+func New(policy placement.Policy, client PodClient, log *slog.Logger) (*Fleet, error) {
 	sched, err := placement.New(policy)
 	if err != nil {
 		return nil, err
@@ -110,22 +133,71 @@ func (f *Fleet) SetPolicy(p placement.Policy) error {
 	return nil
 }
 
-type readResult struct {
-	rep *programs.Report
-	err error
+// round is one round's working state. Everything per pod is keyed by the
+// pod's name.
+type round struct {
+	now   time.Time
+	names []string // pod names, sorted
+	pods  map[string]*podRound
+	// merged is the pool's view of each program, by id.
+	merged map[string]*placement.Program
+	// wasPaused: programs waiting before this round.
+	wasPaused map[string]bool
+	snap      placement.Snapshot
+	dec       *placement.Decision
+	// routes is the routing table after the decision; room each serving
+	// pod's remaining capacity, by API address.
+	routes map[string]string
+	room   map[string]int64
+	sum    *Summary
+	mu     sync.Mutex // guards sum.Errors and Fleet.pushed while pushing
+}
+
+// podRound is one pod's part of a round.
+type podRound struct {
+	pod     Pod
+	report  *programs.Report // nil: not read this round
+	err     error
+	summary PodSummary
+	dec     *placement.PodDecision
 }
 
 // Round runs one control round at time now.
 func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary, error) {
 	start := time.Now()
-	sum := &Summary{}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	r := newRound(pods, now)
+	f.readStates(ctx, r)
+	f.merge(r)
+	if err := f.decide(r); err != nil {
+		return nil, err
+	}
+	f.route(r)
+	f.count(r)
+	f.push(ctx, r)
+	f.routes = r.routes
+	sum := r.summary()
+	sum.Duration = time.Since(start)
+	return sum, errors.Join(sum.Errors...)
+}
 
-	// 1. Read every ready pod's state in parallel, each with a deadline.
-	reads := make([]readResult, len(pods))
+func newRound(pods []Pod, now time.Time) *round {
+	r := &round{now: now, pods: make(map[string]*podRound, len(pods)), merged: map[string]*placement.Program{},
+		wasPaused: map[string]bool{}, sum: &Summary{}}
+	for _, p := range pods {
+		r.pods[p.Name] = &podRound{pod: p, summary: PodSummary{Name: p.Name}}
+		r.names = append(r.names, p.Name)
+	}
+	slices.Sort(r.names)
+	r.names = slices.Compact(r.names)
+	return r
+}
+
+// readStates is step 1: read every ready (or draining) pod's state in
+// parallel, each with a deadline.
+func (f *Fleet) readStates(ctx context.Context, r *round) {
 	var wg sync.WaitGroup
-	for i, p := range pods {
-		if !p.Ready && !p.Draining {
+	for _, pr := range r.pods {
+		if !pr.pod.Ready && !pr.pod.Draining {
 			continue
 		}
 		wg.Add(1)
@@ -133,180 +205,219 @@ func (f *Fleet) Round(ctx context.Context, pods []Pod, now time.Time) (*Summary,
 			defer wg.Done()
 			c, cancel := context.WithTimeout(ctx, f.PerPodTimeout)
 			defer cancel()
-			reads[i].rep, reads[i].err = f.client.State(c, p.ControlAddr)
+			pr.report, pr.err = f.client.State(c, pr.pod.ControlAddr)
 		}()
 	}
 	wg.Wait()
+}
 
-	// 2. Merge the reports into a snapshot. A pod whose state cannot be
-	// read is not ready this round: nothing is placed on it or moved off it.
-	snap := placement.Snapshot{}
-	merged := map[string]*placement.Program{}
-	byName := map[string]*Pod{}
-	for i := range pods {
-		p := &pods[i]
-		byName[p.Name] = p
-		r := reads[i]
-		ps := PodSummary{Name: p.Name, Reachable: r.rep != nil}
-		if r.err != nil {
-			sum.Errors = append(sum.Errors, fmt.Errorf("pod %s: %w", p.Name, r.err))
+// merge is step 2: fold the reports into one snapshot. A pod whose state
+// cannot be read is not ready this round: nothing is placed on it or moved
+// off it.
+func (f *Fleet) merge(r *round) {
+	for _, name := range r.names {
+		pr := r.pods[name]
+		pr.summary.Reachable = pr.report != nil
+		if pr.err != nil {
+			r.sum.Errors = append(r.sum.Errors, fmt.Errorf("pod %s: %w", name, pr.err))
 		}
-		if r.rep == nil {
-			snap.Pods = append(snap.Pods, placement.Pod{Name: p.Name})
-			sum.Pods = append(sum.Pods, ps)
+		if pr.report == nil {
+			r.snap.Pods = append(r.snap.Pods, placement.Pod{Name: name})
 			continue
 		}
-		f.version = max(f.version, r.rep.PlacementVersion) // a new leader continues the pods' sequence
-		ps.CapacityTokens = r.rep.KV.CapacityTokens()
-		ps.KVUsedTokens = int64(r.rep.KV.UsedBlocks) * int64(r.rep.KV.BlockSize)
-		snap.Pods = append(snap.Pods, placement.Pod{Name: p.Name, Ready: p.Ready, Draining: p.Draining, CapacityTokens: ps.CapacityTokens})
-		sum.Pods = append(sum.Pods, ps)
-		for j := range r.rep.Programs {
-			mergeProgram(merged, &r.rep.Programs[j], p.Name)
+		rep := pr.report
+		f.version = max(f.version, rep.PlacementVersion) // a new leader continues the pods' sequence
+		pr.summary.CapacityTokens = rep.KV.CapacityTokens()
+		pr.summary.KVUsedTokens = int64(rep.KV.UsedBlocks) * int64(rep.KV.BlockSize)
+		pr.summary.HostTokens = int64(rep.KV.HostTotalBlocks) * int64(rep.KV.BlockSize)
+		pr.summary.HostUsedTokens = int64(rep.KV.HostUsedBlocks) * int64(rep.KV.BlockSize)
+		r.snap.Pods = append(r.snap.Pods, placement.Pod{Name: name, Ready: pr.pod.Ready, Draining: pr.pod.Draining,
+			CapacityTokens: pr.summary.CapacityTokens})
+		for j := range rep.Programs {
+			mergeProgram(r.merged, &rep.Programs[j], name)
 		}
 	}
-	ids := make([]string, 0, len(merged))
-	for id := range merged {
+	ids := make([]string, 0, len(r.merged))
+	for id := range r.merged {
 		ids = append(ids, id)
 	}
-	sort.Strings(ids)
-	wasPaused := map[string]bool{}
+	slices.Sort(ids)
 	for _, id := range ids {
-		pr := merged[id]
-		snap.Programs = append(snap.Programs, *pr)
-		wasPaused[id] = pr.State == placement.StatePaused || (pr.State == placement.StateActive && pr.Pod == "")
+		p := r.merged[id]
+		r.snap.Programs = append(r.snap.Programs, *p)
+		r.wasPaused[id] = p.State == placement.StatePaused || (p.State == placement.StateActive && p.Pod == "")
 	}
+}
 
-	// 3. Decide.
-	dec, err := f.sched.Decide(snap, now)
+// decide is step 3: run the placement algorithm and hand each pod its part.
+func (f *Fleet) decide(r *round) error {
+	dec, err := f.sched.Decide(r.snap, r.now)
 	if err != nil {
-		return nil, fmt.Errorf("placement round: %w", err)
+		return fmt.Errorf("placement round: %w", err)
 	}
+	r.dec = dec
+	for i := range dec.Pods {
+		r.pods[dec.Pods[i].Pod].dec = &dec.Pods[i]
+	}
+	return nil
+}
+
+// route is step 4: the routing table after the decision (every program
+// placed on a pod, and "" for the paused, held wherever their requests
+// arrive), and each serving pod's room for new programs.
+func (f *Fleet) route(r *round) {
+	placedOn := map[string]string{}
+	for i := range r.snap.Programs {
+		p := &r.snap.Programs[i]
+		if p.State == placement.StateActive && p.Pod != "" {
+			placedOn[p.ID] = p.Pod
+		}
+	}
+	for _, name := range r.names {
+		d := r.pods[name].dec
+		for _, id := range d.Pause {
+			delete(placedOn, id)
+		}
+		for _, id := range d.Place {
+			placedOn[id] = name
+		}
+	}
+	r.routes = map[string]string{}
+	for id, name := range placedOn {
+		if addr := r.pods[name].pod.APIAddr; addr != "" {
+			r.routes[id] = addr
+		}
+	}
+	for _, id := range r.dec.Paused {
+		r.routes[id] = ""
+	}
+	r.room = map[string]int64{}
+	for _, pr := range r.pods {
+		if pr.pod.Ready && !pr.pod.Draining && pr.pod.APIAddr != "" {
+			r.room[pr.pod.APIAddr] = pr.dec.Capacity.Total - pr.dec.Capacity.Used
+		}
+	}
+}
+
+// count is step 5: the round's numbers for the summary, per pod and for
+// the pool.
+func (f *Fleet) count(r *round) {
+	sum, dec := r.sum, r.dec
 	sum.RecommendedReplicas = dec.RecommendedReplicas
 	sum.ForceResumed = len(dec.ForceResumed)
 	sum.ProgramsPaused = len(dec.Paused)
+	sum.FairnessPauses = len(dec.FairnessPaused)
+	for _, id := range dec.Paused {
+		if p := r.merged[id]; p != nil && !p.PausedSince.IsZero() {
+			sum.OldestWait = max(sum.OldestWait, r.now.Sub(p.PausedSince))
+		}
+	}
+	for id, p := range r.merged {
+		if _, paused := slices.BinarySearch(dec.Paused, id); p.State != placement.StateTerminated && !paused {
+			sum.ProgramsActive++
+		}
+	}
+	for _, id := range dec.Paused {
+		if p := r.merged[id]; p != nil {
+			if name := cmp.Or(p.CachedOn, p.Pod); name != "" && r.pods[name] != nil {
+				r.pods[name].summary.Paused++
+			}
+		}
+	}
 	placedNow := map[string]bool{}
-	for i := range dec.Pods {
-		for _, id := range dec.Pods[i].Place {
+	for _, pr := range r.pods {
+		for _, id := range pr.dec.Place {
 			placedNow[id] = true
 		}
 	}
-	pausedOn := map[string]int{}
-	for _, id := range dec.Paused {
-		if pr := merged[id]; pr != nil {
-			if pod := cmp.Or(pr.CachedOn, pr.Pod); pod != "" {
-				pausedOn[pod]++
-			}
-		}
-	}
-
-	// 4. Routing table after the decision: every program placed on a pod.
-	routes := map[string]string{}
-	placedOn := map[string]string{}
-	for i := range snap.Programs {
-		pr := &snap.Programs[i]
-		if pr.State == placement.StateActive && pr.Pod != "" {
-			placedOn[pr.ID] = pr.Pod
-		}
-	}
-	for i := range dec.Pods {
-		pd := &dec.Pods[i]
-		for _, id := range pd.Pause {
-			delete(placedOn, id)
-		}
-		for _, id := range pd.Place {
-			placedOn[id] = pd.Pod
-		}
-	}
-	for id, pod := range placedOn {
-		if p := byName[pod]; p != nil && p.APIAddr != "" {
-			routes[id] = p.APIAddr
-		}
-	}
-	for _, id := range dec.Paused {
-		routes[id] = "" // held wherever its requests arrive
-	}
-	delta, unroute := diffRoutes(f.routes, routes)
-	room := map[string]int64{}
-	for i := range dec.Pods {
-		pd := &dec.Pods[i]
-		p := byName[pd.Pod]
-		if p.Ready && !p.Draining && p.APIAddr != "" {
-			room[p.APIAddr] = pd.Capacity.Total - pd.Capacity.Used
-		}
-	}
-
-	// 5. Push each reachable pod its delta, in parallel.
-	f.version++
-	sum.Version = f.version
-	var mu sync.Mutex
-	for i := range dec.Pods {
-		pd := &dec.Pods[i]
-		ps := &sum.Pods[i]
-		ps.Paused = pausedOn[pd.Pod]
-		ps.PlacedTokens, ps.Programs = pd.Capacity.Used, pd.Capacity.Programs
-		ps.DeletionCost = pd.Capacity.Used
-		for _, id := range pd.Pause {
-			if !byName[pd.Pod].Draining || !placedNow[id] {
+	for _, name := range r.names {
+		pr := r.pods[name]
+		d := pr.dec
+		pr.summary.PlacedTokens, pr.summary.Programs = d.Capacity.Used, d.Capacity.Programs
+		pr.summary.DeletionCost = d.Capacity.Used
+		for _, id := range d.Pause {
+			if !pr.pod.Draining || !placedNow[id] {
 				sum.Pauses++ // moves off a draining pod count below, as Moves
 			}
 		}
-		sum.Marks += len(pd.Mark)
-		for _, id := range pd.Place {
-			if wasPaused[id] {
+		sum.Marks += len(d.Mark)
+		for _, id := range d.Place {
+			if r.wasPaused[id] {
 				sum.Resumes++
-			} else if merged[id] != nil && merged[id].Pod != "" && merged[id].Pod != pd.Pod {
+			} else if m := r.merged[id]; m != nil && m.Pod != "" && m.Pod != name {
 				sum.Moves++
 			}
 		}
-		if !ps.Reachable {
-			continue
+	}
+}
+
+// push is step 6: send each reachable pod its delta, in parallel.
+func (f *Fleet) push(ctx context.Context, r *round) {
+	f.version++
+	r.sum.Version = f.version
+	delta, unroute := diffRoutes(f.routes, r.routes)
+	// Every placement is built before any push starts: the pushes write
+	// f.pushed, which placementFor reads.
+	pls := map[string]*programs.Placement{}
+	for _, name := range r.names {
+		if pr := r.pods[name]; pr.report != nil {
+			pls[name] = f.placementFor(r, pr, delta, unroute)
 		}
-		p := byName[pd.Pod]
-		// Programs released through another pod end here too.
-		var release []string
-		for _, pr := range reads[i].rep.Programs {
-			if m := merged[pr.ID]; m != nil && m.State == placement.StateTerminated && pr.State != placement.StateTerminated.String() {
-				release = append(release, pr.ID)
-			}
-		}
-		pl := &programs.Placement{
-			Version: f.version, Place: pd.Place, Pause: pd.Pause, Mark: pd.Mark, Unmark: pd.Unmark, Release: release,
-			Room: room, MaxPauseSeconds: int64(f.policy.MaxPauseDuration / time.Second),
-			BufferTokensPerProgram: f.policy.BufferTokensPerProgram,
-		}
-		if f.pushed[p.Name] == f.version-1 && f.pushed[p.Name] > 0 {
-			pl.Routes, pl.Unroute = delta, unroute
-		} else {
-			pl.Routes, pl.FullRoutes = routes, true // first push, or it missed one
-		}
+	}
+	var wg sync.WaitGroup
+	for name, pl := range pls {
+		pr := r.pods[name]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c, cancel := context.WithTimeout(ctx, f.PerPodTimeout)
 			defer cancel()
-			res, err := f.client.Push(c, p.ControlAddr, pl)
-			mu.Lock()
-			defer mu.Unlock()
+			res, err := f.client.Push(c, pr.pod.ControlAddr, pl)
+			r.mu.Lock()
+			defer r.mu.Unlock()
 			if err != nil {
-				sum.Errors = append(sum.Errors, fmt.Errorf("push to pod %s: %w", p.Name, err))
-				delete(f.pushed, p.Name)
+				r.sum.Errors = append(r.sum.Errors, fmt.Errorf("push to pod %s: %w", name, err))
+				delete(f.pushed, name)
 				return
 			}
 			if res.Version == f.version {
-				f.pushed[p.Name] = f.version
+				f.pushed[name] = f.version
 			}
 		}()
 	}
 	wg.Wait()
-	f.routes = routes
-	for id, pr := range merged {
-		if _, paused := slices.BinarySearch(dec.Paused, id); pr.State != placement.StateTerminated && !paused {
-			sum.ProgramsActive++
+}
+
+// placementFor is one pod's placement: its part of the decision, programs
+// released through another pod, and the routes as a delta when the pod
+// applied the previous version, else in full.
+func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, unroute []string) *programs.Placement {
+	var release []string
+	for _, p := range pr.report.Programs {
+		if m := r.merged[p.ID]; m != nil && m.State == placement.StateTerminated && p.State != placement.StateTerminated.String() {
+			release = append(release, p.ID)
 		}
 	}
-	sum.Duration = time.Since(start)
-	return sum, errors.Join(sum.Errors...)
+	d := pr.dec
+	pl := &programs.Placement{
+		Version: f.version, Mode: string(f.policy.Mode), Place: d.Place, Pause: d.Pause, Mark: d.Mark, Unmark: d.Unmark, Release: release,
+		Room: r.room, MaxPauseSeconds: int64(f.policy.MaxPauseDuration / time.Second),
+		BufferTokensPerProgram: f.policy.BufferTokensPerProgram,
+	}
+	if last := f.pushed[pr.pod.Name]; last > 0 && last == f.version-1 {
+		pl.Routes, pl.Unroute = delta, unroute
+	} else {
+		pl.Routes, pl.FullRoutes = r.routes, true // first push, or it missed one
+	}
+	return pl
+}
+
+// summary lists the pods in name order.
+func (r *round) summary() *Summary {
+	for _, name := range r.names {
+		r.sum.Pods = append(r.sum.Pods, r.pods[name].summary)
+	}
+	return r.sum
 }
 
 // mergeProgram folds one pod's view of a program into the pool's. Views

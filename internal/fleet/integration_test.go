@@ -75,7 +75,7 @@ type proc struct {
 }
 
 // startPod runs one runtime process with a KV cache of kvBlocks × 16 tokens.
-func startPod(t *testing.T, name string, kvBlocks int, tokenFile string) *proc {
+func startPod(t *testing.T, name string, kvBlocks int, tokenFile string, extra ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, logs: &bytes.Buffer{}, logMu: &sync.Mutex{}, exited: make(chan struct{}), tokenFile: tokenFile}
 	apiPort, ctlPort := freePort(t), freePort(t)
@@ -87,6 +87,7 @@ func startPod(t *testing.T, name string, kvBlocks int, tokenFile string) *proc {
 		"--control-token-file", tokenFile, "--advertise-addr", p.api, "--pod-name", name,
 		"--kv-cache-blocks", fmt.Sprint(kvBlocks), "--block-size", "16", "--max-model-len", "4096",
 		"--warmup-iterations", "0", "--drain-timeout", "5s", "--log-level", "info")
+	p.cmd.Args = append(p.cmd.Args, extra...)
 	pr, pw := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw
 	go func() {
@@ -192,8 +193,10 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 		t.Skip("starts runtime processes")
 	}
 	tok := writeToken(t)
-	a := startPod(t, "pod-a", 64, tok) // 1,024 KV tokens each
-	b := startPod(t, "pod-b", 64, tok)
+	// 1,024 KV tokens each, and a host tier: the fleet loop's pauses copy
+	// the paused programs' KV to host memory.
+	a := startPod(t, "pod-a", 64, tok, "--kv-host-blocks", "128")
+	b := startPod(t, "pod-b", 64, tok, "--kv-host-blocks", "128")
 	pods := []Pod{a.fleetPod(), b.fleetPod()}
 	policy := placement.DefaultPolicy()
 	client := control.NewClient(token, 2*time.Second)
@@ -303,6 +306,9 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 		t.Errorf("no request was forwarded to pod b")
 	}
 	t.Logf("pauses %d, marks %d, resumes %d, %d requests forwarded to pod b", totals.pauses, totals.marks, totals.resumes, forwarded)
+	if out, _ := offloadBlocks(t, a.api); out == 0 {
+		t.Errorf("pod a paused programs but copied no KV block to its host tier")
+	}
 
 	// Released programs end on the pods that ran them (one more round
 	// carries releases made through another pod).

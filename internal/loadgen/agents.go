@@ -57,6 +57,18 @@ type AgentSetup struct {
 	Warmup   time.Duration // not measured
 	Window   time.Duration // measured
 	Seed     uint64
+	// ProgramCap, in Default mode, is a per-pod limit on live programs (0:
+	// none): a new program whose least-loaded pod is at the cap waits, in
+	// arrival order, until a program ends somewhere. It is the hand-tuned
+	// baseline — an agent framework capping its worker count in front of
+	// vLLM — that ProgramAware must beat without a cap to tune.
+	ProgramCap int
+	// HostBlocks is each pod's host-memory KV tier in blocks (0: none).
+	// Paused programs' KV moves there and comes back when they resume on
+	// the same pod; in Default mode, which never pauses, every tool call
+	// offloads the program's KV (an idle program's cache waits in host
+	// memory, as with vLLM's CPU offloading).
+	HostBlocks int
 }
 
 // AgentResult summarises one run.
@@ -64,14 +76,33 @@ type AgentResult struct {
 	Mode           placement.Mode
 	Steps          int // program steps completed in the window
 	StepsPerMinute float64
-	PrefixHitRate  float64
-	Preemptions    int
+	// PrefixHitRate is PrefixHits / PrefixQueries: prompt tokens served
+	// from the prefix cache among those that could have been, admitted in
+	// the window (the warm-up's are not counted).
+	PrefixHitRate             float64
+	PrefixHits, PrefixQueries int64
+	Preemptions               int
 	// RecomputedTokens are prompt tokens computed again although they had
 	// been computed for the same program before (its cache was evicted or
 	// it was preempted); FreshTokens are those computed for the first time.
 	RecomputedTokens, FreshTokens int64
-	StepLatency                   []time.Duration // issue to completion, incl. time held
-	Pauses, Resumes               int
+	// StepLatency is issue to completion, including time held, of every
+	// step completed in the window, and of every step still unfinished when
+	// the window closes at its wait so far (Unfinished of them), so that
+	// steps held past the window are not left out of the percentiles.
+	StepLatency     []time.Duration
+	Unfinished      int
+	Pauses, Resumes int
+	// HeldAtEnd counts programs whose request was held (paused, or waiting
+	// for a slot under ProgramCap) when the window closed; MaxWait is the
+	// longest any step in the window waited before it reached an engine,
+	// those still waiting counted at their wait so far.
+	HeldAtEnd int
+	MaxWait   time.Duration
+	// FairnessPauses are pauses and marks the fairness bound asked for;
+	// OffloadedBlocks and RestoredBlocks count host-tier transfers.
+	FairnessPauses                  int
+	OffloadedBlocks, RestoredBlocks int64
 }
 
 // P is a step-latency percentile.
@@ -87,7 +118,12 @@ type agentPod struct {
 }
 
 type agentProgram struct {
-	id        string
+	id string
+	// reported is the program's context as the runtime reports it to the
+	// controller: the last step's prompt + output once a step ended, its
+	// prompt while a step runs; a held request is not tokenized yet, so a
+	// held program counts at its previous step (a new one at 0).
+	reported  int64
 	rng       *rand.Rand
 	tokens    []int32 // the context so far
 	computed  int     // tokens of the context computed at least once
@@ -99,13 +135,16 @@ type agentProgram struct {
 	marked    bool
 	reasoning bool
 	held      bool
+	heldAt    int // the pod holding its request (ProgramAware), -1: none
 	released  bool
 	stream    *engine.Stream
 	issuedAt  time.Duration
 	readyAt   time.Duration // when the tool finishes
 	lastTrans time.Duration
 	pausedAt  time.Duration
+	runSince  time.Duration // last placed or resumed
 	promptLen int
+	lastTool  int // tokens of the last tool result
 }
 
 type agentSim struct {
@@ -121,11 +160,33 @@ type agentSim struct {
 	res    *AgentResult
 	start  time.Time
 	capTok int64
+	// room is each pod's remaining capacity after the last round (the
+	// placement's Room): where a pod's gate forwards a new program it has
+	// no room for. Nil until the first round.
+	room []int64
+	// slotFreed: a program ended, so a program waiting under ProgramCap
+	// may start.
+	slotFreed bool
+	// windowStats are the pods' KV statistics when the window opened.
+	windowStats []kvcache.Stats
+	// onEvent, if set, runs after every event (tests check invariants).
+	onEvent func()
 }
 
 // RunAgents simulates the pool in virtual time: real engines on the sim
 // executor, one per pod, and the real placement algorithm every Interval.
 func RunAgents(w AgentWorkload, s AgentSetup) (*AgentResult, error) {
+	a, err := newAgentSim(w, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.run(); err != nil {
+		return nil, err
+	}
+	return a.res, nil
+}
+
+func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 	sched, err := placement.New(s.Policy)
 	if err != nil {
 		return nil, err
@@ -141,7 +202,7 @@ func RunAgents(w AgentWorkload, s AgentSetup) (*AgentResult, error) {
 		eng, err := engine.New(engine.Config{
 			MaxNumSeqs: s.Replica.MaxNumSeqs, MaxNumBatchedTokens: s.Replica.MaxNumBatchedTokens,
 			MaxQueue: 1 << 20, MaxModelLen: s.Replica.MaxModelLen, VocabSize: x.Vocabulary().Size(),
-			KV:  kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true},
+			KV:  kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true, HostBlocks: s.HostBlocks},
 			EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk,
 		}, x)
 		if err != nil {
@@ -154,10 +215,7 @@ func RunAgents(w AgentWorkload, s AgentSetup) (*AgentResult, error) {
 		// Stagger starts over the first interval so programs are out of phase.
 		a.newProgram(time.Duration(rng.Int64N(int64(10 * time.Second))))
 	}
-	if err := a.run(); err != nil {
-		return nil, err
-	}
-	return a.res, nil
+	return a, nil
 }
 
 func (a *agentSim) newProgram(at time.Duration) {
@@ -165,7 +223,7 @@ func (a *agentSim) newProgram(at time.Duration) {
 	seed := a.s.Seed*1_000_003 + uint64(a.nextID)
 	p := &agentProgram{
 		id:  fmt.Sprintf("prog-%05d", a.nextID),
-		rng: rand.New(rand.NewPCG(seed, 7)), pod: -1, lastPod: -1, readyAt: at, lastTrans: at,
+		rng: rand.New(rand.NewPCG(seed, 7)), pod: -1, lastPod: -1, heldAt: -1, readyAt: at, lastTrans: at,
 	}
 	p.steps = a.w.MinSteps + p.rng.IntN(a.w.MaxSteps-a.w.MinSteps+1)
 	p.tokens = a.appendRandom(p, nil, a.w.InitialContext.Sample(p.rng.Uint64()))
@@ -187,9 +245,13 @@ func (a *agentSim) run() error {
 	end := a.s.Warmup + a.s.Window
 	nextTick := a.s.Interval
 	ctx := context.Background()
-	for a.now < end {
-		// The next event: a pod iteration, a tool finishing, or a round.
+	for {
+		// The next event: a pod iteration, a tool finishing, a round, or
+		// the window opening.
 		t, podIdx := nextTick, -1
+		if a.windowStats == nil && a.s.Warmup < t {
+			t, podIdx = a.s.Warmup, -3
+		}
 		for i, pd := range a.pods {
 			if run, wait := pd.eng.Pending(); run+wait > 0 {
 				if c := pd.clk.Now().Sub(a.start); c < t {
@@ -201,6 +263,9 @@ func (a *agentSim) run() error {
 			if !p.reasoning && !p.held && !p.released && p.readyAt < t {
 				t, podIdx = p.readyAt, -2
 			}
+		}
+		if t >= end {
+			break
 		}
 		a.now = max(a.now, t)
 		switch {
@@ -222,52 +287,105 @@ func (a *agentSim) run() error {
 					}
 				}
 			}
+		case podIdx == -3:
+			// Counters from here on are the window's: snapshot the caches'
+			// so the warm-up's hits do not count.
+			for _, pd := range a.pods {
+				a.windowStats = append(a.windowStats, pd.eng.KVStats())
+			}
 		default:
 			if err := a.round(); err != nil {
 				return err
 			}
 			nextTick += a.s.Interval
 		}
+		if a.slotFreed {
+			if err := a.admitWaiting(); err != nil {
+				return err
+			}
+		}
+		if a.onEvent != nil {
+			a.onEvent()
+		}
+	}
+	a.closeWindow(end)
+	return nil
+}
+
+// closeWindow counts the steps still unfinished at the end of the window
+// at their wait so far, and the window's prefix-cache hit rate.
+func (a *agentSim) closeWindow(end time.Duration) {
+	for _, p := range a.progs {
+		if p.released || (!p.reasoning && !p.held) {
+			continue
+		}
+		wait := end - p.issuedAt
+		a.res.StepLatency = append(a.res.StepLatency, wait)
+		a.res.Unfinished++
+		if p.held {
+			a.res.HeldAtEnd++
+			a.res.MaxWait = max(a.res.MaxWait, wait)
+		}
 	}
 	var hits, queries int64
-	for _, pd := range a.pods {
+	for i, pd := range a.pods {
 		st := pd.eng.KVStats()
+		a.res.OffloadedBlocks += st.Offloaded
+		a.res.RestoredBlocks += st.Restored
 		hits += st.Hits
 		queries += st.Queries
+		if i < len(a.windowStats) {
+			hits -= a.windowStats[i].Hits
+			queries -= a.windowStats[i].Queries
+		}
 	}
+	a.res.PrefixHits, a.res.PrefixQueries = hits, queries
 	if queries > 0 {
 		a.res.PrefixHitRate = float64(hits) / float64(queries)
 	}
 	a.res.StepsPerMinute = float64(a.res.Steps) / a.s.Window.Minutes()
-	return nil
 }
 
 // issue is a program's next request at a.now: the gate.
 func (a *agentSim) issue(p *agentProgram) error {
 	if p.step > 0 {
 		// The tool result joins the context.
-		p.tokens = a.appendRandom(p, p.tokens, a.w.ToolResult.Sample(p.rng.Uint64()))
+		p.lastTool = a.w.ToolResult.Sample(p.rng.Uint64())
+		p.tokens = a.appendRandom(p, p.tokens, p.lastTool)
 	}
 	p.issuedAt = a.now
 	if p.paused {
-		p.held = true
+		a.hold(p, a.serviceNext())
 		return nil
 	}
 	if p.pod < 0 {
 		if a.s.Policy.Mode == placement.ModeDefault {
-			p.pod = a.leastPrograms()
-		} else if i := a.gateNew(int64(len(p.tokens))); i >= 0 {
-			p.pod = i
+			i, ok := a.leastPrograms()
+			if !ok {
+				a.hold(p, -1) // waits for a slot under ProgramCap
+				return nil
+			}
+			p.pod, p.runSince = i, a.now
+		} else if i, holder := a.gateNew(); i >= 0 {
+			p.pod, p.runSince = i, a.now
 		} else {
-			p.paused, p.held, p.pausedAt = true, true, a.now
+			p.paused, p.pausedAt = true, a.now
+			a.hold(p, holder)
 			return nil
 		}
 	}
 	return a.submit(p)
 }
 
+func (a *agentSim) hold(p *agentProgram, pod int) {
+	p.held, p.heldAt = true, pod
+}
+
 func (a *agentSim) submit(p *agentProgram) error {
-	p.held = false
+	if p.held && a.measuring() {
+		a.res.MaxWait = max(a.res.MaxWait, a.now-p.issuedAt)
+	}
+	p.held, p.heldAt = false, -1
 	pd := a.pods[p.pod]
 	pd.clk.Set(a.start.Add(a.now)) // an idle pod wakes now; a busy one at its next step
 	out := a.w.Output.Sample(p.rng.Uint64())
@@ -279,8 +397,34 @@ func (a *agentSim) submit(p *agentProgram) error {
 		return fmt.Errorf("program %s step %d: %w", p.id, p.step, err)
 	}
 	p.stream, p.promptLen, p.reasoning, p.lastTrans = st, len(p.tokens), true, a.now
+	p.reported = max(p.reported, int64(len(p.tokens))) // the runtime's Started
 	pd.live = append(pd.live, p)
 	return nil
+}
+
+// admitWaiting starts programs waiting under ProgramCap, oldest first,
+// while a pod has a free slot.
+func (a *agentSim) admitWaiting() error {
+	a.slotFreed = false
+	for {
+		var next *agentProgram
+		for _, p := range a.progs {
+			if p.held && !p.paused && !p.released && (next == nil || p.issuedAt < next.issuedAt) {
+				next = p
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		i, ok := a.leastPrograms()
+		if !ok {
+			return nil
+		}
+		next.pod, next.runSince = i, a.now
+		if err := a.submit(next); err != nil {
+			return err
+		}
+	}
 }
 
 // collect drains the pod's streams after an iteration.
@@ -322,24 +466,28 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 		a.res.FreshTokens += fresh
 		a.res.RecomputedTokens += max(0, computed-fresh)
 	}
-	p.computed = len(p.tokens) - 1 // the last output token is computed by the next step
+	p.computed = len(p.tokens) - 1    // the last output token is computed by the next step
+	p.reported = int64(len(p.tokens)) // the runtime's End: prompt + output
 	p.reasoning, p.lastTrans, p.stream = false, at, nil
 	p.step++
 	if p.step >= p.steps || len(p.tokens)+a.w.ToolResult.Max+a.w.Output.Max >= a.s.Replica.MaxModelLen {
 		// Released (done, or its context is full): a new program takes its place.
 		p.released, p.pod = true, -1
+		a.slotFreed = true
 		a.newProgram(at)
 		return
 	}
 	p.readyAt = at + time.Duration(a.w.ToolTime.Sample(p.rng.Uint64()))*time.Millisecond
 	if p.marked {
 		a.pause(p, at)
+	} else if a.s.Policy.Mode == placement.ModeDefault && a.s.HostBlocks > 0 {
+		pd.eng.OffloadPrefix(p.tokens)
 	}
 }
 
 func (a *agentSim) pause(p *agentProgram, at time.Duration) {
 	if p.pod >= 0 {
-		a.pods[p.pod].eng.DeprioritizePrefix(p.tokens)
+		a.pods[p.pod].eng.OffloadPrefix(p.tokens)
 	}
 	p.paused, p.marked, p.lastPod, p.pod, p.pausedAt = true, false, p.pod, -1, at
 	if a.measuring() {
@@ -358,35 +506,17 @@ func (a *agentSim) round() error {
 		}
 	}
 	a.progs = a.progs[:j]
-	snap := placement.Snapshot{}
-	for _, pd := range a.pods {
-		snap.Pods = append(snap.Pods, placement.Pod{Name: pd.name, Ready: true, CapacityTokens: a.capTok})
-	}
-	byID := map[string]*agentProgram{}
-	for _, p := range a.progs {
-		byID[p.id] = p
-		pr := placement.Program{
-			ID: p.id, ContextTokens: int64(len(p.tokens)), Steps: p.step + 1,
-			LastTransition: a.start.Add(p.lastTrans), HasHeldRequest: p.held, MarkedForPause: p.marked,
-			Status: placement.StatusActing, State: placement.StateActive,
-		}
-		if p.reasoning {
-			pr.Status = placement.StatusReasoning
-		}
-		switch {
-		case p.paused:
-			pr.State, pr.PausedSince = placement.StatePaused, a.start.Add(p.pausedAt)
-			if p.lastPod >= 0 {
-				pr.CachedOn = a.pods[p.lastPod].name
-			}
-		case p.pod >= 0:
-			pr.Pod = a.pods[p.pod].name
-		}
-		snap.Programs = append(snap.Programs, pr)
-	}
+	snap, byID := a.snapshot()
 	dec, err := a.sched.Decide(snap, a.start.Add(a.now))
 	if err != nil {
 		return err
+	}
+	if a.measuring() {
+		a.res.FairnessPauses += len(dec.FairnessPaused)
+	}
+	a.room = a.room[:0]
+	for _, pdDec := range dec.Pods {
+		a.room = append(a.room, pdDec.Capacity.Total-pdDec.Capacity.Used)
 	}
 	for i, pdDec := range dec.Pods {
 		for _, id := range pdDec.Pause {
@@ -403,7 +533,12 @@ func (a *agentSim) round() error {
 			if p.paused && a.measuring() {
 				a.res.Resumes++
 			}
-			p.paused, p.pod = false, i
+			if p.paused && p.lastPod == i {
+				// Back where its KV was offloaded: restore it now, ahead
+				// of its next request.
+				a.pods[i].eng.RestorePrefix(p.tokens)
+			}
+			p.paused, p.pod, p.runSince = false, i, a.now
 			if p.held {
 				if err := a.submit(p); err != nil {
 					return err
@@ -414,7 +549,47 @@ func (a *agentSim) round() error {
 	return nil
 }
 
-func (a *agentSim) leastPrograms() int {
+// snapshot is what the controller reads from the pods: the programs they
+// know, at the sizes they report.
+func (a *agentSim) snapshot() (placement.Snapshot, map[string]*agentProgram) {
+	snap := placement.Snapshot{}
+	for _, pd := range a.pods {
+		snap.Pods = append(snap.Pods, placement.Pod{Name: pd.name, Ready: true, CapacityTokens: a.capTok})
+	}
+	byID := map[string]*agentProgram{}
+	for _, p := range a.progs {
+		if p.step == 0 && !p.reasoning && (!p.held || !p.paused) {
+			// No pod knows it yet: its first request has not been sent, or
+			// waits client-side for a slot under ProgramCap.
+			continue
+		}
+		byID[p.id] = p
+		pr := placement.Program{
+			ID: p.id, ContextTokens: p.reported, Steps: p.step + 1,
+			LastTransition: a.start.Add(p.lastTrans), HasHeldRequest: p.held, MarkedForPause: p.marked,
+			RunningSince: a.start.Add(p.runSince),
+			Status:       placement.StatusActing, State: placement.StateActive,
+		}
+		if p.reasoning {
+			pr.Status = placement.StatusReasoning
+		}
+		switch {
+		case p.paused:
+			pr.State, pr.PausedSince = placement.StatePaused, a.start.Add(p.pausedAt)
+			if p.lastPod >= 0 {
+				pr.CachedOn = a.pods[p.lastPod].name
+			}
+		case p.pod >= 0:
+			pr.Pod = a.pods[p.pod].name
+		}
+		snap.Programs = append(snap.Programs, pr)
+	}
+	return snap, byID
+}
+
+// leastPrograms is Default mode's pod for a new program: the one with the
+// fewest programs; false when that pod is at ProgramCap.
+func (a *agentSim) leastPrograms() (int, bool) {
 	counts := make([]int, len(a.pods))
 	for _, p := range a.progs {
 		if p.pod >= 0 {
@@ -427,45 +602,46 @@ func (a *agentSim) leastPrograms() int {
 			best = i
 		}
 	}
-	return best
+	return best, a.s.ProgramCap <= 0 || counts[best] < a.s.ProgramCap
 }
 
-// gateNew is the runtime's gate for a new program in ProgramAware mode: the
-// Service hands the request to a pod (round robin here), which admits it
-// when it has room and nothing is held; else it goes to the pod with the
-// most room if it fits there; else it is held (-1).
-func (a *agentSim) gateNew(need int64) int {
-	used := make([]int64, len(a.pods))
-	for _, p := range a.progs {
-		if p.pod >= 0 && !p.paused {
-			used[p.pod] += int64(len(p.tokens)) + a.s.Policy.BufferTokensPerProgram
-		}
-	}
-	fits := func(i int) bool { return used[i]+need+a.s.Policy.BufferTokensPerProgram <= a.capTok }
-	if a.anyHeld() {
-		return -1
-	}
+// serviceNext is the pod the Service in front of the pool hands the next
+// request to: round robin.
+func (a *agentSim) serviceNext() int {
 	a.rr++
-	if first := a.rr % len(a.pods); fits(first) {
-		return first
-	}
-	best := -1
-	for i := range a.pods {
-		if best < 0 || used[i] < used[best] {
-			best = i
-		}
-	}
-	if best < 0 || !fits(best) {
-		return -1
-	}
-	return best
+	return a.rr % len(a.pods)
 }
 
-func (a *agentSim) anyHeld() bool {
+// gateNew is the runtime's gate (programs.Table.Route) for a new program in
+// ProgramAware mode, with the pod's own view of sizes (the programs'
+// reported contexts; the new one is not tokenized yet): the pod the Service
+// picked runs it if it has room for a program's buffer and holds no
+// request; else it goes to the other pod with the most room in the last
+// round's placement, if that is at least a buffer; else the picked pod
+// holds it (-1, and the holding pod) until a round places it.
+func (a *agentSim) gateNew() (pod, holder int) {
+	first := a.serviceNext()
+	buffer := a.s.Policy.BufferTokensPerProgram
+	room, held := a.capTok, 0
 	for _, p := range a.progs {
-		if p.held {
-			return true
+		if p.pod == first && !p.paused && !p.released {
+			room -= p.reported + buffer
+		}
+		if p.held && p.heldAt == first {
+			held++
 		}
 	}
-	return false
+	if room >= buffer && held == 0 {
+		return first, -1
+	}
+	best, most := -1, buffer-1
+	for i, r := range a.room {
+		if i != first && r > most {
+			best, most = i, r
+		}
+	}
+	if best >= 0 {
+		return best, -1
+	}
+	return -1, first
 }

@@ -31,8 +31,8 @@ func TestAgentsProgramAwarePausesAndResumesUnderOverload(t *testing.T) {
 	if r.Steps == 0 || r.Pauses == 0 || r.Resumes == 0 {
 		t.Fatalf("steps %d pauses %d resumes %d: an overloaded pool must pause and resume", r.Steps, r.Pauses, r.Resumes)
 	}
-	if len(r.StepLatency) != r.Steps {
-		t.Errorf("%d latencies for %d steps", len(r.StepLatency), r.Steps)
+	if len(r.StepLatency) != r.Steps+r.Unfinished {
+		t.Errorf("%d latencies for %d steps and %d unfinished", len(r.StepLatency), r.Steps, r.Unfinished)
 	}
 	d, err := RunAgents(smallAgents(), smallPool(placement.ModeDefault))
 	if err != nil {
@@ -47,4 +47,208 @@ func TestAgentsProgramAwarePausesAndResumesUnderOverload(t *testing.T) {
 	}
 	t.Logf("ProgramAware %.1f steps/min (hit %.2f), Default %.1f (hit %.2f)",
 		r.StepsPerMinute, r.PrefixHitRate, d.StepsPerMinute, d.PrefixHitRate)
+}
+
+// TestAgentsHostTierCutsRecompute: with a host tier, paused programs' KV is
+// offloaded and restored instead of recomputed.
+func TestAgentsHostTierCutsRecompute(t *testing.T) {
+	without, err := RunAgents(smallAgents(), smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := smallPool(placement.ModeProgramAware)
+	s.HostBlocks = 8192
+	with, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.Pauses == 0 || with.OffloadedBlocks == 0 || with.RestoredBlocks == 0 {
+		t.Fatalf("pauses %d, %d blocks offloaded, %d restored: pauses must go through the host tier",
+			with.Pauses, with.OffloadedBlocks, with.RestoredBlocks)
+	}
+	if with.RecomputedTokens >= without.RecomputedTokens {
+		t.Errorf("recomputed %d tokens with the host tier, %d without", with.RecomputedTokens, without.RecomputedTokens)
+	}
+	t.Logf("recomputed tokens %d → %d; %.1f → %.1f steps/min; %d blocks offloaded, %d restored",
+		without.RecomputedTokens, with.RecomputedTokens, without.StepsPerMinute, with.StepsPerMinute,
+		with.OffloadedBlocks, with.RestoredBlocks)
+}
+
+// TestAgentsFairnessBoundsTheWait: on a moderately overloaded pool (16
+// programs where ~12 fit), the fairness bound pauses long-running programs
+// for those waiting past it, and the longest wait falls. (Under heavier
+// overload, where most programs wait, it does not: see docs/benchmarks.md.)
+func TestAgentsFairnessBoundsTheWait(t *testing.T) {
+	const bound = 15 * time.Second
+	w := smallAgents()
+	w.Programs = 16
+	off, err := RunAgents(w, smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := smallPool(placement.ModeProgramAware)
+	s.Policy.FairnessBound = bound
+	on, err := RunAgents(w, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.FairnessPauses == 0 {
+		t.Fatal("the fairness bound paused nobody under overload")
+	}
+	if on.MaxWait >= off.MaxWait {
+		t.Errorf("longest wait %v with the bound, %v without", on.MaxWait, off.MaxWait)
+	}
+	t.Logf("longest wait %v → %v, p99 step %v → %v, %.1f → %.1f steps/min, %d fairness pauses",
+		off.MaxWait, on.MaxWait, off.P(0.99), on.P(0.99), off.StepsPerMinute, on.StepsPerMinute, on.FairnessPauses)
+}
+
+// The window's counters are the window's own: a run measuring [W, W+X) is
+// the run measuring [0, W+X) minus the run measuring [0, W), prefix-cache
+// hits included (the simulation itself does not depend on the window).
+func TestAgentsWindowCountsExcludeWarmup(t *testing.T) {
+	run := func(warmup, window time.Duration) *AgentResult {
+		s := smallPool(placement.ModeDefault)
+		s.Warmup, s.Window = warmup, window
+		r, err := RunAgents(smallAgents(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	const w, x = 40 * time.Second, 60 * time.Second
+	warm, whole, window := run(0, w), run(0, w+x), run(w, x)
+	if warm.PrefixQueries == 0 || window.PrefixQueries == 0 {
+		t.Fatalf("no prefix-cache queries: warm-up %d, window %d", warm.PrefixQueries, window.PrefixQueries)
+	}
+	if got, want := window.PrefixQueries, whole.PrefixQueries-warm.PrefixQueries; got != want {
+		t.Errorf("window prefix queries %d, want %d (%d in [0, W+X) − %d in [0, W))", got, want, whole.PrefixQueries, warm.PrefixQueries)
+	}
+	if got, want := window.PrefixHits, whole.PrefixHits-warm.PrefixHits; got != want {
+		t.Errorf("window prefix hits %d, want %d", got, want)
+	}
+	if got, want := window.Steps, whole.Steps-warm.Steps; got != want {
+		t.Errorf("window steps %d, want %d", got, want)
+	}
+}
+
+// Steps still unfinished when the window closes count at their wait so
+// far: a program held past the end of the window is in the p99, and in
+// HeldAtEnd and MaxWait.
+func TestAgentsUnfinishedStepsCount(t *testing.T) {
+	a, err := newAgentSim(smallAgents(), smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.run(); err != nil {
+		t.Fatal(err)
+	}
+	r := a.res
+	end := a.s.Warmup + a.s.Window
+	held, longest := 0, time.Duration(0)
+	for _, p := range a.progs {
+		if p.held && !p.released {
+			held++
+			longest = max(longest, end-p.issuedAt)
+		}
+	}
+	if held == 0 {
+		t.Fatal("nothing held at the end of an overloaded ProgramAware run; the test needs some")
+	}
+	if r.HeldAtEnd != held {
+		t.Errorf("HeldAtEnd %d, want %d", r.HeldAtEnd, held)
+	}
+	if r.MaxWait < longest {
+		t.Errorf("MaxWait %v, below the longest wait still held at the end, %v", r.MaxWait, longest)
+	}
+	if len(r.StepLatency) != r.Steps+r.Unfinished || r.Unfinished < held {
+		t.Errorf("%d latencies for %d steps and %d unfinished (%d held)", len(r.StepLatency), r.Steps, r.Unfinished, held)
+	}
+	if r.P(1) < longest {
+		t.Errorf("max step latency %v, below a wait still unfinished, %v", r.P(1), longest)
+	}
+}
+
+// The controller sees what the runtime reports: a running step at its
+// prompt, an acting program at its last step's prompt + output, a held
+// request not at all (its program at its previous step; a new program at 0),
+// and no program that has not sent a request yet.
+func TestAgentsPlacementSeesReportedSizes(t *testing.T) {
+	s := smallPool(placement.ModeProgramAware)
+	s.Warmup, s.Window = 0, 90*time.Second
+	a, err := newAgentSim(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.run(); err != nil {
+		t.Fatal(err)
+	}
+	snap, byID := a.snapshot()
+	var sawHeld, sawRunning bool
+	for _, pr := range snap.Programs {
+		p := byID[pr.ID]
+		var want int64
+		switch {
+		case p.reasoning:
+			sawRunning = true
+			want = int64(p.promptLen)
+		case p.held:
+			sawHeld = true
+			if p.step > 0 {
+				want = int64(len(p.tokens) - p.lastTool) // before the tool result
+			}
+		default:
+			want = int64(len(p.tokens))
+		}
+		if pr.ContextTokens != want {
+			t.Errorf("%s (step %d, reasoning %v, held %v): reported %d tokens, want %d (context now %d)",
+				p.id, p.step, p.reasoning, p.held, pr.ContextTokens, want, len(p.tokens))
+		}
+	}
+	if !sawHeld || !sawRunning {
+		t.Fatalf("the snapshot needs held and running programs: held %v, running %v", sawHeld, sawRunning)
+	}
+	for _, p := range a.progs {
+		if _, known := byID[p.id]; !known && !p.released && (p.step > 0 || p.reasoning || (p.held && p.paused)) {
+			t.Errorf("%s sent a request but is not in the snapshot", p.id)
+		}
+	}
+}
+
+// Default behind a per-pod program cap never runs more programs on a pod
+// than the cap; the others wait in arrival order and start as programs end.
+func TestAgentsProgramCap(t *testing.T) {
+	s := smallPool(placement.ModeDefault)
+	s.ProgramCap = 4
+	a, err := newAgentSim(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxLive := 0
+	a.onEvent = func() {
+		counts := map[int]int{}
+		for _, p := range a.progs {
+			if p.pod >= 0 && !p.released {
+				counts[p.pod]++
+				maxLive = max(maxLive, counts[p.pod])
+			}
+		}
+	}
+	if err := a.run(); err != nil {
+		t.Fatal(err)
+	}
+	if maxLive != s.ProgramCap {
+		t.Errorf("at most %d programs on a pod, want the cap, %d", maxLive, s.ProgramCap)
+	}
+	r := a.res
+	if r.Steps == 0 || r.HeldAtEnd == 0 || r.MaxWait == 0 || r.Pauses != 0 {
+		t.Errorf("steps %d, held at end %d, max wait %v, pauses %d: 32 programs on 8 slots must wait, not pause",
+			r.Steps, r.HeldAtEnd, r.MaxWait, r.Pauses)
+	}
+	uncapped, err := RunAgents(smallAgents(), smallPool(placement.ModeDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uncapped.HeldAtEnd != 0 || uncapped.MaxWait != 0 {
+		t.Errorf("uncapped Default held %d programs (max wait %v)", uncapped.HeldAtEnd, uncapped.MaxWait)
+	}
 }

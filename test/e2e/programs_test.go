@@ -25,7 +25,8 @@ import (
 
 // programsManifest is a program-aware pool of two simulated H100 pods with
 // room for 1,024 KV tokens each (64 blocks of 16), so a handful of agent
-// programs overflow one pod; the policy runs a round every second.
+// programs overflow one pod, and a host KV tier of 128 blocks each, where
+// paused programs' KV goes; the policy runs a round every second.
 const programsManifest = `
 apiVersion: serving.kvpilot.dev/v1alpha1
 kind: SchedulerPolicy
@@ -56,6 +57,7 @@ spec:
   engine:
     blockSize: 16
     kvCacheBlocks: 64
+    kvHostBlocks: 128
     drainTimeout: 2s
   schedulerPolicyRef:
     name: agents-fast
@@ -215,12 +217,24 @@ func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 	t.Logf("at most %d programs paused in the pool's status, %d in kvpilot_programs; pauses %v, resumes %v (both managers); %d of %d programs' states compared across the restart; %d requests served by pod B",
 		maxPaused.Load(), maxPausedMetric.Load(), pauses, resumes, compared, len(before), forwarded)
 
+	// Pauses went through the host tier: the pods copied KV blocks out
+	// (vLLM's offload counter), and the status counts the tier apart.
+	var out, in float64
+	for _, ip := range []string{podA, podB} {
+		o, i := scrapeOffloadBytes(t, "http://"+ip+":8000/metrics")
+		out, in = out+o, in+i
+	}
+	if out == 0 {
+		t.Errorf("programs were paused but no KV byte was copied to a host tier")
+	}
+	t.Logf("host tier: %.0f bytes copied out, %.0f copied back", out, in)
+
 	// Every program was released: the new manager's status says nothing
 	// runs or waits.
 	eventually(t, statusTimeout, func() string {
 		c := getPool(t, ns, "agents-sim").Status.Capacity
-		if c == nil || c.ProgramsActive != 0 || c.ProgramsPaused != 0 {
-			return fmt.Sprintf("status.capacity after every release: %+v", c)
+		if c == nil || c.ProgramsActive != 0 || c.ProgramsPaused != 0 || c.HostKVTokens != 2*128*16 {
+			return fmt.Sprintf("status.capacity after every release (want host tier 4096 tokens): %+v", c)
 		}
 		return ""
 	})
@@ -295,6 +309,32 @@ func scrapePausedGauge(url, ns, pool string) float64 {
 }
 
 var sampleLine = regexp.MustCompile(`^([a-z_:]+)\{([^}]*)\} ([0-9.e+-]+)$`)
+
+// scrapeOffloadBytes reads a runtime pod's vllm:kv_offload_total_bytes_total
+// by direction: to host (GPU_to_CPU) and back (CPU_to_GPU).
+func scrapeOffloadBytes(t *testing.T, url string) (out, in float64) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		m := sampleLine.FindStringSubmatch(sc.Text())
+		if m == nil || m[1] != "vllm:kv_offload_total_bytes_total" {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[3], 64)
+		switch {
+		case strings.Contains(m[2], `transfer_type="GPU_to_CPU"`):
+			out += v
+		case strings.Contains(m[2], `transfer_type="CPU_to_GPU"`):
+			in += v
+		}
+	}
+	return out, in
+}
 
 // scrapeFleetCounters reads the fleet loop's counters of one pool from the
 // manager's metrics.

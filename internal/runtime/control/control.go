@@ -43,7 +43,15 @@ func Handler(t *programs.Table, token string) http.Handler {
 		var p programs.Placement
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
+		err := dec.Decode(&p)
+		if err == nil {
+			// One JSON object and nothing after it: trailing bytes mean a
+			// sender out of step with this API, not a placement to trust.
+			if _, terr := dec.Token(); terr != io.EOF {
+				err = errors.New("unexpected data after the JSON object")
+			}
+		}
+		if err != nil {
 			status := http.StatusBadRequest
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
@@ -52,8 +60,13 @@ func Handler(t *programs.Table, token string) http.Handler {
 			writeJSON(w, status, map[string]string{"error": "placement: " + err.Error()})
 			return
 		}
-		if p.Version <= 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement: version must be > 0"})
+		if err := ValidatePlacement(&p); err != nil {
+			var fe *FieldError
+			field := ""
+			if errors.As(err, &fe) {
+				field = fe.Field
+			}
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement refused: " + err.Error(), "field": field})
 			return
 		}
 		applied := t.Apply(&p)
@@ -80,6 +93,39 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// StatusError is a control API call a pod answered with a status other
+// than 200.
+type StatusError struct {
+	Method, URL string
+	Code        int
+	Status      string
+	Message     string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("control %s %s: %s: %s", e.Method, e.URL, e.Status, e.Message)
+}
+
+// IsUnauthorized reports whether err, or any error it wraps or joins, is a
+// pod refusing the caller's token (401 or 403): the token is stale, unlike
+// a pod that is down or slow, for which reading it again would not help.
+func IsUnauthorized(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *StatusError:
+		return e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if IsUnauthorized(inner) {
+				return true
+			}
+		}
+		return false
+	}
+	return IsUnauthorized(errors.Unwrap(err))
 }
 
 // Client talks to pods' control APIs.
@@ -135,7 +181,8 @@ func (c *Client) do(ctx context.Context, method, addr, path string, in, out any)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("control %s %s%s: %s: %s", method, addr, path, resp.Status, strings.TrimSpace(string(msg)))
+		return &StatusError{Method: method, URL: addr + path, Code: resp.StatusCode, Status: resp.Status,
+			Message: strings.TrimSpace(string(msg))}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("control %s %s%s: decode: %w", method, addr, path, err)

@@ -2,6 +2,8 @@ package control
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -70,5 +72,35 @@ func TestControlAPIOverLoopback(t *testing.T) {
 	}
 	if _, err := NewClient("", time.Second).State(ctx, addr); err == nil {
 		t.Error("an empty token must not open the API")
+	}
+}
+
+// The client's errors say what failed: a pod refusing the token (so the
+// caller reads it again) is told apart from a pod that is down or failing,
+// also inside the joined errors of a round.
+func TestClientErrorsAreTyped(t *testing.T) {
+	tab := programs.New(programs.Config{Pod: "a", Addr: "10.0.0.9:8000"})
+	srv := httptest.NewServer(Handler(tab, "right"))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	defer failing.Close()
+	ctx := context.Background()
+
+	_, stale := NewClient("wrong", time.Second).State(ctx, addr)
+	var se *StatusError
+	if !errors.As(stale, &se) || se.Code != http.StatusUnauthorized || !IsUnauthorized(stale) {
+		t.Fatalf("wrong token: %v (%#v)", stale, se)
+	}
+	_, down := NewClient("right", time.Second).State(ctx, "127.0.0.1:1")
+	_, broken := NewClient("right", time.Second).State(ctx, strings.TrimPrefix(failing.URL, "http://"))
+	if down == nil || broken == nil || IsUnauthorized(down) || IsUnauthorized(broken) {
+		t.Errorf("unreachable %v, failing %v: neither is a stale token", down, broken)
+	}
+	round := errors.Join(fmt.Errorf("pod a: %w", down), fmt.Errorf("pod b: %w", broken), fmt.Errorf("pod c: %w", stale))
+	if !IsUnauthorized(round) || !IsUnauthorized(fmt.Errorf("round: %w", round)) || IsUnauthorized(errors.Join(down, broken)) {
+		t.Errorf("joined round errors: %v", round)
 	}
 }

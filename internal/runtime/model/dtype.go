@@ -14,9 +14,24 @@ type DType uint32
 const (
 	F32  DType = 0
 	F16  DType = 1
+	Q4_0 DType = 2
 	Q8_0 DType = 8
+	Q4_K DType = 12
+	Q5_K DType = 13
+	Q6_K DType = 14
 	BF16 DType = 30
 )
+
+// blockLayouts gives, for the block-quantized types this package reads but
+// does not decode, the weights per block and the bytes per block (ggml's
+// block_q4_0, block_q4_K, block_q5_K and block_q6_K in ggml-common.h). Their
+// tensors are handed as stored to an executor that runs them (ggml).
+var blockLayouts = map[DType]struct{ n, bytes int }{
+	Q4_0: {32, 2 + 16},
+	Q4_K: {256, 2*2 + 12 + 128},
+	Q5_K: {256, 2*2 + 12 + 32 + 128},
+	Q6_K: {256, 128 + 64 + 16 + 2},
+}
 
 // Q8Block is the number of weights in one Q8_0 block; Q8BlockBytes its size
 // (an f16 scale followed by 32 int8 values).
@@ -40,8 +55,17 @@ func (t DType) String() string {
 	return fmt.Sprintf("type(%d)", uint32(t))
 }
 
-// Supported reports whether this package can read tensors of type t.
-func (t DType) Supported() bool { return t == F32 || t == F16 || t == BF16 || t == Q8_0 }
+// Supported reports whether this package can read tensors of type t (knows
+// their size): F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K.
+func (t DType) Supported() bool {
+	_, blocks := blockLayouts[t]
+	return t.Decodable() || blocks
+}
+
+// Decodable reports whether this package can also decode (and encode)
+// tensors of type t: F32, F16, BF16 and Q8_0, the types the cpu executor
+// runs. The others are read as bytes only.
+func (t DType) Decodable() bool { return t == F32 || t == F16 || t == BF16 || t == Q8_0 }
 
 // ParseDType parses "f32", "f16", "bf16" or "q8_0" (any case).
 func ParseDType(s string) (DType, error) {
@@ -66,7 +90,13 @@ func (t DType) RowBytes(n int) (int, error) {
 		}
 		return n / Q8Block * Q8BlockBytes, nil
 	}
-	return 0, fmt.Errorf("unsupported tensor type %s (supported: F32, F16, BF16, Q8_0)", t)
+	if l, ok := blockLayouts[t]; ok {
+		if n%l.n != 0 {
+			return 0, fmt.Errorf("%s rows need a multiple of %d elements, got %d", t, l.n, n)
+		}
+		return n / l.n * l.bytes, nil
+	}
+	return 0, fmt.Errorf("unsupported tensor type %s (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", t)
 }
 
 // F16ToF32 converts an IEEE half-precision value.
@@ -188,8 +218,12 @@ func Dequantize(t DType, dst []float32, src []byte) {
 	}
 }
 
-// Encode encodes src as type t (len(src) a multiple of 32 for Q8_0).
+// Encode encodes src as type t (len(src) a multiple of 32 for Q8_0); t must
+// be Decodable.
 func Encode(t DType, src []float32) ([]byte, error) {
+	if !t.Decodable() {
+		return nil, fmt.Errorf("encoding %s is not implemented (encodable: F32, F16, BF16, Q8_0)", t)
+	}
 	n, err := t.RowBytes(len(src))
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,4 +200,58 @@ func FuzzGGUFReader(f *testing.F) {
 			tn.Row(tn.Rows()-1, make([]float32, tn.Cols()))
 		}
 	})
+}
+
+// TestBlockQuantizedTypesReadAsBytes: Q4_0 and the K-quants are read (their
+// sizes known, their bytes kept as stored) for the ggml executor, though
+// this package neither decodes nor encodes them.
+func TestBlockQuantizedTypesReadAsBytes(t *testing.T) {
+	for _, tc := range []struct {
+		typ        DType
+		cols, want int
+	}{
+		{Q4_0, 64, 2 * 18}, {Q4_K, 512, 2 * 144}, {Q5_K, 256, 176}, {Q6_K, 256, 210},
+	} {
+		if got, err := tc.typ.RowBytes(tc.cols); err != nil || got != tc.want {
+			t.Errorf("%s.RowBytes(%d) = %d, %v; want %d", tc.typ, tc.cols, got, err, tc.want)
+		}
+		if _, err := tc.typ.RowBytes(tc.cols + 16); err == nil {
+			t.Errorf("%s.RowBytes(%d): want an error for a partial block", tc.typ, tc.cols+16)
+		}
+		if !tc.typ.Supported() || tc.typ.Decodable() {
+			t.Errorf("%s: supported %v, decodable %v; want true, false", tc.typ, tc.typ.Supported(), tc.typ.Decodable())
+		}
+		if _, err := Encode(tc.typ, make([]float32, tc.cols)); err == nil {
+			t.Errorf("Encode(%s): want an error", tc.typ)
+		}
+	}
+	if DType(3).Supported() {
+		t.Error("Q4_1 reported as supported")
+	}
+
+	// A file whose matrices are Q4_K loads with its bytes as written.
+	cfg := Config{Arch: ArchLlama, VocabSize: 300, Dim: 256, Layers: 1, Heads: 4, KVHeads: 2, FFN: 256, ContextLen: 64}
+	m := Random(cfg, 2)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tt := range m.Weights.Tensors() {
+		if len(tt.Shape) != 2 {
+			continue
+		}
+		rb, _ := Q4_K.RowBytes(tt.Cols())
+		tt.Type, tt.Data = Q4_K, make([]byte, rb*tt.Rows())
+		for i := range tt.Data {
+			tt.Data[i] = byte(rng.Uint32())
+		}
+	}
+	out, err := Load(writeFile(t, ggufBytes(t, m)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	inT, outT := m.Weights.Tensors(), out.Weights.Tensors()
+	for i := range inT {
+		if inT[i].Type != outT[i].Type || !bytes.Equal(inT[i].Data, outT[i].Data) {
+			t.Errorf("tensor %s: %s became %s or its bytes changed", inT[i].Name, inT[i].Type, outT[i].Type)
+		}
+	}
 }

@@ -18,6 +18,10 @@ type Model struct {
 	unmap func() error
 }
 
+// Mapped reports whether the tensors' data lives in a read-only file mapping
+// (it does until Close) rather than in Go memory.
+func (m *Model) Mapped() bool { return m != nil && m.unmap != nil }
+
 // Close releases the file mapping of a loaded model; its tensors must not be
 // used afterwards. It is a no-op for models built in memory.
 func (m *Model) Close() error {

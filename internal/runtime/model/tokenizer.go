@@ -84,16 +84,16 @@ func newVocab(tokens []string, types []int32, bos int32, addBOS bool) (vocab, er
 func (v *vocab) VocabSize() int { return len(v.tokens) }
 
 // split calls text for each run of ordinary text and special for each
-// special token written out in s.
-func (v *vocab) split(s string, text func(string, bool), special func(int32)) {
-	start, first := 0, true
+// special token written out in s. Every run of text starts s or follows a
+// special token.
+func (v *vocab) split(s string, text func(string), special func(int32)) {
+	start := 0
 	for i := 0; i < len(s); i++ {
 		for _, id := range v.specials[s[i]] {
 			if tok := v.tokens[id]; strings.HasPrefix(s[i:], tok) {
 				if i > start {
-					text(s[start:i], first)
+					text(s[start:i])
 				}
-				first = false
 				special(id)
 				i += len(tok) - 1
 				start = i + 1
@@ -102,16 +102,16 @@ func (v *vocab) split(s string, text func(string, bool), special func(int32)) {
 		}
 	}
 	if start < len(s) {
-		text(s[start:], first)
+		text(s[start:])
 	}
 }
 
-func (v *vocab) encodeWith(s string, addBOS bool, text func(out []int32, s string, first bool) []int32) []int32 {
+func (v *vocab) encodeWith(s string, addBOS bool, text func(out []int32, s string) []int32) []int32 {
 	var out []int32
 	if addBOS && v.addBOS && v.bos >= 0 {
 		out = append(out, v.bos)
 	}
-	v.split(s, func(t string, first bool) { out = text(out, t, first) }, func(id int32) { out = append(out, id) })
+	v.split(s, func(t string) { out = text(out, t) }, func(id int32) { out = append(out, id) })
 	return out
 }
 

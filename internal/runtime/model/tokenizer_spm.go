@@ -6,9 +6,10 @@ import (
 )
 
 // SPMTokenizer is SentencePiece-style BPE as llama uses it
-// (tokenizer.ggml.model "llama"): spaces become '▁', a '▁' is prefixed to the
-// text, adjacent pieces merge highest score first while the merged piece is
-// in the vocabulary, and pieces left unknown become their UTF-8 bytes
+// (tokenizer.ggml.model "llama"): spaces become '▁', a '▁' is prefixed to
+// each run of text (at the start and after every special token), adjacent
+// pieces merge highest score first while the merged piece is in the
+// vocabulary, and pieces left unknown become their UTF-8 bytes
 // (<0xNN> tokens) or the unknown token.
 type SPMTokenizer struct {
 	vocab
@@ -93,8 +94,12 @@ func parseByteToken(tok string) (byte, bool) {
 
 // Encode implements Tokenizer.
 func (t *SPMTokenizer) Encode(text string, addBOS bool) []int32 {
-	return t.encodeWith(text, addBOS, func(out []int32, s string, first bool) []int32 {
-		if first && t.addSpacePrefix {
+	return t.encodeWith(text, addBOS, func(out []int32, s string) []int32 {
+		// Every run of text gets the prefix, the one after a special token
+		// (<s>[INST] …, Hello</s> world) as much as the first, as
+		// llama.cpp and SentencePiece-based reference tokenizers encode it:
+		// chat prompts then tokenize as the model saw them in training.
+		if t.addSpacePrefix {
 			s = " " + s
 		}
 		s = strings.ReplaceAll(s, " ", spmSpace)

@@ -240,7 +240,7 @@ func TestSPM(t *testing.T) {
 		// Byte fallback: 'é' and 'x' are not pieces.
 		{"hé", []string{" ", "h", "\xc3", "\xa9"}},
 		{"x", []string{" ", "x"}},
-		{"<s>hello", []string{"", "hello"}},
+		{"<s>hello", []string{"", " hello"}}, // a special token starts a new run of text
 	} {
 		got := pieces(tok, tok.Encode(tc.text, false))
 		if diff := cmp.Diff(tc.want, got); diff != "" {

@@ -24,6 +24,9 @@ const (
 	CodeQueueFull        = "queue_full"
 	CodeContextLength    = "context_length_exceeded"
 	CodeDraining         = "draining"
+	// CodeUpstreamUnavailable: the pod the request's program runs on could
+	// not be reached; retrying (after Retry-After) is safe.
+	CodeUpstreamUnavailable = "upstream_unavailable"
 )
 
 // Error is an API error: the HTTP status and the body
@@ -121,6 +124,12 @@ func QueueFull() *Error {
 // Unavailable is the 503 while draining or before the engine runs.
 func Unavailable(msg string) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Code: CodeDraining, Message: msg}
+}
+
+// UpstreamUnavailable is the 503 when the pod a request was forwarded to
+// cannot be reached: this pod is not draining, the other one is gone.
+func UpstreamUnavailable(msg string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Code: CodeUpstreamUnavailable, Message: msg}
 }
 
 // Internal is a 500.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"unicode/utf8"
 )
 
 var seedBodies = []string{
@@ -23,6 +24,7 @@ var seedBodies = []string{
 	`{"messages":[{"role":"user","content":"x"}],"logprobs":"true","top_logprobs":"21"}`,
 	`{"messages":[{"role":"assistant","content":"x"}],"continue_final_message":true,"add_generation_prompt":false}`,
 	`{"messages":[{"role":"user","content":"x"}],"stream":"true","stream_options":{"include_usage":"true"}}`,
+	`{"messages":[{"role":"wizard","content":"hi"}]}`, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\xffb\"}]}",
 }
 
 // FuzzParse checks that no body crashes the parsers, that every failure is a
@@ -33,6 +35,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		validUTF8 := utf8.Valid(body)
 		check := func(c *Common, err *Error) {
 			if err != nil {
 				if err.Status != http.StatusBadRequest {
@@ -42,6 +45,9 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("error body is not JSON: %s", err.JSON())
 				}
 				return
+			}
+			if !validUTF8 {
+				t.Fatalf("accepted a body with invalid UTF-8: %q", body)
 			}
 			if n := c.Choices(); n < 1 || n > MaxN {
 				t.Fatalf("accepted n=%d", n)
@@ -73,6 +79,11 @@ func FuzzParse(f *testing.F) {
 		if r, err := ParseChat(body); err == nil {
 			if len(r.Messages) == 0 {
 				t.Fatal("accepted a chat without messages")
+			}
+			for i, m := range r.Messages {
+				if checkRole(i, m.Role) != nil {
+					t.Fatalf("accepted role %q", m.Role)
+				}
 			}
 			check(&r.Common, nil)
 		} else {

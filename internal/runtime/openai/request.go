@@ -45,6 +45,9 @@ type Common struct {
 	ExtraBody *ExtraBody    `json:"extra_body"`
 
 	Sampling
+
+	// Structured outputs (structured.go).
+	Guided
 }
 
 // CompletionRequest is the body of POST /v1/completions.
@@ -188,8 +191,8 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 		return nil, BadRequest("messages", "messages must contain at least one message")
 	}
 	for i, m := range r.Messages {
-		if strings.TrimSpace(m.Role) == "" {
-			return nil, BadRequest("messages", "messages[%d].role is required", i)
+		if err := checkRole(i, m.Role); err != nil {
+			return nil, err
 		}
 	}
 	switch lp := r.LogprobSettings(); {
@@ -230,7 +233,7 @@ func decode(body []byte, dst any) *Error {
 	}
 	err := json.Unmarshal(lenient(body), dst)
 	if err == nil {
-		return nil
+		return checkUTF8(body)
 	}
 	var apiErr *Error
 	var typeErr *json.UnmarshalTypeError

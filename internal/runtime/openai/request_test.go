@@ -158,7 +158,7 @@ func TestParseChatErrors(t *testing.T) {
 		{"no messages", `{"model":"m"}`, "messages"},
 		{"empty messages", `{"messages":[]}`, "messages"},
 		{"messages string", `{"messages":"hi"}`, "messages"},
-		{"no role", `{"messages":[{"content":"hi"}]}`, "messages"},
+		{"no role", `{"messages":[{"content":"hi"}]}`, "messages[0].role"},
 		{"image part", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages"},
 		{"content number", `{"messages":[{"role":"user","content":5}]}`, "messages"},
 		{"negative max_completion_tokens", `{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":-3}`, "max_completion_tokens"},

@@ -26,9 +26,13 @@ type Config struct {
 	Addr string
 	// KV reads the engine's KV cache size and use.
 	KV func() KVReport
-	// Deprioritize makes a paused program's cached KV blocks the first to
-	// be evicted (engine.DeprioritizePrefix).
-	Deprioritize func(tokens []int32)
+	// Offload moves a paused program's cached KV blocks out of the way of
+	// the programs that run: to the host tier when the engine has one, else
+	// to the front of the eviction order (engine.OffloadPrefix).
+	Offload func(tokens []int32)
+	// Restore brings a resumed program's offloaded KV blocks back to the
+	// device ahead of its next request (engine.RestorePrefix).
+	Restore func(tokens []int32)
 	// IdleTimeout ends a program that has been ACTING this long with no
 	// request (default 10 min).
 	IdleTimeout time.Duration
@@ -81,13 +85,17 @@ type entry struct {
 	marked bool
 
 	contextTokens, sharedTokens int64
-	tokens                      []int32 // the last context, for Deprioritize
+	tokens                      []int32 // the last context, for Offload and Restore
 	steps                       int
 	lastTransition              time.Time
 	pausedSince                 time.Time
+	runningSince                time.Time // last placed or resumed here
 	inflight, held              int
 	wake                        chan struct{}
 	reported                    bool // TERMINATED entries go after one report
+	// waitingRoom: a new program held because no pod had room; it runs
+	// here as soon as this pod has room again (see admitWaitingLocked).
+	waitingRoom bool
 }
 
 // Table is the pod's program table. It is safe for concurrent use.
@@ -100,6 +108,9 @@ type Table struct {
 	routes  map[string]string // program → pod address, for programs placed elsewhere
 	room    map[string]int64  // pod address → remaining tokens; "" is this pod
 	nHeld   int
+	// mode is the placement mode of the controller's last placement, ""
+	// before the first one.
+	mode placement.Mode
 }
 
 // New builds an empty table.
@@ -119,8 +130,11 @@ func New(cfg Config) *Table {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Deprioritize == nil {
-		cfg.Deprioritize = func([]int32) {}
+	if cfg.Offload == nil {
+		cfg.Offload = func([]int32) {}
+	}
+	if cfg.Restore == nil {
+		cfg.Restore = func([]int32) {}
 	}
 	return &Table{cfg: cfg, progs: map[string]*entry{}, routes: map[string]string{}, room: map[string]int64{}}
 }
@@ -155,14 +169,20 @@ func (t *Table) Route(id string, forwarded bool) Route {
 			if best := t.mostRoomLocked(); best != "" {
 				return Route{Kind: Forward, Addr: best}
 			}
-			// Nowhere has room: hold it as a new paused program until a
-			// placement resumes it.
-			e = t.newEntry(id, now)
-			e.state, e.pausedSince = placement.StatePaused, now
-			return t.holdLocked(e)
+			if t.mayHoldLocked() {
+				// Nowhere has room: hold it as a new paused program until
+				// a placement resumes it or room frees here.
+				e = t.newEntry(id, now)
+				e.state, e.pausedSince, e.waitingRoom = placement.StatePaused, now, true
+				return t.holdLocked(e)
+			}
+			// No controller schedules programs (or it runs in Default
+			// mode): nothing would ever resume a held program but the
+			// pause limit, so run it here; the engine queues what does
+			// not fit yet.
 		}
 		e = t.newEntry(id, now)
-		e.placed = true
+		e.placed, e.runningSince = true, now
 	}
 	switch {
 	case e.state == placement.StatePaused:
@@ -174,7 +194,7 @@ func (t *Table) Route(id string, forwarded bool) Route {
 		if addr, ok := t.routes[id]; ok && addr != "" && !forwarded {
 			return Route{Kind: Forward, Addr: addr}
 		}
-		e.placed = true
+		e.placed, e.runningSince = true, now
 	}
 	e.state = placement.StateActive
 	if e.inflight == 0 {
@@ -184,6 +204,35 @@ func (t *Table) Route(id string, forwarded bool) Route {
 	e.inflight++
 	e.steps++
 	return Route{Kind: Local}
+}
+
+// mayHoldLocked reports whether the gate may hold a new program for want of
+// room: only once a controller has sent a placement, and not in Default
+// mode, which never pauses.
+func (t *Table) mayHoldLocked() bool {
+	return t.version > 0 && t.mode != placement.ModeDefault
+}
+
+// admitWaitingLocked lets new programs held for want of room run here,
+// longest-waiting first, while this pod has room for a program's buffer: a
+// program ending or released must not leave them waiting for the next
+// placement (or, without one, the pause limit).
+func (t *Table) admitWaitingLocked() {
+	for t.localRoomLocked() >= t.cfg.Buffer {
+		var next *entry
+		for _, e := range t.progs {
+			if e.waitingRoom && e.held > 0 && e.state == placement.StatePaused &&
+				(next == nil || e.pausedSince.Before(next.pausedSince) || (e.pausedSince.Equal(next.pausedSince) && e.id < next.id)) {
+				next = e
+			}
+		}
+		if next == nil {
+			return
+		}
+		next.waitingRoom, next.placed, next.runningSince = false, true, t.cfg.Clock.Now()
+		next.state, next.pausedSince = placement.StateActive, time.Time{}
+		t.wakeLocked(next)
+	}
 }
 
 func (t *Table) newEntry(id string, now time.Time) *entry {
@@ -217,7 +266,7 @@ func (t *Table) Unhold(id string) {
 
 // End records that a Local request of id finished with the program's
 // context now contextTokens long (prompt + output; tokens are those ids,
-// kept to deprioritize the cache if the program is paused), sharedTokens
+// kept to offload the cache if the program is paused), sharedTokens
 // of it shared with other programs through the prefix cache.
 func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32) {
 	t.mu.Lock()
@@ -241,7 +290,7 @@ func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32
 	}
 	t.mu.Unlock()
 	if pause != nil {
-		t.cfg.Deprioritize(pause)
+		t.cfg.Offload(pause)
 	}
 }
 
@@ -296,6 +345,7 @@ func (t *Table) Release(id string) bool {
 	e.state = placement.StateTerminated
 	e.marked = false
 	t.wakeLocked(e)
+	t.admitWaitingLocked()
 	return true
 }
 
@@ -314,13 +364,18 @@ func (t *Table) Apply(p *Placement) bool {
 	}
 	now := t.cfg.Clock.Now()
 	t.version = p.Version
+	if p.Mode != "" {
+		t.mode = placement.Mode(p.Mode)
+	}
 	if p.MaxPauseSeconds > 0 {
-		t.cfg.MaxPause = time.Duration(p.MaxPauseSeconds) * time.Second
+		// Capped before converting: seconds beyond ~292 years overflow
+		// time.Duration into a negative limit.
+		t.cfg.MaxPause = time.Duration(min(p.MaxPauseSeconds, int64(MaxPauseLimit/time.Second))) * time.Second
 	}
 	if p.BufferTokensPerProgram > 0 {
 		t.cfg.Buffer = p.BufferTokensPerProgram
 	}
-	var deprioritize [][]int32
+	var offload, restore [][]int32
 	for _, id := range p.Release {
 		if e := t.progs[id]; e != nil {
 			e.state, e.marked = placement.StateTerminated, false
@@ -331,7 +386,7 @@ func (t *Table) Apply(p *Placement) bool {
 		if e := t.progs[id]; e != nil && e.state == placement.StateActive {
 			e.state, e.pausedSince, e.marked = placement.StatePaused, now, false
 			if e.placed {
-				deprioritize = append(deprioritize, e.tokens)
+				offload = append(offload, e.tokens)
 			}
 		}
 	}
@@ -373,7 +428,7 @@ func (t *Table) Apply(p *Placement) bool {
 			continue
 		}
 		// Placed on another pod: its requests go there now.
-		e.placed, e.marked = false, false
+		e.placed, e.marked, e.waitingRoom = false, false, false
 		e.state, e.pausedSince = placement.StateActive, time.Time{}
 		if e.held > 0 {
 			t.wakeLocked(e)
@@ -387,7 +442,15 @@ func (t *Table) Apply(p *Placement) bool {
 		if e == nil {
 			e = t.newEntry(id, now)
 		}
-		e.placed = true
+		if e.placed && e.state == placement.StatePaused && len(e.tokens) > 0 {
+			// Resumed where its KV was offloaded: bring it back now, so the
+			// copies run before its held request is admitted.
+			restore = append(restore, e.tokens)
+		}
+		if !e.placed || e.state == placement.StatePaused {
+			e.runningSince = now
+		}
+		e.placed, e.waitingRoom = true, false
 		if e.state != placement.StateTerminated {
 			e.state, e.pausedSince = placement.StateActive, time.Time{}
 		}
@@ -399,9 +462,15 @@ func (t *Table) Apply(p *Placement) bool {
 	for addr, r := range p.Room {
 		t.room[addr] = r
 	}
+	if len(p.Release) > 0 {
+		t.admitWaitingLocked()
+	}
 	t.mu.Unlock()
-	for _, toks := range deprioritize {
-		t.cfg.Deprioritize(toks)
+	for _, toks := range offload {
+		t.cfg.Offload(toks)
+	}
+	for _, toks := range restore {
+		t.cfg.Restore(toks)
 	}
 	return true
 }
@@ -414,6 +483,7 @@ func (t *Table) Tick() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Clock.Now()
+	defer t.admitWaitingLocked() // after idle programs ended
 	for id, e := range t.progs {
 		switch {
 		case e.state == placement.StateTerminated:
@@ -431,7 +501,7 @@ func (t *Table) Tick() {
 				t.routes[id] = best
 				e.state, e.pausedSince = placement.StateActive, time.Time{}
 			} else {
-				e.placed = true
+				e.placed, e.runningSince = true, now
 				e.state, e.pausedSince = placement.StateActive, time.Time{}
 			}
 			t.wakeLocked(e)
@@ -459,7 +529,7 @@ func (t *Table) Report() Report {
 		r.Programs = append(r.Programs, ProgramReport{
 			ID: e.id, Status: status.String(), State: e.state.String(), Placed: e.placed,
 			MarkedForPause: e.marked, ContextTokens: e.contextTokens, SharedTokens: e.sharedTokens,
-			Steps: e.steps, LastTransition: e.lastTransition, PausedSince: e.pausedSince,
+			Steps: e.steps, LastTransition: e.lastTransition, PausedSince: e.pausedSince, RunningSince: e.runningSince,
 			HeldRequests: e.held, InFlight: e.inflight,
 		})
 	}

@@ -10,18 +10,20 @@ import (
 )
 
 type fixture struct {
-	t     *Table
-	clk   *clock.Virtual
-	kv    KVReport
-	depri [][]int32
+	t        *Table
+	clk      *clock.Virtual
+	kv       KVReport
+	offloads [][]int32
+	restores [][]int32
 }
 
 func newFixture(capacityTokens int) *fixture {
 	f := &fixture{clk: clock.NewVirtual(time.Unix(1000, 0)), kv: KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
 	f.t = New(Config{
 		Pod: "pod-a", Addr: "10.0.0.1:8000", Clock: f.clk,
-		KV:           func() KVReport { return f.kv },
-		Deprioritize: func(t []int32) { f.depri = append(f.depri, t) },
+		KV:      func() KVReport { return f.kv },
+		Offload: func(t []int32) { f.offloads = append(f.offloads, t) },
+		Restore: func(t []int32) { f.restores = append(f.restores, t) },
 	})
 	return f
 }
@@ -105,8 +107,8 @@ func TestPauseMarkAndResume(t *testing.T) {
 	if p := f.program("acting"); p.State != "PAUSED" || !p.Placed || p.PausedSince.IsZero() {
 		t.Fatalf("paused: %+v", p)
 	}
-	if diff := cmp.Diff([][]int32{{7, 8}}, f.depri); diff != "" {
-		t.Errorf("pausing must deprioritize the program's cache (-want +got):\n%s", diff)
+	if diff := cmp.Diff([][]int32{{7, 8}}, f.offloads); diff != "" {
+		t.Errorf("pausing must offload the program's cache (-want +got):\n%s", diff)
 	}
 	r := f.t.Route("acting", false)
 	if r.Kind != Hold || isClosed(r.Wait) {
@@ -120,10 +122,17 @@ func TestPauseMarkAndResume(t *testing.T) {
 	if p := f.program("reasoning"); p.State != "PAUSED" || p.MarkedForPause {
 		t.Fatalf("marked program after its request: %+v", p)
 	}
-	// Resume here: the held request wakes and runs locally.
+	if diff := cmp.Diff([][]int32{{7, 8}, {9}}, f.offloads); diff != "" {
+		t.Errorf("a marked program pausing at its tool call must offload its cache (-want +got):\n%s", diff)
+	}
+	// Resume here: the held request wakes and runs locally, after its
+	// offloaded cache was brought back.
 	f.t.Apply(&Placement{Version: 2, Place: []string{"acting"}})
 	if !isClosed(r.Wait) {
 		t.Fatal("resuming must wake held requests")
+	}
+	if diff := cmp.Diff([][]int32{{7, 8}}, f.restores); diff != "" {
+		t.Errorf("resuming where the program paused must restore its cache (-want +got):\n%s", diff)
 	}
 	f.t.Unhold("acting")
 	if r := f.t.Route("acting", false); r.Kind != Local {
@@ -275,5 +284,32 @@ func TestStartedCountsTheRunningPrompt(t *testing.T) {
 	f.t.Started("p", 5000) // not in flight: ignored
 	if p := f.program("p"); p.ContextTokens != 1250 {
 		t.Fatalf("%+v", p)
+	}
+}
+
+// TestRunningSinceRestartsOnResume: the fairness bound compares how long
+// programs have run since they were last placed or resumed.
+func TestRunningSinceRestartsOnResume(t *testing.T) {
+	f := newFixture(16000)
+	start := f.clk.Now()
+	f.t.Route("p", false)
+	f.t.End("p", 500, 0, []int32{1})
+	if got := f.program("p").RunningSince; !got.Equal(start) {
+		t.Fatalf("RunningSince = %v, want the first request's time %v", got, start)
+	}
+	f.clk.Advance(time.Minute)
+	f.t.Route("p", false) // a later step: still the same run
+	f.t.End("p", 600, 0, []int32{1, 2})
+	if got := f.program("p").RunningSince; !got.Equal(start) {
+		t.Fatalf("RunningSince moved to %v on a later step", got)
+	}
+	f.t.Apply(&Placement{Version: 1, Pause: []string{"p"}})
+	f.clk.Advance(time.Minute)
+	f.t.Apply(&Placement{Version: 2, Place: []string{"p"}})
+	if got, want := f.program("p").RunningSince, start.Add(2*time.Minute); !got.Equal(want) {
+		t.Fatalf("RunningSince after resume = %v, want %v", got, want)
+	}
+	if pp := f.program("p"); !pp.ToPlacement("pod-a").RunningSince.Equal(start.Add(2 * time.Minute)) {
+		t.Fatal("ToPlacement drops RunningSince")
 	}
 }

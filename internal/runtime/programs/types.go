@@ -31,6 +31,12 @@ type KVReport struct {
 	UsedBlocks  int `json:"usedBlocks"`
 	// CachedBlocks are free blocks still holding prefix-cache content.
 	CachedBlocks int `json:"cachedBlocks"`
+	// HostTotalBlocks is the host-memory tier's size (0: none) and
+	// HostUsedBlocks how many of its blocks hold paused programs' KV. They
+	// are not device capacity: a program whose KV is on the host needs
+	// device room to resume.
+	HostTotalBlocks int `json:"hostTotalBlocks,omitempty"`
+	HostUsedBlocks  int `json:"hostUsedBlocks,omitempty"`
 }
 
 // CapacityTokens is blocks × block size.
@@ -52,8 +58,11 @@ type ProgramReport struct {
 	Steps          int       `json:"steps"`
 	LastTransition time.Time `json:"lastTransition"`
 	PausedSince    time.Time `json:"pausedSince,omitzero"`
-	HeldRequests   int       `json:"heldRequests,omitempty"`
-	InFlight       int       `json:"inFlight,omitempty"`
+	// RunningSince is when the program was last placed or resumed here
+	// (the fairness bound pauses the program that has run longest).
+	RunningSince time.Time `json:"runningSince,omitzero"`
+	HeldRequests int       `json:"heldRequests,omitempty"`
+	InFlight     int       `json:"inFlight,omitempty"`
 }
 
 // Placement is what the controller pushes (PUT placement on the control
@@ -62,6 +71,10 @@ type ProgramReport struct {
 // placement; Routes and Room are the full current view.
 type Placement struct {
 	Version int64 `json:"version"`
+	// Mode is the controller's placement mode (Default or ProgramAware).
+	// In Default mode, which never pauses, the gate never holds a new
+	// program; "" keeps the mode of the previous placement.
+	Mode string `json:"mode,omitempty"`
 	// Place: programs to run on this pod from now on (new, resumed, moved).
 	Place []string `json:"place,omitempty"`
 	// Pause: ACTING programs to pause now.
@@ -102,6 +115,7 @@ func (p *ProgramReport) ToPlacement(pod string) placement.Program {
 		ID: p.ID, MarkedForPause: p.MarkedForPause, ContextTokens: p.ContextTokens,
 		SharedTokens: p.SharedTokens, Steps: p.Steps, LastTransition: p.LastTransition,
 		PausedSince: p.PausedSince, HasHeldRequest: p.HeldRequests > 0,
+		RunningSince: p.RunningSince,
 	}
 	switch p.Status {
 	case placement.StatusReasoning.String():

@@ -17,7 +17,8 @@ const statusClientClosed = 499
 func (s *Server) writeError(w http.ResponseWriter, e *openai.Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if e.Status == http.StatusTooManyRequests {
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+		// Every 429 and 503 is retryable: say when.
 		h.Set("Retry-After", s.retryAfter)
 	}
 	w.WriteHeader(e.Status)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -11,10 +13,6 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
-
-// HeaderForwarded marks a request one pod forwarded to another; it is never
-// forwarded again.
-const HeaderForwarded = "X-Kvpilot-Forwarded"
 
 // routeRelease ends a program (ThunderAgent's release call).
 const routeRelease = "/programs/release"
@@ -24,14 +22,14 @@ const routeRelease = "/programs/release"
 // call programDone or programAbandon), false when it was forwarded, or its
 // client went away while it was held, and the response is already written.
 func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, pid string, body []byte) bool {
-	forwarded := r.Header.Get(HeaderForwarded) != ""
+	forwarded := s.verifyForwarded(r, pid)
 	for {
 		rt := s.cfg.Programs.Route(pid, forwarded)
 		switch rt.Kind {
 		case programs.Local:
 			return true
 		case programs.Forward:
-			s.forward(w, r, rt.Addr, body)
+			s.forward(w, r, pid, rt.Addr, body)
 			return false
 		}
 		// Held while the program is paused: wait for a placement (or the
@@ -46,14 +44,38 @@ func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, pid string
 			s.cfg.Programs.Unhold(pid)
 			w.WriteHeader(statusClientClosed)
 			return false
+		case <-s.draining:
+			s.heldGauge.Dec()
+			s.cfg.Programs.Unhold(pid)
+			s.releaseHeld(w, r, pid, body, forwarded)
+			return false
 		}
 	}
 }
 
-// forward proxies the request once to the pod at addr and streams its
-// response back as it comes.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, body []byte) {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+// releaseHeld answers a held request when the pod starts draining, at once:
+// it is forwarded to the pod its program is routed to, if the controller
+// has placed it elsewhere, or gets a retryable 503 (a retry reaches a pod
+// that stays, which holds or runs it). Keeping it held would make shutdown
+// wait for a resume that this pod will not see through.
+func (s *Server) releaseHeld(w http.ResponseWriter, r *http.Request, pid string, body []byte, forwarded bool) {
+	if addr, ok := s.cfg.Programs.RouteOf(pid); ok && !forwarded {
+		s.log.Info("draining: forwarding a held request to its program's pod", "program", pid, "to", addr)
+		s.forward(w, r, pid, addr, body)
+		return
+	}
+	s.log.Info("draining: answering a held request 503", "program", pid)
+	s.writeError(w, openai.Unavailable(fmt.Sprintf("this pod is shutting down and program %q is paused; retry", pid)))
+}
+
+// forward proxies the request of program pid once to the pod at addr and
+// streams its response back as it comes. The drain deadline
+// (AbortForwards) cuts it short like a local request.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr string, body []byte) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.abortCtx, cancel)()
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		s.writeError(w, openai.Internal("forward: "+err.Error()))
 		return
@@ -63,15 +85,19 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, bo
 			req.Header.Set(h, v)
 		}
 	}
-	req.Header.Set(HeaderForwarded, "1")
+	req.Header.Set(HeaderForwarded, signForward(s.cfg.ForwardKey, pid))
 	resp, err := s.forwarder.Do(req)
 	if err != nil {
 		if r.Context().Err() != nil {
 			w.WriteHeader(statusClientClosed)
 			return
 		}
-		s.log.Warn("forwarding failed", "to", addr, "err", err)
-		s.writeError(w, openai.Unavailable("the pod running this program ("+addr+") is unreachable; retry"))
+		if s.abortCtx.Err() != nil {
+			s.writeError(w, openai.Unavailable("the server shut down before the forwarded request was answered; retry"))
+			return
+		}
+		s.log.Warn("forwarding failed: the program's pod is unreachable", "program", pid, "pod", addr, "err", err)
+		s.writeError(w, openai.UpstreamUnavailable(fmt.Sprintf("the pod running program %q (%s) is unreachable; retry", pid, addr)))
 		return
 	}
 	defer resp.Body.Close()
@@ -82,15 +108,22 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, bo
 	}
 	w.Header().Set("X-Kvpilot-Served-By", addr)
 	w.WriteHeader(resp.StatusCode)
-	rc := http.NewResponseController(w)
+	sw := s.newStreamWriter(w, r)
+	defer sw.done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return // the client went away; r.Context() cancels upstream
+			if werr := sw.write(buf[:n], true); werr != nil {
+				// The client went away or stopped reading: returning
+				// cancels the upstream request, which frees its KV there.
+				var stalled *errStalled
+				if errors.As(werr, &stalled) {
+					s.stalled.WithLabelValues(stalled.reason).Inc()
+					s.log.Info("client stopped reading a forwarded response; cancelled", "program", pid, "pod", addr, "reason", stalled.reason)
+				}
+				return
 			}
-			_ = rc.Flush()
 		}
 		if err != nil {
 			if err != io.EOF {
@@ -125,14 +158,14 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 	released := false
 	if s.cfg.Programs != nil {
 		released = s.cfg.Programs.Release(req.ProgramID)
-		if addr, ok := s.cfg.Programs.RouteOf(req.ProgramID); ok && r.Header.Get(HeaderForwarded) == "" {
+		if addr, ok := s.cfg.Programs.RouteOf(req.ProgramID); ok && !s.verifyForwarded(r, req.ProgramID) {
 			// Tell the pod running it too; best effort, bounded.
 			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 			defer cancel()
 			fr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+routeRelease, bytes.NewReader(body))
 			if err == nil {
 				fr.Header.Set("Content-Type", "application/json")
-				fr.Header.Set(HeaderForwarded, "1")
+				fr.Header.Set(HeaderForwarded, signForward(s.cfg.ForwardKey, req.ProgramID))
 				if v := r.Header.Get("Authorization"); v != "" {
 					fr.Header.Set("Authorization", v)
 				}

@@ -45,10 +45,10 @@ func TestGateRunsLocallyAndRecordsTheProgram(t *testing.T) {
 }
 
 func TestGateForwardsToThePodRunningTheProgram(t *testing.T) {
-	b := newEnv(t, envOpts{programs: newTable("b", 8192)})
+	b := newEnv(t, envOpts{programs: newTable("b", 8192), forwardKey: poolKey})
 	bAddr := strings.TrimPrefix(b.ts.URL, "http://")
 	tab := newTable("a:1", 8192)
-	a := newEnv(t, envOpts{programs: tab})
+	a := newEnv(t, envOpts{programs: tab, forwardKey: poolKey})
 	tab.Apply(&programs.Placement{Version: 1, Routes: map[string]string{"moved": bAddr}})
 	r := a.post("/v1/completions", `{"prompt":"the model","max_tokens":3,"stream":true}`, "X-Program-Id", "moved")
 	if r.status != 200 || r.header.Get("X-Kvpilot-Served-By") != bAddr {

@@ -13,8 +13,10 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
 	"github.com/kvpilot/kvpilot/internal/scheduler/sampling"
 )
 
@@ -43,6 +45,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	all := req.Prompt.All()
 	j := job{chat: false, promptParam: "prompt", maxParam: "max_tokens",
 		n: req.Choices(), candidates: req.Candidates(), lp: req.LogprobSettings(), echo: req.Echo}
+	if !s.outputGrammar(w, &req.Common, &j) {
+		return
+	}
 	for _, p := range all {
 		toks := p.Tokens
 		if !p.IsTokens {
@@ -66,10 +71,28 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.MaxCompletionTokens != nil {
 		maxParam = "max_completion_tokens"
 	}
-	prompt := s.cfg.Codec.EncodeChat(msgs, ChatOptions{
-		AddGenerationPrompt: req.GenerationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage})
-	s.generate(w, r, body, &req.Common, job{chat: true, promptParam: "messages", maxParam: maxParam,
-		prompts: [][]int32{prompt}, n: req.Choices(), candidates: req.Choices(), lp: req.LogprobSettings()})
+	j := job{chat: true, promptParam: "messages", maxParam: maxParam,
+		n: req.Choices(), candidates: req.Choices(), lp: req.LogprobSettings()}
+	if !s.outputGrammar(w, &req.Common, &j) {
+		return
+	}
+	j.prompts = [][]int32{s.cfg.Codec.EncodeChat(msgs, ChatOptions{
+		AddGenerationPrompt: req.GenerationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage})}
+	s.generate(w, r, body, &req.Common, j)
+}
+
+// outputGrammar compiles the request's structured-output constraint into
+// j; on a field it cannot honour it writes the 400 and returns false.
+func (s *Server) outputGrammar(w http.ResponseWriter, c *openai.Common, j *job) bool {
+	oc, apiErr := c.Constraint()
+	if apiErr == nil && oc != nil {
+		j.grammar, apiErr = s.grammars.compileOutput(oc)
+	}
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return false
+	}
+	return true
 }
 
 // readBody reads the body within the size limit.
@@ -106,6 +129,8 @@ type job struct {
 	n, candidates int
 	lp            openai.Logprob
 	echo          bool
+	// grammar, when set, constrains the output (structured outputs).
+	grammar *grammar.Grammar
 }
 
 // maxTokens resolves the output limit: the request's, or the default capped
@@ -150,6 +175,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c
 		}
 	}
 	pid := openai.ProgramID(r.Header.Get, c)
+	if pid != "" {
+		// The control API refuses such ids in placements: one accepted
+		// here could never be placed.
+		if err := programs.CheckID(pid); err != nil {
+			s.writeError(w, openai.BadRequest("program_id", "%v", err))
+			return
+		}
+	}
 	if s.cfg.Programs != nil && pid != "" {
 		if !s.admitProgram(w, r, pid, body) {
 			return
@@ -236,9 +269,15 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 		if len(j.prompts) > 1 || j.candidates > 1 {
 			rid = fmt.Sprintf("%s-%d", id, p*j.candidates+k)
 		}
-		st, err := s.eng.Submit(r.Context(), &engine.Request{
+		req := &engine.Request{
 			ID: rid, ProgramID: pid, Prompt: j.prompts[p], Params: ep, Priority: c.Priority.Priority(),
-		})
+		}
+		if j.grammar != nil {
+			// A matcher per sequence: it tracks that sequence's output.
+			ends := append(slices.Clone(s.eng.Config().EOS), ep.StopTokenIDs...)
+			req.Constraint = s.grammars.matcher(j.grammar, ends)
+		}
+		st, err := s.eng.Submit(r.Context(), req)
 		if err != nil {
 			apiErr := submitError(err, j.promptParam)
 			if apiErr.Param == "max_tokens" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
+	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -94,6 +95,8 @@ type envOpts struct {
 	vocabSize                                    int
 	devices                                      []device.Device
 	programs                                     *programs.Table
+	forwardKey                                   string
+	forwardConnect, forwardHeader                time.Duration
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -129,7 +132,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		o.numBlocks = 512
 	}
 	reg := prometheus.NewRegistry()
-	m, err := engine.NewMetrics(reg, testModel)
+	m, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: testModel, MaxModelLen: o.maxModelLen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +140,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: o.maxNumSeqs, MaxQueue: o.maxQueue, MaxModelLen: o.maxModelLen, VocabSize: o.vocabSize,
 		KV:  kvcache.Config{NumBlocks: o.numBlocks, BlockSize: 16, EnablePrefixCache: true},
-		EOS: o.eos, Decoder: o.decoder, Metrics: m, Logger: quiet,
+		EOS: o.eos, Decoder: o.decoder, Observer: m, Logger: quiet,
 	}, gate)
 	if err != nil {
 		t.Fatal(err)
@@ -148,13 +151,16 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	srv, err := New(Config{
 		Engine: eng, Codec: o.codec, ModelName: testModel, DefaultMaxTokens: o.defaultMaxTokens, Stop: o.stop,
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Logger: quiet, Devices: o.devices,
-		Programs: o.programs,
+		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
+		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.SetReady(true)
-	ts := httptest.NewServer(srv)
+	ts := httptest.NewUnstartedServer(srv)
+	ts.Config.ConnContext = ConnContext
+	ts.Start()
 	env := &testEnv{t: t, eng: eng, srv: srv, ts: ts, reg: reg, gate: gate, client: ts.Client()}
 	t.Cleanup(func() {
 		gate.open()

@@ -9,12 +9,15 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +34,11 @@ import (
 const (
 	DefaultMaxBodyBytes       = 4 << 20
 	DefaultRetryAfter         = time.Second
-	DefaultStreamWriteTimeout = time.Minute
+	DefaultStreamWriteTimeout = 5 * time.Second
+	DefaultStreamMaxBuffered  = 1 << 20
+	// Forwarding between pods: see Config.
+	DefaultForwardConnectTimeout = 5 * time.Second
+	DefaultForwardHeaderTimeout  = 10 * time.Minute
 )
 
 // Config configures a Server.
@@ -64,12 +71,31 @@ type Config struct {
 	// RetryAfter is the Retry-After of a 429 (default 1 s).
 	RetryAfter time.Duration
 	// StreamWriteTimeout bounds each write of a streaming response, so a
-	// client that stops reading is cancelled (default 1 min).
+	// client that stops reading is cancelled (default 5 s; negative: none).
 	StreamWriteTimeout time.Duration
+	// StreamMaxBufferedBytes bounds the output of a streaming response
+	// sent but not yet read by the client (the socket's send queue, where
+	// the platform reports it: Linux); beyond it the request is cancelled
+	// (default 1 MiB; negative: no bound).
+	StreamMaxBufferedBytes int64
 	// Programs, when set, is the program gate: requests with a program id
 	// run here, are forwarded once to the pod their program is placed on,
 	// or are held while it is paused; POST /programs/release ends one.
 	Programs *programs.Table
+	// ForwardKey signs the requests this pod forwards to another pod of
+	// its pool and verifies those forwarded to it (HeaderForwarded): the
+	// pool's control token, which every pod mounts. Empty: no request is
+	// taken as forwarded.
+	ForwardKey []byte
+	// ForwardConnectTimeout bounds connecting to the pod a request is
+	// forwarded to (default 5 s): a black-holed pod address fails fast with
+	// 503 instead of hanging the request.
+	ForwardConnectTimeout time.Duration
+	// ForwardHeaderTimeout bounds the wait for the response headers of a
+	// forwarded request (default 10 min). A non-streaming response's
+	// headers come only once its generation is done, so this is generous;
+	// a dead peer on a live connection is found sooner by TCP keep-alives.
+	ForwardHeaderTimeout time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -89,6 +115,16 @@ type Server struct {
 	defaults    openai.Defaults
 	forwarder   *http.Client
 	heldGauge   prometheus.Gauge
+	grammars    *grammars
+	stalled     *prometheus.CounterVec
+
+	// draining closes when the pod starts draining (BeginDrain): held
+	// requests are answered at once. abortCtx ends when the drain
+	// deadline cuts forwarded requests short (AbortForwards).
+	draining      chan struct{}
+	beginDrain    sync.Once
+	abortCtx      context.Context
+	abortForwards context.CancelFunc
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -110,6 +146,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StreamWriteTimeout == 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
+	if cfg.StreamMaxBufferedBytes == 0 {
+		cfg.StreamMaxBufferedBytes = DefaultStreamMaxBuffered
+	}
+	if cfg.ForwardConnectTimeout <= 0 {
+		cfg.ForwardConnectTimeout = DefaultForwardConnectTimeout
+	}
+	if cfg.ForwardHeaderTimeout <= 0 {
+		cfg.ForwardHeaderTimeout = DefaultForwardHeaderTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -130,16 +175,21 @@ func New(cfg Config) (*Server, error) {
 		created:     time.Now().Unix(),
 		retryAfter:  fmt.Sprint(max(1, int(cfg.RetryAfter.Round(time.Second)/time.Second))),
 		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
+		grammars:    newGrammars(cfg.Engine.Config().VocabSize, cfg.Engine.Config().Decoder),
 	}
+	s.draining = make(chan struct{})
+	s.abortCtx, s.abortForwards = context.WithCancel(context.Background())
 	if len(cfg.APIKeys) > 0 {
 		s.keys = newKeySet(cfg.APIKeys)
 	}
 	// Forwarded requests stream for as long as generation takes: no overall
 	// timeout, only on connecting and on the response headers.
+	dialer := &net.Dialer{Timeout: cfg.ForwardConnectTimeout, KeepAlive: 15 * time.Second}
 	s.forwarder = &http.Client{Transport: &http.Transport{
 		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
 		MaxIdleConnsPerHost:   64,
-		ResponseHeaderTimeout: 0,
+		ResponseHeaderTimeout: cfg.ForwardHeaderTimeout,
 		IdleConnTimeout:       90 * time.Second,
 	}}
 	s.heldGauge = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -148,6 +198,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registry.Register(s.heldGauge); err != nil {
 		return nil, fmt.Errorf("server: held-requests gauge: %w", err)
 	}
+	if s.stalled, err = newStalledCounter(cfg.Registry); err != nil {
+		return nil, fmt.Errorf("server: stalled-streams counter: %w", err)
+	}
 	return s, nil
 }
 
@@ -155,6 +208,16 @@ func New(cfg Config) (*Server, error) {
 // (true), or not, as when draining (false). /ready also requires the engine
 // to be running.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// BeginDrain starts the pod's drain on the HTTP side: requests held by the
+// program gate (and any held later) are answered at once, forwarded to the
+// pod their program is routed to or refused with a retryable 503, so that
+// shutdown waits for nothing that cannot finish. Call SetReady(false) too.
+func (s *Server) BeginDrain() { s.beginDrain.Do(func() { close(s.draining) }) }
+
+// AbortForwards cuts short the requests still being forwarded to other
+// pods: the drain deadline has come.
+func (s *Server) AbortForwards() { s.abortForwards() }
 
 // Ready reports what /ready answers.
 func (s *Server) Ready() bool { return s.ready.Load() && s.eng.Running() }
@@ -210,6 +273,7 @@ func lookup(path string) (route, bool) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r = takeForwarded(r)
 	sw := &statusWriter{ResponseWriter: w}
 	rt, known := lookup(r.URL.Path)
 	label := routeOther

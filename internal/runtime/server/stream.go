@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -30,8 +31,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
 	w.WriteHeader(http.StatusOK)
 
-	rc := http.NewResponseController(w)
-	timeout := s.cfg.StreamWriteTimeout
+	sw := s.newStreamWriter(w, r)
+	defer sw.done()
 	var werr error
 	cancelAll := func() {
 		for _, q := range seqs {
@@ -42,17 +43,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 		if werr != nil {
 			return false
 		}
-		if _, werr = w.Write(ev); werr == nil && flush {
-			if timeout > 0 {
-				// Unsupported deadlines (a wrapped writer) only lose the
-				// slow-client protection.
-				_ = rc.SetWriteDeadline(time.Now().Add(timeout))
-			}
-			werr = rc.Flush()
-		}
-		if werr != nil {
+		if werr = sw.write(ev, flush); werr != nil {
+			// Its KV blocks are freed within one iteration.
 			cancelAll()
-			s.log.Debug("stream write failed; request cancelled", "id", id, "err", werr)
+			var stalled *errStalled
+			if errors.As(werr, &stalled) {
+				s.stalled.WithLabelValues(stalled.reason).Inc()
+				s.log.Info("client stopped reading; request cancelled", "id", id, "reason", stalled.reason, "err", werr)
+			} else {
+				s.log.Debug("stream write failed; request cancelled", "id", id, "err", werr)
+			}
 			return false
 		}
 		return true

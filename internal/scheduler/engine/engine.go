@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -52,8 +53,9 @@ type Config struct {
 	Decoder TokenDecoder
 	// Clock is the time source (default: the wall clock).
 	Clock clock.Clock
-	// Metrics, when set, receives the engine's Prometheus metrics.
-	Metrics *Metrics
+	// Observer, when set, receives per-iteration and per-request
+	// statistics (see Observer for the contract).
+	Observer Observer
 	// Logger (default: slog.Default()).
 	Logger *slog.Logger
 }
@@ -118,8 +120,10 @@ type sequence struct {
 	rng    sampling.RNG
 	banned []int32                 // EOS and stop ids, masked while outTokens < MinTokens
 	lps    []sampling.TokenLogprob // this step's logprobs (scratch)
-	seed   uint64
-	t      timing
+	// constraint restricts the output (nil: unconstrained).
+	constraint sampling.Constraint
+	seed       uint64
+	t          timing
 }
 
 // Engine is the continuous-batching scheduler of one model replica.
@@ -130,7 +134,7 @@ type Engine struct {
 	blockSize int
 	clk       clock.Clock
 	log       *slog.Logger
-	m         *Metrics
+	obs       Observer
 	// samplesTokens: the executor draws tokens itself (batch.TokenSampler).
 	samplesTokens bool
 
@@ -144,15 +148,23 @@ type Engine struct {
 	loopDone chan struct{}
 	cancelFn context.CancelFunc
 
+	// copier moves KV blocks between the device and the host tier; nil
+	// when the KV cache has no host tier.
+	copier batch.BlockCopier
+
 	// Iteration scratch, owned by whoever holds stepMu.
 	stepMu   sync.Mutex
+	xfer     []kvcache.Transfer // this iteration's copies between the tiers
 	b        batch.Batch
 	out      batch.Output
 	sched    []*sequence
 	sampler  sampling.Sampler
 	deadline *iterDeadline
-	kvStats  kvcache.Stats
 	iter     uint64
+	// Observer scratch: stats is filled by whoever holds stepMu and mu;
+	// reqStats by whoever holds mu.
+	stats    IterationStats
+	reqStats RequestStats
 }
 
 type phase uint8
@@ -187,7 +199,7 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		blockSize: kv.BlockSize(),
 		clk:       cfg.Clock,
 		log:       cfg.Logger,
-		m:         cfg.Metrics,
+		obs:       cfg.Observer,
 		wake:      make(chan struct{}, 1),
 		deadline:  newIterDeadline(),
 	}
@@ -200,8 +212,18 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 	if ts, ok := exec.(batch.TokenSampler); ok {
 		e.samplesTokens = ts.SamplesTokens()
 	}
-	if e.m != nil {
-		e.m.setCacheConfig(e.blockSize, kv.NumBlocks())
+	if n := cfg.KV.HostBlocks; n > 0 {
+		c, ok := exec.(batch.BlockCopier)
+		if !ok {
+			return nil, fmt.Errorf("engine: a host KV tier (%d blocks) needs an executor that copies blocks (batch.BlockCopier); %T does not", n, exec)
+		}
+		if err := c.ReserveHostBlocks(n, kv.BlockSize()); err != nil {
+			return nil, fmt.Errorf("engine: reserve %d host KV blocks: %w", n, err)
+		}
+		e.copier = c
+	}
+	if e.obs != nil {
+		e.obs.CacheConfig(e.blockSize, kv.NumBlocks())
 	}
 	return e, nil
 }
@@ -243,7 +265,8 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		PromptTokens:     len(r.Prompt),
 	}
 	s.det.Reset(&s.detP)
-	if p.MinTokens > 0 {
+	s.constraint = r.Constraint
+	if p.MinTokens > 0 && s.constraint == nil {
 		if !p.IgnoreEOS {
 			s.banned = append(s.banned, e.cfg.EOS...)
 		}
@@ -280,10 +303,14 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		return nil, err
 	}
 	s.entry = ent
-	e.mu.Unlock()
 	if ctx != nil && ctx.Done() != nil {
+		// Under the lock: once queued, the loop may finish the request
+		// (and unregister the hook, in Stream.finish) as soon as we let
+		// go. A ctx already done runs Cancel in its own goroutine, which
+		// waits for the lock.
 		st.stopAfter = context.AfterFunc(ctx, st.Cancel)
 	}
+	e.mu.Unlock()
 	e.signal()
 	return st, nil
 }
@@ -438,17 +465,56 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	defer e.stepMu.Unlock()
 
 	var r StepResult
+	e.stats.TimeToFirstToken = e.stats.TimeToFirstToken[:0]
+	e.stats.InterTokenLatency = e.stats.InterTokenLatency[:0]
+	e.stats.PromptTokens = 0
 	e.mu.Lock()
 	now := e.clk.Now()
 	r.Preempted, r.Finished = e.planLocked(now)
 	r.Scheduled, r.Tokens = len(e.b.Seqs), e.b.NumTokens
-	if r.Scheduled == 0 {
-		e.publishLocked()
+	// Copies between the tiers decided since the last iteration (offloads,
+	// restores, host-tier prefix hits of the sequences just admitted) run
+	// first: a block copied out may be in this batch, one copied in is read
+	// by it.
+	if xf := e.kv.Transfers(); len(xf) > 0 {
+		e.xfer = append(e.xfer[:0], xf...)
+		e.kv.ClearTransfers()
+	}
+	if r.Scheduled == 0 && len(e.xfer) == 0 {
+		e.publishLocked(now, r)
 		e.mu.Unlock()
 		return r
 	}
 	e.mu.Unlock()
 
+	var err error
+	if len(e.xfer) > 0 {
+		err = e.copyBlocks(ctx)
+	}
+	if r.Scheduled == 0 {
+		r.Err = err
+		e.mu.Lock()
+		e.publishLocked(e.clk.Now(), r)
+		e.mu.Unlock()
+		return r
+	}
+	if err == nil {
+		err = e.execute(ctx, r.Scheduled)
+	}
+	r.Err = err
+
+	e.mu.Lock()
+	done := e.clk.Now()
+	sampled, finished := e.processLocked(done, err)
+	r.Sampled, r.Finished = sampled, r.Finished+finished
+	e.publishLocked(done, r)
+	e.mu.Unlock()
+	e.iter++
+	return r
+}
+
+// execute runs the executor over the planned batch.
+func (e *Engine) execute(ctx context.Context, scheduled int) error {
 	e.prepareOutput()
 	ectx := ctx
 	if e.cfg.IterationTimeout > 0 {
@@ -464,21 +530,35 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	}
 	if err != nil {
 		err = fmt.Errorf("iteration %d: executor: %w", e.iter, err)
-		r.Err = err
-		e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", r.Scheduled, "err", err)
+		if e.aborting() {
+			// Stop's deadline cut the iteration short: an expected end of
+			// a drain, reported by Stop's caller; not an executor failure.
+			e.log.Info("drain deadline passed during an iteration; aborting its requests", "iteration", e.iter, "sequences", scheduled)
+		} else {
+			e.log.Error("executor failed; failing the batch", "iteration", e.iter, "sequences", scheduled, "err", err)
+		}
 	}
+	return err
+}
 
-	e.mu.Lock()
-	done := e.clk.Now()
-	sampled, finished := e.processLocked(done, err)
-	e.publishLocked()
-	e.mu.Unlock()
-	r.Sampled, r.Finished = sampled, r.Finished+finished
-	if e.m != nil {
-		e.m.observeIteration(r.Tokens, r.Sampled, r.Preempted)
+// copyBlocks carries out e.xfer. When the executor fails, the contents the
+// copies moved are dropped from the cache, and the error fails the batch
+// (some of its sequences may hold a block that was to be copied in).
+func (e *Engine) copyBlocks(ctx context.Context) error {
+	err := e.copier.CopyBlocks(ctx, e.xfer)
+	if err != nil {
+		e.mu.Lock()
+		e.kv.FailTransfers(e.xfer)
+		e.mu.Unlock()
+		err = fmt.Errorf("iteration %d: copy %d KV blocks between device and host: %w", e.iter, len(e.xfer), err)
+		if e.aborting() {
+			e.log.Info("drain deadline passed during a KV block transfer; aborting the batch", "iteration", e.iter, "transfers", len(e.xfer))
+		} else {
+			e.log.Error("KV block transfer failed; dropping the blocks and failing the batch", "iteration", e.iter, "transfers", len(e.xfer), "err", err)
+		}
 	}
-	e.iter++
-	return r
+	e.xfer = e.xfer[:0]
+	return err
 }
 
 // prepareOutput sizes the output slices for the batch, reusing capacity.
@@ -534,8 +614,16 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 			continue
 		case e.out.Sampled[i]:
 			tok = e.out.Tokens[i]
+			if s.constraint != nil {
+				tok = e.constrainSampled(s, tok)
+			}
 		default:
 			e.finishLocked(s, completion.Error, fmt.Errorf("executor produced no token for sequence %d", s.id), now)
+			finished++
+			continue
+		}
+		if s.constraint != nil && !s.constraint.Advance(tok) {
+			e.finishLocked(s, completion.Error, fmt.Errorf("sampled token %d violates the output constraint (nothing else was allowed)", tok), now)
 			finished++
 			continue
 		}
@@ -544,6 +632,13 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 		s.outTokens++
 		e.observeToken(s, now)
 		delta, reason := s.det.Add(tok, e.cfg.Decoder.TokenBytes(tok), s.stream.cancelled.Load())
+		if reason == completion.None && s.constraint != nil && s.constraint.Done() {
+			// The output is complete: nothing may follow, not even EOS.
+			s.stream.push(tok, true, delta, lps)
+			e.finishLocked(s, completion.Stop, nil, now)
+			finished++
+			continue
+		}
 		if reason != completion.None {
 			s.stream.push(tok, true, nil, lps)
 			e.finishWithTextLocked(s, reason, nil, delta, now)
@@ -577,8 +672,11 @@ func (e *Engine) sample(s *sequence, logits []float32) (int32, []sampling.TokenL
 		h.Banned = s.banned
 	}
 	e.sampler.Process(logits, &s.sp, &h)
-	// A token mask (constrained decoding) belongs here: after the
-	// processors, before the draw, its changes recorded with Sampler.Set.
+	// The token mask (constrained decoding): after the processors, before
+	// the draw.
+	if s.constraint != nil {
+		sampling.ApplyMask(logits, s.constraint.Mask(e.remaining(s)))
+	}
 	tok := e.sampler.Fallback(e.sampler.Draw(logits, &s.sp, &s.rng), logits)
 	e.sampler.Restore(logits)
 	if p.Logprobs {
@@ -588,14 +686,51 @@ func (e *Engine) sample(s *sequence, logits []float32) (int32, []sampling.TokenL
 	return tok, lps
 }
 
+// remaining is how many tokens s may still generate, the next included.
+func (e *Engine) remaining(s *sequence) int {
+	return min(s.req.Params.MaxTokens-s.outTokens, e.cfg.MaxModelLen-len(s.tokens))
+}
+
+// constrainSampled keeps a token an executor sampled by itself (it never
+// saw the mask) when the constraint allows it, and otherwise draws one of
+// the allowed tokens uniformly with the request's generator.
+func (e *Engine) constrainSampled(s *sequence, tok int32) int32 {
+	mask := s.constraint.Mask(e.remaining(s))
+	if sampling.Allowed(mask, tok) {
+		return tok
+	}
+	n := 0
+	for _, w := range mask {
+		n += bits.OnesCount64(w)
+	}
+	if n == 0 {
+		return tok
+	}
+	k := int(s.rng.Float64() * float64(n))
+	for wi, w := range mask {
+		if c := bits.OnesCount64(w); k >= c {
+			k -= c
+			continue
+		}
+		for ; k > 0; k-- {
+			w &= w - 1
+		}
+		return int32(wi*64 + bits.TrailingZeros64(w))
+	}
+	return tok
+}
+
+// observeToken records a sampled token's latency for the iteration's stats
+// (the step owns e.stats while it holds stepMu).
 func (e *Engine) observeToken(s *sequence, now time.Time) {
 	if s.t.firstTok.IsZero() {
 		s.t.firstTok = now
-		if e.m != nil {
-			e.m.ttft.Observe(now.Sub(s.t.arrival).Seconds())
+		if e.obs != nil {
+			e.stats.TimeToFirstToken = append(e.stats.TimeToFirstToken, now.Sub(s.t.arrival))
+			e.stats.PromptTokens += s.promptLen
 		}
-	} else if e.m != nil {
-		e.m.itl.Observe(now.Sub(s.t.lastTok).Seconds())
+	} else if e.obs != nil {
+		e.stats.InterTokenLatency = append(e.stats.InterTokenLatency, now.Sub(s.t.lastTok))
 	}
 	s.t.lastTok = now
 }
@@ -619,8 +754,14 @@ func (e *Engine) finishWithTextLocked(s *sequence, reason completion.Reason, err
 	u := Usage{PromptTokens: s.promptLen, CompletionTokens: s.outTokens, CachedTokens: s.cachedTokens,
 		Preemptions: s.preemptions, SharedTokens: shared}
 	s.stream.finish(text, Chunk{Done: true, FinishReason: reason, StopMatched: s.det.StopMatched(), Usage: u, Err: err})
-	if e.m != nil {
-		e.m.observeFinish(reason, s.promptLen, now.Sub(s.t.arrival))
+	if e.obs != nil {
+		e.reqStats = RequestStats{
+			ID: s.req.ID, ProgramID: s.req.ProgramID, FinishReason: reason,
+			PromptTokens: s.promptLen, GenerationTokens: s.outTokens, CachedTokens: s.cachedTokens,
+			Preemptions: s.preemptions, MaxTokens: s.req.Params.MaxTokens,
+			Arrival: s.t.arrival, Scheduled: s.t.scheduled, FirstToken: s.t.firstTok, LastToken: s.t.lastTok, Finished: now,
+		}
+		e.obs.RequestFinished(&e.reqStats)
 	}
 }
 
@@ -653,12 +794,17 @@ func (e *Engine) abortAllLocked() {
 	}
 }
 
-// publishLocked sets the state gauges; it runs under the lock the step
-// already holds, so the numbers are one consistent snapshot.
-func (e *Engine) publishLocked() {
-	if e.m != nil {
-		e.m.setState(len(e.running), e.waiting.Len(), e.kv.Stats(), &e.kvStats)
+// publishLocked hands the observer the iteration's stats; it runs under the
+// lock the step already holds, so the numbers are one consistent snapshot.
+func (e *Engine) publishLocked(now time.Time, r StepResult) {
+	if e.obs == nil {
+		return
 	}
+	st := &e.stats
+	st.Time = now
+	st.Running, st.Waiting, st.KV = len(e.running), e.waiting.Len(), e.kv.Stats()
+	st.Scheduled, st.Tokens, st.Sampled, st.Preempted, st.Finished = r.Scheduled, r.Tokens, r.Sampled, r.Preempted, r.Finished
+	e.obs.Iteration(st)
 }
 
 // splitmix scrambles a seed (SplitMix64 finaliser).
@@ -683,6 +829,36 @@ func (e *Engine) DeprioritizePrefix(tokens []int32) {
 	e.mu.Lock()
 	e.kv.Deprioritize(tokens)
 	e.mu.Unlock()
+}
+
+// OffloadPrefix moves the free cached KV blocks of tokens' prefix to the host
+// tier (kvcache.Manager.Offload): a paused program's cache leaves the device
+// for the programs that run, and comes back without recompute when the
+// program resumes. Without a host tier it is DeprioritizePrefix. The copies
+// run at the start of the next iteration; it returns the blocks moved.
+func (e *Engine) OffloadPrefix(tokens []int32) int {
+	e.mu.Lock()
+	n := e.kv.Offload(tokens)
+	e.mu.Unlock()
+	if n > 0 {
+		e.signal() // an idle loop still carries out the copies
+	}
+	return n
+}
+
+// RestorePrefix brings the host-tier blocks of tokens' prefix back to the
+// device ahead of the program's next request (kvcache.Manager.Restore), so
+// the copies overlap with whatever runs before that request arrives. It
+// returns the blocks moved; a request whose blocks are still on the host
+// restores them itself when admitted.
+func (e *Engine) RestorePrefix(tokens []int32) int {
+	e.mu.Lock()
+	n := e.kv.Restore(tokens)
+	e.mu.Unlock()
+	if n > 0 {
+		e.signal()
+	}
+	return n
 }
 
 // KVStats returns the block manager's statistics.

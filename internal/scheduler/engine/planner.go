@@ -86,6 +86,7 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 		if !s.admitted {
 			s.admitted = true
 			s.cachedTokens = min(cached, s.promptLen)
+			s.t.scheduled = now
 		}
 		e.insertRunningLocked(s)
 		n := min(len(s.tokens)-cached, budget)

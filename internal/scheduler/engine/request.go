@@ -109,6 +109,12 @@ type Request struct {
 	Params Params
 	// Priority is the scheduling class.
 	Priority Priority
+	// Constraint, when set, restricts the output (structured outputs, tool
+	// calls): its mask is applied to the logits before sampling, and the
+	// request finishes with reason stop when it is Done. It replaces
+	// MinTokens' ban on EOS (the constraint decides when the output may
+	// end). Nil costs nothing.
+	Constraint sampling.Constraint
 }
 
 // Errors returned by Submit. The server maps ErrQueueFull to HTTP 429,

@@ -231,7 +231,8 @@ func (s *Stream) notify() {
 
 // timing is the per-request latency bookkeeping.
 type timing struct {
-	arrival  time.Time
-	firstTok time.Time
-	lastTok  time.Time
+	arrival   time.Time
+	scheduled time.Time // first admission
+	firstTok  time.Time
+	lastTok   time.Time
 }

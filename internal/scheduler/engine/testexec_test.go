@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // kvExec is a deterministic test executor that really uses the KV blocks:
@@ -34,6 +35,48 @@ type kvExec struct {
 	// checkErr records contract violations seen by the executor.
 	checkErr error
 	logitBuf [][]float32
+
+	// host is the host tier's slots (ReserveHostBlocks); copiedOut and
+	// copiedIn count blocks moved; failCopy makes CopyBlocks fail.
+	host                []uint64
+	copiedOut, copiedIn int
+	failCopy            bool
+}
+
+var _ batch.BlockCopier = (*kvExec)(nil)
+
+func (x *kvExec) ReserveHostBlocks(n, blockSize int) error {
+	if blockSize != x.blockSize {
+		return fmt.Errorf("host blocks of %d tokens, device blocks of %d", blockSize, x.blockSize)
+	}
+	x.host = make([]uint64, n*x.blockSize)
+	return nil
+}
+
+// CopyBlocks moves whole blocks of slots between the device and the host, in
+// order, so a wrong or reordered transfer changes the KV a sequence reads.
+func (x *kvExec) CopyBlocks(_ context.Context, ts []kvcache.Transfer) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.failCopy {
+		return errors.New("injected copy failure")
+	}
+	bs := x.blockSize
+	for _, t := range ts {
+		dev := x.slots[int(t.Device)*bs : int(t.Device+1)*bs]
+		host := x.host[int(t.Host)*bs : int(t.Host+1)*bs]
+		switch t.Kind {
+		case kvcache.CopyOut:
+			copy(host, dev)
+			x.copiedOut++
+		case kvcache.CopyIn:
+			copy(dev, host)
+			x.copiedIn++
+		default:
+			return fmt.Errorf("transfer of kind %v", t.Kind)
+		}
+	}
+	return nil
 }
 
 func newKVExec(numBlocks, blockSize, vocab int) *kvExec {
@@ -41,6 +84,12 @@ func newKVExec(numBlocks, blockSize, vocab int) *kvExec {
 		blockSize: blockSize, vocab: vocab, eos: int32(vocab - 1), eosMod: 23,
 		slots: make([]uint64, numBlocks*blockSize),
 	}
+}
+
+func (x *kvExec) numCalls() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.calls
 }
 
 func (x *kvExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {

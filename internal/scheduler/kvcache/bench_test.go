@@ -14,12 +14,14 @@ type workload struct {
 	prompts [][]int32 // each with spare capacity for the decoded tokens
 	decode  int
 	next    SeqID
+	offload bool // each request's program pauses after it: Offload its context
 }
 
-func newWorkload(tb testing.TB, numBlocks, numPrompts, system, unique, decode int) *workload {
+func newWorkload(tb testing.TB, numBlocks, hostBlocks, numPrompts, system, unique, decode int) *workload {
 	w := &workload{
-		m:      newManager(tb, Config{NumBlocks: numBlocks, EnablePrefixCache: true}),
-		decode: decode,
+		m:       newManager(tb, Config{NumBlocks: numBlocks, EnablePrefixCache: true, HostBlocks: hostBlocks}),
+		decode:  decode,
+		offload: hostBlocks > 0,
 	}
 	for p := range numPrompts {
 		buf := make([]int32, system+unique, system+unique+decode)
@@ -55,17 +57,25 @@ func (w *workload) request(i int) bool {
 		m.Commit(seq, tokens, len(tokens))
 	}
 	m.Free(seq, false)
+	if w.offload {
+		m.Offload(tokens)
+		m.ClearTransfers() // the executor's copies are not part of the manager's cost
+	}
 	return true
 }
 
 var allocFreeCases = []struct {
 	name                                    string
 	numBlocks, prompts, system, unique, dec int
+	hostBlocks                              int
 }{
 	// 64 prompts fit: prompts and outputs hit the cache.
 	{name: "hot", numBlocks: 4096, prompts: 64, system: 128, unique: 128, dec: 32},
 	// 1024 prompts in 512 blocks: every request evicts and re-registers.
 	{name: "churn", numBlocks: 512, prompts: 1024, system: 128, unique: 128, dec: 32},
+	// Paused programs: every request's context goes to the host tier and its
+	// next request restores it.
+	{name: "host-tier", numBlocks: 512, prompts: 64, system: 128, unique: 128, dec: 32, hostBlocks: 2048},
 }
 
 // BenchmarkAllocFree measures whole request cycles (Admit, Grow and Commit per
@@ -73,7 +83,7 @@ var allocFreeCases = []struct {
 func BenchmarkAllocFree(b *testing.B) {
 	for _, tc := range allocFreeCases {
 		b.Run(tc.name, func(b *testing.B) {
-			w := newWorkload(b, tc.numBlocks, tc.prompts, tc.system, tc.unique, tc.dec)
+			w := newWorkload(b, tc.numBlocks, tc.hostBlocks, tc.prompts, tc.system, tc.unique, tc.dec)
 			for i := range 4 * tc.prompts {
 				w.request(i) // warm the cache and the pools
 			}
@@ -138,7 +148,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	}
 	for _, tc := range allocFreeCases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWorkload(t, tc.numBlocks, tc.prompts, tc.system, tc.unique, tc.dec)
+			w := newWorkload(t, tc.numBlocks, tc.hostBlocks, tc.prompts, tc.system, tc.unique, tc.dec)
 			for i := range 4 * tc.prompts {
 				w.request(i)
 			}

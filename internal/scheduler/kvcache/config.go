@@ -20,6 +20,10 @@ type Config struct {
 	BlockSize int
 	// EnablePrefixCache turns on automatic prefix caching.
 	EnablePrefixCache bool
+	// HostBlocks is the number of blocks of the host-memory tier, which keeps
+	// the cached KV of paused programs (see Offload); 0 means none. It
+	// needs the prefix cache, which is how blocks are found again.
+	HostBlocks int
 }
 
 func (c Config) blockSize() int {
@@ -39,6 +43,15 @@ func (c Config) validate() error {
 	}
 	if c.BlockSize < 0 {
 		errs = append(errs, fmt.Errorf("BlockSize must not be negative, got %d", c.BlockSize))
+	}
+	if c.HostBlocks < 0 {
+		errs = append(errs, fmt.Errorf("HostBlocks must not be negative, got %d", c.HostBlocks))
+	} else if c.HostBlocks > maxBlocks {
+		errs = append(errs, fmt.Errorf("HostBlocks must be at most %d, got %d", maxBlocks, c.HostBlocks))
+	} else if c.HostBlocks > 0 && !c.EnablePrefixCache {
+		errs = append(errs, fmt.Errorf("HostBlocks (%d) needs EnablePrefixCache: host blocks are found through the prefix cache", c.HostBlocks))
+	} else if c.HostBlocks > 0 && c.BlockSize > 0 && c.HostBlocks > math.MaxInt/c.BlockSize {
+		errs = append(errs, fmt.Errorf("HostBlocks×BlockSize overflows: %d×%d", c.HostBlocks, c.BlockSize))
 	}
 	// The prefix cache keeps the token ids of every block in one flat slice.
 	if c.NumBlocks > 0 && c.BlockSize > 0 && c.EnablePrefixCache && c.NumBlocks > math.MaxInt/c.BlockSize {

@@ -19,6 +19,9 @@ func TestNewValidatesConfig(t *testing.T) {
 		{name: "too many blocks", cfg: Config{NumBlocks: math.MaxInt32}, wantErr: "NumBlocks must be at most"},
 		{name: "negative block size", cfg: Config{NumBlocks: 4, BlockSize: -1}, wantErr: "BlockSize must not be negative"},
 		{name: "both bad", cfg: Config{NumBlocks: -1, BlockSize: -1}, wantErr: "BlockSize must not be negative"},
+		{name: "host tier", cfg: Config{NumBlocks: 8, EnablePrefixCache: true, HostBlocks: 32}},
+		{name: "negative host tier", cfg: Config{NumBlocks: 8, EnablePrefixCache: true, HostBlocks: -1}, wantErr: "HostBlocks must not be negative"},
+		{name: "host tier without prefix cache", cfg: Config{NumBlocks: 8, HostBlocks: 4}, wantErr: "HostBlocks (4) needs EnablePrefixCache"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,15 @@
 // identity of the parent registration, so a hash collision costs a cache miss,
 // never a wrong KV block.
 //
+// With Config.HostBlocks, a second tier in host memory keeps the cached
+// contents of paused programs (Offload) so they need not be recomputed: a
+// registration moves between the tiers with its hash and uid, so it lives in
+// exactly one tier and a prefix hit may come from either; a hit on the host
+// is restored into a device block when the sequence is admitted (or ahead of
+// it, by Restore). The host tier has its own LRU list. The Manager only
+// decides the moves; the copies themselves are Transfers the engine hands to
+// the executor before its next iteration.
+//
 // A Manager is not safe for concurrent use: the engine loop owns it.
 package kvcache
 

@@ -62,15 +62,17 @@ func run(t testing.TB, m *Manager, seq SeqID, tokens []int32) (cached int) {
 // snapshot is everything an operation that fails must leave unchanged.
 type snapshot struct {
 	blocks []block
-	index  map[uint64]BlockID
+	index  map[uint64]loc
+	host   []hostSlot
 	stats  Stats
 	seqs   int
 }
 
 func takeSnapshot(m *Manager) snapshot {
-	idx := make(map[uint64]BlockID, len(m.index))
+	idx := make(map[uint64]loc, len(m.index))
 	for h, id := range m.index {
 		idx[h] = id
 	}
-	return snapshot{blocks: append([]block(nil), m.blocks...), index: idx, stats: m.Stats(), seqs: len(m.seqs)}
+	return snapshot{blocks: append([]block(nil), m.blocks...), index: idx, host: append([]hostSlot(nil), m.host.slots...),
+		stats: m.Stats(), seqs: len(m.seqs)}
 }

@@ -106,33 +106,114 @@ func (m *Manager) CheckInvariants() error {
 			registered++
 		}
 	}
-	if registered != len(m.index) {
-		fail("%d blocks marked registered, index has %d", registered, len(m.index))
+	m.checkHostTier(fail)
+	if registered+m.host.used != len(m.index) {
+		fail("%d device blocks registered and %d host slots used, index has %d", registered, m.host.used, len(m.index))
 	}
-	uids := make(map[uint64]BlockID, len(m.index))
-	for h, id := range m.index {
-		if id < 0 || int(id) >= n {
-			fail("index: hash %#x maps to block %d out of range", h, id)
-			continue
+	// A registration lives in exactly one tier: the index names one place
+	// per hash, and no uid appears twice across both tiers.
+	uids := make(map[uint64]loc, len(m.index))
+	for h, l := range m.index {
+		if l.onHost() {
+			if int(l.slot()) >= m.host.n {
+				fail("index: hash %#x maps to host slot %d out of range", h, l.slot())
+				continue
+			}
+			if !m.host.slots[l.slot()].used {
+				fail("index: hash %#x maps to host slot %d, which is empty", h, l.slot())
+			}
+		} else {
+			if int(l) >= n {
+				fail("index: hash %#x maps to block %d out of range", h, l)
+				continue
+			}
+			if !m.blocks[l].registered {
+				fail("index: hash %#x maps to block %d, which is not registered", h, l)
+			}
 		}
-		b := &m.blocks[id]
+		r := m.regAt(l)
 		switch {
-		case !b.registered:
-			fail("index: hash %#x maps to block %d, which is not registered", h, id)
-		case b.hash != h:
-			fail("index: hash %#x maps to block %d, which holds hash %#x", h, id, b.hash)
-		case m.hashFn(b.parent, m.blockTokens(id)) != h:
-			fail("index: block %d's parent and token ids do not hash to %#x", id, h)
+		case r.hash != h:
+			fail("index: hash %#x maps to %v, which holds hash %#x", h, l, r.hash)
+		case m.hashFn(r.parent, m.tokensAt(l)) != h:
+			fail("index: %v's parent and token ids do not hash to %#x", l, h)
 		}
-		if b.uid == 0 || b.uid > m.nextUID || b.parentUID >= b.uid {
-			fail("index: block %d has uid %d, parent uid %d (last issued %d)", id, b.uid, b.parentUID, m.nextUID)
+		if r.uid == 0 || r.uid > m.nextUID || r.parentUID >= r.uid {
+			fail("index: %v has uid %d, parent uid %d (last issued %d)", l, r.uid, r.parentUID, m.nextUID)
 		}
-		if other, dup := uids[b.uid]; dup {
-			fail("index: blocks %d and %d share uid %d", other, id, b.uid)
+		if other, dup := uids[r.uid]; dup {
+			fail("index: %v and %v share uid %d", other, l, r.uid)
 		}
-		uids[b.uid] = id
+		uids[r.uid] = l
+	}
+	// Every registered block and used slot is the one its hash names.
+	for id := range n {
+		if b := &m.blocks[id]; b.registered && m.index[b.hash] != loc(id) {
+			fail("block %d is registered under %#x, which the index maps elsewhere", id, b.hash)
+		}
+	}
+	for slot := range m.host.n {
+		if hs := &m.host.slots[slot]; hs.used {
+			if l, ok := m.index[hs.hash]; !ok || l != hostLoc(int32(slot)) {
+				fail("host slot %d holds %#x, which the index maps elsewhere", slot, hs.hash)
+			}
+		}
 	}
 	return invariantError(errs)
+}
+
+// checkHostTier verifies the host list: a doubly linked cycle through the
+// sentinel holding every slot once, empty slots before used ones, and the
+// used count.
+func (m *Manager) checkHostTier(fail func(string, ...any)) {
+	h := &m.host
+	if h.n == 0 {
+		if h.used != 0 {
+			fail("no host tier but %d host slots used", h.used)
+		}
+		return
+	}
+	if len(h.slots) != h.n+1 {
+		fail("host tier: %d slots for %d blocks", len(h.slots), h.n)
+		return
+	}
+	s := h.sentinel()
+	seen := make([]bool, h.n)
+	listed, used := 0, 0
+	prev := s
+	sawUsed := false
+	for id := h.slots[s].next; id != s; id = h.slots[id].next {
+		if id < 0 || int(id) >= h.n {
+			fail("host list: link %d out of range after %d", id, prev)
+			return
+		}
+		if seen[id] {
+			fail("host list: slot %d listed twice (cycle)", id)
+			return
+		}
+		seen[id] = true
+		listed++
+		sl := &h.slots[id]
+		if sl.prev != prev {
+			fail("host list: slot %d has prev %d, reached from %d", id, sl.prev, prev)
+		}
+		if sl.used {
+			used++
+			sawUsed = true
+		} else if sawUsed {
+			fail("host list: empty slot %d behind a used one (empty slots go first)", id)
+		}
+		prev = id
+	}
+	if h.slots[s].prev != prev {
+		fail("host list: sentinel prev %d, last slot %d", h.slots[s].prev, prev)
+	}
+	if listed != h.n {
+		fail("host list: %d of %d slots listed", listed, h.n)
+	}
+	if used != h.used {
+		fail("host tier: %d slots used, count says %d", used, h.used)
+	}
 }
 
 func invariantError(errs []error) error {

@@ -105,7 +105,7 @@ func TestCheckInvariantsDetectsCorruption(t *testing.T) {
 			name: "index names a block with another hash",
 			corrupt: func(m *Manager) {
 				id := m.Blocks(1)[1]
-				m.index[m.blocks[id].hash+1] = id
+				m.index[m.blocks[id].hash+1] = loc(id)
 			},
 			want: "which holds hash",
 		},

@@ -13,13 +13,21 @@ type block struct {
 	ref        int32 // number of block tables holding the block
 	prev, next int32 // free-list links, valid while ref == 0
 
-	// The fields below are valid while registered, that is while the prefix
-	// cache index maps hash to this block.
+	// registration is valid while registered, that is while the prefix
+	// cache index maps its hash to this block.
 	registered bool
-	hash       uint64 // chained hash: hash of (parent, this block's token ids)
-	parent     uint64 // chained hash of the previous block (rootHash for the first)
-	uid        uint64 // identity of this registration, never reused
-	parentUID  uint64 // uid of the registration this block extends (0 for the first)
+	registration
+}
+
+// registration identifies the contents of one cached block, in whichever tier
+// it lives. It moves with the contents between tiers, so a chain of
+// registrations (and every lookup through it) survives an offload and a
+// restore.
+type registration struct {
+	hash      uint64 // chained hash: hash of (parent, this block's token ids)
+	parent    uint64 // chained hash of the previous block (rootHash for the first)
+	uid       uint64 // identity of this registration, never reused
+	parentUID uint64 // uid of the registration this block extends (0 for the first)
 }
 
 // seqState is a sequence's block table and its progress through the prefix
@@ -29,14 +37,13 @@ type seqState struct {
 
 	// hashed leading blocks of table have been through Commit (or came from
 	// the cache). chainHash is the chained hash of the last of them, chainUID
-	// and chainBlock the registration that holds its content (which may be
-	// another sequence's identical block). broken stops registration after a
-	// hash collision, since no registration can stand for this chain.
-	hashed     int
-	chainHash  uint64
-	chainUID   uint64
-	chainBlock BlockID
-	broken     bool
+	// the registration that holds its content (which may be another
+	// sequence's identical block, in either tier). broken stops registration
+	// after a hash collision, since no registration can stand for this chain.
+	hashed    int
+	chainHash uint64
+	chainUID  uint64
+	broken    bool
 }
 
 // Manager allocates KV blocks to sequences and caches full blocks for reuse by
@@ -51,9 +58,10 @@ type Manager struct {
 	cachedFree int // free blocks that are registered
 
 	// Prefix cache: the token ids of every block (valid while registered),
-	// the index from chained hash to block, and the hash.
+	// the index from chained hash to the block holding it (in either tier),
+	// and the hash.
 	tokens  []int32
-	index   map[uint64]BlockID
+	index   map[uint64]loc
 	nextUID uint64
 	seed    maphash.Seed
 	scratch []byte
@@ -61,9 +69,16 @@ type Manager struct {
 
 	seqs  map[SeqID]*seqState
 	spare []*seqState
-	match []BlockID // scratch for prefix lookups
+	match []loc // scratch for prefix lookups
 
-	queries, hits int64
+	host hostTier
+
+	// xfers are the copies the executor owes, in order (see Transfers).
+	xfers          []Transfer
+	restoreScratch []BlockID
+
+	queries, hits, hostHits int64
+	offloaded, restored     int64 // blocks moved to and from the host tier
 }
 
 // New returns a Manager with all blocks free.
@@ -86,10 +101,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if m.prefix {
 		m.tokens = make([]int32, cfg.NumBlocks*bs)
-		m.index = make(map[uint64]BlockID, cfg.NumBlocks)
+		m.index = make(map[uint64]loc, cfg.NumBlocks+cfg.HostBlocks)
 		m.seed = maphash.MakeSeed()
 		m.scratch = make([]byte, 8+4*bs)
 		m.hashFn = m.contentHash
+		m.host.init(cfg.HostBlocks, bs)
 	}
 	return m, nil
 }
@@ -164,7 +180,7 @@ func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok b
 	if _, dup := m.seqs[seq]; dup {
 		panic(fmt.Sprintf("kvcache: Admit of sequence %d, which is already admitted", seq))
 	}
-	var hit []BlockID
+	var hit []loc
 	eligible := 0
 	if m.prefix {
 		eligible = m.cacheableBlocks(len(tokens))
@@ -175,8 +191,13 @@ func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok b
 	cover := cached + min(len(tokens)-cached, max(maxNew, 0))
 	fresh := m.blocksFor(cover) - len(hit)
 	need := fresh
-	for _, id := range hit {
-		if m.blocks[id].ref == 0 {
+	onHost := 0
+	for _, l := range hit {
+		// A hit on the host tier needs a device block to be restored into.
+		if l.onHost() {
+			onHost++
+			need++
+		} else if m.blocks[l].ref == 0 {
 			need++
 		}
 	}
@@ -185,22 +206,30 @@ func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok b
 	}
 
 	s := m.newSeq()
-	// Take the hits first: allocating could otherwise evict them.
-	for _, id := range hit {
-		m.acquire(id)
-		s.table = append(s.table, id)
+	// Take the device hits first: allocating could otherwise evict them.
+	for _, l := range hit {
+		if !l.onHost() {
+			m.acquire(BlockID(l))
+		}
+	}
+	for _, l := range hit {
+		if l.onHost() {
+			s.table = append(s.table, m.restore(l.slot()))
+		} else {
+			s.table = append(s.table, BlockID(l))
+		}
 	}
 	for range fresh {
 		s.table = append(s.table, m.allocate())
 	}
 	if len(hit) > 0 {
-		last := hit[len(hit)-1]
-		b := &m.blocks[last]
-		s.hashed, s.chainHash, s.chainUID, s.chainBlock = len(hit), b.hash, b.uid, last
+		b := &m.blocks[s.table[len(hit)-1]]
+		s.hashed, s.chainHash, s.chainUID = len(hit), b.hash, b.uid
 	}
 	m.seqs[seq] = s
 	m.queries += int64(eligible)
 	m.hits += int64(cached)
+	m.hostHits += int64(onHost * m.blockSize)
 	return cached, true
 }
 

@@ -145,7 +145,7 @@ func TestAdmitAndGrowFailAtomically(t *testing.T) {
 		if cached, ok := m.Admit(2, tokens, 100); ok {
 			t.Fatalf("Admit succeeded with %d cached, want failure", cached)
 		}
-		if diff := cmp.Diff(before, takeSnapshot(m), cmp.AllowUnexported(snapshot{}, block{})); diff != "" {
+		if diff := cmp.Diff(before, takeSnapshot(m), cmp.AllowUnexported(snapshot{}, block{}, registration{}, hostSlot{})); diff != "" {
 			t.Fatalf("failed Admit changed state (-before +after):\n%s", diff)
 		}
 		if m.Has(2) {
@@ -169,7 +169,7 @@ func TestAdmitAndGrowFailAtomically(t *testing.T) {
 		if m.Grow(2, 9) {
 			t.Fatal("Grow to 5 blocks of 4 succeeded")
 		}
-		if diff := cmp.Diff(before, takeSnapshot(m), cmp.AllowUnexported(snapshot{}, block{})); diff != "" {
+		if diff := cmp.Diff(before, takeSnapshot(m), cmp.AllowUnexported(snapshot{}, block{}, registration{}, hostSlot{})); diff != "" {
 			t.Fatalf("failed Grow changed state (-before +after):\n%s", diff)
 		}
 		if !m.Grow(2, 8) || len(m.Blocks(2)) != 4 {

@@ -38,37 +38,54 @@ func (m *Manager) cacheableBlocks(n int) int {
 	return (n - 1) / m.blockSize
 }
 
-// matchPrefix returns the registered blocks that hold the leading full blocks
-// of tokens, at most maxBlocks of them, stopping at the first miss. A block
-// matches only if it holds exactly the same token ids and extends exactly the
-// registration matched before it, so a hash collision is a miss. The result
-// is scratch, valid until the next call.
-func (m *Manager) matchPrefix(tokens []int32, maxBlocks int) []BlockID {
+// matchPrefix returns where the registered blocks that hold the leading full
+// blocks of tokens live (device or host tier), at most maxBlocks of them,
+// stopping at the first miss. A block matches only if it holds exactly the
+// same token ids and extends exactly the registration matched before it, so a
+// hash collision is a miss. The result is scratch, valid until the next call.
+func (m *Manager) matchPrefix(tokens []int32, maxBlocks int) []loc {
 	out := m.match[:0]
 	parent, parentUID := rootHash, uint64(0)
 	for i := range maxBlocks {
 		chunk := tokens[i*m.blockSize : (i+1)*m.blockSize]
 		h := m.hashFn(parent, chunk)
-		id, ok := m.index[h]
+		l, ok := m.index[h]
 		if !ok {
 			break
 		}
 		// The parent uid names one registration, so it pins the parent
 		// hash and, inductively, every token before this block.
-		b := &m.blocks[id]
-		if b.parentUID != parentUID || !slices.Equal(m.blockTokens(id), chunk) {
+		r := m.regAt(l)
+		if r.parentUID != parentUID || !slices.Equal(m.tokensAt(l), chunk) {
 			break
 		}
-		out = append(out, id)
-		parent, parentUID = h, b.uid
+		out = append(out, l)
+		parent, parentUID = h, r.uid
 	}
 	m.match = out
 	return out
 }
 
+// regAt is the registration held at l.
+func (m *Manager) regAt(l loc) *registration {
+	if l.onHost() {
+		return &m.host.slots[l.slot()].registration
+	}
+	return &m.blocks[l].registration
+}
+
+// tokensAt is the stored token ids of the block at l.
+func (m *Manager) tokensAt(l loc) []int32 {
+	if l.onHost() {
+		return m.host.slotTokens(l.slot())
+	}
+	return m.blockTokens(BlockID(l))
+}
+
 // CachedPrefix is the number of leading tokens of tokens whose KV is in the
-// prefix cache as a chain of full blocks from the first, capped so that at
-// least the last token is computed. It changes nothing, statistics included.
+// prefix cache (either tier) as a chain of full blocks from the first, capped
+// so that at least the last token is computed. It changes nothing, statistics
+// included.
 func (m *Manager) CachedPrefix(tokens []int32) int {
 	if !m.prefix {
 		return 0
@@ -104,7 +121,8 @@ func (m *Manager) Commit(seq SeqID, tokens []int32, numComputed int) {
 }
 
 // chainLive reports whether s's next full block can be registered: its parent
-// registration must still be in the index, or a lookup could never reach it.
+// registration must still be in the index (in either tier), or a lookup could
+// never reach it.
 func (m *Manager) chainLive(s *seqState) bool {
 	if s.broken {
 		return false
@@ -112,22 +130,22 @@ func (m *Manager) chainLive(s *seqState) bool {
 	if s.hashed == 0 {
 		return true
 	}
-	b := &m.blocks[s.chainBlock]
-	return b.registered && b.uid == s.chainUID
+	l, ok := m.index[s.chainHash]
+	return ok && m.regAt(l).uid == s.chainUID
 }
 
 // registerOrShare registers id, the next full block of s, under chained hash
 // h, or continues s's chain through an identical registered block.
 func (m *Manager) registerOrShare(s *seqState, id BlockID, h uint64, chunk []int32) {
 	if r, ok := m.index[h]; ok {
-		rb := &m.blocks[r]
-		if rb.parent != s.chainHash || !slices.Equal(m.blockTokens(r), chunk) {
+		rb := m.regAt(r)
+		if rb.parent != s.chainHash || !slices.Equal(m.tokensAt(r), chunk) {
 			// A true collision: h already names other contents.
 			s.broken = true
 			return
 		}
 		if rb.parentUID == s.chainUID {
-			s.chainUID, s.chainBlock = rb.uid, r
+			s.chainUID = rb.uid
 			return
 		}
 		// r extends a registration that is gone (s's parent registration,
@@ -141,8 +159,8 @@ func (m *Manager) registerOrShare(s *seqState, id BlockID, h uint64, chunk []int
 	b.hash, b.parent = h, s.chainHash
 	b.uid, b.parentUID = m.nextUID, s.chainUID
 	copy(m.blockTokens(id), chunk)
-	m.index[h] = id
-	s.chainUID, s.chainBlock = b.uid, id
+	m.index[h] = loc(id)
+	s.chainUID = b.uid
 }
 
 // drop removes id from the index; id must not be on the free list, whose
@@ -153,9 +171,15 @@ func (m *Manager) drop(id BlockID) {
 	b.registered = false
 }
 
-// unregister removes id from the index wherever it is; a free id moves to the
-// head of the free list, since its contents are of no more use.
-func (m *Manager) unregister(id BlockID) {
+// unregister removes the registration at l from the index wherever it is; a
+// free device block moves to the head of the free list and a host slot to the
+// head of the host list, since their contents are of no more use.
+func (m *Manager) unregister(l loc) {
+	if l.onHost() {
+		m.host.evict(m, l.slot())
+		return
+	}
+	id := BlockID(l)
 	if m.blocks[id].ref > 0 {
 		m.drop(id)
 		return
@@ -173,8 +197,8 @@ func (m *Manager) Deprioritize(tokens []int32) {
 	if !m.prefix {
 		return
 	}
-	for _, id := range m.matchPrefix(tokens, len(tokens)/m.blockSize) {
-		if m.blocks[id].ref == 0 {
+	for _, l := range m.matchPrefix(tokens, len(tokens)/m.blockSize) {
+		if id := BlockID(l); !l.onHost() && m.blocks[id].ref == 0 {
 			m.unlink(id)
 			m.pushHead(id)
 		}

@@ -9,27 +9,35 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestRandomOperations drives a Manager with random Admit, Grow, Commit, Free
-// and Deprioritize calls on sequences that share prefixes, checking the
-// invariants after every step. A shadow model records which token each KV
-// slot holds, written only when a sequence computes it, so every cache hit is
-// checked to hold exactly the tokens asked for, whole prefix included.
+// TestRandomOperations drives a Manager with random Admit, Grow, Commit, Free,
+// Deprioritize, Offload and Restore calls on sequences that share prefixes,
+// checking the invariants after every step. A shadow model records which token
+// each KV slot holds, in both tiers, written only when a sequence computes it
+// and moved only by the transfers the Manager issues (carried out lazily, just
+// before the next computation or read, as the engine does), so every cache
+// hit, from either tier, is checked to hold exactly the tokens asked for,
+// whole prefix included.
 func TestRandomOperations(t *testing.T) {
 	tests := []struct {
-		name      string
-		blockSize int
-		numBlocks int
-		weakHash  bool
+		name       string
+		blockSize  int
+		numBlocks  int
+		weakHash   bool
+		hostBlocks int
 	}{
 		{name: "small blocks", blockSize: 2, numBlocks: 24},
 		{name: "blocks of 4", blockSize: 4, numBlocks: 40},
 		{name: "tight memory", blockSize: 4, numBlocks: 10},
 		{name: "colliding hash", blockSize: 2, numBlocks: 24, weakHash: true},
 		{name: "colliding hash, blocks of 4", blockSize: 4, numBlocks: 40, weakHash: true},
+		{name: "host tier", blockSize: 2, numBlocks: 24, hostBlocks: 16},
+		{name: "host tier smaller than a chain", blockSize: 2, numBlocks: 24, hostBlocks: 3},
+		{name: "host tier, tight memory", blockSize: 4, numBlocks: 10, hostBlocks: 40},
+		{name: "host tier, colliding hash", blockSize: 2, numBlocks: 24, hostBlocks: 12, weakHash: true},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newManager(t, Config{NumBlocks: tc.numBlocks, BlockSize: tc.blockSize, EnablePrefixCache: true})
+			m := newManager(t, Config{NumBlocks: tc.numBlocks, BlockSize: tc.blockSize, EnablePrefixCache: true, HostBlocks: tc.hostBlocks})
 			if tc.weakHash {
 				// Few distinct values: most registrations collide.
 				m.hashFn = func(parent uint64, toks []int32) uint64 {
@@ -41,6 +49,9 @@ func TestRandomOperations(t *testing.T) {
 			if sim.hits == 0 || sim.failedAdmits == 0 || sim.failedGrows == 0 {
 				t.Errorf("test did not exercise enough: %d cache hits, %d failed admits, %d failed grows",
 					sim.hits, sim.failedAdmits, sim.failedGrows)
+			}
+			if st := m.Stats(); tc.hostBlocks > 0 && (st.Offloaded == 0 || st.Restored == 0 || st.HostHits == 0 || sim.copiedIn == 0) {
+				t.Errorf("test did not exercise the host tier: %+v, %d blocks copied in", st, sim.copiedIn)
 			}
 			t.Logf("%d admitted, %d cached tokens, %d failed admits, %d failed grows; %+v",
 				sim.admitted, sim.hits, sim.failedAdmits, sim.failedGrows, m.Stats())
@@ -60,6 +71,7 @@ type simulation struct {
 	bs  int
 
 	slots    [][]int32 // per block, the token in each KV slot; -1 unwritten
+	host     [][]int32 // per host slot, likewise
 	seqs     map[SeqID]*simSeq
 	ids      []SeqID // live sequences, for random picks
 	next     SeqID
@@ -67,6 +79,7 @@ type simulation struct {
 	finished [][]int32 // token lists of freed sequences
 
 	admitted, hits, failedAdmits, failedGrows int
+	copiedOut, copiedIn                       int
 }
 
 func newSimulation(t *testing.T, m *Manager, rng *rand.Rand) *simulation {
@@ -74,6 +87,10 @@ func newSimulation(t *testing.T, m *Manager, rng *rand.Rand) *simulation {
 	s.slots = make([][]int32, m.NumBlocks())
 	for i := range s.slots {
 		s.slots[i] = slices.Repeat([]int32{-1}, s.bs)
+	}
+	s.host = make([][]int32, m.HostBlocks())
+	for i := range s.host {
+		s.host[i] = slices.Repeat([]int32{-1}, s.bs)
 	}
 	for range 4 {
 		s.bases = append(s.bases, s.randomTokens(1+rng.IntN(6*s.bs)))
@@ -118,13 +135,15 @@ func (s *simulation) run(steps int) {
 		case r < 82:
 			op = "free"
 			s.free(s.ids[s.rng.IntN(len(s.ids))], s.rng.IntN(4) == 0)
-		case r < 90:
+		case r < 86:
 			op = "deprioritize"
-			tokens := s.prompt()
-			if len(s.finished) > 0 && s.rng.IntN(2) == 0 {
-				tokens = s.finished[s.rng.IntN(len(s.finished))]
-			}
-			s.m.Deprioritize(tokens)
+			s.m.Deprioritize(s.pausedTokens())
+		case r < 91:
+			op = "offload"
+			s.moveTiers(s.pausedTokens(), s.m.Offload)
+		case r < 94:
+			op = "restore"
+			s.moveTiers(s.pausedTokens(), s.m.Restore)
 		default:
 			op = "lookup"
 			s.lookup(s.prompt())
@@ -145,9 +164,77 @@ func (s *simulation) run(steps int) {
 	}
 }
 
+// pausedTokens is the context of a program that pauses: usually a finished
+// sequence's tokens.
+func (s *simulation) pausedTokens() []int32 {
+	if len(s.finished) > 0 && s.rng.IntN(4) != 0 {
+		return s.finished[s.rng.IntN(len(s.finished))]
+	}
+	return s.prompt()
+}
+
+// moveTiers runs Offload or Restore and checks what must not change: every
+// block table and refcount, and the length of tokens' cached prefix (the move
+// never evicts the chain it moves).
+func (s *simulation) moveTiers(tokens []int32, move func([]int32) int) {
+	s.t.Helper()
+	tables := map[SeqID][]BlockID{}
+	for _, seq := range s.ids {
+		tables[seq] = slices.Clone(s.m.Blocks(seq))
+	}
+	refs := make([]int32, s.m.NumBlocks())
+	for i := range refs {
+		refs[i] = s.m.blocks[i].ref
+	}
+	prefix := s.m.CachedPrefix(tokens)
+	full := len(s.m.matchPrefix(tokens, len(tokens)/s.bs))
+	st := s.m.Stats()
+	n := move(tokens)
+	after := s.m.Stats()
+	if moved := after.Offloaded - st.Offloaded + after.Restored - st.Restored; int64(n) != moved {
+		s.t.Fatalf("move reported %d blocks, counters moved %d", n, moved)
+	}
+	if n > full {
+		s.t.Fatalf("moved %d blocks of a %d-block chain", n, full)
+	}
+	for _, seq := range s.ids {
+		if !slices.Equal(tables[seq], s.m.Blocks(seq)) {
+			s.t.Fatalf("moving tiers changed sequence %d's table", seq)
+		}
+	}
+	for i := range refs {
+		if refs[i] != s.m.blocks[i].ref {
+			s.t.Fatalf("moving tiers changed block %d's refcount %d -> %d", i, refs[i], s.m.blocks[i].ref)
+		}
+	}
+	if got := s.m.CachedPrefix(tokens); got != prefix {
+		s.t.Fatalf("moving tiers changed the cached prefix %d -> %d tokens", prefix, got)
+	}
+	s.lookup(tokens)
+}
+
+// transfer carries out the Manager's pending copies on the shadow slots, as
+// the executor would, in order.
+func (s *simulation) transfer() {
+	for _, x := range s.m.Transfers() {
+		switch x.Kind {
+		case CopyOut:
+			copy(s.host[x.Host], s.slots[x.Device])
+			s.copiedOut++
+		case CopyIn:
+			copy(s.slots[x.Device], s.host[x.Host])
+			s.copiedIn++
+		default:
+			s.t.Fatalf("transfer of kind %v", x.Kind)
+		}
+	}
+	s.m.ClearTransfers()
+}
+
 // lookup checks that the cached prefix of tokens holds exactly those tokens.
 func (s *simulation) lookup(tokens []int32) {
 	s.t.Helper()
+	s.transfer()
 	want := s.m.CachedPrefix(tokens)
 	if limit := max(len(tokens)-1, 0) / s.bs * s.bs; want > limit {
 		s.t.Fatalf("CachedPrefix = %d for %d tokens, beyond the cap %d", want, len(tokens), limit)
@@ -159,14 +246,27 @@ func (s *simulation) lookup(tokens []int32) {
 	s.checkHolds(hit, tokens)
 }
 
-// checkHolds fails unless blocks hold the leading tokens, slot for slot.
-func (s *simulation) checkHolds(blocks []BlockID, tokens []int32) {
+// checkHolds fails unless the blocks at locs hold the leading tokens, slot for
+// slot.
+func (s *simulation) checkHolds(locs []loc, tokens []int32) {
 	s.t.Helper()
-	for i, id := range blocks {
-		if diff := cmp.Diff(tokens[i*s.bs:(i+1)*s.bs], s.slots[id]); diff != "" {
-			s.t.Fatalf("cached block %d (#%d of the prefix) holds other tokens (-want +got):\n%s", id, i, diff)
+	for i, l := range locs {
+		got := s.slots[max(l, 0)]
+		if l.onHost() {
+			got = s.host[l.slot()]
+		}
+		if diff := cmp.Diff(tokens[i*s.bs:(i+1)*s.bs], got); diff != "" {
+			s.t.Fatalf("cached block %v (#%d of the prefix) holds other tokens (-want +got):\n%s", l, i, diff)
 		}
 	}
+}
+
+func deviceLocs(ids []BlockID) []loc {
+	out := make([]loc, len(ids))
+	for i, id := range ids {
+		out[i] = loc(id)
+	}
+	return out
 }
 
 func (s *simulation) admit() {
@@ -178,7 +278,7 @@ func (s *simulation) admit() {
 	cached, ok := s.m.Admit(seq, tokens, s.rng.IntN(len(tokens)+2))
 	if !ok {
 		s.failedAdmits++
-		if diff := cmp.Diff(before, takeSnapshot(s.m), cmp.AllowUnexported(snapshot{}, block{})); diff != "" {
+		if diff := cmp.Diff(before, takeSnapshot(s.m), cmp.AllowUnexported(snapshot{}, block{}, registration{}, hostSlot{})); diff != "" {
 			s.t.Fatalf("failed Admit changed state (-before +after):\n%s", diff)
 		}
 		return
@@ -186,8 +286,9 @@ func (s *simulation) admit() {
 	if cached != expect {
 		s.t.Fatalf("Admit cached %d tokens, CachedPrefix said %d", cached, expect)
 	}
+	s.transfer()
 	table := s.m.Blocks(seq)
-	s.checkHolds(table[:cached/s.bs], tokens)
+	s.checkHolds(deviceLocs(table[:cached/s.bs]), tokens)
 	s.fresh(table[cached/s.bs:])
 	s.admitted++
 	s.hits += cached
@@ -210,6 +311,7 @@ func (s *simulation) fresh(blocks []BlockID) {
 // step computes the next chunk of a random sequence: more of its prompt, or
 // the KV of its last token plus a newly sampled one (decode).
 func (s *simulation) step() {
+	s.transfer() // the executor copies before it computes
 	seq := s.ids[s.rng.IntN(len(s.ids))]
 	q := s.seqs[seq]
 	if q.computed == len(q.tokens) {

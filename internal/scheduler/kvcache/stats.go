@@ -9,8 +9,14 @@ type Stats struct {
 	// Free is the number of free blocks, Cached included.
 	Free int
 	// Queries is the number of prompt tokens admitted that could have come
-	// from the cache (full blocks, not the last token); Hits is how many did.
-	Queries, Hits int64
+	// from the cache (full blocks, not the last token); Hits is how many did,
+	// HostHits how many of those came from the host tier.
+	Queries, Hits, HostHits int64
+	// HostTotal is the number of host-tier blocks, HostUsed how many hold
+	// offloaded contents.
+	HostTotal, HostUsed int
+	// Offloaded and Restored count blocks moved to and from the host tier.
+	Offloaded, Restored int64
 }
 
 // Stats returns the current statistics.
@@ -22,6 +28,12 @@ func (m *Manager) Stats() Stats {
 		Free:    m.numFree,
 		Queries: m.queries,
 		Hits:    m.hits,
+
+		HostHits:  m.hostHits,
+		HostTotal: m.host.n,
+		HostUsed:  m.host.used,
+		Offloaded: m.offloaded,
+		Restored:  m.restored,
 	}
 }
 

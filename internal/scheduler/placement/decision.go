@@ -17,6 +17,11 @@ type Decision struct {
 	// they waited longer than MaxPauseDuration. Each is also in its pod's
 	// Place.
 	ForceResumed []string
+	// FairnessPaused lists the programs the fairness bound paused (ACTING
+	// ones) or marked for pause (REASONING ones) this round to make room for
+	// a program that waited past Policy.FairnessBound. Each is also in its
+	// pod's Pause or Mark, unless it was already marked.
+	FairnessPaused []string
 	// RecommendedReplicas is the autoscaling hook: the number of serving
 	// (ready, non-draining) pods, plus enough pods of the largest serving
 	// pod's capacity to hold the waiting programs that fit on no pod now.
@@ -95,6 +100,7 @@ func (d *Decision) Clone() *Decision {
 		Pods:                make([]PodDecision, len(d.Pods)),
 		Paused:              cloneIDs(d.Paused),
 		ForceResumed:        cloneIDs(d.ForceResumed),
+		FairnessPaused:      cloneIDs(d.FairnessPaused),
 		RecommendedReplicas: d.RecommendedReplicas,
 	}
 	for i := range d.Pods {
@@ -135,5 +141,6 @@ func (d *Decision) reset(pods []podState) {
 	}
 	d.Paused = d.Paused[:0]
 	d.ForceResumed = d.ForceResumed[:0]
+	d.FairnessPaused = d.FairnessPaused[:0]
 	d.RecommendedReplicas = 0
 }

@@ -35,6 +35,21 @@
 //     waiting. Resuming is tried every round whenever capacity is free,
 //     with or without decay: no program waits out MaxPauseDuration while a
 //     pod has room for it.
+//     With Policy.WaitAging, a waiting program moves one class ahead for
+//     every WaitAging it has waited (the longer paused, the earlier
+//     resumed), and with Policy.FairnessBound, programs that want to run
+//     and have waited past the bound come before every class.
+//     3b. Fairness (Policy.FairnessBound, off when zero). Each program that
+//     wants to run, has waited past the bound and is still waiting, longest
+//     first, takes the place of the program that has run longest since its
+//     last resume (at least one bound) on the pod that then fits it best:
+//     an ACTING one is paused and the waiting program placed now; a
+//     REASONING one is marked, so its pod pauses it at its next tool call,
+//     never mid-request, and the waiting program takes the room in a later
+//     round. Marks already on a pod count as room, so one waiting program
+//     claims one victim. This is time-sliced fairness over programs: no
+//     program that wants to run waits much longer than the bound while
+//     another has run a whole bound.
 //  4. Pause until safe. On each serving pod over capacity (undecayed),
 //     tokens of programs already marked for pause count as freed first; then
 //     ACTING programs are paused, smallest first; then REASONING programs are

@@ -56,6 +56,12 @@ func (b *programBuilder) paused(since time.Time) *programBuilder {
 }
 
 func (b *programBuilder) held() *programBuilder { b.p.HasHeldRequest = true; return b }
+
+// running sets when the program was last placed or resumed.
+func (b *programBuilder) running(since time.Time) *programBuilder {
+	b.p.RunningSince = since
+	return b
+}
 func (b *programBuilder) cachedOn(pod string) *programBuilder {
 	b.p.CachedOn = pod
 	return b
@@ -109,6 +115,7 @@ func decide(t *testing.T, policy Policy, snap Snapshot, now time.Time) *Decision
 type outcome struct {
 	Place, Pause, Mark, Unmark map[string][]string
 	Paused, ForceResumed       []string
+	FairnessPaused             []string
 }
 
 func outcomeOf(d *Decision) outcome {
@@ -128,7 +135,7 @@ func outcomeOf(d *Decision) outcome {
 		add(&o.Mark, p.Pod, p.Mark)
 		add(&o.Unmark, p.Pod, p.Unmark)
 	}
-	o.Paused, o.ForceResumed = d.Paused, d.ForceResumed
+	o.Paused, o.ForceResumed, o.FairnessPaused = d.Paused, d.ForceResumed, d.FairnessPaused
 	return o
 }
 

@@ -71,7 +71,7 @@ func (s *Scheduler) pauseOnPod(at int32) {
 	// first.
 	s.cands = s.cands[:0]
 	for _, idx := range members {
-		if ps := &s.progs[idx]; !ps.acting && ps.markedIn {
+		if ps := &s.progs[idx]; !ps.acting && ps.markedIn && !ps.keepMark {
 			s.cands = append(s.cands, candidate{id: ps.id, tokens: ps.charge, idx: idx})
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Scheduler) unmark(at, idx int32) {
 // unmarkMembers clears every mark on a serving pod's programs.
 func (s *Scheduler) unmarkMembers(at int32) {
 	for _, idx := range s.members[s.start[at]:s.start[at+1]] {
-		if s.progs[idx].markedIn {
+		if ps := &s.progs[idx]; ps.markedIn && !ps.keepMark {
 			s.unmark(at, idx)
 		}
 	}

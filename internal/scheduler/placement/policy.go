@@ -49,19 +49,33 @@ type Policy struct {
 	// program is resumed on the least-loaded pod whether it fits or not. It
 	// must be positive, so no program waits forever.
 	MaxPauseDuration time.Duration
+	// WaitAging ages waiting programs: for every WaitAging a program has
+	// waited, it moves one class ahead in resume order (never ahead of the
+	// held class). Zero turns aging off; it must not be negative.
+	WaitAging time.Duration
+	// FairnessBound is time-sliced fairness between programs: a program
+	// that wants to run and has waited longer than FairnessBound is resumed
+	// first, and if it fits nowhere, the program that has run longest since
+	// its last resume (at least FairnessBound) on the pod that then fits it
+	// best is paused at its next tool call to make room. Zero turns it off;
+	// it must not be negative, and below MaxPauseDuration to matter.
+	FairnessBound time.Duration
 }
 
 // Defaults of DefaultPolicy.
 const (
 	DefaultActingTokenWeight      = 1.0
 	DefaultBufferTokensPerProgram = 100
-	// DefaultDecayHalfLife is the seed's 2^(−t), t in seconds.
-	DefaultDecayHalfLife    = time.Second
+	// DefaultDecayHalfLife is the SchedulerPolicy's default
+	// (actingTokenDecay.halfLife: 60s), so a pod and the controller decay
+	// alike. It must be at least the policy's interval (the CRD's rule: a
+	// faster decay cannot be observed), which the seed's 1 s was not.
+	DefaultDecayHalfLife    = time.Minute
 	DefaultMaxPauseDuration = 30 * time.Minute
 )
 
 // DefaultPolicy returns ProgramAware mode with the seed's settings: acting
-// weight 1, 100 buffer tokens per program, decay off (half-life 1 s when
+// weight 1, 100 buffer tokens per program, decay off (half-life 60 s when
 // turned on), and a 30-minute pause limit.
 func DefaultPolicy() Policy {
 	return Policy{
@@ -86,6 +100,10 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("placement policy: acting decay half-life %v: must be positive when decay is enabled", p.ActingDecay.HalfLife)
 	case p.MaxPauseDuration <= 0:
 		return fmt.Errorf("placement policy: max pause duration %v: must be positive", p.MaxPauseDuration)
+	case p.WaitAging < 0:
+		return fmt.Errorf("placement policy: wait aging %v: must not be negative", p.WaitAging)
+	case p.FairnessBound < 0:
+		return fmt.Errorf("placement policy: fairness bound %v: must not be negative", p.FairnessBound)
 	}
 	return nil
 }

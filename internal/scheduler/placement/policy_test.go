@@ -55,7 +55,7 @@ func TestPolicyValidate(t *testing.T) {
 func TestDefaultPolicy(t *testing.T) {
 	p := DefaultPolicy()
 	if p.Mode != ModeProgramAware || p.ActingTokenWeight != 1 || p.BufferTokensPerProgram != 100 ||
-		p.ActingDecay.Enabled || p.ActingDecay.HalfLife != time.Second || p.MaxPauseDuration != 30*time.Minute {
+		p.ActingDecay.Enabled || p.ActingDecay.HalfLife != time.Minute || p.MaxPauseDuration != 30*time.Minute {
 		t.Errorf("DefaultPolicy() = %+v", p)
 	}
 }

@@ -33,11 +33,11 @@ func (s *Scheduler) forceResume(now time.Time) {
 
 // resume places waiting programs by class, then best-fit decreasing, with one
 // reservation against starvation (step 3; see the package comment).
-func (s *Scheduler) resume() {
+func (s *Scheduler) resume(now time.Time) {
 	s.cands = s.cands[:0]
 	for i := range s.progs {
 		if ps := &s.progs[i]; ps.pod < 0 {
-			s.cands = append(s.cands, candidate{id: ps.id, tokens: ps.footprint, idx: int32(i), class: ps.class})
+			s.cands = append(s.cands, candidate{id: ps.id, tokens: ps.footprint, idx: int32(i), class: s.resumeRank(ps, now)})
 		}
 	}
 	if len(s.cands) == 0 {

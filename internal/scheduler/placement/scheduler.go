@@ -72,6 +72,10 @@ type progState struct {
 	// movable programs were placed on a serving pod before the round, so
 	// pause-until-safe may pause or mark them.
 	movable bool
+	// runningSince is Program.RunningSince; keepMark protects a mark that
+	// makes room for an overdue program from being dropped as spare.
+	runningSince time.Time
+	keepMark     bool
 }
 
 // candidate is a program in a sort: by class, then tokens, then id.
@@ -131,7 +135,8 @@ func (s *Scheduler) Decide(snap Snapshot, now time.Time) (*Decision, error) {
 		s.unmarkAll()
 	} else {
 		s.forceResume(now)
-		s.resume()
+		s.resume(now)
+		s.fairness(now)
 		s.pauseUntilSafe()
 	}
 	s.report()
@@ -193,6 +198,8 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		class:     classOf(p),
 		acting:    p.Status == StatusActing,
 		markedIn:  p.MarkedForPause,
+
+		runningSince: p.RunningSince,
 	}
 	at := int32(-1)
 	if p.State == StateActive && p.Pod != "" {

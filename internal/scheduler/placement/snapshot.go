@@ -116,6 +116,10 @@ type Program struct {
 	// HasHeldRequest is true when a request for the program is being held
 	// until it is resumed.
 	HasHeldRequest bool
+	// RunningSince is when the program was last placed or resumed on its
+	// pod: the fairness bound pauses the program that has run longest since.
+	// Zero means unknown: the program is never chosen for a fairness pause.
+	RunningSince time.Time
 	// CachedOn names the pod that may still hold the program's KV cache
 	// (where it last ran) while it is not placed; empty when unknown. Resume
 	// prefers that pod when the program fits there, so the cache is reused

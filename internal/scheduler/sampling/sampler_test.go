@@ -121,6 +121,7 @@ func TestTopKRestricts(t *testing.T) {
 }
 
 func TestTopPRestricts(t *testing.T) {
+	skipShort(t)
 	probs := []float64{0.06, 0.5, 0.15, 0.25, 0.04}
 	logits := make([]float32, len(probs))
 	for i, p := range probs {
@@ -166,6 +167,7 @@ func TestTopPRestricts(t *testing.T) {
 }
 
 func TestSameSeedSameSequence(t *testing.T) {
+	skipShort(t)
 	logits := peaked(32000, 5)
 	for _, p := range allModes() {
 		sequence := func(seed uint64) []int32 {
@@ -194,6 +196,7 @@ func TestSameSeedSameSequence(t *testing.T) {
 // with any seed but a biased one (an off-by-one, a missing renormalisation)
 // does not.
 func TestDistribution(t *testing.T) {
+	skipShort(t)
 	logits := []float32{1.0, 0.5, 0, -0.5, 2, -1, 1.2}
 	const draws = 200000
 	var s Sampler
@@ -258,6 +261,7 @@ func TestTopKMatchesSort(t *testing.T) {
 }
 
 func TestNucleusMatchesSort(t *testing.T) {
+	skipShort(t)
 	r := rand.New(rand.NewPCG(8, 8))
 	for range 500 {
 		c := make([]cand, 1+r.IntN(3000))
@@ -300,6 +304,7 @@ func TestNucleusMatchesSort(t *testing.T) {
 }
 
 func TestNucleusOfMatchesSort(t *testing.T) {
+	skipShort(t)
 	r := rand.New(rand.NewPCG(10, 10))
 	var s Sampler
 	for range 300 {
@@ -424,4 +429,14 @@ func naiveNucleus(logits []float32, p *Params) []int32 {
 		}
 	}
 	return ids
+}
+
+// skipShort skips a long single-goroutine statistical test under -short:
+// make test runs it in full, and again with -race -short, where it would
+// take minutes and has no concurrency for the race detector to check.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("long statistical test; runs without -short")
+	}
 }

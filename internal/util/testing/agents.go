@@ -32,6 +32,9 @@ type AgentStepResult struct {
 	ServedBy string
 	// Tokens is the number of completion tokens.
 	Tokens int
+	// CachedTokens is the prompt tokens served from the prefix cache
+	// (usage.prompt_tokens_details.cached_tokens), from either KV tier.
+	CachedTokens int
 }
 
 // AgentStep sends one step of program to the runtime API at addr
@@ -59,11 +62,15 @@ func AgentStep(ctx context.Context, addr, program string, promptLen, maxTokens i
 	}
 	var out struct {
 		Usage struct {
-			CompletionTokens int `json:"completion_tokens"`
+			CompletionTokens    int `json:"completion_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
 		} `json:"usage"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
 		return AgentStepResult{}, fmt.Errorf("decode %s: %w", b, err)
 	}
-	return AgentStepResult{ServedBy: resp.Header.Get("X-Kvpilot-Served-By"), Tokens: out.Usage.CompletionTokens}, nil
+	return AgentStepResult{ServedBy: resp.Header.Get("X-Kvpilot-Served-By"), Tokens: out.Usage.CompletionTokens,
+		CachedTokens: out.Usage.PromptTokensDetails.CachedTokens}, nil
 }

@@ -208,6 +208,14 @@ func (w *SchedulerPolicyWrapper) MaxPauseDuration(d time.Duration) *SchedulerPol
 	return w
 }
 
+// Fairness sets spec.fairness: wait aging and the fairness bound.
+func (w *SchedulerPolicyWrapper) Fairness(waitAging, bound time.Duration) *SchedulerPolicyWrapper {
+	w.Spec.Fairness = servingv1alpha1.Fairness{
+		WaitAging: &metav1.Duration{Duration: waitAging}, Bound: &metav1.Duration{Duration: bound},
+	}
+	return w
+}
+
 // ActingTokenWeight sets spec.actingTokenWeight.
 func (w *SchedulerPolicyWrapper) ActingTokenWeight(f string) *SchedulerPolicyWrapper {
 	w.Spec.ActingTokenWeight = servingv1alpha1.Fraction(f)

@@ -29,8 +29,11 @@ type Executor struct {
 	output               matrix
 	invFreq              []float64
 
-	// kCache and vCache hold, per layer, numBlocks*blockSize slots of kvDim.
+	// kCache and vCache hold, per layer, numBlocks*blockSize slots of kvDim;
+	// hostK and hostV the host tier's hostBlocks blocks, laid out alike.
 	kCache, vCache [][]float32
+	hostK, hostV   [][]float32
+	hostBlocks     int
 
 	pool *pool
 	s    scratch
@@ -70,6 +73,11 @@ func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, err
 	w := &m.Weights
 	if w.TokenEmbedding == nil || w.OutputNorm == nil || len(w.Layers) != c.Layers {
 		return nil, fmt.Errorf("cpu executor: model weights are incomplete")
+	}
+	for _, t := range w.Tensors() {
+		if !t.Type.Decodable() {
+			return nil, fmt.Errorf("cpu executor: tensor %s has type %s, which the cpu executor does not run (it runs F32, F16, BF16, Q8_0; --executor ggml runs %s)", t.Name, t.Type, t.Type)
+		}
 	}
 	e.embed = w.TokenEmbedding
 	e.outNorm = w.OutputNorm.Float32()

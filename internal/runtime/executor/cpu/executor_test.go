@@ -336,6 +336,15 @@ func TestExecuteErrors(t *testing.T) {
 	if _, err := New(m, 0, 16, Options{}); err == nil {
 		t.Error("New with 0 blocks: no error")
 	}
+	// A type the loader reads but this executor cannot run is refused at
+	// start, naming the tensor and the executor that runs it.
+	k := testModel(t)
+	q := k.Weights.Layers[1].Up
+	rb, _ := model.Q4_0.RowBytes(q.Cols())
+	q.Type, q.Data = model.Q4_0, make([]byte, rb*q.Rows())
+	if _, err := New(k, 4, testBlockSize, Options{}); err == nil || !strings.Contains(err.Error(), "blk.1.ffn_up.weight has type Q4_0") || !strings.Contains(err.Error(), "--executor ggml") {
+		t.Errorf("New with a Q4_0 tensor: got %v", err)
+	}
 }
 
 func TestDecodeAllocatesNothing(t *testing.T) {

@@ -46,6 +46,8 @@ type Executor struct {
 	opts  Options
 	vocab *Vocabulary
 	tp    float64
+
+	hostBlocks, blockSize int // host KV tier (ReserveHostBlocks)
 }
 
 var _ batch.Executor = (*Executor)(nil)

@@ -23,14 +23,27 @@ type Accelerator struct {
 	// LinkBandwidth is the per-device interconnect bandwidth for
 	// tensor-parallel all-reduces, bytes/s.
 	LinkBandwidth float64
+	// HostLinkBandwidth is the device's link to host memory, bytes/s in
+	// each direction (PCIe is full duplex): what KV offload and restore
+	// move over.
+	HostLinkBandwidth float64
 }
+
+// PCIe x16 bandwidth per direction: 16 lanes × 32 GT/s (Gen5) or 16 GT/s
+// (Gen4), 128b/130b encoded, ≈ 63 and 31.5 GB/s; rounded to the usual
+// datasheet figures. H100-SXM and H200 hosts attach over PCIe Gen5 x16,
+// A100 and L4 over Gen4 x16.
+const (
+	pcieGen5x16 = 64e9
+	pcieGen4x16 = 32e9
+)
 
 // Published datasheet figures (dense BF16, no sparsity).
 var accelerators = map[string]Accelerator{
-	"H100-SXM":  {Name: "H100-SXM", PeakFLOPS: 989e12, MemBandwidth: 3.35e12, MemoryBytes: 80 << 30, LinkBandwidth: 450e9},
-	"H200":      {Name: "H200", PeakFLOPS: 989e12, MemBandwidth: 4.8e12, MemoryBytes: 141 << 30, LinkBandwidth: 450e9},
-	"A100-80GB": {Name: "A100-80GB", PeakFLOPS: 312e12, MemBandwidth: 2.039e12, MemoryBytes: 80 << 30, LinkBandwidth: 300e9},
-	"L4":        {Name: "L4", PeakFLOPS: 121e12, MemBandwidth: 300e9, MemoryBytes: 24 << 30, LinkBandwidth: 32e9},
+	"H100-SXM":  {Name: "H100-SXM", PeakFLOPS: 989e12, MemBandwidth: 3.35e12, MemoryBytes: 80 << 30, LinkBandwidth: 450e9, HostLinkBandwidth: pcieGen5x16},
+	"H200":      {Name: "H200", PeakFLOPS: 989e12, MemBandwidth: 4.8e12, MemoryBytes: 141 << 30, LinkBandwidth: 450e9, HostLinkBandwidth: pcieGen5x16},
+	"A100-80GB": {Name: "A100-80GB", PeakFLOPS: 312e12, MemBandwidth: 2.039e12, MemoryBytes: 80 << 30, LinkBandwidth: 300e9, HostLinkBandwidth: pcieGen4x16},
+	"L4":        {Name: "L4", PeakFLOPS: 121e12, MemBandwidth: 300e9, MemoryBytes: 24 << 30, LinkBandwidth: 32e9, HostLinkBandwidth: pcieGen4x16},
 }
 
 // Geometry is a model's shape.

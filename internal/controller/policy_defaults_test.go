@@ -1,0 +1,48 @@
+package controller
+
+import (
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+)
+
+// crdDefault reads a field's default from the generated SchedulerPolicy CRD.
+func crdDefault(t *testing.T, field string) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("../../config/crd/bases/serving.kvpilot.dev_schedulerpolicies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+` + field + `:\n\s+default: (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no default for %s in the CRD", field)
+	}
+	d, err := time.ParseDuration(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// One default per setting: what a pod or the placement package assumes
+// without a SchedulerPolicy is what the API server fills in, and turning
+// decay on with it satisfies the CRD's own rules (halfLife ≥ interval).
+func TestPlacementDefaultsAreTheCRDs(t *testing.T) {
+	p := placement.DefaultPolicy()
+	interval, half := crdDefault(t, "interval"), crdDefault(t, "halfLife")
+	if p.ActingDecay.HalfLife != half || defaultActingDecayHalf != half {
+		t.Errorf("acting-decay half-life: placement %v, controller %v, CRD %v", p.ActingDecay.HalfLife, defaultActingDecayHalf, half)
+	}
+	if p.ActingDecay.HalfLife < interval || p.ActingDecay.HalfLife < time.Second || p.ActingDecay.HalfLife > 24*time.Hour {
+		t.Errorf("default half-life %v breaks the CRD's rules (≥ interval %v, 1s–24h)", p.ActingDecay.HalfLife, interval)
+	}
+	if defaultFleetInterval != interval {
+		t.Errorf("interval: controller %v, CRD %v", defaultFleetInterval, interval)
+	}
+	if got := crdDefault(t, "maxPauseDuration"); p.MaxPauseDuration != got {
+		t.Errorf("max pause: placement %v, CRD %v", p.MaxPauseDuration, got)
+	}
+}

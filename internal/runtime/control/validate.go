@@ -1,0 +1,103 @@
+package control
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+)
+
+// Bounds of a placement's fields. The policy's own bounds (SchedulerPolicy:
+// maxPauseDuration ≤ 24h, bufferTokensPerProgram ≤ 1Mi) are the largest a
+// correct controller sends; anything beyond is refused rather than wrapped
+// into a negative duration.
+const (
+	MaxPauseSecondsLimit = int64(programs.MaxPauseLimit / time.Second)
+	MaxBufferTokens      = 1 << 20
+)
+
+// FieldError names the placement field that was refused and why.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ValidatePlacement checks every field of a placement; the first bad one is
+// returned and the whole placement must be refused (applying part of it
+// would leave the pod's view of the fleet half old, half new).
+func ValidatePlacement(p *programs.Placement) error {
+	if p.Version <= 0 {
+		return fieldErr("version", "must be > 0, got %d", p.Version)
+	}
+	for _, l := range []struct {
+		name string
+		ids  []string
+	}{
+		{"place", p.Place}, {"pause", p.Pause}, {"mark", p.Mark}, {"unmark", p.Unmark},
+		{"release", p.Release}, {"unroute", p.Unroute},
+	} {
+		for i, id := range l.ids {
+			if err := programs.CheckID(id); err != nil {
+				return fieldErr(fmt.Sprintf("%s[%d]", l.name, i), "%s", err)
+			}
+		}
+	}
+	for id, addr := range p.Routes {
+		if err := programs.CheckID(id); err != nil {
+			return fieldErr("routes", "program id %q: %s", id, err)
+		}
+		if addr == "" {
+			continue // paused: held wherever its requests arrive
+		}
+		if err := checkAddr(addr); err != nil {
+			return fieldErr(fmt.Sprintf("routes[%q]", id), "%s", err)
+		}
+	}
+	for addr := range p.Room {
+		if err := checkAddr(addr); err != nil {
+			return fieldErr("room", "%s", err)
+		}
+	}
+	switch placement.Mode(p.Mode) {
+	case "", placement.ModeDefault, placement.ModeProgramAware:
+	default:
+		return fieldErr("mode", "must be %q or %q (or absent: keep the current mode), got %q", placement.ModeDefault, placement.ModeProgramAware, p.Mode)
+	}
+	if p.MaxPauseSeconds < 0 || p.MaxPauseSeconds > MaxPauseSecondsLimit {
+		return fieldErr("maxPauseSeconds", "must be between 0 (keep the current value) and %d, got %d", MaxPauseSecondsLimit, p.MaxPauseSeconds)
+	}
+	if p.BufferTokensPerProgram < 0 || p.BufferTokensPerProgram > MaxBufferTokens {
+		return fieldErr("bufferTokensPerProgram", "must be between 0 (keep the current value) and %d, got %d", MaxBufferTokens, p.BufferTokensPerProgram)
+	}
+	return nil
+}
+
+// checkAddr accepts what the server can forward to: host:port with a
+// non-empty host and a port in 1–65535.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: want host:port: %v", addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("address %q has no host", addr)
+	}
+	for _, r := range host {
+		if r <= 0x20 || r == 0x7f || r == '/' || r == '@' || r == '?' || r == '#' {
+			return fmt.Errorf("address %q: host contains %q", addr, r)
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("address %q: port must be a number in 1-65535", addr)
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+var _ batch.BlockCopier = (*Executor)(nil)
+
+// ReserveHostBlocks allocates the host tier: n blocks of every layer's keys
+// and values, laid out like the device cache. On this executor both live in
+// the same memory, so a transfer is a copy between two Go slices; what it
+// buys is what it buys on a GPU, that a paused program's KV survives its
+// device blocks being reused.
+func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
+	if blockSize != e.blockSize {
+		return fmt.Errorf("cpu executor: host blocks of %d tokens, device blocks of %d", blockSize, e.blockSize)
+	}
+	if n < 0 {
+		return fmt.Errorf("cpu executor: %d host blocks", n)
+	}
+	slots := n * blockSize * e.kvDim
+	e.hostK, e.hostV = make([][]float32, e.cfg.Layers), make([][]float32, e.cfg.Layers)
+	for i := range e.cfg.Layers {
+		e.hostK[i], e.hostV[i] = make([]float32, slots), make([]float32, slots)
+	}
+	e.hostBlocks = n
+	return nil
+}
+
+// CopyBlocks copies whole blocks, every layer's keys and values, in order.
+func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	span := e.blockSize * e.kvDim
+	for _, t := range ts {
+		if t.Device < 0 || int(t.Device) >= e.numBlocks || t.Host < 0 || int(t.Host) >= e.hostBlocks {
+			return fmt.Errorf("cpu executor: %v of block %d and host slot %d: outside %d blocks and %d host slots",
+				t.Kind, t.Device, t.Host, e.numBlocks, e.hostBlocks)
+		}
+		d, h := int(t.Device)*span, int(t.Host)*span
+		for l := range e.cfg.Layers {
+			switch t.Kind {
+			case kvcache.CopyOut:
+				copy(e.hostK[l][h:h+span], e.kCache[l][d:d+span])
+				copy(e.hostV[l][h:h+span], e.vCache[l][d:d+span])
+			case kvcache.CopyIn:
+				copy(e.kCache[l][d:d+span], e.hostK[l][h:h+span])
+				copy(e.vCache[l][d:d+span], e.hostV[l][h:h+span])
+			default:
+				return fmt.Errorf("cpu executor: transfer of kind %v", t.Kind)
+			}
+		}
+	}
+	return nil
+}

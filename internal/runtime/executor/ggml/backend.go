@@ -1,0 +1,192 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// Devices the executor runs on.
+const (
+	DeviceCPU  = "cpu"
+	DeviceCUDA = "cuda"
+)
+
+// backend is one initialised ggml backend (a CPU thread pool or a CUDA
+// stream) and the device it runs on.
+type backend struct {
+	lib *Library
+	h   cBack
+	dev cDev
+	// Name is the device as ggml names it; Variant the library file it came
+	// from (for the CPU, which of the builds for x86-64 levels was chosen).
+	Name, Description, Variant string
+	// Threads is the CPU backend's thread count (0 on other devices).
+	Threads int
+
+	pool, freePool uintptr // the CPU backend's ggml_threadpool
+}
+
+// newBackend initialises device ("cpu" or "cuda"); threads sets the CPU
+// backend's thread count (0 keeps ggml's default).
+func (l *Library) newBackend(device string, threads int) (*backend, error) {
+	var path string
+	switch device {
+	case DeviceCPU:
+		p, err := l.bestCPUVariant()
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	case DeviceCUDA:
+		path = filepath.Join(l.Dir, "libggml-cuda.so")
+		if !fileExists(path) {
+			return nil, fmt.Errorf("%w: %s has no libggml-cuda.so; install the CUDA build with `hack/setup-ggml.sh cuda`", ErrLibraryMissing, l.Dir)
+		}
+	default:
+		return nil, fmt.Errorf("ggml device %q: want %s or %s", device, DeviceCPU, DeviceCUDA)
+	}
+	reg, err := l.loadBackend(path)
+	if err != nil {
+		return nil, err
+	}
+	if l.api.regDevCount(reg) == 0 {
+		return nil, fmt.Errorf("ggml backend %s found no device (for CUDA: no GPU visible, or the driver is missing)", filepath.Base(path))
+	}
+	dev := l.api.regDevGet(reg, 0)
+	want := int32(devTypeCPU)
+	if device == DeviceCUDA {
+		want = devTypeGPU
+	}
+	if t := l.api.devType(dev); t != want {
+		return nil, fmt.Errorf("ggml backend %s: device type %d, want %d", filepath.Base(path), t, want)
+	}
+	h := l.api.devInit(dev, nil)
+	if h == 0 {
+		return nil, fmt.Errorf("ggml could not initialise device %s", l.api.devName(dev))
+	}
+	b := &backend{lib: l, h: h, dev: dev, Name: l.api.devName(dev), Description: l.api.devDescription(dev), Variant: filepath.Base(path)}
+	if device == DeviceCPU {
+		// The CPU backend exposes its thread setter through the registry
+		// (ggml-backend.h, ggml_backend_set_n_threads_t); the graph plan
+		// asks the pool for that many threads.
+		fn := l.api.regProcAddress(reg, "ggml_backend_set_n_threads")
+		if fn == 0 {
+			b.free()
+			return nil, fmt.Errorf("ggml CPU backend has no ggml_backend_set_n_threads")
+		}
+		purego.SyscallN(fn, uintptr(h), uintptr(max(threads, 1)))
+		if err := b.attachThreadpool(path, threads); err != nil {
+			b.free()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// attachThreadpool gives the CPU backend a thread pool that lives as long as
+// the backend. Without one, ggml's CPU backend starts and joins its threads
+// on every graph computation, which costs more than a small model's decode
+// step.
+func (b *backend) attachThreadpool(variant string, threads int) error {
+	if threads <= 0 {
+		threads = 1
+	}
+	h, err := purego.Dlopen(variant, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return fmt.Errorf("reopen %s: %w", variant, err)
+	}
+	var newPool, setPool, paramsInit uintptr
+	for _, x := range []struct {
+		dst    *uintptr
+		handle uintptr
+		name   string
+	}{
+		{&newPool, h, "ggml_threadpool_new"},
+		{&b.freePool, h, "ggml_threadpool_free"},
+		{&setPool, h, "ggml_backend_cpu_set_threadpool"},
+		{&paramsInit, b.lib.base, "ggml_threadpool_params_init"},
+	} {
+		p, err := purego.Dlsym(x.handle, x.name)
+		if err != nil || p == 0 {
+			return fmt.Errorf("ggml CPU backend %s: missing symbol %s", filepath.Base(variant), x.name)
+		}
+		*x.dst = p
+	}
+	// struct ggml_threadpool_params is filled by ggml_threadpool_params_init
+	// through a pointer, so its layout (which has changed across releases)
+	// is never read here; the buffer is larger than the struct (about 528
+	// bytes in ggml.h).
+	params := make([]uint64, 256)
+	purego.SyscallN(paramsInit, uintptr(unsafe.Pointer(&params[0])), uintptr(threads))
+	pool, _, _ := purego.SyscallN(newPool, uintptr(unsafe.Pointer(&params[0])))
+	runtime.KeepAlive(params)
+	if pool == 0 {
+		return fmt.Errorf("ggml_threadpool_new(%d threads) failed", threads)
+	}
+	b.pool = pool
+	purego.SyscallN(setPool, uintptr(b.h), pool)
+	b.Threads = threads
+	return nil
+}
+
+// memory returns the device's free and total bytes.
+func (b *backend) memory() (free, total uint64) {
+	var f, t uintptr
+	b.lib.api.devMemory(b.dev, &f, &t)
+	return uint64(f), uint64(t)
+}
+
+func (b *backend) free() {
+	if b.h != 0 {
+		b.lib.api.backendFree(b.h)
+		b.h = 0
+	}
+	if b.pool != 0 {
+		purego.SyscallN(b.freePool, b.pool)
+		b.pool = 0
+	}
+}
+
+// bestCPUVariant picks, among the CPU backend builds in the directory
+// (libggml-cpu-<level>.so), the one whose ggml_backend_score is highest on
+// this CPU: the same rule as ggml's own registry (ggml_backend_load_best),
+// which scores each variant by the instruction sets it needs and this CPU
+// has, 0 meaning it cannot run here.
+func (l *Library) bestCPUVariant() (string, error) {
+	if p := filepath.Join(l.Dir, "libggml-cpu.so"); fileExists(p) {
+		return p, nil
+	}
+	paths, _ := filepath.Glob(filepath.Join(l.Dir, "libggml-cpu-*.so"))
+	if len(paths) == 0 {
+		return "", fmt.Errorf("%w: no libggml-cpu*.so in %s: run hack/setup-ggml.sh", ErrLibraryMissing, l.Dir)
+	}
+	best, bestScore := "", 0
+	var tried []string
+	for _, p := range paths {
+		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", filepath.Base(p), err))
+			continue
+		}
+		score := 0
+		if fn, err := purego.Dlsym(h, "ggml_backend_score"); err == nil && fn != 0 {
+			r, _, _ := purego.SyscallN(fn)
+			score = int(int32(r))
+		}
+		_ = purego.Dlclose(h)
+		if score > bestScore {
+			best, bestScore = p, score
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("no CPU backend in %s runs on this CPU (%s)", l.Dir, strings.Join(tried, "; "))
+	}
+	return best, nil
+}

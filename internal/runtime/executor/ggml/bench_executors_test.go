@@ -1,0 +1,194 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/runtime/server"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// qwen05Config is Qwen2-0.5B's geometry (hidden 896, 24 layers, 14 heads,
+// 2 KV heads, FFN 4864, its 151,936-token vocabulary, tied head), with
+// random weights and the byte tokenizer.
+var qwen05Config = model.Config{
+	Arch: model.ArchQwen2, VocabSize: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2, FFN: 4864,
+	ContextLen: 4096, RopeTheta: 1e6, NormEps: 1e-6, QKVBias: true, TiedEmbeddings: true,
+}
+
+const (
+	benchBlockSize = 16
+	benchPrompt    = 512
+	benchDecode    = 16
+	benchRounds    = 2
+)
+
+// singleStream times a 512-token prefill in one step, then benchDecode
+// decode steps, on a fresh set of blocks; it returns tokens per second of
+// each phase.
+func singleStream(b *testing.B, e batch.Executor, vocab int) (prefill, decode float64) {
+	blocks := contiguous(0, (benchPrompt+benchDecode)/benchBlockSize+1)
+	prompt := make([]int32, benchPrompt)
+	for i := range prompt {
+		prompt[i] = int32((i * 7919) % vocab)
+	}
+	run := func(seq batch.Seq) int32 {
+		bt := &batch.Batch{Seqs: []batch.Seq{seq}, NumTokens: len(seq.Tokens), BlockSize: benchBlockSize}
+		out := &batch.Output{Logits: make([][]float32, 1)}
+		if err := e.Execute(context.Background(), bt, out); err != nil {
+			b.Fatal(err)
+		}
+		return argmax(out.Logits[0])
+	}
+	start := time.Now()
+	tok := run(batch.Seq{Tokens: prompt, Blocks: blocks, Sample: true})
+	prefill = benchPrompt / time.Since(start).Seconds()
+	start = time.Now()
+	for i := range benchDecode {
+		tok = run(batch.Seq{Tokens: []int32{tok}, Pos: benchPrompt + i, Blocks: blocks, Sample: true})
+	}
+	decode = benchDecode / time.Since(start).Seconds()
+	return prefill, decode
+}
+
+// aggregateDecode serves e through the real HTTP server and engine and runs
+// streams concurrent greedy completions of 16 prompt tokens and 32 output
+// tokens; it returns output tokens per second over the run.
+func aggregateDecode(b *testing.B, e batch.Executor, m *model.Model, streams int) float64 {
+	const promptLen, outLen = 16, 32
+	eng, err := engine.New(engine.Config{
+		MaxNumSeqs: 32, MaxModelLen: m.Config.ContextLen, VocabSize: m.Config.VocabSize,
+		KV:  kvcache.Config{NumBlocks: 256, BlockSize: benchBlockSize, EnablePrefixCache: true},
+		EOS: m.Config.EOS, Decoder: m.Tokenizer, Logger: slog.New(slog.DiscardHandler),
+	}, e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = eng.Stop(context.Background()) }()
+	srv, err := server.New(server.Config{Engine: eng, Codec: server.ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, ModelName: "bench", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.SetReady(true)
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := 0
+	start := time.Now()
+	for s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prompt := make([]int32, promptLen)
+			for i := range prompt {
+				prompt[i] = int32((s*1009 + i*31) % m.Config.VocabSize)
+			}
+			body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": outLen, "temperature": 0, "ignore_eos": true})
+			resp, err := http.Post(hs.URL+"/v1/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			var r struct {
+				Usage struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &r) != nil {
+				b.Errorf("status %d: %s", resp.StatusCode, raw)
+				return
+			}
+			mu.Lock()
+			total += r.Usage.CompletionTokens
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return float64(total) / time.Since(start).Seconds()
+}
+
+// BenchmarkExecutors compares the ggml executor (CPU backend) with the cpu
+// executor on a random Qwen2-0.5B-shaped model in Q8_0 and F16: single
+// stream 512-token prefill and decode, the two executors interleaved round
+// by round in one run, then ggml's aggregate decode at 1, 8 and 32
+// concurrent streams through the HTTP server. Run it with
+// `make bench-executors` (-benchtime=1x: one pass is the measurement).
+func BenchmarkExecutors(b *testing.B) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("minutes long and a few GiB: run `make bench-executors`")
+	}
+	dir := testLibDir(b)
+	threads := runtime.GOMAXPROCS(0)
+	// ggml's CPU threads wait for each other at every graph node by
+	// spinning; on a machine whose cores are oversubscribed by other work a
+	// descheduled thread stalls the other, so there fewer threads can be
+	// faster. KVPILOT_BENCH_GGML_THREADS sets ggml's count (the cpu executor
+	// keeps GOMAXPROCS).
+	ggmlThreads := threads
+	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_GGML_THREADS")); err == nil && v > 0 {
+		ggmlThreads = v
+	}
+	base := model.Random(qwen05Config, 1)
+	for _, typ := range []model.DType{model.Q8_0, model.F16} {
+		m, err := base.Convert(typ)
+		if err != nil {
+			b.Fatal(err)
+		}
+		blocks := 256
+		ce, err := cpu.New(m, blocks, benchBlockSize, cpu.Options{Threads: threads})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ge, err := New(m, blocks, benchBlockSize, Options{LibDir: dir, Device: testDevice(), Threads: ggmlThreads})
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("%s: %.0fM parameters; cpu executor %d threads, ggml %d threads on %s\n", typ, float64(m.Config.NumParams())/1e6, threads, ggmlThreads, ge.Device())
+		// Warm both (page in weights, grow ggml's compute buffer).
+		singleStream(b, ce, m.Config.VocabSize)
+		singleStream(b, ge, m.Config.VocabSize)
+		var cp, cd, gp, gd []float64
+		for range benchRounds {
+			p, d := singleStream(b, ce, m.Config.VocabSize)
+			cp, cd = append(cp, p), append(cd, d)
+			p, d = singleStream(b, ge, m.Config.VocabSize)
+			gp, gd = append(gp, p), append(gd, d)
+		}
+		fmt.Printf("%s single stream (best of %d interleaved rounds): cpu prefill %.1f tok/s, decode %.2f tok/s; ggml prefill %.1f tok/s, decode %.2f tok/s\n",
+			typ, benchRounds, slices.Max(cp), slices.Max(cd), slices.Max(gp), slices.Max(gd))
+		fmt.Printf("%s ggml/cpu prefill: %.2f×, decode: %.2f×\n", typ, slices.Max(gp)/slices.Max(cp), slices.Max(gd)/slices.Max(cd))
+		ce.Close()
+		agg := map[int]float64{}
+		for _, n := range []int{1, 8, 32} {
+			agg[n] = aggregateDecode(b, ge, m, n)
+		}
+		fmt.Printf("%s ggml aggregate decode over HTTP: 1 stream %.2f tok/s, 8 streams %.2f tok/s, 32 streams %.2f tok/s (32/1: %.2f×)\n",
+			typ, agg[1], agg[8], agg[32], agg[32]/agg[1])
+		ge.Close()
+	}
+}

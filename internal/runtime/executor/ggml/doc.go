@@ -1,0 +1,17 @@
+// Package ggml is an executor that runs Llama and Qwen2 GGUF models with
+// ggml's kernels (CPU and CUDA), loaded at run time from ggml's shared
+// libraries with purego: no cgo, and a binary that starts without them.
+//
+// Go builds the model's compute graph each iteration, for every scheduled
+// sequence's prefill chunk and decode token together, and owns the KV cache:
+// per layer, a key tensor of one row per slot and a value tensor stored
+// transposed, laid out by the engine's blocks (slot = block×blockSize +
+// offset). New keys and values are written into their slots with
+// ggml_set_rows; attention reads the cache in place over the slot range the
+// batch's blocks reach, with a mask that lets each token see exactly its own
+// sequence's earlier slots. Blocks shared through the prefix cache are
+// therefore read by every sequence that holds them, without a copy.
+//
+// Weights keep their GGUF type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
+// Q6_K) in device buffers. The libraries come from hack/setup-ggml.sh.
+package ggml

@@ -1,0 +1,150 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+type engineOpts struct {
+	numBlocks, maxSeqs, maxBatched int
+	prefix                         bool
+}
+
+func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *prometheus.Registry) {
+	t.Helper()
+	x := newTestExec(t, m, o.numBlocks)
+	reg := prometheus.NewRegistry()
+	met, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: "test", MaxModelLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{
+		MaxNumSeqs: o.maxSeqs, MaxNumBatchedTokens: o.maxBatched, MaxQueue: 100, MaxModelLen: 256,
+		VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer, Observer: met,
+		KV: kvcache.Config{NumBlocks: o.numBlocks, BlockSize: testBlockSize, EnablePrefixCache: o.prefix},
+	}, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, reg
+}
+
+type engineItem struct {
+	r      *engine.Request
+	arrive int
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// TestEngineBatchingEquivalence runs the engine over the ggml executor: the
+// requests batched together, arriving at different iterations, prefilled in
+// chunks, preempted and recomputed under a small KV cache, and sharing
+// prefix-cache blocks produce exactly the greedy tokens each produces alone
+// on an engine of its own.
+func TestEngineBatchingEquivalence(t *testing.T) { bothAttentions(t, testEngineBatchingEquivalence) }
+
+func testEngineBatchingEquivalence(t *testing.T) {
+	m := randomModel(t, parityConfigs()["qwen2"], model.F32, 9)
+	rng := rand.New(rand.NewPCG(11, 12))
+	shared := make([]int32, 12)
+	for i := range shared {
+		shared[i] = int32(rng.IntN(m.Config.VocabSize))
+	}
+	var items []engineItem
+	for i := range 12 {
+		p := make([]int32, 1+rng.IntN(30))
+		for j := range p {
+			p[j] = int32(rng.IntN(m.Config.VocabSize))
+		}
+		if i%3 == 0 {
+			p = append(append([]int32(nil), shared...), p...)
+		}
+		r := &engine.Request{ID: fmt.Sprintf("r%02d", i), Prompt: p, Params: engine.Params{MaxTokens: 4 + rng.IntN(14), IgnoreEOS: true}}
+		items = append(items, engineItem{r: r, arrive: rng.IntN(8)})
+	}
+
+	alone := map[string][]int32{}
+	for _, it := range items {
+		e, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 1, maxBatched: 256})
+		s, err := e.Submit(context.Background(), it.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 200 {
+			if run, wait := e.Pending(); run == 0 && wait == 0 {
+				break
+			}
+			e.Step(context.Background())
+		}
+		alone[it.r.ID] = wait(t, s)
+	}
+
+	// 22 blocks of 4 slots hold about three of these sequences at once:
+	// the engine must preempt.
+	e, reg := newEngine(t, m, engineOpts{numBlocks: 22, maxSeqs: 8, maxBatched: 16, prefix: true})
+	streams := map[string]*engine.Stream{}
+	for iter := 0; iter < 2000; iter++ {
+		for _, it := range items {
+			if it.arrive == iter {
+				s, err := e.Submit(context.Background(), it.r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				streams[it.r.ID] = s
+			}
+		}
+		if run, wait := e.Pending(); iter > 8 && run == 0 && wait == 0 {
+			break
+		}
+		e.Step(context.Background())
+	}
+	together := map[string][]int32{}
+	for id, s := range streams {
+		together[id] = wait(t, s)
+	}
+	if diff := cmp.Diff(alone, together); diff != "" {
+		t.Errorf("batched tokens differ from solo (-alone +together):\n%s", diff)
+	}
+	pre, hits := counter(t, reg, "vllm:num_preemptions_total"), counter(t, reg, "vllm:prefix_cache_hits_total")
+	if pre == 0 || hits == 0 {
+		t.Errorf("preemptions %v, prefix-cache hit tokens %v: the workload must exercise both", pre, hits)
+	}
+	t.Logf("preemptions %v, prefix-cache hit tokens %v", pre, hits)
+}
+
+func wait(t *testing.T, s *engine.Stream) []int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	toks, _, _, err := s.Wait(ctx)
+	if err != nil {
+		t.Fatalf("stream %s: %v", s.ID(), err)
+	}
+	return toks
+}

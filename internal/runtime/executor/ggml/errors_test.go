@@ -1,0 +1,76 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// TestStartErrors: each way the executor cannot start gives one error that
+// names what is wrong and how to fix it.
+func TestStartErrors(t *testing.T) {
+	dir := testLibDir(t)
+	m := model.Random(model.Config{VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, FFN: 96}, 1)
+
+	t.Setenv(EnvLibDir, "")
+	_, err := New(m, 8, 4, Options{})
+	if !errors.Is(err, ErrLibraryMissing) || !strings.Contains(err.Error(), "hack/setup-ggml.sh") {
+		t.Errorf("no library directory: got %v", err)
+	}
+	_, err = New(m, 8, 4, Options{LibDir: t.TempDir()})
+	if !errors.Is(err, ErrLibraryMissing) || !strings.Contains(err.Error(), "hack/setup-ggml.sh") {
+		t.Errorf("empty library directory: got %v", err)
+	}
+	if !fileExists(filepath.Join(dir, "libggml-cuda.so")) {
+		_, err = New(m, 8, 4, Options{LibDir: dir, Device: DeviceCUDA})
+		if err == nil || !strings.Contains(err.Error(), "setup-ggml.sh cuda") {
+			t.Errorf("CUDA without the CUDA build: got %v", err)
+		}
+	}
+
+	bad := model.Random(model.Config{VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, FFN: 96}, 1)
+	bad.Weights.Layers[0].Gate.Type = model.DType(3) // Q4_1
+	if _, err = New(bad, 8, 4, Options{LibDir: dir}); err == nil || !strings.Contains(err.Error(), "blk.0.ffn_gate.weight has type Q4_1") {
+		t.Errorf("unsupported tensor type: got %v", err)
+	}
+
+	// A KV cache larger than the machine: refused before allocating.
+	if _, err = New(m, 1<<30, 16, Options{LibDir: dir}); err == nil || !strings.Contains(err.Error(), "--kv-cache-memory") {
+		t.Errorf("too big for the device: got %v", err)
+	}
+}
+
+func TestExecuteErrors(t *testing.T) {
+	m := model.Random(model.Config{VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, FFN: 96}, 1)
+	e := newTestExec(t, m, 4)
+	for _, tc := range []struct {
+		name string
+		seq  batch.Seq
+		want string
+	}{
+		{"block out of range", batch.Seq{Tokens: []int32{1}, Blocks: []kvcache.BlockID{4}, Sample: true}, "block 4 outside"},
+		{"too few blocks", batch.Seq{Tokens: []int32{1, 2, 3, 4, 5}, Blocks: []kvcache.BlockID{0}}, "1 blocks cover 4 positions, need 5"},
+		{"token out of vocab", batch.Seq{Tokens: []int32{300}, Blocks: []kvcache.BlockID{0}}, "token 300 outside"},
+		{"beyond the context", batch.Seq{Tokens: []int32{1}, Pos: 4096, Blocks: make([]kvcache.BlockID, 1025)}, "beyond the context length"},
+	} {
+		b := &batch.Batch{Seqs: []batch.Seq{tc.seq}, BlockSize: testBlockSize}
+		err := e.Execute(context.Background(), b, &batch.Output{Logits: make([][]float32, 1)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{1}, Blocks: []kvcache.BlockID{0}, Sample: true}}, BlockSize: testBlockSize}
+	if err := e.Execute(ctx, b, &batch.Output{Logits: make([][]float32, 1)}); err != context.Canceled {
+		t.Errorf("cancelled context: got %v", err)
+	}
+}

@@ -1,0 +1,534 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"unsafe"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+)
+
+// Options choose the libraries, the device and its threads.
+type Options struct {
+	// LibDir holds the ggml libraries ("" means $KVPILOT_GGML_LIB).
+	LibDir string
+	// Device is "cpu" or "cuda".
+	Device string
+	// Threads is the CPU backend's thread count; 0 means GOMAXPROCS.
+	Threads int
+	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
+	// path of non-CPU devices, on the CPU too (tests check it there).
+	PlainAttention bool
+}
+
+// Executor runs a model's forward pass with ggml's kernels, one compute graph
+// per iteration, over a KV cache it keeps in device memory laid out by the
+// engine's blocks.
+type Executor struct {
+	lib *Library
+	a   *api
+	be  *backend
+	// m keeps the model's (possibly mapped) weights alive: they were copied
+	// to device buffers, but Close of the caller's model must not race us.
+	m *model.Model
+
+	cfg                  model.Config
+	numBlocks, blockSize int
+	kvDim                int
+
+	wctx, kvctx cCtx
+	wbuf, kvbuf cBuf
+	// On the CPU, weights and KV live in host memory the executor maps
+	// itself (see host.go); mappedBufs are the buffers over a model file's
+	// mapping, one per tensor.
+	wregion, kvregion *hostRegion
+	mappedBufs        []cBuf
+	weightBytes       uint64
+	tokEmbd           cTensor
+	outNorm           cTensor
+	output            cTensor
+	layers            []layerTensors
+	// kc[l] is [kvDim, slots]: one key row per slot. vc[l] is the same
+	// with flash attention (the CPU); otherwise [slots, kvDim], values
+	// stored transposed, so that attention multiplies the softmax weights by
+	// contiguous rows of V.
+	kc, vc []cTensor
+	// flash: attention is one ggml_flash_attn_ext, which on the CPU skips
+	// the masked slots instead of computing and discarding them: with many
+	// sequences in a batch each token would otherwise score every
+	// sequence's slots. Elsewhere (CUDA, which this code has not run on)
+	// attention is the plain mul_mat/soft_max/mul_mat chain, whose ops
+	// every backend has.
+	flash bool
+
+	// host is the host tier of ReserveHostBlocks: hostBlocks blocks of
+	// hostBlockFloats floats.
+	host       []float32
+	hostBlocks int
+
+	galloc    cAlloc
+	graphSize int
+	ctxBytes  uintptr
+
+	s scratch
+}
+
+var _ batch.Executor = (*Executor)(nil)
+
+type layerTensors struct {
+	attnNorm, ffnNorm   cTensor
+	q, k, v, o          cTensor
+	qBias, kBias, vBias cTensor
+	gate, up, down      cTensor
+}
+
+// scratch holds the host side of one iteration's inputs and outputs, grown to
+// the largest batch seen and reused.
+type scratch struct {
+	ids, pos, outRows []int32
+	kIdx, vIdx        []int64
+	slot              []int64
+	mask              []float32
+	mask16            []uint16 // the mask in F16, as flash attention takes it
+	logits            []float32
+}
+
+// KVBytesPerBlock is the KV memory one block of blockSize slots takes across
+// all layers (keys and values, float32: the same precision as the cpu
+// executor, so the two agree).
+func KVBytesPerBlock(cfg model.Config, blockSize int) int64 {
+	return 2 * int64(cfg.Layers) * int64(blockSize) * int64(cfg.KVHeads*cfg.HeadDim) * 4
+}
+
+// weightTypes are the GGUF tensor types the executor hands to ggml as stored.
+var weightTypes = map[model.DType]bool{
+	model.F32: true, model.F16: true, model.BF16: true, model.Q8_0: true,
+	model.Q4_0: true, model.Q4_K: true, model.Q5_K: true, model.Q6_K: true,
+}
+
+// New loads the ggml libraries, initialises the device, copies m's weights
+// into device buffers in their GGUF types and allocates the KV cache of
+// numBlocks blocks of blockSize slots per layer.
+func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, error) {
+	e, err := newExecutor(m, numBlocks, blockSize, opts)
+	if err != nil {
+		return nil, fmt.Errorf("ggml executor: %w", err)
+	}
+	return e, nil
+}
+
+func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, error) {
+	c := m.Config
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if numBlocks <= 0 || blockSize <= 0 {
+		return nil, fmt.Errorf("%d blocks of %d slots: both must be positive", numBlocks, blockSize)
+	}
+	w := &m.Weights
+	if w.TokenEmbedding == nil || w.OutputNorm == nil || len(w.Layers) != c.Layers {
+		return nil, fmt.Errorf("model weights are incomplete")
+	}
+	var weightBytes int64
+	for _, t := range w.Tensors() {
+		if !weightTypes[t.Type] {
+			return nil, fmt.Errorf("tensor %s has type %s, which this executor does not run (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", t.Name, t.Type)
+		}
+		if len(t.Shape) < 1 || len(t.Shape) > 2 {
+			return nil, fmt.Errorf("tensor %s has shape %v; want 1 or 2 dimensions", t.Name, t.Shape)
+		}
+		weightBytes += int64(len(t.Data))
+	}
+	device := opts.Device
+	if device == "" {
+		device = DeviceCPU
+	}
+	lib, err := Open(opts.LibDir)
+	if err != nil {
+		return nil, err
+	}
+	threads := opts.Threads
+	if threads <= 0 && device == DeviceCPU {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	be, err := lib.newBackend(device, threads)
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{lib: lib, a: &lib.api, be: be, m: m, cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Close()
+		}
+	}()
+	kvBytes := KVBytesPerBlock(c, blockSize) * int64(numBlocks)
+	if free, total := be.memory(); total > 0 {
+		// Weights and KV up front, plus a margin for the compute graph. On
+		// the CPU the weights may be in the page cache already and the KV
+		// is paged in as used, so the bound is the machine's memory.
+		need := uint64(weightBytes) + uint64(kvBytes) + 64<<20
+		if device == DeviceCPU {
+			free = total
+		}
+		if need > free {
+			return nil, fmt.Errorf("the model needs %d MiB of %s memory (weights %d MiB, KV cache %d MiB for %d blocks) and the device has %d MiB free of %d MiB: use a smaller quantization or a smaller KV cache (--kv-cache-memory, --kv-cache-blocks)",
+				need>>20, device, weightBytes>>20, kvBytes>>20, numBlocks, free>>20, total>>20)
+		}
+	}
+	e.flash = e.onCPU() && !opts.PlainAttention
+	if err := e.loadWeights(); err != nil {
+		return nil, err
+	}
+	if err := e.allocKV(); err != nil {
+		return nil, err
+	}
+	e.galloc = e.a.gallocrNew(e.a.defaultBuft(be.h))
+	if e.galloc == 0 {
+		return nil, fmt.Errorf("ggml_gallocr_new failed")
+	}
+	// A layer's graph has about 40 nodes plus its views; leave room.
+	e.graphSize = 64*c.Layers + 256
+	e.ctxBytes = e.a.tensorOverhead()*uintptr(e.graphSize) + e.a.graphOverhead(uintptr(e.graphSize), false)
+	ok = true
+	return e, nil
+}
+
+// Device is a description of where the executor runs, for logs.
+func (e *Executor) Device() string {
+	return fmt.Sprintf("%s (%s, %s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.lib.Version, e.lib.Commit)
+}
+
+// BufferBytes reports the bytes of the executor's ggml buffers: weights, KV
+// cache and the compute graph's (which grows to the largest batch seen).
+func (e *Executor) BufferBytes() (weights, kv, compute uint64) {
+	weights = e.weightBytes
+	if e.kvbuf != 0 {
+		kv = uint64(e.a.bufferSize(e.kvbuf))
+	}
+	if e.galloc != 0 {
+		compute = uint64(e.a.gallocrBufSize(e.galloc, 0))
+	}
+	return weights, kv, compute
+}
+
+// Close frees the executor's device memory. It does not close the model.
+func (e *Executor) Close() {
+	if e.galloc != 0 {
+		e.a.gallocrFree(e.galloc)
+		e.galloc = 0
+	}
+	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf} {
+		if *b != 0 {
+			e.a.bufferFree(*b)
+			*b = 0
+		}
+	}
+	for _, b := range e.mappedBufs {
+		e.a.bufferFree(b)
+	}
+	e.mappedBufs = nil
+	e.wregion.free()
+	e.kvregion.free()
+	e.wregion, e.kvregion = nil, nil
+	for _, c := range []*cCtx{&e.wctx, &e.kvctx} {
+		if *c != 0 {
+			e.a.freeCtx(*c)
+			*c = 0
+		}
+	}
+	if e.be != nil {
+		e.be.free()
+	}
+}
+
+// newMetaCtx makes a context that holds tensor descriptions only; their
+// data lives in backend buffers.
+func (e *Executor) newMetaCtx(tensors int) (cCtx, error) {
+	ctx := e.a.initCtx(initParams{MemSize: e.a.tensorOverhead() * uintptr(tensors), NoAlloc: true})
+	if ctx == 0 {
+		return 0, fmt.Errorf("ggml_init failed")
+	}
+	return ctx, nil
+}
+
+func (e *Executor) loadWeights() error {
+	w := &e.m.Weights
+	ts := w.Tensors()
+	ctx, err := e.newMetaCtx(len(ts) + 1)
+	if err != nil {
+		return err
+	}
+	e.wctx = ctx
+	made := make(map[*model.Tensor]cTensor, len(ts))
+	for _, t := range ts {
+		var h cTensor
+		if len(t.Shape) == 1 {
+			h = e.a.newTensor1d(ctx, int32(t.Type), int64(t.Shape[0]))
+		} else {
+			h = e.a.newTensor2d(ctx, int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1]))
+		}
+		e.a.setName(h, t.Name)
+		made[t] = h
+	}
+	switch {
+	case e.onCPU() && e.m.Mapped():
+		if err := e.mapWeightsInPlace(ts, made); err != nil {
+			return err
+		}
+	case e.onCPU():
+		hs, sizes := make([]cTensor, len(ts)), make([]int, len(ts))
+		for i, t := range ts {
+			hs[i], sizes[i] = made[t], len(t.Data)
+		}
+		if e.wbuf, e.wregion, err = e.placeHost(hs, sizes); err != nil {
+			return fmt.Errorf("weights: %w", err)
+		}
+	default:
+		e.wbuf = e.a.allocCtxTensors(ctx, e.be.h)
+		if e.wbuf == 0 {
+			return fmt.Errorf("could not allocate %s memory for the weights", e.be.Name)
+		}
+	}
+	for _, t := range ts {
+		e.weightBytes += uint64(len(t.Data))
+	}
+	if e.wbuf != 0 {
+		e.a.bufferSetUsage(e.wbuf, 1) // GGML_BACKEND_BUFFER_USAGE_WEIGHTS
+		for _, t := range ts {
+			if len(t.Data) > 0 {
+				e.a.tensorSet(made[t], unsafe.Pointer(unsafe.SliceData(t.Data)), 0, uintptr(len(t.Data)))
+			}
+		}
+	}
+	get := func(t *model.Tensor) cTensor {
+		if t == nil {
+			return 0
+		}
+		return made[t]
+	}
+	e.tokEmbd, e.outNorm = get(w.TokenEmbedding), get(w.OutputNorm)
+	e.output = get(w.Output)
+	if e.cfg.TiedEmbeddings || e.output == 0 {
+		e.output = e.tokEmbd
+	}
+	e.layers = make([]layerTensors, len(w.Layers))
+	for i, l := range w.Layers {
+		e.layers[i] = layerTensors{
+			attnNorm: get(l.AttnNorm), ffnNorm: get(l.FFNNorm),
+			q: get(l.Q), k: get(l.K), v: get(l.V), o: get(l.O),
+			qBias: get(l.QBias), kBias: get(l.KBias), vBias: get(l.VBias),
+			gate: get(l.Gate), up: get(l.Up), down: get(l.Down),
+		}
+	}
+	return nil
+}
+
+func (e *Executor) allocKV() error {
+	ctx, err := e.newMetaCtx(2*e.cfg.Layers + 1)
+	if err != nil {
+		return err
+	}
+	e.kvctx = ctx
+	slots := int64(e.numBlocks * e.blockSize)
+	e.kc, e.vc = make([]cTensor, e.cfg.Layers), make([]cTensor, e.cfg.Layers)
+	for l := range e.cfg.Layers {
+		e.kc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
+		if e.flash {
+			e.vc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
+		} else {
+			e.vc[l] = e.a.newTensor2d(ctx, typeF32, slots, int64(e.kvDim))
+		}
+	}
+	if e.onCPU() {
+		// Fresh anonymous memory is zero and paged in as blocks are used.
+		ts := append(append([]cTensor(nil), e.kc...), e.vc...)
+		sizes := make([]int, len(ts))
+		for i := range sizes {
+			sizes[i] = int(slots) * e.kvDim * 4
+		}
+		if e.kvbuf, e.kvregion, err = e.placeHost(ts, sizes); err != nil {
+			return fmt.Errorf("KV cache: %w", err)
+		}
+		return nil
+	}
+	e.kvbuf = e.a.allocCtxTensors(ctx, e.be.h)
+	if e.kvbuf == 0 {
+		return fmt.Errorf("could not allocate %d MiB of %s memory for the KV cache", KVBytesPerBlock(e.cfg, e.blockSize)*int64(e.numBlocks)>>20, e.be.Name)
+	}
+	// Slots never written are read under a zero softmax weight: they must
+	// hold finite numbers, not whatever the allocator left.
+	e.a.bufferClear(e.kvbuf, 0)
+	return nil
+}
+
+func (e *Executor) onCPU() bool { return e.be.Threads > 0 }
+
+// Execute runs one iteration: see batch.Executor.
+func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n, err := e.check(b, out)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := e.run(b, out, n); err != nil {
+		return fmt.Errorf("ggml executor: %w", err)
+	}
+	return nil
+}
+
+// check validates the batch against the model and the KV storage and
+// returns its token count. ggml aborts the process on a bad index, so
+// everything it will be given is checked here first.
+func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
+	if b.BlockSize != e.blockSize {
+		return 0, fmt.Errorf("ggml executor: batch block size %d, executor %d", b.BlockSize, e.blockSize)
+	}
+	if len(out.Logits) < len(b.Seqs) {
+		return 0, fmt.Errorf("ggml executor: output has %d logit slots for %d sequences", len(out.Logits), len(b.Seqs))
+	}
+	n := 0
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		end := sq.Pos + len(sq.Tokens)
+		switch {
+		case sq.Pos < 0:
+			return 0, fmt.Errorf("ggml executor: seq %d: negative position %d", sq.SeqID, sq.Pos)
+		case sq.Sample && len(sq.Tokens) == 0:
+			return 0, fmt.Errorf("ggml executor: seq %d: sampling with no tokens", sq.SeqID)
+		case end > e.cfg.ContextLen:
+			return 0, fmt.Errorf("ggml executor: seq %d: position %d beyond the context length %d", sq.SeqID, end, e.cfg.ContextLen)
+		case len(sq.Blocks)*e.blockSize < end:
+			return 0, fmt.Errorf("ggml executor: seq %d: %d blocks cover %d positions, need %d", sq.SeqID, len(sq.Blocks), len(sq.Blocks)*e.blockSize, end)
+		}
+		for _, id := range sq.Blocks[:(end+e.blockSize-1)/e.blockSize] {
+			if id < 0 || int(id) >= e.numBlocks {
+				return 0, fmt.Errorf("ggml executor: seq %d: block %d outside 0…%d", sq.SeqID, id, e.numBlocks-1)
+			}
+		}
+		for _, tok := range sq.Tokens {
+			if tok < 0 || int(tok) >= e.cfg.VocabSize {
+				return 0, fmt.Errorf("ggml executor: seq %d: token %d outside the vocabulary of %d", sq.SeqID, tok, e.cfg.VocabSize)
+			}
+		}
+		n += len(sq.Tokens)
+	}
+	return n, nil
+}
+
+// prepare fills the host inputs for n tokens: ids, positions, KV slots, the
+// rows whose logits are wanted, and the attention mask over the slot range
+// [0, span) that the batch's blocks reach. It returns span.
+//
+// The mask is the unified-cache rule: token t of sequence s may attend slot
+// j only when j holds one of s's positions ≤ t's position. Shared prefix
+// blocks appear in several sequences' tables and are visible to each of
+// them; blocks of other sequences and free blocks are masked out.
+func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
+	s, bs := &e.s, e.blockSize
+	s.ids, s.pos = growI32(s.ids, n), growI32(s.pos, n)
+	s.slot = growI64(s.slot, n)
+	s.outRows = s.outRows[:0]
+	maxBlock := 0
+	t := 0
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		end := sq.Pos + len(sq.Tokens)
+		for _, id := range sq.Blocks[:(end+bs-1)/bs] {
+			maxBlock = max(maxBlock, int(id))
+		}
+		for j, id := range sq.Tokens {
+			p := sq.Pos + j
+			s.ids[t], s.pos[t] = id, int32(p)
+			s.slot[t] = int64(int(sq.Blocks[p/bs])*bs + p%bs)
+			t++
+		}
+		if sq.Sample {
+			s.outRows = append(s.outRows, int32(t-1))
+		}
+	}
+	span = (maxBlock + 1) * bs
+	// The mask in F32 (0 visible, -inf hidden) or, for flash attention, in
+	// F16 (0x0000 and 0xfc00).
+	inf := float32(math.Inf(-1))
+	const inf16 = 0xfc00
+	if e.flash {
+		s.mask16 = growU16(s.mask16, span*n)
+		for i := range s.mask16 {
+			s.mask16[i] = inf16
+		}
+	} else {
+		s.mask = growF32(s.mask, span*n)
+		for i := range s.mask {
+			s.mask[i] = inf
+		}
+	}
+	t = 0
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		for j := range sq.Tokens {
+			for p := 0; p <= sq.Pos+j; p++ {
+				k := t*span + int(sq.Blocks[p/bs])*bs + p%bs
+				if e.flash {
+					s.mask16[k] = 0
+				} else {
+					s.mask[k] = 0
+				}
+			}
+			t++
+		}
+	}
+	s.kIdx = growI64(s.kIdx, n)
+	copy(s.kIdx, s.slot[:n])
+	if e.flash {
+		return span
+	}
+	// Values are stored transposed: element (token t, dim d) of this
+	// iteration's V goes to flat index d*slots + slot(t) of the cache.
+	slots := int64(e.numBlocks * bs)
+	s.vIdx = growI64(s.vIdx, n*e.kvDim)
+	for d := range e.kvDim {
+		for t := range n {
+			s.vIdx[d*n+t] = int64(d)*slots + s.slot[t]
+		}
+	}
+	return span
+}
+
+func growI32(s []int32, n int) []int32 {
+	if cap(s) < n {
+		return make([]int32, n)
+	}
+	return s[:n]
+}
+
+func growI64(s []int64, n int) []int64 {
+	if cap(s) < n {
+		return make([]int64, n)
+	}
+	return s[:n]
+}
+
+func growU16(s []uint16, n int) []uint16 {
+	if cap(s) < n {
+		return make([]uint16, n)
+	}
+	return s[:n]
+}
+
+func growF32(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,173 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+)
+
+// inputs are one iteration's graph inputs.
+type inputs struct {
+	ids, pos, kIdx, vIdx, mask, outRows cTensor
+}
+
+// run builds the iteration's compute graph, allocates its intermediate
+// tensors, uploads the inputs, computes and reads the logits back.
+func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
+	span := e.prepare(b, n)
+	s := &e.s
+	ns := len(s.outRows)
+	ctx := e.a.initCtx(initParams{MemSize: e.ctxBytes, NoAlloc: true})
+	if ctx == 0 {
+		return fmt.Errorf("ggml_init of %d bytes failed", e.ctxBytes)
+	}
+	defer e.a.freeCtx(ctx)
+	g := e.a.newGraphCustom(ctx, uintptr(e.graphSize), false)
+	in, logits := e.build(ctx, g, n, span, ns)
+	if !e.a.gallocrAlloc(e.galloc, g) {
+		// The allocator could not grow its buffer: out of device memory for
+		// this batch's activations. The batch fails; the engine goes on.
+		return fmt.Errorf("out of %s memory for the compute graph of %d tokens over %d KV slots", e.be.Name, n, span)
+	}
+	set := func(t cTensor, p unsafe.Pointer, bytes int) {
+		e.a.tensorSet(t, p, 0, uintptr(bytes))
+	}
+	set(in.ids, unsafe.Pointer(&s.ids[0]), 4*n)
+	set(in.pos, unsafe.Pointer(&s.pos[0]), 4*n)
+	set(in.kIdx, unsafe.Pointer(&s.kIdx[0]), 8*n)
+	if e.flash {
+		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
+	} else {
+		set(in.vIdx, unsafe.Pointer(&s.vIdx[0]), 8*len(s.vIdx))
+		set(in.mask, unsafe.Pointer(&s.mask[0]), 4*len(s.mask))
+	}
+	if ns > 0 {
+		set(in.outRows, unsafe.Pointer(&s.outRows[0]), 4*ns)
+	}
+	if st := e.a.graphCompute(e.be.h, g); st != gStatusSuccess {
+		return fmt.Errorf("graph compute failed with ggml status %d", st)
+	}
+	if ns == 0 {
+		return nil
+	}
+	vocab := e.cfg.VocabSize
+	s.logits = growF32(s.logits, ns*vocab)
+	e.a.tensorGet(logits, unsafe.Pointer(&s.logits[0]), 0, uintptr(4*ns*vocab))
+	k := 0
+	for i := range b.Seqs {
+		if !b.Seqs[i].Sample {
+			continue
+		}
+		l := out.Logits[i]
+		if cap(l) < vocab {
+			l = make([]float32, vocab)
+		}
+		l = l[:vocab]
+		copy(l, s.logits[k*vocab:(k+1)*vocab])
+		out.Logits[i] = l
+		k++
+	}
+	return nil
+}
+
+// build describes the forward pass of n tokens in ctx and adds it to g. It
+// returns the input tensors and, when ns > 0, the logits of the ns sampled
+// rows ([vocab, ns]).
+func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) {
+	a, c := e.a, e.cfg
+	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
+	kvDim, qDim := int64(e.kvDim), int64(c.Heads*c.HeadDim)
+	slots := int64(e.numBlocks * e.blockSize)
+	nt, sp := int64(n), int64(span)
+
+	input := func(typ int32, ne0, ne1 int64) cTensor {
+		var t cTensor
+		if ne1 == 0 {
+			t = a.newTensor1d(ctx, typ, ne0)
+		} else {
+			t = a.newTensor2d(ctx, typ, ne0, ne1)
+		}
+		a.setInput(t)
+		return t
+	}
+	in := inputs{
+		ids:  input(typeI32, nt, 0),
+		pos:  input(typeI32, nt, 0),
+		kIdx: input(typeI64, nt, 0),
+	}
+	if e.flash {
+		in.mask = input(typeF16, sp, nt)
+	} else {
+		in.vIdx = input(typeI64, nt*kvDim, 0)
+		in.mask = input(typeF32, sp, nt)
+	}
+	mode := int32(ropeNormal)
+	if c.RopeNeox() {
+		mode = ropeNeox
+	}
+	rope := func(x cTensor) cTensor {
+		// ext_factor 0 disables YaRN, so beta_fast and beta_slow are unused.
+		return a.ropeExt(ctx, x, in.pos, 0, int32(hd), mode, 0, c.RopeTheta, 1, 0, 1, 0, 0)
+	}
+	norm := func(x, w cTensor) cTensor { return a.mul(ctx, a.rmsNorm(ctx, x, c.NormEps), w) }
+	proj := func(w, x, bias cTensor) cTensor {
+		y := a.mulMat(ctx, w, x)
+		if bias != 0 {
+			y = a.add(ctx, y, bias)
+		}
+		return y
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	const f32 = 4
+
+	x := a.getRows(ctx, e.tokEmbd, in.ids) // [dim, n]
+	for li := range e.layers {
+		l := &e.layers[li]
+		xn := norm(x, l.attnNorm)
+		q := a.reshape3d(ctx, proj(l.q, xn, l.qBias), hd, heads, nt)
+		k := a.reshape3d(ctx, proj(l.k, xn, l.kBias), hd, kvHeads, nt)
+		v := proj(l.v, xn, l.vBias) // [kvDim, n]
+		q, k = rope(q), rope(k)
+
+		// Write this iteration's keys and values into their slots, then
+		// attend over the slot range [0, span) of the cache in place. The
+		// graph runs its nodes in order, so the attention, which reads the
+		// cache tensors, sees this iteration's rows.
+		a.buildForward(g, a.setRows(ctx, e.kc[li], a.reshape2d(ctx, k, kvDim, nt), in.kIdx))
+		keys := a.permute(ctx, a.view3d(ctx, e.kc[li], hd, kvHeads, sp, uintptr(hd*f32), uintptr(kvDim*f32), 0), 0, 2, 1, 3) // [hd, span, kvHeads]
+		qp := a.permute(ctx, q, 0, 2, 1, 3)                                                                                  // [hd, n, heads]
+		var attn cTensor
+		if e.flash {
+			a.buildForward(g, a.setRows(ctx, e.vc[li], v, in.kIdx))
+			vals := a.permute(ctx, a.view3d(ctx, e.vc[li], hd, kvHeads, sp, uintptr(hd*f32), uintptr(kvDim*f32), 0), 0, 2, 1, 3) // [hd, span, kvHeads]
+			attn = a.reshape2d(ctx, a.flashAttnExt(ctx, qp, keys, vals, in.mask, scale, 0, 0), qDim, nt)                         // [hd, heads, n] → [qDim, n]
+		} else {
+			vt := a.reshape2d(ctx, a.cont(ctx, a.transpose(ctx, v)), 1, nt*kvDim)
+			a.buildForward(g, a.setRows(ctx, a.reshape2d(ctx, e.vc[li], 1, slots*kvDim), vt, in.vIdx))
+			kq := a.mulMat(ctx, keys, qp) // [span, n, heads]
+			kq = a.softMaxExt(ctx, kq, in.mask, scale, 0)
+			vals := a.view3d(ctx, e.vc[li], sp, hd, kvHeads, uintptr(slots*f32), uintptr(hd*slots*f32), 0) // [span, hd, kvHeads]
+			kqv := a.mulMat(ctx, vals, kq)                                                                 // [hd, n, heads]
+			attn = a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, nt)                                // [qDim, n]
+		}
+		x = a.add(ctx, x, a.mulMat(ctx, l.o, attn))
+
+		xn = norm(x, l.ffnNorm)
+		h := a.swigluSplit(ctx, a.mulMat(ctx, l.gate, xn), a.mulMat(ctx, l.up, xn))
+		x = a.add(ctx, x, a.mulMat(ctx, l.down, h))
+	}
+	if ns == 0 {
+		a.buildForward(g, x)
+		return in, 0
+	}
+	in.outRows = input(typeI32, int64(ns), 0)
+	x = a.getRows(ctx, x, in.outRows) // [dim, ns]
+	logits := a.mulMat(ctx, e.output, norm(x, e.outNorm))
+	a.setOutput(logits)
+	a.buildForward(g, logits)
+	return in, logits
+}

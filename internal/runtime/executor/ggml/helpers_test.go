@@ -1,0 +1,127 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// EnvRequire makes a missing library fail the tests instead of skipping
+// them; `make test` sets it after installing the libraries.
+const envRequire = "KVPILOT_REQUIRE_GGML"
+
+// testLibDir finds the libraries: $KVPILOT_GGML_LIB, else the directory
+// hack/setup-ggml.sh installs into by default. Without them the test skips,
+// or fails under KVPILOT_REQUIRE_GGML=1.
+func testLibDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(EnvLibDir)
+	if dir == "" {
+		if home, err := os.UserCacheDir(); err == nil {
+			if d := filepath.Join(home, "kvpilot", "ggml", "3.22.1", "cpu"); fileExists(filepath.Join(d, "libggml-base.so")) {
+				dir = d
+			}
+		}
+	}
+	if dir == "" {
+		if os.Getenv(envRequire) != "" {
+			t.Fatalf("%s is set but the ggml libraries are not: run hack/setup-ggml.sh and set %s to the directory it prints", envRequire, EnvLibDir)
+		}
+		t.Skipf("ggml libraries not installed: run hack/setup-ggml.sh and set %s (make test does both)", EnvLibDir)
+	}
+	return dir
+}
+
+const testBlockSize = 4
+
+// testDevice is the device the tests run on: cpu, or what
+// KVPILOT_GGML_DEVICE says (make test-gpu sets cuda).
+func testDevice() string {
+	if d := os.Getenv("KVPILOT_GGML_DEVICE"); d != "" {
+		return d
+	}
+	return DeviceCPU
+}
+
+// plainAttention makes newTestExec build the attention that non-CPU
+// devices use; tests that cover attention run with both.
+var plainAttention bool
+
+func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
+	t.Helper()
+	// One CPU thread: these models are tiny, and ggml's threads spin at
+	// barriers, which on a shared machine costs more than it gains.
+	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+func contiguous(first, n int) []kvcache.BlockID {
+	ids := make([]kvcache.BlockID, n)
+	for i := range ids {
+		ids[i] = kvcache.BlockID(first + i)
+	}
+	return ids
+}
+
+func execute(t testing.TB, e batch.Executor, seqs []batch.Seq) [][]float32 {
+	t.Helper()
+	b := &batch.Batch{Seqs: seqs, BlockSize: testBlockSize}
+	for _, s := range seqs {
+		b.NumTokens += len(s.Tokens)
+	}
+	out := &batch.Output{Logits: make([][]float32, len(seqs)), Tokens: make([]int32, len(seqs)), Sampled: make([]bool, len(seqs))}
+	if err := e.Execute(context.Background(), b, out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Logits
+}
+
+func argmax(l []float32) int32 {
+	best := 0
+	for i, v := range l {
+		if v > l[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// top2Margin is the gap between the largest and the second largest logit.
+func top2Margin(l []float32) float32 {
+	a, b := float32(-1e30), float32(-1e30)
+	for _, v := range l {
+		if v > a {
+			a, b = v, a
+		} else if v > b {
+			b = v
+		}
+	}
+	return a - b
+}
+
+// bothAttentions runs f with flash attention (the CPU's) and with the plain
+// chain (other devices').
+func bothAttentions(t *testing.T, f func(t *testing.T)) {
+	for _, plain := range []bool{false, true} {
+		name := "flash"
+		if plain {
+			name = "plain"
+		}
+		t.Run(name, func(t *testing.T) {
+			plainAttention = plain
+			defer func() { plainAttention = false }()
+			f(t)
+		})
+	}
+}

@@ -1,0 +1,76 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+var _ batch.BlockCopier = (*Executor)(nil)
+
+// ReserveHostBlocks allocates the host tier: n blocks of every layer's keys
+// and values. It is ordinary Go memory, not page-locked: on a GPU the copies
+// go through ggml_backend_tensor_get/set, which stage through the driver.
+func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
+	if blockSize != e.blockSize {
+		return fmt.Errorf("ggml executor: host blocks of %d tokens, device blocks of %d", blockSize, e.blockSize)
+	}
+	if n < 0 {
+		return fmt.Errorf("ggml executor: %d host blocks", n)
+	}
+	e.host = make([]float32, n*e.hostBlockFloats())
+	e.hostBlocks = n
+	return nil
+}
+
+// hostBlockFloats is one block's KV across all layers: keys, then values.
+func (e *Executor) hostBlockFloats() int { return 2 * e.cfg.Layers * e.blockSize * e.kvDim }
+
+// CopyBlocks copies whole blocks, every layer's keys and values, in order.
+// A block's keys are one contiguous run of the key tensor, and so are its
+// values with flash attention; values stored transposed are one run of
+// blockSize floats per value dimension.
+func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	bs, kv := e.blockSize, e.kvDim
+	slots := e.numBlocks * bs
+	for _, t := range ts {
+		if t.Device < 0 || int(t.Device) >= e.numBlocks || t.Host < 0 || int(t.Host) >= e.hostBlocks {
+			return fmt.Errorf("ggml executor: %v of block %d and host slot %d: outside %d blocks and %d host slots",
+				t.Kind, t.Device, t.Host, e.numBlocks, e.hostBlocks)
+		}
+		if t.Kind != kvcache.CopyOut && t.Kind != kvcache.CopyIn {
+			return fmt.Errorf("ggml executor: transfer of kind %v", t.Kind)
+		}
+		h := e.host[int(t.Host)*e.hostBlockFloats():]
+		move := func(tensor cTensor, off int, dst []float32) {
+			p, size := unsafe.Pointer(&dst[0]), uintptr(4*len(dst))
+			if t.Kind == kvcache.CopyOut {
+				e.a.tensorGet(tensor, p, uintptr(4*off), size)
+			} else {
+				e.a.tensorSet(tensor, p, uintptr(4*off), size)
+			}
+		}
+		d := int(t.Device) * bs
+		for l := range e.cfg.Layers {
+			lk := h[2*l*bs*kv:]
+			move(e.kc[l], d*kv, lk[:bs*kv])
+			lv := lk[bs*kv:]
+			if e.flash {
+				move(e.vc[l], d*kv, lv[:bs*kv])
+				continue
+			}
+			for c := range kv {
+				move(e.vc[l], c*slots+d, lv[c*bs:(c+1)*bs])
+			}
+		}
+	}
+	return nil
+}

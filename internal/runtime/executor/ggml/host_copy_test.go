@@ -1,0 +1,87 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// TestPrefixRestoredFromHostChangesNothing computes a prompt's KV, copies its
+// blocks out to the host tier, overwrites those device blocks with another
+// sequence, copies the KV back into other device blocks, and continues
+// decoding from there: the tokens must equal an uninterrupted run's.
+func TestPrefixRestoredFromHostChangesNothing(t *testing.T) {
+	bothAttentions(t, testPrefixRestoredFromHost)
+}
+
+func testPrefixRestoredFromHost(t *testing.T) {
+	m := randomModel(t, parityConfigs()["llama"], model.F32, 4)
+	rng := rand.New(rand.NewPCG(15, 16))
+	const gen, promptBlocks = 10, 5
+	prompt := make([]int32, promptBlocks*testBlockSize)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(m.Config.VocabSize))
+	}
+	want, _ := greedy(t, newTestExec(t, m, 64), prompt, gen)
+
+	e := newTestExec(t, m, 32)
+	if err := e.ReserveHostBlocks(8, testBlockSize); err != nil {
+		t.Fatal(err)
+	}
+	first := contiguous(0, promptBlocks)
+	l := execute(t, e, []batch.Seq{{Tokens: prompt, Blocks: first, Sample: true}})
+	tok := argmax(l[0])
+	var out, in []kvcache.Transfer
+	moved := contiguous(20, promptBlocks)
+	for i := range promptBlocks {
+		out = append(out, kvcache.Transfer{Kind: kvcache.CopyOut, Device: first[i], Host: kvcache.HostSlot(7 - i)})
+		in = append(in, kvcache.Transfer{Kind: kvcache.CopyIn, Device: moved[i], Host: kvcache.HostSlot(7 - i)})
+	}
+	if err := e.CopyBlocks(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	other := make([]int32, len(prompt))
+	for i := range other {
+		other[i] = int32(rng.IntN(m.Config.VocabSize))
+	}
+	execute(t, e, []batch.Seq{{Tokens: other, Blocks: first, Sample: true}}) // overwrites the first blocks
+	if err := e.CopyBlocks(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	blocks := append(moved, contiguous(25, 4)...)
+	got := []int32{tok}
+	for pos := len(prompt); len(got) < gen; pos++ {
+		l := execute(t, e, []batch.Seq{{Tokens: []int32{tok}, Pos: pos, Blocks: blocks, Sample: true}})
+		tok = argmax(l[0])
+		got = append(got, tok)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decoding from KV restored from the host (-uninterrupted +restored):\n%s", diff)
+	}
+}
+
+func TestCopyBlocksRejectsOutOfRange(t *testing.T) {
+	e := newTestExec(t, randomModel(t, parityConfigs()["llama"], model.F32, 4), 8)
+	if err := e.ReserveHostBlocks(2, testBlockSize+1); err == nil {
+		t.Fatal("ReserveHostBlocks accepted a block size other than the device's")
+	}
+	if err := e.ReserveHostBlocks(2, testBlockSize); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []kvcache.Transfer{
+		{Kind: kvcache.CopyOut, Device: 8, Host: 0},
+		{Kind: kvcache.CopyIn, Device: 0, Host: 2},
+	} {
+		if err := e.CopyBlocks(context.Background(), []kvcache.Transfer{x}); err == nil {
+			t.Errorf("CopyBlocks(%+v) succeeded", x)
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+var _ batch.BlockCopier = (*Executor)(nil)
+
+// transferLatency is the fixed cost of one batch of block copies: DMA
+// launches and the synchronisation before the next iteration.
+const transferLatency = 10 * time.Microsecond
+
+// ReserveHostBlocks records the host tier's size; the simulated device has no
+// memory to allocate, but copies are checked against it.
+func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
+	if n < 0 || blockSize <= 0 {
+		return fmt.Errorf("sim: %d host blocks of %d tokens", n, blockSize)
+	}
+	if e.opts.Accelerator.HostLinkBandwidth <= 0 {
+		return fmt.Errorf("sim: accelerator %q has no host link bandwidth for KV offload", e.opts.Accelerator.Name)
+	}
+	e.hostBlocks, e.blockSize = n, blockSize
+	return nil
+}
+
+// TransferTime is the modelled duration of moving out blocks to the host and
+// in blocks back: each device of the replica moves its shard of every block
+// over its own host link, both directions at once (PCIe is full duplex), at
+// BandwidthEfficiency of the link's peak.
+func (e *Executor) TransferTime(out, in int) time.Duration {
+	if out == 0 && in == 0 {
+		return 0
+	}
+	perBlock := float64(e.blockSize) * float64(e.opts.Geometry.KVBytesPerToken()) / e.tp
+	bw := e.opts.Accelerator.HostLinkBandwidth * e.opts.BandwidthEfficiency
+	sec := float64(max(out, in)) * perBlock / bw
+	return time.Duration(math.Ceil(sec*float64(time.Second))) + transferLatency
+}
+
+// CopyBlocks charges the copies' time on the host link; the simulated KV has
+// no contents to move.
+func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error {
+	out, in := 0, 0
+	for _, t := range ts {
+		if int(t.Host) >= e.hostBlocks || t.Host < 0 || t.Device < 0 {
+			return fmt.Errorf("sim: transfer %v of block %d and host slot %d outside the %d reserved host blocks", t.Kind, t.Device, t.Host, e.hostBlocks)
+		}
+		switch t.Kind {
+		case kvcache.CopyOut:
+			out++
+		case kvcache.CopyIn:
+			in++
+		default:
+			return fmt.Errorf("sim: transfer of kind %v", t.Kind)
+		}
+	}
+	d := e.TransferTime(out, in)
+	if e.opts.Virtual != nil {
+		e.opts.Virtual.Advance(d)
+		return nil
+	}
+	return sleep(ctx, d)
+}

@@ -1,0 +1,283 @@
+// Package metrics publishes the engine's statistics as Prometheus metrics
+// under vLLM's names and labels, so the Gateway API Inference Extension's
+// endpoint picker, routers and the dashboards users already run for vLLM
+// read kvpilot pods unchanged. The engine knows nothing of Prometheus: it
+// hands an engine.Observer its per-iteration and per-request stats, and
+// Engine here is that observer.
+package metrics
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// Bucket layouts, as vLLM declares them.
+var (
+	// ttftBuckets reach 2560 s: an agent's long request must not land in +Inf.
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+		1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
+	// tokenLatencyBuckets serve inter-token latency and time per output token.
+	tokenLatencyBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+		1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	// requestLatencyBuckets serve e2e latency and the per-phase times; they
+	// reach 7680 s (two hours).
+	requestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60,
+		120, 240, 480, 960, 1920, 7680}
+	iterationTokenBuckets = []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+	paramsNBuckets        = []float64{1, 2, 5, 10, 20}
+)
+
+// Buckets125 returns 1, 2, 5, 10, 20, 50, … up to and including max: the
+// layout vLLM uses for token-count histograms, sized by the model context.
+func Buckets125(max int) []float64 {
+	var b []float64
+	for exp := 1.0; ; exp *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * exp
+			if v > float64(max) {
+				return b
+			}
+			b = append(b, v)
+		}
+	}
+}
+
+// EngineOptions configure the engine metrics.
+type EngineOptions struct {
+	// ModelName is the served model name: the model_name label.
+	ModelName string
+	// MaxModelLen sizes the token-count histograms' buckets (vLLM's 1-2-5
+	// layout up to the context length).
+	MaxModelLen int
+	// KVBytesPerBlock is one KV block's size in bytes, to report host-tier
+	// transfers in bytes (0: counted in blocks only).
+	KVBytesPerBlock int64
+}
+
+// Engine is the engine.Observer that publishes vLLM's metrics. Every child
+// metric is resolved at construction, so the calls the engine makes
+// allocate nothing.
+type Engine struct {
+	running, waiting, kvUsage, kvCachedBlocks prometheus.Gauge
+	cacheInfo                                 *prometheus.GaugeVec
+	loraInfo                                  prometheus.Gauge
+	prefixQueries, prefixHits, preemptions    prometheus.Counter
+	promptTokens, generationTokens            prometheus.Counter
+	success                                   [completion.Error + 1]prometheus.Counter
+
+	ttft, itl, iterationTokens                                   prometheus.Observer
+	e2e, queueTime, prefillTime, decodeTime, inferenceTime, tpot prometheus.Observer
+	reqPromptTokens, reqGenerationTokens, reqMaxGeneration       prometheus.Observer
+	paramsMaxTokens, paramsN                                     prometheus.Observer
+
+	// Host KV tier: blocks and bytes moved by direction, as vLLM's
+	// offloading connector names them, and the tier's size and use.
+	offloadBlocks, restoreBlocks prometheus.Counter
+	offloadBytes, restoreBytes   prometheus.Counter
+	hostHits                     prometheus.Counter
+	hostBlocks, hostUsed         prometheus.Gauge
+	bytesPerBlock                float64
+
+	// lastKV are the previously published KV stats: the prefix-cache
+	// counters advance by the difference (the engine's are cumulative).
+	lastKV kvcache.Stats
+}
+
+var _ engine.Observer = (*Engine)(nil)
+
+// NewEngine registers the engine metrics for one served model on reg.
+func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
+	labels := prometheus.Labels{"model_name": o.ModelName, "engine": "0"}
+	m := &Engine{bytesPerBlock: float64(o.KVBytesPerBlock)}
+	var cs []prometheus.Collector
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
+		cs = append(cs, g)
+		return g
+	}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
+		cs = append(cs, c)
+		return c
+	}
+	hist := func(name, help string, buckets []float64) prometheus.Observer {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: labels, Buckets: buckets})
+		cs = append(cs, h)
+		return h
+	}
+	m.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
+	m.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+	m.kvUsage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+	m.kvCachedBlocks = gauge("kvpilot_kv_cache_cached_blocks", "Free KV blocks still holding prefix-cache content.")
+	m.cacheInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vllm:cache_config_info", Help: "Information of the KV cache configuration.", ConstLabels: labels,
+	}, []string{"block_size", "num_gpu_blocks"})
+	cs = append(cs, m.cacheInfo)
+	// The endpoint picker reads the adapters from the labels of the sample
+	// with the newest value (a Unix time). kvpilot runs no LoRA adapters,
+	// and says so: max_lora 0, none running or waiting.
+	lora := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vllm:lora_requests_info", Help: "Running stats on LoRA requests (kvpilot serves no adapters).", ConstLabels: labels,
+	}, []string{"max_lora", "waiting_lora_adapters", "running_lora_adapters"})
+	cs = append(cs, lora)
+	m.loraInfo = lora.WithLabelValues("0", "", "")
+
+	// vLLM's offloading connector counts bytes by transfer_type; the block
+	// counts, host hits and tier gauges are kvpilot's.
+	offBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vllm:kv_offload_total_bytes_total", Help: "KV bytes moved between device and host memory, by direction.", ConstLabels: labels,
+	}, []string{"transfer_type"})
+	offBlocks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvpilot_kv_offload_blocks_total", Help: "KV blocks moved between device and host memory, by direction.", ConstLabels: labels,
+	}, []string{"transfer_type"})
+	cs = append(cs, offBytes, offBlocks)
+	m.offloadBytes, m.restoreBytes = offBytes.WithLabelValues("GPU_to_CPU"), offBytes.WithLabelValues("CPU_to_GPU")
+	m.offloadBlocks, m.restoreBlocks = offBlocks.WithLabelValues("GPU_to_CPU"), offBlocks.WithLabelValues("CPU_to_GPU")
+	m.hostHits = counter("kvpilot_prefix_cache_host_hits_total", "Prefix cache hits served from the host KV tier, in tokens.")
+	m.hostBlocks = gauge("kvpilot_kv_host_blocks", "Blocks of the host-memory KV tier.")
+	m.hostUsed = gauge("kvpilot_kv_host_blocks_used", "Host-memory KV blocks holding paused programs' KV.")
+
+	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
+	m.prefixHits = counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")
+	m.preemptions = counter("vllm:num_preemptions_total", "Cumulative number of preemptions.")
+	m.promptTokens = counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.")
+	m.generationTokens = counter("vllm:generation_tokens_total", "Number of generation tokens processed.")
+	success := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vllm:request_success_total", Help: "Count of finished requests, by finish reason.", ConstLabels: labels,
+	}, []string{"finished_reason"})
+	cs = append(cs, success)
+	for r := completion.None; r <= completion.Error; r++ {
+		m.success[r] = success.WithLabelValues(finishedReasonLabel(r))
+	}
+
+	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets)
+	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tokenLatencyBuckets)
+	m.iterationTokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine step.", iterationTokenBuckets)
+	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", requestLatencyBuckets)
+	m.queueTime = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets)
+	m.prefillTime = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets)
+	m.decodeTime = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets)
+	m.inferenceTime = hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets)
+	m.tpot = hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", tokenLatencyBuckets)
+	tokens := Buckets125(max(o.MaxModelLen, 1))
+	m.reqPromptTokens = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens)
+	m.reqGenerationTokens = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokens)
+	m.reqMaxGeneration = hist("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", tokens)
+	m.paramsMaxTokens = hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokens)
+	m.paramsN = hist("vllm:request_params_n", "Histogram of the n request parameter.", paramsNBuckets)
+
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// finishedReasonLabel spells finish reasons as vLLM's metric does.
+func finishedReasonLabel(r completion.Reason) string {
+	switch r {
+	case completion.Cancelled:
+		return "abort"
+	case completion.None:
+		return "unknown"
+	}
+	return r.String()
+}
+
+// CacheConfig publishes vllm:cache_config_info.
+func (m *Engine) CacheConfig(blockSize, numBlocks int) {
+	m.cacheInfo.WithLabelValues(strconv.Itoa(blockSize), strconv.Itoa(numBlocks)).Set(1)
+}
+
+// Iteration publishes the gauges, the token and preemption counters and the
+// per-token latencies.
+func (m *Engine) Iteration(st *engine.IterationStats) {
+	m.running.Set(float64(st.Running))
+	m.waiting.Set(float64(st.Waiting))
+	m.kvUsage.Set(st.KV.Usage())
+	m.kvCachedBlocks.Set(float64(st.KV.Cached))
+	if d := st.KV.Queries - m.lastKV.Queries; d > 0 {
+		m.prefixQueries.Add(float64(d))
+	}
+	if d := st.KV.Hits - m.lastKV.Hits; d > 0 {
+		m.prefixHits.Add(float64(d))
+	}
+	if d := st.KV.HostHits - m.lastKV.HostHits; d > 0 {
+		m.hostHits.Add(float64(d))
+	}
+	if d := st.KV.Offloaded - m.lastKV.Offloaded; d > 0 {
+		m.offloadBlocks.Add(float64(d))
+		m.offloadBytes.Add(float64(d) * m.bytesPerBlock)
+	}
+	if d := st.KV.Restored - m.lastKV.Restored; d > 0 {
+		m.restoreBlocks.Add(float64(d))
+		m.restoreBytes.Add(float64(d) * m.bytesPerBlock)
+	}
+	m.hostBlocks.Set(float64(st.KV.HostTotal))
+	m.hostUsed.Set(float64(st.KV.HostUsed))
+	m.lastKV = st.KV
+	if st.Preempted > 0 {
+		m.preemptions.Add(float64(st.Preempted))
+	}
+	if st.PromptTokens > 0 {
+		m.promptTokens.Add(float64(st.PromptTokens))
+	}
+	if st.Sampled > 0 {
+		m.generationTokens.Add(float64(st.Sampled))
+	}
+	if st.Scheduled > 0 {
+		m.iterationTokens.Observe(float64(st.Tokens))
+	}
+	for _, d := range st.TimeToFirstToken {
+		m.ttft.Observe(d.Seconds())
+	}
+	for _, d := range st.InterTokenLatency {
+		m.itl.Observe(d.Seconds())
+	}
+	m.loraInfo.Set(float64(st.Time.UnixNano()) / 1e9)
+}
+
+// RequestFinished publishes the per-request histograms. A phase the request
+// never reached (a request cancelled while waiting was never scheduled) is
+// not observed, rather than observed as a made-up zero.
+func (m *Engine) RequestFinished(st *engine.RequestStats) {
+	m.success[st.FinishReason].Inc()
+	m.e2e.Observe(seconds(st.Arrival, st.Finished))
+	if !st.Scheduled.IsZero() {
+		m.queueTime.Observe(seconds(st.Arrival, st.Scheduled))
+		if !st.LastToken.IsZero() {
+			m.inferenceTime.Observe(seconds(st.Scheduled, st.LastToken))
+		}
+		if !st.FirstToken.IsZero() {
+			m.prefillTime.Observe(seconds(st.Scheduled, st.FirstToken))
+		}
+	}
+	if !st.FirstToken.IsZero() {
+		decode := seconds(st.FirstToken, st.LastToken)
+		m.decodeTime.Observe(decode)
+		if st.GenerationTokens > 1 {
+			m.tpot.Observe(decode / float64(st.GenerationTokens-1))
+		}
+	}
+	m.reqPromptTokens.Observe(float64(st.PromptTokens))
+	m.reqGenerationTokens.Observe(float64(st.GenerationTokens))
+	// One engine request is one sequence (the API refuses n > 1), so the
+	// largest generation in the request's group is its own.
+	m.reqMaxGeneration.Observe(float64(st.GenerationTokens))
+	m.paramsMaxTokens.Observe(float64(st.MaxTokens))
+	m.paramsN.Observe(1)
+}
+
+// seconds is b−a in seconds, never negative (clocks are monotonic in the
+// engine, but a zero or reordered time must not make a histogram lie).
+func seconds(a, b time.Time) float64 {
+	return math.Max(b.Sub(a).Seconds(), 0)
+}

@@ -1,0 +1,170 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// ResponseFormat is "response_format".
+type ResponseFormat struct {
+	// Type is "text", "json_object" or "json_schema".
+	Type       string            `json:"type"`
+	JSONSchema *JSONSchemaFormat `json:"json_schema"`
+}
+
+// JSONSchemaFormat is response_format.json_schema.
+type JSONSchemaFormat struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	// Strict is accepted either way: constrained decoding always enforces
+	// the schema exactly (as strict does).
+	Strict *bool `json:"strict"`
+}
+
+// StructuredOutputs is vLLM's "structured_outputs" object (newer spelling
+// of the guided_* fields).
+type StructuredOutputs struct {
+	JSON    json.RawMessage `json:"json"`
+	Regex   *string         `json:"regex"`
+	Choice  []string        `json:"choice"`
+	Grammar *string         `json:"grammar"`
+}
+
+// Guided are the structured-output fields both endpoints accept: OpenAI's
+// response_format and vLLM's guided_* extensions.
+type Guided struct {
+	ResponseFormat          *ResponseFormat    `json:"response_format"`
+	GuidedJSON              json.RawMessage    `json:"guided_json"`
+	GuidedRegex             *string            `json:"guided_regex"`
+	GuidedChoice            []string           `json:"guided_choice"`
+	GuidedGrammar           *string            `json:"guided_grammar"`
+	GuidedWhitespacePattern *string            `json:"guided_whitespace_pattern"`
+	GuidedDecodingBackend   string             `json:"guided_decoding_backend"`
+	StructuredOutputs       *StructuredOutputs `json:"structured_outputs"`
+}
+
+// Constraint kinds.
+const (
+	ConstraintJSONSchema = "json_schema"
+	ConstraintJSONObject = "json_object"
+	ConstraintRegex      = "regex"
+	ConstraintChoice     = "choice"
+)
+
+// OutputConstraint is what a request asks its output to be.
+type OutputConstraint struct {
+	Kind string
+	// Param is the request field that asked for it (errors name it).
+	Param   string
+	Schema  json.RawMessage
+	Regex   string
+	Choices []string
+}
+
+// Key identifies the constraint for caching compiled grammars.
+func (c *OutputConstraint) Key() string {
+	switch c.Kind {
+	case ConstraintJSONSchema:
+		return c.Kind + "\x00" + string(c.Schema)
+	case ConstraintRegex:
+		return c.Kind + "\x00" + c.Regex
+	case ConstraintChoice:
+		return c.Kind + "\x00" + strings.Join(c.Choices, "\x00")
+	}
+	return c.Kind
+}
+
+// Constraint resolves the structured-output fields: nil when the output is
+// free text, a 400 naming the field for a value the server cannot honour
+// or for two fields that both constrain the output.
+func (g *Guided) Constraint() (*OutputConstraint, *Error) {
+	var found []*OutputConstraint
+	if rf := g.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "", "text":
+		case "json_object":
+			found = append(found, &OutputConstraint{Kind: ConstraintJSONObject, Param: "response_format"})
+		case "json_schema":
+			if rf.JSONSchema == nil || isAbsent(rf.JSONSchema.Schema) {
+				return nil, BadRequest("response_format.json_schema", "response_format of type json_schema needs json_schema.schema")
+			}
+			found = append(found, &OutputConstraint{Kind: ConstraintJSONSchema, Param: "response_format.json_schema.schema", Schema: rf.JSONSchema.Schema})
+		default:
+			return nil, BadRequest("response_format.type", "unknown response_format type %q; want text, json_object or json_schema", rf.Type)
+		}
+	}
+	if !isAbsent(g.GuidedJSON) {
+		c, err := jsonConstraint(g.GuidedJSON, "guided_json")
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, c)
+	}
+	if g.GuidedRegex != nil {
+		found = append(found, &OutputConstraint{Kind: ConstraintRegex, Param: "guided_regex", Regex: *g.GuidedRegex})
+	}
+	if g.GuidedChoice != nil {
+		if len(g.GuidedChoice) == 0 {
+			return nil, BadRequest("guided_choice", "guided_choice must list at least one choice")
+		}
+		found = append(found, &OutputConstraint{Kind: ConstraintChoice, Param: "guided_choice", Choices: g.GuidedChoice})
+	}
+	if g.GuidedGrammar != nil {
+		return nil, BadRequest("guided_grammar", "context-free grammars (guided_grammar) are not supported; use guided_json, guided_regex or guided_choice")
+	}
+	if g.GuidedWhitespacePattern != nil {
+		return nil, BadRequest("guided_whitespace_pattern", "guided_whitespace_pattern is not supported")
+	}
+	if so := g.StructuredOutputs; so != nil {
+		if !isAbsent(so.JSON) {
+			c, err := jsonConstraint(so.JSON, "structured_outputs.json")
+			if err != nil {
+				return nil, err
+			}
+			found = append(found, c)
+		}
+		if so.Regex != nil {
+			found = append(found, &OutputConstraint{Kind: ConstraintRegex, Param: "structured_outputs.regex", Regex: *so.Regex})
+		}
+		if so.Choice != nil {
+			if len(so.Choice) == 0 {
+				return nil, BadRequest("structured_outputs.choice", "structured_outputs.choice must list at least one choice")
+			}
+			found = append(found, &OutputConstraint{Kind: ConstraintChoice, Param: "structured_outputs.choice", Choices: so.Choice})
+		}
+		if so.Grammar != nil {
+			return nil, BadRequest("structured_outputs.grammar", "context-free grammars are not supported; use json, regex or choice")
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		return found[0], nil
+	}
+	return nil, BadRequest(found[1].Param, "%s and %s both constrain the output; give one", found[0].Param, found[1].Param)
+}
+
+// jsonConstraint reads guided_json: a schema object, or a string holding
+// one (vLLM accepts both).
+func jsonConstraint(raw json.RawMessage, param string) (*OutputConstraint, *Error) {
+	raw = bytes.TrimSpace(raw)
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, BadRequest(param, "%s: %v", param, err)
+		}
+		raw = json.RawMessage(strings.TrimSpace(s))
+		if !json.Valid(raw) {
+			return nil, BadRequest(param, "%s is a string but not a JSON schema", param)
+		}
+	}
+	return &OutputConstraint{Kind: ConstraintJSONSchema, Param: param, Schema: raw}, nil
+}
+
+func isAbsent(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}

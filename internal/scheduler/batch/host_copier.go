@@ -1,0 +1,42 @@
+package batch
+
+import (
+	"context"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// BlockCopier is implemented by executors that can move KV blocks between
+// their device memory and a host-memory tier: the engine needs it when the
+// block manager has a host tier (kvcache.Config.HostBlocks), to offload the
+// KV of paused programs instead of letting it be evicted and recomputed.
+//
+// Contract:
+//   - The engine owns both namespaces: device block ids (the same ones block
+//     tables name) and host slots 0 … n−1. The executor never chooses a
+//     block or a slot; it owns only the memory behind them.
+//   - ReserveHostBlocks(n, blockSize) is called once, before any
+//     CopyBlocks, with the host tier's size in blocks of blockSize tokens;
+//     the executor allocates host memory for n blocks of every layer's keys
+//     and values (page-locked memory on a GPU, so copies can use DMA). An
+//     error fails engine construction.
+//   - CopyBlocks carries out transfers in order, each moving one whole
+//     block (all layers, keys and values): kvcache.CopyOut reads device block
+//     Device and writes host slot Host, kvcache.CopyIn the reverse. Order
+//     matters: a later transfer may overwrite a block or slot an earlier one
+//     reads. When CopyBlocks returns, every copy has landed (an executor that
+//     overlaps copies with compute must make its next Execute wait for them).
+//   - Copies are plain overwrites, so carrying out the same list again gives
+//     the same memory: CopyBlocks is idempotent and may be retried.
+//   - An error means no transfer of the list can be trusted: the engine drops
+//     the cached contents they moved (kvcache.Manager.FailTransfers) and fails
+//     the iteration's requests, as for an Execute error.
+//   - CopyBlocks is never called concurrently with itself or with Execute;
+//     the engine calls it at the start of an iteration, before Execute, so a
+//     device block copied out is read before anything can write it again,
+//     and a block copied in holds its KV before a sequence reads it.
+//   - The transfers slice is reused by the engine after CopyBlocks returns.
+type BlockCopier interface {
+	ReserveHostBlocks(n, blockSize int) error
+	CopyBlocks(ctx context.Context, transfers []kvcache.Transfer) error
+}

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+func TestHostTierNeedsABlockCopier(t *testing.T) {
+	_, err := New(Config{
+		MaxModelLen: 64, Decoder: letters{eos: 0},
+		KV: kvcache.Config{NumBlocks: 8, EnablePrefixCache: true, HostBlocks: 8},
+	}, nopExec{})
+	if err == nil || !strings.Contains(err.Error(), "batch.BlockCopier") {
+		t.Fatalf("New = %v, want an error naming batch.BlockCopier", err)
+	}
+}
+
+// TestOffloadRunsOnIdleEngine: the copies of an offload happen at the next
+// iteration even when no request runs, and a resumed program's request
+// restores its prefix from the host instead of recomputing it.
+func TestOffloadRunsOnIdleEngine(t *testing.T) {
+	o := defaultOpts()
+	o.numBlocks, o.hostBlocks = 16, 32
+	env := newEnv(t, o)
+	p := prompt(20, 1)
+	s := mustSubmit(t, env.e, req("a", p, 4))
+	env.runUntilIdle(t, 50)
+	toks, _, _ := collect(t, s)
+	ctx := append(append([]int32{}, p...), toks...)
+	full := (len(ctx) - 1) / o.blockSize // the last sampled token has no KV yet
+	if n := env.e.OffloadPrefix(ctx); n != full {
+		t.Fatalf("OffloadPrefix moved %d blocks, want %d", n, full)
+	}
+	env.step(t)
+	if env.x.copiedOut != full {
+		t.Fatalf("executor copied %d blocks out on an idle step, want %d", env.x.copiedOut, full)
+	}
+	// Another request takes every device block.
+	other := mustSubmit(t, env.e, req("b", prompt(60, 2), 2))
+	env.runUntilIdle(t, 100)
+	collect(t, other)
+	next := mustSubmit(t, env.e, req("a2", append(ctx, 5), 2))
+	env.runUntilIdle(t, 50)
+	_, _, f := collect(t, next)
+	if f.Usage.CachedTokens != full*o.blockSize {
+		t.Fatalf("resumed request cached %d tokens, want %d", f.Usage.CachedTokens, full*o.blockSize)
+	}
+	if st := env.e.KVStats(); st.HostHits == 0 || env.x.copiedIn == 0 {
+		t.Fatalf("resumed request did not hit the host tier: %+v, %d copied in", st, env.x.copiedIn)
+	}
+}
+
+// TestCopyFailureFailsBatchAndDropsBlocks: when the executor cannot copy, the
+// request that needed the copied-in blocks fails, the contents are never
+// served again, and the engine goes on.
+func TestCopyFailureFailsBatchAndDropsBlocks(t *testing.T) {
+	o := defaultOpts()
+	o.numBlocks, o.hostBlocks = 16, 32
+	env := newEnv(t, o)
+	env.x.eosMod = 0
+	p := prompt(20, 1)
+	first := mustSubmit(t, env.e, req("a", p, 1))
+	env.runUntilIdle(t, 50)
+	collect(t, first)
+	env.e.OffloadPrefix(p)
+	env.step(t)
+	env.x.failCopy = true
+	s := mustSubmit(t, env.e, req("a2", append(p, 3), 2))
+	r := env.step(t)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "copy") {
+		t.Fatalf("step error = %v, want the copy failure", r.Err)
+	}
+	_, _, f := collect(t, s)
+	if f.FinishReason != completion.Error {
+		t.Fatalf("request over failed copies finished %v, want error", f.FinishReason)
+	}
+	env.x.failCopy = false
+	if got := env.e.KV().CachedPrefix(append(p, 3)); got != 0 {
+		t.Fatalf("CachedPrefix = %d after the failed copy, want 0", got)
+	}
+	s = mustSubmit(t, env.e, req("a3", append(p, 3), 2))
+	env.runUntilIdle(t, 50)
+	if _, _, f := collect(t, s); f.FinishReason != completion.Length {
+		t.Fatalf("request after the failure finished %v", f.FinishReason)
+	}
+	if used := env.e.KV().Stats().Used; used != 0 {
+		t.Errorf("%d blocks leaked", used)
+	}
+}

@@ -1,0 +1,121 @@
+package grammar
+
+import (
+	mathbits "math/bits"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/sampling"
+)
+
+// benchVocabSize is Qwen2.5's vocabulary size.
+const benchVocabSize = 151936
+
+// syntheticVocab is a BPE-like vocabulary of size n: the 256 bytes, then
+// pieces drawn from words, spaces, digits, punctuation and CJK characters,
+// 1 to 12 bytes long; the last id has no bytes (EOS).
+func syntheticVocab(n int) (*Vocab, int32) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	pieces := make([][]byte, n)
+	for b := range 256 {
+		pieces[b] = []byte{byte(b)}
+	}
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	const punct = `{}[]":,. \n0123456789-_`
+	for i := 256; i < n-1; i++ {
+		var p []byte
+		switch rng.IntN(5) {
+		case 0, 1: // a word, often with a leading space
+			if rng.IntN(2) == 0 {
+				p = append(p, ' ')
+			}
+			for range 1 + rng.IntN(10) {
+				p = append(p, letters[rng.IntN(len(letters))])
+			}
+		case 2: // punctuation and digits
+			for range 1 + rng.IntN(4) {
+				p = append(p, punct[rng.IntN(len(punct))])
+			}
+		case 3: // CJK
+			for range 1 + rng.IntN(3) {
+				p = append(p, encodeRune(rune(0x4e00+rng.IntN(0x5000)))...)
+			}
+		default: // mixed
+			p = append(p, '"')
+			for range rng.IntN(8) {
+				p = append(p, letters[rng.IntN(len(letters))])
+			}
+			p = append(p, punct[rng.IntN(len(punct))])
+		}
+		pieces[i] = p
+	}
+	eos := int32(n - 1)
+	return NewVocab(n, func(id int32) []byte { return pieces[id] }), eos
+}
+
+// BenchmarkConstrainedStep is one decoding step of a JSON-schema request
+// at a 151,936-token vocabulary: the mask (cached per DFA state after the
+// first visit), applying it to the logits, and advancing on the token
+// drawn (the draw itself, a scan to an allowed token from a random
+// place, stands in for the sampler, whose cost constraints do not change).
+func BenchmarkConstrainedStep(b *testing.B) {
+	v, eos := syntheticVocab(benchVocabSize)
+	g, err := JSONSchema([]byte(personSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	logits := make([]float32, benchVocabSize)
+	rng := rand.New(rand.NewPCG(1, 1))
+	m := g.NewMatcher(v, []int32{eos})
+	const maxTokens = 256
+	step := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		mask := m.Mask(maxTokens - step)
+		sampling.ApplyMask(logits, mask)
+		tok := pick(mask, rng)
+		if !m.Advance(tok) {
+			b.Fatalf("allowed token %d refused", tok)
+		}
+		step++
+		if m.Done() || step == maxTokens {
+			m = g.NewMatcher(v, []int32{eos})
+			step = 0
+		}
+	}
+}
+
+// BenchmarkApplyMask is the per-step cost of masking alone, for a mask
+// allowing one token in eight.
+func BenchmarkApplyMask(b *testing.B) {
+	logits := make([]float32, benchVocabSize)
+	mask := make([]uint64, (benchVocabSize+63)/64)
+	for i := range mask {
+		mask[i] = 0x0101010101010101
+	}
+	b.ReportAllocs()
+	for range b.N {
+		sampling.ApplyMask(logits, mask)
+	}
+}
+
+// BenchmarkBuildVocab is the one-time cost of the vocabulary trie.
+func BenchmarkBuildVocab(b *testing.B) {
+	for range b.N {
+		syntheticVocab(benchVocabSize)
+	}
+}
+
+// pick returns an allowed token: the first set bit at or after a random
+// word (wrapping around).
+func pick(mask []uint64, rng *rand.Rand) int32 {
+	start := rng.IntN(len(mask))
+	for i := range mask {
+		w := (start + i) % len(mask)
+		if bits := mask[w]; bits != 0 {
+			return int32(w*64 + mathbits.TrailingZeros64(bits))
+		}
+	}
+	return -1
+}

@@ -1,0 +1,143 @@
+// Package grammar compiles output constraints (a JSON schema subset, a
+// regular expression, a list of choices, a tool-call format) into a byte
+// automaton, and turns the automaton into per-step token masks over a
+// model's vocabulary for constrained decoding.
+//
+// Every constraint is a regular language over bytes: schemas here are not
+// recursive and their repetitions are bounded or starred, so one
+// representation serves them all. A constraint compiles to a Thompson NFA
+// once; its DFA is built lazily, one state the first time decoding reaches
+// it; the set of tokens allowed in a DFA state is computed once, by walking
+// a trie of the vocabulary alongside the DFA (a subtree is skipped as soon
+// as the DFA dies), and cached with the state. In steady state a decoding
+// step is a cache lookup and one pass over the mask.
+package grammar
+
+// op is a node's operator.
+type op uint8
+
+const (
+	opEmpty  op = iota // matches ""
+	opRange            // one byte in [lo, hi]
+	opConcat           // subs in sequence
+	opAlt              // any one of subs
+	opRepeat           // subs[0] between min and max times (max < 0: unbounded)
+)
+
+// node is a regular expression over bytes.
+type node struct {
+	op       op
+	lo, hi   byte
+	subs     []*node
+	min, max int
+}
+
+var empty = &node{op: opEmpty}
+
+func byteRange(lo, hi byte) *node { return &node{op: opRange, lo: lo, hi: hi} }
+
+func oneByte(b byte) *node { return byteRange(b, b) }
+
+func lit(s string) *node {
+	if len(s) == 0 {
+		return empty
+	}
+	if len(s) == 1 {
+		return oneByte(s[0])
+	}
+	subs := make([]*node, len(s))
+	for i := range len(s) {
+		subs[i] = oneByte(s[i])
+	}
+	return &node{op: opConcat, subs: subs}
+}
+
+func concat(subs ...*node) *node {
+	var out []*node
+	for _, s := range subs {
+		switch s.op {
+		case opEmpty:
+		case opConcat:
+			out = append(out, s.subs...)
+		default:
+			out = append(out, s)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return empty
+	case 1:
+		return out[0]
+	}
+	return &node{op: opConcat, subs: out}
+}
+
+func alt(subs ...*node) *node {
+	if len(subs) == 1 {
+		return subs[0]
+	}
+	return &node{op: opAlt, subs: subs}
+}
+
+func repeat(n *node, min, max int) *node {
+	return &node{op: opRepeat, subs: []*node{n}, min: min, max: max}
+}
+
+func opt(n *node) *node  { return repeat(n, 0, 1) }
+func star(n *node) *node { return repeat(n, 0, -1) }
+
+// utf8Range matches the UTF-8 encodings of the runes in [lo, hi]
+// (surrogates excluded).
+func utf8Range(lo, hi rune) *node {
+	if lo > hi {
+		return nil
+	}
+	var parts []*node
+	bounds := [][2]rune{{0, 0x7f}, {0x80, 0x7ff}, {0x800, 0xd7ff}, {0xe000, 0xffff}, {0x10000, 0x10ffff}}
+	for _, b := range bounds {
+		l, h := max(lo, b[0]), min(hi, b[1])
+		if l > h {
+			continue
+		}
+		parts = append(parts, byteSeqs(encodeRune(l), encodeRune(h)))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return alt(parts...)
+}
+
+// byteSeqs matches the byte strings between lo and hi (same length) that
+// are encodings of the runes between them.
+func byteSeqs(lo, hi []byte) *node {
+	if len(lo) == 1 {
+		return byteRange(lo[0], hi[0])
+	}
+	if lo[0] == hi[0] {
+		return concat(oneByte(lo[0]), byteSeqs(lo[1:], hi[1:]))
+	}
+	n := len(lo) - 1
+	minCont, maxCont := make([]byte, n), make([]byte, n)
+	for i := range n {
+		minCont[i], maxCont[i] = 0x80, 0xbf
+	}
+	var parts []*node
+	parts = append(parts, concat(oneByte(lo[0]), byteSeqs(lo[1:], maxCont)))
+	if hi[0]-lo[0] > 1 {
+		parts = append(parts, concat(byteRange(lo[0]+1, hi[0]-1), byteSeqs(minCont, maxCont)))
+	}
+	parts = append(parts, concat(oneByte(hi[0]), byteSeqs(minCont, hi[1:])))
+	return alt(parts...)
+}
+
+func encodeRune(r rune) []byte {
+	switch {
+	case r < 0x80:
+		return []byte{byte(r)}
+	case r < 0x800:
+		return []byte{0xc0 | byte(r>>6), 0x80 | byte(r)&0x3f}
+	case r < 0x10000:
+		return []byte{0xe0 | byte(r>>12), 0x80 | byte(r>>6)&0x3f, 0x80 | byte(r)&0x3f}
+	}
+	return []byte{0xf0 | byte(r>>18), 0x80 | byte(r>>12)&0x3f, 0x80 | byte(r>>6)&0x3f, 0x80 | byte(r)&0x3f}
+}
