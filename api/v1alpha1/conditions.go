@@ -62,6 +62,10 @@ const (
 	// ReasonPolicyNotFound: PolicyResolved=False, the named policy does not
 	// exist in the pool's namespace.
 	ReasonPolicyNotFound = "PolicyNotFound"
+	// ReasonPolicyInvalid: PolicyResolved=False, the named policy exists but
+	// cannot be used (it got past the API's validation, e.g. written before
+	// a rule existed): the pool runs with the runtime's defaults.
+	ReasonPolicyInvalid = "PolicyInvalid"
 
 	// ReasonControlSecretCreated: event, the pool's control-API token Secret
 	// was created.
@@ -69,4 +73,7 @@ const (
 
 	// ReasonAccepted: Accepted=True.
 	ReasonAccepted = "Accepted"
+	// ReasonInvalid: Accepted=False, the policy cannot be used; the pools
+	// naming it run with the defaults.
+	ReasonInvalid = "Invalid"
 )

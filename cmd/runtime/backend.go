@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/ggml"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
-	"github.com/kvpilot/kvpilot/internal/runtime/server"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
@@ -23,7 +23,7 @@ const defaultCPUKVMemory = 1 << 30
 // backend is an executor with what the engine and the server need from it.
 type backend struct {
 	exec       batch.Executor
-	codec      server.Codec
+	codec      codec.Codec
 	decoder    engine.TokenDecoder
 	eos        []int32
 	vocabSize  int
@@ -94,7 +94,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 		exec = c
 	}
 	return &backend{
-		exec: exec, codec: server.ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
+		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock,
 		servedName:  nameFromModel(o.Model),
 		description: fmt.Sprintf("%s, %d KV blocks (%d MiB)", name, blocks, int64(blocks)*perBlock>>20),
@@ -187,7 +187,7 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "tensor_parallel", o.TensorParallel,
 		"kv_blocks", blocks, "kv_sized_from", sizedFrom)
 	return &backend{
-		exec: exec, codec: server.SimCodec{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
+		exec: exec, codec: codec.Sim{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
 		kvBytesPerBlock: geom.KVBytesPerToken() * int64(o.BlockSize), // all devices: what the replica moves
 		description:     fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),

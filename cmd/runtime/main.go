@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -162,9 +163,9 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	}
 	table := programs.New(programs.Config{
 		Pod: podName(o), Addr: advertiseAddr(o, ln.Addr()), IdleTimeout: o.ProgramIdle, Logger: log,
-		KV: func() programs.KVReport {
+		KV: func() wire.KVReport {
 			st := eng.KVStats()
-			return programs.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
+			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
 				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
 		},
 		Offload: func(tokens []int32) { eng.OffloadPrefix(tokens) },

@@ -23,7 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 )
 
 // This file runs the runtime binary as real processes on loopback.
@@ -148,7 +148,7 @@ func (p *pod) logText() string {
 	return p.logs.String()
 }
 
-func (p *pod) push(pl *programs.Placement) {
+func (p *pod) push(pl *wire.Placement) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -232,7 +232,7 @@ func TestProcessSIGTERMWithHeldRequests(t *testing.T) {
 	const drainTimeout = 4 * time.Second
 	a := startPod(t, "pod-a", "--drain-timeout", drainTimeout.String())
 	b := startPod(t, "pod-b")
-	a.push(&programs.Placement{Version: 1, Routes: map[string]string{"held": "", "moved": ""}})
+	a.push(&wire.Placement{Version: 1, Routes: map[string]string{"held": "", "moved": ""}})
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -247,7 +247,7 @@ func TestProcessSIGTERMWithHeldRequests(t *testing.T) {
 
 	// The controller places "moved" on pod B: its held request is forwarded
 	// there and streams through A when A is told to stop.
-	a.push(&programs.Placement{Version: 2, Routes: map[string]string{"moved": b.api}})
+	a.push(&wire.Placement{Version: 2, Routes: map[string]string{"moved": b.api}})
 	waitUntil(t, "the moved program running on pod B", 10*time.Second, func() bool {
 		return b.metrics()["vllm:num_requests_running"] == 1
 	})
@@ -356,7 +356,7 @@ func TestProcessCancelsStalledReaders(t *testing.T) {
 func TestProcessForwardToUnreachablePod(t *testing.T) {
 	a := startPod(t, "pod-a")
 	gone := freeAddr(t) // nothing listens there
-	a.push(&programs.Placement{Version: 1, Routes: map[string]string{"orphan": gone}})
+	a.push(&wire.Placement{Version: 1, Routes: map[string]string{"orphan": gone}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r := post(ctx, a.api, "orphan", `{"prompt":"hello","max_tokens":4}`)

@@ -18,6 +18,7 @@ import (
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/controller"
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
@@ -43,9 +44,9 @@ type fakeRuntimePod struct {
 	apiAddr, controlAddr string
 }
 
-func startFakeRuntimePod(ns, name, token string, kv programs.KVReport) *fakeRuntimePod {
+func startFakeRuntimePod(ns, name, token string, kv wire.KVReport) *fakeRuntimePod {
 	fp := &fakeRuntimePod{apiAddr: name + ".pods.test:8000"}
-	fp.table = programs.New(programs.Config{Pod: name, Addr: fp.apiAddr, KV: func() programs.KVReport { return kv }})
+	fp.table = programs.New(programs.Config{Pod: name, Addr: fp.apiAddr, KV: func() wire.KVReport { return kv }})
 	srv := httptest.NewServer(control.Handler(fp.table, token))
 	fp.controlAddr = strings.TrimPrefix(srv.URL, "http://")
 	key := ns + "/" + name
@@ -146,8 +147,8 @@ var _ = Describe("Fleet loop", func() {
 
 		// Pod a runs four programs of 5,000 tokens: 20,400 tokens charged
 		// (with the 100-token buffer each) on a 16,000-token KV cache.
-		a := startFakeRuntimePod(ns, "agents-a", token, programs.KVReport{BlockSize: 16, TotalBlocks: 1000, UsedBlocks: 800})
-		b := startFakeRuntimePod(ns, "agents-b", token, programs.KVReport{BlockSize: 16, TotalBlocks: 1000})
+		a := startFakeRuntimePod(ns, "agents-a", token, wire.KVReport{BlockSize: 16, TotalBlocks: 1000, UsedBlocks: 800})
+		b := startFakeRuntimePod(ns, "agents-b", token, wire.KVReport{BlockSize: 16, TotalBlocks: 1000})
 		for _, id := range []string{"p1", "p2", "p3", "p4"} {
 			a.run(id, 5000)
 		}
@@ -222,8 +223,8 @@ var _ = Describe("Fleet loop", func() {
 			Mode(servingv1alpha1.SchedulingModeProgramAware).Interval(time.Second).Obj())).To(Succeed())
 		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("drain", ns).Replicas(2).Policy("drain").Obj())).To(Succeed())
 		token := controlToken(ctx, "drain")
-		a := startFakeRuntimePod(ns, "drain-a", token, programs.KVReport{BlockSize: 16, TotalBlocks: 1000})
-		b := startFakeRuntimePod(ns, "drain-b", token, programs.KVReport{BlockSize: 16, TotalBlocks: 1000})
+		a := startFakeRuntimePod(ns, "drain-a", token, wire.KVReport{BlockSize: 16, TotalBlocks: 1000})
+		b := startFakeRuntimePod(ns, "drain-b", token, wire.KVReport{BlockSize: 16, TotalBlocks: 1000})
 		a.run("p1", 1000)
 		a.run("p2", 2000)
 		createReadyPod(ctx, "drain", "drain-a")
@@ -237,9 +238,13 @@ var _ = Describe("Fleet loop", func() {
 
 		By("scaling pod a down: a finalizer keeps it terminating, as a draining runtime would")
 		pod := &corev1.Pod{}
-		Expect(k8sClient.Get(ctx, key("drain-a"), pod)).To(Succeed())
-		pod.Finalizers = append(pod.Finalizers, "kvpilot.test/draining")
-		Expect(k8sClient.Update(ctx, pod)).To(Succeed())
+		// The fleet loop writes the pod's deletion cost meanwhile: retry on
+		// a conflict.
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, key("drain-a"), pod)).To(Succeed())
+			pod.Finalizers = append(pod.Finalizers, "kvpilot.test/draining")
+			g.Expect(k8sClient.Update(ctx, pod)).To(Succeed())
+		}, reconcileTimeout, pollInterval).Should(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			p := &corev1.Pod{}
 			Expect(k8sClient.Get(ctx, key("drain-a"), p)).To(Succeed())
@@ -256,7 +261,7 @@ var _ = Describe("Fleet loop", func() {
 	It("runs a pool without a policy in Default mode: nothing is paused", func(ctx SpecContext) {
 		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("plain", ns).Obj())).To(Succeed())
 		token := controlToken(ctx, "plain")
-		a := startFakeRuntimePod(ns, "plain-a", token, programs.KVReport{BlockSize: 16, TotalBlocks: 100})
+		a := startFakeRuntimePod(ns, "plain-a", token, wire.KVReport{BlockSize: 16, TotalBlocks: 100})
 		a.run("big", 5000) // far over the pod's 1,600 tokens
 		createReadyPod(ctx, "plain", "plain-a")
 

@@ -148,6 +148,13 @@ func (r *InferencePoolReconciler) resolvePolicy(ctx context.Context, pool *servi
 	case err != nil:
 		return nil, cond, fmt.Errorf("get SchedulerPolicy %s: %w", ref.Name, err)
 	}
+	if _, err := convertPolicy(&policy.Spec); err != nil {
+		// The fleet loop cannot use it either: say so, and run the pods as
+		// without a policy, as the loop does.
+		cond.Status, cond.Reason = metav1.ConditionFalse, servingv1alpha1.ReasonPolicyInvalid
+		cond.Message = fmt.Sprintf("SchedulerPolicy %q cannot be used (%v): the pods run with the runtime's defaults", ref.Name, err)
+		return nil, cond, nil
+	}
 	cond.Status, cond.Reason = metav1.ConditionTrue, servingv1alpha1.ReasonPolicyFound
 	cond.Message = fmt.Sprintf("using SchedulerPolicy %q", ref.Name)
 	return policy, cond, nil

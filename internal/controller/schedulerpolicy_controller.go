@@ -55,8 +55,9 @@ func (r *SchedulerPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // setPolicyStatus writes the pools using a policy and its Accepted
-// condition. The API server has already validated the spec (schema and
-// CEL), so a policy the controller reads is one it can honour.
+// condition. The API server validates the spec (schema and CEL), but an
+// object written before a rule existed can still fail conversion: it is
+// then Accepted=False, since the fleet loop runs its pools without it.
 func setPolicyStatus(policy *servingv1alpha1.SchedulerPolicy, pools []servingv1alpha1.InferencePool) {
 	names := make([]string, 0, len(pools))
 	for i := range pools {
@@ -70,13 +71,18 @@ func setPolicyStatus(policy *servingv1alpha1.SchedulerPolicy, pools []servingv1a
 		st.Pools = nil
 	}
 	st.ObservedGeneration = policy.Generation
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+	cond := metav1.Condition{
 		Type:               servingv1alpha1.PolicyAccepted,
 		Status:             metav1.ConditionTrue,
 		Reason:             servingv1alpha1.ReasonAccepted,
 		Message:            fmt.Sprintf("%s mode, every %s", policy.Spec.Mode, durationString(policy.Spec.Interval)),
 		ObservedGeneration: policy.Generation,
-	})
+	}
+	if _, err := convertPolicy(&policy.Spec); err != nil {
+		cond.Status, cond.Reason = metav1.ConditionFalse, servingv1alpha1.ReasonInvalid
+		cond.Message = fmt.Sprintf("cannot be used: %v; pools naming it run with the defaults", err)
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
 }
 
 func durationString(d *metav1.Duration) string {

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -85,8 +85,8 @@ type Summary struct {
 // returns the version the pod has in force; pushing the same version twice
 // must be harmless (pods ignore versions they already applied).
 type PodClient interface {
-	State(ctx context.Context, addr string) (*programs.Report, error)
-	Push(ctx context.Context, addr string, p *programs.Placement) (*control.PlacementResult, error)
+	State(ctx context.Context, addr string) (*wire.Report, error)
+	Push(ctx context.Context, addr string, p *wire.Placement) (*wire.PlacementResult, error)
 }
 
 var _ PodClient = (*control.Client)(nil)
@@ -156,7 +156,7 @@ type round struct {
 // podRound is one pod's part of a round.
 type podRound struct {
 	pod     Pod
-	report  *programs.Report // nil: not read this round
+	report  *wire.Report // nil: not read this round
 	err     error
 	summary PodSummary
 	dec     *placement.PodDecision
@@ -358,7 +358,7 @@ func (f *Fleet) push(ctx context.Context, r *round) {
 	delta, unroute := diffRoutes(f.routes, r.routes)
 	// Every placement is built before any push starts: the pushes write
 	// f.pushed, which placementFor reads.
-	pls := map[string]*programs.Placement{}
+	pls := map[string]*wire.Placement{}
 	for _, name := range r.names {
 		if pr := r.pods[name]; pr.report != nil {
 			pls[name] = f.placementFor(r, pr, delta, unroute)
@@ -391,7 +391,7 @@ func (f *Fleet) push(ctx context.Context, r *round) {
 // placementFor is one pod's placement: its part of the decision, programs
 // released through another pod, and the routes as a delta when the pod
 // applied the previous version, else in full.
-func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, unroute []string) *programs.Placement {
+func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, unroute []string) *wire.Placement {
 	var release []string
 	for _, p := range pr.report.Programs {
 		if m := r.merged[p.ID]; m != nil && m.State == placement.StateTerminated && p.State != placement.StateTerminated.String() {
@@ -399,7 +399,7 @@ func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, un
 		}
 	}
 	d := pr.dec
-	pl := &programs.Placement{
+	pl := &wire.Placement{
 		Version: f.version, Mode: string(f.policy.Mode), Place: d.Place, Pause: d.Pause, Mark: d.Mark, Unmark: d.Unmark, Release: release,
 		Room: r.room, MaxPauseSeconds: int64(f.policy.MaxPauseDuration / time.Second),
 		BufferTokensPerProgram: f.policy.BufferTokensPerProgram,
@@ -425,8 +425,8 @@ func (r *round) summary() *Summary {
 // while paused (placed, PAUSED) over pods that only hold its requests; the
 // best-ranked view gives status, tokens and placement, and every view adds
 // its held requests. A release seen by any pod ends the program.
-func mergeProgram(merged map[string]*placement.Program, r *programs.ProgramReport, pod string) {
-	in := r.ToPlacement(pod)
+func mergeProgram(merged map[string]*placement.Program, r *wire.ProgramReport, pod string) {
+	in := toPlacement(r, pod)
 	if !r.Placed && in.State == placement.StateActive {
 		// A pod that only forwarded or holds for it: placed elsewhere.
 		in.State = placement.StatePaused
@@ -480,4 +480,36 @@ func diffRoutes(old, cur map[string]string) (delta map[string]string, gone []str
 	}
 	sort.Strings(gone)
 	return delta, gone
+}
+
+// toPlacement converts a pod's report of a program for the placement
+// algorithm.
+func toPlacement(p *wire.ProgramReport, pod string) placement.Program {
+	out := placement.Program{
+		ID: p.ID, MarkedForPause: p.MarkedForPause, ContextTokens: p.ContextTokens,
+		SharedTokens: p.SharedTokens, Steps: p.Steps, LastTransition: p.LastTransition,
+		PausedSince: p.PausedSince, HasHeldRequest: p.HeldRequests > 0,
+		RunningSince: p.RunningSince,
+	}
+	switch p.Status {
+	case placement.StatusReasoning.String():
+		out.Status = placement.StatusReasoning
+	case placement.StatusActing.String():
+		out.Status = placement.StatusActing
+	}
+	switch p.State {
+	case placement.StateActive.String():
+		out.State = placement.StateActive
+		if p.Placed {
+			out.Pod = pod
+		}
+	case placement.StatePaused.String():
+		out.State = placement.StatePaused
+		if p.Placed {
+			out.CachedOn = pod
+		}
+	case placement.StateTerminated.String():
+		out.State = placement.StateTerminated
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"github.com/google/go-cmp/cmp"
+
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
@@ -21,13 +24,13 @@ type testPod struct {
 	name  string
 	table *programs.Table
 	srv   *httptest.Server
-	kv    programs.KVReport
+	kv    wire.KVReport
 }
 
 func newPod(t *testing.T, name string, capacityTokens int, clk clock.Clock) *testPod {
-	p := &testPod{name: name, kv: programs.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
+	p := &testPod{name: name, kv: wire.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
 	p.table = programs.New(programs.Config{Pod: name, Addr: name + ":8000", Clock: clk,
-		KV: func() programs.KVReport { return p.kv }})
+		KV: func() wire.KVReport { return p.kv }})
 	p.srv = httptest.NewServer(control.Handler(p.table, token))
 	t.Cleanup(p.srv.Close)
 	return p
@@ -44,13 +47,13 @@ func run(p *testPod, id string, context int64) {
 	p.table.End(id, context, 0, nil)
 }
 
-func find(r programs.Report, id string) programs.ProgramReport {
+func find(r wire.Report, id string) wire.ProgramReport {
 	for _, p := range r.Programs {
 		if p.ID == id {
 			return p
 		}
 	}
-	return programs.ProgramReport{}
+	return wire.ProgramReport{}
 }
 
 func TestRoundPausesOverflowAndResumesElsewhere(t *testing.T) {
@@ -169,10 +172,10 @@ func TestUnreachablePodIsLeftAlone(t *testing.T) {
 
 func TestMergeRanksViews(t *testing.T) {
 	t0 := time.Unix(100, 0)
-	holder := &programs.ProgramReport{ID: "p", Status: "ACTING", State: "PAUSED", HeldRequests: 1, PausedSince: t0}
-	cache := &programs.ProgramReport{ID: "p", Status: "ACTING", State: "PAUSED", Placed: true, ContextTokens: 900, Steps: 4, PausedSince: t0.Add(time.Second)}
-	running := &programs.ProgramReport{ID: "p", Status: "REASONING", State: "ACTIVE", Placed: true, ContextTokens: 950, Steps: 5}
-	for _, order := range [][]*programs.ProgramReport{{holder, cache, running}, {running, cache, holder}, {cache, running, holder}} {
+	holder := &wire.ProgramReport{ID: "p", Status: "ACTING", State: "PAUSED", HeldRequests: 1, PausedSince: t0}
+	cache := &wire.ProgramReport{ID: "p", Status: "ACTING", State: "PAUSED", Placed: true, ContextTokens: 900, Steps: 4, PausedSince: t0.Add(time.Second)}
+	running := &wire.ProgramReport{ID: "p", Status: "REASONING", State: "ACTIVE", Placed: true, ContextTokens: 950, Steps: 5}
+	for _, order := range [][]*wire.ProgramReport{{holder, cache, running}, {running, cache, holder}, {cache, running, holder}} {
 		merged := map[string]*placement.Program{}
 		for i, r := range order {
 			mergeProgram(merged, r, fmt.Sprintf("pod-%d", i))
@@ -188,8 +191,32 @@ func TestMergeRanksViews(t *testing.T) {
 	if p := merged["p"]; p.State != placement.StatePaused || p.CachedOn != "b" || !p.PausedSince.Equal(t0) || p.ContextTokens != 900 {
 		t.Errorf("paused program: %+v", p)
 	}
-	mergeProgram(merged, &programs.ProgramReport{ID: "p", State: "TERMINATED"}, "c")
+	mergeProgram(merged, &wire.ProgramReport{ID: "p", State: "TERMINATED"}, "c")
 	if merged["p"].State != placement.StateTerminated {
 		t.Error("a release seen anywhere ends the program")
+	}
+}
+
+func TestReportConvertsForThePlacementAlgorithm(t *testing.T) {
+	tab := programs.New(programs.Config{Pod: "pod-a", Addr: "pod-a:8000",
+		KV: func() wire.KVReport { return wire.KVReport{BlockSize: 16, TotalBlocks: 1000} }})
+	tab.Route("run", false)
+	tab.Route("cached", false)
+	tab.End("cached", 300, 16, nil)
+	tab.Apply(&wire.Placement{Version: 1, Pause: []string{"cached"}})
+	got := map[string]string{}
+	for _, p := range tab.Report().Programs {
+		pp := toPlacement(&p, "pod-a")
+		if !pp.RunningSince.Equal(p.RunningSince) {
+			t.Errorf("%s: RunningSince %v, reported %v", p.ID, pp.RunningSince, p.RunningSince)
+		}
+		got[p.ID] = pp.Status.String() + "/" + pp.State.String() + "/pod=" + pp.Pod + "/cachedOn=" + pp.CachedOn
+	}
+	want := map[string]string{
+		"run":    "REASONING/ACTIVE/pod=pod-a/cachedOn=",
+		"cached": "ACTING/PAUSED/pod=/cachedOn=pod-a",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

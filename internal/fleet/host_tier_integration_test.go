@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
 
@@ -43,7 +43,7 @@ func TestProcessesPauseThroughHostTier(t *testing.T) {
 			if r := step(ctx, a.api, prog, 200, 1); r.err != nil {
 				t.Fatal(r.err)
 			}
-			push := func(pl programs.Placement) {
+			push := func(pl wire.Placement) {
 				t.Helper()
 				rep, err := client.State(ctx, a.ctl)
 				if err != nil {
@@ -54,12 +54,12 @@ func TestProcessesPauseThroughHostTier(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			push(programs.Placement{Pause: []string{prog}})
+			push(wire.Placement{Pause: []string{prog}})
 			// Another program takes every device block.
 			if _, err := utiltesting.AgentStep(ctx, a.api, "filler", 740, 8); err != nil {
 				t.Fatal(err)
 			}
-			push(programs.Placement{Place: []string{prog}})
+			push(wire.Placement{Place: []string{prog}})
 			r, err := utiltesting.AgentStep(ctx, a.api, prog, 260, 8)
 			if err != nil {
 				t.Fatal(err)

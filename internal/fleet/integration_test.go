@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
@@ -346,7 +347,7 @@ func TestProcessesForceResumeWithoutController(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := f.version + 1
-	res, err := client.Push(ctx, a.ctl, &controlPlacement{Version: v, Pause: []string{"lonely"}, MaxPauseSeconds: 1})
+	res, err := client.Push(ctx, a.ctl, &wire.Placement{Version: v, Pause: []string{"lonely"}, MaxPauseSeconds: 1})
 	if err != nil || !res.Applied {
 		t.Fatalf("pause push: %+v %v", res, err)
 	}

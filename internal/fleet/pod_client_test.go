@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -17,14 +16,14 @@ import (
 // placements pushed to each. A pod in down fails both calls.
 type fakePods struct {
 	mu      sync.Mutex
-	reports map[string]*programs.Report
+	reports map[string]*wire.Report
 	down    map[string]bool
-	pushed  map[string][]*programs.Placement
+	pushed  map[string][]*wire.Placement
 }
 
 var _ PodClient = (*fakePods)(nil)
 
-func (f *fakePods) State(_ context.Context, addr string) (*programs.Report, error) {
+func (f *fakePods) State(_ context.Context, addr string) (*wire.Report, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[addr] {
@@ -38,7 +37,7 @@ func (f *fakePods) State(_ context.Context, addr string) (*programs.Report, erro
 	return &cp, nil
 }
 
-func (f *fakePods) Push(_ context.Context, addr string, p *programs.Placement) (*control.PlacementResult, error) {
+func (f *fakePods) Push(_ context.Context, addr string, p *wire.Placement) (*wire.PlacementResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[addr] {
@@ -46,15 +45,15 @@ func (f *fakePods) Push(_ context.Context, addr string, p *programs.Placement) (
 	}
 	f.pushed[addr] = append(f.pushed[addr], p)
 	f.reports[addr].PlacementVersion = p.Version
-	return &control.PlacementResult{Version: p.Version, Applied: true}, nil
+	return &wire.PlacementResult{Version: p.Version, Applied: true}, nil
 }
 
-func fakeReport(pod string, capacity int, progs ...programs.ProgramReport) *programs.Report {
-	return &programs.Report{Pod: pod, KV: programs.KVReport{BlockSize: 16, TotalBlocks: capacity / 16}, Programs: progs}
+func fakeReport(pod string, capacity int, progs ...wire.ProgramReport) *wire.Report {
+	return &wire.Report{Pod: pod, KV: wire.KVReport{BlockSize: 16, TotalBlocks: capacity / 16}, Programs: progs}
 }
 
-func acting(id string, tokens int64) programs.ProgramReport {
-	return programs.ProgramReport{ID: id, Status: "ACTING", State: "ACTIVE", Placed: true, ContextTokens: tokens, Steps: 1,
+func acting(id string, tokens int64) wire.ProgramReport {
+	return wire.ProgramReport{ID: id, Status: "ACTING", State: "ACTIVE", Placed: true, ContextTokens: tokens, Steps: 1,
 		LastTransition: time.Unix(9_000, 0)}
 }
 
@@ -64,13 +63,13 @@ func acting(id string, tokens int64) programs.ProgramReport {
 func TestRoundKeysPodsByName(t *testing.T) {
 	now := time.Unix(10_000, 0)
 	c := &fakePods{
-		reports: map[string]*programs.Report{
+		reports: map[string]*wire.Report{
 			"a:9000": fakeReport("a", 16000, acting("p1", 5000), acting("p2", 5000), acting("p3", 5000), acting("p4", 5000)),
 			"b:9000": fakeReport("b", 16000),
 			"c:9000": fakeReport("c", 16000, acting("q1", 1000)),
 		},
 		down:   map[string]bool{"c:9000": true},
-		pushed: map[string][]*programs.Placement{},
+		pushed: map[string][]*wire.Placement{},
 	}
 	pod := func(name string) Pod {
 		return Pod{Name: name, APIAddr: name + ":8000", ControlAddr: name + ":9000", Ready: true}

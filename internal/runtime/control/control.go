@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
@@ -26,13 +27,6 @@ const (
 	maxBody       = 8 << 20
 )
 
-// PlacementResult answers a PUT: the version now in force and whether this
-// push changed anything.
-type PlacementResult struct {
-	Version int64 `json:"version"`
-	Applied bool  `json:"applied"`
-}
-
 // Handler serves the control API over a program table.
 func Handler(t *programs.Table, token string) http.Handler {
 	mux := http.NewServeMux()
@@ -40,7 +34,7 @@ func Handler(t *programs.Table, token string) http.Handler {
 		writeJSON(w, http.StatusOK, t.Report())
 	})
 	mux.HandleFunc("PUT "+PlacementPath, func(w http.ResponseWriter, r *http.Request) {
-		var p programs.Placement
+		var p wire.Placement
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 		dec.DisallowUnknownFields()
 		err := dec.Decode(&p)
@@ -70,7 +64,7 @@ func Handler(t *programs.Table, token string) http.Handler {
 			return
 		}
 		applied := t.Apply(&p)
-		writeJSON(w, http.StatusOK, PlacementResult{Version: t.Version(), Applied: applied})
+		writeJSON(w, http.StatusOK, wire.PlacementResult{Version: t.Version(), Applied: applied})
 	})
 	return bearer(token, mux)
 }
@@ -140,8 +134,8 @@ func NewClient(token string, timeout time.Duration) *Client {
 }
 
 // State reads a pod's report; addr is host:port of its control API.
-func (c *Client) State(ctx context.Context, addr string) (*programs.Report, error) {
-	var rep programs.Report
+func (c *Client) State(ctx context.Context, addr string) (*wire.Report, error) {
+	var rep wire.Report
 	if err := c.do(ctx, http.MethodGet, addr, StatePath, nil, &rep); err != nil {
 		return nil, err
 	}
@@ -149,8 +143,8 @@ func (c *Client) State(ctx context.Context, addr string) (*programs.Report, erro
 }
 
 // Push sends a placement.
-func (c *Client) Push(ctx context.Context, addr string, p *programs.Placement) (*PlacementResult, error) {
-	var res PlacementResult
+func (c *Client) Push(ctx context.Context, addr string, p *wire.Placement) (*wire.PlacementResult, error) {
+	var res wire.PlacementResult
 	if err := c.do(ctx, http.MethodPut, addr, PlacementPath, p, &res); err != nil {
 		return nil, err
 	}

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
 func TestControlAPIOverLoopback(t *testing.T) {
-	tab := programs.New(programs.Config{Pod: "pod-a", KV: func() programs.KVReport {
-		return programs.KVReport{BlockSize: 16, TotalBlocks: 100, UsedBlocks: 7}
+	tab := programs.New(programs.Config{Pod: "pod-a", KV: func() wire.KVReport {
+		return wire.KVReport{BlockSize: 16, TotalBlocks: 100, UsedBlocks: 7}
 	}})
 	tab.Route("p1", false)
 	srv := httptest.NewServer(Handler(tab, "s3cret"))
@@ -31,12 +32,12 @@ func TestControlAPIOverLoopback(t *testing.T) {
 	if rep.Pod != "pod-a" || rep.KV.CapacityTokens() != 1600 || len(rep.Programs) != 1 || rep.Programs[0].Status != "REASONING" {
 		t.Fatalf("state %+v", rep)
 	}
-	res, err := c.Push(ctx, addr, &programs.Placement{Version: 3, Mark: []string{"p1"}})
+	res, err := c.Push(ctx, addr, &wire.Placement{Version: 3, Mark: []string{"p1"}})
 	if err != nil || !res.Applied || res.Version != 3 {
 		t.Fatalf("push: %+v %v", res, err)
 	}
 	// Idempotent: the same push again changes nothing.
-	res, err = c.Push(ctx, addr, &programs.Placement{Version: 3, Mark: []string{"p1"}})
+	res, err = c.Push(ctx, addr, &wire.Placement{Version: 3, Mark: []string{"p1"}})
 	if err != nil || res.Applied || res.Version != 3 {
 		t.Fatalf("repeated push: %+v %v", res, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
@@ -34,7 +35,7 @@ func fieldErr(field, format string, args ...any) *FieldError {
 // ValidatePlacement checks every field of a placement; the first bad one is
 // returned and the whole placement must be refused (applying part of it
 // would leave the pod's view of the fleet half old, half new).
-func ValidatePlacement(p *programs.Placement) error {
+func ValidatePlacement(p *wire.Placement) error {
 	if p.Version <= 0 {
 		return fieldErr("version", "must be > 0, got %d", p.Version)
 	}

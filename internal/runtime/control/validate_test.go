@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
@@ -110,7 +111,7 @@ func TestApplyCapsMaxPause(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	clk := &fixedClock{now: now}
 	tab := programs.New(programs.Config{Pod: "a", Clock: clk})
-	tab.Apply(&programs.Placement{Version: 1, MaxPauseSeconds: 1<<63 - 1, Routes: map[string]string{"p": ""}})
+	tab.Apply(&wire.Placement{Version: 1, MaxPauseSeconds: 1<<63 - 1, Routes: map[string]string{"p": ""}})
 	rt := tab.Route("p", false)
 	if rt.Kind != programs.Hold {
 		t.Fatalf("route %v, want hold", rt.Kind)
@@ -156,7 +157,7 @@ func FuzzPlacement(f *testing.F) {
 			}
 			return
 		}
-		var p programs.Placement
+		var p wire.Placement
 		if err := json.Unmarshal([]byte(body), &p); err != nil {
 			t.Fatalf("accepted %q, which does not decode: %v", body, err)
 		}

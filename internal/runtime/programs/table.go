@@ -1,3 +1,9 @@
+// Package programs is the runtime pod's program table and gate: it tracks
+// the agent programs whose requests reach this pod, decides per request
+// whether it runs here, is forwarded to the pod the program is placed on,
+// or is held while the program is paused, and applies the placements the
+// controller pushes. It is plain Go: the HTTP server and the control API
+// wrap it.
 package programs
 
 import (
@@ -6,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
@@ -25,7 +32,7 @@ type Config struct {
 	// placements name it.
 	Addr string
 	// KV reads the engine's KV cache size and use.
-	KV func() KVReport
+	KV func() wire.KVReport
 	// Offload moves a paused program's cached KV blocks out of the way of
 	// the programs that run: to the host tier when the engine has one, else
 	// to the front of the eviction order (engine.OffloadPrefix).
@@ -356,7 +363,7 @@ func (t *Table) wakeLocked(e *entry) {
 
 // Apply applies a placement; an old or repeated version changes nothing.
 // It reports whether the placement was new.
-func (t *Table) Apply(p *Placement) bool {
+func (t *Table) Apply(p *wire.Placement) bool {
 	t.mu.Lock()
 	if p.Version <= t.version {
 		t.mu.Unlock()
@@ -513,20 +520,20 @@ func (t *Table) Tick() {
 }
 
 // Report snapshots the table for the controller.
-func (t *Table) Report() Report {
-	kv := KVReport{}
+func (t *Table) Report() wire.Report {
+	kv := wire.KVReport{}
 	if t.cfg.KV != nil {
 		kv = t.cfg.KV()
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := Report{Pod: t.cfg.Pod, PlacementVersion: t.version, KV: kv, Programs: make([]ProgramReport, 0, len(t.progs))}
+	r := wire.Report{Pod: t.cfg.Pod, PlacementVersion: t.version, KV: kv, Programs: make([]wire.ProgramReport, 0, len(t.progs))}
 	for _, e := range t.progs {
 		status := e.status
 		if e.state == placement.StateTerminated {
 			e.reported = true
 		}
-		r.Programs = append(r.Programs, ProgramReport{
+		r.Programs = append(r.Programs, wire.ProgramReport{
 			ID: e.id, Status: status.String(), State: e.state.String(), Placed: e.placed,
 			MarkedForPause: e.marked, ContextTokens: e.contextTokens, SharedTokens: e.sharedTokens,
 			Steps: e.steps, LastTransition: e.lastTransition, PausedSince: e.pausedSince, RunningSince: e.runningSince,

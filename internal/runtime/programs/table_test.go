@@ -6,35 +6,36 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 )
 
 type fixture struct {
 	t        *Table
 	clk      *clock.Virtual
-	kv       KVReport
+	kv       wire.KVReport
 	offloads [][]int32
 	restores [][]int32
 }
 
 func newFixture(capacityTokens int) *fixture {
-	f := &fixture{clk: clock.NewVirtual(time.Unix(1000, 0)), kv: KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
+	f := &fixture{clk: clock.NewVirtual(time.Unix(1000, 0)), kv: wire.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
 	f.t = New(Config{
 		Pod: "pod-a", Addr: "10.0.0.1:8000", Clock: f.clk,
-		KV:      func() KVReport { return f.kv },
+		KV:      func() wire.KVReport { return f.kv },
 		Offload: func(t []int32) { f.offloads = append(f.offloads, t) },
 		Restore: func(t []int32) { f.restores = append(f.restores, t) },
 	})
 	return f
 }
 
-func (f *fixture) program(id string) ProgramReport {
+func (f *fixture) program(id string) wire.ProgramReport {
 	for _, p := range f.t.Report().Programs {
 		if p.ID == id {
 			return p
 		}
 	}
-	return ProgramReport{}
+	return wire.ProgramReport{}
 }
 
 func isClosed(c <-chan struct{}) bool {
@@ -72,14 +73,14 @@ func TestNewProgramGoesToThePodWithMostRoomOrIsHeld(t *testing.T) {
 	f := newFixture(1600)
 	f.t.Route("big", false)
 	f.t.End("big", 1500, 0, nil) // 1500 + 100 buffer: no room left here
-	f.t.Apply(&Placement{Version: 1, Room: map[string]int64{"10.0.0.1:8000": 0, "10.0.0.2:8000": 900, "10.0.0.3:8000": 5000}})
+	f.t.Apply(&wire.Placement{Version: 1, Room: map[string]int64{"10.0.0.1:8000": 0, "10.0.0.2:8000": 900, "10.0.0.3:8000": 5000}})
 	if r := f.t.Route("new", false); r.Kind != Forward || r.Addr != "10.0.0.3:8000" {
 		t.Fatalf("route %+v, want forward to the pod with most room", r)
 	}
 	if _, ok := f.t.progs["new"]; ok {
 		t.Error("a forwarded new program must not be tracked here")
 	}
-	f.t.Apply(&Placement{Version: 2, Room: map[string]int64{"10.0.0.2:8000": 50}})
+	f.t.Apply(&wire.Placement{Version: 2, Room: map[string]int64{"10.0.0.2:8000": 50}})
 	r := f.t.Route("new", false)
 	if r.Kind != Hold {
 		t.Fatalf("route %+v, want hold when no pod has room", r)
@@ -103,7 +104,7 @@ func TestPauseMarkAndResume(t *testing.T) {
 	f.t.End("acting", 500, 0, []int32{7, 8})
 	f.t.Route("reasoning", false)
 
-	f.t.Apply(&Placement{Version: 1, Pause: []string{"acting"}, Mark: []string{"reasoning"}})
+	f.t.Apply(&wire.Placement{Version: 1, Pause: []string{"acting"}, Mark: []string{"reasoning"}})
 	if p := f.program("acting"); p.State != "PAUSED" || !p.Placed || p.PausedSince.IsZero() {
 		t.Fatalf("paused: %+v", p)
 	}
@@ -127,7 +128,7 @@ func TestPauseMarkAndResume(t *testing.T) {
 	}
 	// Resume here: the held request wakes and runs locally, after its
 	// offloaded cache was brought back.
-	f.t.Apply(&Placement{Version: 2, Place: []string{"acting"}})
+	f.t.Apply(&wire.Placement{Version: 2, Place: []string{"acting"}})
 	if !isClosed(r.Wait) {
 		t.Fatal("resuming must wake held requests")
 	}
@@ -139,7 +140,7 @@ func TestPauseMarkAndResume(t *testing.T) {
 		t.Fatalf("after resume: %v", r.Kind)
 	}
 	// An old placement version changes nothing.
-	if f.t.Apply(&Placement{Version: 2, Pause: []string{"acting"}}) {
+	if f.t.Apply(&wire.Placement{Version: 2, Pause: []string{"acting"}}) {
 		t.Error("a repeated version must be ignored")
 	}
 	if p := f.program("acting"); p.State != "ACTIVE" {
@@ -151,9 +152,9 @@ func TestResumedElsewhereForwardsHeldRequests(t *testing.T) {
 	f := newFixture(16000)
 	f.t.Route("p", false)
 	f.t.End("p", 500, 0, nil)
-	f.t.Apply(&Placement{Version: 1, Pause: []string{"p"}})
+	f.t.Apply(&wire.Placement{Version: 1, Pause: []string{"p"}})
 	r := f.t.Route("p", false)
-	f.t.Apply(&Placement{Version: 2, Routes: map[string]string{"p": "10.0.0.9:8000"}})
+	f.t.Apply(&wire.Placement{Version: 2, Routes: map[string]string{"p": "10.0.0.9:8000"}})
 	if !isClosed(r.Wait) {
 		t.Fatal("held request must wake when its program moves")
 	}
@@ -169,10 +170,10 @@ func TestResumedElsewhereForwardsHeldRequests(t *testing.T) {
 
 func TestForceResumeAfterMaxPauseWithoutController(t *testing.T) {
 	f := newFixture(16000)
-	f.t.Apply(&Placement{Version: 1, MaxPauseSeconds: 60, Room: map[string]int64{}})
+	f.t.Apply(&wire.Placement{Version: 1, MaxPauseSeconds: 60, Room: map[string]int64{}})
 	f.t.Route("p", false)
 	f.t.End("p", 500, 0, nil)
-	f.t.Apply(&Placement{Version: 2, Pause: []string{"p"}})
+	f.t.Apply(&wire.Placement{Version: 2, Pause: []string{"p"}})
 	r := f.t.Route("p", false)
 	f.clk.Advance(59 * time.Second)
 	f.t.Tick()
@@ -219,7 +220,7 @@ func TestIdleTimeoutAndReleaseTerminate(t *testing.T) {
 
 func TestUnholdByDepartingClientDropsHolderEntry(t *testing.T) {
 	f := newFixture(1600)
-	f.t.Apply(&Placement{Version: 1, Routes: map[string]string{}, Room: map[string]int64{}})
+	f.t.Apply(&wire.Placement{Version: 1, Routes: map[string]string{}, Room: map[string]int64{}})
 	f.t.Route("hog", false)
 	f.t.End("hog", 1550, 0, nil)
 	r := f.t.Route("waiting", false)
@@ -239,35 +240,15 @@ func TestUnholdByDepartingClientDropsHolderEntry(t *testing.T) {
 	}
 }
 
-func TestReportConvertsForThePlacementAlgorithm(t *testing.T) {
-	f := newFixture(16000)
-	f.t.Route("run", false)
-	f.t.Route("cached", false)
-	f.t.End("cached", 300, 16, nil)
-	f.t.Apply(&Placement{Version: 1, Pause: []string{"cached"}})
-	got := map[string]string{}
-	for _, p := range f.t.Report().Programs {
-		pp := p.ToPlacement("pod-a")
-		got[p.ID] = pp.Status.String() + "/" + pp.State.String() + "/pod=" + pp.Pod + "/cachedOn=" + pp.CachedOn
-	}
-	want := map[string]string{
-		"run":    "REASONING/ACTIVE/pod=pod-a/cachedOn=",
-		"cached": "ACTING/PAUSED/pod=/cachedOn=pod-a",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-}
-
 func TestRoutesAreDeltasUnlessFull(t *testing.T) {
 	f := newFixture(16000)
-	f.t.Apply(&Placement{Version: 1, FullRoutes: true, Routes: map[string]string{"a": "b:1", "c": "c:1", "self": "10.0.0.1:8000"}})
-	f.t.Apply(&Placement{Version: 2, Routes: map[string]string{"d": "d:1"}, Unroute: []string{"c"}})
+	f.t.Apply(&wire.Placement{Version: 1, FullRoutes: true, Routes: map[string]string{"a": "b:1", "c": "c:1", "self": "10.0.0.1:8000"}})
+	f.t.Apply(&wire.Placement{Version: 2, Routes: map[string]string{"d": "d:1"}, Unroute: []string{"c"}})
 	want := map[string]string{"a": "b:1", "d": "d:1"}
 	if diff := cmp.Diff(want, f.t.routes); diff != "" {
 		t.Errorf("routes after a delta (-want +got):\n%s", diff)
 	}
-	f.t.Apply(&Placement{Version: 3, FullRoutes: true, Routes: map[string]string{"e": "e:1"}})
+	f.t.Apply(&wire.Placement{Version: 3, FullRoutes: true, Routes: map[string]string{"e": "e:1"}})
 	if diff := cmp.Diff(map[string]string{"e": "e:1"}, f.t.routes); diff != "" {
 		t.Errorf("routes after a full push (-want +got):\n%s", diff)
 	}
@@ -303,13 +284,10 @@ func TestRunningSinceRestartsOnResume(t *testing.T) {
 	if got := f.program("p").RunningSince; !got.Equal(start) {
 		t.Fatalf("RunningSince moved to %v on a later step", got)
 	}
-	f.t.Apply(&Placement{Version: 1, Pause: []string{"p"}})
+	f.t.Apply(&wire.Placement{Version: 1, Pause: []string{"p"}})
 	f.clk.Advance(time.Minute)
-	f.t.Apply(&Placement{Version: 2, Place: []string{"p"}})
+	f.t.Apply(&wire.Placement{Version: 2, Place: []string{"p"}})
 	if got, want := f.program("p").RunningSince, start.Add(2*time.Minute); !got.Equal(want) {
 		t.Fatalf("RunningSince after resume = %v, want %v", got, want)
-	}
-	if pp := f.program("p"); !pp.ToPlacement("pod-a").RunningSince.Equal(start.Add(2 * time.Minute)) {
-		t.Fatal("ToPlacement drops RunningSince")
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -122,7 +123,7 @@ type loadSpec struct {
 }
 
 // newLoadEngine is a real-time sim engine sized for the load.
-func newLoadEngine(tb testing.TB, spec loadSpec) (*engine.Engine, *emitClock, Codec) {
+func newLoadEngine(tb testing.TB, spec loadSpec) (*engine.Engine, *emitClock, codec.Codec) {
 	tb.Helper()
 	acc, _ := sim.LookupAccelerator("H100-SXM")
 	geom := testGeometry
@@ -149,7 +150,7 @@ func newLoadEngine(tb testing.TB, spec loadSpec) (*engine.Engine, *emitClock, Co
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = eng.Stop(context.Background()) })
-	return eng, em, SimCodec{Vocab: se.Vocabulary()}
+	return eng, em, codec.Sim{Vocab: se.Vocabulary()}
 }
 
 // flushClock wraps a handler's ResponseWriter and timestamps each flush:

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
@@ -24,7 +25,7 @@ func newCPUEnv(t *testing.T) (*testEnv, *model.Model) {
 	}
 	t.Cleanup(exec.Close)
 	env := newEnv(t, envOpts{
-		exec: exec, codec: ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
+		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: m.Config.EOS, vocabSize: m.Config.VocabSize, maxModelLen: m.Config.ContextLen, numBlocks: numBlocks,
 	})
 	return env, m

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
 // TestBeginDrainAnswersHeldRequests: held requests, and those held after
@@ -15,7 +15,7 @@ import (
 // resume the draining pod will not see through.
 func TestBeginDrainAnswersHeldRequests(t *testing.T) {
 	tab := newTable("a:1", 8192)
-	tab.Apply(&programs.Placement{Version: 1, Routes: map[string]string{"p": ""}})
+	tab.Apply(&wire.Placement{Version: 1, Routes: map[string]string{"p": ""}})
 	env := newEnv(t, envOpts{programs: tab})
 	got := make(chan response, 1)
 	go func() { got <- env.post("/v1/completions", gateBody, "X-Program-Id", "p") }()

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 )
 
 const poolKey = "pool-control-token"
@@ -20,7 +20,7 @@ func TestClientCannotSkipAPauseWithTheForwardedHeader(t *testing.T) {
 	tab := newTable("a:1", 8192)
 	env := newEnv(t, envOpts{programs: tab, forwardKey: poolKey})
 	env.post("/v1/completions", gateBody, "X-Program-Id", "p")
-	tab.Apply(&programs.Placement{Version: 1, Mode: "ProgramAware", Pause: []string{"p"}, Routes: map[string]string{"r": ""}})
+	tab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Pause: []string{"p"}, Routes: map[string]string{"r": ""}})
 
 	for _, id := range []string{"p", "r"} {
 		for name, value := range map[string]string{
@@ -65,7 +65,7 @@ func TestNoForwardKeyNothingVerifies(t *testing.T) {
 	tab := newTable("a:1", 8192)
 	env := newEnv(t, envOpts{programs: tab})
 	env.post("/v1/completions", gateBody, "X-Program-Id", "p")
-	tab.Apply(&programs.Placement{Version: 1, Pause: []string{"p"}})
+	tab.Apply(&wire.Placement{Version: 1, Pause: []string{"p"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.ts.URL+"/v1/completions", strings.NewReader(gateBody))

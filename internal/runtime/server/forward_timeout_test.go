@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 )
 
 // blackHole is a loopback address whose connects never complete: a socket
@@ -74,7 +74,7 @@ func TestForwardToAnUnresponsivePodFailsFast(t *testing.T) {
 	env := newEnv(t, envOpts{programs: tab, forwardKey: poolKey,
 		forwardConnect: 300 * time.Millisecond, forwardHeader: 300 * time.Millisecond})
 	for name, addr := range map[string]string{"black-holed": blackHole(t), "silent": silentPod(t)} {
-		tab.Apply(&programs.Placement{Version: tab.Version() + 1, Routes: map[string]string{"p-" + name: addr}})
+		tab.Apply(&wire.Placement{Version: tab.Version() + 1, Routes: map[string]string{"p-" + name: addr}})
 		start := time.Now()
 		r := env.post("/v1/completions", gateBody, "X-Program-Id", "p-"+name)
 		if r.status != http.StatusServiceUnavailable || time.Since(start) > 3*time.Second {

@@ -7,21 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
 func newTable(addr string, capacityTokens int) *programs.Table {
 	return programs.New(programs.Config{Pod: addr, Addr: addr, Logger: quiet,
-		KV: func() programs.KVReport { return programs.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16} }})
+		KV: func() wire.KVReport { return wire.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16} }})
 }
 
-func findProgram(tab *programs.Table, id string) programs.ProgramReport {
+func findProgram(tab *programs.Table, id string) wire.ProgramReport {
 	for _, p := range tab.Report().Programs {
 		if p.ID == id {
 			return p
 		}
 	}
-	return programs.ProgramReport{}
+	return wire.ProgramReport{}
 }
 
 const gateBody = `{"prompt":"the model reads the file","max_tokens":4}`
@@ -49,7 +50,7 @@ func TestGateForwardsToThePodRunningTheProgram(t *testing.T) {
 	bAddr := strings.TrimPrefix(b.ts.URL, "http://")
 	tab := newTable("a:1", 8192)
 	a := newEnv(t, envOpts{programs: tab, forwardKey: poolKey})
-	tab.Apply(&programs.Placement{Version: 1, Routes: map[string]string{"moved": bAddr}})
+	tab.Apply(&wire.Placement{Version: 1, Routes: map[string]string{"moved": bAddr}})
 	r := a.post("/v1/completions", `{"prompt":"the model","max_tokens":3,"stream":true}`, "X-Program-Id", "moved")
 	if r.status != 200 || r.header.Get("X-Kvpilot-Served-By") != bAddr {
 		t.Fatalf("status %d served by %q: %s", r.status, r.header.Get("X-Kvpilot-Served-By"), r.body)
@@ -63,7 +64,7 @@ func TestGateForwardsToThePodRunningTheProgram(t *testing.T) {
 		t.Errorf("on pod b: %+v", p)
 	}
 	// A pod that cannot be reached answers 503, not a hang.
-	tab.Apply(&programs.Placement{Version: 2, Routes: map[string]string{"lost": "127.0.0.1:1"}})
+	tab.Apply(&wire.Placement{Version: 2, Routes: map[string]string{"lost": "127.0.0.1:1"}})
 	if r := a.post("/v1/completions", gateBody, "X-Program-Id", "lost"); r.status != http.StatusServiceUnavailable {
 		t.Errorf("forward to a dead pod: %d %s", r.status, r.body)
 	}
@@ -73,7 +74,7 @@ func TestGateHoldsPausedProgramsUntilResumed(t *testing.T) {
 	tab := newTable("a:1", 8192)
 	env := newEnv(t, envOpts{programs: tab})
 	env.post("/v1/completions", gateBody, "X-Program-Id", "p")
-	tab.Apply(&programs.Placement{Version: 1, Pause: []string{"p"}})
+	tab.Apply(&wire.Placement{Version: 1, Pause: []string{"p"}})
 
 	done := make(chan response, 1)
 	go func() { done <- env.post("/v1/completions", gateBody, "X-Program-Id", "p") }()
@@ -89,7 +90,7 @@ func TestGateHoldsPausedProgramsUntilResumed(t *testing.T) {
 		t.Fatalf("a paused program's request was answered: %d", r.status)
 	case <-time.After(50 * time.Millisecond):
 	}
-	tab.Apply(&programs.Placement{Version: 2, Place: []string{"p"}})
+	tab.Apply(&wire.Placement{Version: 2, Place: []string{"p"}})
 	if r := <-done; r.status != 200 {
 		t.Fatalf("after resume: %d %s", r.status, r.body)
 	}
@@ -98,7 +99,7 @@ func TestGateHoldsPausedProgramsUntilResumed(t *testing.T) {
 	}
 
 	// A client that gives up while held leaves nothing behind.
-	tab.Apply(&programs.Placement{Version: 3, Pause: []string{"p"}})
+	tab.Apply(&wire.Placement{Version: 3, Pause: []string{"p"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.ts.URL+"/v1/completions", strings.NewReader(gateBody))

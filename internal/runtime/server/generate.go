@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -76,7 +77,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !s.outputGrammar(w, &req.Common, &j) {
 		return
 	}
-	j.prompts = [][]int32{s.cfg.Codec.EncodeChat(msgs, ChatOptions{
+	j.prompts = [][]int32{s.cfg.Codec.EncodeChat(msgs, codec.ChatOptions{
 		AddGenerationPrompt: req.GenerationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage})}
 	s.generate(w, r, body, &req.Common, j)
 }

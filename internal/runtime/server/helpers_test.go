@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
@@ -89,7 +90,7 @@ type envOpts struct {
 	keys                                         []string
 	maxBodyBytes                                 int64
 	exec                                         batch.Executor // nil: sim
-	codec                                        Codec
+	codec                                        codec.Codec
 	decoder                                      engine.TokenDecoder
 	eos                                          []int32
 	vocabSize                                    int
@@ -122,7 +123,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.exec, o.codec, o.decoder = se, SimCodec{Vocab: se.Vocabulary()}, se.Vocabulary()
+		o.exec, o.codec, o.decoder = se, codec.Sim{Vocab: se.Vocabulary()}, se.Vocabulary()
 		o.eos, o.vocabSize = []int32{se.EOS()}, se.Vocabulary().Size()
 	}
 	if o.maxModelLen == 0 {

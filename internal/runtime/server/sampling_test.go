@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -60,7 +61,7 @@ func (letterCodec) Encode(text string, _ bool) []int32 {
 	return ids
 }
 func (c letterCodec) EncodePrompt(text string) []int32 { return c.Encode(text, true) }
-func (c letterCodec) EncodeChat(msgs []model.Message, o ChatOptions) []int32 {
+func (c letterCodec) EncodeChat(msgs []model.Message, o codec.ChatOptions) []int32 {
 	var b strings.Builder
 	for _, m := range msgs {
 		b.WriteString(m.Content)

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -47,7 +48,7 @@ type Config struct {
 	// stops it.
 	Engine *engine.Engine
 	// Codec tokenizes prompts and chat conversations (required).
-	Codec Codec
+	Codec codec.Codec
 	// ModelName is the served model's name (required): requests naming
 	// another model get 404; an empty "model" means this one.
 	ModelName string

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
@@ -52,7 +53,7 @@ func TestDefaultModePodNeverHoldsNewPrograms(t *testing.T) {
 	tab := fullPodTable()
 	env := newEnv(t, envOpts{programs: tab})
 	env.post("/v1/completions", gateBody, "X-Program-Id", "first")
-	tab.Apply(&programs.Placement{Version: 1, Mode: "Default", Room: map[string]int64{"a:1": -50}})
+	tab.Apply(&wire.Placement{Version: 1, Mode: "Default", Room: map[string]int64{"a:1": -50}})
 	if r := waitResponse(t, postAsync(env, "second"), "second"); r.status != 200 {
 		t.Fatalf("second program in Default mode: %d %s", r.status, r.body)
 	}
@@ -65,7 +66,7 @@ func TestHeldNewProgramRunsWhenRoomFrees(t *testing.T) {
 	tab := fullPodTable()
 	env := newEnv(t, envOpts{programs: tab})
 	env.post("/v1/completions", gateBody, "X-Program-Id", "first")
-	tab.Apply(&programs.Placement{Version: 1, Mode: "ProgramAware", Place: []string{"first"}, Room: map[string]int64{"a:1": -50}})
+	tab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Place: []string{"first"}, Room: map[string]int64{"a:1": -50}})
 	done := postAsync(env, "second")
 	deadline := time.Now().Add(waitTimeout)
 	for findProgram(tab, "second").HeldRequests != 1 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 )
@@ -36,7 +37,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		for i, m := range req.Messages {
 			msgs[i] = model.Message{Role: m.Role, Content: m.Content.Text}
 		}
-		toks = s.cfg.Codec.EncodeChat(msgs, ChatOptions{
+		toks = s.cfg.Codec.EncodeChat(msgs, codec.ChatOptions{
 			AddGenerationPrompt:  req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
 			ContinueFinalMessage: req.ContinueFinalMessage,
 		})

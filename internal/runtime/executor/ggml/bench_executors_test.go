@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/server"
@@ -87,7 +88,7 @@ func aggregateDecode(b *testing.B, e batch.Executor, m *model.Model, streams int
 		b.Fatal(err)
 	}
 	defer func() { _ = eng.Stop(context.Background()) }()
-	srv, err := server.New(server.Config{Engine: eng, Codec: server.ModelCodec{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, ModelName: "bench", Logger: slog.New(slog.DiscardHandler)})
+	srv, err := server.New(server.Config{Engine: eng, Codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, ModelName: "bench", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

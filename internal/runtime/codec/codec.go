@@ -1,4 +1,8 @@
-package server
+// Package codec turns request text into prompt token ids for the runtime's
+// HTTP API: with a model's tokenizer and chat template, or, for the sim
+// executor, with its synthetic vocabulary. It knows no HTTP, so benchmarks
+// and tools encode prompts as the server does without importing it.
+package codec
 
 import (
 	"strings"
@@ -33,19 +37,19 @@ type ChatOptions struct {
 	ContinueFinalMessage bool
 }
 
-// ModelCodec encodes with a model's tokenizer and chat template.
-type ModelCodec struct {
+// Model encodes with a model's tokenizer and chat template.
+type Model struct {
 	Tokenizer model.Tokenizer
 	Template  model.ChatTemplate
 }
 
-var _ Codec = ModelCodec{}
+var _ Codec = Model{}
 
 // EncodePrompt implements Codec: the model's BOS is added when it wants one.
-func (c ModelCodec) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(text, true) }
+func (c Model) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(text, true) }
 
 // EncodeChat implements Codec.
-func (c ModelCodec) EncodeChat(msgs []model.Message, o ChatOptions) []int32 {
+func (c Model) EncodeChat(msgs []model.Message, o ChatOptions) []int32 {
 	text := c.Template.Apply(msgs, o.AddGenerationPrompt && !o.ContinueFinalMessage)
 	if o.ContinueFinalMessage {
 		text = cutAfterFinal(text, msgs)
@@ -72,27 +76,27 @@ func cutAfterFinal(text string, msgs []model.Message) string {
 }
 
 // Encode implements Codec.
-func (c ModelCodec) Encode(text string, addSpecial bool) []int32 {
+func (c Model) Encode(text string, addSpecial bool) []int32 {
 	return c.Tokenizer.Encode(text, addSpecial)
 }
 
 // Decode implements Codec.
-func (c ModelCodec) Decode(ids []int32) string { return c.Tokenizer.Decode(ids) }
+func (c Model) Decode(ids []int32) string { return c.Tokenizer.Decode(ids) }
 
-// SimCodec encodes for the sim executor: word by word with its synthetic
+// Sim encodes for the sim executor: word by word with its synthetic
 // vocabulary (only prompt lengths matter to the cost model), chat messages
 // joined as "role: content" lines.
-type SimCodec struct {
+type Sim struct {
 	Vocab *sim.Vocabulary
 }
 
-var _ Codec = SimCodec{}
+var _ Codec = Sim{}
 
 // EncodePrompt implements Codec.
-func (c SimCodec) EncodePrompt(text string) []int32 { return c.Vocab.Encode(text) }
+func (c Sim) EncodePrompt(text string) []int32 { return c.Vocab.Encode(text) }
 
 // EncodeChat implements Codec.
-func (c SimCodec) EncodeChat(msgs []model.Message, o ChatOptions) []int32 {
+func (c Sim) EncodeChat(msgs []model.Message, o ChatOptions) []int32 {
 	var b strings.Builder
 	for i, m := range msgs {
 		b.WriteString(m.Role)
@@ -110,10 +114,10 @@ func (c SimCodec) EncodeChat(msgs []model.Message, o ChatOptions) []int32 {
 }
 
 // Encode implements Codec: the synthetic vocabulary has no special tokens.
-func (c SimCodec) Encode(text string, _ bool) []int32 { return c.Vocab.Encode(text) }
+func (c Sim) Encode(text string, _ bool) []int32 { return c.Vocab.Encode(text) }
 
 // Decode implements Codec.
-func (c SimCodec) Decode(ids []int32) string {
+func (c Sim) Decode(ids []int32) string {
 	var b strings.Builder
 	for _, id := range ids {
 		b.Write(c.Vocab.TokenBytes(id))

@@ -1,16 +1,11 @@
-// Package programs is the runtime pod's program table and gate: it tracks
-// the agent programs whose requests reach this pod, decides per request
-// whether it runs here, is forwarded to the pod the program is placed on,
-// or is held while the program is paused, and applies the placements the
-// controller pushes. It is plain Go: the HTTP server and the control API
-// wrap it.
-package programs
+// Package wire is the control API's wire format between the controller's
+// fleet loop and a runtime pod: the pod's state report (GET /v1/state) and
+// the versioned placement the controller pushes (PUT /v1/placement). It
+// holds only data types, so the pod's program table, the control API and
+// the fleet loop share them without depending on one another.
+package wire
 
-import (
-	"time"
-
-	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
-)
+import "time"
 
 // Report is what the pod tells the controller (GET state on the control API).
 type Report struct {
@@ -109,33 +104,9 @@ type Placement struct {
 	BufferTokensPerProgram int64 `json:"bufferTokensPerProgram,omitempty"`
 }
 
-// ToPlacement converts a report entry for the placement algorithm.
-func (p *ProgramReport) ToPlacement(pod string) placement.Program {
-	out := placement.Program{
-		ID: p.ID, MarkedForPause: p.MarkedForPause, ContextTokens: p.ContextTokens,
-		SharedTokens: p.SharedTokens, Steps: p.Steps, LastTransition: p.LastTransition,
-		PausedSince: p.PausedSince, HasHeldRequest: p.HeldRequests > 0,
-		RunningSince: p.RunningSince,
-	}
-	switch p.Status {
-	case placement.StatusReasoning.String():
-		out.Status = placement.StatusReasoning
-	case placement.StatusActing.String():
-		out.Status = placement.StatusActing
-	}
-	switch p.State {
-	case placement.StateActive.String():
-		out.State = placement.StateActive
-		if p.Placed {
-			out.Pod = pod
-		}
-	case placement.StatePaused.String():
-		out.State = placement.StatePaused
-		if p.Placed {
-			out.CachedOn = pod
-		}
-	case placement.StateTerminated.String():
-		out.State = placement.StateTerminated
-	}
-	return out
+// PlacementResult answers a PUT: the version now in force and whether this
+// push changed anything.
+type PlacementResult struct {
+	Version int64 `json:"version"`
+	Applied bool  `json:"applied"`
 }

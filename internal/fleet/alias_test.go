@@ -1,5 +1,0 @@
-package fleet
-
-import "github.com/kvpilot/kvpilot/internal/runtime/programs"
-
-type controlPlacement = programs.Placement
