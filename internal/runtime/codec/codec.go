@@ -11,18 +11,24 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
-// Codec turns request text into prompt token ids. Implementations must be
-// safe for concurrent use.
+// Codec turns request text into prompt token ids and back. Implementations
+// must be safe for concurrent use.
 type Codec interface {
 	// EncodePrompt tokenizes a completion prompt.
 	EncodePrompt(text string) []int32
 	// EncodeChat renders a conversation as the model expects it and
-	// tokenizes it. Errors wrap model.ErrTemplate when the template refuses
-	// the conversation.
+	// tokenizes it. c carries the messages, the tools and the rendering
+	// options (add_generation_prompt, continue_final_message). Errors wrap
+	// model.ErrTemplate when the template refuses the conversation.
 	EncodeChat(c *model.Chat) ([]int32, error)
 	// ToolFormat is how the model writes tool calls (model.ToolFormat*),
 	// "" when its template knows no tools.
 	ToolFormat() string
+	// Encode tokenizes text, with the model's special tokens (BOS) when
+	// addSpecial is set (/tokenize, bad_words).
+	Encode(text string, addSpecial bool) []int32
+	// Decode turns token ids back into text (/detokenize, echo).
+	Decode(ids []int32) string
 }
 
 // Model encodes with a model's tokenizer and chat template.
@@ -37,6 +43,8 @@ var _ Codec = Model{}
 func (c Model) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(text, true) }
 
 // EncodeChat implements Codec.
+// The template renders continue_final_message itself (it cuts the text
+// after the final message's content), so the options reach it unchanged.
 func (c Model) EncodeChat(chat *model.Chat) ([]int32, error) {
 	text, err := c.Template.Render(chat)
 	if err != nil {
@@ -47,6 +55,14 @@ func (c Model) EncodeChat(chat *model.Chat) ([]int32, error) {
 
 // ToolFormat implements Codec.
 func (c Model) ToolFormat() string { return string(c.Template.ToolFormat()) }
+
+// Encode implements Codec.
+func (c Model) Encode(text string, addSpecial bool) []int32 {
+	return c.Tokenizer.Encode(text, addSpecial)
+}
+
+// Decode implements Codec.
+func (c Model) Decode(ids []int32) string { return c.Tokenizer.Decode(ids) }
 
 // Sim encodes for the sim executor: word by word with its synthetic
 // vocabulary (only prompt lengths matter to the cost model), chat messages
@@ -68,13 +84,17 @@ func (c Sim) EncodeChat(chat *model.Chat) ([]int32, error) {
 		b.Write(t)
 		b.WriteString("\n")
 	}
-	for _, m := range chat.Messages {
+	msgs := chat.Messages
+	for i, m := range msgs {
 		b.WriteString(m.Role)
 		b.WriteString(": ")
 		b.WriteString(m.Content)
+		if chat.ContinueFinalMessage && i == len(msgs)-1 {
+			return c.Vocab.Encode(b.String()), nil
+		}
 		b.WriteString("\n")
 	}
-	if chat.AddGenerationPrompt && !chat.ContinueFinalMessage {
+	if chat.AddGenerationPrompt {
 		b.WriteString("assistant:")
 	}
 	return c.Vocab.Encode(b.String()), nil
@@ -83,3 +103,15 @@ func (c Sim) EncodeChat(chat *model.Chat) ([]int32, error) {
 // ToolFormat implements Codec: the sim's synthetic output is read as
 // Hermes calls.
 func (c Sim) ToolFormat() string { return string(model.ToolFormatHermes) }
+
+// Encode implements Codec: the synthetic vocabulary has no special tokens.
+func (c Sim) Encode(text string, _ bool) []int32 { return c.Vocab.Encode(text) }
+
+// Decode implements Codec.
+func (c Sim) Decode(ids []int32) string {
+	var b strings.Builder
+	for _, id := range ids {
+		b.Write(c.Vocab.TokenBytes(id))
+	}
+	return b.String()
+}

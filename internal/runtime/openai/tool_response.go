@@ -35,11 +35,13 @@ func (m *ChatMessage) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ToolCallChunk is a streaming event carrying tool-call pieces in
-// delta.tool_calls (or, legacy, delta.function_call).
-func (e *ChunkEncoder) ToolCallChunk(deltas []ToolCallDelta, legacy bool) []byte {
+// ToolCallChunk is a streaming event of choice index carrying tool-call
+// pieces in delta.tool_calls (or, legacy, delta.function_call).
+func (e *ChunkEncoder) ToolCallChunk(index int, deltas []ToolCallDelta, legacy bool) []byte {
 	b := append(e.buf[:0], e.head...)
-	b = append(b, `[{"index":0,"delta":{`...)
+	b = append(b, `[{"index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"delta":{`...)
 	if legacy {
 		// One call only: the name, then argument fragments.
 		b = append(b, `"function_call":{`...)

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
@@ -10,17 +14,16 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
 
-// stream writes a request's output as server-sent events: for chat a role
-// chunk first, then one event per batch of new text (whatever the engine
-// produced since the previous one), the finish reason, the usage when asked
-// for, and "data: [DONE]". A failed write cancels the request. It returns
-// the final chunk when the request finished (nil if the client went away)
-// and, when keepTokens is set, the output token ids.
+// stream writes a job's output as server-sent events: for chat a role
+// chunk per choice first, then one event per batch of new text of a
+// choice (whatever the engine produced since the previous one), each
+// choice's finish reason, the usage when asked for, and "data: [DONE]". A
+// failed write cancels every sequence. Each sequence's final chunk and
+// tokens are left in it (final nil if the client went away).
 //
-// With tc set, the text is read for tool calls as it arrives: content
-// streams as content, calls as delta.tool_calls pieces, and the finish
-// reason of an output that called tools is tool_calls.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Stream, id string, includeUsage, chat, keepTokens bool, tc *toolCalling) (final *engine.Chunk, tokens []int32) {
+// One sequence is read directly, which allocates nothing per token; more
+// are read by one goroutine each into a channel.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, seqs []*seq, id string) {
 	ctx := r.Context()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -31,13 +34,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Strea
 	sw := s.newStreamWriter(w, r)
 	defer sw.done()
 	var werr error
+	cancelAll := func() {
+		for _, q := range seqs {
+			q.st.Cancel()
+		}
+	}
 	send := func(ev []byte, flush bool) bool {
 		if werr != nil {
 			return false
 		}
 		if werr = sw.write(ev, flush); werr != nil {
 			// Its KV blocks are freed within one iteration.
-			st.Cancel()
+			cancelAll()
 			var stalled *errStalled
 			if errors.As(werr, &stalled) {
 				s.stalled.WithLabelValues(stalled.reason).Inc()
@@ -50,86 +58,208 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Strea
 		return true
 	}
 
-	enc := openai.NewChunkEncoder(id, s.cfg.ModelName, time.Now().Unix(), chat, includeUsage)
-	// The headers go out at once (with the role chunk of a chat), so the
+	includeUsage := c.IncludeUsage()
+	enc := openai.NewChunkEncoder(id, s.cfg.ModelName, time.Now().Unix(), j.chat, includeUsage)
+	// The headers go out at once (with the role chunks of a chat), so the
 	// client knows its request was accepted before the first token.
-	var first []byte
-	if chat {
-		first = enc.Role()
+	if j.chat {
+		for i := range seqs {
+			if !send(enc.RoleOf(i), i == len(seqs)-1) {
+				return
+			}
+		}
+	} else if !send(nil, true) {
+		return
 	}
-	if !send(first, true) {
-		return nil, nil
+	keepTokens := c.ReturnTokenIDs || s.cfg.Programs != nil || len(c.StopTokenIDs) > 0
+	var lpBuf []byte
+	ev := openai.ChoiceEvent{}
+	if j.echo {
+		for i, q := range seqs {
+			ev = openai.ChoiceEvent{Index: i, Text: []byte(s.cfg.Codec.Decode(j.prompts[q.prompt]))}
+			if !send(enc.Choice(&ev), false) {
+				return
+			}
+		}
 	}
-	var ts *openai.ToolStreamer
-	if tc != nil {
-		ts = openai.NewToolStreamer(tc.format)
+	// With tools, each choice's text is read for tool calls as it arrives:
+	// content streams as content, calls as delta.tool_calls pieces, and the
+	// finish reason of an output that called tools is tool_calls.
+	var readers []*openai.ToolStreamer
+	if j.tools != nil {
+		readers = make([]*openai.ToolStreamer, len(seqs))
+		for i := range readers {
+			readers[i] = openai.NewToolStreamer(j.tools.format)
+		}
 	}
-	// sendText sends content and tool-call pieces; finishing ends the
-	// tool reading and returns whether the output called tools.
-	sendText := func(text []byte, finishing bool) (called, ok bool) {
-		if ts == nil {
-			return false, len(text) == 0 || send(enc.Chunk(text, ""), true)
-		}
-		content, deltas := ts.Feed(text)
-		if finishing {
-			c2, d2, fin := ts.Finish()
-			content, deltas, called = append(content, c2...), append(deltas, d2...), fin
-		}
-		if len(content) > 0 && !send(enc.Chunk(content, ""), true) {
-			return called, false
-		}
-		if len(deltas) > 0 && !send(enc.ToolCallChunk(mergeDeltas(deltas), tc.legacy), true) {
-			return called, false
-		}
-		return called, true
-	}
-	for {
-		c, err := st.Next(ctx)
-		if err != nil { // the client went away
-			st.Cancel()
-			return nil, nil
-		}
+	// write sends one engine chunk of choice i; it reports false when the
+	// stream must end (a failed write).
+	write := func(i int, q *seq, ch *engine.Chunk) bool {
 		if keepTokens {
-			tokens = append(tokens, c.TokenIDs...)
+			q.tokens = append(q.tokens, ch.TokenIDs...)
 		}
-		if !c.Done {
-			if len(c.Text) > 0 {
-				if _, ok := sendText(c.Text, false); !ok {
-					return nil, nil
-				}
+		ev = openai.ChoiceEvent{Index: i, Text: ch.Text, TokenIDs: ch.TokenIDs, HasTokenIDs: c.ReturnTokenIDs}
+		if j.lp.On && len(ch.Logprobs) > 0 {
+			lpBuf = s.appendLogprobs(lpBuf[:0], j, ch)
+			ev.Logprobs = lpBuf
+		}
+		finishing := ch.Done && (ch.FinishReason == completion.Stop || ch.FinishReason == completion.Length)
+		if readers != nil && (!ch.Done || finishing) {
+			content, deltas := readers[i].Feed(ch.Text)
+			called := false
+			if finishing {
+				c2, d2, fin := readers[i].Finish()
+				content, deltas, called = append(content, c2...), append(deltas, d2...), fin
 			}
-			continue
+			ev.Text = content
+			if len(deltas) > 0 {
+				// The content (and the tokens' logprobs and ids) go first,
+				// then the call pieces, then the finish reason alone.
+				if (len(ev.Text) > 0 || len(ev.Logprobs) > 0 || ev.HasTokenIDs) && !send(enc.Choice(&ev), false) {
+					return false
+				}
+				if !send(enc.ToolCallChunk(i, mergeDeltas(deltas), j.tools.legacy), !ch.Done) {
+					return false
+				}
+				// What is left is the finish event (token ids already sent).
+				ev = openai.ChoiceEvent{Index: i, HasTokenIDs: c.ReturnTokenIDs && ch.Done}
+			}
+			if called && ch.FinishReason == completion.Stop {
+				final := *ch
+				final.TokenIDs, final.Text, final.Logprobs = nil, nil, nil
+				q.final = &final
+				ev.FinishReason = j.tools.finishReason()
+				ev.StopReason = appendStopReason(nil, q, c)
+				return send(enc.Choice(&ev), len(seqs) > 1)
+			}
 		}
-		final = &c
-		switch c.FinishReason {
+		if !ch.Done {
+			if len(ev.Text) == 0 && len(ev.Logprobs) == 0 && !ev.HasTokenIDs {
+				return true
+			}
+			return send(enc.Choice(&ev), true)
+		}
+		final := *ch
+		final.TokenIDs, final.Text, final.Logprobs = nil, nil, nil
+		q.final = &final
+		switch ch.FinishReason {
 		case completion.Stop, completion.Length:
-			reason := c.FinishReason.String()
-			text := c.Text
-			if ts != nil {
-				called, ok := sendText(c.Text, true)
-				if !ok {
-					return final, tokens
-				}
-				if called && c.FinishReason == completion.Stop {
-					reason = tc.finishReason()
-				}
-				text = nil
-			}
-			if !send(enc.Chunk(text, reason), false) {
-				return final, tokens
-			}
+			ev.FinishReason = ch.FinishReason.String()
+			ev.StopReason = appendStopReason(nil, q, c)
+			return send(enc.Choice(&ev), len(seqs) > 1)
 		default:
-			if len(c.Text) > 0 && !send(enc.Chunk(c.Text, ""), false) {
-				return final, tokens
+			if (len(ch.Text) > 0 || len(ev.Logprobs) > 0) && !send(enc.Choice(&ev), false) {
+				return false
 			}
-			if !send(enc.Error(s.finishError(c)), false) {
-				return final, tokens
-			}
+			return send(enc.Error(s.finishError(*ch)), len(seqs) > 1)
 		}
-		if includeUsage && !send(enc.Usage(usageOf(c.Usage)), false) {
-			return final, tokens
-		}
-		send(openai.Done, true)
-		return final, tokens
 	}
+
+	if len(seqs) == 1 {
+		q := seqs[0]
+		for {
+			ch, err := q.st.Next(ctx)
+			if err != nil { // the client went away
+				q.st.Cancel()
+				return
+			}
+			if !write(0, q, &ch) {
+				return
+			}
+			if ch.Done {
+				break
+			}
+		}
+	} else if !s.fanIn(ctx, seqs, write) {
+		cancelAll()
+		return
+	}
+	if includeUsage {
+		var u engine.Usage
+		for _, q := range seqs {
+			u.CompletionTokens += q.final.Usage.CompletionTokens
+			if q.candidate == 0 {
+				u.PromptTokens += q.final.Usage.PromptTokens
+				u.CachedTokens += q.final.Usage.CachedTokens
+			}
+		}
+		if !send(enc.Usage(usageOf(u)), false) {
+			return
+		}
+	}
+	send(openai.Done, true)
+}
+
+// fanIn reads several sequences at once, handing their chunks to write in
+// arrival order from this goroutine. It reports false when the client went
+// away or a write failed.
+func (s *Server) fanIn(ctx context.Context, seqs []*seq, write func(int, *seq, *engine.Chunk) bool) bool {
+	type event struct {
+		i   int
+		ch  engine.Chunk
+		err error
+	}
+	events := make(chan event)
+	stop := make(chan struct{})
+	defer close(stop)
+	for i, q := range seqs {
+		go func() {
+			for {
+				ch, err := q.st.Next(ctx)
+				if err == nil {
+					// The engine reuses the chunk's buffers on the next call.
+					ch.TokenIDs, ch.Text, ch.Logprobs = slices.Clone(ch.TokenIDs), slices.Clone(ch.Text), slices.Clone(ch.Logprobs)
+				}
+				select {
+				case events <- event{i, ch, err}:
+				case <-stop:
+					return
+				}
+				if err != nil || ch.Done {
+					return
+				}
+			}
+		}()
+	}
+	for left := len(seqs); left > 0; {
+		e := <-events
+		if e.err != nil {
+			return false
+		}
+		if !write(e.i, seqs[e.i], &e.ch) {
+			return false
+		}
+		if e.ch.Done {
+			left--
+		}
+	}
+	return true
+}
+
+// appendStopReason appends the choice's stop_reason as JSON (null when
+// none).
+func appendStopReason(b []byte, q *seq, c *openai.Common) []byte {
+	switch v := stopReason(q, c).(type) {
+	case string:
+		return openai.AppendJSONString(b, v)
+	case int32:
+		return strconv.AppendInt(b, int64(v), 10)
+	}
+	return append(b, "null"...)
+}
+
+// appendLogprobs renders a chunk's logprobs as the choice's "logprobs"
+// JSON value.
+func (s *Server) appendLogprobs(b []byte, j *job, ch *engine.Chunk) []byte {
+	var v any
+	if j.chat {
+		v = openai.ChatLogprobs{Content: s.chatLogprobs(ch.Logprobs, j.lp.Top)}
+	} else {
+		v = s.completionLogprobs(ch.Logprobs, j.lp.Top, 0)
+	}
+	out, err := json.Marshal(v)
+	if err != nil { // cannot happen: finite numbers and strings
+		return append(b, "null"...)
+	}
+	return append(b, out...)
 }

@@ -25,9 +25,9 @@ var callFormats = map[string]grammar.ToolCallFormat{
 }
 
 // chatMessages converts the request's messages for the template.
-func chatMessages(req *openai.ChatRequest) []model.Message {
-	msgs := make([]model.Message, len(req.Messages))
-	for i, m := range req.Messages {
+func chatMessages(in []openai.Message) []model.Message {
+	msgs := make([]model.Message, len(in))
+	for i, m := range in {
 		mm := model.Message{Role: m.Role, Content: m.Content.Text, ContentNull: m.Content.Null || (m.Content.Text == "" && (len(m.ToolCalls) > 0 || m.FunctionCall != nil)), Name: m.Name, ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {
 			mm.ToolCalls = append(mm.ToolCalls, model.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
@@ -46,7 +46,7 @@ func chatMessages(req *openai.ChatRequest) []model.Message {
 // planTools resolves the request's tool fields into the chat to render,
 // the output reading and, for required or named choices, the grammar
 // that enforces a call. Errors are 400s naming the field.
-func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *generation) *openai.Error {
+func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *job) *openai.Error {
 	plan, apiErr := req.ToolFields.Resolve()
 	if apiErr != nil || plan == nil {
 		return apiErr

@@ -195,3 +195,86 @@ func TestToolStreamerSplitsContentAndCalls(t *testing.T) {
 		t.Errorf("plain text read as a call: %q", string(c)+string(c2))
 	}
 }
+
+// TestToolCallsPerChoice: with n = 2 and logprobs, each choice is read for
+// calls on its own: both call the named tool, streamed (delta.tool_calls
+// under each choice's index, beside its logprobs) and not.
+func TestToolCallsPerChoice(t *testing.T) {
+	env := toolEnvs(t)["qwen2.5 jinja"]
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"time?"}],"tools":%s,"tool_choice":{"type":"function","function":{"name":"get_time"}},"max_tokens":300,"seed":3,"n":2,"logprobs":true`, toolsJSON)
+	r := env.post("/v1/chat/completions", body+"}")
+	if r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var resp openai.ChatResponse
+	decodeStrict(t, r.body, &resp)
+	if len(resp.Choices) != 2 {
+		t.Fatalf("%d choices, want 2: %s", len(resp.Choices), r.body)
+	}
+	for i, ch := range resp.Choices {
+		if ch.Index != i || *ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Logprobs == nil {
+			t.Fatalf("choice %d: %s", i, r.body)
+		}
+		call := ch.Message.ToolCalls[0]
+		checkCall(t, fmt.Sprintf("choice %d", i), assembled{call.Function.Name, call.Function.Arguments, call.ID}, "get_time")
+	}
+
+	// Split the stream by choice index, then assemble each.
+	byChoice := map[int][]string{}
+	logprobs := map[int]int{}
+	for _, ev := range env.streamRequest("/v1/chat/completions", body+`,"stream":true}`) {
+		if ev == "[DONE]" {
+			continue
+		}
+		var c openai.ChatChunk
+		decodeStrict(t, []byte(ev), &c)
+		for _, ch := range c.Choices {
+			one := c
+			one.Choices = []openai.ChatChunkChoice{ch}
+			b, err := json.Marshal(one)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byChoice[ch.Index] = append(byChoice[ch.Index], string(b))
+			if ch.Logprobs != nil {
+				logprobs[ch.Index] += len(ch.Logprobs.Content)
+			}
+		}
+	}
+	for i := range 2 {
+		calls, _, finish := assembleStream(t, byChoice[i])
+		if finish != "tool_calls" || len(calls) != 1 {
+			t.Fatalf("streamed choice %d: finish %q, %d calls", i, finish, len(calls))
+		}
+		checkCall(t, fmt.Sprintf("streamed choice %d", i), calls[0], "get_time")
+		if logprobs[i] == 0 {
+			t.Errorf("streamed choice %d: no logprobs", i)
+		}
+	}
+}
+
+// TestTokenizeRendersToolTurns: /tokenize renders an assistant's
+// tool_calls and the tool's answer through the template, exactly as a chat
+// request's prompt, and a template refusal is a 400 naming messages.
+func TestTokenizeRendersToolTurns(t *testing.T) {
+	env := toolEnvs(t)["qwen2.5 jinja"]
+	msgs := `[{"role":"user","content":"weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\",\"unit\":\"c\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sunny"}]`
+	r := env.post("/tokenize", `{"messages":`+msgs+`,"return_token_strs":true}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var resp openai.TokenizeResponse
+	decodeStrict(t, r.body, &resp)
+	text := strings.Join(resp.TokenStrs, "")
+	for _, want := range []string{"<tool_call>", `"name": "get_weather"`, "Oslo", "<tool_response>", "sunny", "<|im_start|>assistant"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered prompt lacks %q:\n%s", want, text)
+		}
+	}
+	// continue_final_message on an empty final message: the template
+	// cannot leave it open.
+	r = env.post("/tokenize", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":""}],"continue_final_message":true,"add_generation_prompt":false}`)
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"param":"messages"`) {
+		t.Errorf("continue_final_message on an empty message: %d %s", r.status, r.body)
+	}
+}
