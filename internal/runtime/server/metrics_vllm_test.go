@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
@@ -25,14 +26,32 @@ func TestMetricsVLLMParity(t *testing.T) {
 			t.Fatalf("completion: %d %s", r.status, r.body)
 		}
 	}
-	r := env.do(http.MethodGet, "/metrics", "")
-	if r.status != http.StatusOK {
-		t.Fatalf("/metrics: %d", r.status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(r.body))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
+	// The engine hands a request its last chunk before it reports the
+	// request finished and publishes the iteration to the observer, so the
+	// second request's histograms may land just after its response: scrape
+	// until the last-observed of them (params_n, inter-token latency) count
+	// both requests.
+	var fams map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := env.do(http.MethodGet, "/metrics", "")
+		if r.status != http.StatusOK {
+			t.Fatalf("/metrics: %d", r.status)
+		}
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		var err error
+		fams, err = p.TextToMetricFamilies(bytes.NewReader(r.body))
+		if err != nil {
+			t.Fatalf("parse /metrics: %v", err)
+		}
+		count := func(name string) uint64 {
+			if f := fams[name]; f != nil && len(f.GetMetric()) == 1 {
+				return f.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+			return 0
+		}
+		if (count("vllm:request_params_n") >= 2 && count("vllm:inter_token_latency_seconds") >= 4) || time.Now().After(deadline) {
+			break
+		}
 	}
 
 	base := []string{"engine", "model_name"}
