@@ -8,15 +8,29 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
 
-// Prompt is a completion prompt: a string or token ids. A list of one
-// string or of one id list is accepted as that prompt; longer lists (batched
-// prompts) are refused.
+// Prompt is a completion prompt: a string or token ids, or a batch of
+// them (a list of strings or of token id lists). A batch of one is that
+// prompt.
 type Prompt struct {
 	Text   string
 	Tokens []int32
 	// IsTokens is set when the prompt came as token ids.
 	IsTokens bool
-	set      bool
+	// Batch holds the prompts of a batch of two or more (Text and Tokens
+	// are then unset).
+	Batch []Prompt
+	set   bool
+}
+
+// MaxBatchedPrompts bounds a batch of prompts.
+const MaxBatchedPrompts = 256
+
+// All returns the prompts: the batch, or the one prompt.
+func (p *Prompt) All() []Prompt {
+	if p.Batch != nil {
+		return p.Batch
+	}
+	return []Prompt{*p}
 }
 
 // Set reports whether the prompt was present and not null.
@@ -52,10 +66,23 @@ func (p *Prompt) unmarshal(b []byte, outer bool) error {
 		if !outer {
 			return BadRequest("prompt", "prompt must be a string or an array of token ids")
 		}
-		if len(items) > 1 {
-			return BadRequest("prompt", "batched prompts (%d) are not supported: send one prompt per request", len(items))
+		if len(items) == 1 {
+			return p.unmarshal(first, false)
 		}
-		return p.unmarshal(first, false)
+		if len(items) > MaxBatchedPrompts {
+			return BadRequest("prompt", "%d batched prompts; at most %d", len(items), MaxBatchedPrompts)
+		}
+		batch := make([]Prompt, len(items))
+		for i, it := range items {
+			if err := batch[i].unmarshal(it, false); err != nil {
+				return err
+			}
+			if !batch[i].set {
+				return BadRequest("prompt", "prompt[%d] is null", i)
+			}
+		}
+		p.Batch = batch
+		return nil
 	}
 	p.IsTokens = true
 	p.Tokens = make([]int32, len(items))
@@ -96,7 +123,9 @@ func (s *StopList) UnmarshalJSON(b []byte) error {
 }
 
 // PriorityField is our "priority" extension: "high", "normal" or "low", or
-// the engine's level as an integer (0 high, 1 normal, 2 low).
+// an integer mapped onto those three levels: 0 and below high, 1 normal, 2
+// and above low (vLLM's convention, lower runs first; 0, 1 and 2 are also
+// the engine's own levels).
 type PriorityField struct {
 	Value engine.Priority
 	Set   bool
@@ -129,11 +158,11 @@ func (p *PriorityField) UnmarshalJSON(b []byte) error {
 		*p = PriorityField{Value: v, Set: true}
 		return nil
 	}
-	var n int
-	if err := json.Unmarshal(b, &n); err != nil || n < int(engine.PriorityHigh) || n > int(engine.PriorityLow) {
-		return BadRequest("priority", "priority must be \"high\", \"normal\" or \"low\" (or 0, 1, 2), got %s", clip(b))
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return BadRequest("priority", "priority must be \"high\", \"normal\" or \"low\", or an integer, got %s", clip(b))
 	}
-	*p = PriorityField{Value: engine.Priority(n), Set: true}
+	*p = PriorityField{Value: engine.Priority(max(int64(engine.PriorityHigh), min(n, int64(engine.PriorityLow)))), Set: true}
 	return nil
 }
 

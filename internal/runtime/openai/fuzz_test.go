@@ -16,6 +16,14 @@ var seedBodies = []string{
 	`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"max_completion_tokens":2}`,
 	`{"messages":[{"role":"","content":null}]}`, `{"messages":{"role":"user"}}`,
 	`{"prompt":"\xff\xfe","seed":-9223372036854775808}`, `{"prompt":[[[[[[1]]]]]]}`,
+	`{"prompt":["a",[1,2],null]}`, `{"prompt":[[1],[2,3]],"n":"2","best_of":3,"logprobs":"2"}`,
+	`{"prompt":"x","echo":"true","logit_bias":{"5":-100,"x":1},"bad_words":["a",""]}`,
+	`{"prompt":"x","presence_penalty":"1.5","frequency_penalty":-2.5,"repetition_penalty":0,"min_p":"2"}`,
+	`{"prompt":"x","stop_token_ids":[1,-1],"truncate_prompt_tokens":-2,"return_token_ids":"false"}`,
+	`{"prompt":"x","priority":-7}`, `{"prompt":"x","priority":"99"}`, `{"prompt":"x","priority":1e40}`,
+	`{"messages":[{"role":"user","content":"x"}],"logprobs":"true","top_logprobs":"21"}`,
+	`{"messages":[{"role":"assistant","content":"x"}],"continue_final_message":true,"add_generation_prompt":false}`,
+	`{"messages":[{"role":"user","content":"x"}],"stream":"true","stream_options":{"include_usage":"true"}}`,
 	`{"messages":[{"role":"wizard","content":"hi"}]}`, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\xffb\"}]}",
 }
 
@@ -41,8 +49,8 @@ func FuzzParse(f *testing.F) {
 			if !validUTF8 {
 				t.Fatalf("accepted a body with invalid UTF-8: %q", body)
 			}
-			if c.N != nil && *c.N != 1 {
-				t.Fatalf("accepted n=%d", *c.N)
+			if n := c.Choices(); n < 1 || n > MaxN {
+				t.Fatalf("accepted n=%d", n)
 			}
 			if c.MaxTokens != nil && *c.MaxTokens < 1 {
 				t.Fatalf("accepted max_tokens=%d", *c.MaxTokens)

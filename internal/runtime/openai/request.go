@@ -44,6 +44,8 @@ type Common struct {
 	ProgramID string        `json:"program_id"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
 
+	Sampling
+
 	// Structured outputs (structured.go).
 	Guided
 }
@@ -52,11 +54,16 @@ type Common struct {
 type CompletionRequest struct {
 	Common
 	Prompt Prompt `json:"prompt"`
-	// Refused when set: the runtime does not implement them.
-	Echo     bool            `json:"echo"`
-	BestOf   *int            `json:"best_of"`
-	Logprobs json.RawMessage `json:"logprobs"`
-	Suffix   *string         `json:"suffix"`
+	// Echo puts the prompt's text before each choice's text.
+	Echo bool `json:"echo"`
+	// BestOf generates best_of choices and returns the n with the highest
+	// cumulative log-probability.
+	BestOf *int `json:"best_of"`
+	// Logprobs asks for each token's log-probability and that many most
+	// likely alternatives.
+	Logprobs *int `json:"logprobs"`
+	// Suffix is refused when set: the runtime does not implement it.
+	Suffix *string `json:"suffix"`
 }
 
 // Message is one chat turn.
@@ -69,9 +76,23 @@ type Message struct {
 // ChatRequest is the body of POST /v1/chat/completions.
 type ChatRequest struct {
 	Common
-	Messages            []Message       `json:"messages"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Logprobs            json.RawMessage `json:"logprobs"`
+	Messages            []Message `json:"messages"`
+	MaxCompletionTokens *int      `json:"max_completion_tokens"`
+	// Logprobs asks for each output token's log-probability, TopLogprobs
+	// for that many most likely alternatives too.
+	Logprobs    *bool `json:"logprobs"`
+	TopLogprobs *int  `json:"top_logprobs"`
+	// AddGenerationPrompt (default true) ends the prompt with the header
+	// of an assistant turn; ContinueFinalMessage instead leaves the last
+	// message open so the model continues it.
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+	ContinueFinalMessage bool  `json:"continue_final_message"`
+}
+
+// GenerationPrompt reports whether the rendered prompt ends with an open
+// assistant turn header.
+func (r *ChatRequest) GenerationPrompt() bool {
+	return r.AddGenerationPrompt == nil || *r.AddGenerationPrompt
 }
 
 // IncludeUsage reports whether a streaming response ends with a usage chunk.
@@ -89,6 +110,50 @@ func (c *Common) BodyProgramID() string {
 	return ""
 }
 
+// Choices is n: how many choices each prompt gets.
+func (c *Common) Choices() int {
+	if c.N == nil {
+		return 1
+	}
+	return *c.N
+}
+
+// Logprob settings of a request: whether each token's log-probability is
+// returned, and how many alternatives with it.
+type Logprob struct {
+	On  bool
+	Top int
+}
+
+// LogprobSettings resolves "logprobs" (an integer: the alternatives).
+func (r *CompletionRequest) LogprobSettings() Logprob {
+	if r.Logprobs == nil {
+		return Logprob{}
+	}
+	return Logprob{On: true, Top: *r.Logprobs}
+}
+
+// LogprobSettings resolves "logprobs" and "top_logprobs".
+func (r *ChatRequest) LogprobSettings() Logprob {
+	if r.Logprobs == nil || !*r.Logprobs {
+		return Logprob{}
+	}
+	l := Logprob{On: true}
+	if r.TopLogprobs != nil {
+		l.Top = *r.TopLogprobs
+	}
+	return l
+}
+
+// Candidates is best_of when set, else n: the sequences generated per
+// prompt.
+func (r *CompletionRequest) Candidates() int {
+	if r.BestOf != nil {
+		return *r.BestOf
+	}
+	return r.Choices()
+}
+
 // ParseCompletion parses and validates a completion request body.
 func ParseCompletion(body []byte) (*CompletionRequest, *Error) {
 	var r CompletionRequest
@@ -99,14 +164,16 @@ func ParseCompletion(body []byte) (*CompletionRequest, *Error) {
 		return nil, BadRequest("prompt", "prompt is required")
 	}
 	switch {
-	case r.Echo:
-		return nil, BadRequest("echo", "echo is not supported")
-	case r.BestOf != nil && *r.BestOf != 1:
-		return nil, BadRequest("best_of", "best_of>1 is not supported")
+	case r.BestOf != nil && (*r.BestOf < r.Choices() || *r.BestOf > MaxN):
+		return nil, BadRequest("best_of", "best_of must be in [n, %d], got %d with n %d", MaxN, *r.BestOf, r.Choices())
+	case r.BestOf != nil && *r.BestOf > r.Choices() && r.Stream:
+		return nil, BadRequest("best_of", "best_of > n cannot be streamed")
 	case r.Suffix != nil && *r.Suffix != "":
 		return nil, BadRequest("suffix", "suffix is not supported")
-	case wantsLogprobs(r.Logprobs):
-		return nil, BadRequest("logprobs", "logprobs are not supported")
+	case r.Logprobs != nil && (*r.Logprobs < 0 || *r.Logprobs > MaxTopLogprobs):
+		return nil, BadRequest("logprobs", "logprobs must be in [0, %d], got %d", MaxTopLogprobs, *r.Logprobs)
+	case r.Echo && r.Logprobs != nil:
+		return nil, BadRequest("echo", "echo with logprobs needs the prompt's logprobs, which the runtime does not compute")
 	}
 	if err := r.Common.validate(); err != nil {
 		return nil, err
@@ -128,8 +195,15 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 			return nil, err
 		}
 	}
-	if wantsLogprobs(r.Logprobs) {
-		return nil, BadRequest("logprobs", "logprobs are not supported")
+	switch lp := r.LogprobSettings(); {
+	case r.TopLogprobs != nil && (*r.TopLogprobs < 0 || *r.TopLogprobs > MaxTopLogprobs):
+		return nil, BadRequest("top_logprobs", "top_logprobs must be in [0, %d], got %d", MaxTopLogprobs, *r.TopLogprobs)
+	case r.TopLogprobs != nil && *r.TopLogprobs > 0 && !lp.On:
+		return nil, BadRequest("top_logprobs", "top_logprobs needs logprobs: true")
+	case r.ContinueFinalMessage && r.GenerationPrompt() && r.AddGenerationPrompt != nil:
+		return nil, BadRequest("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true")
+	case r.ContinueFinalMessage && r.Messages[len(r.Messages)-1].Role != "assistant":
+		return nil, BadRequest("continue_final_message", "continue_final_message needs the last message to be the assistant's")
 	}
 	if r.MaxCompletionTokens != nil {
 		if r.MaxTokens != nil && *r.MaxTokens != *r.MaxCompletionTokens {
@@ -157,7 +231,7 @@ func decode(body []byte, dst any) *Error {
 	if body[0] != '{' {
 		return BadRequest("", "request body must be a JSON object")
 	}
-	err := json.Unmarshal(body, dst)
+	err := json.Unmarshal(lenient(body), dst)
 	if err == nil {
 		return checkUTF8(body)
 	}
@@ -169,7 +243,7 @@ func decode(body []byte, dst any) *Error {
 		return apiErr
 	case errors.As(err, &typeErr):
 		// Fields of the embedded Common are reported with its Go name.
-		field := strings.TrimPrefix(typeErr.Field, "Common.")
+		field := strings.TrimPrefix(strings.TrimPrefix(typeErr.Field, "Common."), "Sampling.")
 		if field == "" {
 			return BadRequest("", "request body: %s is not a valid %s", typeErr.Value, typeErr.Type)
 		}
@@ -198,19 +272,12 @@ func jsonType(goType string) string {
 	return "an object"
 }
 
-func wantsLogprobs(raw json.RawMessage) bool {
-	switch string(bytes.TrimSpace(raw)) {
-	case "", "null", "false", "0":
-		return false
-	}
-	return true
-}
-
 // validate checks ranges; the engine re-checks what depends on the model.
 func (c *Common) validate() *Error {
+	if err := c.Sampling.validate(c.Choices()); err != nil {
+		return err
+	}
 	switch {
-	case c.N != nil && *c.N != 1:
-		return BadRequest("n", "n>1 is not supported")
 	case c.MaxTokens != nil && *c.MaxTokens < 1:
 		return BadRequest("max_tokens", "max_tokens must be at least 1, got %d", *c.MaxTokens)
 	case c.MinTokens != nil && *c.MinTokens < 0:
@@ -264,6 +331,18 @@ func (c *Common) EngineParams(maxTokens int, d Defaults) engine.Params {
 	if c.MinTokens != nil {
 		p.MinTokens = *c.MinTokens
 	}
+	f32 := func(v *float64) float32 {
+		if v == nil {
+			return 0
+		}
+		return float32(*v)
+	}
+	p.PresencePenalty = f32(c.PresencePenalty)
+	p.FrequencyPenalty = f32(c.FrequencyPenalty)
+	p.RepetitionPenalty = f32(c.RepetitionPenalty)
+	p.MinP = f32(c.MinP)
+	p.LogitBias = c.Biases()
+	p.StopTokenIDs = c.StopTokenIDs
 	if len(c.Stop) > 0 {
 		p.Stop = c.Stop
 	} else {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/sampling"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -78,14 +79,17 @@ func TestParseCompletionErrors(t *testing.T) {
 		{"missing prompt", `{"model":"m"}`, "prompt"},
 		{"prompt number", `{"prompt":5}`, "prompt"},
 		{"prompt object", `{"prompt":{"a":1}}`, "prompt"},
-		{"batched prompts", `{"prompt":["a","b"]}`, "prompt"},
+		{"batched prompt null", `{"prompt":["a",null]}`, "prompt"},
+		{"batched prompt bad token", `{"prompt":[[1],["x"]]}`, "prompt"},
 		{"token not int", `{"prompt":[1,"a"]}`, "prompt"},
 		{"token too big", `{"prompt":[99999999999]}`, "prompt"},
 		{"triple nesting", `{"prompt":[[[1]]]}`, "prompt"},
-		{"n=2", `{"prompt":"x","n":2}`, "n"},
+		{"n=0", `{"prompt":"x","n":0}`, "n"},
+		{"n too big", `{"prompt":"x","n":129}`, "n"},
 		{"negative max_tokens", `{"prompt":"x","max_tokens":-1}`, "max_tokens"},
 		{"zero max_tokens", `{"prompt":"x","max_tokens":0}`, "max_tokens"},
-		{"max_tokens string", `{"prompt":"x","max_tokens":"5"}`, "max_tokens"},
+		{"max_tokens word", `{"prompt":"x","max_tokens":"five"}`, "max_tokens"},
+		{"max_tokens numeric string float", `{"prompt":"x","max_tokens":"5.5"}`, "max_tokens"},
 		{"max_tokens float", `{"prompt":"x","max_tokens":5.5}`, "max_tokens"},
 		{"temperature string", `{"prompt":"x","temperature":"hot"}`, "temperature"},
 		{"negative temperature", `{"prompt":"x","temperature":-1}`, "temperature"},
@@ -96,12 +100,23 @@ func TestParseCompletionErrors(t *testing.T) {
 		{"stop empty string", `{"prompt":"x","stop":[""]}`, "stop"},
 		{"stream string", `{"prompt":"x","stream":"yes"}`, "stream"},
 		{"priority unknown", `{"prompt":"x","priority":"urgent"}`, "priority"},
-		{"priority out of range", `{"prompt":"x","priority":7}`, "priority"},
+		{"priority float", `{"prompt":"x","priority":1.5}`, "priority"},
 		{"min over max", `{"prompt":"x","min_tokens":5,"max_tokens":2}`, "min_tokens"},
 		{"negative min", `{"prompt":"x","min_tokens":-1}`, "min_tokens"},
-		{"echo", `{"prompt":"x","echo":true}`, "echo"},
-		{"best_of", `{"prompt":"x","best_of":3}`, "best_of"},
-		{"logprobs", `{"prompt":"x","logprobs":2}`, "logprobs"},
+		{"echo with logprobs", `{"prompt":"x","echo":true,"logprobs":1}`, "echo"},
+		{"best_of below n", `{"prompt":"x","n":3,"best_of":2}`, "best_of"},
+		{"best_of streamed", `{"prompt":"x","best_of":2,"stream":true}`, "best_of"},
+		{"logprobs too many", `{"prompt":"x","logprobs":21}`, "logprobs"},
+		{"logprobs negative", `{"prompt":"x","logprobs":-1}`, "logprobs"},
+		{"presence_penalty", `{"prompt":"x","presence_penalty":2.5}`, "presence_penalty"},
+		{"frequency_penalty", `{"prompt":"x","frequency_penalty":"-3"}`, "frequency_penalty"},
+		{"repetition_penalty zero", `{"prompt":"x","repetition_penalty":0}`, "repetition_penalty"},
+		{"min_p", `{"prompt":"x","min_p":1.5}`, "min_p"},
+		{"logit_bias key", `{"prompt":"x","logit_bias":{"a":1}}`, "logit_bias"},
+		{"logit_bias value", `{"prompt":"x","logit_bias":{"3":101}}`, "logit_bias"},
+		{"stop_token_ids type", `{"prompt":"x","stop_token_ids":["a"]}`, "stop_token_ids"},
+		{"bad_words empty", `{"prompt":"x","bad_words":[""]}`, "bad_words"},
+		{"truncate_prompt_tokens", `{"prompt":"x","truncate_prompt_tokens":0}`, "truncate_prompt_tokens"},
 		{"seed float", `{"prompt":"x","seed":1.5}`, "seed"},
 	}
 	for _, tt := range tests {
@@ -148,8 +163,12 @@ func TestParseChatErrors(t *testing.T) {
 		{"content number", `{"messages":[{"role":"user","content":5}]}`, "messages"},
 		{"negative max_completion_tokens", `{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":-3}`, "max_completion_tokens"},
 		{"disagreeing limits", `{"messages":[{"role":"user","content":"x"}],"max_tokens":3,"max_completion_tokens":4}`, "max_completion_tokens"},
-		{"n", `{"messages":[{"role":"user","content":"x"}],"n":3}`, "n"},
-		{"logprobs", `{"messages":[{"role":"user","content":"x"}],"logprobs":true}`, "logprobs"},
+		{"n", `{"messages":[{"role":"user","content":"x"}],"n":-3}`, "n"},
+		{"logprobs word", `{"messages":[{"role":"user","content":"x"}],"logprobs":"yes"}`, "logprobs"},
+		{"top_logprobs without logprobs", `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, "top_logprobs"},
+		{"top_logprobs too many", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
+		{"continue a user message", `{"messages":[{"role":"user","content":"x"}],"continue_final_message":true}`, "continue_final_message"},
+		{"continue and generation prompt", `{"messages":[{"role":"assistant","content":"x"}],"continue_final_message":true,"add_generation_prompt":true}`, "continue_final_message"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,10 +183,46 @@ func TestParseChatErrors(t *testing.T) {
 	}
 }
 
-func TestNGreaterThanOneMessage(t *testing.T) {
-	_, err := ParseCompletion([]byte(`{"prompt":"x","n":2}`))
-	if err == nil || err.Message != "n>1 is not supported" {
-		t.Fatalf("got %v, want the message %q", err, "n>1 is not supported")
+// TestLenientAndNewFields: what vLLM's clients send loosely is accepted
+// with its meaning, and the sampling fields reach the engine parameters.
+func TestLenientAndNewFields(t *testing.T) {
+	r, err := ParseCompletion([]byte(`{"prompt":[[1,2],"b"],"n":"3","best_of":"4","max_tokens":"8",
+		"temperature":"0.5","stream":"false","echo":"true","priority":-4,"presence_penalty":"0.5",
+		"frequency_penalty":-1,"repetition_penalty":1.2,"min_p":"0.1","logit_bias":{"7":-100,"2":5.5},
+		"stop_token_ids":[3],"return_token_ids":"true","truncate_prompt_tokens":"5"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Prompt.All(); len(got) != 2 || !got[0].IsTokens || got[1].Text != "b" {
+		t.Errorf("batched prompts %+v", got)
+	}
+	if r.Choices() != 3 || r.Candidates() != 4 || *r.MaxTokens != 8 || !r.Echo || !r.ReturnTokenIDs ||
+		*r.TruncatePromptTokens != 5 || r.Priority.Priority() != engine.PriorityHigh {
+		t.Errorf("parsed %+v", r)
+	}
+	p := r.EngineParams(8, Defaults{})
+	want := engine.Params{MaxTokens: 8, Temperature: 0.5, PresencePenalty: 0.5, FrequencyPenalty: -1,
+		RepetitionPenalty: 1.2, MinP: 0.1, LogitBias: []sampling.Bias{{ID: 2, Value: 5.5}, {ID: 7, Value: -100}},
+		StopTokenIDs: []int32{3}}
+	if d := cmp.Diff(want, p); d != "" {
+		t.Errorf("engine params (-want +got):\n%s", d)
+	}
+	for body, want := range map[string]engine.Priority{
+		`{"prompt":"x","priority":0}`: engine.PriorityHigh, `{"prompt":"x","priority":1}`: engine.PriorityNormal,
+		`{"prompt":"x","priority":"7"}`: engine.PriorityLow, `{"prompt":"x","priority":-100}`: engine.PriorityHigh,
+	} {
+		r, err := ParseCompletion([]byte(body))
+		if err != nil || r.Priority.Priority() != want {
+			t.Errorf("%s: priority %v (%v), want %v", body, r.Priority.Priority(), err, want)
+		}
+	}
+	c, err := ParseChat([]byte(`{"messages":[{"role":"assistant","content":"x"}],"logprobs":"true","top_logprobs":"3",
+		"stream":"true","stream_options":{"include_usage":"true"},"continue_final_message":true,"add_generation_prompt":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lp := c.LogprobSettings(); !lp.On || lp.Top != 3 || !c.Stream || !c.IncludeUsage() || c.GenerationPrompt() || !c.ContinueFinalMessage {
+		t.Errorf("parsed chat %+v", c)
 	}
 }
 

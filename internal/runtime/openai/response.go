@@ -25,10 +25,46 @@ type PromptTokensDetails struct {
 
 // CompletionChoice is one choice of a completion (or of a streaming chunk).
 type CompletionChoice struct {
-	Index        int     `json:"index"`
-	Text         string  `json:"text"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *CompletionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+	// StopReason is what stopped the choice, as vLLM reports it: the stop
+	// string or stop token id matched, or null (EOS, length).
+	StopReason any `json:"stop_reason,omitempty"`
+	// PromptTokenIDs and TokenIDs answer return_token_ids.
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
+	TokenIDs       []int32 `json:"token_ids,omitempty"`
+}
+
+// CompletionLogprobs is a completion choice's "logprobs" (the legacy
+// format): per token its text, log-probability, the most likely
+// alternatives and its offset in the choice's text.
+type CompletionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// ChatLogprobs is a chat choice's "logprobs".
+type ChatLogprobs struct {
+	Content []ChatTokenLogprob `json:"content"`
+}
+
+// ChatTokenLogprob is one output token's log-probability and alternatives.
+type ChatTokenLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []ChatTopLogprob `json:"top_logprobs"`
+}
+
+// ChatTopLogprob is one alternative token.
+type ChatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 // CompletionResponse is the body of a non-streaming completion, and the
@@ -50,10 +86,13 @@ type ChatMessage struct {
 
 // ChatChoice is one choice of a chat completion.
 type ChatChoice struct {
-	Index        int         `json:"index"`
-	Message      ChatMessage `json:"message"`
-	Logprobs     any         `json:"logprobs"`
-	FinishReason *string     `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Message      ChatMessage   `json:"message"`
+	Logprobs     *ChatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+	// StopReason and TokenIDs: see CompletionChoice.
+	StopReason any     `json:"stop_reason,omitempty"`
+	TokenIDs   []int32 `json:"token_ids,omitempty"`
 }
 
 // ChatResponse is the body of a non-streaming chat completion.
@@ -64,6 +103,8 @@ type ChatResponse struct {
 	Model   string       `json:"model"`
 	Choices []ChatChoice `json:"choices"`
 	Usage   *Usage       `json:"usage,omitempty"`
+	// PromptTokenIDs answers return_token_ids.
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
 }
 
 // ChatDelta is the incremental message of a streaming chat chunk.
@@ -74,10 +115,12 @@ type ChatDelta struct {
 
 // ChatChunkChoice is one choice of a streaming chat chunk.
 type ChatChunkChoice struct {
-	Index        int       `json:"index"`
-	Delta        ChatDelta `json:"delta"`
-	Logprobs     any       `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Delta        ChatDelta     `json:"delta"`
+	Logprobs     *ChatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+	StopReason   any           `json:"stop_reason,omitempty"`
+	TokenIDs     []int32       `json:"token_ids,omitempty"`
 }
 
 // ChatChunk is one server-sent event of a streaming chat completion.
@@ -103,4 +146,35 @@ type Model struct {
 type ModelList struct {
 	Object string  `json:"object"`
 	Data   []Model `json:"data"`
+}
+
+// TokenizeRequest is the body of POST /tokenize (vLLM's): a prompt, or chat
+// messages rendered through the chat template.
+type TokenizeRequest struct {
+	Model                string    `json:"model"`
+	Prompt               *string   `json:"prompt"`
+	Messages             []Message `json:"messages"`
+	AddSpecialTokens     *bool     `json:"add_special_tokens"`
+	AddGenerationPrompt  *bool     `json:"add_generation_prompt"`
+	ContinueFinalMessage bool      `json:"continue_final_message"`
+	ReturnTokenStrs      bool      `json:"return_token_strs"`
+}
+
+// TokenizeResponse is the body of a /tokenize answer.
+type TokenizeResponse struct {
+	Count       int      `json:"count"`
+	MaxModelLen int      `json:"max_model_len"`
+	Tokens      []int32  `json:"tokens"`
+	TokenStrs   []string `json:"token_strs"`
+}
+
+// DetokenizeRequest is the body of POST /detokenize.
+type DetokenizeRequest struct {
+	Model  string  `json:"model"`
+	Tokens []int32 `json:"tokens"`
+}
+
+// DetokenizeResponse is the body of a /detokenize answer.
+type DetokenizeResponse struct {
+	Prompt string `json:"prompt"`
 }

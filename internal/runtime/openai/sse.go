@@ -40,32 +40,80 @@ func NewChunkEncoder(id, model string, created int64, chat, includeUsage bool) *
 }
 
 // Role is the first chunk of a chat stream: the assistant role, no content.
-func (e *ChunkEncoder) Role() []byte {
+func (e *ChunkEncoder) Role() []byte { return e.RoleOf(0) }
+
+// Chunk is a content event of choice 0: text (possibly empty) and, on the
+// last one, the finish reason ("" is null).
+func (e *ChunkEncoder) Chunk(text []byte, finishReason string) []byte {
+	return e.Choice(&ChoiceEvent{Text: text, FinishReason: finishReason})
+}
+
+// ChoiceEvent is one choice's part of a streaming chunk.
+type ChoiceEvent struct {
+	Index int
+	Text  []byte
+	// FinishReason is "" (null) but on the choice's last event.
+	FinishReason string
+	// Logprobs is the choice's "logprobs" value as JSON (nil: null).
+	Logprobs []byte
+	// StopReason is the "stop_reason" value as JSON (nil: left out).
+	StopReason []byte
+	// TokenIDs, when set, are sent as "token_ids" (return_token_ids).
+	TokenIDs    []int32
+	HasTokenIDs bool
+}
+
+// Role is the first chunk of a chat stream for choice index (Role is
+// index 0).
+func (e *ChunkEncoder) RoleOf(index int) []byte {
 	b := append(e.buf[:0], e.head...)
-	b = append(b, `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+	b = append(b, `[{"index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
 	return e.end(b)
 }
 
-// Chunk is a content event: text (possibly empty) and, on the last one, the
-// finish reason ("" is null).
-func (e *ChunkEncoder) Chunk(text []byte, finishReason string) []byte {
+// Choice renders a content event.
+func (e *ChunkEncoder) Choice(c *ChoiceEvent) []byte {
 	b := append(e.buf[:0], e.head...)
+	b = append(b, `[{"index":`...)
+	b = strconv.AppendInt(b, int64(c.Index), 10)
 	if e.chat {
-		b = append(b, `[{"index":0,"delta":{`...)
-		if len(text) > 0 || finishReason == "" {
+		b = append(b, `,"delta":{`...)
+		if len(c.Text) > 0 || c.FinishReason == "" {
 			b = append(b, `"content":`...)
-			b = AppendJSONBytes(b, text)
+			b = AppendJSONBytes(b, c.Text)
 		}
 		b = append(b, '}')
 	} else {
-		b = append(b, `[{"index":0,"text":`...)
-		b = AppendJSONBytes(b, text)
+		b = append(b, `,"text":`...)
+		b = AppendJSONBytes(b, c.Text)
 	}
-	b = append(b, `,"logprobs":null,"finish_reason":`...)
-	if finishReason == "" {
+	b = append(b, `,"logprobs":`...)
+	if c.Logprobs == nil {
 		b = append(b, "null"...)
 	} else {
-		b = AppendJSONString(b, finishReason)
+		b = append(b, c.Logprobs...)
+	}
+	b = append(b, `,"finish_reason":`...)
+	if c.FinishReason == "" {
+		b = append(b, "null"...)
+	} else {
+		b = AppendJSONString(b, c.FinishReason)
+	}
+	if c.StopReason != nil {
+		b = append(b, `,"stop_reason":`...)
+		b = append(b, c.StopReason...)
+	}
+	if c.HasTokenIDs {
+		b = append(b, `,"token_ids":[`...)
+		for i, id := range c.TokenIDs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(id), 10)
+		}
+		b = append(b, ']')
 	}
 	b = append(b, "}]"...)
 	return e.end(b)

@@ -1,20 +1,24 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
+	"github.com/kvpilot/kvpilot/internal/scheduler/sampling"
 )
 
 // readRequest reads and parses a generation request and checks its model;
@@ -39,15 +43,20 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	gen := generation{chat: false, promptParam: "prompt", maxParam: "max_tokens"}
-	if !s.outputGrammar(w, &req.Common, &gen) {
+	all := req.Prompt.All()
+	j := job{chat: false, promptParam: "prompt", maxParam: "max_tokens",
+		n: req.Choices(), candidates: req.Candidates(), lp: req.LogprobSettings(), echo: req.Echo}
+	if !s.outputGrammar(w, &req.Common, &j) {
 		return
 	}
-	prompt := req.Prompt.Tokens
-	if !req.Prompt.IsTokens {
-		prompt = s.cfg.Codec.EncodePrompt(req.Prompt.Text)
+	for _, p := range all {
+		toks := p.Tokens
+		if !p.IsTokens {
+			toks = s.cfg.Codec.EncodePrompt(p.Text)
+		}
+		j.prompts = append(j.prompts, toks)
 	}
-	s.generate(w, r, body, &req.Common, prompt, gen)
+	s.generate(w, r, body, &req.Common, j)
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -63,19 +72,22 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.MaxCompletionTokens != nil {
 		maxParam = "max_completion_tokens"
 	}
-	gen := generation{chat: true, promptParam: "messages", maxParam: maxParam}
-	if !s.outputGrammar(w, &req.Common, &gen) {
+	j := job{chat: true, promptParam: "messages", maxParam: maxParam,
+		n: req.Choices(), candidates: req.Choices(), lp: req.LogprobSettings()}
+	if !s.outputGrammar(w, &req.Common, &j) {
 		return
 	}
-	s.generate(w, r, body, &req.Common, s.cfg.Codec.EncodeChat(msgs), gen)
+	j.prompts = [][]int32{s.cfg.Codec.EncodeChat(msgs, codec.ChatOptions{
+		AddGenerationPrompt: req.GenerationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage})}
+	s.generate(w, r, body, &req.Common, j)
 }
 
 // outputGrammar compiles the request's structured-output constraint into
-// gen; on a field it cannot honour it writes the 400 and returns false.
-func (s *Server) outputGrammar(w http.ResponseWriter, c *openai.Common, gen *generation) bool {
+// j; on a field it cannot honour it writes the 400 and returns false.
+func (s *Server) outputGrammar(w http.ResponseWriter, c *openai.Common, j *job) bool {
 	oc, apiErr := c.Constraint()
 	if apiErr == nil && oc != nil {
-		gen.grammar, apiErr = s.grammars.compileOutput(oc)
+		j.grammar, apiErr = s.grammars.compileOutput(oc)
 	}
 	if apiErr != nil {
 		s.writeError(w, apiErr)
@@ -108,22 +120,27 @@ func (s *Server) checkModel(name string) *openai.Error {
 	return nil
 }
 
-// generation says how a request's fields are named in errors and how its
-// response is shaped.
-type generation struct {
+// job is a generation request as the server runs it: its prompts (one, or
+// a batch) and how many sequences each gets.
+type job struct {
 	chat                  bool
 	promptParam, maxParam string
+	prompts               [][]int32
+	// n choices are returned per prompt, out of candidates generated (best_of).
+	n, candidates int
+	lp            openai.Logprob
+	echo          bool
 	// grammar, when set, constrains the output (structured outputs).
 	grammar *grammar.Grammar
 }
 
 // maxTokens resolves the output limit: the request's, or the default capped
 // by the room left in the context.
-func (s *Server) maxTokens(c *openai.Common, promptLen int, g generation) (int, *openai.Error) {
+func (s *Server) maxTokens(c *openai.Common, promptLen int, j *job) (int, *openai.Error) {
 	room := s.maxModelLen - promptLen
 	if c.MaxTokens == nil {
 		if room <= 0 {
-			return 0, s.contextError(g.promptParam, promptLen, 1)
+			return 0, s.contextError(j.promptParam, promptLen, 1)
 		}
 		if d := s.cfg.DefaultMaxTokens; d > 0 && d < room {
 			return d, nil
@@ -131,7 +148,7 @@ func (s *Server) maxTokens(c *openai.Common, promptLen int, g generation) (int, 
 		return room, nil
 	}
 	if *c.MaxTokens > room {
-		return 0, s.contextError(g.maxParam, promptLen, *c.MaxTokens)
+		return 0, s.contextError(j.maxParam, promptLen, *c.MaxTokens)
 	}
 	return *c.MaxTokens, nil
 }
@@ -146,7 +163,18 @@ func (s *Server) contextError(param string, promptLen, maxTokens int) *openai.Er
 
 // generate passes the request through the program gate, submits it and
 // writes its response.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c *openai.Common, prompt []int32, g generation) {
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c *openai.Common, j job) {
+	if t := c.TruncatePromptTokens; t != nil {
+		keep := *t
+		if keep < 0 {
+			keep = s.maxModelLen
+		}
+		for i, p := range j.prompts {
+			if len(p) > keep {
+				j.prompts[i] = p[len(p)-keep:]
+			}
+		}
+	}
 	pid := openai.ProgramID(r.Header.Get, c)
 	if pid != "" {
 		// The control API refuses such ids in placements: one accepted
@@ -160,13 +188,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c
 		if !s.admitProgram(w, r, pid, body) {
 			return
 		}
+		prompt := j.prompts[0]
 		s.cfg.Programs.Started(pid, int64(len(prompt)))
 		out := &programOutcome{}
 		defer s.programDone(pid, prompt, out)
-		s.run(w, r, c, prompt, g, pid, out)
+		s.run(w, r, c, &j, pid, out)
 		return
 	}
-	s.run(w, r, c, prompt, g, pid, nil)
+	s.run(w, r, c, &j, pid, nil)
 }
 
 // programOutcome is what the program table learns from a request: set
@@ -186,73 +215,338 @@ func (s *Server) programDone(pid string, prompt []int32, out *programOutcome) {
 	s.cfg.Programs.End(pid, int64(u.PromptTokens+u.CompletionTokens), int64(u.SharedTokens), ctx)
 }
 
+// seq is one engine sequence of a job: candidate k of prompt p.
+type seq struct {
+	prompt, candidate int
+	st                *engine.Stream
+	// Results, filled as the output arrives.
+	tokens []int32
+	text   []byte
+	lps    []sampling.TokenLogprob
+	final  *engine.Chunk
+}
+
+// submit builds and submits the job's sequences. The first candidate of
+// each prompt goes first; the others follow once its prompt is prefilled,
+// so they find its KV blocks in the prefix cache instead of prefilling the
+// same prompt again (one prefill for n or best_of choices). On failure
+// everything submitted is cancelled and the error returned.
+func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid string) ([]*seq, *openai.Error) {
+	var badWords [][]int32
+	for _, w := range c.BadWords {
+		// A word mid-text usually starts with a space: ban both spellings.
+		for _, v := range []string{w, " " + w} {
+			if toks := s.cfg.Codec.Encode(v, false); len(toks) > 0 &&
+				!slices.ContainsFunc(badWords, func(b []int32) bool { return slices.Equal(b, toks) }) {
+				badWords = append(badWords, toks)
+			}
+		}
+	}
+	seqs := make([]*seq, 0, len(j.prompts)*j.candidates)
+	fail := func(err *openai.Error) ([]*seq, *openai.Error) {
+		for _, q := range seqs {
+			q.st.Cancel()
+		}
+		return nil, err
+	}
+	params := make([]engine.Params, len(j.prompts))
+	for i, p := range j.prompts {
+		maxTokens, apiErr := s.maxTokens(c, len(p), j)
+		if apiErr != nil {
+			return fail(apiErr)
+		}
+		params[i] = c.EngineParams(maxTokens, s.defaults)
+		params[i].BadWords = badWords
+		// best_of ranks candidates by their cumulative logprob.
+		params[i].Logprobs = j.lp.On || j.candidates > j.n
+		params[i].TopLogprobs = j.lp.Top
+	}
+	one := func(p, k int) *openai.Error {
+		ep := params[p]
+		if ep.HasSeed {
+			ep.Seed += uint64(k) // each choice its own stream, reproducibly
+		}
+		rid := id
+		if len(j.prompts) > 1 || j.candidates > 1 {
+			rid = fmt.Sprintf("%s-%d", id, p*j.candidates+k)
+		}
+		req := &engine.Request{
+			ID: rid, ProgramID: pid, Prompt: j.prompts[p], Params: ep, Priority: c.Priority.Priority(),
+		}
+		if j.grammar != nil {
+			// A matcher per sequence: it tracks that sequence's output.
+			ends := append(slices.Clone(s.eng.Config().EOS), ep.StopTokenIDs...)
+			req.Constraint = s.grammars.matcher(j.grammar, ends)
+		}
+		st, err := s.eng.Submit(r.Context(), req)
+		if err != nil {
+			apiErr := submitError(err, j.promptParam)
+			if apiErr.Param == "max_tokens" {
+				apiErr.Param = j.maxParam
+			}
+			return apiErr
+		}
+		seqs = append(seqs, &seq{prompt: p, candidate: k, st: st})
+		return nil
+	}
+	for p := range j.prompts {
+		if err := one(p, 0); err != nil {
+			return fail(err)
+		}
+	}
+	if j.candidates > 1 {
+		firsts := slices.Clone(seqs)
+		for p, q := range firsts {
+			select {
+			case <-q.st.Started():
+			case <-r.Context().Done():
+				return fail(&openai.Error{Status: statusClientClosed, Type: openai.TypeInvalidRequest, Message: "request cancelled"})
+			}
+			for k := 1; k < j.candidates; k++ {
+				if err := one(p, k); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	return seqs, nil
+}
+
 // run submits the request and writes its response; out, when set,
 // receives the result for the program table.
-func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, prompt []int32, g generation, pid string, out *programOutcome) {
-	maxTokens, apiErr := s.maxTokens(c, len(prompt), g)
+func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, pid string, out *programOutcome) {
+	id, clientID := s.responseID(r, j.chat)
+	seqs, apiErr := s.submit(r, c, j, id, pid)
 	if apiErr != nil {
 		s.writeError(w, apiErr)
 		return
 	}
-	id := newID(g.chat)
-	req := &engine.Request{
-		ID:        id,
-		ProgramID: pid,
-		Prompt:    prompt,
-		Params:    c.EngineParams(maxTokens, s.defaults),
-		Priority:  c.Priority.Priority(),
+	if clientID == "" {
+		clientID = id
 	}
-	if g.grammar != nil {
-		ends := append(slices.Clone(s.eng.Config().EOS), req.Params.StopTokenIDs...)
-		req.Constraint = s.grammars.matcher(g.grammar, ends)
-	}
-	st, err := s.eng.Submit(r.Context(), req)
-	if err != nil {
-		apiErr := submitError(err, g.promptParam)
-		if apiErr.Param == "max_tokens" {
-			apiErr.Param = g.maxParam
-		}
-		s.writeError(w, apiErr)
-		return
-	}
-	w.Header().Set("X-Request-Id", id)
+	w.Header().Set("X-Request-Id", clientID)
 	if c.Stream {
-		final, tokens := s.stream(w, r, st, id, c.IncludeUsage(), g.chat, out != nil)
-		if out != nil && final != nil {
-			out.final, out.tokens = final, tokens
-		}
+		s.stream(w, r, c, j, seqs, id)
+	} else if !s.respond(w, r, c, j, seqs, id) {
 		return
 	}
-	tokens, text, final, err := st.Wait(r.Context())
-	if out != nil && err == nil {
-		out.final, out.tokens = &final, tokens
+	if out != nil && seqs[0].final != nil {
+		out.final, out.tokens = seqs[0].final, seqs[0].tokens
 	}
-	if err != nil { // the client went away
-		st.Cancel()
-		w.WriteHeader(statusClientClosed)
-		return
-	}
-	if final.FinishReason != completion.Stop && final.FinishReason != completion.Length {
-		s.writeError(w, s.finishError(final))
-		return
-	}
-	reason := final.FinishReason.String()
-	usage := usageOf(final.Usage)
-	var resp any
-	if g.chat {
-		resp = openai.ChatResponse{
-			ID: id, Object: openai.ObjectChatCompletion, Created: time.Now().Unix(), Model: s.cfg.ModelName,
-			Choices: []openai.ChatChoice{{Message: openai.ChatMessage{Role: "assistant", Content: text}, FinishReason: &reason}},
-			Usage:   &usage,
+}
+
+// respond collects every sequence and writes the JSON response; it
+// reports false when the client went away.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, seqs []*seq, id string) bool {
+	for _, q := range seqs {
+		tokens, text, lps, final, err := q.st.WaitAll(r.Context())
+		if err != nil { // the client went away
+			for _, q := range seqs {
+				q.st.Cancel()
+			}
+			w.WriteHeader(statusClientClosed)
+			return false
 		}
-	} else {
-		resp = openai.CompletionResponse{
-			ID: id, Object: openai.ObjectCompletion, Created: time.Now().Unix(), Model: s.cfg.ModelName,
-			Choices: []openai.CompletionChoice{{Text: text, FinishReason: &reason}},
-			Usage:   &usage,
+		q.tokens, q.text, q.lps, q.final = tokens, []byte(text), lps, &final
+	}
+	var usage openai.Usage
+	for _, q := range seqs {
+		if f := q.final; f.FinishReason != completion.Stop && f.FinishReason != completion.Length {
+			s.writeError(w, s.finishError(*f))
+			return true
 		}
+		usage.CompletionTokens += q.final.Usage.CompletionTokens
+		if q.candidate == 0 {
+			usage.PromptTokens += q.final.Usage.PromptTokens
+			if usage.PromptTokensDetails == nil {
+				usage.PromptTokensDetails = &openai.PromptTokensDetails{}
+			}
+			usage.PromptTokensDetails.CachedTokens += q.final.Usage.CachedTokens
+		}
+	}
+	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+	chosen := s.best(j, seqs)
+	created := time.Now().Unix()
+	if j.chat {
+		resp := openai.ChatResponse{ID: id, Object: openai.ObjectChatCompletion, Created: created, Model: s.cfg.ModelName, Usage: &usage}
+		for i, q := range chosen {
+			reason := q.final.FinishReason.String()
+			ch := openai.ChatChoice{Index: i, Message: openai.ChatMessage{Role: "assistant", Content: string(q.text)},
+				FinishReason: &reason, StopReason: stopReason(q, c)}
+			if j.lp.On {
+				ch.Logprobs = &openai.ChatLogprobs{Content: s.chatLogprobs(q.lps, j.lp.Top)}
+			}
+			if c.ReturnTokenIDs {
+				ch.TokenIDs = nonNil(q.tokens)
+			}
+			resp.Choices = append(resp.Choices, ch)
+		}
+		if c.ReturnTokenIDs {
+			resp.PromptTokenIDs = j.prompts[0]
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return true
+	}
+	resp := openai.CompletionResponse{ID: id, Object: openai.ObjectCompletion, Created: created, Model: s.cfg.ModelName, Usage: &usage}
+	for i, q := range chosen {
+		reason := q.final.FinishReason.String()
+		prefix := ""
+		if j.echo {
+			prefix = s.cfg.Codec.Decode(j.prompts[q.prompt])
+		}
+		ch := openai.CompletionChoice{Index: i, Text: prefix + string(q.text), FinishReason: &reason, StopReason: stopReason(q, c)}
+		if j.lp.On {
+			ch.Logprobs = s.completionLogprobs(q.lps, j.lp.Top, len(prefix))
+		}
+		if c.ReturnTokenIDs {
+			ch.PromptTokenIDs, ch.TokenIDs = j.prompts[q.prompt], nonNil(q.tokens)
+		}
+		resp.Choices = append(resp.Choices, ch)
 	}
 	writeJSON(w, http.StatusOK, resp)
+	return true
+}
+
+func nonNil(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
+}
+
+// best picks the choices to return, in index order: per prompt all its
+// sequences, or with best_of the n with the highest cumulative logprob
+// (ties: the earlier candidate).
+func (s *Server) best(j *job, seqs []*seq) []*seq {
+	if j.candidates == j.n {
+		return seqs
+	}
+	stride := 1 + j.lp.Top
+	score := func(q *seq) float64 {
+		sum := 0.0
+		for i := 0; i < len(q.lps); i += stride {
+			sum += float64(q.lps[i].Logprob)
+		}
+		return sum
+	}
+	var out []*seq
+	for p := range j.prompts {
+		var cands []*seq
+		for _, q := range seqs {
+			if q.prompt == p {
+				cands = append(cands, q)
+			}
+		}
+		slices.SortStableFunc(cands, func(a, b *seq) int { return cmp.Compare(score(b), score(a)) })
+		out = append(out, cands[:j.n]...)
+	}
+	return out
+}
+
+// stopReason is vLLM's stop_reason: the stop string or stop token id that
+// ended the choice, or nil (EOS, length).
+func stopReason(q *seq, c *openai.Common) any {
+	f := q.final
+	if f == nil || f.FinishReason != completion.Stop {
+		return nil
+	}
+	if f.StopMatched != "" {
+		return f.StopMatched
+	}
+	if n := len(q.tokens); n > 0 && slices.Contains(c.StopTokenIDs, q.tokens[n-1]) {
+		return q.tokens[n-1]
+	}
+	return nil
+}
+
+// responseID is the response id and the client's X-Request-Id: a request
+// that names itself gets "cmpl-"/"chatcmpl-" plus its own id, so the
+// client's logs and ours agree; others get a random id.
+func (s *Server) responseID(r *http.Request, chat bool) (id, client string) {
+	prefix := "cmpl-"
+	if chat {
+		prefix = "chatcmpl-"
+	}
+	if v := strings.TrimSpace(r.Header.Get("X-Request-Id")); validRequestID(v) {
+		return prefix + v, v
+	}
+	return fmt.Sprintf("%s%016x%08x", prefix, rand.Uint64(), rand.Uint32()), ""
+}
+
+// validRequestID accepts ids of up to 128 letters, digits and ._:- so a
+// client's id is safe in a header, a log line and a JSON string.
+func validRequestID(v string) bool {
+	if v == "" || len(v) > 128 {
+		return false
+	}
+	for _, c := range []byte(v) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// clampLogprob keeps a logprob JSON-encodable: -Inf (a token the model
+// gave no chance) becomes -9999, as vLLM writes it.
+func clampLogprob(v float32) float64 {
+	if !(v > -9999) {
+		return -9999
+	}
+	return float64(v)
+}
+
+func (s *Server) tokenText(id int32) (string, []int) {
+	b := s.eng.Config().Decoder.TokenBytes(id)
+	ints := make([]int, len(b))
+	for i, c := range b {
+		ints[i] = int(c)
+	}
+	return string(b), ints
+}
+
+// chatLogprobs renders logprob entries (1+top per token) in the chat format.
+func (s *Server) chatLogprobs(lps []sampling.TokenLogprob, top int) []openai.ChatTokenLogprob {
+	stride := 1 + top
+	out := make([]openai.ChatTokenLogprob, 0, len(lps)/stride)
+	for i := 0; i+stride <= len(lps); i += stride {
+		tok, b := s.tokenText(lps[i].ID)
+		e := openai.ChatTokenLogprob{Token: tok, Logprob: clampLogprob(lps[i].Logprob), Bytes: b,
+			TopLogprobs: make([]openai.ChatTopLogprob, 0, top)}
+		for _, x := range lps[i+1 : i+stride] {
+			t, tb := s.tokenText(x.ID)
+			e.TopLogprobs = append(e.TopLogprobs, openai.ChatTopLogprob{Token: t, Logprob: clampLogprob(x.Logprob), Bytes: tb})
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// completionLogprobs renders logprob entries in the legacy completions
+// format; offset is where the generated text starts in the choice's text.
+func (s *Server) completionLogprobs(lps []sampling.TokenLogprob, top, offset int) *openai.CompletionLogprobs {
+	stride := 1 + top
+	n := len(lps) / stride
+	out := &openai.CompletionLogprobs{Tokens: make([]string, 0, n), TokenLogprobs: make([]float64, 0, n),
+		TopLogprobs: make([]map[string]float64, 0, n), TextOffset: make([]int, 0, n)}
+	for i := 0; i+stride <= len(lps); i += stride {
+		tok, _ := s.tokenText(lps[i].ID)
+		out.Tokens = append(out.Tokens, tok)
+		out.TokenLogprobs = append(out.TokenLogprobs, clampLogprob(lps[i].Logprob))
+		out.TextOffset = append(out.TextOffset, offset)
+		offset += len(tok)
+		alts := make(map[string]float64, stride)
+		for _, x := range lps[i+1 : i+stride] {
+			t, _ := s.tokenText(x.ID)
+			if _, dup := alts[t]; !dup {
+				alts[t] = clampLogprob(x.Logprob)
+			}
+		}
+		out.TopLogprobs = append(out.TopLogprobs, alts)
+	}
+	return out
 }
 
 func usageOf(u engine.Usage) openai.Usage {
@@ -262,13 +556,4 @@ func usageOf(u engine.Usage) openai.Usage {
 		TotalTokens:         u.TotalTokens(),
 		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: u.CachedTokens},
 	}
-}
-
-// newID is a response id: "cmpl-" or "chatcmpl-" and 24 hex digits.
-func newID(chat bool) string {
-	prefix := "cmpl-"
-	if chat {
-		prefix = "chatcmpl-"
-	}
-	return fmt.Sprintf("%s%016x%08x", prefix, rand.Uint64(), rand.Uint32())
 }

@@ -59,6 +59,12 @@ func (g *gateExec) open() {
 	g.mu.Unlock()
 }
 
+// SamplesTokens forwards the inner executor's batch.TokenSampler answer.
+func (g *gateExec) SamplesTokens() bool {
+	ts, ok := g.inner.(batch.TokenSampler)
+	return ok && ts.SamplesTokens()
+}
+
 func (g *gateExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
 	g.mu.Lock()
 	gate := g.gate

@@ -228,6 +228,8 @@ const (
 	routeCompletions = "/v1/completions"
 	routeChat        = "/v1/chat/completions"
 	routeModels      = "/v1/models"
+	routeTokenize    = "/tokenize"
+	routeDetokenize  = "/detokenize"
 	routeHealth      = "/health"
 	routeReady       = "/ready"
 	routeMetrics     = "/metrics"
@@ -246,6 +248,8 @@ var routes = map[string]route{
 	routeCompletions: {routeCompletions, "POST", false, (*Server).completions},
 	routeChat:        {routeChat, "POST", false, (*Server).chat},
 	routeModels:      {routeModels, "GET, HEAD", false, (*Server).models},
+	routeTokenize:    {routeTokenize, "POST", false, (*Server).tokenize},
+	routeDetokenize:  {routeDetokenize, "POST", false, (*Server).detokenize},
 	routeHealth:      {routeHealth, "GET, HEAD", true, (*Server).health},
 	routeReady:       {routeReady, "GET, HEAD", true, (*Server).readiness},
 	routeMetrics:     {routeMetrics, "GET, HEAD", true, (*Server).serveMetrics},

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
@@ -10,13 +14,16 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
 
-// stream writes a request's output as server-sent events: for chat a role
-// chunk first, then one event per batch of new text (whatever the engine
-// produced since the previous one), the finish reason, the usage when asked
-// for, and "data: [DONE]". A failed write cancels the request. It returns
-// the final chunk when the request finished (nil if the client went away)
-// and, when keepTokens is set, the output token ids.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Stream, id string, includeUsage, chat, keepTokens bool) (final *engine.Chunk, tokens []int32) {
+// stream writes a job's output as server-sent events: for chat a role
+// chunk per choice first, then one event per batch of new text of a
+// choice (whatever the engine produced since the previous one), each
+// choice's finish reason, the usage when asked for, and "data: [DONE]". A
+// failed write cancels every sequence. Each sequence's final chunk and
+// tokens are left in it (final nil if the client went away).
+//
+// One sequence is read directly, which allocates nothing per token; more
+// are read by one goroutine each into a channel.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, seqs []*seq, id string) {
 	ctx := r.Context()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -27,13 +34,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Strea
 	sw := s.newStreamWriter(w, r)
 	defer sw.done()
 	var werr error
+	cancelAll := func() {
+		for _, q := range seqs {
+			q.st.Cancel()
+		}
+	}
 	send := func(ev []byte, flush bool) bool {
 		if werr != nil {
 			return false
 		}
 		if werr = sw.write(ev, flush); werr != nil {
 			// Its KV blocks are freed within one iteration.
-			st.Cancel()
+			cancelAll()
 			var stalled *errStalled
 			if errors.As(werr, &stalled) {
 				s.stalled.WithLabelValues(stalled.reason).Inc()
@@ -46,49 +58,168 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *engine.Strea
 		return true
 	}
 
-	enc := openai.NewChunkEncoder(id, s.cfg.ModelName, time.Now().Unix(), chat, includeUsage)
-	// The headers go out at once (with the role chunk of a chat), so the
+	includeUsage := c.IncludeUsage()
+	enc := openai.NewChunkEncoder(id, s.cfg.ModelName, time.Now().Unix(), j.chat, includeUsage)
+	// The headers go out at once (with the role chunks of a chat), so the
 	// client knows its request was accepted before the first token.
-	var first []byte
-	if chat {
-		first = enc.Role()
-	}
-	if !send(first, true) {
-		return nil, nil
-	}
-	for {
-		c, err := st.Next(ctx)
-		if err != nil { // the client went away
-			st.Cancel()
-			return nil, nil
+	if j.chat {
+		for i := range seqs {
+			if !send(enc.RoleOf(i), i == len(seqs)-1) {
+				return
+			}
 		}
+	} else if !send(nil, true) {
+		return
+	}
+	keepTokens := c.ReturnTokenIDs || s.cfg.Programs != nil || len(c.StopTokenIDs) > 0
+	var lpBuf []byte
+	ev := openai.ChoiceEvent{}
+	if j.echo {
+		for i, q := range seqs {
+			ev = openai.ChoiceEvent{Index: i, Text: []byte(s.cfg.Codec.Decode(j.prompts[q.prompt]))}
+			if !send(enc.Choice(&ev), false) {
+				return
+			}
+		}
+	}
+	// write sends one engine chunk of choice i; it reports false when the
+	// stream must end (a failed write).
+	write := func(i int, q *seq, ch *engine.Chunk) bool {
 		if keepTokens {
-			tokens = append(tokens, c.TokenIDs...)
+			q.tokens = append(q.tokens, ch.TokenIDs...)
 		}
-		if !c.Done {
-			if len(c.Text) > 0 && !send(enc.Chunk(c.Text, ""), true) {
-				return nil, nil
+		ev = openai.ChoiceEvent{Index: i, Text: ch.Text, TokenIDs: ch.TokenIDs, HasTokenIDs: c.ReturnTokenIDs}
+		if j.lp.On && len(ch.Logprobs) > 0 {
+			lpBuf = s.appendLogprobs(lpBuf[:0], j, ch)
+			ev.Logprobs = lpBuf
+		}
+		if !ch.Done {
+			if len(ch.Text) == 0 && len(ev.Logprobs) == 0 && !ev.HasTokenIDs {
+				return true
 			}
-			continue
+			return send(enc.Choice(&ev), true)
 		}
-		final = &c
-		switch c.FinishReason {
+		final := *ch
+		final.TokenIDs, final.Text, final.Logprobs = nil, nil, nil
+		q.final = &final
+		switch ch.FinishReason {
 		case completion.Stop, completion.Length:
-			if !send(enc.Chunk(c.Text, c.FinishReason.String()), false) {
-				return final, tokens
-			}
+			ev.FinishReason = ch.FinishReason.String()
+			ev.StopReason = appendStopReason(nil, q, c)
+			return send(enc.Choice(&ev), len(seqs) > 1)
 		default:
-			if len(c.Text) > 0 && !send(enc.Chunk(c.Text, ""), false) {
-				return final, tokens
+			if (len(ch.Text) > 0 || len(ev.Logprobs) > 0) && !send(enc.Choice(&ev), false) {
+				return false
 			}
-			if !send(enc.Error(s.finishError(c)), false) {
-				return final, tokens
-			}
+			return send(enc.Error(s.finishError(*ch)), len(seqs) > 1)
 		}
-		if includeUsage && !send(enc.Usage(usageOf(c.Usage)), false) {
-			return final, tokens
-		}
-		send(openai.Done, true)
-		return final, tokens
 	}
+
+	if len(seqs) == 1 {
+		q := seqs[0]
+		for {
+			ch, err := q.st.Next(ctx)
+			if err != nil { // the client went away
+				q.st.Cancel()
+				return
+			}
+			if !write(0, q, &ch) {
+				return
+			}
+			if ch.Done {
+				break
+			}
+		}
+	} else if !s.fanIn(ctx, seqs, write) {
+		cancelAll()
+		return
+	}
+	if includeUsage {
+		var u engine.Usage
+		for _, q := range seqs {
+			u.CompletionTokens += q.final.Usage.CompletionTokens
+			if q.candidate == 0 {
+				u.PromptTokens += q.final.Usage.PromptTokens
+				u.CachedTokens += q.final.Usage.CachedTokens
+			}
+		}
+		if !send(enc.Usage(usageOf(u)), false) {
+			return
+		}
+	}
+	send(openai.Done, true)
+}
+
+// fanIn reads several sequences at once, handing their chunks to write in
+// arrival order from this goroutine. It reports false when the client went
+// away or a write failed.
+func (s *Server) fanIn(ctx context.Context, seqs []*seq, write func(int, *seq, *engine.Chunk) bool) bool {
+	type event struct {
+		i   int
+		ch  engine.Chunk
+		err error
+	}
+	events := make(chan event)
+	stop := make(chan struct{})
+	defer close(stop)
+	for i, q := range seqs {
+		go func() {
+			for {
+				ch, err := q.st.Next(ctx)
+				if err == nil {
+					// The engine reuses the chunk's buffers on the next call.
+					ch.TokenIDs, ch.Text, ch.Logprobs = slices.Clone(ch.TokenIDs), slices.Clone(ch.Text), slices.Clone(ch.Logprobs)
+				}
+				select {
+				case events <- event{i, ch, err}:
+				case <-stop:
+					return
+				}
+				if err != nil || ch.Done {
+					return
+				}
+			}
+		}()
+	}
+	for left := len(seqs); left > 0; {
+		e := <-events
+		if e.err != nil {
+			return false
+		}
+		if !write(e.i, seqs[e.i], &e.ch) {
+			return false
+		}
+		if e.ch.Done {
+			left--
+		}
+	}
+	return true
+}
+
+// appendStopReason appends the choice's stop_reason as JSON (null when
+// none).
+func appendStopReason(b []byte, q *seq, c *openai.Common) []byte {
+	switch v := stopReason(q, c).(type) {
+	case string:
+		return openai.AppendJSONString(b, v)
+	case int32:
+		return strconv.AppendInt(b, int64(v), 10)
+	}
+	return append(b, "null"...)
+}
+
+// appendLogprobs renders a chunk's logprobs as the choice's "logprobs"
+// JSON value.
+func (s *Server) appendLogprobs(b []byte, j *job, ch *engine.Chunk) []byte {
+	var v any
+	if j.chat {
+		v = openai.ChatLogprobs{Content: s.chatLogprobs(ch.Logprobs, j.lp.Top)}
+	} else {
+		v = s.completionLogprobs(ch.Logprobs, j.lp.Top, 0)
+	}
+	out, err := json.Marshal(v)
+	if err != nil { // cannot happen: finite numbers and strings
+		return append(b, "null"...)
+	}
+	return append(b, out...)
 }

@@ -31,6 +31,14 @@ type Executor interface {
 	Execute(ctx context.Context, b *Batch, out *Output) error
 }
 
+// TokenSampler is implemented by executors that may draw tokens themselves
+// (fill out.Tokens rather than out.Logits). When SamplesTokens reports true
+// the engine refuses requests that need the logits: logit processors, min_p
+// and logprobs.
+type TokenSampler interface {
+	SamplesTokens() bool
+}
+
 // Batch is one iteration's work.
 type Batch struct {
 	// Seqs are the scheduled sequences; running (decoding) ones first.

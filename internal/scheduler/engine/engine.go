@@ -118,7 +118,8 @@ type sequence struct {
 	detP   completion.Params
 	sp     sampling.Params
 	rng    sampling.RNG
-	banned []int32 // EOS and stop ids, masked while outTokens < MinTokens
+	banned []int32                 // EOS and stop ids, masked while outTokens < MinTokens
+	lps    []sampling.TokenLogprob // this step's logprobs (scratch)
 	// constraint restricts the output (nil: unconstrained).
 	constraint sampling.Constraint
 	seed       uint64
@@ -134,6 +135,8 @@ type Engine struct {
 	clk       clock.Clock
 	log       *slog.Logger
 	obs       Observer
+	// samplesTokens: the executor draws tokens itself (batch.TokenSampler).
+	samplesTokens bool
 
 	mu       sync.Mutex
 	waiting  *queue.Queue[*sequence]
@@ -206,6 +209,9 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		Epoch:     e.clk.Now(),
 	})
 	e.b.BlockSize = e.blockSize
+	if ts, ok := exec.(batch.TokenSampler); ok {
+		e.samplesTokens = ts.SamplesTokens()
+	}
 	if n := cfg.KV.HostBlocks; n > 0 {
 		c, ok := exec.(batch.BlockCopier)
 		if !ok {
@@ -266,8 +272,8 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		}
 		s.banned = append(s.banned, p.StopTokenIDs...)
 	}
-	s.sp = sampling.Params{Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, Seed: p.Seed, HasSeed: p.HasSeed}
-	st := &Stream{id: r.ID, engine: e, seq: s, ready: make(chan struct{}, 1)}
+	s.sp = e.samplingParams(p)
+	st := &Stream{id: r.ID, engine: e, seq: s, ready: make(chan struct{}, 1), started: make(chan struct{})}
 	s.stream = st
 
 	e.mu.Lock()
@@ -598,22 +604,19 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 			continue
 		}
 		var tok int32
+		var lps []sampling.TokenLogprob
 		switch {
+		case e.out.Logits[i] != nil:
+			tok, lps = e.sample(s, e.out.Logits[i])
+		case e.out.Sampled[i] && s.req.Params.Logprobs:
+			e.finishLocked(s, completion.Error, fmt.Errorf("executor sampled sequence %d itself: no logits for its logprobs", s.id), now)
+			finished++
+			continue
 		case e.out.Sampled[i]:
 			tok = e.out.Tokens[i]
 			if s.constraint != nil {
 				tok = e.constrainSampled(s, tok)
 			}
-		case e.out.Logits[i] != nil:
-			var banned []int32
-			if s.outTokens < s.req.Params.MinTokens {
-				banned = s.banned
-			}
-			logits := e.out.Logits[i]
-			if s.constraint != nil {
-				sampling.ApplyMask(logits, s.constraint.Mask(e.remaining(s)))
-			}
-			tok = e.sampler.Sample(logits, &s.sp, &s.rng, banned)
 		default:
 			e.finishLocked(s, completion.Error, fmt.Errorf("executor produced no token for sequence %d", s.id), now)
 			finished++
@@ -631,23 +634,56 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 		delta, reason := s.det.Add(tok, e.cfg.Decoder.TokenBytes(tok), s.stream.cancelled.Load())
 		if reason == completion.None && s.constraint != nil && s.constraint.Done() {
 			// The output is complete: nothing may follow, not even EOS.
-			s.stream.push(tok, true, delta)
+			s.stream.push(tok, true, delta, lps)
 			e.finishLocked(s, completion.Stop, nil, now)
 			finished++
 			continue
 		}
 		if reason != completion.None {
-			s.stream.push(tok, true, nil)
+			s.stream.push(tok, true, nil, lps)
 			e.finishWithTextLocked(s, reason, nil, delta, now)
 			finished++
 			continue
 		}
-		s.stream.push(tok, true, delta)
+		s.stream.push(tok, true, delta, lps)
 	}
 	if finished > 0 {
 		e.compactRunningLocked()
 	}
 	return sampled, finished
+}
+
+// sample picks s's next token from the executor's logits, the one
+// per-token pipeline: log-probabilities of the model's own distribution
+// (when asked for), then the logit processors (penalties, logit bias, bad
+// words, the min_tokens bans), then the draw (temperature, top-k, min-p,
+// top-p). The logits are restored before it returns. The returned
+// logprobs (chosen token first, then the top alternatives) are s's
+// scratch, valid until its next step.
+func (e *Engine) sample(s *sequence, logits []float32) (int32, []sampling.TokenLogprob) {
+	p := &s.req.Params
+	var lse float64
+	lps := s.lps[:0]
+	if p.Logprobs {
+		lse, lps = e.sampler.Logprobs(logits, p.TopLogprobs, append(lps, sampling.TokenLogprob{}))
+	}
+	h := sampling.History{Prompt: s.tokens[:s.promptLen], Output: s.tokens[s.promptLen:]}
+	if s.outTokens < p.MinTokens {
+		h.Banned = s.banned
+	}
+	e.sampler.Process(logits, &s.sp, &h)
+	// The token mask (constrained decoding): after the processors, before
+	// the draw.
+	if s.constraint != nil {
+		sampling.ApplyMask(logits, s.constraint.Mask(e.remaining(s)))
+	}
+	tok := e.sampler.Fallback(e.sampler.Draw(logits, &s.sp, &s.rng), logits)
+	e.sampler.Restore(logits)
+	if p.Logprobs {
+		lps[0] = sampling.TokenLogprob{ID: tok, Logprob: float32(float64(logits[tok]) - lse)}
+	}
+	s.lps = lps
+	return tok, lps
 }
 
 // remaining is how many tokens s may still generate, the next included.

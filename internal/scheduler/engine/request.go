@@ -65,6 +65,23 @@ type Params struct {
 	TopP float32
 	// TopK > 0 keeps only the K most likely tokens; 0 disables it.
 	TopK int
+	// MinP in (0, 1] drops tokens less likely than MinP times the most
+	// likely one; 0 disables it.
+	MinP float32
+	// RepetitionPenalty (> 0; 0 or 1 = off), FrequencyPenalty and
+	// PresencePenalty penalise tokens already seen (see sampling.Params).
+	RepetitionPenalty float32
+	FrequencyPenalty  float32
+	PresencePenalty   float32
+	// LogitBias is added to the named tokens' logits.
+	LogitBias []sampling.Bias
+	// BadWords are token sequences never generated.
+	BadWords [][]int32
+	// Logprobs asks for each output token's log-probability under the
+	// model's distribution, and TopLogprobs for that many most likely
+	// alternatives too (Chunk.Logprobs).
+	Logprobs    bool
+	TopLogprobs int
 	// Seed makes sampling deterministic when HasSeed is set.
 	Seed    uint64
 	HasSeed bool
@@ -145,6 +162,14 @@ func (e *Engine) validate(r *Request) error {
 		return invalid("top_p", "must be in [0, 1], got %g", p.TopP)
 	case p.TopK < 0:
 		return invalid("top_k", "must be >= 0, got %d", p.TopK)
+	case p.MinP < 0 || p.MinP > 1 || p.MinP != p.MinP:
+		return invalid("min_p", "must be in [0, 1], got %g", p.MinP)
+	case p.RepetitionPenalty < 0 || p.RepetitionPenalty != p.RepetitionPenalty:
+		return invalid("repetition_penalty", "must be > 0, got %g", p.RepetitionPenalty)
+	case p.TopLogprobs < 0:
+		return invalid("top_logprobs", "must be >= 0, got %d", p.TopLogprobs)
+	case p.TopLogprobs > 0 && !p.Logprobs:
+		return invalid("top_logprobs", "needs logprobs")
 	case p.MaxResponseChars < 0:
 		return invalid("max_response_chars", "must be >= 0, got %d", p.MaxResponseChars)
 	case r.Priority < PriorityHigh || r.Priority > PriorityLow:
@@ -154,6 +179,9 @@ func (e *Engine) validate(r *Request) error {
 		if s == "" {
 			return invalid("stop", "stop strings must not be empty")
 		}
+	}
+	if err := e.validateTokens(p); err != nil {
+		return err
 	}
 	total := len(r.Prompt) + p.MaxTokens
 	if total > e.cfg.MaxModelLen {
@@ -170,4 +198,71 @@ func (e *Engine) validate(r *Request) error {
 		}
 	}
 	return nil
+}
+
+// validateTokens checks the token ids a request names, and that the
+// executor hands the engine logits when the request needs them.
+func (e *Engine) validateTokens(p *Params) error {
+	vocab := e.cfg.VocabSize
+	bad := func(id int32) bool { return id < 0 || (vocab > 0 && int(id) >= vocab) }
+	for _, b := range p.LogitBias {
+		if bad(b.ID) {
+			return invalid("logit_bias", "token id %d outside the vocabulary [0, %d)", b.ID, vocab)
+		}
+		if b.Value != b.Value {
+			return invalid("logit_bias", "bias of token %d is NaN", b.ID)
+		}
+	}
+	for _, w := range p.BadWords {
+		for _, id := range w {
+			if bad(id) {
+				return invalid("bad_words", "token id %d outside the vocabulary [0, %d)", id, vocab)
+			}
+		}
+	}
+	for _, id := range p.StopTokenIDs {
+		if bad(id) {
+			return invalid("stop_token_ids", "token id %d outside the vocabulary [0, %d)", id, vocab)
+		}
+	}
+	if !e.samplesTokens {
+		return nil
+	}
+	// The executor draws tokens itself: nothing the engine would do to the
+	// logits can happen, so refuse rather than ignore.
+	sp := e.samplingParams(p)
+	switch {
+	case p.Logprobs:
+		return invalid("logprobs", "the executor samples its own tokens and reports no logits")
+	case sp.Processes():
+		return invalid(processorField(p), "the executor samples its own tokens; logit processors cannot be applied")
+	case p.MinP > 0 && p.MinP < 1:
+		return invalid("min_p", "the executor samples its own tokens; min_p cannot be applied")
+	}
+	return nil
+}
+
+// processorField names the first logit processor p sets.
+func processorField(p *Params) string {
+	switch {
+	case p.RepetitionPenalty > 0 && p.RepetitionPenalty != 1:
+		return "repetition_penalty"
+	case p.FrequencyPenalty != 0:
+		return "frequency_penalty"
+	case p.PresencePenalty != 0:
+		return "presence_penalty"
+	case len(p.LogitBias) > 0:
+		return "logit_bias"
+	}
+	return "bad_words"
+}
+
+// samplingParams are the sampler's view of p.
+func (e *Engine) samplingParams(p *Params) sampling.Params {
+	return sampling.Params{
+		Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MinP: p.MinP,
+		Seed: p.Seed, HasSeed: p.HasSeed,
+		RepetitionPenalty: p.RepetitionPenalty, FrequencyPenalty: p.FrequencyPenalty,
+		PresencePenalty: p.PresencePenalty, LogitBias: p.LogitBias, BadWords: p.BadWords,
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+	"github.com/kvpilot/kvpilot/internal/scheduler/sampling"
 )
 
 // Usage counts a request's tokens.
@@ -35,6 +36,11 @@ func (u Usage) TotalTokens() int { return u.PromptTokens + u.CompletionTokens }
 type Chunk struct {
 	// TokenIDs are the new output token ids (valid until the next call).
 	TokenIDs []int32
+	// Logprobs, when the request asked for them, hold 1+TopLogprobs
+	// entries per token of TokenIDs: the token itself, then the most likely
+	// tokens at its step, all with log-probabilities under the model's
+	// distribution (valid until the next call).
+	Logprobs []sampling.TokenLogprob
 	// Text is the new output text (valid until the next call). Text is held
 	// back while it could be the start of a stop string or of a rune, so it
 	// may lag TokenIDs.
@@ -64,6 +70,7 @@ type Stream struct {
 
 	mu       sync.Mutex
 	tokens   []int32 // pending, written by the engine
+	lps      []sampling.TokenLogprob
 	text     []byte
 	done     bool
 	final    Chunk
@@ -72,8 +79,28 @@ type Stream struct {
 	// Buffers handed to the consumer; swapped with the pending ones.
 	outTokens []int32
 	outText   []byte
+	outLps    []sampling.TokenLogprob
 
 	stopAfter func() bool // unregisters the context watcher
+
+	// started is closed once the prompt's KV is computed (the first token
+	// is out) or the request finished; startedDone guards the close.
+	started     chan struct{}
+	startedDone bool
+}
+
+// Started is closed when the request's prompt has been prefilled (its
+// first output token exists) or the request finished. A request that
+// shares this one's prompt and is submitted after it finds the prompt's
+// full blocks in the prefix cache instead of prefilling them again.
+func (s *Stream) Started() <-chan struct{} { return s.started }
+
+// markStarted closes started once; s.mu is held.
+func (s *Stream) markStarted() {
+	if !s.startedDone {
+		s.startedDone = true
+		close(s.started)
+	}
 }
 
 // ID is the request id.
@@ -98,7 +125,8 @@ func (s *Stream) Next(ctx context.Context) (Chunk, error) {
 		if len(s.tokens) > 0 || len(s.text) > 0 || (s.done && !s.consumed) {
 			s.outTokens, s.tokens = s.tokens, s.outTokens[:0]
 			s.outText, s.text = s.text, s.outText[:0]
-			c := Chunk{TokenIDs: s.outTokens, Text: s.outText}
+			s.outLps, s.lps = s.lps, s.outLps[:0]
+			c := Chunk{TokenIDs: s.outTokens, Text: s.outText, Logprobs: s.outLps}
 			if s.done {
 				s.consumed = true
 				c.Done, c.FinishReason, c.StopMatched, c.Usage, c.Err =
@@ -141,14 +169,33 @@ func (s *Stream) Wait(ctx context.Context) (tokens []int32, text string, final C
 	}
 }
 
+// WaitAll is Wait that also collects the logprobs (see Chunk.Logprobs).
+func (s *Stream) WaitAll(ctx context.Context) (tokens []int32, text string, logprobs []sampling.TokenLogprob, final Chunk, err error) {
+	var buf []byte
+	for {
+		c, err := s.Next(ctx)
+		if err != nil {
+			return tokens, string(buf), logprobs, final, err
+		}
+		tokens = append(tokens, c.TokenIDs...)
+		buf = append(buf, c.Text...)
+		logprobs = append(logprobs, c.Logprobs...)
+		if c.Done {
+			return tokens, string(buf), logprobs, c, nil
+		}
+	}
+}
+
 // push appends output (engine side).
-func (s *Stream) push(tok int32, hasTok bool, text []byte) {
+func (s *Stream) push(tok int32, hasTok bool, text []byte, lps []sampling.TokenLogprob) {
 	if !hasTok && len(text) == 0 {
 		return
 	}
 	s.mu.Lock()
 	if hasTok {
 		s.tokens = append(s.tokens, tok)
+		s.lps = append(s.lps, lps...)
+		s.markStarted()
 	}
 	s.text = append(s.text, text...)
 	s.mu.Unlock()
@@ -167,6 +214,7 @@ func (s *Stream) finish(text []byte, c Chunk) {
 	s.text = append(s.text, text...)
 	s.done = true
 	s.final = c
+	s.markStarted()
 	s.mu.Unlock()
 	if s.stopAfter != nil {
 		s.stopAfter()

@@ -33,49 +33,90 @@ type Sampler struct {
 	weights  []float32
 	cands    []cand
 	boundary []cand
+	// counts is zero between calls (see penalize).
+	counts []int32
 	// hist is the weight per bucket (see nucleusOf); weights are at most
 	// 1, whose bucket is 1016.
 	hist [1024]float64
 }
 
 // Sample returns the next token id for logits (one per vocabulary id, not
-// empty).
+// empty): Process with p's processors and the banned ids, Draw, Restore.
 //
-// Banned ids are never returned (the engine bans EOS and stop ids until
-// min_tokens is reached). Temperature 0 or TopK 1 picks the largest logit
-// (ties: the lowest id). Otherwise logits are divided by the temperature,
-// top-k keeps the k largest, a numerically stable softmax turns them into
-// probabilities, top-p keeps the smallest set of most likely tokens whose
+// Banned ids are never returned. Temperature 0 or TopK 1 picks the largest
+// logit (ties: the lowest id). Otherwise logits are divided by the
+// temperature, top-k keeps the k largest, a numerically stable softmax
+// turns them into probabilities, min-p drops those below MinP times the
+// largest, top-p keeps the smallest set of most likely tokens whose
 // probability reaches p (ties: lower ids first), and one number from rng
 // picks a token from what is left in proportion to its probability. A draw
 // consumes exactly one value of rng and greedy decoding none, so a seeded
 // request is reproducible.
 //
 // NaN logits are treated as -Inf; if any logit is +Inf the first such token
-// is picked. If no token is left (all banned or -Inf), the lowest id that is
-// not banned is returned, or 0.
+// is picked. If no token is left (all banned or -Inf), the lowest id that
+// no processor set to -Inf is returned, or 0.
 //
-// Sample writes -Inf over the banned ids' logits while it runs and restores
-// them before it returns.
+// Sample changes the logits while it runs and restores them before it
+// returns.
 func (s *Sampler) Sample(logits []float32, p *Params, rng *RNG, banned []int32) int32 {
+	h := History{Banned: banned}
+	return s.SampleHistory(logits, p, rng, &h)
+}
+
+// SampleHistory is Sample with the sequence's history, which the penalties
+// and bad words read.
+func (s *Sampler) SampleHistory(logits []float32, p *Params, rng *RNG, h *History) int32 {
+	s.Process(logits, p, h)
+	id := s.Draw(logits, p, rng)
+	id = s.Fallback(id, logits)
+	s.Restore(logits)
+	return id
+}
+
+// Draw picks a token from the (processed) logits: greedily, or by a draw
+// after temperature, top-k, min-p and top-p. It returns -1 when no token has
+// a logit above -Inf; Fallback turns that into a token.
+func (s *Sampler) Draw(logits []float32, p *Params, rng *RNG) int32 {
 	if len(logits) == 0 {
-		panic("sampling: Sample called with no logits")
+		panic("sampling: Draw called with no logits")
 	}
-	s.ban(logits, banned)
-	var id int32
 	switch {
 	case p.greedy():
-		id, _ = argmax(logits)
+		id, _ := argmax(logits)
+		return id
 	case p.TopK > 0 && p.TopK < len(logits):
-		id = s.sampleTopK(logits, p, rng)
+		return s.sampleTopK(logits, p, rng)
 	default:
-		id = s.sampleAll(logits, p, rng)
+		return s.sampleAll(logits, p, rng)
 	}
-	s.unban(logits)
-	if id < 0 {
-		id = firstAllowed(len(logits), banned)
+}
+
+// Fallback returns id, or when Draw found nothing (id < 0) the lowest id
+// that no change since Process set to -Inf, or 0. Call it before Restore.
+func (s *Sampler) Fallback(id int32, logits []float32) int32 {
+	if id >= 0 {
+		return id
 	}
-	return id
+	for i := range int32(len(logits)) {
+		if !s.forced(i, logits) {
+			return i
+		}
+	}
+	return 0
+}
+
+// forced reports whether a change since Process set id to -Inf.
+func (s *Sampler) forced(id int32, logits []float32) bool {
+	if logits[id] != negInf {
+		return false
+	}
+	for _, x := range s.saved {
+		if x.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 // sampleAll draws from the whole vocabulary (no top-k). It returns -1 if no
@@ -89,6 +130,9 @@ func (s *Sampler) sampleAll(logits []float32, p *Params, rng *RNG) int32 {
 	s.weights = slices.Grow(s.weights[:0], len(logits))[:len(logits)]
 	w := s.weights
 	sum := expWeights(w, logits, top, invT)
+	if p.minP() {
+		sum = dropBelow(w, p.MinP)
+	}
 	if !p.topP() {
 		target := rng.Float64() * sum
 		acc := 0.0
@@ -182,11 +226,18 @@ func (s *Sampler) sampleTopK(logits []float32, p *Params, rng *RNG) int32 {
 		c[i].w = lw[i]
 	}
 	n, mass := len(c), sum
+	if p.minP() {
+		// c is sorted: the tokens min-p keeps are a prefix.
+		mass = 0
+		for n = 0; n < len(c) && c[n].w >= p.MinP; n++ {
+			mass += float64(c[n].w)
+		}
+	}
 	if p.topP() {
 		// c is sorted, most likely first: the nucleus is a prefix.
-		target := float64(p.TopP) * sum
+		target := float64(p.TopP) * mass
 		acc := 0.0
-		for i := range c {
+		for i := range c[:n] {
 			acc += float64(c[i].w)
 			if acc >= target {
 				n, mass = i+1, acc
@@ -230,32 +281,16 @@ func argmax(logits []float32) (int32, float32) {
 	return best, top
 }
 
-func (s *Sampler) ban(logits []float32, banned []int32) {
-	s.saved = s.saved[:0]
-	for _, id := range banned {
-		if id < 0 || int(id) >= len(logits) {
+// dropBelow zeroes the weights under minP (weights are relative to the
+// top token's, which is 1) and returns the sum of those left.
+func dropBelow(w []float32, minP float32) float64 {
+	sum := 0.0
+	for i, e := range w {
+		if e < minP {
+			w[i] = 0
 			continue
 		}
-		s.saved = append(s.saved, savedLogit{id: id, v: logits[id]})
-		logits[id] = negInf
+		sum += float64(e)
 	}
-}
-
-// unban restores the banned logits, in reverse so that an id banned twice
-// gets its original value back.
-func (s *Sampler) unban(logits []float32) {
-	for i := len(s.saved) - 1; i >= 0; i-- {
-		logits[s.saved[i].id] = s.saved[i].v
-	}
-}
-
-// firstAllowed is the fallback when nothing can be sampled: the lowest id not
-// banned, or 0 if all are.
-func firstAllowed(vocab int, banned []int32) int32 {
-	for id := range int32(vocab) {
-		if !slices.Contains(banned, id) {
-			return id
-		}
-	}
-	return 0
+	return sum
 }

@@ -119,6 +119,12 @@ func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 	return time.Duration(sec*float64(time.Second)) + e.opts.StepOverhead
 }
 
+// SamplesTokens implements batch.TokenSampler: the sim emits synthetic
+// tokens, never logits.
+func (e *Executor) SamplesTokens() bool { return true }
+
+var _ batch.TokenSampler = (*Executor)(nil)
+
 // Execute models one iteration and emits synthetic tokens: token k of a
 // request is a function of its seed and position only, so a request yields
 // the same tokens alone, batched, or recomputed after preemption.
