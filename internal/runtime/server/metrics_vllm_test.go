@@ -26,32 +26,22 @@ func TestMetricsVLLMParity(t *testing.T) {
 			t.Fatalf("completion: %d %s", r.status, r.body)
 		}
 	}
-	// The engine hands a request its last chunk before it reports the
-	// request finished and publishes the iteration to the observer, so the
-	// second request's histograms may land just after its response: scrape
-	// until the last-observed of them (params_n, inter-token latency) count
-	// both requests.
-	var fams map[string]*dto.MetricFamily
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := env.do(http.MethodGet, "/metrics", "")
-		if r.status != http.StatusOK {
-			t.Fatalf("/metrics: %d", r.status)
-		}
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		var err error
-		fams, err = p.TextToMetricFamilies(bytes.NewReader(r.body))
-		if err != nil {
-			t.Fatalf("parse /metrics: %v", err)
-		}
-		count := func(name string) uint64 {
-			if f := fams[name]; f != nil && len(f.GetMetric()) == 1 {
-				return f.GetMetric()[0].GetHistogram().GetSampleCount()
-			}
-			return 0
-		}
-		if (count("vllm:request_params_n") >= 2 && count("vllm:inter_token_latency_seconds") >= 4) || time.Now().After(deadline) {
+	// The engine records a request's stats under its lock just after
+	// handing the final chunk to the stream, so a client can have its
+	// answer first: wait until the loop is idle (Pending takes that lock).
+	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(time.Millisecond) {
+		if run, wait := env.eng.Pending(); run+wait == 0 || time.Now().After(deadline) {
 			break
 		}
+	}
+	r := env.do(http.MethodGet, "/metrics", "")
+	if r.status != http.StatusOK {
+		t.Fatalf("/metrics: %d", r.status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(r.body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
 	}
 
 	base := []string{"engine", "model_name"}
