@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"unsafe"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -19,7 +18,8 @@ type Options struct {
 	LibDir string
 	// Device is "cpu" or "cuda".
 	Device string
-	// Threads is the CPU backend's thread count; 0 means GOMAXPROCS.
+	// Threads is the CPU backend's thread count; 0 means one per physical
+	// core this process may use, at most GOMAXPROCS (defaultThreads).
 	Threads int
 	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
 	// path of non-CPU devices, on the CPU too (tests check it there).
@@ -154,7 +154,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	}
 	threads := opts.Threads
 	if threads <= 0 && device == DeviceCPU {
-		threads = runtime.GOMAXPROCS(0)
+		threads = defaultThreads()
 	}
 	be, err := lib.newBackend(device, threads)
 	if err != nil {
