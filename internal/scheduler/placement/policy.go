@@ -64,8 +64,9 @@ type Policy struct {
 	// still held by a pod (CachedOn: in its device cache or its host tier)
 	// waits for room on that pod rather than being resumed elsewhere, where
 	// its whole context would be recomputed. Zero turns it off; it must not
-	// be negative. A program overdue under FairnessBound, or past this wait,
-	// goes wherever it fits.
+	// be negative. Past this wait the program goes wherever it fits. With
+	// FairnessBound, an overdue program makes room on that pod first
+	// (zero: on the pod it fits best).
 	CacheAffinityWait time.Duration
 }
 

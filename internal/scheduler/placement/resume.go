@@ -67,7 +67,7 @@ func (s *Scheduler) resume(now time.Time) {
 			at = k
 		}
 		if at >= 0 && c.tokens <= s.pods[at].resumeRemaining() {
-			if s.waitsForCache(&s.progs[c.idx], at, c.class, now) {
+			if s.waitsForCache(&s.progs[c.idx], at, now) {
 				continue
 			}
 			s.place(c.idx, at)
@@ -86,14 +86,15 @@ func (s *Scheduler) resume(now time.Time) {
 // waitsForCache reports whether a waiting program that would be placed on
 // pod at should rather keep waiting for the pod that still holds its KV
 // cache: that pod is serving but has no room for it now, the program has
-// waited less than Policy.CacheAffinityWait, and it is not overdue under the
-// fairness bound (an unknown wait start never waits). Resuming it elsewhere would recompute its whole context
+// waited less than Policy.CacheAffinityWait (an unknown wait start never
+// waits). An overdue program waits too: the fairness step then makes room
+// for it on that pod (bestVictim prefers it). Resuming it elsewhere would recompute its whole context
 // (its ContextTokens of prefill, and a second copy of its cache), which
 // costs more than a short wait for the pod's room to free.
-func (s *Scheduler) waitsForCache(ps *progState, at int32, rank uint8, now time.Time) bool {
+func (s *Scheduler) waitsForCache(ps *progState, at int32, now time.Time) bool {
 	k := ps.cachedOn
 	w := s.policy.CacheAffinityWait
-	if k < 0 || k == at || w <= 0 || !s.pods[k].serving || rank == rankOverdue {
+	if k < 0 || k == at || w <= 0 || !s.pods[k].serving {
 		return false
 	}
 	return !ps.waitSince.IsZero() && now.Sub(ps.waitSince) < w

@@ -250,13 +250,19 @@ func TestResumeWaitsForCache(t *testing.T) {
 		progs:  []*programBuilder{prog("p", 500).paused(recent).cachedOn("b")},
 		want:   outcome{Place: onPod("a", "p")},
 	}, {
-		name: "overdue under the fairness bound: resumed where it fits at once",
+		name: "overdue under the fairness bound: room is made on the pod holding its cache",
 		policy: func(p *Policy) {
 			noBuffer(p)
 			p.FairnessBound = 5 * time.Second
 		},
-		pods:  []Pod{pod("a", 1000), pod("b", 1000)},
-		progs: []*programBuilder{full(), prog("p", 500).paused(recent).held().cachedOn("b")},
-		want:  outcome{Place: onPod("a", "p")},
+		pods: []Pod{pod("a", 1000), pod("b", 1000)},
+		progs: []*programBuilder{
+			prog("runA", 600).on("a").running(long),
+			full().running(long),
+			prog("p", 500).paused(recent).held().cachedOn("b"),
+		},
+		// p fits neither pod; freeing either leaves 500, so a would win
+		// by name, but b holds p's cache: runB is marked there.
+		want: outcome{Mark: onPod("b", "runB"), FairnessPaused: ids("runB"), Paused: ids("p")},
 	}})
 }
