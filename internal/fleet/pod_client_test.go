@@ -105,7 +105,7 @@ func TestRoundKeysPodsByName(t *testing.T) {
 	if sum.Pauses != 1 || len(c.pushed["a:9000"]) != 1 || len(c.pushed["b:9000"]) != 1 || len(c.pushed["c:9000"]) != 0 {
 		t.Fatalf("pauses %d; pushes a %d, b %d, c %d", sum.Pauses, len(c.pushed["a:9000"]), len(c.pushed["b:9000"]), len(c.pushed["c:9000"]))
 	}
-	if pl := c.pushed["a:9000"][0]; len(pl.Pause) != 1 || !pl.FullRoutes || pl.Room["b:8000"] != 16000 {
+	if pl := c.pushed["a:9000"][0]; len(pl.Pause) != 1 || !pl.FullRoutes || pl.Room["b:8000"] != 16000 || pl.Mode != "ProgramAware" {
 		t.Errorf("pod a's first placement: %+v", pl)
 	}
 

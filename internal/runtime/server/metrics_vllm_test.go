@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
@@ -23,6 +24,14 @@ func TestMetricsVLLMParity(t *testing.T) {
 	for range 2 {
 		if r := env.post("/v1/completions", `{"prompt":"hello there","max_tokens":3,"ignore_eos":true}`); r.status != http.StatusOK {
 			t.Fatalf("completion: %d %s", r.status, r.body)
+		}
+	}
+	// The engine records a request's stats under its lock just after
+	// handing the final chunk to the stream, so a client can have its
+	// answer first: wait until the loop is idle (Pending takes that lock).
+	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(time.Millisecond) {
+		if run, wait := env.eng.Pending(); run+wait == 0 || time.Now().After(deadline) {
+			break
 		}
 	}
 	r := env.do(http.MethodGet, "/metrics", "")
