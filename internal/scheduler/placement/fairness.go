@@ -61,8 +61,8 @@ func (s *Scheduler) fairness(now time.Time) {
 	for _, c := range s.cands {
 		w := &s.progs[c.idx]
 		cachedOn := w.cachedOn
-		if s.policy.CacheAffinityWait <= 0 {
-			cachedOn = -1 // cache affinity off: best fit only
+		if s.policy.CacheAffinityWait <= 0 || (cachedOn >= 0 && s.pods[cachedOn].host <= 0) {
+			cachedOn = -1 // cache affinity off, or no host tier kept the KV: best fit only
 		}
 		at, victim := s.bestVictim(w.footprint, cachedOn, now)
 		if at < 0 {
