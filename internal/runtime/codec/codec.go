@@ -17,24 +17,18 @@ type Codec interface {
 	// EncodePrompt tokenizes a completion prompt.
 	EncodePrompt(text string) []int32
 	// EncodeChat renders a conversation as the model expects it and
-	// tokenizes it.
-	EncodeChat(msgs []model.Message, o ChatOptions) []int32
+	// tokenizes it. c carries the messages, the tools and the rendering
+	// options (add_generation_prompt, continue_final_message). Errors wrap
+	// model.ErrTemplate when the template refuses the conversation.
+	EncodeChat(c *model.Chat) ([]int32, error)
+	// ToolFormat is how the model writes tool calls (model.ToolFormat*),
+	// "" when its template knows no tools.
+	ToolFormat() string
 	// Encode tokenizes text, with the model's special tokens (BOS) when
 	// addSpecial is set (/tokenize, bad_words).
 	Encode(text string, addSpecial bool) []int32
 	// Decode turns token ids back into text (/detokenize, echo).
 	Decode(ids []int32) string
-}
-
-// ChatOptions say how a conversation is rendered.
-type ChatOptions struct {
-	// AddGenerationPrompt ends the prompt with the header of an assistant
-	// turn, so the model answers as the assistant (the API's default).
-	AddGenerationPrompt bool
-	// ContinueFinalMessage leaves the last message (the assistant's) open:
-	// the prompt ends with its content, without the end-of-turn marker, so
-	// the model continues it. It overrides AddGenerationPrompt.
-	ContinueFinalMessage bool
 }
 
 // Model encodes with a model's tokenizer and chat template.
@@ -49,31 +43,18 @@ var _ Codec = Model{}
 func (c Model) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(text, true) }
 
 // EncodeChat implements Codec.
-func (c Model) EncodeChat(msgs []model.Message, o ChatOptions) []int32 {
-	text := c.Template.Apply(msgs, o.AddGenerationPrompt && !o.ContinueFinalMessage)
-	if o.ContinueFinalMessage {
-		text = cutAfterFinal(text, msgs)
+// The template renders continue_final_message itself (it cuts the text
+// after the final message's content), so the options reach it unchanged.
+func (c Model) EncodeChat(chat *model.Chat) ([]int32, error) {
+	text, err := c.Template.Render(chat)
+	if err != nil {
+		return nil, err
 	}
-	return c.Tokenizer.Encode(text, true)
+	return c.Tokenizer.Encode(text, true), nil
 }
 
-// cutAfterFinal ends a rendered conversation right after the last
-// message's content, dropping the end-of-turn markup the template put
-// after it. Templates may trim content, so the trimmed content is what is
-// looked for.
-func cutAfterFinal(text string, msgs []model.Message) string {
-	if len(msgs) == 0 {
-		return text
-	}
-	last := strings.TrimSpace(msgs[len(msgs)-1].Content)
-	if last == "" {
-		return text
-	}
-	if i := strings.LastIndex(text, last); i >= 0 {
-		return text[:i+len(last)]
-	}
-	return text
-}
+// ToolFormat implements Codec.
+func (c Model) ToolFormat() string { return string(c.Template.ToolFormat()) }
 
 // Encode implements Codec.
 func (c Model) Encode(text string, addSpecial bool) []int32 {
@@ -85,7 +66,7 @@ func (c Model) Decode(ids []int32) string { return c.Tokenizer.Decode(ids) }
 
 // Sim encodes for the sim executor: word by word with its synthetic
 // vocabulary (only prompt lengths matter to the cost model), chat messages
-// joined as "role: content" lines.
+// joined as "role: content" lines, tools as their JSON.
 type Sim struct {
 	Vocab *sim.Vocabulary
 }
@@ -96,22 +77,32 @@ var _ Codec = Sim{}
 func (c Sim) EncodePrompt(text string) []int32 { return c.Vocab.Encode(text) }
 
 // EncodeChat implements Codec.
-func (c Sim) EncodeChat(msgs []model.Message, o ChatOptions) []int32 {
+func (c Sim) EncodeChat(chat *model.Chat) ([]int32, error) {
 	var b strings.Builder
+	for _, t := range chat.Tools {
+		b.WriteString("tool: ")
+		b.Write(t)
+		b.WriteString("\n")
+	}
+	msgs := chat.Messages
 	for i, m := range msgs {
 		b.WriteString(m.Role)
 		b.WriteString(": ")
 		b.WriteString(m.Content)
-		if o.ContinueFinalMessage && i == len(msgs)-1 {
-			return c.Vocab.Encode(b.String())
+		if chat.ContinueFinalMessage && i == len(msgs)-1 {
+			return c.Vocab.Encode(b.String()), nil
 		}
 		b.WriteString("\n")
 	}
-	if o.AddGenerationPrompt {
+	if chat.AddGenerationPrompt {
 		b.WriteString("assistant:")
 	}
-	return c.Vocab.Encode(b.String())
+	return c.Vocab.Encode(b.String()), nil
 }
+
+// ToolFormat implements Codec: the sim's synthetic output is read as
+// Hermes calls.
+func (c Sim) ToolFormat() string { return string(model.ToolFormatHermes) }
 
 // Encode implements Codec: the synthetic vocabulary has no special tokens.
 func (c Sim) Encode(text string, _ bool) []int32 { return c.Vocab.Encode(text) }

@@ -29,7 +29,10 @@ func TestSimEncodesChatAsRoleLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Sim{Vocab: x.Vocabulary()}
-	chat := c.EncodeChat([]model.Message{{Role: "user", Content: "read the file"}}, ChatOptions{AddGenerationPrompt: true})
+	chat, err := c.EncodeChat(&model.Chat{Messages: []model.Message{{Role: "user", Content: "read the file"}}, AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got, want := len(chat), len(c.EncodePrompt("user: read the file\nassistant:")); got != want || got == 0 {
 		t.Errorf("chat of one message: %d tokens, want %d (its role line and the assistant header)", got, want)
 	}

@@ -77,6 +77,20 @@ func fromGGUF(data []byte, progress func(done, total int64)) (*Model, error) {
 	if err := tokensFromGGUF(f, &cfg, m.ChatTemplate, tok); err != nil {
 		return nil, err
 	}
+	if src != "" {
+		// The model's own template; the built-in stays only for a source
+		// the Jinja engine cannot parse.
+		eos := int32(-1)
+		if len(cfg.EOS) > 0 {
+			eos = cfg.EOS[0]
+		}
+		j, err := NewJinjaTemplate(src, tokenText(tok, cfg.BOS), tokenText(tok, eos))
+		if err != nil {
+			m.ChatTemplateErr = err
+		} else {
+			m.ChatTemplate = j
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

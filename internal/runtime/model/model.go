@@ -13,7 +13,10 @@ type Model struct {
 	Config       Config
 	Tokenizer    Tokenizer
 	ChatTemplate ChatTemplate
-	Weights      Weights
+	// ChatTemplateErr says why the GGUF's own chat template could not be
+	// parsed (ChatTemplate is then the built-in fallback).
+	ChatTemplateErr error
+	Weights         Weights
 
 	unmap func() error
 }

@@ -260,7 +260,7 @@ func TestSPM(t *testing.T) {
 }
 
 func TestChatTemplates(t *testing.T) {
-	msgs := []Message{{"system", "Be brief."}, {"user", " Hi! "}}
+	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: " Hi! "}}
 	if got, want := (ChatML{}).Apply(msgs, true),
 		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi! <|im_end|>\n<|im_start|>assistant\n"; got != want {
 		t.Errorf("ChatML:\n got %q\nwant %q", got, want)

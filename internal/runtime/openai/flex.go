@@ -170,6 +170,9 @@ func (p *PriorityField) UnmarshalJSON(b []byte) error {
 // of which only text parts are supported (they are concatenated).
 type Content struct {
 	Text string
+	// Null: the content was null (absent content is left zero, and is
+	// null too for templates when Text is empty).
+	Null bool
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -177,6 +180,7 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	*c = Content{}
 	if isNull(b) {
+		c.Null = true
 		return nil
 	}
 	if len(b) > 0 && b[0] == '"' {

@@ -71,6 +71,11 @@ type Message struct {
 	Role    string  `json:"role"`
 	Content Content `json:"content"`
 	Name    string  `json:"name,omitempty"`
+	// ToolCalls are an assistant turn's calls; ToolCallID is the call a
+	// tool turn answers; FunctionCall is the legacy form of one call.
+	ToolCalls    []ToolCall    `json:"tool_calls,omitempty"`
+	ToolCallID   string        `json:"tool_call_id,omitempty"`
+	FunctionCall *FunctionCall `json:"function_call,omitempty"`
 }
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -87,6 +92,9 @@ type ChatRequest struct {
 	// message open so the model continues it.
 	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
 	ContinueFinalMessage bool  `json:"continue_final_message"`
+
+	// Tool calling (tools.go).
+	ToolFields
 }
 
 // GenerationPrompt reports whether the rendered prompt ends with an open

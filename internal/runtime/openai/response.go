@@ -82,6 +82,11 @@ type CompletionResponse struct {
 type ChatMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls are the calls the model made (content is then null when
+	// empty); FunctionCall is the legacy form for requests that used
+	// functions.
+	ToolCalls    []ToolCall    `json:"tool_calls,omitempty"`
+	FunctionCall *FunctionCall `json:"function_call,omitempty"`
 }
 
 // ChatChoice is one choice of a chat completion.
@@ -109,8 +114,11 @@ type ChatResponse struct {
 
 // ChatDelta is the incremental message of a streaming chat chunk.
 type ChatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// FunctionCall is the legacy streamed call.
+	FunctionCall *FunctionCall `json:"function_call,omitempty"`
 }
 
 // ChatChunkChoice is one choice of a streaming chat chunk.

@@ -12,11 +12,14 @@ import (
 )
 
 // newCPUEnv serves the built-in tiny model on the cpu executor.
-func newCPUEnv(t *testing.T) (*testEnv, *model.Model) {
+func newCPUEnv(t *testing.T, template ...model.ChatTemplate) (*testEnv, *model.Model) {
 	t.Helper()
 	m, err := model.Open("builtin:tiny", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(template) > 0 {
+		m.ChatTemplate = template[0]
 	}
 	const numBlocks = 128
 	exec, err := cpu.New(m, numBlocks, 16, cpu.Options{Threads: 2})
@@ -62,7 +65,11 @@ func TestCPUTinyModel(t *testing.T) {
 	}
 	var chat openai.ChatResponse
 	decodeStrict(t, r.body, &chat)
-	wantPrompt := len(m.Tokenizer.Encode(m.ChatTemplate.Apply([]model.Message{{Role: "user", Content: "hi"}}, true), true))
+	text, err := m.ChatTemplate.Render(&model.Chat{Messages: []model.Message{{Role: "user", Content: "hi"}}, AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPrompt := len(m.Tokenizer.Encode(text, true))
 	if chat.Usage.PromptTokens != wantPrompt || chat.Usage.CompletionTokens < 1 || chat.Usage.CompletionTokens > 4 {
 		t.Errorf("chat usage %+v, want %d prompt tokens", chat.Usage, wantPrompt)
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -64,10 +63,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	msgs := make([]model.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = model.Message{Role: m.Role, Content: m.Content.Text}
-	}
 	maxParam := "max_tokens"
 	if req.MaxCompletionTokens != nil {
 		maxParam = "max_completion_tokens"
@@ -77,8 +72,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !s.outputGrammar(w, &req.Common, &j) {
 		return
 	}
-	j.prompts = [][]int32{s.cfg.Codec.EncodeChat(msgs, codec.ChatOptions{
-		AddGenerationPrompt: req.GenerationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage})}
+	chat := &model.Chat{Messages: chatMessages(req.Messages),
+		AddGenerationPrompt: req.GenerationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage}
+	if apiErr := s.planTools(req, chat, &j); apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	prompt, err := s.cfg.Codec.EncodeChat(chat)
+	if err != nil {
+		s.writeError(w, openai.BadRequest("messages", "rendering the conversation with the model's chat template: %v", err))
+		return
+	}
+	j.prompts = [][]int32{prompt}
 	s.generate(w, r, body, &req.Common, j)
 }
 
@@ -130,8 +135,11 @@ type job struct {
 	n, candidates int
 	lp            openai.Logprob
 	echo          bool
-	// grammar, when set, constrains the output (structured outputs).
+	// grammar, when set, constrains the output (structured outputs,
+	// enforced tool calls).
 	grammar *grammar.Grammar
+	// tools, when set, reads tool calls out of the output.
+	tools *toolCalling
 }
 
 // maxTokens resolves the output limit: the request's, or the default capped
@@ -371,8 +379,21 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		resp := openai.ChatResponse{ID: id, Object: openai.ObjectChatCompletion, Created: created, Model: s.cfg.ModelName, Usage: &usage}
 		for i, q := range chosen {
 			reason := q.final.FinishReason.String()
-			ch := openai.ChatChoice{Index: i, Message: openai.ChatMessage{Role: "assistant", Content: string(q.text)},
-				FinishReason: &reason, StopReason: stopReason(q, c)}
+			msg := openai.ChatMessage{Role: "assistant", Content: string(q.text)}
+			if j.tools != nil {
+				if content, calls := j.tools.readCalls(msg.Content); len(calls) > 0 {
+					msg.Content = content
+					if j.tools.legacy {
+						msg.FunctionCall = &openai.FunctionCall{Name: calls[0].Function.Name, Arguments: calls[0].Function.Arguments}
+					} else {
+						msg.ToolCalls = calls
+					}
+					if q.final.FinishReason == completion.Stop {
+						reason = j.tools.finishReason()
+					}
+				}
+			}
+			ch := openai.ChatChoice{Index: i, Message: msg, FinishReason: &reason, StopReason: stopReason(q, c)}
 			if j.lp.On {
 				ch.Logprobs = &openai.ChatLogprobs{Content: s.chatLogprobs(q.lps, j.lp.Top)}
 			}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -61,16 +60,17 @@ func (letterCodec) Encode(text string, _ bool) []int32 {
 	return ids
 }
 func (c letterCodec) EncodePrompt(text string) []int32 { return c.Encode(text, true) }
-func (c letterCodec) EncodeChat(msgs []model.Message, o codec.ChatOptions) []int32 {
+func (c letterCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
 	var b strings.Builder
-	for _, m := range msgs {
+	for _, m := range chat.Messages {
 		b.WriteString(m.Content)
 	}
-	if o.AddGenerationPrompt && !o.ContinueFinalMessage {
+	if chat.AddGenerationPrompt && !chat.ContinueFinalMessage {
 		b.WriteString("z") // the "assistant header"
 	}
-	return c.Encode(b.String(), true)
+	return c.Encode(b.String(), true), nil
 }
+func (letterCodec) ToolFormat() string { return "" }
 func (letterCodec) Decode(ids []int32) string {
 	var b strings.Builder
 	for _, id := range ids {

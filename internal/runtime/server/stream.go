@@ -82,6 +82,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 			}
 		}
 	}
+	// With tools, each choice's text is read for tool calls as it arrives:
+	// content streams as content, calls as delta.tool_calls pieces, and the
+	// finish reason of an output that called tools is tool_calls.
+	var readers []*openai.ToolStreamer
+	if j.tools != nil {
+		readers = make([]*openai.ToolStreamer, len(seqs))
+		for i := range readers {
+			readers[i] = openai.NewToolStreamer(j.tools.format)
+		}
+	}
 	// write sends one engine chunk of choice i; it reports false when the
 	// stream must end (a failed write).
 	write := func(i int, q *seq, ch *engine.Chunk) bool {
@@ -93,8 +103,38 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 			lpBuf = s.appendLogprobs(lpBuf[:0], j, ch)
 			ev.Logprobs = lpBuf
 		}
+		finishing := ch.Done && (ch.FinishReason == completion.Stop || ch.FinishReason == completion.Length)
+		if readers != nil && (!ch.Done || finishing) {
+			content, deltas := readers[i].Feed(ch.Text)
+			called := false
+			if finishing {
+				c2, d2, fin := readers[i].Finish()
+				content, deltas, called = append(content, c2...), append(deltas, d2...), fin
+			}
+			ev.Text = content
+			if len(deltas) > 0 {
+				// The content (and the tokens' logprobs and ids) go first,
+				// then the call pieces, then the finish reason alone.
+				if (len(ev.Text) > 0 || len(ev.Logprobs) > 0 || ev.HasTokenIDs) && !send(enc.Choice(&ev), false) {
+					return false
+				}
+				if !send(enc.ToolCallChunk(i, mergeDeltas(deltas), j.tools.legacy), !ch.Done) {
+					return false
+				}
+				// What is left is the finish event (token ids already sent).
+				ev = openai.ChoiceEvent{Index: i, HasTokenIDs: c.ReturnTokenIDs && ch.Done}
+			}
+			if called && ch.FinishReason == completion.Stop {
+				final := *ch
+				final.TokenIDs, final.Text, final.Logprobs = nil, nil, nil
+				q.final = &final
+				ev.FinishReason = j.tools.finishReason()
+				ev.StopReason = appendStopReason(nil, q, c)
+				return send(enc.Choice(&ev), len(seqs) > 1)
+			}
+		}
 		if !ch.Done {
-			if len(ch.Text) == 0 && len(ev.Logprobs) == 0 && !ev.HasTokenIDs {
+			if len(ev.Text) == 0 && len(ev.Logprobs) == 0 && !ev.HasTokenIDs {
 				return true
 			}
 			return send(enc.Choice(&ev), true)

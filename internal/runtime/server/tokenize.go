@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 )
@@ -33,14 +32,15 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	if req.Prompt != nil {
 		toks = s.cfg.Codec.Encode(*req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
 	} else {
-		msgs := make([]model.Message, len(req.Messages))
-		for i, m := range req.Messages {
-			msgs[i] = model.Message{Role: m.Role, Content: m.Content.Text}
-		}
-		toks = s.cfg.Codec.EncodeChat(msgs, codec.ChatOptions{
+		var err error
+		toks, err = s.cfg.Codec.EncodeChat(&model.Chat{Messages: chatMessages(req.Messages),
 			AddGenerationPrompt:  req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
 			ContinueFinalMessage: req.ContinueFinalMessage,
 		})
+		if err != nil {
+			s.writeError(w, openai.BadRequest("messages", "rendering the conversation with the model's chat template: %v", err))
+			return
+		}
 	}
 	resp := openai.TokenizeResponse{Count: len(toks), MaxModelLen: s.maxModelLen, Tokens: nonNil(toks)}
 	if req.ReturnTokenStrs {

@@ -1,0 +1,131 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The fixtures are the templates Qwen2.5, Llama 3.2 and Mistral (with
+// tools) ship; each case's .want is what Python's Jinja2 renders with
+// transformers' settings (trim_blocks, lstrip_blocks, tojson as
+// json.dumps, strftime_now fixed to 23 Nov 2026).
+type fixtureCase struct {
+	Messages []struct {
+		Role       string `json:"role"`
+		Content    string `json:"content"`
+		ToolCallID string `json:"tool_call_id"`
+		ToolCalls  []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	Tools               []json.RawMessage `json:"tools"`
+	AddGenerationPrompt bool              `json:"add_generation_prompt"`
+}
+
+func loadCases(t testing.TB) []fixtureCase {
+	b, err := os.ReadFile("testdata/chat_templates/cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []fixtureCase
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+func (c fixtureCase) chat() *Chat {
+	ch := &Chat{Tools: c.Tools, AddGenerationPrompt: c.AddGenerationPrompt}
+	for _, m := range c.Messages {
+		mm := Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			mm.ToolCalls = append(mm.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: string(tc.Function.Arguments)})
+		}
+		ch.Messages = append(ch.Messages, mm)
+	}
+	return ch
+}
+
+func fixture(t testing.TB, name string) *JinjaTemplate {
+	src, err := os.ReadFile(filepath.Join("testdata/chat_templates", name+".jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := NewJinjaTemplate(string(src), "<s>", "</s>")
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	j.Now = func() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) }
+	return j
+}
+
+func TestJinjaTemplatesMatchPython(t *testing.T) {
+	cases := loadCases(t)
+	for _, name := range []string{"qwen2.5", "llama3.2", "mistral"} {
+		j := fixture(t, name)
+		for i, c := range cases {
+			want, err := os.ReadFile(filepath.Join("testdata/chat_templates", name+".case"+string(rune('0'+i))+".want"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := j.Render(c.chat())
+			if err != nil {
+				t.Fatalf("%s case %d: %v", name, i, err)
+			}
+			// Render leaves BOS to the tokenizer.
+			if w := strings.TrimPrefix(string(want), "<s>"); got != w {
+				t.Errorf("%s case %d:\n got %q\nwant %q", name, i, got, w)
+			}
+		}
+	}
+	for name, want := range map[string]ToolFormat{"qwen2.5": ToolFormatHermes, "llama3.2": ToolFormatLlama3JSON, "mistral": ToolFormatMistral} {
+		if got := fixture(t, name).ToolFormat(); got != want {
+			t.Errorf("%s: tool format %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestJinjaRaiseExceptionAndContinue(t *testing.T) {
+	j := fixture(t, "mistral")
+	_, err := j.Render(&Chat{Messages: []Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}}})
+	if !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "must alternate") {
+		t.Errorf("raise_exception: got %v", err)
+	}
+	q := fixture(t, "qwen2.5")
+	got, err := q.Render(&Chat{Messages: []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "Hello the"}}, AddGenerationPrompt: true, ContinueFinalMessage: true})
+	if err != nil || !strings.HasSuffix(got, "<|im_start|>assistant\nHello the") {
+		t.Errorf("continue_final_message: %q, %v", got, err)
+	}
+	got, _ = q.Render(&Chat{Messages: []Message{{Role: "user", Content: "hi"}}, AddGenerationPrompt: false})
+	if strings.HasSuffix(got, "<|im_start|>assistant\n") {
+		t.Errorf("add_generation_prompt false still adds it: %q", got)
+	}
+}
+
+// FuzzJinjaRender: any template text either fails to parse or renders
+// (or refuses) without panicking.
+func FuzzJinjaRender(f *testing.F) {
+	for _, name := range []string{"qwen2.5", "llama3.2", "mistral"} {
+		src, _ := os.ReadFile(filepath.Join("testdata/chat_templates", name+".jinja"))
+		f.Add(string(src), "hello")
+	}
+	f.Add("{% for m in messages %}{{ m.content[-1] }}{% break %}{% endfor %}{{ tools|tojson(indent=2) }}", "x")
+	f.Fuzz(func(t *testing.T, src, content string) {
+		j, err := NewJinjaTemplate(src, "<s>", "</s>")
+		if err != nil {
+			return
+		}
+		j.Now = func() time.Time { return time.Unix(0, 0) }
+		_, _ = j.Render(&Chat{Messages: []Message{{Role: "user", Content: content}}, AddGenerationPrompt: true,
+			Tools: []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}`)}})
+	})
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
+)
+
+// toolCalling is how one chat request's output is read for tool calls.
+type toolCalling struct {
+	format string
+	legacy bool
+}
+
+// callFormats are the output shapes the constrained decoder writes for
+// tool_choice required or a named function, per tool format: the form each
+// family's template shows its model.
+var callFormats = map[string]grammar.ToolCallFormat{
+	openai.ToolFormatHermes:     {Prefix: "<tool_call>\n", Suffix: "\n</tool_call>", Separator: "\n", ArgsKey: "arguments"},
+	openai.ToolFormatLlama3JSON: {Separator: "; ", ArgsKey: "parameters"},
+	openai.ToolFormatMistral:    {Open: "[", Close: "]", Separator: ", ", ArgsKey: "arguments"},
+}
+
+// chatMessages converts the request's messages for the template.
+func chatMessages(in []openai.Message) []model.Message {
+	msgs := make([]model.Message, len(in))
+	for i, m := range in {
+		mm := model.Message{Role: m.Role, Content: m.Content.Text, ContentNull: m.Content.Null || (m.Content.Text == "" && (len(m.ToolCalls) > 0 || m.FunctionCall != nil)), Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			mm.ToolCalls = append(mm.ToolCalls, model.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		if m.FunctionCall != nil {
+			mm.ToolCalls = append(mm.ToolCalls, model.ToolCall{Name: m.FunctionCall.Name, Arguments: m.FunctionCall.Arguments})
+		}
+		if m.Role == "function" { // legacy function result
+			mm.Role = "tool"
+		}
+		msgs[i] = mm
+	}
+	return msgs
+}
+
+// planTools resolves the request's tool fields into the chat to render,
+// the output reading and, for required or named choices, the grammar
+// that enforces a call. Errors are 400s naming the field.
+func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *job) *openai.Error {
+	plan, apiErr := req.ToolFields.Resolve()
+	if apiErr != nil || plan == nil {
+		return apiErr
+	}
+	param := "tool_choice"
+	if plan.Legacy {
+		param = "function_call"
+	}
+	if plan.Choice == openai.ToolChoiceNone {
+		// The model is not to call tools: it is not shown them either.
+		return nil
+	}
+	for _, t := range plan.Tools {
+		chat.Tools = append(chat.Tools, t.Raw)
+	}
+	format := s.cfg.Codec.ToolFormat()
+	if format == "" {
+		return openai.BadRequest("tools", "the model's chat template has no tool-call format (supported: Hermes/Qwen <tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS])")
+	}
+	gen.tools = &toolCalling{format: format, legacy: plan.Legacy}
+	if plan.Choice != openai.ToolChoiceRequired && plan.Choice != openai.ToolChoiceNamed {
+		return nil
+	}
+	if gen.grammar != nil {
+		return openai.BadRequest(param, "%s %s and a structured output format both constrain the output; give one", param, plan.Choice)
+	}
+	var specs []grammar.ToolSpec
+	var names []string
+	for _, t := range plan.Tools {
+		if plan.Choice == openai.ToolChoiceNamed && t.Function.Name != plan.Named {
+			continue
+		}
+		specs = append(specs, grammar.ToolSpec{Name: t.Function.Name, Parameters: t.Function.Parameters})
+		names = append(names, t.Function.Name+"\x00"+string(t.Function.Parameters))
+	}
+	f, ok := callFormats[format]
+	if !ok {
+		return openai.BadRequest(param, "tool format %q cannot be enforced", format)
+	}
+	parallel := plan.Parallel && plan.Choice == openai.ToolChoiceRequired
+	key := "tools\x00" + format + "\x00" + map[bool]string{true: "p", false: "1"}[parallel] + "\x00" + strings.Join(names, "\x01")
+	if s.grammars.size <= 0 {
+		return openai.BadRequest(param, "enforcing tool calls needs the model's vocabulary size, which this server was not given")
+	}
+	g, err := s.grammars.get(key, func() (*grammar.Grammar, error) { return grammar.ToolCalls(f, specs, parallel) })
+	if err != nil {
+		var te *grammar.ToolError
+		if errors.As(err, &te) {
+			field := "tools"
+			if plan.Legacy {
+				field = "functions"
+			}
+			return openai.BadRequest(field, "%s: enforcing %s %s: %v", field, param, plan.Choice, err)
+		}
+		return openai.BadRequest(param, "%s: %v", param, err)
+	}
+	gen.grammar = g
+	return nil
+}
+
+// finishReason is the finish reason of an output that called tools.
+func (tc *toolCalling) finishReason() string {
+	if tc.legacy {
+		return "function_call"
+	}
+	return "tool_calls"
+}
+
+// readCalls splits a whole output into content and calls.
+func (tc *toolCalling) readCalls(text string) (content string, calls []openai.ToolCall) {
+	ts := openai.NewToolStreamer(tc.format)
+	c1, _ := ts.Feed([]byte(text))
+	c2, _, called := ts.Finish()
+	content = string(c1) + string(c2)
+	if !called {
+		return content, nil
+	}
+	return strings.TrimSpace(content), ts.Calls()
+}
+
+// mergeDeltas joins consecutive pieces of the same call, so a chunk
+// carries each call once.
+func mergeDeltas(ds []openai.ToolCallDelta) []openai.ToolCallDelta {
+	out := ds[:0]
+	for _, d := range ds {
+		if n := len(out); n > 0 && out[n-1].Index == d.Index && !d.First {
+			out[n-1].Arguments += d.Arguments
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
