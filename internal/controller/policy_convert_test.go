@@ -22,8 +22,7 @@ func TestConvertPolicy(t *testing.T) {
 		ActingDecay:            placement.Decay{HalfLife: time.Minute},
 		MaxPauseDuration:       30 * time.Minute,
 		WaitAging:              time.Minute,
-		// Not in the SchedulerPolicy API yet: the placement default.
-		CacheAffinityWait: placement.DefaultCacheAffinityWait,
+		CacheAffinityWait:      time.Minute,
 	}
 	with := func(f func(*placement.Policy)) placement.Policy {
 		p := defaults
