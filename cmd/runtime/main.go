@@ -175,7 +175,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
-		Registry: reg, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),
+		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -269,11 +269,17 @@ func (m *Engine) RequestFinished(st *engine.RequestStats) {
 	}
 	m.reqPromptTokens.Observe(float64(st.PromptTokens))
 	m.reqGenerationTokens.Observe(float64(st.GenerationTokens))
-	// One engine request is one sequence (the API refuses n > 1), so the
-	// largest generation in the request's group is its own.
-	m.reqMaxGeneration.Observe(float64(st.GenerationTokens))
-	m.paramsMaxTokens.Observe(float64(st.MaxTokens))
-	m.paramsN.Observe(1)
+}
+
+// RequestGroupFinished publishes the histograms vLLM keeps per API request
+// rather than per sequence: an API request with n (or best_of) choices is
+// several engine requests, so the server reports the group once all of its
+// sequences are done. n is the request's n parameter, maxTokens its
+// max_tokens, maxGeneration the longest output among its sequences.
+func (m *Engine) RequestGroupFinished(n, maxTokens, maxGeneration int) {
+	m.paramsN.Observe(float64(n))
+	m.paramsMaxTokens.Observe(float64(maxTokens))
+	m.reqMaxGeneration.Observe(float64(maxGeneration))
 }
 
 // seconds is b−a in seconds, never negative (clocks are monotonic in the

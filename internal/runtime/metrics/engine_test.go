@@ -28,6 +28,32 @@ func TestBuckets125(t *testing.T) {
 	}
 }
 
+// TestRequestGroups: n, max_tokens and the longest output are observed once
+// per API request (RequestGroupFinished), never per sequence.
+func TestRequestGroups(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewEngine(reg, EngineOptions{ModelName: "m", MaxModelLen: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the three sequences of one n=3 request
+		m.RequestFinished(&engine.RequestStats{FinishReason: completion.Length, PromptTokens: 4, GenerationTokens: 2})
+	}
+	m.RequestGroupFinished(3, 8, 6)
+	m.RequestGroupFinished(1, 5, 5)
+	for name, want := range map[string][2]float64{ // count, sum
+		"vllm:request_params_n":                  {2, 4},
+		"vllm:request_params_max_tokens":         {2, 13},
+		"vllm:request_max_num_generation_tokens": {2, 11},
+		"vllm:request_generation_tokens":         {3, 6},
+	} {
+		count, sum := histogram(t, reg, name)
+		if count != uint64(want[0]) || sum != want[1] {
+			t.Errorf("%s: count %d sum %v, want %v %v", name, count, sum, want[0], want[1])
+		}
+	}
+}
+
 // TestPhaseTimes checks the per-request phase histograms against hand-set
 // timestamps, and that a phase the request never reached is not observed.
 func TestPhaseTimes(t *testing.T) {
@@ -52,8 +78,6 @@ func TestPhaseTimes(t *testing.T) {
 		"vllm:e2e_request_latency_seconds":           {2, 8.5},
 		"vllm:request_prompt_tokens":                 {2, 14},
 		"vllm:request_generation_tokens":             {2, 5},
-		"vllm:request_params_max_tokens":             {2, 13},
-		"vllm:request_params_n":                      {2, 2},
 	} {
 		count, sum := histogram(t, reg, name)
 		if count != uint64(want[0]) || sum != want[1] {

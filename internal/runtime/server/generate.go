@@ -226,6 +226,7 @@ func (s *Server) programDone(pid string, prompt []int32, out *programOutcome) {
 // seq is one engine sequence of a job: candidate k of prompt p.
 type seq struct {
 	prompt, candidate int
+	maxTokens         int
 	st                *engine.Stream
 	// Results, filled as the output arrives.
 	tokens []int32
@@ -294,7 +295,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			}
 			return apiErr
 		}
-		seqs = append(seqs, &seq{prompt: p, candidate: k, st: st})
+		seqs = append(seqs, &seq{prompt: p, candidate: k, maxTokens: ep.MaxTokens, st: st})
 		return nil
 	}
 	for p := range j.prompts {
@@ -343,6 +344,25 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 	}
 }
 
+// observeGroups reports each prompt's sequences as one request (see
+// RequestObserver) once every sequence has its final chunk.
+func (s *Server) observeGroups(j *job, seqs []*seq) {
+	if s.cfg.Requests == nil {
+		return
+	}
+	for p := range j.prompts {
+		maxTokens, maxGen := 0, 0
+		for _, q := range seqs {
+			if q.prompt != p {
+				continue
+			}
+			maxTokens = max(maxTokens, q.maxTokens)
+			maxGen = max(maxGen, q.final.Usage.CompletionTokens)
+		}
+		s.cfg.Requests.RequestGroupFinished(j.n, maxTokens, maxGen)
+	}
+}
+
 // respond collects every sequence and writes the JSON response; it
 // reports false when the client went away.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, seqs []*seq, id string) bool {
@@ -357,6 +377,9 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		}
 		q.tokens, q.text, q.lps, q.final = tokens, []byte(text), lps, &final
 	}
+	// Before the answer is written, so a client that scrapes /metrics
+	// after its answer finds its request counted.
+	s.observeGroups(j, seqs)
 	var usage openai.Usage
 	for _, q := range seqs {
 		if f := q.final; f.FinishReason != completion.Stop && f.FinishReason != completion.Length {

@@ -151,7 +151,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	}
 	srv, err := New(Config{
 		Engine: eng, Codec: o.codec, ModelName: testModel, DefaultMaxTokens: o.defaultMaxTokens, Stop: o.stop,
-		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Logger: quiet, Devices: o.devices,
+		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Requests: m, Logger: quiet, Devices: o.devices,
 		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
 		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
 	})

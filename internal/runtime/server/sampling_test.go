@@ -214,6 +214,43 @@ func TestNChoicesShareOnePrefill(t *testing.T) {
 	}
 }
 
+// TestNChoicesAreOneRequestInMetrics: the histograms vLLM keeps per API
+// request see a request with n=3 once, with its n, its max_tokens and its
+// longest output, streamed or not, and each prompt of a batch as its own.
+func TestNChoicesAreOneRequestInMetrics(t *testing.T) {
+	env := newLetterEnv(t)
+	for _, body := range []string{
+		`{"prompt":"abc","max_tokens":4,"temperature":1,"n":3,"seed":1,"ignore_eos":true}`,
+		`{"prompt":"abc","max_tokens":4,"temperature":1,"n":3,"seed":1,"ignore_eos":true,"stream":true}`,
+	} {
+		want := map[string]float64{
+			"vllm:request_params_n_count":                1,
+			"vllm:request_params_n_sum":                  3,
+			"vllm:request_params_max_tokens_sum":         4,
+			"vllm:request_max_num_generation_tokens_sum": 4,
+		}
+		before := map[string]float64{}
+		for name := range want {
+			before[name] = metricValue(t, env, name)
+		}
+		if r := env.post("/v1/completions", body); r.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, r.status, r.body)
+		}
+		for name, w := range want {
+			if got := metricValue(t, env, name) - before[name]; got != w {
+				t.Errorf("%s: grew by %v, want %v (%s)", name, got, w, body)
+			}
+		}
+	}
+	before := metricValue(t, env, "vllm:request_params_n_count")
+	if r := env.post("/v1/completions", `{"prompt":["ab","cd"],"max_tokens":2,"n":2,"temperature":1,"seed":1}`); r.status != http.StatusOK {
+		t.Fatalf("batch: %d %s", r.status, r.body)
+	}
+	if got := metricValue(t, env, "vllm:request_params_n_count") - before; got != 2 {
+		t.Errorf("a batch of two prompts counted as %v requests, want 2", got)
+	}
+}
+
 func TestBestOfPicksTheLikeliest(t *testing.T) {
 	env := newLetterEnv(t)
 	c := completionOf(t, env, `{"prompt":"q","max_tokens":6,"temperature":3,"seed":2,"best_of":5,"n":2,"logprobs":0,"ignore_eos":true}`)

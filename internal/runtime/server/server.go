@@ -43,6 +43,15 @@ const (
 )
 
 // Config configures a Server.
+// RequestObserver is told of each API request once all of its sequences
+// are done. Calls may come from many goroutines at once and must not block.
+type RequestObserver interface {
+	// RequestGroupFinished reports an API request's n parameter, its
+	// max_tokens and the longest output among its sequences (for a batched
+	// completion, each prompt is one request, as in vLLM).
+	RequestGroupFinished(n, maxTokens, maxGeneration int)
+}
+
 type Config struct {
 	// Engine serves the requests (required). The server never starts or
 	// stops it.
@@ -67,6 +76,10 @@ type Config struct {
 	// Registry receives the HTTP metrics and is what /metrics serves (the
 	// engine's and the devices' metrics belong in it too). Nil: a private one.
 	Registry *prometheus.Registry
+	// Requests, when set, is told of every API request once all of its
+	// sequences are done (the per-request metrics that vLLM keeps per
+	// request, not per sequence).
+	Requests RequestObserver
 	// Devices are reported on /ready.
 	Devices []device.Device
 	// RetryAfter is the Retry-After of a 429 (default 1 s).

@@ -174,6 +174,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 		cancelAll()
 		return
 	}
+	s.observeGroups(j, seqs)
 	if includeUsage {
 		var u engine.Usage
 		for _, q := range seqs {

@@ -215,40 +215,11 @@ func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Outpu
 	return nil
 }
 
-// check validates the batch against the model and the KV storage and
-// returns its token count.
+// check validates the batch (batch.Validate) and returns its token count.
 func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
-	if b.BlockSize != e.blockSize {
-		return 0, fmt.Errorf("cpu executor: batch block size %d, executor %d", b.BlockSize, e.blockSize)
-	}
-	if len(out.Logits) < len(b.Seqs) {
-		return 0, fmt.Errorf("cpu executor: output has %d logit slots for %d sequences", len(out.Logits), len(b.Seqs))
-	}
-	n := 0
-	for i := range b.Seqs {
-		sq := &b.Seqs[i]
-		end := sq.Pos + len(sq.Tokens)
-		switch {
-		case sq.Pos < 0:
-			return 0, fmt.Errorf("cpu executor: seq %d: negative position %d", sq.SeqID, sq.Pos)
-		case sq.Sample && len(sq.Tokens) == 0:
-			return 0, fmt.Errorf("cpu executor: seq %d: sampling with no tokens", sq.SeqID)
-		case end > e.cfg.ContextLen:
-			return 0, fmt.Errorf("cpu executor: seq %d: position %d beyond the context length %d", sq.SeqID, end, e.cfg.ContextLen)
-		case len(sq.Blocks)*e.blockSize < end:
-			return 0, fmt.Errorf("cpu executor: seq %d: %d blocks cover %d positions, need %d", sq.SeqID, len(sq.Blocks), len(sq.Blocks)*e.blockSize, end)
-		}
-		for _, id := range sq.Blocks[:(end+e.blockSize-1)/e.blockSize] {
-			if id < 0 || int(id) >= e.numBlocks {
-				return 0, fmt.Errorf("cpu executor: seq %d: block %d outside 0…%d", sq.SeqID, id, e.numBlocks-1)
-			}
-		}
-		for _, tok := range sq.Tokens {
-			if tok < 0 || int(tok) >= e.cfg.VocabSize {
-				return 0, fmt.Errorf("cpu executor: seq %d: token %d outside the vocabulary of %d", sq.SeqID, tok, e.cfg.VocabSize)
-			}
-		}
-		n += len(sq.Tokens)
+	n, err := batch.Validate(b, out, batch.Limits{BlockSize: e.blockSize, NumBlocks: e.numBlocks, ContextLen: e.cfg.ContextLen, VocabSize: e.cfg.VocabSize})
+	if err != nil {
+		return 0, fmt.Errorf("cpu executor: %w", err)
 	}
 	return n, nil
 }

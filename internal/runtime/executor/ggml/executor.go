@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"unsafe"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -19,7 +18,8 @@ type Options struct {
 	LibDir string
 	// Device is "cpu" or "cuda".
 	Device string
-	// Threads is the CPU backend's thread count; 0 means GOMAXPROCS.
+	// Threads is the CPU backend's thread count; 0 means one per physical
+	// core this process may use, at most GOMAXPROCS (defaultThreads).
 	Threads int
 	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
 	// path of non-CPU devices, on the CPU too (tests check it there).
@@ -154,7 +154,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	}
 	threads := opts.Threads
 	if threads <= 0 && device == DeviceCPU {
-		threads = runtime.GOMAXPROCS(0)
+		threads = defaultThreads()
 	}
 	be, err := lib.newBackend(device, threads)
 	if err != nil {
@@ -387,41 +387,11 @@ func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Outpu
 	return nil
 }
 
-// check validates the batch against the model and the KV storage and
-// returns its token count. ggml aborts the process on a bad index, so
-// everything it will be given is checked here first.
+// check validates the batch (batch.Validate) and returns its token count.
 func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
-	if b.BlockSize != e.blockSize {
-		return 0, fmt.Errorf("ggml executor: batch block size %d, executor %d", b.BlockSize, e.blockSize)
-	}
-	if len(out.Logits) < len(b.Seqs) {
-		return 0, fmt.Errorf("ggml executor: output has %d logit slots for %d sequences", len(out.Logits), len(b.Seqs))
-	}
-	n := 0
-	for i := range b.Seqs {
-		sq := &b.Seqs[i]
-		end := sq.Pos + len(sq.Tokens)
-		switch {
-		case sq.Pos < 0:
-			return 0, fmt.Errorf("ggml executor: seq %d: negative position %d", sq.SeqID, sq.Pos)
-		case sq.Sample && len(sq.Tokens) == 0:
-			return 0, fmt.Errorf("ggml executor: seq %d: sampling with no tokens", sq.SeqID)
-		case end > e.cfg.ContextLen:
-			return 0, fmt.Errorf("ggml executor: seq %d: position %d beyond the context length %d", sq.SeqID, end, e.cfg.ContextLen)
-		case len(sq.Blocks)*e.blockSize < end:
-			return 0, fmt.Errorf("ggml executor: seq %d: %d blocks cover %d positions, need %d", sq.SeqID, len(sq.Blocks), len(sq.Blocks)*e.blockSize, end)
-		}
-		for _, id := range sq.Blocks[:(end+e.blockSize-1)/e.blockSize] {
-			if id < 0 || int(id) >= e.numBlocks {
-				return 0, fmt.Errorf("ggml executor: seq %d: block %d outside 0…%d", sq.SeqID, id, e.numBlocks-1)
-			}
-		}
-		for _, tok := range sq.Tokens {
-			if tok < 0 || int(tok) >= e.cfg.VocabSize {
-				return 0, fmt.Errorf("ggml executor: seq %d: token %d outside the vocabulary of %d", sq.SeqID, tok, e.cfg.VocabSize)
-			}
-		}
-		n += len(sq.Tokens)
+	n, err := batch.Validate(b, out, batch.Limits{BlockSize: e.blockSize, NumBlocks: e.numBlocks, ContextLen: e.cfg.ContextLen, VocabSize: e.cfg.VocabSize})
+	if err != nil {
+		return 0, fmt.Errorf("ggml executor: %w", err)
 	}
 	return n, nil
 }
