@@ -153,6 +153,16 @@ type Fairness struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="bound must be between 0s and 24h"
 	// +optional
 	Bound *metav1.Duration `json:"bound,omitempty"`
+
+	// cacheAffinityWait is how long a paused program whose KV a pod's host
+	// tier holds waits for room on that pod rather than being resumed on
+	// another pod, where its whole context would be recomputed; an overdue
+	// program (bound) makes room on that pod first. "0s" turns it off:
+	// programs resume wherever they fit best.
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="cacheAffinityWait must be between 0s and 24h"
+	// +optional
+	CacheAffinityWait *metav1.Duration `json:"cacheAffinityWait,omitempty"`
 }
 
 // QueueSpec tunes a pod's request queue.

@@ -23,6 +23,7 @@ const (
 	defaultActingTokenWeight = placement.DefaultActingTokenWeight
 	defaultWaitAging         = 60 * time.Second
 	defaultFairnessBound     = 0
+	defaultCacheAffinityWait = placement.DefaultCacheAffinityWait
 )
 
 // fleetPolicy is what the fleet loop runs one pool with.
@@ -82,6 +83,7 @@ func convertPolicy(spec *servingv1alpha1.SchedulerPolicySpec) (fleetPolicy, erro
 	p.MaxPauseDuration = durationOr(spec.MaxPauseDuration, defaultMaxPauseDuration)
 	p.WaitAging = durationOr(spec.Fairness.WaitAging, defaultWaitAging)
 	p.FairnessBound = durationOr(spec.Fairness.Bound, defaultFairnessBound)
+	p.CacheAffinityWait = durationOr(spec.Fairness.CacheAffinityWait, defaultCacheAffinityWait)
 	if err := p.Validate(); err != nil {
 		return fleetPolicy{}, err
 	}

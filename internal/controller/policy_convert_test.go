@@ -22,6 +22,7 @@ func TestConvertPolicy(t *testing.T) {
 		ActingDecay:            placement.Decay{HalfLife: time.Minute},
 		MaxPauseDuration:       30 * time.Minute,
 		WaitAging:              time.Minute,
+		CacheAffinityWait:      time.Minute,
 	}
 	with := func(f func(*placement.Policy)) placement.Policy {
 		p := defaults
@@ -63,6 +64,7 @@ func TestConvertPolicy(t *testing.T) {
 				ActingDecay:      placement.Decay{Enabled: true, HalfLife: 10 * time.Second},
 				MaxPauseDuration: 90 * time.Second,
 				WaitAging:        20 * time.Second, FairnessBound: 45 * time.Second,
+				CacheAffinityWait: placement.DefaultCacheAffinityWait,
 			},
 			wantInterval: 2 * time.Second,
 		},

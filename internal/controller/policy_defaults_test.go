@@ -45,4 +45,7 @@ func TestPlacementDefaultsAreTheCRDs(t *testing.T) {
 	if got := crdDefault(t, "maxPauseDuration"); p.MaxPauseDuration != got {
 		t.Errorf("max pause: placement %v, CRD %v", p.MaxPauseDuration, got)
 	}
+	if got := crdDefault(t, "cacheAffinityWait"); p.CacheAffinityWait != got || defaultCacheAffinityWait != got {
+		t.Errorf("cache affinity wait: placement %v, controller %v, CRD %v", p.CacheAffinityWait, defaultCacheAffinityWait, got)
+	}
 }

@@ -232,7 +232,7 @@ func (f *Fleet) merge(r *round) {
 		pr.summary.HostTokens = int64(rep.KV.HostTotalBlocks) * int64(rep.KV.BlockSize)
 		pr.summary.HostUsedTokens = int64(rep.KV.HostUsedBlocks) * int64(rep.KV.BlockSize)
 		r.snap.Pods = append(r.snap.Pods, placement.Pod{Name: name, Ready: pr.pod.Ready, Draining: pr.pod.Draining,
-			CapacityTokens: pr.summary.CapacityTokens})
+			CapacityTokens: pr.summary.CapacityTokens, HostTokens: pr.summary.HostTokens})
 		for j := range rep.Programs {
 			mergeProgram(r.merged, &rep.Programs[j], name)
 		}

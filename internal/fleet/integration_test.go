@@ -200,6 +200,10 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 	b := startPod(t, "pod-b", 64, tok, "--kv-host-blocks", "128")
 	pods := []Pod{a.fleetPod(), b.fleetPod()}
 	policy := placement.DefaultPolicy()
+	// This test is about moving programs across pods: with the cache
+	// affinity wait a program paused on a waits up to a minute for a's
+	// room (its KV is in a's host tier) instead of going to b.
+	policy.CacheAffinityWait = 0
 	client := control.NewClient(token, 2*time.Second)
 	f, err := New(policy, client, nil)
 	if err != nil {

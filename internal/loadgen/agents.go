@@ -554,7 +554,8 @@ func (a *agentSim) round() error {
 func (a *agentSim) snapshot() (placement.Snapshot, map[string]*agentProgram) {
 	snap := placement.Snapshot{}
 	for _, pd := range a.pods {
-		snap.Pods = append(snap.Pods, placement.Pod{Name: pd.name, Ready: true, CapacityTokens: a.capTok})
+		snap.Pods = append(snap.Pods, placement.Pod{Name: pd.name, Ready: true, CapacityTokens: a.capTok,
+			HostTokens: int64(a.s.HostBlocks * a.s.Replica.BlockSize)})
 	}
 	byID := map[string]*agentProgram{}
 	for _, p := range a.progs {

@@ -38,6 +38,10 @@ spec:
   actingTokenWeight: "1"
   bufferTokensPerProgram: 100
   maxPauseDuration: 2m
+  # The test checks resumes across pods: no waiting for the pod whose host
+  # tier holds a paused program's KV.
+  fairness:
+    cacheAffinityWait: 0s
 ---
 apiVersion: serving.kvpilot.dev/v1alpha1
 kind: InferencePool

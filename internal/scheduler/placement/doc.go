@@ -29,12 +29,16 @@
 //     that pod is re-chosen after every placement (best-fit decreasing).
 //     One exception, beyond the seed: a program whose KV cache may still be
 //     on a pod (Program.CachedOn, where it last ran) goes back there when it
-//     fits, since resuming elsewhere recomputes its whole context.
+//     fits, since resuming elsewhere recomputes its whole context; and
+//     when it does not fit there, it waits for that pod's room for up to
+//     Policy.CacheAffinityWait since it was paused (unless overdue under
+//     the fairness bound) rather than being resumed on another pod.
 //     Remaining capacity counts ACTING programs decayed when
 //     Policy.ActingDecay is enabled. A program that fits nowhere stays
 //     waiting. Resuming is tried every round whenever capacity is free,
 //     with or without decay: no program waits out MaxPauseDuration while a
-//     pod has room for it.
+//     pod has room for it, nor longer than CacheAffinityWait for the pod
+//     holding its cache.
 //     With Policy.WaitAging, a waiting program moves one class ahead for
 //     every WaitAging it has waited (the longer paused, the earlier
 //     resumed), and with Policy.FairnessBound, programs that want to run

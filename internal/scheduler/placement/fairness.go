@@ -60,7 +60,11 @@ func (s *Scheduler) fairness(now time.Time) {
 	slices.SortFunc(s.cands, byClassSmallestFirst) // longest-waiting first
 	for _, c := range s.cands {
 		w := &s.progs[c.idx]
-		at, victim := s.bestVictim(w.footprint, now)
+		cachedOn := w.cachedOn
+		if s.policy.CacheAffinityWait <= 0 || (cachedOn >= 0 && s.pods[cachedOn].host <= 0) {
+			cachedOn = -1 // cache affinity off, or no host tier kept the KV: best fit only
+		}
+		at, victim := s.bestVictim(w.footprint, cachedOn, now)
 		if at < 0 {
 			continue
 		}
@@ -91,8 +95,10 @@ func (s *Scheduler) fairness(now time.Time) {
 // bestVictim picks, for a waiting program of footprint tokens, the serving
 // pod where it fits best once the longest-running eligible program there
 // leaves, and that program; victim is -1 when the pod's marked programs
-// already make room. at is -1 when no pod can make room.
-func (s *Scheduler) bestVictim(footprint int64, now time.Time) (at, victim int32) {
+// already make room. at is -1 when no pod can make room. The pod holding
+// the program's KV cache (cachedOn, -1 if none) wins whenever it can make
+// room: resuming there restores the cache instead of recomputing it.
+func (s *Scheduler) bestVictim(footprint int64, cachedOn int32, now time.Time) (at, victim int32) {
 	at, victim = -1, -1
 	var bestLeft int64
 	for i := range s.pods {
@@ -111,6 +117,9 @@ func (s *Scheduler) bestVictim(footprint int64, now time.Time) (at, victim int32
 			if room < footprint {
 				continue
 			}
+		}
+		if int32(i) == cachedOn {
+			return int32(i), v
 		}
 		if left := room - footprint; at < 0 || left < bestLeft {
 			at, victim, bestLeft = int32(i), v, left

@@ -60,6 +60,14 @@ type Policy struct {
 	// best is paused at its next tool call to make room. Zero turns it off;
 	// it must not be negative, and below MaxPauseDuration to matter.
 	FairnessBound time.Duration
+	// CacheAffinityWait is how long a waiting program whose KV cache is
+	// still held by a pod (CachedOn: in its device cache or its host tier)
+	// waits for room on that pod rather than being resumed elsewhere, where
+	// its whole context would be recomputed. Zero turns it off; it must not
+	// be negative. Past this wait the program goes wherever it fits. With
+	// FairnessBound, an overdue program makes room on that pod first
+	// (zero: on the pod it fits best).
+	CacheAffinityWait time.Duration
 }
 
 // Defaults of DefaultPolicy.
@@ -72,11 +80,16 @@ const (
 	// faster decay cannot be observed), which the seed's 1 s was not.
 	DefaultDecayHalfLife    = time.Minute
 	DefaultMaxPauseDuration = 30 * time.Minute
+	// DefaultCacheAffinityWait is a minute: recomputing a long agent context
+	// elsewhere costs the other pod seconds of prefill and the room of a
+	// whole context, while a pod's room frees as soon as one of its
+	// programs pauses or ends, usually within a few placement rounds.
+	DefaultCacheAffinityWait = time.Minute
 )
 
 // DefaultPolicy returns ProgramAware mode with the seed's settings: acting
 // weight 1, 100 buffer tokens per program, decay off (half-life 60 s when
-// turned on), and a 30-minute pause limit.
+// turned on), a 30-minute pause limit and a one-minute cache affinity wait.
 func DefaultPolicy() Policy {
 	return Policy{
 		Mode:                   ModeProgramAware,
@@ -84,6 +97,7 @@ func DefaultPolicy() Policy {
 		BufferTokensPerProgram: DefaultBufferTokensPerProgram,
 		ActingDecay:            Decay{HalfLife: DefaultDecayHalfLife},
 		MaxPauseDuration:       DefaultMaxPauseDuration,
+		CacheAffinityWait:      DefaultCacheAffinityWait,
 	}
 }
 
@@ -102,6 +116,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("placement policy: max pause duration %v: must be positive", p.MaxPauseDuration)
 	case p.WaitAging < 0:
 		return fmt.Errorf("placement policy: wait aging %v: must not be negative", p.WaitAging)
+	case p.CacheAffinityWait < 0:
+		return fmt.Errorf("placement policy: cache affinity wait %v: must not be negative", p.CacheAffinityWait)
 	case p.FairnessBound < 0:
 		return fmt.Errorf("placement policy: fairness bound %v: must not be negative", p.FairnessBound)
 	}

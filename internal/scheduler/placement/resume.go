@@ -67,6 +67,9 @@ func (s *Scheduler) resume(now time.Time) {
 			at = k
 		}
 		if at >= 0 && c.tokens <= s.pods[at].resumeRemaining() {
+			if s.waitsForCache(&s.progs[c.idx], at, now) {
+				continue
+			}
 			s.place(c.idx, at)
 			best, bestOther = s.bestPods(reserved)
 			continue
@@ -78,6 +81,24 @@ func (s *Scheduler) resume(now time.Time) {
 			}
 		}
 	}
+}
+
+// waitsForCache reports whether a waiting program that would be placed on
+// pod at should rather keep waiting for the pod that still holds its KV
+// cache: that pod is serving, has a host KV tier (where the pause put the
+// program's KV) but no device room for it now, the program has
+// waited less than Policy.CacheAffinityWait (an unknown wait start never
+// waits). An overdue program waits too: the fairness step then makes room
+// for it on that pod (bestVictim prefers it). Resuming it elsewhere would recompute its whole context
+// (its ContextTokens of prefill, and a second copy of its cache), which
+// costs more than a short wait for the pod's room to free.
+func (s *Scheduler) waitsForCache(ps *progState, at int32, now time.Time) bool {
+	k := ps.cachedOn
+	w := s.policy.CacheAffinityWait
+	if k < 0 || k == at || w <= 0 || !s.pods[k].serving || s.pods[k].host <= 0 {
+		return false
+	}
+	return !ps.waitSince.IsZero() && now.Sub(ps.waitSince) < w
 }
 
 // mostRemaining returns the serving pod other than skip with at least

@@ -205,3 +205,77 @@ func TestResume(t *testing.T) {
 		want: outcome{Paused: ids("held")},
 	}})
 }
+
+// TestResumeWaitsForCache: a paused program whose KV cache is on a pod
+// without room now waits for that pod (up to Policy.CacheAffinityWait)
+// instead of being resumed elsewhere and recomputing its whole context.
+func TestResumeWaitsForCache(t *testing.T) {
+	recent := t0.Add(-10 * time.Second)
+	long := t0.Add(-DefaultCacheAffinityWait - time.Second)
+	full := func() *programBuilder { return prog("runB", 700).on("b") }
+	runRounds(t, []roundCase{{
+		name:   "waits for the pod holding its cache while that pod is full",
+		policy: noBuffer,
+		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
+		progs:  []*programBuilder{full(), prog("p", 500).paused(recent).cachedOn("b")},
+		want:   outcome{Paused: ids("p")},
+	}, {
+		name:   "goes back to the pod holding its cache once it fits there",
+		policy: noBuffer,
+		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
+		progs:  []*programBuilder{prog("runB", 400).on("b"), prog("p", 500).paused(recent).cachedOn("b")},
+		want:   outcome{Place: onPod("b", "p")},
+	}, {
+		name:   "past the affinity wait it is resumed where it fits",
+		policy: noBuffer,
+		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
+		progs:  []*programBuilder{full(), prog("p", 500).paused(long).cachedOn("b")},
+		want:   outcome{Place: onPod("a", "p")},
+	}, {
+		name:   "affinity wait off: resumed where it fits at once",
+		policy: func(p *Policy) { noBuffer(p); p.CacheAffinityWait = 0 },
+		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
+		progs:  []*programBuilder{full(), prog("p", 500).paused(recent).cachedOn("b")},
+		want:   outcome{Place: onPod("a", "p")},
+	}, {
+		name:   "the holding pod has no host tier (its KV is likely evicted): resumed where it fits at once",
+		policy: noBuffer,
+		pods:   []Pod{pod("a", 1000), pod("b", 1000)},
+		progs:  []*programBuilder{full(), prog("p", 500).paused(recent).cachedOn("b")},
+		want:   outcome{Place: onPod("a", "p")},
+	}, {
+		name:   "no known cache: resumed where it fits at once",
+		policy: noBuffer,
+		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
+		progs:  []*programBuilder{full(), prog("p", 500).paused(recent)},
+		want:   outcome{Place: onPod("a", "p")},
+	}, {
+		name:   "the holding pod is draining: resumed where it fits at once",
+		policy: noBuffer,
+		pods:   []Pod{hostPod("a", 1000), drainingPod("b", 1000)},
+		progs:  []*programBuilder{prog("p", 500).paused(recent).cachedOn("b")},
+		want:   outcome{Place: onPod("a", "p")},
+	}, {
+		name: "overdue under the fairness bound: room is made on the pod holding its cache",
+		policy: func(p *Policy) {
+			noBuffer(p)
+			p.FairnessBound = 5 * time.Second
+		},
+		pods: []Pod{hostPod("a", 1000), hostPod("b", 1000)},
+		progs: []*programBuilder{
+			prog("runA", 600).on("a").running(long),
+			full().running(long),
+			prog("p", 500).paused(recent).held().cachedOn("b"),
+		},
+		// p fits neither pod; freeing either leaves 500, so a would win
+		// by name, but b holds p's cache: runB is marked there.
+		want: outcome{Mark: onPod("b", "runB"), FairnessPaused: ids("runB"), Paused: ids("p")},
+	}})
+}
+
+// hostPod is a pod with a host KV tier as large as its device cache.
+func hostPod(name string, capacity int64) Pod {
+	p := pod(name, capacity)
+	p.HostTokens = capacity
+	return p
+}

@@ -32,6 +32,8 @@ type Scheduler struct {
 type podState struct {
 	name  string
 	total int64
+	// host is the pod's host KV tier in tokens (Pod.HostTokens).
+	host int64
 	// used is the undecayed charge of the programs on the pod.
 	used int64
 	// resumeUsed is used with ACTING programs decayed, for resume.
@@ -155,6 +157,7 @@ func (s *Scheduler) load(snap Snapshot, now time.Time) error {
 		s.pods = append(s.pods, podState{
 			name:     p.Name,
 			total:    p.CapacityTokens,
+			host:     p.HostTokens,
 			ready:    p.Ready,
 			draining: p.Draining,
 			serving:  p.Ready && !p.Draining,

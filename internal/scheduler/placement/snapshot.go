@@ -76,6 +76,11 @@ type Pod struct {
 	// CapacityTokens is the pod's KV cache size in tokens: kv_blocks ×
 	// block_size.
 	CapacityTokens int64
+	// HostTokens is the pod's host-memory KV tier in tokens (0: none). A
+	// program paused there keeps its KV in that tier, so resume waits for
+	// room on that pod (Policy.CacheAffinityWait) only when it has one;
+	// without one the paused KV is likely evicted and waiting buys nothing.
+	HostTokens int64
 }
 
 // Program is one agent program as reported by the pods: placed ones by the
@@ -156,6 +161,8 @@ func (p *Pod) validate() error {
 		return fmt.Errorf("%w: pod with no name", ErrInvalidSnapshot)
 	case p.CapacityTokens < 0:
 		return fmt.Errorf("%w: pod %q: negative capacity %d", ErrInvalidSnapshot, p.Name, p.CapacityTokens)
+	case p.HostTokens < 0:
+		return fmt.Errorf("%w: pod %q: negative host tokens %d", ErrInvalidSnapshot, p.Name, p.HostTokens)
 	}
 	return nil
 }
