@@ -87,11 +87,22 @@ func prompts(rng *rand.Rand, vocab int) [][]int32 {
 // (summation order only), 1e-2 for F16, where ggml's CPU kernels round the
 // activations to F16 before the dot products and the cpu executor widens the
 // weights to F32 and keeps F32 activations.
+//
+// On CUDA, ggml multiplies F32 matrices of more than one row on the tensor
+// cores in TF32 (10-bit mantissa), so F32 logits agree to about 1e-3 of their
+// scale, not 1e-4 (seen on an H100: 4e-4 to 1.3e-3), and a random model's
+// near-tied tokens may flip. There both types are held to 1e-2 and to the
+// rule TestQ8AgreesWithCPU states, with a 1% margin: on the cpu executor's
+// token sequence, wherever its top-2 margin exceeds 1% of the logit scale
+// the argmax agrees.
 func TestGreedyMatchesCPU(t *testing.T) { bothAttentions(t, testGreedyMatchesCPU) }
 
 func testGreedyMatchesCPU(t *testing.T) {
 	const gen = 20
 	tol := map[model.DType]float64{model.F32: 1e-4, model.F16: 1e-2}
+	if testDevice() != DeviceCPU {
+		tol[model.F32] = 1e-2
+	}
 	for name, cfg := range parityConfigs() {
 		for _, typ := range []model.DType{model.F32, model.F16} {
 			t.Run(fmt.Sprintf("%s/%s", name, typ), func(t *testing.T) {
@@ -104,6 +115,15 @@ func testGreedyMatchesCPU(t *testing.T) {
 				g := newTestExec(t, m, 64)
 				rng := rand.New(rand.NewPCG(1, 2))
 				for i, p := range prompts(rng, cfg.VocabSize) {
+					if testDevice() != DeviceCPU {
+						wantLogits, gotLogits, _ := agreeOnMargins(t, ref, g, i, p, gen, 0.01)
+						if d := maxRelDiff(wantLogits, gotLogits); d > tol[typ] {
+							t.Errorf("prompt %d (len %d): logits differ by %.3g of their scale, tolerance %.0e", i, len(p), d, tol[typ])
+						} else {
+							t.Logf("prompt %d (len %d): logits within %.3g of their scale", i, len(p), d)
+						}
+						continue
+					}
 					want, wantLogits := greedy(t, ref, p, gen)
 					got, gotLogits := greedy(t, g, p, gen)
 					if diff := cmp.Diff(want, got); diff != "" {
@@ -141,27 +161,8 @@ func TestQ8AgreesWithCPU(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, 4))
 			checked := 0
 			for i, p := range prompts(rng, cfg.VocabSize) {
-				blocks := contiguous(0, 64)
-				in, pos := p, 0
-				var want, got [][]float32
-				for range gen {
-					seq := []batch.Seq{{Tokens: in, Pos: pos, Blocks: blocks, Sample: true}}
-					lw := append([]float32(nil), execute(t, ref, seq)[0]...)
-					lg := append([]float32(nil), execute(t, g, seq)[0]...)
-					want, got = append(want, lw), append(got, lg)
-					scale := 0.0
-					for _, v := range lw {
-						scale = max(scale, math.Abs(float64(v)))
-					}
-					if float64(top2Margin(lw)) > 0.05*scale {
-						checked++
-						if argmax(lw) != argmax(lg) {
-							t.Errorf("prompt %d, position %d: cpu picks %d, ggml %d (cpu margin %.3g of scale %.3g)", i, pos, argmax(lw), argmax(lg), top2Margin(lw), scale)
-						}
-					}
-					pos += len(in)
-					in = []int32{argmax(lw)}
-				}
+				want, got, n := agreeOnMargins(t, ref, g, i, p, gen, 0.05)
+				checked += n
 				if d := maxRelDiff(want, got); d > 0.1 {
 					t.Errorf("prompt %d: logits differ by %.3g of their scale, tolerance 0.1", i, d)
 				}
@@ -171,6 +172,35 @@ func TestQ8AgreesWithCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agreeOnMargins runs prompt p and gen greedy steps of the reference's tokens
+// through both executors; wherever the reference's top-2 margin exceeds
+// margin × the logit scale, their argmax must agree. It returns both logit
+// sequences and how many positions were compared.
+func agreeOnMargins(t *testing.T, ref, g batch.Executor, i int, p []int32, gen int, margin float64) (want, got [][]float32, checked int) {
+	t.Helper()
+	blocks := contiguous(0, 64)
+	in, pos := p, 0
+	for range gen {
+		seq := []batch.Seq{{Tokens: in, Pos: pos, Blocks: blocks, Sample: true}}
+		lw := append([]float32(nil), execute(t, ref, seq)[0]...)
+		lg := append([]float32(nil), execute(t, g, seq)[0]...)
+		want, got = append(want, lw), append(got, lg)
+		scale := 0.0
+		for _, v := range lw {
+			scale = max(scale, math.Abs(float64(v)))
+		}
+		if float64(top2Margin(lw)) > margin*scale {
+			checked++
+			if argmax(lw) != argmax(lg) {
+				t.Errorf("prompt %d, position %d: cpu picks %d, ggml %d (cpu margin %.3g of scale %.3g)", i, pos, argmax(lw), argmax(lg), top2Margin(lw), scale)
+			}
+		}
+		pos += len(in)
+		in = []int32{argmax(lw)}
+	}
+	return want, got, checked
 }
 
 // TestMappedModelFile: a model loaded from a GGUF file runs from its
