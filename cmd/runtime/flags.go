@@ -100,7 +100,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "most tokens in one iteration (longer prompts are prefilled in chunks)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&o.KVCacheBlocks, "kv-cache-blocks", 0, "KV cache size in blocks (0: from --kv-cache-memory, or from device memory)")
-	fs.IntVar(&o.KVHostBlocks, "kv-host-blocks", 0, "host-memory KV tier in blocks: paused programs' KV moves there instead of being evicted, and comes back without recompute when they resume (0: none)")
+	fs.IntVar(&o.KVHostBlocks, "kv-host-blocks", 0, "host-memory KV tier in blocks: paused programs' KV, and cached blocks the device evicts, move there instead of being dropped, and come back without recompute at the program's next request (0: none)")
 	fs.Var(&o.KVCacheMemory, "kv-cache-memory", "KV cache size in bytes, e.g. 512Mi or 8Gi (0: cpu 1Gi; sim --kv-cache-memory-fraction of device memory)")
 	fs.Float64Var(&o.KVCacheMemoryFraction, "kv-cache-memory-fraction", 0.9, "sim executor: fraction of device memory for weights, activations and KV cache")
 	fs.IntVar(&o.MaxQueue, "max-queue", 4096, "most waiting requests; more get 429")

@@ -67,8 +67,11 @@ type AgentSetup struct {
 	// Paused programs' KV moves there and comes back when they resume on
 	// the same pod; in Default mode, which never pauses, every tool call
 	// offloads the program's KV (an idle program's cache waits in host
-	// memory, as with vLLM's CPU offloading).
-	HostBlocks int
+	// memory, as with vLLM's CPU offloading). Blocks that a pod evicts from
+	// the device spill there too (a program in a tool call finds its KV on
+	// the host), unless HostDropEvicted (kvcache.Config.DropEvicted).
+	HostBlocks      int
+	HostDropEvicted bool
 }
 
 // AgentResult summarises one run.
@@ -100,9 +103,10 @@ type AgentResult struct {
 	HeldAtEnd int
 	MaxWait   time.Duration
 	// FairnessPauses are pauses and marks the fairness bound asked for;
-	// OffloadedBlocks and RestoredBlocks count host-tier transfers.
-	FairnessPauses                  int
-	OffloadedBlocks, RestoredBlocks int64
+	// OffloadedBlocks and RestoredBlocks count host-tier transfers,
+	// SpilledBlocks the offloaded blocks that were device evictions.
+	FairnessPauses                                 int
+	OffloadedBlocks, RestoredBlocks, SpilledBlocks int64
 }
 
 // P is a step-latency percentile.
@@ -202,7 +206,8 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 		eng, err := engine.New(engine.Config{
 			MaxNumSeqs: s.Replica.MaxNumSeqs, MaxNumBatchedTokens: s.Replica.MaxNumBatchedTokens,
 			MaxQueue: 1 << 20, MaxModelLen: s.Replica.MaxModelLen, VocabSize: x.Vocabulary().Size(),
-			KV:  kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true, HostBlocks: s.HostBlocks},
+			KV: kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true, HostBlocks: s.HostBlocks,
+				DropEvicted: s.HostDropEvicted},
 			EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk,
 		}, x)
 		if err != nil {
@@ -332,6 +337,7 @@ func (a *agentSim) closeWindow(end time.Duration) {
 		st := pd.eng.KVStats()
 		a.res.OffloadedBlocks += st.Offloaded
 		a.res.RestoredBlocks += st.Restored
+		a.res.SpilledBlocks += st.Spilled
 		hits += st.Hits
 		queries += st.Queries
 		if i < len(a.windowStats) {

@@ -222,6 +222,8 @@ func runSeeds(b *testing.B, w AgentWorkload, c agentConfig, pods int, seeds []ui
 		agg.HeldAtEnd += r.HeldAtEnd
 		agg.FairnessPauses += r.FairnessPauses
 		agg.OffloadedBlocks += r.OffloadedBlocks
+		agg.RestoredBlocks += r.RestoredBlocks
+		agg.SpilledBlocks += r.SpilledBlocks
 		agg.MaxWait = max(agg.MaxWait, r.MaxWait)
 		agg.StepLatency = append(agg.StepLatency, r.StepLatency...)
 	}

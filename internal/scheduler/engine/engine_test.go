@@ -31,6 +31,7 @@ type envOpts struct {
 	prefix                                                           bool
 	logits                                                           bool
 	hostBlocks                                                       int
+	dropEvicted                                                      bool
 	timeout                                                          time.Duration
 	logger                                                           *slog.Logger
 }
@@ -48,7 +49,8 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	e, err := New(Config{
 		MaxNumSeqs: o.maxSeqs, MaxNumBatchedTokens: o.maxBatched, MaxQueue: o.maxQueue,
 		MaxModelLen: o.maxModelLen, VocabSize: testVocab,
-		KV:  kvcache.Config{NumBlocks: o.numBlocks, BlockSize: o.blockSize, EnablePrefixCache: o.prefix, HostBlocks: o.hostBlocks},
+		KV: kvcache.Config{NumBlocks: o.numBlocks, BlockSize: o.blockSize, EnablePrefixCache: o.prefix, HostBlocks: o.hostBlocks,
+			DropEvicted: o.dropEvicted},
 		EOS: []int32{x.eos}, Decoder: letters{eos: x.eos}, Clock: clk, Observer: obs,
 		IterationTimeout: o.timeout, Logger: o.logger,
 	}, x)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,5 +89,58 @@ func TestCopyFailureFailsBatchAndDropsBlocks(t *testing.T) {
 	}
 	if used := env.e.KV().Stats().Used; used != 0 {
 		t.Errorf("%d blocks leaked", used)
+	}
+}
+
+// TestEvictedBlocksOfAnActingProgramComeBackFromHost: a program whose
+// request finished and that is in a tool call (nobody offloads or pauses it)
+// loses its device blocks to another request; with a host tier they spill
+// there as they are evicted, and its next request restores them instead of
+// recomputing, with the same output as on an engine that never evicted them.
+// With DropEvicted (the behaviour before write-back) it recomputes.
+func TestEvictedBlocksOfAnActingProgramComeBackFromHost(t *testing.T) {
+	for _, drop := range []bool{false, true} {
+		o := defaultOpts()
+		o.numBlocks, o.hostBlocks, o.dropEvicted = 16, 32, drop
+		env := newEnv(t, o)
+		p := prompt(20, 1)
+		s := mustSubmit(t, env.e, req("a", p, 4))
+		env.runUntilIdle(t, 50)
+		toks, _, _ := collect(t, s)
+		ctx := append(append([]int32{}, p...), toks...)
+		full := (len(ctx) - 1) / o.blockSize // the last sampled token has no KV yet
+
+		// Another request takes every device block while the program acts.
+		other := mustSubmit(t, env.e, req("b", prompt(60, 2), 2))
+		env.runUntilIdle(t, 100)
+		collect(t, other)
+		if env.x.copiedOut == 0 && !drop {
+			t.Fatalf("no block was copied out while the device was reused: %+v", env.e.KVStats())
+		}
+		next := append(ctx, 5)
+		s = mustSubmit(t, env.e, req("a2", next, 3))
+		env.runUntilIdle(t, 50)
+		got, _, f := collect(t, s)
+
+		solo := newEnv(t, defaultOpts())
+		ss := mustSubmit(t, solo.e, req("solo", next, 3))
+		solo.runUntilIdle(t, 50)
+		want, _, _ := collect(t, ss)
+		if !slices.Equal(got, want) {
+			t.Fatalf("drop=%v: next request produced %v, alone %v", drop, got, want)
+		}
+		st := env.e.KVStats()
+		if drop {
+			if f.Usage.CachedTokens != 0 || st.Spilled != 0 || env.x.copiedIn != 0 {
+				t.Fatalf("DropEvicted: cached %d tokens, %+v; want a full recompute", f.Usage.CachedTokens, st)
+			}
+			continue
+		}
+		if f.Usage.CachedTokens != full*o.blockSize {
+			t.Fatalf("next request cached %d tokens, want %d (restored from host)", f.Usage.CachedTokens, full*o.blockSize)
+		}
+		if st.Spilled == 0 || st.HostHits != int64(full*o.blockSize) || env.x.copiedIn < full {
+			t.Fatalf("next request did not restore from the host tier: %+v, %d copied in", st, env.x.copiedIn)
+		}
 	}
 }

@@ -21,9 +21,16 @@ type Config struct {
 	// EnablePrefixCache turns on automatic prefix caching.
 	EnablePrefixCache bool
 	// HostBlocks is the number of blocks of the host-memory tier, which keeps
-	// the cached KV of paused programs (see Offload); 0 means none. It
-	// needs the prefix cache, which is how blocks are found again.
+	// the cached KV of paused programs (see Offload) and the cached contents
+	// that device allocations evict (write-back: a program in a tool call
+	// whose blocks are reused finds them on the host at its next request);
+	// 0 means none. It needs the prefix cache, which is how blocks are found
+	// again.
 	HostBlocks int
+	// DropEvicted makes device evictions drop cached contents even with a
+	// host tier, so the tier holds only what Offload puts there (the
+	// behaviour before write-back; for comparisons).
+	DropEvicted bool
 }
 
 func (c Config) blockSize() int {

@@ -19,7 +19,9 @@
 // never a wrong KV block.
 //
 // With Config.HostBlocks, a second tier in host memory keeps the cached
-// contents of paused programs (Offload) so they need not be recomputed: a
+// contents of paused programs (Offload), and the cached contents that device
+// allocations evict (spill: write-back at eviction, unless
+// Config.DropEvicted), so they need not be recomputed: a
 // registration moves between the tiers with its hash and uid, so it lives in
 // exactly one tier and a prefix hit may come from either; a hit on the host
 // is restored into a device block when the sequence is admitted (or ahead of

@@ -64,6 +64,7 @@ type Transfer struct {
 type hostSlot struct {
 	used       bool // holds a registration
 	prev, next int32
+	pin        uint64 // == Manager.pinEpoch: not to be evicted by a spill
 	registration
 }
 
@@ -196,6 +197,65 @@ func (m *Manager) Offload(tokens []int32) (offloaded int) {
 	return offloaded
 }
 
+// spill moves the registration of device block id, which an allocation is
+// evicting (it is off the free list and about to be reused), to a host slot
+// and queues the copy-out, which runs before the block is written again. It
+// reports false, leaving id registered, when there is no host tier, spilling
+// is off, id's parent registration is gone (no lookup could reach it), or
+// every used host slot is pinned and none is empty.
+//
+// This is what keeps a program's KV while it is in a tool call: under
+// memory pressure its free cached blocks are the least recently used and the
+// first evicted, and without the spill its next request would recompute its
+// whole context. Spilling at eviction rather than at each tool call copies
+// only the blocks that are actually evicted, so a pod with room never pays
+// for the host tier.
+func (m *Manager) spill(id BlockID) bool {
+	h := &m.host
+	if h.n == 0 || m.dropEvicted {
+		return false
+	}
+	b := &m.blocks[id]
+	if b.parentUID != 0 {
+		l, ok := m.index[b.parent]
+		if !ok || m.regAt(l).uid != b.parentUID {
+			return false
+		}
+	}
+	if hs := &h.slots[h.slots[h.sentinel()].next]; hs.used && (hs.pin == m.pinEpoch || hs.uid == b.parentUID) {
+		// Pinned slots sit behind the others, so every used one is pinned;
+		// or taking the slot would evict id's own parent, orphaning id.
+		return false
+	}
+	slot := h.take(m)
+	hs := &h.slots[slot]
+	hs.registration = b.registration
+	copy(h.slotTokens(slot), m.blockTokens(id))
+	m.index[b.hash] = hostLoc(slot)
+	b.registered = false
+	m.xfers = append(m.xfers, Transfer{Kind: CopyOut, Device: id, Host: HostSlot(slot)})
+	m.offloaded++
+	m.spilled++
+	return true
+}
+
+// pinHost protects the host slots of chain from being evicted by the spills
+// of the allocations that follow, until unpinHost. Pinned slots move to the
+// tail of the host list, so a spill finding a pinned slot at the head knows
+// every used slot is pinned.
+func (m *Manager) pinHost(chain []loc) {
+	m.pinEpoch++
+	for _, l := range chain {
+		if l.onHost() {
+			m.host.slots[l.slot()].pin = m.pinEpoch
+			m.host.toTail(l.slot())
+		}
+	}
+}
+
+// unpinHost ends the pins of the last pinHost.
+func (m *Manager) unpinHost() { m.pinEpoch++ }
+
 // Restore brings the host-tier blocks of tokens' prefix chain back to the
 // device as free cached blocks (most recently used), so the program's next
 // request finds its whole prefix on the device and the copies can run before
@@ -208,13 +268,16 @@ func (m *Manager) Restore(tokens []int32) (restored int) {
 	}
 	chain := m.matchPrefix(tokens, len(tokens)/m.blockSize)
 	held := m.restoreScratch[:0]
-	// Hold the chain's free device blocks so allocating cannot evict them.
+	// Hold the chain's free device blocks so allocating cannot evict them,
+	// and pin its host blocks so the spills of those allocations cannot.
 	for _, l := range chain {
 		if id := BlockID(l); !l.onHost() && m.blocks[id].ref == 0 {
 			m.acquire(id)
 			held = append(held, id)
 		}
 	}
+	m.pinHost(chain)
+	defer m.unpinHost()
 	for _, l := range chain {
 		if !l.onHost() {
 			continue

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,9 +52,22 @@ func TestOffloadAndHitFromHost(t *testing.T) {
 	if cached != 6 {
 		t.Fatalf("resumed request cached %d tokens, want 6", cached)
 	}
-	got := m.Transfers()
+	// The blocks the restores evict (the other work's, cached) spill to the
+	// host in between: keep the copy-ins.
+	var got []Transfer
+	spills := 0
+	for _, x := range m.Transfers() {
+		if x.Kind == CopyIn {
+			got = append(got, x)
+		} else {
+			spills++
+		}
+	}
 	if len(got) != 3 {
-		t.Fatalf("transfers %v, want 3 copy-ins", got)
+		t.Fatalf("transfers %v, want 3 copy-ins", m.Transfers())
+	}
+	if st := m.Stats(); int64(spills) != st.Spilled {
+		t.Fatalf("%d copy-outs with the copy-ins, but %d blocks spilled", spills, st.Spilled)
 	}
 	for i, x := range got {
 		if x.Kind != CopyIn || x.Device != m.Blocks(3)[i] || x.Host != HostSlot(i) {
@@ -64,7 +78,7 @@ func TestOffloadAndHitFromHost(t *testing.T) {
 		}
 	}
 	st = m.Stats()
-	if st.HostUsed != 0 || st.Restored != 3 || st.HostHits != 6 || st.Hits != 6 {
+	if st.HostUsed != int(st.Spilled) || st.Restored != 3 || st.HostHits != 6 || st.Hits != 6 {
 		t.Fatalf("after the resumed request: %+v", st)
 	}
 }
@@ -250,4 +264,127 @@ func TestHostTierInvariantsDetectCorruption(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEvictionSpillsToHost: a program in a tool call (its request finished,
+// its blocks free and cached, nobody offloaded them) loses its device blocks
+// to other work; with a host tier they are copied out as they are evicted,
+// and its next request finds its whole context there. With DropEvicted they
+// are gone, as before write-back.
+func TestEvictionSpillsToHost(t *testing.T) {
+	for _, drop := range []bool{false, true} {
+		m := newManager(t, Config{NumBlocks: 6, BlockSize: 2, EnablePrefixCache: true, HostBlocks: 8, DropEvicted: drop})
+		ctx := span(1, 6) // three full blocks
+		run(t, m, 1, ctx)
+		table := append([]BlockID(nil), m.Blocks(1)...)
+		m.Free(1, false) // the program goes to a tool call
+		m.ClearTransfers()
+
+		run(t, m, 2, span(100, 12)) // takes every device block
+		check(t, m)
+		var outs []Transfer
+		for _, x := range m.Transfers() {
+			if x.Kind == CopyOut {
+				outs = append(outs, x)
+			}
+		}
+		st := m.Stats()
+		if drop {
+			if len(outs) != 0 || st.Spilled != 0 || st.HostUsed != 0 {
+				t.Fatalf("DropEvicted: copy-outs %v, stats %+v; want none", outs, st)
+			}
+			if got := m.CachedPrefix(append(ctx, 99)); got != 0 {
+				t.Fatalf("DropEvicted: CachedPrefix = %d, want 0 (evicted)", got)
+			}
+			continue
+		}
+		if len(outs) != 3 || st.Spilled != 3 || st.Offloaded != 3 || st.HostUsed != 3 {
+			t.Fatalf("copy-outs %v, stats %+v; want the program's 3 blocks spilled", outs, st)
+		}
+		for _, x := range outs {
+			if !slices.Contains(table, x.Device) {
+				t.Errorf("copy-out of block %d, not one of the program's %v", x.Device, table)
+			}
+		}
+		m.ClearTransfers()
+		m.Free(2, false)
+
+		cached := run(t, m, 3, append(ctx, 99)) // the tool call returns
+		if cached != 6 {
+			t.Fatalf("next request cached %d tokens, want 6 (restored from host)", cached)
+		}
+		ins := 0
+		for _, x := range m.Transfers() {
+			if x.Kind == CopyIn {
+				ins++
+			}
+		}
+		if st := m.Stats(); ins != 3 || st.Restored != 3 || st.HostHits != 6 {
+			t.Fatalf("%d copy-ins, stats %+v; want 3 blocks restored", ins, st)
+		}
+	}
+}
+
+// TestSpillNeverEvictsTheChainBeingRestored: when the host tier holds only
+// the chain an Admit restores, the blocks its allocations evict are dropped
+// instead of taking the chain's slots, so the request still gets its whole
+// prefix with the right contents.
+func TestSpillNeverEvictsTheChainBeingRestored(t *testing.T) {
+	m := newManager(t, Config{NumBlocks: 6, BlockSize: 2, EnablePrefixCache: true, HostBlocks: 3})
+	ctx := span(1, 6)
+	run(t, m, 1, ctx)
+	m.Free(1, false)
+	m.Offload(ctx) // fills the host tier
+	m.ClearTransfers()
+	run(t, m, 2, span(100, 12))
+	m.Free(2, false) // every device block cached: each allocation evicts
+	m.ClearTransfers()
+	st := m.Stats()
+	if st.HostUsed != 3 || st.Cached != 6 {
+		t.Fatalf("setup: %+v, want a full host tier and 6 cached device blocks", st)
+	}
+	cached := run(t, m, 3, append(ctx, 7))
+	if cached != 6 {
+		t.Fatalf("cached %d tokens, want 6", cached)
+	}
+	// Every copy-in reads a slot that no earlier copy-out in the batch wrote.
+	written := map[HostSlot]bool{}
+	for _, x := range m.Transfers() {
+		switch x.Kind {
+		case CopyOut:
+			written[x.Host] = true
+		case CopyIn:
+			if written[x.Host] {
+				t.Fatalf("transfers %v: host slot %d overwritten before its copy-in", m.Transfers(), x.Host)
+			}
+		}
+	}
+}
+
+// TestSpillSkipsUnreachableBlocks: an evicted block whose parent
+// registration is gone could never be found again, so it is not copied out.
+func TestSpillSkipsUnreachableBlocks(t *testing.T) {
+	m := newManager(t, Config{NumBlocks: 4, BlockSize: 2, EnablePrefixCache: true, HostBlocks: 4})
+	ctx := span(1, 4)
+	run(t, m, 1, ctx)
+	table := append([]BlockID(nil), m.Blocks(1)...)
+	m.Free(1, false)
+	m.Offload(ctx[:2]) // the first block goes to the host
+	// Its copy fails: the first block's registration is gone, the second
+	// (still cached on the device) is unreachable.
+	m.FailTransfers(m.Transfers())
+	m.ClearTransfers()
+	if got := m.CachedPrefix(append(ctx, 0)); got != 0 {
+		t.Fatalf("CachedPrefix = %d, want 0", got)
+	}
+	run(t, m, 2, span(50, 8)) // takes every block
+	for _, x := range m.Transfers() {
+		if x.Device == table[1] {
+			t.Fatalf("transfers %v: unreachable block %d copied out", m.Transfers(), table[1])
+		}
+	}
+	if st := m.Stats(); st.HostUsed != 0 {
+		t.Fatalf("%+v: an unreachable block took a host slot", st)
+	}
+	check(t, m)
 }

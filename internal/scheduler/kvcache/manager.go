@@ -71,7 +71,12 @@ type Manager struct {
 	spare []*seqState
 	match []loc // scratch for prefix lookups
 
-	host hostTier
+	host        hostTier
+	dropEvicted bool
+	// pinEpoch marks the host slots (hostSlot.pin) that the allocations of
+	// the Admit or Restore under way must not evict to make room for
+	// spilled blocks: the chain being brought back.
+	pinEpoch uint64
 
 	// xfers are the copies the executor owes, in order (see Transfers).
 	xfers          []Transfer
@@ -79,6 +84,7 @@ type Manager struct {
 
 	queries, hits, hostHits int64
 	offloaded, restored     int64 // blocks moved to and from the host tier
+	spilled                 int64 // offloaded blocks that were device evictions
 }
 
 // New returns a Manager with all blocks free.
@@ -88,11 +94,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	bs := cfg.blockSize()
 	m := &Manager{
-		blockSize: bs,
-		numBlocks: cfg.NumBlocks,
-		prefix:    cfg.EnablePrefixCache,
-		blocks:    make([]block, cfg.NumBlocks+1),
-		seqs:      make(map[SeqID]*seqState),
+		blockSize:   bs,
+		numBlocks:   cfg.NumBlocks,
+		prefix:      cfg.EnablePrefixCache,
+		dropEvicted: cfg.DropEvicted,
+		blocks:      make([]block, cfg.NumBlocks+1),
+		seqs:        make(map[SeqID]*seqState),
 	}
 	s := m.sentinel()
 	m.blocks[s].prev, m.blocks[s].next = s, s
@@ -207,10 +214,15 @@ func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok b
 
 	s := m.newSeq()
 	// Take the device hits first: allocating could otherwise evict them.
+	// The host hits are pinned: the blocks that allocating evicts spill to
+	// the host tier, which must not make room by evicting them.
 	for _, l := range hit {
 		if !l.onHost() {
 			m.acquire(BlockID(l))
 		}
+	}
+	if onHost > 0 {
+		m.pinHost(hit)
 	}
 	for _, l := range hit {
 		if l.onHost() {
@@ -222,6 +234,7 @@ func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok b
 	for range fresh {
 		s.table = append(s.table, m.allocate())
 	}
+	m.unpinHost()
 	if len(hit) > 0 {
 		b := &m.blocks[s.table[len(hit)-1]]
 		s.hashed, s.chainHash, s.chainUID = len(hit), b.hash, b.uid
@@ -313,11 +326,12 @@ func (m *Manager) blocksFor(n int) int {
 	return (n + m.blockSize - 1) / m.blockSize
 }
 
-// allocate takes the head of the free list, dropping its cached contents.
+// allocate takes the head of the free list, evicting its cached contents:
+// to the host tier when there is one (spill), otherwise dropped.
 func (m *Manager) allocate() BlockID {
 	id := m.head()
 	m.unlink(id)
-	if m.blocks[id].registered {
+	if m.blocks[id].registered && !m.spill(id) {
 		m.drop(id)
 	}
 	m.blocks[id].ref = 1

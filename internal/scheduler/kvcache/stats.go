@@ -15,8 +15,10 @@ type Stats struct {
 	// HostTotal is the number of host-tier blocks, HostUsed how many hold
 	// offloaded contents.
 	HostTotal, HostUsed int
-	// Offloaded and Restored count blocks moved to and from the host tier.
-	Offloaded, Restored int64
+	// Offloaded and Restored count blocks moved to and from the host tier;
+	// Spilled is how many of the offloaded blocks were device evictions
+	// (the rest were Offload calls).
+	Offloaded, Restored, Spilled int64
 }
 
 // Stats returns the current statistics.
@@ -34,6 +36,7 @@ func (m *Manager) Stats() Stats {
 		HostUsed:  m.host.used,
 		Offloaded: m.offloaded,
 		Restored:  m.restored,
+		Spilled:   m.spilled,
 	}
 }
 
