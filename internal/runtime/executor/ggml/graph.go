@@ -55,22 +55,12 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 		return nil
 	}
 	vocab := e.cfg.VocabSize
-	s.logits = growF32(s.logits, ns*vocab)
-	e.a.tensorGet(logits, unsafe.Pointer(&s.logits[0]), 0, uintptr(4*ns*vocab))
-	k := 0
-	for i := range b.Seqs {
-		if !b.Seqs[i].Sample {
-			continue
-		}
-		l := out.Logits[i]
-		if cap(l) < vocab {
-			l = make([]float32, vocab)
-		}
-		l = l[:vocab]
-		copy(l, s.logits[k*vocab:(k+1)*vocab])
-		out.Logits[i] = l
-		k++
+	host, err := e.logitsBuffer(ns * vocab)
+	if err != nil {
+		return err
 	}
+	e.a.tensorGet(logits, unsafe.Pointer(&host[0]), 0, uintptr(4*ns*vocab))
+	batch.ShareLogits(b, out, host, vocab)
 	return nil
 }
 
