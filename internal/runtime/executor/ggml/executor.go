@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // Options choose the libraries, the device and its threads.
@@ -201,8 +202,26 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	// A layer's graph has about 40 nodes plus its views; leave room.
 	e.graphSize = 64*c.Layers + 256
 	e.ctxBytes = e.a.tensorOverhead()*uintptr(e.graphSize) + e.a.graphOverhead(uintptr(e.graphSize), false)
+	if !e.onCPU() {
+		// A GPU kernel build that cannot run on this GPU fails at its first
+		// launch, and ggml aborts the process there: let that be now, at
+		// start, rather than at the first request. (On an H100 with the 580
+		// driver, node-llama-cpp's prebuilt CUDA library aborts so with "the
+		// provided PTX was compiled with an unsupported toolchain";
+		// hack/build-ggml-cuda.sh builds one that runs.)
+		if err := e.probe(); err != nil {
+			return nil, fmt.Errorf("first forward pass on %s: %w", be.Name, err)
+		}
+	}
 	ok = true
 	return e, nil
+}
+
+// probe runs one token through the model in block 0 (whose slot it writes
+// is written again before any sequence reads it).
+func (e *Executor) probe() error {
+	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{0}, Blocks: []kvcache.BlockID{0}, Sample: true}}, NumTokens: 1, BlockSize: e.blockSize}
+	return e.Execute(context.Background(), b, &batch.Output{Logits: make([][]float32, 1)})
 }
 
 // Device is a description of where the executor runs, for logs.
