@@ -54,11 +54,12 @@ type Executor struct {
 	outNorm           cTensor
 	output            cTensor
 	layers            []layerTensors
-	// kc[l] is [kvDim, slots]: one key row per slot. vc[l] is the same
-	// with flash attention (the CPU); otherwise [slots, kvDim], values
-	// stored transposed, so that attention multiplies the softmax weights by
-	// contiguous rows of V.
+	// kc[l] and vc[l] are [kvDim, slots]: one key (value) row per slot,
+	// a block's rows contiguous.
 	kc, vc []cTensor
+	// where maps a block id to its index among the blocks the iteration's
+	// batch reaches (-1: not reached); reset after each prepare.
+	where []int32
 	// flash: attention is one ggml_flash_attn_ext, which on the CPU skips
 	// the masked slots instead of computing and discarding them: with many
 	// sequences in a batch each token would otherwise score every
@@ -92,10 +93,13 @@ type layerTensors struct {
 // the largest batch seen and reused.
 type scratch struct {
 	ids, pos, outRows []int32
-	kIdx, vIdx        []int64
-	slot              []int64
-	mask              []float32
-	mask16            []uint16 // the mask in F16, as flash attention takes it
+	kIdx              []int64
+	// blocks are the blocks the batch reaches, in first-use order: the
+	// iteration's attention gathers them from the cache (see build).
+	blocks []int32
+	slot   []int64
+	mask   []float32
+	mask16 []uint16 // the mask in F16, as flash attention takes it
 	// logits receives the sampled rows' logits, which the engine reads in
 	// place (batch.ShareLogits). On a GPU it lies in the device's pinned
 	// host buffer (logitsBuf), so the copy back runs at the host link's
@@ -365,11 +369,7 @@ func (e *Executor) allocKV() error {
 	e.kc, e.vc = make([]cTensor, e.cfg.Layers), make([]cTensor, e.cfg.Layers)
 	for l := range e.cfg.Layers {
 		e.kc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
-		if e.flash {
-			e.vc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
-		} else {
-			e.vc[l] = e.a.newTensor2d(ctx, typeF32, slots, int64(e.kvDim))
-		}
+		e.vc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
 	}
 	if e.onCPU() {
 		// Fresh anonymous memory is zero and paged in as blocks are used.
@@ -423,25 +423,39 @@ func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
 }
 
 // prepare fills the host inputs for n tokens: ids, positions, KV slots, the
-// rows whose logits are wanted, and the attention mask over the slot range
-// [0, span) that the batch's blocks reach. It returns span.
+// rows whose logits are wanted, the blocks the batch reaches and the
+// attention mask over their slots. It returns span, the number of those
+// slots (blocks × block size).
 //
 // The mask is the unified-cache rule: token t of sequence s may attend slot
 // j only when j holds one of s's positions ≤ t's position. Shared prefix
 // blocks appear in several sequences' tables and are visible to each of
-// them; blocks of other sequences and free blocks are masked out.
+// them; other sequences' slots are masked out. Only the blocks some
+// sequence of the batch reaches are attended (gathered), so a step's
+// attention costs what the batch's contexts hold, not what the cache holds:
+// with the whole cache (hundreds of thousands of slots on a GPU) the mask
+// alone would be n × slots.
 func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	s, bs := &e.s, e.blockSize
 	s.ids, s.pos = growI32(s.ids, n), growI32(s.pos, n)
 	s.slot = growI64(s.slot, n)
 	s.outRows = s.outRows[:0]
-	maxBlock := 0
+	s.blocks = s.blocks[:0]
+	if e.where == nil {
+		e.where = make([]int32, e.numBlocks)
+		for i := range e.where {
+			e.where[i] = -1
+		}
+	}
 	t := 0
 	for i := range b.Seqs {
 		sq := &b.Seqs[i]
 		end := sq.Pos + len(sq.Tokens)
 		for _, id := range sq.Blocks[:(end+bs-1)/bs] {
-			maxBlock = max(maxBlock, int(id))
+			if e.where[id] < 0 {
+				e.where[id] = int32(len(s.blocks))
+				s.blocks = append(s.blocks, int32(id))
+			}
 		}
 		for j, id := range sq.Tokens {
 			p := sq.Pos + j
@@ -453,7 +467,7 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 			s.outRows = append(s.outRows, int32(t-1))
 		}
 	}
-	span = (maxBlock + 1) * bs
+	span = len(s.blocks) * bs
 	// The mask in F32 (0 visible, -inf hidden) or, for flash attention, in
 	// F16 (0x0000 and 0xfc00).
 	inf := float32(math.Inf(-1))
@@ -474,7 +488,7 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 		sq := &b.Seqs[i]
 		for j := range sq.Tokens {
 			for p := 0; p <= sq.Pos+j; p++ {
-				k := t*span + int(sq.Blocks[p/bs])*bs + p%bs
+				k := t*span + int(e.where[sq.Blocks[p/bs]])*bs + p%bs
 				if e.flash {
 					s.mask16[k] = 0
 				} else {
@@ -484,20 +498,11 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 			t++
 		}
 	}
+	for _, id := range s.blocks {
+		e.where[id] = -1
+	}
 	s.kIdx = growI64(s.kIdx, n)
 	copy(s.kIdx, s.slot[:n])
-	if e.flash {
-		return span
-	}
-	// Values are stored transposed: element (token t, dim d) of this
-	// iteration's V goes to flat index d*slots + slot(t) of the cache.
-	slots := int64(e.numBlocks * bs)
-	s.vIdx = growI64(s.vIdx, n*e.kvDim)
-	for d := range e.kvDim {
-		for t := range n {
-			s.vIdx[d*n+t] = int64(d)*slots + s.slot[t]
-		}
-	}
 	return span
 }
 
