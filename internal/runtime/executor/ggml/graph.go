@@ -122,7 +122,6 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 
-
 	x := a.getRows(ctx, e.tokEmbd, in.ids) // [dim, n]
 	for li := range e.layers {
 		l := &e.layers[li]
