@@ -7,7 +7,10 @@
 
 # The CUDA runtime image of the runtime-cuda target (its tag is not verified
 # here: these machines reach no container registry).
-ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu22.04
+ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04
+# Where ggml's CUDA backend is compiled (same CUDA release and Ubuntu as the
+# runtime image, so the libraries find the same glibc and libcudart).
+ARG CUDA_DEVEL_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
@@ -24,16 +27,31 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags="-s -w" -o /out/kvpilot-runtime ./cmd/runtime
 
-# ggml's CUDA build (the ggml executor's kernels), the same release that
-# hack/setup-ggml.sh installs for tests: node-llama-cpp's prebuilt package,
-# fetched with npm pack (no install scripts run).
-FROM --platform=linux/amd64 node:22-bookworm-slim AS ggml-cuda
+# ggml's CUDA build (the ggml executor's kernels), from the release that
+# hack/setup-ggml.sh installs for tests (node-llama-cpp's npm packages,
+# fetched with npm pack; no install scripts run): its CPU backends as
+# prebuilt, its CUDA backend compiled here for the GPUs named in
+# GGML_CUDA_ARCHS by hack/build-ggml-cuda.sh. The prebuilt CUDA library
+# is not used: it has machine code for sm_86/89/120/121 only, and on an
+# H100 with the 580 driver its PTX fails to load (see the script).
+FROM --platform=linux/amd64 node:22-bookworm-slim AS ggml-fetch
 ARG GGML_NLC_VERSION=3.22.1
 WORKDIR /tmp/ggml
-RUN npm pack --silent "@node-llama-cpp/linux-x64-cuda@${GGML_NLC_VERSION}" && \
-    mkdir -p x /ggml && tar -xzf ./*.tgz -C x && \
-    cp x/package/bins/linux-x64-cuda/libggml*.so x/package/bins/linux-x64-cuda/_nlcBuildMetadata.json /ggml/ && \
-    rm -rf /tmp/ggml
+RUN npm pack --silent "@node-llama-cpp/linux-x64@${GGML_NLC_VERSION}" "node-llama-cpp@${GGML_NLC_VERSION}" && \
+    mkdir -p x /prebuilt /src && for f in ./*.tgz; do tar -xzf "$f" -C x; done && \
+    cp x/package/bins/linux-x64/libggml-cpu*.so /prebuilt/ && \
+    cp x/package/llama/gitRelease.bundle /src/ && rm -rf /tmp/ggml
+
+FROM --platform=linux/amd64 ${CUDA_DEVEL_IMAGE} AS ggml-cuda
+RUN apt-get update && apt-get install -y --no-install-recommends cmake ninja-build git && rm -rf /var/lib/apt/lists/*
+# Volta and older are not supported by CUDA 13; add archs as needed.
+ARG GGML_CUDA_ARCHS="75-real;80-real;86-real;89-real;90-real;100-real;120-real"
+COPY hack/build-ggml-cuda.sh /build-ggml-cuda.sh
+COPY --from=ggml-fetch /prebuilt /prebuilt
+COPY --from=ggml-fetch /src /src
+RUN git clone -q /src/gitRelease.bundle /src/llama.cpp && \
+    GGML_SRC=/src/llama.cpp/ggml GGML_PREBUILT=/prebuilt CUDA_ARCHS="${GGML_CUDA_ARCHS}" \
+    bash /build-ggml-cuda.sh /ggml && rm -rf /src
 
 # The runtime for NVIDIA GPUs: `make docker-build-cuda IMG_CUDA=...`. ggml's
 # CUDA backend links libcudart.so.13 and libcublas.so.13, which the CUDA

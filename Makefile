@@ -91,17 +91,19 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 
 .PHONY: bench-executors
 bench-executors: ggml ## ggml vs cpu executor (GGML_THREADS=n to set ggml's CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
-	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: test-gpu
-test-gpu: ## The ggml executor's tests and benchmark on CUDA (fetches ggml's CUDA build, ~143 MB); skipped without an NVIDIA GPU.
+test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for this GPU with nvcc when present, ~3 min; else the prebuilt); skipped without an NVIDIA GPU.
 	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
 		echo "test-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped; the CUDA path is built but not run here"; \
 		exit 0; \
 	fi; \
-	lib="$$($(SETUP_GGML) cuda)"; \
+	if [ -n "$(KVPILOT_GGML_LIB)" ]; then lib="$(KVPILOT_GGML_LIB)"; \
+	elif command -v nvcc >/dev/null && command -v cmake >/dev/null; then lib="$$(hack/build-ggml-cuda.sh)" || exit 1; \
+	else echo "test-gpu: no nvcc/cmake: using the prebuilt CUDA library, which cannot run on every GPU (see hack/build-ggml-cuda.sh)"; lib="$$($(SETUP_GGML) cuda)"; fi; \
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_REQUIRE_GGML=1 KVPILOT_GGML_DEVICE=cuda $(GO) test $(GOFLAGS_TEST) -v ./internal/runtime/executor/ggml/ && \
-	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench Executors -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-agents
 bench-agents: ## Agentic workload: ProgramAware vs Default placement on a simulated pool (virtual time).

@@ -10,6 +10,10 @@
 # npm is the one registry these machines and CI reach that ships them; only
 # `npm pack` is used (no node_modules, no install scripts run).
 #
+# The prebuilt CUDA backend does not run on every GPU (on an H100 with the
+# 580 driver its PTX is refused at the first kernel launch):
+# hack/build-ggml-cuda.sh builds it from the same release for your GPUs.
+#
 # A cached directory is reused as-is: the package version is part of its path,
 # so a stale cache cannot be picked up by mistake.
 #

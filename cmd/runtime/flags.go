@@ -85,7 +85,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
 	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
 	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans")
-	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS)")
+	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml one per physical core this process may use, at most GOMAXPROCS)")
 
 	fs.StringVar(&o.Host, "host", "0.0.0.0", "address to listen on")
 	fs.IntVar(&o.Port, "port", 8000, "port of the OpenAI-compatible API (0: any free port)")

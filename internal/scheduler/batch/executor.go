@@ -23,6 +23,10 @@ import (
 //     for sequences without Sample are ignored.
 //   - Batch and Output, and every slice in them, are reused by the engine
 //     after Execute returns: an executor that keeps data must copy it.
+//   - out.Logits[i] may point into the executor's own memory instead of a
+//     copy (a vocabulary of 152k is 600 KB per sequence and step): the engine
+//     reads the logits, and may change them in place while sampling, only
+//     until it calls Execute again.
 //   - An error fails the requests of this batch (they finish with reason
 //     "error"); the engine frees their blocks and goes on with the next
 //     iteration. Execute must return promptly when ctx is done.

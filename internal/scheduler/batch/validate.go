@@ -47,3 +47,18 @@ func Validate(b *Batch, out *Output, lim Limits) (int, error) {
 	}
 	return n, nil
 }
+
+// ShareLogits points out.Logits at the rows of logits, one row of vocab
+// floats per sequence with Sample set, in batch order (see the Executor
+// contract: the engine uses them only until the next Execute). Each row's
+// capacity ends at its own end, so an append cannot spill into the next.
+func ShareLogits(b *Batch, out *Output, logits []float32, vocab int) {
+	k := 0
+	for i := range b.Seqs {
+		if !b.Seqs[i].Sample {
+			continue
+		}
+		out.Logits[i] = logits[k*vocab : (k+1)*vocab : (k+1)*vocab]
+		k++
+	}
+}

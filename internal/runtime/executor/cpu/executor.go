@@ -198,20 +198,7 @@ func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Outpu
 	}
 	s.logits = grow(s.logits, ns*c.VocabSize)
 	e.matmul(&e.output, s.headIn, s.logits, nil, ns)
-	k := 0
-	for i := range b.Seqs {
-		if !b.Seqs[i].Sample {
-			continue
-		}
-		l := out.Logits[i]
-		if cap(l) < c.VocabSize {
-			l = make([]float32, c.VocabSize)
-		}
-		l = l[:c.VocabSize]
-		copy(l, s.logits[k*c.VocabSize:(k+1)*c.VocabSize])
-		out.Logits[i] = l
-		k++
-	}
+	batch.ShareLogits(b, out, s.logits, c.VocabSize)
 	return nil
 }
 

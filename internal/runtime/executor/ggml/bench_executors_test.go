@@ -193,3 +193,55 @@ func BenchmarkExecutors(b *testing.B) {
 		ge.Close()
 	}
 }
+
+// BenchmarkStepVsHTTP splits ggml's decode throughput on the Qwen2-0.5B
+// shape (Q8_0) into the executor's step alone (Execute of 1 and of 32
+// decoding sequences, 16 tokens into their context) and the same through
+// the engine and HTTP server (aggregateDecode), to show what the serving
+// path adds. Part of `make bench-executors` and `make test-gpu`.
+func BenchmarkStepVsHTTP(b *testing.B) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("a few GiB: run `make bench-executors`")
+	}
+	m, err := model.Random(qwen05Config, 1).Convert(model.Q8_0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	threads := runtime.GOMAXPROCS(0)
+	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_GGML_THREADS")); err == nil && v > 0 {
+		threads = v
+	}
+	ge, err := New(m, 256, benchBlockSize, Options{LibDir: testLibDir(b), Device: testDevice(), Threads: threads})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ge.Close()
+	steps := 50
+	if ge.onCPU() {
+		steps = 5
+	}
+	step := map[int]float64{}
+	for _, ns := range []int{1, 32} {
+		seqs := make([]batch.Seq, ns)
+		for i := range seqs {
+			seqs[i] = batch.Seq{SeqID: uint64(i), Tokens: []int32{int32(i)}, Pos: 16, Blocks: contiguous(i*4, 4), Sample: true}
+		}
+		bt := &batch.Batch{Seqs: seqs, NumTokens: ns, BlockSize: benchBlockSize}
+		out := &batch.Output{Logits: make([][]float32, ns)}
+		run := func() {
+			clear(out.Logits) // as the engine does
+			if err := ge.Execute(context.Background(), bt, out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		run() // grow the compute buffer
+		start := time.Now()
+		for range steps {
+			run()
+		}
+		step[ns] = float64(ns*steps) / time.Since(start).Seconds()
+	}
+	h1, h32 := aggregateDecode(b, ge, m, 1), aggregateDecode(b, ge, m, 32)
+	fmt.Printf("Q8_0 on %s: step alone 1 seq %.1f tok/s, 32 seqs %.1f tok/s; through HTTP 1 stream %.1f tok/s, 32 streams %.1f tok/s (HTTP/step: %.2f×, %.2f×)\n",
+		ge.Device(), step[1], step[32], h1, h32, h1/step[1], h32/step[32])
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -72,5 +74,21 @@ func TestExecuteErrors(t *testing.T) {
 	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{1}, Blocks: []kvcache.BlockID{0}, Sample: true}}, BlockSize: testBlockSize}
 	if err := e.Execute(ctx, b, &batch.Output{Logits: make([][]float32, 1)}); err != context.Canceled {
 		t.Errorf("cancelled context: got %v", err)
+	}
+}
+
+// TestProbeLeavesNoTrace: the start-up forward pass that GPUs run (probe)
+// gives finite logits and changes nothing a later sequence in block 0
+// computes.
+func TestProbeLeavesNoTrace(t *testing.T) {
+	m := randomModel(t, parityConfigs()["llama"], model.F16, 3)
+	probed, fresh := newTestExec(t, m, 8), newTestExec(t, m, 8)
+	if err := probed.probe(); err != nil {
+		t.Fatal(err)
+	}
+	seq := []batch.Seq{{Tokens: []int32{7, 1, 2}, Blocks: contiguous(0, 1), Sample: true}}
+	got, want := execute(t, probed, seq)[0], execute(t, fresh, seq)[0]
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("logits after the probe differ (-fresh +probed):\n%s", diff)
 	}
 }

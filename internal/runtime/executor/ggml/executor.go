@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // Options choose the libraries, the device and its threads.
@@ -53,11 +54,12 @@ type Executor struct {
 	outNorm           cTensor
 	output            cTensor
 	layers            []layerTensors
-	// kc[l] is [kvDim, slots]: one key row per slot. vc[l] is the same
-	// with flash attention (the CPU); otherwise [slots, kvDim], values
-	// stored transposed, so that attention multiplies the softmax weights by
-	// contiguous rows of V.
+	// kc[l] and vc[l] are [kvDim, slots]: one key (value) row per slot,
+	// a block's rows contiguous.
 	kc, vc []cTensor
+	// where maps a block id to its index among the blocks the iteration's
+	// batch reaches (-1: not reached); reset after each prepare.
+	where []int32
 	// flash: attention is one ggml_flash_attn_ext, which on the CPU skips
 	// the masked slots instead of computing and discarding them: with many
 	// sequences in a batch each token would otherwise score every
@@ -91,11 +93,20 @@ type layerTensors struct {
 // the largest batch seen and reused.
 type scratch struct {
 	ids, pos, outRows []int32
-	kIdx, vIdx        []int64
-	slot              []int64
-	mask              []float32
-	mask16            []uint16 // the mask in F16, as flash attention takes it
-	logits            []float32
+	kIdx              []int64
+	// blocks are the blocks the batch reaches, in first-use order: the
+	// iteration's attention gathers them from the cache (see build).
+	blocks []int32
+	slot   []int64
+	mask   []float32
+	mask16 []uint16 // the mask in F16, as flash attention takes it
+	// logits receives the sampled rows' logits, which the engine reads in
+	// place (batch.ShareLogits). On a GPU it lies in the device's pinned
+	// host buffer (logitsBuf), so the copy back runs at the host link's
+	// speed instead of through a staging copy: 32 rows of a 152k vocabulary
+	// are 19 MB a step.
+	logits    []float32
+	logitsBuf cBuf
 }
 
 // KVBytesPerBlock is the KV memory one block of blockSize slots takes across
@@ -195,8 +206,26 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	// A layer's graph has about 40 nodes plus its views; leave room.
 	e.graphSize = 64*c.Layers + 256
 	e.ctxBytes = e.a.tensorOverhead()*uintptr(e.graphSize) + e.a.graphOverhead(uintptr(e.graphSize), false)
+	if !e.onCPU() {
+		// A GPU kernel build that cannot run on this GPU fails at its first
+		// launch, and ggml aborts the process there: let that be now, at
+		// start, rather than at the first request. (On an H100 with the 580
+		// driver, node-llama-cpp's prebuilt CUDA library aborts so with "the
+		// provided PTX was compiled with an unsupported toolchain";
+		// hack/build-ggml-cuda.sh builds one that runs.)
+		if err := e.probe(); err != nil {
+			return nil, fmt.Errorf("first forward pass on %s: %w", be.Name, err)
+		}
+	}
 	ok = true
 	return e, nil
+}
+
+// probe runs one token through the model in block 0 (whose slot it writes
+// is written again before any sequence reads it).
+func (e *Executor) probe() error {
+	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{0}, Blocks: []kvcache.BlockID{0}, Sample: true}}, NumTokens: 1, BlockSize: e.blockSize}
+	return e.Execute(context.Background(), b, &batch.Output{Logits: make([][]float32, 1)})
 }
 
 // Device is a description of where the executor runs, for logs.
@@ -223,7 +252,7 @@ func (e *Executor) Close() {
 		e.a.gallocrFree(e.galloc)
 		e.galloc = 0
 	}
-	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf} {
+	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf} {
 		if *b != 0 {
 			e.a.bufferFree(*b)
 			*b = 0
@@ -233,6 +262,7 @@ func (e *Executor) Close() {
 		e.a.bufferFree(b)
 	}
 	e.mappedBufs = nil
+	e.s.logits = nil // it may have been in logitsBuf
 	e.wregion.free()
 	e.kvregion.free()
 	e.wregion, e.kvregion = nil, nil
@@ -339,11 +369,7 @@ func (e *Executor) allocKV() error {
 	e.kc, e.vc = make([]cTensor, e.cfg.Layers), make([]cTensor, e.cfg.Layers)
 	for l := range e.cfg.Layers {
 		e.kc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
-		if e.flash {
-			e.vc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
-		} else {
-			e.vc[l] = e.a.newTensor2d(ctx, typeF32, slots, int64(e.kvDim))
-		}
+		e.vc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
 	}
 	if e.onCPU() {
 		// Fresh anonymous memory is zero and paged in as blocks are used.
@@ -397,25 +423,39 @@ func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
 }
 
 // prepare fills the host inputs for n tokens: ids, positions, KV slots, the
-// rows whose logits are wanted, and the attention mask over the slot range
-// [0, span) that the batch's blocks reach. It returns span.
+// rows whose logits are wanted, the blocks the batch reaches and the
+// attention mask over their slots. It returns span, the number of those
+// slots (blocks × block size).
 //
 // The mask is the unified-cache rule: token t of sequence s may attend slot
 // j only when j holds one of s's positions ≤ t's position. Shared prefix
 // blocks appear in several sequences' tables and are visible to each of
-// them; blocks of other sequences and free blocks are masked out.
+// them; other sequences' slots are masked out. Only the blocks some
+// sequence of the batch reaches are attended (gathered), so a step's
+// attention costs what the batch's contexts hold, not what the cache holds:
+// with the whole cache (hundreds of thousands of slots on a GPU) the mask
+// alone would be n × slots.
 func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	s, bs := &e.s, e.blockSize
 	s.ids, s.pos = growI32(s.ids, n), growI32(s.pos, n)
 	s.slot = growI64(s.slot, n)
 	s.outRows = s.outRows[:0]
-	maxBlock := 0
+	s.blocks = s.blocks[:0]
+	if e.where == nil {
+		e.where = make([]int32, e.numBlocks)
+		for i := range e.where {
+			e.where[i] = -1
+		}
+	}
 	t := 0
 	for i := range b.Seqs {
 		sq := &b.Seqs[i]
 		end := sq.Pos + len(sq.Tokens)
 		for _, id := range sq.Blocks[:(end+bs-1)/bs] {
-			maxBlock = max(maxBlock, int(id))
+			if e.where[id] < 0 {
+				e.where[id] = int32(len(s.blocks))
+				s.blocks = append(s.blocks, int32(id))
+			}
 		}
 		for j, id := range sq.Tokens {
 			p := sq.Pos + j
@@ -427,7 +467,7 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 			s.outRows = append(s.outRows, int32(t-1))
 		}
 	}
-	span = (maxBlock + 1) * bs
+	span = len(s.blocks) * bs
 	// The mask in F32 (0 visible, -inf hidden) or, for flash attention, in
 	// F16 (0x0000 and 0xfc00).
 	inf := float32(math.Inf(-1))
@@ -448,7 +488,7 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 		sq := &b.Seqs[i]
 		for j := range sq.Tokens {
 			for p := 0; p <= sq.Pos+j; p++ {
-				k := t*span + int(sq.Blocks[p/bs])*bs + p%bs
+				k := t*span + int(e.where[sq.Blocks[p/bs]])*bs + p%bs
 				if e.flash {
 					s.mask16[k] = 0
 				} else {
@@ -458,21 +498,40 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 			t++
 		}
 	}
+	for _, id := range s.blocks {
+		e.where[id] = -1
+	}
 	s.kIdx = growI64(s.kIdx, n)
 	copy(s.kIdx, s.slot[:n])
-	if e.flash {
-		return span
-	}
-	// Values are stored transposed: element (token t, dim d) of this
-	// iteration's V goes to flat index d*slots + slot(t) of the cache.
-	slots := int64(e.numBlocks * bs)
-	s.vIdx = growI64(s.vIdx, n*e.kvDim)
-	for d := range e.kvDim {
-		for t := range n {
-			s.vIdx[d*n+t] = int64(d)*slots + s.slot[t]
-		}
-	}
 	return span
+}
+
+// logitsBuffer returns room for n logits: Go memory on the CPU, else the
+// device's pinned host buffer type where it has one, grown by doubling.
+func (e *Executor) logitsBuffer(n int) ([]float32, error) {
+	s := &e.s
+	if cap(s.logits) >= n {
+		return s.logits[:n], nil
+	}
+	var buft cBuft
+	if !e.onCPU() {
+		buft = e.a.devHostBuft(e.be.dev)
+	}
+	if buft == 0 {
+		s.logits = make([]float32, n, 2*n)
+		return s.logits[:n], nil
+	}
+	size := 2 * n
+	buf := e.a.buftAlloc(buft, uintptr(4*size))
+	if buf == 0 {
+		return nil, fmt.Errorf("could not allocate %d MiB of pinned host memory for the logits", 4*size>>20)
+	}
+	if s.logitsBuf != 0 {
+		e.a.bufferFree(s.logitsBuf)
+	}
+	s.logitsBuf = buf
+	s.logits = unsafe.Slice((*float32)(e.a.bufferBase(buf)), size)
+	return s.logits[:n], nil
 }
 
 func growI32(s []int32, n int) []int32 {

@@ -12,7 +12,7 @@ import (
 
 // inputs are one iteration's graph inputs.
 type inputs struct {
-	ids, pos, kIdx, vIdx, mask, outRows cTensor
+	ids, pos, kIdx, blocks, mask, outRows cTensor
 }
 
 // run builds the iteration's compute graph, allocates its intermediate
@@ -39,10 +39,10 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	set(in.ids, unsafe.Pointer(&s.ids[0]), 4*n)
 	set(in.pos, unsafe.Pointer(&s.pos[0]), 4*n)
 	set(in.kIdx, unsafe.Pointer(&s.kIdx[0]), 8*n)
+	set(in.blocks, unsafe.Pointer(&s.blocks[0]), 4*len(s.blocks))
 	if e.flash {
 		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
 	} else {
-		set(in.vIdx, unsafe.Pointer(&s.vIdx[0]), 8*len(s.vIdx))
 		set(in.mask, unsafe.Pointer(&s.mask[0]), 4*len(s.mask))
 	}
 	if ns > 0 {
@@ -55,22 +55,12 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 		return nil
 	}
 	vocab := e.cfg.VocabSize
-	s.logits = growF32(s.logits, ns*vocab)
-	e.a.tensorGet(logits, unsafe.Pointer(&s.logits[0]), 0, uintptr(4*ns*vocab))
-	k := 0
-	for i := range b.Seqs {
-		if !b.Seqs[i].Sample {
-			continue
-		}
-		l := out.Logits[i]
-		if cap(l) < vocab {
-			l = make([]float32, vocab)
-		}
-		l = l[:vocab]
-		copy(l, s.logits[k*vocab:(k+1)*vocab])
-		out.Logits[i] = l
-		k++
+	host, err := e.logitsBuffer(ns * vocab)
+	if err != nil {
+		return err
 	}
+	e.a.tensorGet(logits, unsafe.Pointer(&host[0]), 0, uintptr(4*ns*vocab))
+	batch.ShareLogits(b, out, host, vocab)
 	return nil
 }
 
@@ -81,7 +71,6 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 	a, c := e.a, e.cfg
 	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
 	kvDim, qDim := int64(e.kvDim), int64(c.Heads*c.HeadDim)
-	slots := int64(e.numBlocks * e.blockSize)
 	nt, sp := int64(n), int64(span)
 
 	input := func(typ int32, ne0, ne1 int64) cTensor {
@@ -99,11 +88,21 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		pos:  input(typeI32, nt, 0),
 		kIdx: input(typeI64, nt, 0),
 	}
+	nb := sp / int64(e.blockSize)
+	in.blocks = input(typeI32, nb, 0)
 	if e.flash {
 		in.mask = input(typeF16, sp, nt)
 	} else {
-		in.vIdx = input(typeI64, nt*kvDim, 0)
 		in.mask = input(typeF32, sp, nt)
+	}
+	// gather takes the rows of the batch's blocks from a cache tensor (the
+	// result of this iteration's write into it, so that the write comes
+	// first): [kvDim, slots] seen as one row per block, get_rows, and back
+	// to [hd, kvHeads, span].
+	blockRow := int64(kvDim) * int64(e.blockSize)
+	gather := func(written cTensor) cTensor {
+		rows := a.getRows(ctx, a.reshape2d(ctx, written, blockRow, int64(e.numBlocks)), in.blocks) // [kvDim·bs, blocks]
+		return a.reshape3d(ctx, rows, hd, kvHeads, sp)
 	}
 	mode := int32(ropeNormal)
 	if c.RopeNeox() {
@@ -122,7 +121,6 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		return y
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	const f32 = 4
 
 	x := a.getRows(ctx, e.tokEmbd, in.ids) // [dim, n]
 	for li := range e.layers {
@@ -134,25 +132,24 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		q, k = rope(q), rope(k)
 
 		// Write this iteration's keys and values into their slots, then
-		// attend over the slot range [0, span) of the cache in place. The
-		// graph runs its nodes in order, so the attention, which reads the
-		// cache tensors, sees this iteration's rows.
-		a.buildForward(g, a.setRows(ctx, e.kc[li], a.reshape2d(ctx, k, kvDim, nt), in.kIdx))
-		keys := a.permute(ctx, a.view3d(ctx, e.kc[li], hd, kvHeads, sp, uintptr(hd*f32), uintptr(kvDim*f32), 0), 0, 2, 1, 3) // [hd, span, kvHeads]
-		qp := a.permute(ctx, q, 0, 2, 1, 3)                                                                                  // [hd, n, heads]
+		// attend over the slots of the blocks the batch reaches, gathered
+		// from the cache into one contiguous run (a copy of what the batch
+		// reads, not of the cache; a block shared by several sequences is
+		// gathered once and read by each of them).
+		kw := a.setRows(ctx, e.kc[li], a.reshape2d(ctx, k, kvDim, nt), in.kIdx)
+		vw := a.setRows(ctx, e.vc[li], v, in.kIdx)
+		keys := a.permute(ctx, gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
+		qp := a.permute(ctx, q, 0, 2, 1, 3)            // [hd, n, heads]
 		var attn cTensor
 		if e.flash {
-			a.buildForward(g, a.setRows(ctx, e.vc[li], v, in.kIdx))
-			vals := a.permute(ctx, a.view3d(ctx, e.vc[li], hd, kvHeads, sp, uintptr(hd*f32), uintptr(kvDim*f32), 0), 0, 2, 1, 3) // [hd, span, kvHeads]
-			attn = a.reshape2d(ctx, a.flashAttnExt(ctx, qp, keys, vals, in.mask, scale, 0, 0), qDim, nt)                         // [hd, heads, n] → [qDim, n]
+			vals := a.permute(ctx, gather(vw), 0, 2, 1, 3)                                               // [hd, span, kvHeads]
+			attn = a.reshape2d(ctx, a.flashAttnExt(ctx, qp, keys, vals, in.mask, scale, 0, 0), qDim, nt) // [hd, heads, n] → [qDim, n]
 		} else {
-			vt := a.reshape2d(ctx, a.cont(ctx, a.transpose(ctx, v)), 1, nt*kvDim)
-			a.buildForward(g, a.setRows(ctx, a.reshape2d(ctx, e.vc[li], 1, slots*kvDim), vt, in.vIdx))
 			kq := a.mulMat(ctx, keys, qp) // [span, n, heads]
 			kq = a.softMaxExt(ctx, kq, in.mask, scale, 0)
-			vals := a.view3d(ctx, e.vc[li], sp, hd, kvHeads, uintptr(slots*f32), uintptr(hd*slots*f32), 0) // [span, hd, kvHeads]
-			kqv := a.mulMat(ctx, vals, kq)                                                                 // [hd, n, heads]
-			attn = a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, nt)                                // [qDim, n]
+			vals := a.cont(ctx, a.permute(ctx, gather(vw), 1, 2, 0, 3))     // [span, hd, kvHeads]
+			kqv := a.mulMat(ctx, vals, kq)                                  // [hd, n, heads]
+			attn = a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, nt) // [qDim, n]
 		}
 		x = a.add(ctx, x, a.mulMat(ctx, l.o, attn))
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -83,6 +84,12 @@ func execute(t testing.TB, e batch.Executor, seqs []batch.Seq) [][]float32 {
 	out := &batch.Output{Logits: make([][]float32, len(seqs)), Tokens: make([]int32, len(seqs)), Sampled: make([]bool, len(seqs))}
 	if err := e.Execute(context.Background(), b, out); err != nil {
 		t.Fatal(err)
+	}
+	// The rows may be the executor's own memory, overwritten by its next
+	// step (batch.ShareLogits): keep copies, so that two steps compared
+	// are two results.
+	for i, l := range out.Logits {
+		out.Logits[i] = slices.Clone(l)
 	}
 	return out.Logits
 }

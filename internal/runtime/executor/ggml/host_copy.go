@@ -33,14 +33,12 @@ func (e *Executor) hostBlockFloats() int { return 2 * e.cfg.Layers * e.blockSize
 
 // CopyBlocks copies whole blocks, every layer's keys and values, in order.
 // A block's keys are one contiguous run of the key tensor, and so are its
-// values with flash attention; values stored transposed are one run of
-// blockSize floats per value dimension.
+// values.
 func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	bs, kv := e.blockSize, e.kvDim
-	slots := e.numBlocks * bs
 	for _, t := range ts {
 		if t.Device < 0 || int(t.Device) >= e.numBlocks || t.Host < 0 || int(t.Host) >= e.hostBlocks {
 			return fmt.Errorf("ggml executor: %v of block %d and host slot %d: outside %d blocks and %d host slots",
@@ -62,14 +60,7 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 		for l := range e.cfg.Layers {
 			lk := h[2*l*bs*kv:]
 			move(e.kc[l], d*kv, lk[:bs*kv])
-			lv := lk[bs*kv:]
-			if e.flash {
-				move(e.vc[l], d*kv, lv[:bs*kv])
-				continue
-			}
-			for c := range kv {
-				move(e.vc[l], c*slots+d, lv[c*bs:(c+1)*bs])
-			}
+			move(e.vc[l], d*kv, lk[bs*kv:2*bs*kv])
 		}
 	}
 	return nil

@@ -114,6 +114,9 @@ type api struct {
 	bufferSetUsage   func(cBuf, int32)
 	cpuBufferFromPtr func(ptr uintptr, size uintptr) cBuf
 	tensorAlloc      func(cBuf, cTensor, uintptr) int32
+	devHostBuft      func(cDev) cBuft
+	buftAlloc        func(cBuft, uintptr) cBuf
+	bufferBase       func(cBuf) unsafe.Pointer
 	gallocrNew       func(cBuft) cAlloc
 	gallocrFree      func(cAlloc)
 	gallocrAlloc     func(cAlloc, cGraph) bool
@@ -288,6 +291,9 @@ func (l *Library) bind() error {
 	sym(&a.bufferSetUsage, "ggml_backend_buffer_set_usage")
 	sym(&a.cpuBufferFromPtr, "ggml_backend_cpu_buffer_from_ptr")
 	sym(&a.tensorAlloc, "ggml_backend_tensor_alloc")
+	sym(&a.devHostBuft, "ggml_backend_dev_host_buffer_type")
+	sym(&a.buftAlloc, "ggml_backend_buft_alloc_buffer")
+	sym(&a.bufferBase, "ggml_backend_buffer_get_base")
 	sym(&a.gallocrNew, "ggml_gallocr_new")
 	sym(&a.gallocrFree, "ggml_gallocr_free")
 	sym(&a.gallocrAlloc, "ggml_gallocr_alloc_graph")

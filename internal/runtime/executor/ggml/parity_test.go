@@ -15,6 +15,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // parityConfigs are small random models of both architectures the executors
@@ -234,5 +235,32 @@ func TestMappedModelFile(t *testing.T) {
 	seq := []batch.Seq{{Tokens: []int32{3, 1, 4, 1, 5, 9, 2, 6}, Blocks: contiguous(0, 2), Sample: true}}
 	if diff := cmp.Diff(execute(t, a, seq)[0], execute(t, b, seq)[0]); diff != "" {
 		t.Errorf("logits of the mapped file differ (-memory +file):\n%s", diff)
+	}
+}
+
+// TestAttentionSpansOnlyTheBatchBlocks: a sequence whose blocks lie far
+// apart in a large cache gives the logits of the same sequence in the first
+// blocks, and its step attends over its own blocks' slots only (not up to
+// the highest block id it holds).
+func TestAttentionSpansOnlyTheBatchBlocks(t *testing.T) { bothAttentions(t, testAttentionSpan) }
+
+func testAttentionSpan(t *testing.T) {
+	m := randomModel(t, parityConfigs()["qwen2"], model.F16, 9)
+	e := newTestExec(t, m, 256)
+	prompt := []int32{5, 17, 2, 99, 3, 64, 8, 1, 250, 7}
+	run := func(blocks []kvcache.BlockID) []float32 {
+		seq := []batch.Seq{{Tokens: prompt, Blocks: blocks, Sample: true}}
+		l := execute(t, e, seq)[0]
+		next := []batch.Seq{{Tokens: []int32{argmax(l)}, Pos: len(prompt), Blocks: blocks, Sample: true}}
+		return execute(t, e, next)[0]
+	}
+	want := run(contiguous(0, 3))
+	far := []kvcache.BlockID{250, 3, 129}
+	if d := maxRelDiff([][]float32{want}, [][]float32{run(far)}); d > 1e-5 {
+		t.Errorf("blocks %v give logits %.3g of their scale away from blocks 0-2", far, d)
+	}
+	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{1}, Pos: len(prompt), Blocks: far, Sample: true}}, NumTokens: 1, BlockSize: testBlockSize}
+	if span := e.prepare(b, 1); span != 3*testBlockSize {
+		t.Errorf("attention spans %d slots for a sequence of 3 blocks of %d", span, testBlockSize)
 	}
 }
