@@ -83,6 +83,15 @@ type SchedulerPolicySpec struct {
 	// +optional
 	ActingTokenDecay ActingTokenDecay `json:"actingTokenDecay,omitempty"`
 
+	// actingOnHost: on a pod with a host KV tier (the pool's
+	// engine.kvHostBlocks), an acting program's KV counts against the pod's
+	// capacity only for the share the host tier cannot hold, since the pod
+	// copies evicted blocks there and back instead of recomputing them; so
+	// fewer programs wait (ProgramAware mode). false counts it all.
+	// +kubebuilder:default=true
+	// +optional
+	ActingOnHost *bool `json:"actingOnHost,omitempty"`
+
 	// maxPauseDuration is the longest a program stays paused; after it the
 	// program's requests run wherever they fit.
 	// +kubebuilder:default="30m"

@@ -591,6 +591,11 @@ func (in *SchedulerPolicySpec) DeepCopyInto(out *SchedulerPolicySpec) {
 		**out = **in
 	}
 	in.ActingTokenDecay.DeepCopyInto(&out.ActingTokenDecay)
+	if in.ActingOnHost != nil {
+		in, out := &in.ActingOnHost, &out.ActingOnHost
+		*out = new(bool)
+		**out = **in
+	}
 	if in.MaxPauseDuration != nil {
 		in, out := &in.MaxPauseDuration, &out.MaxPauseDuration
 		*out = new(metav1.Duration)

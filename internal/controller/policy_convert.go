@@ -80,6 +80,7 @@ func convertPolicy(spec *servingv1alpha1.SchedulerPolicySpec) (fleetPolicy, erro
 		Enabled:  spec.ActingTokenDecay.Enabled,
 		HalfLife: durationOr(spec.ActingTokenDecay.HalfLife, defaultActingDecayHalf),
 	}
+	p.ActingOnHost = spec.ActingOnHost == nil || *spec.ActingOnHost
 	p.MaxPauseDuration = durationOr(spec.MaxPauseDuration, defaultMaxPauseDuration)
 	p.WaitAging = durationOr(spec.Fairness.WaitAging, defaultWaitAging)
 	p.FairnessBound = durationOr(spec.Fairness.Bound, defaultFairnessBound)

@@ -23,6 +23,7 @@ func TestConvertPolicy(t *testing.T) {
 		MaxPauseDuration:       30 * time.Minute,
 		WaitAging:              time.Minute,
 		CacheAffinityWait:      time.Minute,
+		ActingOnHost:           true,
 	}
 	with := func(f func(*placement.Policy)) placement.Policy {
 		p := defaults
@@ -65,6 +66,7 @@ func TestConvertPolicy(t *testing.T) {
 				MaxPauseDuration: 90 * time.Second,
 				WaitAging:        20 * time.Second, FairnessBound: 45 * time.Second,
 				CacheAffinityWait: placement.DefaultCacheAffinityWait,
+				ActingOnHost:      true,
 			},
 			wantInterval: 2 * time.Second,
 		},
@@ -89,6 +91,12 @@ func TestConvertPolicy(t *testing.T) {
 			name:         "six decimal places",
 			spec:         servingv1alpha1.SchedulerPolicySpec{ActingTokenWeight: "0.123456"},
 			want:         with(func(p *placement.Policy) { p.ActingTokenWeight = 0.123456 }),
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name:         "acting KV on host off",
+			spec:         servingv1alpha1.SchedulerPolicySpec{ActingOnHost: ptr.To(false)},
+			want:         with(func(p *placement.Policy) { p.ActingOnHost = false }),
 			wantInterval: 5 * time.Second,
 		},
 		{

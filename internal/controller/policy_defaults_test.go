@@ -45,6 +45,13 @@ func TestPlacementDefaultsAreTheCRDs(t *testing.T) {
 	if got := crdDefault(t, "maxPauseDuration"); p.MaxPauseDuration != got {
 		t.Errorf("max pause: placement %v, CRD %v", p.MaxPauseDuration, got)
 	}
+	b, err := os.ReadFile("../../config/crd/bases/serving.kvpilot.dev_schedulerpolicies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?m)^\s+actingOnHost:\n\s+default: (\S+)$`).FindSubmatch(b); m == nil || string(m[1]) != "true" || !p.ActingOnHost {
+		t.Errorf("acting KV on host: placement %v, CRD default %q", p.ActingOnHost, m)
+	}
 	if got := crdDefault(t, "cacheAffinityWait"); p.CacheAffinityWait != got || defaultCacheAffinityWait != got {
 		t.Errorf("cache affinity wait: placement %v, controller %v, CRD %v", p.CacheAffinityWait, defaultCacheAffinityWait, got)
 	}

@@ -20,7 +20,11 @@ func TestRoundReportsOldestWaitAndHostTier(t *testing.T) {
 	for _, id := range []string{"p1", "p2", "p3", "p4"} {
 		run(a, id, 5000)
 	}
-	f, err := New(placement.DefaultPolicy(), control.NewClient(token, 2*time.Second), nil)
+	// The four ACTING programs overfill the device; with ActingOnHost the
+	// host tier would hold them and nobody would wait.
+	policy := placement.DefaultPolicy()
+	policy.ActingOnHost = false
+	f, err := New(policy, control.NewClient(token, 2*time.Second), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,9 @@ func (s *Scheduler) pauseOnPod(at int32) {
 	if overBy() > 0 {
 		s.cands = s.cands[:0]
 		for _, idx := range members {
-			if ps := &s.progs[idx]; ps.acting {
+			// ACTING programs whose KV the pod's host tier holds take no
+			// device room: pausing them would free none.
+			if ps := &s.progs[idx]; ps.acting && pod.actingShare > 0 {
 				rank := rankUnmarked
 				if ps.markedIn {
 					rank = rankMarked

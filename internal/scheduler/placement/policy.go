@@ -68,6 +68,14 @@ type Policy struct {
 	// FairnessBound, an overdue program makes room on that pod first
 	// (zero: on the pod it fits best).
 	CacheAffinityWait time.Duration
+	// ActingOnHost charges ACTING programs on a pod with a host KV tier
+	// (Pod.HostTokens) only for the share of their tokens that the tier
+	// cannot hold: such a pod copies an idle program's evicted blocks to
+	// host memory and back at its next request instead of dropping them,
+	// so its KV no longer needs device room while it acts (the pod's
+	// device must still hold what runs). The tier's room is its size less
+	// the footprints of the paused programs whose KV it keeps.
+	ActingOnHost bool
 }
 
 // Defaults of DefaultPolicy.
@@ -89,7 +97,8 @@ const (
 
 // DefaultPolicy returns ProgramAware mode with the seed's settings: acting
 // weight 1, 100 buffer tokens per program, decay off (half-life 60 s when
-// turned on), a 30-minute pause limit and a one-minute cache affinity wait.
+// turned on), a 30-minute pause limit, a one-minute cache affinity wait, and
+// ACTING programs' KV counted on a pod's host tier where it has one.
 func DefaultPolicy() Policy {
 	return Policy{
 		Mode:                   ModeProgramAware,
@@ -98,6 +107,7 @@ func DefaultPolicy() Policy {
 		ActingDecay:            Decay{HalfLife: DefaultDecayHalfLife},
 		MaxPauseDuration:       DefaultMaxPauseDuration,
 		CacheAffinityWait:      DefaultCacheAffinityWait,
+		ActingOnHost:           true,
 	}
 }
 

@@ -3,6 +3,7 @@ package placement
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -39,10 +40,16 @@ type podState struct {
 	// resumeUsed is used with ACTING programs decayed, for resume.
 	resumeUsed int64
 	// marked is the part of used held by programs marked for pause.
-	marked   int64
-	programs int
-	ready    bool
-	draining bool
+	marked int64
+	// actingOwn is the weighted tokens (buffers excluded) of the ACTING
+	// programs placed on the pod, hostKept the footprints of the waiting
+	// programs whose KV its host tier keeps (ActingOnHost).
+	actingOwn, hostKept int64
+	// actingShare is the fraction of ACTING tokens charged to the device.
+	actingShare float64
+	programs    int
+	ready       bool
+	draining    bool
 	// serving pods take new programs: ready and not draining.
 	serving bool
 }
@@ -54,8 +61,9 @@ func (p *podState) resumeRemaining() int64 { return p.total - p.resumeUsed }
 // progState is one live (not terminated) program during a round.
 type progState struct {
 	id string
-	// charge is what the program costs the pod it is on, undecayed.
-	charge int64
+	// charge is what the program costs the pod it is on, undecayed;
+	// resumeCharge the same, decayed (see Scheduler.resumeCharge).
+	charge, resumeCharge int64
 	// footprint is what the program would cost a pod it is placed on.
 	footprint int64
 	// waitSince is when it started waiting; zero when unknown or when the
@@ -155,12 +163,14 @@ func (s *Scheduler) load(snap Snapshot, now time.Time) error {
 			return err
 		}
 		s.pods = append(s.pods, podState{
-			name:     p.Name,
-			total:    p.CapacityTokens,
-			host:     p.HostTokens,
-			ready:    p.Ready,
-			draining: p.Draining,
-			serving:  p.Ready && !p.Draining,
+			name:  p.Name,
+			total: p.CapacityTokens,
+			host:  p.HostTokens,
+			// All ACTING tokens count until chargeActingOnHost says otherwise.
+			actingShare: 1,
+			ready:       p.Ready,
+			draining:    p.Draining,
+			serving:     p.Ready && !p.Draining,
 		})
 	}
 	slices.SortFunc(s.pods, func(a, b podState) int { return strings.Compare(a.name, b.name) })
@@ -188,8 +198,51 @@ func (s *Scheduler) load(snap Snapshot, now time.Time) error {
 			s.addProgram(p, now)
 		}
 	}
+	if s.policy.ActingOnHost {
+		s.chargeActingOnHost()
+	}
 	s.groupMembers()
 	return nil
+}
+
+// chargeActingOnHost scales, on each pod with a host KV tier, the charges
+// of its ACTING programs down to the share of their tokens that the tier's
+// room (its size less the KV of paused programs it keeps) cannot hold
+// (Policy.ActingOnHost). All of a pod's ACTING programs get the same
+// share, so the pause and fairness steps, which compare charges, rank them
+// as before.
+func (s *Scheduler) chargeActingOnHost() {
+	scaled := false
+	for i := range s.pods {
+		p := &s.pods[i]
+		p.actingShare = 1
+		room := max(p.host-p.hostKept, 0)
+		if room == 0 || p.actingOwn <= 0 {
+			continue
+		}
+		p.actingShare, scaled = 0, true // the fraction left on the device
+		if p.actingOwn > room {
+			p.actingShare = float64(p.actingOwn-room) / float64(p.actingOwn)
+		}
+	}
+	if !scaled {
+		return
+	}
+	buf := s.policy.BufferTokensPerProgram
+	for k := range s.progs {
+		ps := &s.progs[k]
+		if ps.pod < 0 || !ps.acting || s.pods[ps.pod].actingShare == 1 {
+			continue
+		}
+		p := &s.pods[ps.pod]
+		scale := func(c int64) int64 {
+			return buf + int64(math.Round(p.actingShare*float64(max(c-buf, 0))))
+		}
+		c, r := scale(ps.charge), scale(ps.resumeCharge)
+		p.used += c - ps.charge
+		p.resumeUsed += r - ps.resumeCharge
+		ps.charge, ps.resumeCharge = c, r
+	}
 }
 
 func (s *Scheduler) addProgram(p *Program, now time.Time) {
@@ -216,6 +269,9 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		}
 		ps.charge = ps.footprint
 		ps.waitSince = p.PausedSince
+		if ps.cachedOn >= 0 {
+			s.pods[ps.cachedOn].hostKept += ps.footprint
+		}
 		s.progs = append(s.progs, ps)
 		return
 	}
@@ -243,8 +299,12 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 	case pod.ready:
 		ps.movable = true
 	}
+	ps.resumeCharge = s.resumeCharge(p, ps.charge, now)
 	pod.used += ps.charge
-	pod.resumeUsed += s.resumeCharge(p, ps.charge, now)
+	pod.resumeUsed += ps.resumeCharge
+	if ps.acting {
+		pod.actingOwn += ps.charge - s.policy.BufferTokensPerProgram
+	}
 	pod.programs++
 	if ps.marked && !ps.acting {
 		pod.marked += ps.charge
