@@ -66,6 +66,10 @@ type PodDecision struct {
 // token per program. Used is undecayed: decay only sways resume decisions.
 // A pod is over capacity when Used > Total. Programs placed by the decision
 // are charged their full context (their sharing on this pod is unknown yet).
+// With Policy.ActingOnHost, on a pod with a host tier the acting term is
+// scaled by the share of it that the tier's room (Pod.HostTokens less the
+// footprints of the waiting programs it keeps) cannot hold: 0 when it all
+// fits there.
 type Capacity struct {
 	// Used is the capacity charged after the decision.
 	Used int64
