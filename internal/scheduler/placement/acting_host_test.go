@@ -59,17 +59,5 @@ func TestActingOnHost(t *testing.T) {
 		progs: append(acting(), prog("kept", 900).paused(ago).acting(ago).cachedOn("a"),
 			prog("p", 300).paused(ago).held()),
 		want: outcome{Paused: ids("kept", "p")},
-	}, {
-		name:   "over capacity with the acting KV on host: only the reasoning program is marked",
-		policy: noBuffer,
-		pods:   []Pod{withHost("a", 1000, 1000)},
-		progs:  []*programBuilder{prog("r", 1200).on("a"), prog("y", 300).on("a").acting(ago)},
-		want:   outcome{Mark: onPod("a", "r")},
-	}, {
-		name:   "over capacity, off: the acting program is paused first",
-		policy: func(p *Policy) { noBuffer(p); p.ActingOnHost = false },
-		pods:   []Pod{withHost("a", 1000, 1000)},
-		progs:  []*programBuilder{prog("r", 1200).on("a"), prog("y", 300).on("a").acting(ago)},
-		want:   outcome{Pause: onPod("a", "y"), Mark: onPod("a", "r"), Paused: ids("y")},
 	}})
 }

@@ -35,8 +35,7 @@
 //     the fairness bound) rather than being resumed on another pod.
 //     Remaining capacity counts ACTING programs decayed when
 //     Policy.ActingDecay is enabled, and on a pod with a host KV tier only
-//     for the share its host tier cannot hold (Policy.ActingOnHost; such
-//     programs are then not paused for room either, step 4). A program that fits nowhere stays
+//     for the share its host tier cannot hold (Policy.ActingOnHost). A program that fits nowhere stays
 //     waiting. Resuming is tried every round whenever capacity is free,
 //     with or without decay: no program waits out MaxPauseDuration while a
 //     pod has room for it, nor longer than CacheAffinityWait for the pod

@@ -32,9 +32,7 @@ func (s *Scheduler) pauseOnPod(at int32) {
 	if overBy() > 0 {
 		s.cands = s.cands[:0]
 		for _, idx := range members {
-			// ACTING programs whose KV the pod's host tier holds take no
-			// device room: pausing them would free none.
-			if ps := &s.progs[idx]; ps.acting && pod.actingShare > 0 {
+			if ps := &s.progs[idx]; ps.acting {
 				rank := rankUnmarked
 				if ps.markedIn {
 					rank = rankMarked

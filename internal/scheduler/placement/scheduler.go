@@ -45,7 +45,7 @@ type podState struct {
 	// programs placed on the pod, hostKept the footprints of the waiting
 	// programs whose KV its host tier keeps (ActingOnHost).
 	actingOwn, hostKept int64
-	// actingShare is the fraction of ACTING tokens charged to the device.
+	// actingShare is the fraction of ACTING tokens charged to the pod.
 	actingShare float64
 	programs    int
 	ready       bool
