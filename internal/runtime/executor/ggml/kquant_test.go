@@ -3,13 +3,11 @@
 package ggml
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
-	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 )
 
 // dequantize decodes a typ matrix with ggml itself (get_rows of every row),
@@ -87,31 +85,11 @@ func TestBlockQuantizedTypesRun(t *testing.T) {
 			}
 			ref := newTestExec(t, twin, 32)
 			rng := rand.New(rand.NewPCG(13, 14))
-			blocks := contiguous(0, 32)
 			in := make([]int32, 9)
 			for i := range in {
 				in[i] = int32(rng.IntN(cfg.VocabSize))
 			}
-			pos, checked := 0, 0
-			var want, got [][]float32
-			for range 16 {
-				seq := []batch.Seq{{Tokens: in, Pos: pos, Blocks: blocks, Sample: true}}
-				lw := append([]float32(nil), execute(t, ref, seq)[0]...)
-				lg := append([]float32(nil), execute(t, g, seq)[0]...)
-				want, got = append(want, lw), append(got, lg)
-				scale := 0.0
-				for _, v := range lw {
-					scale = max(scale, math.Abs(float64(v)))
-				}
-				if float64(top2Margin(lw)) > 0.05*scale {
-					checked++
-					if argmax(lw) != argmax(lg) {
-						t.Errorf("position %d: F32 twin picks %d, %s %d", pos, argmax(lw), typ, argmax(lg))
-					}
-				}
-				pos += len(in)
-				in = []int32{argmax(lw)}
-			}
+			want, got, checked := agreeOnMargins(t, ref, g, 0, in, 16, 0.05)
 			if d := maxRelDiff(want, got); d > 0.05 {
 				t.Errorf("logits differ by %.3g of their scale, tolerance 0.05", d)
 			} else {
