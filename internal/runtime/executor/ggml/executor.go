@@ -72,6 +72,7 @@ type Executor struct {
 	// hostBlockFloats floats.
 	host       []float32
 	hostBlocks int
+	hostBuf    cBuf // host's page-locked buffer on a GPU
 
 	galloc    cAlloc
 	graphSize int
@@ -255,7 +256,7 @@ func (e *Executor) Close() {
 		e.a.gallocrFree(e.galloc)
 		e.galloc = 0
 	}
-	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf} {
+	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf, &e.hostBuf} {
 		if *b != 0 {
 			e.a.bufferFree(*b)
 			*b = 0
@@ -265,7 +266,7 @@ func (e *Executor) Close() {
 		e.a.bufferFree(b)
 	}
 	e.mappedBufs = nil
-	e.s.logits = nil // it may have been in logitsBuf
+	e.s.logits, e.host = nil, nil // they may have been in logitsBuf, hostBuf
 	e.wregion.free()
 	e.kvregion.free()
 	e.wregion, e.kvregion = nil, nil
@@ -523,31 +524,41 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 }
 
 // logitsBuffer returns room for n logits: Go memory on the CPU, else the
-// device's pinned host buffer type where it has one, grown by doubling.
+// device's page-locked host memory where it has some, grown by doubling.
 func (e *Executor) logitsBuffer(n int) ([]float32, error) {
 	s := &e.s
 	if cap(s.logits) >= n {
 		return s.logits[:n], nil
 	}
-	var buft cBuft
-	if !e.onCPU() {
-		buft = e.a.devHostBuft(e.be.dev)
-	}
-	if buft == 0 {
-		s.logits = make([]float32, n, 2*n)
-		return s.logits[:n], nil
-	}
-	size := 2 * n
-	buf := e.a.buftAlloc(buft, uintptr(4*size))
-	if buf == 0 {
-		return nil, fmt.Errorf("could not allocate %d MiB of pinned host memory for the logits", 4*size>>20)
+	buf, f, err := e.hostFloats(2 * n)
+	if err != nil {
+		return nil, fmt.Errorf("logits: %w", err)
 	}
 	if s.logitsBuf != 0 {
 		e.a.bufferFree(s.logitsBuf)
 	}
-	s.logitsBuf = buf
-	s.logits = unsafe.Slice((*float32)(e.a.bufferBase(buf)), size)
+	s.logitsBuf, s.logits = buf, f
 	return s.logits[:n], nil
+}
+
+// hostFloats allocates n floats of host memory for copies to and from the
+// device: on a GPU, of the device's page-locked host buffer type where ggml
+// offers one (CUDA: cudaMallocHost), so that they run at the host link's
+// speed rather than through the driver's staging buffer (buf is then that
+// buffer, for bufferFree); otherwise Go memory (buf 0).
+func (e *Executor) hostFloats(n int) (buf cBuf, f []float32, err error) {
+	var buft cBuft
+	if !e.onCPU() && n > 0 {
+		buft = e.a.devHostBuft(e.be.dev)
+	}
+	if buft == 0 {
+		return 0, make([]float32, n), nil
+	}
+	buf = e.a.buftAlloc(buft, uintptr(4*n))
+	if buf == 0 {
+		return 0, nil, fmt.Errorf("could not allocate %d MiB of page-locked host memory", 4*n>>20)
+	}
+	return buf, unsafe.Slice((*float32)(e.a.bufferBase(buf)), n), nil
 }
 
 func growI32(s []int32, n int) []int32 {
