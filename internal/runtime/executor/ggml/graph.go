@@ -39,7 +39,9 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	set(in.ids, unsafe.Pointer(&s.ids[0]), 4*n)
 	set(in.pos, unsafe.Pointer(&s.pos[0]), 4*n)
 	set(in.kIdx, unsafe.Pointer(&s.kIdx[0]), 8*n)
-	set(in.blocks, unsafe.Pointer(&s.blocks[0]), 4*len(s.blocks))
+	if !s.inPlace {
+		set(in.blocks, unsafe.Pointer(&s.blocks[0]), 4*len(s.blocks))
+	}
 	if e.flash {
 		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
 	} else {
@@ -88,8 +90,10 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		pos:  input(typeI32, nt, 0),
 		kIdx: input(typeI64, nt, 0),
 	}
-	nb := sp / int64(e.blockSize)
-	in.blocks = input(typeI32, nb, 0)
+	inPlace := e.s.inPlace
+	if !inPlace {
+		in.blocks = input(typeI32, sp/int64(e.blockSize), 0)
+	}
 	if e.flash {
 		in.mask = input(typeF16, sp, nt)
 	} else {
@@ -100,7 +104,12 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 	// first): [kvDim, slots] seen as one row per block, get_rows, and back
 	// to [hd, kvHeads, span].
 	blockRow := int64(kvDim) * int64(e.blockSize)
+	// In place (prepare's choice), it is a view of the cache's first span
+	// slots.
 	gather := func(written cTensor) cTensor {
+		if inPlace {
+			return a.view3d(ctx, written, hd, kvHeads, sp, uintptr(4*hd), uintptr(4*kvDim), 0)
+		}
 		rows := a.getRows(ctx, a.reshape2d(ctx, written, blockRow, int64(e.numBlocks)), in.blocks) // [kvDim·bs, blocks]
 		return a.reshape3d(ctx, rows, hd, kvHeads, sp)
 	}

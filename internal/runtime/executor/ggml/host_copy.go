@@ -14,8 +14,8 @@ import (
 var _ batch.BlockCopier = (*Executor)(nil)
 
 // ReserveHostBlocks allocates the host tier: n blocks of every layer's keys
-// and values. It is ordinary Go memory, not page-locked: on a GPU the copies
-// go through ggml_backend_tensor_get/set, which stage through the driver.
+// and values, in page-locked memory on a GPU (hostFloats). (Page-locked
+// host memory has not run on a GPU here: it came after the H100 run.)
 func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
 	if blockSize != e.blockSize {
 		return fmt.Errorf("ggml executor: host blocks of %d tokens, device blocks of %d", blockSize, e.blockSize)
@@ -23,7 +23,15 @@ func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
 	if n < 0 {
 		return fmt.Errorf("ggml executor: %d host blocks", n)
 	}
-	e.host = make([]float32, n*e.hostBlockFloats())
+	if e.hostBuf != 0 {
+		e.a.bufferFree(e.hostBuf)
+		e.hostBuf, e.host = 0, nil
+	}
+	buf, host, err := e.hostFloats(n * e.hostBlockFloats())
+	if err != nil {
+		return fmt.Errorf("ggml executor: %d host blocks: %w", n, err)
+	}
+	e.hostBuf, e.host = buf, host
 	e.hostBlocks = n
 	return nil
 }

@@ -102,10 +102,14 @@ func TestNoGrowthOverManyIterations(t *testing.T) {
 		}
 		seqs = kept
 	}
-	// The largest graph first: 12 tokens over every slot, so the compute
-	// buffer reaches its final size before the baseline.
+	// The largest graphs first, so the compute buffer reaches its final size
+	// before the baseline: 12 tokens over every slot (attention in place),
+	// and 12 tokens over the most blocks attention gathers rather than
+	// reads in place (15, the highest being block 31: see prepare).
 	big := batch.Seq{Tokens: make([]int32, maxTokens), Pos: numBlocks*testBlockSize - maxTokens, Blocks: contiguous(0, numBlocks), Sample: true}
 	execute(t, e, []batch.Seq{big})
+	gathered := append([]kvcache.BlockID{numBlocks - 1}, contiguous(0, numBlocks/2-2)...)
+	execute(t, e, []batch.Seq{{Tokens: make([]int32, maxTokens), Pos: len(gathered)*testBlockSize - maxTokens, Blocks: gathered, Sample: true}})
 	for range 500 {
 		step()
 	}
