@@ -81,7 +81,7 @@ type Engine struct {
 	// offloading connector names them, and the tier's size and use.
 	offloadBlocks, restoreBlocks prometheus.Counter
 	offloadBytes, restoreBytes   prometheus.Counter
-	hostHits                     prometheus.Counter
+	hostHits, spilledBlocks      prometheus.Counter
 	hostBlocks, hostUsed         prometheus.Gauge
 	bytesPerBlock                float64
 
@@ -142,7 +142,8 @@ func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	m.offloadBlocks, m.restoreBlocks = offBlocks.WithLabelValues("GPU_to_CPU"), offBlocks.WithLabelValues("CPU_to_GPU")
 	m.hostHits = counter("kvpilot_prefix_cache_host_hits_total", "Prefix cache hits served from the host KV tier, in tokens.")
 	m.hostBlocks = gauge("kvpilot_kv_host_blocks", "Blocks of the host-memory KV tier.")
-	m.hostUsed = gauge("kvpilot_kv_host_blocks_used", "Host-memory KV blocks holding paused programs' KV.")
+	m.hostUsed = gauge("kvpilot_kv_host_blocks_used", "Host-memory KV blocks holding offloaded KV.")
+	m.spilledBlocks = counter("kvpilot_kv_spilled_blocks_total", "KV blocks copied to the host tier because the device evicted them (counted in the GPU_to_CPU offloads too).")
 
 	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
 	m.prefixHits = counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")
@@ -216,6 +217,9 @@ func (m *Engine) Iteration(st *engine.IterationStats) {
 	if d := st.KV.Offloaded - m.lastKV.Offloaded; d > 0 {
 		m.offloadBlocks.Add(float64(d))
 		m.offloadBytes.Add(float64(d) * m.bytesPerBlock)
+	}
+	if d := st.KV.Spilled - m.lastKV.Spilled; d > 0 {
+		m.spilledBlocks.Add(float64(d))
 	}
 	if d := st.KV.Restored - m.lastKV.Restored; d > 0 {
 		m.restoreBlocks.Add(float64(d))

@@ -154,7 +154,7 @@ func TestHostTierMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 5, Offloaded: 5}})
-	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 3, Offloaded: 7, Restored: 4, HostHits: 64}})
+	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 3, Offloaded: 7, Restored: 4, Spilled: 2, HostHits: 64}})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +184,7 @@ func TestHostTierMetrics(t *testing.T) {
 		"kvpilot_prefix_cache_host_hits_total":          64,
 		"kvpilot_kv_host_blocks":                        64,
 		"kvpilot_kv_host_blocks_used":                   3,
+		"kvpilot_kv_spilled_blocks_total":               2,
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
