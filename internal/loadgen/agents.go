@@ -72,6 +72,13 @@ type AgentSetup struct {
 	// the host), unless HostDropEvicted (kvcache.Config.DropEvicted).
 	HostBlocks      int
 	HostDropEvicted bool
+	// DeviceBlocks, if positive, replaces each pod's device KV capacity in
+	// blocks (by default what the accelerator's memory holds after the
+	// weights), everything else unchanged: the step-time model still
+	// charges the KV each batch reads. The benchmark's oracle arm sets it
+	// beyond anything a run can fill, so nothing is ever evicted, preempted
+	// or recomputed.
+	DeviceBlocks int
 }
 
 // AgentResult summarises one run.
@@ -105,8 +112,11 @@ type AgentResult struct {
 	// FairnessPauses are pauses and marks the fairness bound asked for;
 	// OffloadedBlocks and RestoredBlocks count host-tier transfers,
 	// SpilledBlocks the offloaded blocks that were device evictions.
+	// EvictedBlocks counts every device eviction of cached contents in the
+	// whole run, warm-up included (kvcache.Stats.Evicted).
 	FairnessPauses                                 int
 	OffloadedBlocks, RestoredBlocks, SpilledBlocks int64
+	EvictedBlocks                                  int64
 }
 
 // P is a step-latency percentile.
@@ -202,6 +212,9 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 			return nil, err
 		}
 		a.vocab = x.Vocabulary()
+		if s.DeviceBlocks > 0 {
+			blocks = s.DeviceBlocks
+		}
 		a.capTok = int64(blocks * s.Replica.BlockSize)
 		eng, err := engine.New(engine.Config{
 			MaxNumSeqs: s.Replica.MaxNumSeqs, MaxNumBatchedTokens: s.Replica.MaxNumBatchedTokens,
@@ -338,6 +351,7 @@ func (a *agentSim) closeWindow(end time.Duration) {
 		a.res.OffloadedBlocks += st.Offloaded
 		a.res.RestoredBlocks += st.Restored
 		a.res.SpilledBlocks += st.Spilled
+		a.res.EvictedBlocks += st.Evicted
 		hits += st.Hits
 		queries += st.Queries
 		if i < len(a.windowStats) {

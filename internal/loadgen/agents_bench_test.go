@@ -68,6 +68,22 @@ var agentLoadConfigs = []agentConfig{
 	hostArm("PA+host+fair", placement.ModeProgramAware, benchFairnessBound),
 }
 
+// oracleDeviceBlocks is each pod's device KV in the oracle arm: 2^19
+// blocks (8.4M tokens, 18× an H100's after the weights), more than twice
+// every token a pod of the benchmark's highest load computes in a run, so
+// no block is ever evicted (the benchmark checks it).
+const oracleDeviceBlocks = 1 << 19
+
+// oracleArm bounds steps/min from above on this pool: Default placement
+// (never pauses) on the same pods, compute model, workload and seeds, with
+// device KV that never fills, so no cached block is evicted and no request
+// is preempted or held: every step's prompt hits the cache up to its last,
+// partial block. No placement or caching policy can beat it
+// by keeping caches warm; it leaves only the compute and the tool times.
+var oracleArm = agentConfig{name: "Oracle (KV never full)", apply: func(s *AgentSetup) {
+	s.Policy.Mode, s.DeviceBlocks = placement.ModeDefault, oracleDeviceBlocks
+}}
+
 // agentCaps is the per-pod program caps swept for the capped-Default
 // baseline at each workload's highest load. One list for both workloads, so
 // each workload's best cap has also been run on the other.
@@ -123,6 +139,12 @@ func BenchmarkAgents(b *testing.B) {
 				}
 			}
 			n := wl.perPods[len(wl.perPods)-1] * pods
+			oracle := runSeeds(b, wl.make(n), oracleArm, pods, seeds)
+			printAgentRow(n, oracleArm.name, oracle, len(seeds))
+			if oracle.EvictedBlocks != 0 || oracle.Preemptions != 0 {
+				b.Fatalf("oracle arm at %d programs evicted %d blocks and preempted %d requests: its device KV must never fill",
+					n, oracle.EvictedBlocks, oracle.Preemptions)
+			}
 			fmt.Printf("capped Default at %d programs:\n", n)
 			capped[wl.name] = map[int]float64{}
 			best := 0
@@ -138,6 +160,8 @@ func BenchmarkAgents(b *testing.B) {
 			pa := high[len(high)-1]
 			uncapped := pa / high[0]
 			summary = append(summary, agentSummary(wl.name, n, lowRows, highRows, len(seeds))...)
+			summary = append(summary, fmt.Sprintf("  ceiling at %d programs: %s %.1f steps/min, %.2f× Default; ProgramAware %.2f× Default is %.0f%% of it",
+				n, oracleArm.name, oracle.StepsPerMinute, oracle.StepsPerMinute/high[0], uncapped, 100*pa/oracle.StepsPerMinute))
 			summary = append(summary,
 				fmt.Sprintf("ProgramAware/best-capped-Default steps/min: %.2f× (%s)", pa/capped[wl.name][best], wl.name),
 				fmt.Sprintf("  at %d programs: ProgramAware %.1f, best cap %d/pod %.1f", n, pa, best, capped[wl.name][best]))
@@ -224,6 +248,7 @@ func runSeeds(b *testing.B, w AgentWorkload, c agentConfig, pods int, seeds []ui
 		agg.OffloadedBlocks += r.OffloadedBlocks
 		agg.RestoredBlocks += r.RestoredBlocks
 		agg.SpilledBlocks += r.SpilledBlocks
+		agg.EvictedBlocks += r.EvictedBlocks
 		agg.MaxWait = max(agg.MaxWait, r.MaxWait)
 		agg.StepLatency = append(agg.StepLatency, r.StepLatency...)
 	}

@@ -252,3 +252,33 @@ func TestAgentsProgramCap(t *testing.T) {
 		t.Errorf("uncapped Default held %d programs (max wait %v)", uncapped.HeldAtEnd, uncapped.MaxWait)
 	}
 }
+
+// TestAgentsDeviceBlocksOverridesTheAccelerator: the oracle arm's device KV
+// (DeviceBlocks) replaces the accelerator's, so an overloaded pool that
+// evicts and preempts with its own KV does neither with enough of it, and
+// does more steps.
+func TestAgentsDeviceBlocksOverridesTheAccelerator(t *testing.T) {
+	own, err := RunAgents(smallAgents(), smallPool(placement.ModeDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.EvictedBlocks == 0 || own.RecomputedTokens == 0 {
+		t.Fatalf("evicted %d blocks, recomputed %d tokens: the small pool must overflow its own KV",
+			own.EvictedBlocks, own.RecomputedTokens)
+	}
+	s := smallPool(placement.ModeDefault)
+	s.DeviceBlocks = 1 << 16
+	big, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big.EvictedBlocks != 0 || big.Preemptions != 0 {
+		t.Errorf("with %d device blocks: evicted %d, preempted %d; want none", s.DeviceBlocks, big.EvictedBlocks, big.Preemptions)
+	}
+	if big.StepsPerMinute <= own.StepsPerMinute || big.PrefixHitRate <= own.PrefixHitRate {
+		t.Errorf("steps/min %.1f → %.1f, hit rate %.3f → %.3f: KV that never fills must do better",
+			own.StepsPerMinute, big.StepsPerMinute, own.PrefixHitRate, big.PrefixHitRate)
+	}
+	t.Logf("steps/min %.1f → %.1f, hit rate %.3f → %.3f, recomputed %d → %d tokens",
+		own.StepsPerMinute, big.StepsPerMinute, own.PrefixHitRate, big.PrefixHitRate, own.RecomputedTokens, big.RecomputedTokens)
+}

@@ -19,6 +19,19 @@ func TestHostTierNeedsABlockCopier(t *testing.T) {
 	}
 }
 
+// firstStep runs a program's first request (a 20-token prompt, 4 new
+// tokens) to the end and returns the program's context and how many full
+// blocks of it have KV (the last sampled token has none yet).
+func firstStep(t *testing.T, env *testEnv, o envOpts) (ctx []int32, full int) {
+	t.Helper()
+	p := prompt(20, 1)
+	s := mustSubmit(t, env.e, req("a", p, 4))
+	env.runUntilIdle(t, 50)
+	toks, _, _ := collect(t, s)
+	ctx = append(append([]int32{}, p...), toks...)
+	return ctx, (len(ctx) - 1) / o.blockSize
+}
+
 // TestOffloadRunsOnIdleEngine: the copies of an offload happen at the next
 // iteration even when no request runs, and a resumed program's request
 // restores its prefix from the host instead of recomputing it.
@@ -26,12 +39,7 @@ func TestOffloadRunsOnIdleEngine(t *testing.T) {
 	o := defaultOpts()
 	o.numBlocks, o.hostBlocks = 16, 32
 	env := newEnv(t, o)
-	p := prompt(20, 1)
-	s := mustSubmit(t, env.e, req("a", p, 4))
-	env.runUntilIdle(t, 50)
-	toks, _, _ := collect(t, s)
-	ctx := append(append([]int32{}, p...), toks...)
-	full := (len(ctx) - 1) / o.blockSize // the last sampled token has no KV yet
+	ctx, full := firstStep(t, env, o)
 	if n := env.e.OffloadPrefix(ctx); n != full {
 		t.Fatalf("OffloadPrefix moved %d blocks, want %d", n, full)
 	}
@@ -103,12 +111,7 @@ func TestEvictedBlocksOfAnActingProgramComeBackFromHost(t *testing.T) {
 		o := defaultOpts()
 		o.numBlocks, o.hostBlocks, o.dropEvicted = 16, 32, drop
 		env := newEnv(t, o)
-		p := prompt(20, 1)
-		s := mustSubmit(t, env.e, req("a", p, 4))
-		env.runUntilIdle(t, 50)
-		toks, _, _ := collect(t, s)
-		ctx := append(append([]int32{}, p...), toks...)
-		full := (len(ctx) - 1) / o.blockSize // the last sampled token has no KV yet
+		ctx, full := firstStep(t, env, o)
 
 		// Another request takes every device block while the program acts.
 		other := mustSubmit(t, env.e, req("b", prompt(60, 2), 2))
@@ -118,7 +121,7 @@ func TestEvictedBlocksOfAnActingProgramComeBackFromHost(t *testing.T) {
 			t.Fatalf("no block was copied out while the device was reused: %+v", env.e.KVStats())
 		}
 		next := append(ctx, 5)
-		s = mustSubmit(t, env.e, req("a2", next, 3))
+		s := mustSubmit(t, env.e, req("a2", next, 3))
 		env.runUntilIdle(t, 50)
 		got, _, f := collect(t, s)
 

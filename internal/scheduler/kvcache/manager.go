@@ -85,6 +85,7 @@ type Manager struct {
 	queries, hits, hostHits int64
 	offloaded, restored     int64 // blocks moved to and from the host tier
 	spilled                 int64 // offloaded blocks that were device evictions
+	evicted                 int64 // cached contents allocate took a block from
 }
 
 // New returns a Manager with all blocks free.
@@ -331,8 +332,11 @@ func (m *Manager) blocksFor(n int) int {
 func (m *Manager) allocate() BlockID {
 	id := m.head()
 	m.unlink(id)
-	if m.blocks[id].registered && !m.spill(id) {
-		m.drop(id)
+	if m.blocks[id].registered {
+		m.evicted++
+		if !m.spill(id) {
+			m.drop(id)
+		}
 	}
 	m.blocks[id].ref = 1
 	return id

@@ -243,9 +243,10 @@ func TestLRUEviction(t *testing.T) {
 	// Each step allocates one more block for sequence 3 and says how much of
 	// A and B is still cached. The two uncached partial blocks and the two
 	// never used go first, then A's last block, A's first, B's last, B's first.
-	steps := []struct{ a, b int }{
-		{4, 4}, {4, 4}, {4, 4}, {4, 4}, // blocks 1–4: uncached ones
-		{2, 4}, {0, 4}, {0, 2}, {0, 0},
+	// evicted is the Evicted count: only taking a cached block counts.
+	steps := []struct{ a, b, evicted int }{
+		{4, 4, 0}, {4, 4, 0}, {4, 4, 0}, {4, 4, 0}, // blocks 1–4: uncached ones
+		{2, 4, 1}, {0, 4, 2}, {0, 2, 3}, {0, 0, 4},
 	}
 	if _, ok := m.Admit(3, []int32{100}, 0); !ok {
 		t.Fatal("Admit: no room")
@@ -257,6 +258,9 @@ func TestLRUEviction(t *testing.T) {
 		check(t, m)
 		if gotA, gotB := m.CachedPrefix(a), m.CachedPrefix(b); gotA != want.a || gotB != want.b {
 			t.Fatalf("after allocating %d blocks: cached A, B = %d, %d; want %d, %d", i+1, gotA, gotB, want.a, want.b)
+		}
+		if got := m.Stats().Evicted; got != int64(want.evicted) {
+			t.Fatalf("after allocating %d blocks: Evicted = %d, want %d", i+1, got, want.evicted)
 		}
 	}
 	if m.Grow(3, 17) {

@@ -19,6 +19,10 @@ type Stats struct {
 	// Spilled is how many of the offloaded blocks were device evictions
 	// (the rest were Offload calls).
 	Offloaded, Restored, Spilled int64
+	// Evicted counts cached contents a device allocation took the block
+	// from (spilled to the host tier or dropped): zero means every prefix
+	// ever registered stayed on the device until reused or released.
+	Evicted int64
 }
 
 // Stats returns the current statistics.
@@ -37,6 +41,7 @@ func (m *Manager) Stats() Stats {
 		Offloaded: m.offloaded,
 		Restored:  m.restored,
 		Spilled:   m.spilled,
+		Evicted:   m.evicted,
 	}
 }
 
