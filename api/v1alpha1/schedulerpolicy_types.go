@@ -92,6 +92,19 @@ type SchedulerPolicySpec struct {
 	// +optional
 	ActingOnHost *bool `json:"actingOnHost,omitempty"`
 
+	// deviceOvercommitPercent: on a pod with a host KV tier, the programs
+	// placed may be charged up to this percentage of the pod's device KV
+	// capacity, the excess bounded by the host tier's room (ProgramAware
+	// mode). What runs beyond the device is preempted by the pod's engine,
+	// whose evicted blocks spill to the host tier and come back over the
+	// host link instead of being recomputed; fewer programs wait paused.
+	// 100 turns it off; pods without a host tier are never overcommitted.
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=800
+	// +optional
+	DeviceOvercommitPercent *int32 `json:"deviceOvercommitPercent,omitempty"`
+
 	// maxPauseDuration is the longest a program stays paused; after it the
 	// program's requests run wherever they fit.
 	// +kubebuilder:default="30m"

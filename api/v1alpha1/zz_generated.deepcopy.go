@@ -596,6 +596,11 @@ func (in *SchedulerPolicySpec) DeepCopyInto(out *SchedulerPolicySpec) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.DeviceOvercommitPercent != nil {
+		in, out := &in.DeviceOvercommitPercent, &out.DeviceOvercommitPercent
+		*out = new(int32)
+		**out = **in
+	}
 	if in.MaxPauseDuration != nil {
 		in, out := &in.MaxPauseDuration, &out.MaxPauseDuration
 		*out = new(metav1.Duration)

@@ -81,6 +81,10 @@ func convertPolicy(spec *servingv1alpha1.SchedulerPolicySpec) (fleetPolicy, erro
 		HalfLife: durationOr(spec.ActingTokenDecay.HalfLife, defaultActingDecayHalf),
 	}
 	p.ActingOnHost = spec.ActingOnHost == nil || *spec.ActingOnHost
+	p.DeviceOvercommit = placement.DefaultPolicy().DeviceOvercommit
+	if spec.DeviceOvercommitPercent != nil {
+		p.DeviceOvercommit = float64(*spec.DeviceOvercommitPercent) / 100
+	}
 	p.MaxPauseDuration = durationOr(spec.MaxPauseDuration, defaultMaxPauseDuration)
 	p.WaitAging = durationOr(spec.Fairness.WaitAging, defaultWaitAging)
 	p.FairnessBound = durationOr(spec.Fairness.Bound, defaultFairnessBound)

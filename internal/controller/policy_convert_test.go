@@ -24,6 +24,7 @@ func TestConvertPolicy(t *testing.T) {
 		WaitAging:              time.Minute,
 		CacheAffinityWait:      time.Minute,
 		ActingOnHost:           true,
+		DeviceOvercommit:       1,
 	}
 	with := func(f func(*placement.Policy)) placement.Policy {
 		p := defaults
@@ -67,6 +68,7 @@ func TestConvertPolicy(t *testing.T) {
 				WaitAging:        20 * time.Second, FairnessBound: 45 * time.Second,
 				CacheAffinityWait: placement.DefaultCacheAffinityWait,
 				ActingOnHost:      true,
+				DeviceOvercommit:  1,
 			},
 			wantInterval: 2 * time.Second,
 		},
@@ -98,6 +100,17 @@ func TestConvertPolicy(t *testing.T) {
 			spec:         servingv1alpha1.SchedulerPolicySpec{ActingOnHost: ptr.To(false)},
 			want:         with(func(p *placement.Policy) { p.ActingOnHost = false }),
 			wantInterval: 5 * time.Second,
+		},
+		{
+			name:         "device overcommit 250%",
+			spec:         servingv1alpha1.SchedulerPolicySpec{DeviceOvercommitPercent: ptr.To[int32](250)},
+			want:         with(func(p *placement.Policy) { p.DeviceOvercommit = 2.5 }),
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name:    "device overcommit below 100% (written past the schema)",
+			spec:    servingv1alpha1.SchedulerPolicySpec{DeviceOvercommitPercent: ptr.To[int32](50)},
+			wantErr: true,
 		},
 		{
 			name:         "zero buffer",

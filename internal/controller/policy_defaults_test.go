@@ -3,6 +3,7 @@ package controller
 import (
 	"os"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -52,7 +53,20 @@ func TestPlacementDefaultsAreTheCRDs(t *testing.T) {
 	if m := regexp.MustCompile(`(?m)^\s+actingOnHost:\n\s+default: (\S+)$`).FindSubmatch(b); m == nil || string(m[1]) != "true" || !p.ActingOnHost {
 		t.Errorf("acting KV on host: placement %v, CRD default %q", p.ActingOnHost, m)
 	}
+	m := regexp.MustCompile(`(?m)^\s+deviceOvercommitPercent:\n\s+default: (\d+)$`).FindSubmatch(b)
+	if m == nil || float64(atoi(t, string(m[1])))/100 != p.DeviceOvercommit {
+		t.Errorf("device overcommit: placement %v, CRD default %q", p.DeviceOvercommit, m)
+	}
 	if got := crdDefault(t, "cacheAffinityWait"); p.CacheAffinityWait != got || defaultCacheAffinityWait != got {
 		t.Errorf("cache affinity wait: placement %v, controller %v, CRD %v", p.CacheAffinityWait, defaultCacheAffinityWait, got)
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

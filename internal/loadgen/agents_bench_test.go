@@ -55,17 +55,31 @@ func hostArm(name string, m placement.Mode, bound time.Duration) agentConfig {
 	}}
 }
 
+// benchDeviceOvercommit is the last arm's placement.Policy.DeviceOvercommit.
+const benchDeviceOvercommit = 2
+
+// overcommitArm is PA+host+fair whose pods with a host tier take programs
+// up to benchDeviceOvercommit times their device KV.
+func overcommitArm() agentConfig {
+	fair := hostArm("", placement.ModeProgramAware, benchFairnessBound)
+	return agentConfig{name: "PA+host+fair+oc", apply: func(s *AgentSetup) {
+		fair.apply(s)
+		s.Policy.DeviceOvercommit = benchDeviceOvercommit
+	}}
+}
+
 // agentLoadConfigs run at every program count; the first is the baseline
 // of the "X/Default at high load" ratios, and the last is kvpilot as it
-// serves agents (ProgramAware, host tier, fairness bound): the
-// "ProgramAware" of the summary lines. Each mechanism's gain is the
-// difference between two rows.
+// serves agents (ProgramAware, host tier, fairness bound, device
+// overcommit): the "ProgramAware" of the summary lines. Each mechanism's
+// gain is the difference between two rows.
 var agentLoadConfigs = []agentConfig{
 	modeConfig(placement.ModeDefault),
 	hostArm("Default+host", placement.ModeDefault, 0),
 	modeConfig(placement.ModeProgramAware),
 	hostArm("PA+host", placement.ModeProgramAware, 0),
 	hostArm("PA+host+fair", placement.ModeProgramAware, benchFairnessBound),
+	overcommitArm(),
 }
 
 // oracleDeviceBlocks is each pod's device KV in the oracle arm: 2^19
@@ -188,13 +202,13 @@ func BenchmarkAgents(b *testing.B) {
 }
 
 func printAgentHeader() {
-	fmt.Printf("%-9s %-19s %9s %7s %8s %12s %12s %9s %9s %7s %9s %7s %6s %9s\n",
+	fmt.Printf("%-9s %-22s %9s %7s %8s %12s %12s %9s %9s %7s %9s %7s %6s %9s\n",
 		"programs", "mode", "steps/min", "hit", "preempt", "recomputed", "fresh", "p50", "p99", "held@end", "max wait", "pauses", "fair", "offloaded")
 }
 
 func printAgentRow(programs int, name string, agg AgentResult, seeds int) {
 	n := int64(seeds)
-	fmt.Printf("%-9d %-19s %9.1f %6.1f%% %8d %12d %12d %9v %9v %7.1f %9v %7d %6d %9d\n", programs, name, agg.StepsPerMinute,
+	fmt.Printf("%-9d %-22s %9.1f %6.1f%% %8d %12d %12d %9v %9v %7.1f %9v %7d %6d %9d\n", programs, name, agg.StepsPerMinute,
 		100*agg.PrefixHitRate, agg.Preemptions/seeds, agg.RecomputedTokens/n, agg.FreshTokens/n,
 		agg.P(0.5).Round(time.Millisecond), agg.P(0.99).Round(time.Millisecond),
 		float64(agg.HeldAtEnd)/float64(seeds), agg.MaxWait.Round(time.Second), agg.Pauses/seeds,
@@ -206,6 +220,7 @@ func printAgentRow(programs int, name string, agg AgentResult, seeds int) {
 // step latency at high load, parity at low load, each mechanism's share,
 // recomputed tokens, and the fairness bound off and on.
 func agentSummary(name string, programs int, low, high []AgentResult, seeds int) []string {
+	const hostOnly, paAlone, paHost, paFair = 1, 2, 3, 4
 	last := len(high) - 1
 	sm := func(rows []AgentResult, i int) float64 { return rows[i].StepsPerMinute / rows[0].StepsPerMinute }
 	p99 := func(i int) float64 { return float64(high[i].P(0.99)) / float64(max(high[0].P(0.99), 1)) }
@@ -214,14 +229,15 @@ func agentSummary(name string, programs int, low, high []AgentResult, seeds int)
 		fmt.Sprintf("ProgramAware/Default steps/min at high load: %.2f× (%s)", sm(high, last), name),
 		fmt.Sprintf("ProgramAware/Default p99 step latency at high load: %.2f× (%s)", p99(last), name),
 		fmt.Sprintf("ProgramAware/Default steps/min at low load: %.2f× (%s)", sm(low, last), name),
-		fmt.Sprintf("  at %d programs, steps/min over Default: Default+host %.2f×, ProgramAware alone %.2f×, PA+host %.2f×, PA+host+fair %.2f×",
-			programs, sm(high, 1), sm(high, 2), sm(high, 3), sm(high, last)),
-		fmt.Sprintf("  recomputed tokens at %d programs: ProgramAware %d, PA+host %d, PA+host+fair %d (%.1f× fewer than ProgramAware)",
-			programs, high[2].RecomputedTokens/n, high[3].RecomputedTokens/n, high[last].RecomputedTokens/n,
-			float64(high[2].RecomputedTokens)/float64(max(high[last].RecomputedTokens, 1))),
+		fmt.Sprintf("  at %d programs, steps/min over Default: Default+host %.2f×, ProgramAware alone %.2f×, PA+host %.2f×, PA+host+fair %.2f×, PA+host+fair+oc (%v× device) %.2f×",
+			programs, sm(high, hostOnly), sm(high, paAlone), sm(high, paHost), sm(high, paFair), benchDeviceOvercommit, sm(high, last)),
+		fmt.Sprintf("  p99 step latency at %d programs over Default: PA+host+fair %.2f×, PA+host+fair+oc %.2f×", programs, p99(paFair), p99(last)),
+		fmt.Sprintf("  recomputed tokens at %d programs: ProgramAware %d, PA+host %d, PA+host+fair %d, PA+host+fair+oc %d (%.1f× fewer than ProgramAware)",
+			programs, high[paAlone].RecomputedTokens/n, high[paHost].RecomputedTokens/n, high[paFair].RecomputedTokens/n, high[last].RecomputedTokens/n,
+			float64(high[paAlone].RecomputedTokens)/float64(max(high[last].RecomputedTokens, 1))),
 		fmt.Sprintf("  fairness bound at %d programs (PA+host): off p99 %v, max wait %v, %.1f steps/min; on (%v) p99 %v, max wait %v, %.1f steps/min",
-			programs, high[3].P(0.99).Round(time.Second), high[3].MaxWait.Round(time.Second), high[3].StepsPerMinute,
-			benchFairnessBound, high[last].P(0.99).Round(time.Second), high[last].MaxWait.Round(time.Second), high[last].StepsPerMinute),
+			programs, high[paHost].P(0.99).Round(time.Second), high[paHost].MaxWait.Round(time.Second), high[paHost].StepsPerMinute,
+			benchFairnessBound, high[paFair].P(0.99).Round(time.Second), high[paFair].MaxWait.Round(time.Second), high[paFair].StepsPerMinute),
 	}
 }
 

@@ -73,7 +73,8 @@ type PodDecision struct {
 type Capacity struct {
 	// Used is the capacity charged after the decision.
 	Used int64
-	// Total is kv_blocks × block_size.
+	// Total is kv_blocks × block_size, raised on a pod with a host tier
+	// by Policy.DeviceOvercommit.
 	Total int64
 	// Marked is the part of Used held by programs marked for pause: tokens
 	// the pod frees once they become ACTING.

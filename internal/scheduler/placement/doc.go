@@ -19,6 +19,10 @@
 //     get no actions: the pod still holds their KV cache, and readiness
 //     blips are common under load. Paused programs, new ones, and active
 //     ones whose pod is not in the snapshot are waiting.
+//     With Policy.DeviceOvercommit above 1, a pod with a host KV tier
+//     counts as that many times its device capacity, the excess bounded
+//     by the tier's room after the KV it keeps for paused programs and
+//     holds for ACTING ones; every later step fills to that.
 //  2. Force-resume. A program waiting longer than Policy.MaxPauseDuration is
 //     placed on the pod with the most remaining capacity, whether it fits or
 //     not, longest-waiting first.

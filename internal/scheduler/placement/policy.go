@@ -76,6 +76,17 @@ type Policy struct {
 	// device must still hold what runs). The tier's room is its size less
 	// the footprints of the paused programs whose KV it keeps.
 	ActingOnHost bool
+	// DeviceOvercommit, at least 1, lets the programs placed on a pod with
+	// a host KV tier be charged up to this many times its device capacity
+	// (Pod.CapacityTokens), as long as the excess fits in the tier's room
+	// left after the KV of the paused and ACTING programs it holds. What
+	// runs beyond the device is preempted by the pod's engine, whose
+	// evicted blocks spill to the host tier and come back at the host
+	// link's speed instead of being recomputed: the engine time-slices the
+	// device between requests at every iteration, where pausing at the
+	// placement waits for a program's tool call and the next round. 1
+	// turns it off; pods without a host tier are never overcommitted.
+	DeviceOvercommit float64
 }
 
 // Defaults of DefaultPolicy.
@@ -93,6 +104,8 @@ const (
 	// whole context, while a pod's room frees as soon as one of its
 	// programs pauses or ends, usually within a few placement rounds.
 	DefaultCacheAffinityWait = time.Minute
+	// MaxDeviceOvercommit bounds Policy.DeviceOvercommit.
+	MaxDeviceOvercommit = 8
 )
 
 // DefaultPolicy returns ProgramAware mode with the seed's settings: acting
@@ -108,6 +121,7 @@ func DefaultPolicy() Policy {
 		MaxPauseDuration:       DefaultMaxPauseDuration,
 		CacheAffinityWait:      DefaultCacheAffinityWait,
 		ActingOnHost:           true,
+		DeviceOvercommit:       1,
 	}
 }
 
@@ -128,6 +142,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("placement policy: wait aging %v: must not be negative", p.WaitAging)
 	case p.CacheAffinityWait < 0:
 		return fmt.Errorf("placement policy: cache affinity wait %v: must not be negative", p.CacheAffinityWait)
+	case math.IsNaN(p.DeviceOvercommit) || p.DeviceOvercommit < 1 || p.DeviceOvercommit > MaxDeviceOvercommit:
+		return fmt.Errorf("placement policy: device overcommit %v: want a value in [1, %d]", p.DeviceOvercommit, MaxDeviceOvercommit)
 	case p.FairnessBound < 0:
 		return fmt.Errorf("placement policy: fairness bound %v: must not be negative", p.FairnessBound)
 	}

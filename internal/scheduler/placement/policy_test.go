@@ -28,6 +28,11 @@ func TestPolicyValidate(t *testing.T) {
 		{name: "half-life unused when decay is off", edit: func(p *Policy) { p.ActingDecay = Decay{} }},
 		{name: "no pause limit", edit: func(p *Policy) { p.MaxPauseDuration = 0 }, wantErr: "max pause"},
 		{name: "negative pause limit", edit: func(p *Policy) { p.MaxPauseDuration = -time.Second }, wantErr: "max pause"},
+		{name: "device overcommit 2", edit: func(p *Policy) { p.DeviceOvercommit = 2 }},
+		{name: "device overcommit below 1", edit: func(p *Policy) { p.DeviceOvercommit = 0.5 }, wantErr: "overcommit"},
+		{name: "device overcommit unset", edit: func(p *Policy) { p.DeviceOvercommit = 0 }, wantErr: "overcommit"},
+		{name: "device overcommit NaN", edit: func(p *Policy) { p.DeviceOvercommit = math.NaN() }, wantErr: "overcommit"},
+		{name: "device overcommit above the max", edit: func(p *Policy) { p.DeviceOvercommit = MaxDeviceOvercommit + 1 }, wantErr: "overcommit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -201,6 +201,9 @@ func (s *Scheduler) load(snap Snapshot, now time.Time) error {
 	if s.policy.ActingOnHost {
 		s.chargeActingOnHost()
 	}
+	if s.policy.DeviceOvercommit > 1 {
+		s.overcommitOnHost()
+	}
 	s.groupMembers()
 	return nil
 }
@@ -242,6 +245,23 @@ func (s *Scheduler) chargeActingOnHost() {
 		p.used += c - ps.charge
 		p.resumeUsed += r - ps.resumeCharge
 		ps.charge, ps.resumeCharge = c, r
+	}
+}
+
+// overcommitOnHost raises the capacity of each pod with a host KV tier to
+// at most DeviceOvercommit times its device's, by no more than the tier's
+// room left after the KV of the paused programs it keeps and of the ACTING
+// programs it holds (Policy.DeviceOvercommit): what runs beyond the device
+// spills there.
+func (s *Scheduler) overcommitOnHost() {
+	for i := range s.pods {
+		p := &s.pods[i]
+		if p.host <= 0 {
+			continue
+		}
+		actingOnHost := int64(math.Round((1 - p.actingShare) * float64(p.actingOwn)))
+		room := max(p.host-p.hostKept-actingOnHost, 0)
+		p.total += min(int64((s.policy.DeviceOvercommit-1)*float64(p.total)), room)
 	}
 }
 
