@@ -20,10 +20,10 @@ func TestRoundReportsOldestWaitAndHostTier(t *testing.T) {
 	for _, id := range []string{"p1", "p2", "p3", "p4"} {
 		run(a, id, 5000)
 	}
-	// The four ACTING programs overfill the device; with ActingOnHost the
-	// host tier would hold them and nobody would wait.
+	// The four ACTING programs overfill the device; with ActingOnHost or
+	// device overcommit the host tier would hold them and nobody would wait.
 	policy := placement.DefaultPolicy()
-	policy.ActingOnHost = false
+	policy.ActingOnHost, policy.DeviceOvercommit = false, 1
 	f, err := New(policy, control.NewClient(token, 2*time.Second), nil)
 	if err != nil {
 		t.Fatal(err)

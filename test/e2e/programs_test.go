@@ -39,8 +39,10 @@ spec:
   bufferTokensPerProgram: 100
   maxPauseDuration: 2m
   # The test needs pauses: with the host tier holding acting programs' KV
-  # (the default), this handful of programs would all fit.
+  # or taking the device's overflow (the defaults), this handful of
+  # programs would all fit.
   actingOnHost: false
+  deviceOvercommitPercent: 100
   # The test checks resumes across pods: no waiting for the pod whose host
   # tier holds a paused program's KV.
   fairness:

@@ -26,7 +26,7 @@ func TestActingOnHost(t *testing.T) {
 		want:   outcome{Place: onPod("a", "p")},
 	}, {
 		name:   "off: acting programs take device room, the held program waits",
-		policy: func(p *Policy) { noBuffer(p); p.ActingOnHost = false },
+		policy: func(p *Policy) { noBuffer(p); p.ActingOnHost = false; p.DeviceOvercommit = 1 },
 		pods:   []Pod{withHost("a", 1000, 1000)},
 		progs:  append(acting(), prog("p", 500).paused(ago).held()),
 		want:   outcome{Paused: ids("p")},
@@ -81,7 +81,7 @@ func TestDeviceOvercommit(t *testing.T) {
 	}
 	runRounds(t, []roundCase{{
 		name:   "off: the held program waits",
-		policy: noBuffer,
+		policy: overcommit(1),
 		pods:   []Pod{withHost("a", 1000, 1000)},
 		progs:  append(reasoning(), prog("p", 500).paused(ago).held()),
 		want:   outcome{Paused: ids("p")},

@@ -209,56 +209,61 @@ func TestResume(t *testing.T) {
 // TestResumeWaitsForCache: a paused program whose KV cache is on a pod
 // without room now waits for that pod (up to Policy.CacheAffinityWait)
 // instead of being resumed elsewhere and recomputing its whole context.
+// fullMeansFull is noBuffer without device overcommit: these cases are about
+// a pod whose device is full, which with overcommit its host tier would
+// relieve at once.
+func fullMeansFull(p *Policy) { noBuffer(p); p.DeviceOvercommit = 1 }
+
 func TestResumeWaitsForCache(t *testing.T) {
 	recent := t0.Add(-10 * time.Second)
 	long := t0.Add(-DefaultCacheAffinityWait - time.Second)
 	full := func() *programBuilder { return prog("runB", 700).on("b") }
 	runRounds(t, []roundCase{{
 		name:   "waits for the pod holding its cache while that pod is full",
-		policy: noBuffer,
+		policy: fullMeansFull,
 		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
 		progs:  []*programBuilder{full(), prog("p", 500).paused(recent).cachedOn("b")},
 		want:   outcome{Paused: ids("p")},
 	}, {
 		name:   "goes back to the pod holding its cache once it fits there",
-		policy: noBuffer,
+		policy: fullMeansFull,
 		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
 		progs:  []*programBuilder{prog("runB", 400).on("b"), prog("p", 500).paused(recent).cachedOn("b")},
 		want:   outcome{Place: onPod("b", "p")},
 	}, {
 		name:   "past the affinity wait it is resumed where it fits",
-		policy: noBuffer,
+		policy: fullMeansFull,
 		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
 		progs:  []*programBuilder{full(), prog("p", 500).paused(long).cachedOn("b")},
 		want:   outcome{Place: onPod("a", "p")},
 	}, {
 		name:   "affinity wait off: resumed where it fits at once",
-		policy: func(p *Policy) { noBuffer(p); p.CacheAffinityWait = 0 },
+		policy: func(p *Policy) { noBuffer(p); p.CacheAffinityWait = 0; p.DeviceOvercommit = 1 },
 		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
 		progs:  []*programBuilder{full(), prog("p", 500).paused(recent).cachedOn("b")},
 		want:   outcome{Place: onPod("a", "p")},
 	}, {
 		name:   "the holding pod has no host tier (its KV is likely evicted): resumed where it fits at once",
-		policy: noBuffer,
+		policy: fullMeansFull,
 		pods:   []Pod{pod("a", 1000), pod("b", 1000)},
 		progs:  []*programBuilder{full(), prog("p", 500).paused(recent).cachedOn("b")},
 		want:   outcome{Place: onPod("a", "p")},
 	}, {
 		name:   "no known cache: resumed where it fits at once",
-		policy: noBuffer,
+		policy: fullMeansFull,
 		pods:   []Pod{hostPod("a", 1000), hostPod("b", 1000)},
 		progs:  []*programBuilder{full(), prog("p", 500).paused(recent)},
 		want:   outcome{Place: onPod("a", "p")},
 	}, {
 		name:   "the holding pod is draining: resumed where it fits at once",
-		policy: noBuffer,
+		policy: fullMeansFull,
 		pods:   []Pod{hostPod("a", 1000), drainingPod("b", 1000)},
 		progs:  []*programBuilder{prog("p", 500).paused(recent).cachedOn("b")},
 		want:   outcome{Place: onPod("a", "p")},
 	}, {
 		name: "overdue under the fairness bound: room is made on the pod holding its cache",
 		policy: func(p *Policy) {
-			noBuffer(p)
+			fullMeansFull(p)
 			p.FairnessBound = 5 * time.Second
 		},
 		pods: []Pod{hostPod("a", 1000), hostPod("b", 1000)},
