@@ -47,11 +47,13 @@ const benchHostBlocks = 128 << 30 / (16 * 131072)
 const benchFairnessBound = 30 * time.Second
 
 // hostArm is a mode with the host KV tier, and optionally the fairness
-// bound (wait aging at twice the bound).
+// bound (wait aging at twice the bound), without device overcommit (the
+// "+oc" arm adds it, as the SchedulerPolicy default does).
 func hostArm(name string, m placement.Mode, bound time.Duration) agentConfig {
 	return agentConfig{name: name, apply: func(s *AgentSetup) {
 		s.Policy.Mode, s.HostBlocks = m, benchHostBlocks
 		s.Policy.FairnessBound, s.Policy.WaitAging = bound, 2*bound
+		s.Policy.DeviceOvercommit = 1
 	}}
 }
 
