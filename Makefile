@@ -96,7 +96,7 @@ bench-executors: ggml ## ggml vs cpu executor (GGML_THREADS=n to set ggml's CPU 
 .PHONY: test-gpu
 test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for this GPU with nvcc when present, ~3 min; else the prebuilt); skipped without an NVIDIA GPU.
 	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
-		echo "test-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped; the CUDA path is built but not run here"; \
+		echo "test-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped (it runs on a machine with one)"; \
 		exit 0; \
 	fi; \
 	if [ -n "$(KVPILOT_GGML_LIB)" ]; then lib="$(KVPILOT_GGML_LIB)"; \
