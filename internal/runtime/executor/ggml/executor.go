@@ -63,7 +63,8 @@ type Executor struct {
 	// flash: attention is one ggml_flash_attn_ext, which on the CPU skips
 	// the masked slots instead of computing and discarding them: with many
 	// sequences in a batch each token would otherwise score every
-	// sequence's slots. Elsewhere (CUDA, which this code has not run on)
+	// sequence's slots. Elsewhere (CUDA; build-ggml-cuda.sh builds it
+	// without flash attention, GGML_CUDA_FA off)
 	// attention is the plain mul_mat/soft_max/mul_mat chain, whose ops
 	// every backend has.
 	flash bool
