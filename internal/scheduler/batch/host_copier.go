@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
@@ -39,4 +40,32 @@ import (
 type BlockCopier interface {
 	ReserveHostBlocks(n, blockSize int) error
 	CopyBlocks(ctx context.Context, transfers []kvcache.Transfer) error
+}
+
+// ValidateHostReserve checks ReserveHostBlocks' arguments against the
+// executor's device block size.
+func ValidateHostReserve(n, blockSize, deviceBlockSize int) error {
+	if blockSize != deviceBlockSize {
+		return fmt.Errorf("host blocks of %d tokens, device blocks of %d", blockSize, deviceBlockSize)
+	}
+	if n < 0 {
+		return fmt.Errorf("%d host blocks", n)
+	}
+	return nil
+}
+
+// ValidateTransfers checks every transfer's kind and addresses against the
+// executor's numBlocks device blocks and hostBlocks host slots, before any
+// is copied.
+func ValidateTransfers(ts []kvcache.Transfer, numBlocks, hostBlocks int) error {
+	for _, t := range ts {
+		if t.Device < 0 || int(t.Device) >= numBlocks || t.Host < 0 || int(t.Host) >= hostBlocks {
+			return fmt.Errorf("%v of block %d and host slot %d: outside %d blocks and %d host slots",
+				t.Kind, t.Device, t.Host, numBlocks, hostBlocks)
+		}
+		if t.Kind != kvcache.CopyOut && t.Kind != kvcache.CopyIn {
+			return fmt.Errorf("transfer of kind %v", t.Kind)
+		}
+	}
+	return nil
 }

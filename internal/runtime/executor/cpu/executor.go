@@ -140,16 +140,10 @@ type scratch struct {
 	swiglu               swigluJob
 }
 
-func grow(s []float32, n int) []float32 {
+// grow returns s with length n, reusing its array when it is large enough.
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float32, n)
-	}
-	return s[:n]
-}
-
-func growInt(s []int, n int) []int {
-	if cap(s) < n {
-		return make([]int, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }

@@ -15,7 +15,7 @@ func (e *Executor) prepare(b *batch.Batch, n int) {
 		s.ids = make([]int32, n)
 	}
 	s.ids = s.ids[:n]
-	s.pos, s.seqOf, s.slot = growInt(s.pos, n), growInt(s.seqOf, n), growInt(s.slot, n)
+	s.pos, s.seqOf, s.slot = grow(s.pos, n), grow(s.seqOf, n), grow(s.slot, n)
 	s.x, s.xn = grow(s.x, n*c.Dim), grow(s.xn, n*c.Dim)
 	s.q, s.k, s.v, s.attn = grow(s.q, n*q), grow(s.k, n*kv), grow(s.v, n*kv), grow(s.attn, n*q)
 	s.gate, s.up = grow(s.gate, n*c.FFN), grow(s.up, n*c.FFN)

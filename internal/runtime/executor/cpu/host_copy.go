@@ -16,11 +16,8 @@ var _ batch.BlockCopier = (*Executor)(nil)
 // buys is what it buys on a GPU, that a paused program's KV survives its
 // device blocks being reused.
 func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
-	if blockSize != e.blockSize {
-		return fmt.Errorf("cpu executor: host blocks of %d tokens, device blocks of %d", blockSize, e.blockSize)
-	}
-	if n < 0 {
-		return fmt.Errorf("cpu executor: %d host blocks", n)
+	if err := batch.ValidateHostReserve(n, blockSize, e.blockSize); err != nil {
+		return fmt.Errorf("cpu executor: %w", err)
 	}
 	slots := n * blockSize * e.kvDim
 	e.hostK, e.hostV = make([][]float32, e.cfg.Layers), make([][]float32, e.cfg.Layers)
@@ -36,23 +33,19 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := batch.ValidateTransfers(ts, e.numBlocks, e.hostBlocks); err != nil {
+		return fmt.Errorf("cpu executor: %w", err)
+	}
 	span := e.blockSize * e.kvDim
 	for _, t := range ts {
-		if t.Device < 0 || int(t.Device) >= e.numBlocks || t.Host < 0 || int(t.Host) >= e.hostBlocks {
-			return fmt.Errorf("cpu executor: %v of block %d and host slot %d: outside %d blocks and %d host slots",
-				t.Kind, t.Device, t.Host, e.numBlocks, e.hostBlocks)
-		}
 		d, h := int(t.Device)*span, int(t.Host)*span
 		for l := range e.cfg.Layers {
-			switch t.Kind {
-			case kvcache.CopyOut:
+			if t.Kind == kvcache.CopyOut {
 				copy(e.hostK[l][h:h+span], e.kCache[l][d:d+span])
 				copy(e.hostV[l][h:h+span], e.vCache[l][d:d+span])
-			case kvcache.CopyIn:
+			} else {
 				copy(e.kCache[l][d:d+span], e.hostK[l][h:h+span])
 				copy(e.vCache[l][d:d+span], e.hostV[l][h:h+span])
-			default:
-				return fmt.Errorf("cpu executor: transfer of kind %v", t.Kind)
 			}
 		}
 	}

@@ -446,8 +446,8 @@ func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
 // cores.
 func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	s, bs := &e.s, e.blockSize
-	s.ids, s.pos = growI32(s.ids, n), growI32(s.pos, n)
-	s.slot = growI64(s.slot, n)
+	s.ids, s.pos = grow(s.ids, n), grow(s.pos, n)
+	s.slot = grow(s.slot, n)
 	s.outRows = s.outRows[:0]
 	s.blocks = s.blocks[:0]
 	if e.where == nil {
@@ -491,12 +491,12 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	inf := float32(math.Inf(-1))
 	const inf16 = 0xfc00
 	if e.flash {
-		s.mask16 = growU16(s.mask16, span*n)
+		s.mask16 = grow(s.mask16, span*n)
 		for i := range s.mask16 {
 			s.mask16[i] = inf16
 		}
 	} else {
-		s.mask = growF32(s.mask, span*n)
+		s.mask = grow(s.mask, span*n)
 		for i := range s.mask {
 			s.mask[i] = inf
 		}
@@ -519,7 +519,7 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	for _, id := range s.blocks {
 		e.where[id] = -1
 	}
-	s.kIdx = growI64(s.kIdx, n)
+	s.kIdx = grow(s.kIdx, n)
 	copy(s.kIdx, s.slot[:n])
 	return span
 }
@@ -562,30 +562,10 @@ func (e *Executor) hostFloats(n int) (buf cBuf, f []float32, err error) {
 	return buf, unsafe.Slice((*float32)(e.a.bufferBase(buf)), n), nil
 }
 
-func growI32(s []int32, n int) []int32 {
+// grow returns s with length n, reusing its array when it is large enough.
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]int32, n)
-	}
-	return s[:n]
-}
-
-func growI64(s []int64, n int) []int64 {
-	if cap(s) < n {
-		return make([]int64, n)
-	}
-	return s[:n]
-}
-
-func growU16(s []uint16, n int) []uint16 {
-	if cap(s) < n {
-		return make([]uint16, n)
-	}
-	return s[:n]
-}
-
-func growF32(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }

@@ -17,11 +17,8 @@ var _ batch.BlockCopier = (*Executor)(nil)
 // and values, in page-locked memory on a GPU (hostFloats). (Page-locked
 // host memory has not run on a GPU here: it came after the H100 run.)
 func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
-	if blockSize != e.blockSize {
-		return fmt.Errorf("ggml executor: host blocks of %d tokens, device blocks of %d", blockSize, e.blockSize)
-	}
-	if n < 0 {
-		return fmt.Errorf("ggml executor: %d host blocks", n)
+	if err := batch.ValidateHostReserve(n, blockSize, e.blockSize); err != nil {
+		return fmt.Errorf("ggml executor: %w", err)
 	}
 	if e.hostBuf != 0 {
 		e.a.bufferFree(e.hostBuf)
@@ -46,15 +43,11 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := batch.ValidateTransfers(ts, e.numBlocks, e.hostBlocks); err != nil {
+		return fmt.Errorf("ggml executor: %w", err)
+	}
 	bs, kv := e.blockSize, e.kvDim
 	for _, t := range ts {
-		if t.Device < 0 || int(t.Device) >= e.numBlocks || t.Host < 0 || int(t.Host) >= e.hostBlocks {
-			return fmt.Errorf("ggml executor: %v of block %d and host slot %d: outside %d blocks and %d host slots",
-				t.Kind, t.Device, t.Host, e.numBlocks, e.hostBlocks)
-		}
-		if t.Kind != kvcache.CopyOut && t.Kind != kvcache.CopyIn {
-			return fmt.Errorf("ggml executor: transfer of kind %v", t.Kind)
-		}
 		h := e.host[int(t.Host)*e.hostBlockFloats():]
 		move := func(tensor cTensor, off int, dst []float32) {
 			p, size := unsafe.Pointer(&dst[0]), uintptr(4*len(dst))
