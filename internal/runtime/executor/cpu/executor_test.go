@@ -4,14 +4,13 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -29,31 +28,11 @@ func newExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	return e
 }
 
-func contiguous(first, n int) []kvcache.BlockID {
-	ids := make([]kvcache.BlockID, n)
-	for i := range ids {
-		ids[i] = kvcache.BlockID(first + i)
-	}
-	return ids
-}
+func contiguous(first, n int) []kvcache.BlockID { return exectest.Contiguous(first, n) }
 
 func execute(t testing.TB, e *Executor, seqs []batch.Seq) [][]float32 {
 	t.Helper()
-	b := &batch.Batch{Seqs: seqs, BlockSize: testBlockSize}
-	for _, s := range seqs {
-		b.NumTokens += len(s.Tokens)
-	}
-	out := &batch.Output{Logits: make([][]float32, len(seqs)), Tokens: make([]int32, len(seqs)), Sampled: make([]bool, len(seqs))}
-	if err := e.Execute(context.Background(), b, out); err != nil {
-		t.Fatal(err)
-	}
-	// The rows may be the executor's own memory, overwritten by its next
-	// step (batch.ShareLogits): keep copies, so that two steps compared
-	// are two results.
-	for i, l := range out.Logits {
-		out.Logits[i] = slices.Clone(l)
-	}
-	return out.Logits
+	return exectest.Execute(t, e, testBlockSize, seqs)
 }
 
 func randomTokens(rng *rand.Rand, n, vocab int) []int32 {
@@ -285,22 +264,7 @@ func TestGGUFRoundTripLogits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(t.TempDir(), "m.gguf")
-			f, err := os.Create(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := model.WriteGGUF(f, mem); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			loaded, err := model.Load(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer loaded.Close()
+			loaded := exectest.WriteAndLoad(t, mem)
 			seq := []batch.Seq{{Tokens: prompt, Blocks: contiguous(0, 3), Sample: true}}
 			want := execute(t, newExec(t, mem, 8), seq)[0]
 			got := execute(t, newExec(t, loaded, 8), seq)[0]
@@ -317,28 +281,8 @@ func TestGGUFRoundTripLogits(t *testing.T) {
 func TestExecuteErrors(t *testing.T) {
 	m := testModel(t)
 	e := newExec(t, m, 4)
-	for _, tc := range []struct {
-		name string
-		seq  batch.Seq
-		want string
-	}{
-		{"block out of range", batch.Seq{Tokens: []int32{1}, Blocks: []kvcache.BlockID{4}, Sample: true}, "block 4 outside"},
-		{"too few blocks", batch.Seq{Tokens: []int32{1, 2, 3, 4, 5}, Blocks: []kvcache.BlockID{0}}, "1 blocks cover 4 positions, need 5"},
-		{"token out of vocab", batch.Seq{Tokens: []int32{300}, Blocks: []kvcache.BlockID{0}}, "token 300 outside"},
-		{"negative token", batch.Seq{Tokens: []int32{-1}, Blocks: []kvcache.BlockID{0}}, "token -1 outside"},
-	} {
-		b := &batch.Batch{Seqs: []batch.Seq{tc.seq}, BlockSize: testBlockSize}
-		err := e.Execute(context.Background(), b, &batch.Output{Logits: make([][]float32, 1)})
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{1}, Blocks: []kvcache.BlockID{0}, Sample: true}}, BlockSize: testBlockSize}
-	if err := e.Execute(ctx, b, &batch.Output{Logits: make([][]float32, 1)}); err != context.Canceled {
-		t.Errorf("cancelled context: got %v", err)
-	}
+	exectest.CheckExecuteErrors(t, e, testBlockSize,
+		exectest.ErrorCase{Name: "negative token", Seq: batch.Seq{Tokens: []int32{-1}, Blocks: []kvcache.BlockID{0}}, Want: "token -1 outside"})
 	if _, err := New(m, 0, 16, Options{}); err == nil {
 		t.Error("New with 0 blocks: no error")
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -65,19 +66,5 @@ func TestPrefixRestoredFromHostChangesNothing(t *testing.T) {
 }
 
 func TestCopyBlocksRejectsOutOfRange(t *testing.T) {
-	e := newExec(t, testModel(t), 8)
-	if err := e.ReserveHostBlocks(2, testBlockSize+1); err == nil {
-		t.Fatal("ReserveHostBlocks accepted a block size other than the device's")
-	}
-	if err := e.ReserveHostBlocks(2, testBlockSize); err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range []kvcache.Transfer{
-		{Kind: kvcache.CopyOut, Device: 8, Host: 0},
-		{Kind: kvcache.CopyIn, Device: 0, Host: 2},
-	} {
-		if err := e.CopyBlocks(context.Background(), []kvcache.Transfer{x}); err == nil {
-			t.Errorf("CopyBlocks(%+v) succeeded", x)
-		}
-	}
+	exectest.CheckCopyBlocksRejectsOutOfRange(t, newExec(t, testModel(t), 8), testBlockSize)
 }

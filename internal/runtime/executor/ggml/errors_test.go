@@ -3,7 +3,6 @@
 package ggml
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -53,28 +53,8 @@ func TestStartErrors(t *testing.T) {
 func TestExecuteErrors(t *testing.T) {
 	m := model.Random(model.Config{VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, FFN: 96}, 1)
 	e := newTestExec(t, m, 4)
-	for _, tc := range []struct {
-		name string
-		seq  batch.Seq
-		want string
-	}{
-		{"block out of range", batch.Seq{Tokens: []int32{1}, Blocks: []kvcache.BlockID{4}, Sample: true}, "block 4 outside"},
-		{"too few blocks", batch.Seq{Tokens: []int32{1, 2, 3, 4, 5}, Blocks: []kvcache.BlockID{0}}, "1 blocks cover 4 positions, need 5"},
-		{"token out of vocab", batch.Seq{Tokens: []int32{300}, Blocks: []kvcache.BlockID{0}}, "token 300 outside"},
-		{"beyond the context", batch.Seq{Tokens: []int32{1}, Pos: 4096, Blocks: make([]kvcache.BlockID, 1025)}, "beyond the context length"},
-	} {
-		b := &batch.Batch{Seqs: []batch.Seq{tc.seq}, BlockSize: testBlockSize}
-		err := e.Execute(context.Background(), b, &batch.Output{Logits: make([][]float32, 1)})
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{1}, Blocks: []kvcache.BlockID{0}, Sample: true}}, BlockSize: testBlockSize}
-	if err := e.Execute(ctx, b, &batch.Output{Logits: make([][]float32, 1)}); err != context.Canceled {
-		t.Errorf("cancelled context: got %v", err)
-	}
+	exectest.CheckExecuteErrors(t, e, testBlockSize,
+		exectest.ErrorCase{Name: "beyond the context", Seq: batch.Seq{Tokens: []int32{1}, Pos: 4096, Blocks: make([]kvcache.BlockID, 1025)}, Want: "beyond the context length"})
 }
 
 // TestProbeLeavesNoTrace: the start-up forward pass that GPUs run (probe)

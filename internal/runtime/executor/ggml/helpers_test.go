@@ -3,12 +3,11 @@
 package ggml
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -67,31 +66,11 @@ func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	return e
 }
 
-func contiguous(first, n int) []kvcache.BlockID {
-	ids := make([]kvcache.BlockID, n)
-	for i := range ids {
-		ids[i] = kvcache.BlockID(first + i)
-	}
-	return ids
-}
+func contiguous(first, n int) []kvcache.BlockID { return exectest.Contiguous(first, n) }
 
 func execute(t testing.TB, e batch.Executor, seqs []batch.Seq) [][]float32 {
 	t.Helper()
-	b := &batch.Batch{Seqs: seqs, BlockSize: testBlockSize}
-	for _, s := range seqs {
-		b.NumTokens += len(s.Tokens)
-	}
-	out := &batch.Output{Logits: make([][]float32, len(seqs)), Tokens: make([]int32, len(seqs)), Sampled: make([]bool, len(seqs))}
-	if err := e.Execute(context.Background(), b, out); err != nil {
-		t.Fatal(err)
-	}
-	// The rows may be the executor's own memory, overwritten by its next
-	// step (batch.ShareLogits): keep copies, so that two steps compared
-	// are two results.
-	for i, l := range out.Logits {
-		out.Logits[i] = slices.Clone(l)
-	}
-	return out.Logits
+	return exectest.Execute(t, e, testBlockSize, seqs)
 }
 
 func argmax(l []float32) int32 {

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -209,22 +208,7 @@ func agreeOnMargins(t *testing.T, ref, g batch.Executor, i int, p []int32, gen i
 // model built in memory, bit for bit.
 func TestMappedModelFile(t *testing.T) {
 	m := randomModel(t, parityConfigs()["qwen2"], model.Q8_0, 12)
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := model.WriteGGUF(f, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := model.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer loaded.Close()
+	loaded := exectest.WriteAndLoad(t, m)
 	if !loaded.Mapped() {
 		t.Fatal("a loaded model is not mapped")
 	}
