@@ -133,6 +133,18 @@ func aggregateDecode(b *testing.B, e batch.Executor, m *model.Model, streams int
 	return float64(total) / time.Since(start).Seconds()
 }
 
+// benchGGMLThreads is ggml's CPU thread count in the benchmarks:
+// KVPILOT_BENCH_GGML_THREADS, else GOMAXPROCS (the cpu executor always has
+// GOMAXPROCS). ggml's CPU threads wait for each other at every graph node by
+// spinning; on a machine whose cores are oversubscribed by other work a
+// descheduled thread stalls the other, so there fewer threads can be faster.
+func benchGGMLThreads() int {
+	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_GGML_THREADS")); err == nil && v > 0 {
+		return v
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
 // BenchmarkExecutors compares the ggml executor (CPU backend) with the cpu
 // executor on a random Qwen2-0.5B-shaped model in Q8_0 and F16: single
 // stream 512-token prefill and decode, the two executors interleaved round
@@ -144,16 +156,7 @@ func BenchmarkExecutors(b *testing.B) {
 		b.Skip("minutes long and a few GiB: run `make bench-executors`")
 	}
 	dir := testLibDir(b)
-	threads := runtime.GOMAXPROCS(0)
-	// ggml's CPU threads wait for each other at every graph node by
-	// spinning; on a machine whose cores are oversubscribed by other work a
-	// descheduled thread stalls the other, so there fewer threads can be
-	// faster. KVPILOT_BENCH_GGML_THREADS sets ggml's count (the cpu executor
-	// keeps GOMAXPROCS).
-	ggmlThreads := threads
-	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_GGML_THREADS")); err == nil && v > 0 {
-		ggmlThreads = v
-	}
+	threads, ggmlThreads := runtime.GOMAXPROCS(0), benchGGMLThreads()
 	base := model.Random(qwen05Config, 1)
 	for _, typ := range []model.DType{model.Q8_0, model.F16} {
 		m, err := base.Convert(typ)
@@ -207,11 +210,7 @@ func BenchmarkStepVsHTTP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	threads := runtime.GOMAXPROCS(0)
-	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_GGML_THREADS")); err == nil && v > 0 {
-		threads = v
-	}
-	ge, err := New(m, 256, benchBlockSize, Options{LibDir: testLibDir(b), Device: testDevice(), Threads: threads})
+	ge, err := New(m, 256, benchBlockSize, Options{LibDir: testLibDir(b), Device: testDevice(), Threads: benchGGMLThreads()})
 	if err != nil {
 		b.Fatal(err)
 	}
