@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -18,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
 const (
@@ -29,58 +27,28 @@ const (
 // free port, and sends SIGTERM while a streaming request is in flight: the
 // request must complete and the process exit 0.
 func TestProcessDrainsOnSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the binary with")
-	}
-	bin := filepath.Join(t.TempDir(), "runtime")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	cmd := exec.Command(bin, "--executor", "sim", "--host", "127.0.0.1", "--port", "0", "--drain-timeout", "20s")
-	cmd.Env = cleanEnv()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-		}
+	p := runtimeproc.Start(t, runtimeproc.Options{
+		Name: "runtime",
+		Args: []string{"--executor", "sim", "--host", "127.0.0.1", "--port", "0", "--drain-timeout", "20s"},
+		Env:  cleanEnv(),
 	})
-	addrCh := make(chan string, 1)
-	var logTail strings.Builder
-	logDone := make(chan struct{})
-	go func() {
-		defer close(logDone)
-		readyLine := regexp.MustCompile(`msg=ready addr=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			logTail.WriteString(line + "\n")
-			if m := readyLine.FindStringSubmatch(line); m != nil {
-				addrCh <- m[1]
-			}
-		}
-	}()
-	go func() { <-logDone; exited <- cmd.Wait() }()
-
+	// --port 0: the address the runtime bound is in its ready line.
+	readyLine := regexp.MustCompile(`msg=ready addr=(\S+)`)
 	var addr string
-	select {
-	case addr = <-addrCh:
-	case err := <-exited:
-		t.Fatalf("process exited before ready: %v\n%s", err, logTail.String())
-	case <-time.After(startTimeout):
-		t.Fatalf("not ready after %v", startTimeout)
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if m := readyLine.FindStringSubmatch(p.Log()); m != nil {
+			addr = m[1]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after %v", startTimeout)
+		}
+		select {
+		case <-p.Exited():
+			t.Fatalf("process exited before ready: %v\n%s", p.ExitErr(), p.Log())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	base := "http://" + addr
 	if r, err := http.Get(base + "/ready"); err != nil || r.StatusCode != http.StatusOK {
@@ -109,14 +77,14 @@ func TestProcessDrainsOnSIGTERM(t *testing.T) {
 		}
 		events = append(events, data)
 		if !signalled && strings.Contains(data, `"text"`) {
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			if err := p.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			signalled = true
 		}
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatalf("stream broken after SIGTERM: %v\n%s", err, logTail.String())
+		t.Fatalf("stream broken after SIGTERM: %v\n%s", err, p.Log())
 	}
 	if !signalled || len(events) < 3 || events[len(events)-1] != "[DONE]" {
 		t.Fatalf("events %q", events)
@@ -127,15 +95,15 @@ func TestProcessDrainsOnSIGTERM(t *testing.T) {
 	}
 
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, logTail.String())
+	case <-p.Exited():
+		if err := p.ExitErr(); err != nil {
+			t.Fatalf("exit: %v\n%s", err, p.Log())
 		}
 	case <-time.After(exitTimeout):
-		t.Fatalf("still running %v after SIGTERM\n%s", exitTimeout, logTail.String())
+		t.Fatalf("still running %v after SIGTERM\n%s", exitTimeout, p.Log())
 	}
-	if !strings.Contains(logTail.String(), "msg=stopped") {
-		t.Errorf("no stop log:\n%s", logTail.String())
+	if !strings.Contains(p.Log(), "msg=stopped") {
+		t.Errorf("no stop log:\n%s", p.Log())
 	}
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()

@@ -1,19 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,151 +18,55 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
 // This file runs the runtime binary as real processes on loopback.
-
-var (
-	binOnce sync.Once
-	binFile string
-	binErr  error
-)
-
-// runtimeBin builds the binary once per test run.
-func runtimeBin(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kvpilot-runtime-test")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binFile = filepath.Join(dir, "runtime")
-		if out, err := exec.Command("go", "build", "-o", binFile, ".").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binFile
-}
 
 const testControlToken = "test-control-token"
 
 // pod is one runtime process.
 type pod struct {
-	t        *testing.T
-	name     string
-	cmd      *exec.Cmd
-	api, ctl string
-	exited   chan struct{}
-	exitErr  error
-
-	mu   sync.Mutex
-	logs bytes.Buffer
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	*runtimeproc.Pod
+	t *testing.T
 }
 
 // startPod runs the sim executor with a control API; extra flags follow.
 func startPod(t *testing.T, name string, extra ...string) *pod {
 	t.Helper()
-	bin := runtimeBin(t)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(testControlToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := &pod{t: t, name: name, api: freeAddr(t), ctl: freeAddr(t), exited: make(chan struct{})}
-	_, apiPort, _ := net.SplitHostPort(p.api)
-	_, ctlPort, _ := net.SplitHostPort(p.ctl)
-	args := append([]string{"--executor", "sim", "--host", "127.0.0.1", "--port", apiPort,
-		"--control-port", ctlPort, "--control-token-file", tokenFile, "--advertise-addr", p.api, "--pod-name", name,
-		"--kv-cache-blocks", "2048", "--max-model-len", "8192", "--log-level", "info"}, extra...)
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = cleanEnv()
-	pr, pw := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = pw, pw
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-	}()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exitErr = p.cmd.Wait(); pw.Close(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("--- %s logs ---\n%s", name, p.logText())
-		}
+	p := runtimeproc.StartPod(t, runtimeproc.PodOptions{
+		Options: runtimeproc.Options{
+			Name: name,
+			Args: append([]string{"--kv-cache-blocks", "2048", "--max-model-len", "8192"}, extra...),
+			Env:  cleanEnv(),
+		},
+		ControlToken: testControlToken,
+		ReadyTimeout: startTimeout,
 	})
-	deadline := time.Now().Add(startTimeout)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + p.api + "/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("%s exited during start:\n%s", name, p.logText())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("%s not ready after %v", name, startTimeout)
-	return nil
-}
-
-func (p *pod) logText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
+	return &pod{Pod: p, t: t}
 }
 
 func (p *pod) push(pl *wire.Placement) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := control.NewClient(testControlToken, 5*time.Second).Push(ctx, p.ctl, pl); err != nil {
-		p.t.Fatalf("push to %s: %v", p.name, err)
+	if _, err := control.NewClient(testControlToken, 5*time.Second).Push(ctx, p.Control, pl); err != nil {
+		p.t.Fatalf("push to %s: %v", p.Name, err)
 	}
 }
 
 // metrics scrapes /metrics: each family's samples summed.
 func (p *pod) metrics() map[string]float64 {
 	p.t.Helper()
-	resp, err := http.Get("http://" + p.api + "/metrics")
+	resp, err := http.Get("http://" + p.API + "/metrics")
 	if err != nil {
-		p.t.Fatalf("scrape %s: %v", p.name, err)
+		p.t.Fatalf("scrape %s: %v", p.Name, err)
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		p.t.Fatalf("parse %s metrics: %v", p.name, err)
+		p.t.Fatalf("parse %s metrics: %v", p.Name, err)
 	}
 	out := map[string]float64{}
 	for name, f := range fams {
@@ -239,28 +137,28 @@ func TestProcessSIGTERMWithHeldRequests(t *testing.T) {
 	held := make(chan result, 1)
 	moved := make(chan result, 1)
 	local := make(chan result, 1)
-	go func() { held <- post(ctx, a.api, "held", `{"prompt":"wait for me","max_tokens":8}`) }()
+	go func() { held <- post(ctx, a.API, "held", `{"prompt":"wait for me","max_tokens":8}`) }()
 	go func() {
-		moved <- post(ctx, a.api, "moved", `{"prompt":"move me","max_tokens":250,"ignore_eos":true,"stream":true}`)
+		moved <- post(ctx, a.API, "moved", `{"prompt":"move me","max_tokens":250,"ignore_eos":true,"stream":true}`)
 	}()
 	waitUntil(t, "two held requests", 10*time.Second, func() bool { return a.metrics()["kvpilot_held_requests"] == 2 })
 
 	// The controller places "moved" on pod B: its held request is forwarded
 	// there and streams through A when A is told to stop.
-	a.push(&wire.Placement{Version: 2, Routes: map[string]string{"moved": b.api}})
+	a.push(&wire.Placement{Version: 2, Routes: map[string]string{"moved": b.API}})
 	waitUntil(t, "the moved program running on pod B", 10*time.Second, func() bool {
 		return b.metrics()["vllm:num_requests_running"] == 1
 	})
 	// A local request far longer than the drain timeout.
 	go func() {
-		local <- post(ctx, a.api, "", `{"prompt":"long","max_tokens":6000,"ignore_eos":true,"stream":true}`)
+		local <- post(ctx, a.API, "", `{"prompt":"long","max_tokens":6000,"ignore_eos":true,"stream":true}`)
 	}()
 	waitUntil(t, "the local request running on pod A", 10*time.Second, func() bool {
 		return a.metrics()["vllm:num_requests_running"] == 1
 	})
 
 	sigterm := time.Now()
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := a.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 
@@ -272,7 +170,7 @@ func TestProcessSIGTERMWithHeldRequests(t *testing.T) {
 		t.Errorf("the held request was answered %v after SIGTERM; want at once", d)
 	}
 	r = <-moved
-	if r.err != nil || r.status != http.StatusOK || r.header.Get("X-Kvpilot-Served-By") != b.api || !strings.HasSuffix(strings.TrimSpace(r.body), "data: [DONE]") {
+	if r.err != nil || r.status != http.StatusOK || r.header.Get("X-Kvpilot-Served-By") != b.API || !strings.HasSuffix(strings.TrimSpace(r.body), "data: [DONE]") {
 		t.Errorf("moved request: %d %v served by %q; want a whole stream from pod B", r.status, r.err, r.header.Get("X-Kvpilot-Served-By"))
 	}
 	r = <-local
@@ -281,17 +179,17 @@ func TestProcessSIGTERMWithHeldRequests(t *testing.T) {
 	}
 
 	select {
-	case <-a.exited:
+	case <-a.Exited():
 	case <-time.After(drainTimeout + 5*time.Second):
 		t.Fatalf("pod A still running %v after SIGTERM", time.Since(sigterm))
 	}
 	if took := time.Since(sigterm); took > drainTimeout+time.Second {
 		t.Errorf("shutdown took %v; want at most the drain timeout %v + 1 s", took, drainTimeout)
 	}
-	if a.exitErr != nil {
-		t.Errorf("exit: %v", a.exitErr)
+	if err := a.ExitErr(); err != nil {
+		t.Errorf("exit: %v", err)
 	}
-	if strings.Contains(a.logText(), "level=ERROR") {
+	if strings.Contains(a.Log(), "level=ERROR") {
 		t.Errorf("a normal drain logged errors")
 	}
 }
@@ -321,21 +219,21 @@ func TestProcessCancelsStalledReaders(t *testing.T) {
 			}
 			return serr
 		}}
-		c, err := d.Dial("tcp", a.api)
+		c, err := d.Dial("tcp", a.API)
 		if err != nil {
 			t.Fatal(err)
 		}
 		conns = append(conns, c)
 		defer c.Close()
 		body := fmt.Sprintf(`{"prompt":"reader %d stops reading","max_tokens":7000,"ignore_eos":true,"stream":true}`, i)
-		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", a.api, len(body), body)
+		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", a.API, len(body), body)
 	}
 	waitUntil(t, "the stalled requests running", 10*time.Second, func() bool {
 		return a.metrics()["vllm:num_requests_running"] == stalled
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	reader := post(ctx, a.api, "", `{"prompt":"I read everything","max_tokens":400,"ignore_eos":true,"stream":true}`)
+	reader := post(ctx, a.API, "", `{"prompt":"I read everything","max_tokens":400,"ignore_eos":true,"stream":true}`)
 	if reader.err != nil || reader.status != http.StatusOK || !strings.HasSuffix(strings.TrimSpace(reader.body), "data: [DONE]") || strings.Contains(reader.body, `"error"`) {
 		t.Errorf("reading client: %d %v, tail %q", reader.status, reader.err, tail(reader.body))
 	}
@@ -355,11 +253,11 @@ func TestProcessCancelsStalledReaders(t *testing.T) {
 // "draining", and the log names the pod.
 func TestProcessForwardToUnreachablePod(t *testing.T) {
 	a := startPod(t, "pod-a")
-	gone := freeAddr(t) // nothing listens there
+	gone := runtimeproc.FreeAddr(t) // nothing listens there
 	a.push(&wire.Placement{Version: 1, Routes: map[string]string{"orphan": gone}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r := post(ctx, a.api, "orphan", `{"prompt":"hello","max_tokens":4}`)
+	r := post(ctx, a.API, "orphan", `{"prompt":"hello","max_tokens":4}`)
 	if r.err != nil || r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"code":"upstream_unavailable"`) {
 		t.Errorf("got %d %v %s; want 503 upstream_unavailable", r.status, r.err, r.body)
 	}
@@ -367,6 +265,6 @@ func TestProcessForwardToUnreachablePod(t *testing.T) {
 		t.Errorf("Retry-After %q", r.header.Get("Retry-After"))
 	}
 	waitUntil(t, "a log line naming the pod", 5*time.Second, func() bool {
-		return strings.Contains(a.logText(), "pod="+gone) && strings.Contains(a.logText(), "program=orphan")
+		return strings.Contains(a.Log(), "pod="+gone) && strings.Contains(a.Log(), "program=orphan")
 	})
 }

@@ -23,7 +23,6 @@ func TestProcessesPauseThroughHostTier(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts runtime processes")
 	}
-	tok := writeToken(t)
 	for _, tc := range []struct {
 		name       string
 		extra      []string
@@ -35,39 +34,39 @@ func TestProcessesPauseThroughHostTier(t *testing.T) {
 		{name: "no host tier", wantCached: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := startPod(t, "pod-a", 48, tok, tc.extra...) // 768 device tokens
+			a := startPod(t, "pod-a", 48, tc.extra...) // 768 device tokens
 			client := control.NewClient(token, 2*time.Second)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			const prog = "agent-h"
-			if r := step(ctx, a.api, prog, 200, 1); r.err != nil {
+			if r := step(ctx, a.API, prog, 200, 1); r.err != nil {
 				t.Fatal(r.err)
 			}
 			push := func(pl wire.Placement) {
 				t.Helper()
-				rep, err := client.State(ctx, a.ctl)
+				rep, err := client.State(ctx, a.Control)
 				if err != nil {
 					t.Fatal(err)
 				}
 				pl.Version = rep.PlacementVersion + 1
-				if _, err := client.Push(ctx, a.ctl, &pl); err != nil {
+				if _, err := client.Push(ctx, a.Control, &pl); err != nil {
 					t.Fatal(err)
 				}
 			}
 			push(wire.Placement{Pause: []string{prog}})
 			// Another program takes every device block.
-			if _, err := utiltesting.AgentStep(ctx, a.api, "filler", 740, 8); err != nil {
+			if _, err := utiltesting.AgentStep(ctx, a.API, "filler", 740, 8); err != nil {
 				t.Fatal(err)
 			}
 			push(wire.Placement{Place: []string{prog}})
-			r, err := utiltesting.AgentStep(ctx, a.api, prog, 260, 8)
+			r, err := utiltesting.AgentStep(ctx, a.API, prog, 260, 8)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r.CachedTokens != tc.wantCached {
 				t.Fatalf("resumed step found %d cached tokens, want %d", r.CachedTokens, tc.wantCached)
 			}
-			out, in := offloadBlocks(t, a.api)
+			out, in := offloadBlocks(t, a.API)
 			if tc.wantCached > 0 && (out < 12 || in < 12) {
 				t.Fatalf("offload metrics: %v blocks to host, %v back, want at least 12 each", out, in)
 			}

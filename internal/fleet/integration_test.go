@@ -1,21 +1,14 @@
 package fleet
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,119 +16,33 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
 // This file runs real runtime processes (the cmd/runtime binary, sim
 // executor in real time) on loopback, with the fleet loop against them.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func runtimeBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kvpilot-runtime-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "kvpilot-runtime")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/kvpilot/kvpilot/cmd/runtime").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build runtime: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type proc struct {
-	name      string
-	cmd       *exec.Cmd
-	api, ctl  string
-	logs      *bytes.Buffer
-	logMu     *sync.Mutex
-	exited    chan struct{}
-	tokenFile string
-	extraArgs []string
-}
+// proc is one runtime process.
+type proc struct{ *runtimeproc.Pod }
 
 // startPod runs one runtime process with a KV cache of kvBlocks × 16 tokens.
-func startPod(t *testing.T, name string, kvBlocks int, tokenFile string, extra ...string) *proc {
+func startPod(t *testing.T, name string, kvBlocks int, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, logs: &bytes.Buffer{}, logMu: &sync.Mutex{}, exited: make(chan struct{}), tokenFile: tokenFile}
-	apiPort, ctlPort := freePort(t), freePort(t)
-	p.api = fmt.Sprintf("127.0.0.1:%d", apiPort)
-	p.ctl = fmt.Sprintf("127.0.0.1:%d", ctlPort)
-	p.cmd = exec.Command(runtimeBinary(t),
-		"--executor", "sim", "--sim-accelerator", "H100-SXM", "--sim-model", "llama-3.1-8b",
-		"--host", "127.0.0.1", "--port", fmt.Sprint(apiPort), "--control-port", fmt.Sprint(ctlPort),
-		"--control-token-file", tokenFile, "--advertise-addr", p.api, "--pod-name", name,
-		"--kv-cache-blocks", fmt.Sprint(kvBlocks), "--block-size", "16", "--max-model-len", "4096",
-		"--warmup-iterations", "0", "--drain-timeout", "5s", "--log-level", "info")
-	p.cmd.Args = append(p.cmd.Args, extra...)
-	pr, pw := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = pw, pw
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			p.logMu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.logMu.Unlock()
-		}
-	}()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); pw.Close(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-		}
-		if t.Failed() {
-			p.logMu.Lock()
-			t.Logf("--- %s logs ---\n%s", name, p.logs.String())
-			p.logMu.Unlock()
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + p.api + "/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("%s exited during start:\n%s", name, p.logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("%s not ready in time", name)
-	return nil
+	return &proc{runtimeproc.StartPod(t, runtimeproc.PodOptions{
+		Options: runtimeproc.Options{
+			Name: name,
+			Args: append([]string{"--sim-accelerator", "H100-SXM", "--sim-model", "llama-3.1-8b",
+				"--kv-cache-blocks", fmt.Sprint(kvBlocks), "--block-size", "16", "--max-model-len", "4096",
+				"--warmup-iterations", "0", "--drain-timeout", "5s"}, extra...),
+			StopTimeout: 10 * time.Second,
+		},
+		ControlToken: token,
+		ReadyTimeout: 30 * time.Second,
+	})}
 }
 
 func (p *proc) fleetPod() Pod {
-	return Pod{Name: p.name, APIAddr: p.api, ControlAddr: p.ctl, Ready: true}
+	return Pod{Name: p.Name, APIAddr: p.API, ControlAddr: p.Control, Ready: true}
 }
 
 type stepResult struct {
@@ -159,14 +66,6 @@ func step(ctx context.Context, addr, program string, n, stepNo int) stepResult {
 func stepN(ctx context.Context, addr, program string, n, stepNo, maxTokens int) stepResult {
 	r, err := utiltesting.AgentStep(ctx, addr, program, n, maxTokens)
 	return stepResult{program: program, step: stepNo, servedBy: r.ServedBy, tokens: r.Tokens, err: err}
-}
-
-func writeToken(t *testing.T) string {
-	f := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // loop runs fleet rounds every interval until stopped.
@@ -193,11 +92,10 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts runtime processes")
 	}
-	tok := writeToken(t)
 	// 1,024 KV tokens each, and a host tier: the fleet loop's pauses copy
 	// the paused programs' KV to host memory.
-	a := startPod(t, "pod-a", 64, tok, "--kv-host-blocks", "128")
-	b := startPod(t, "pod-b", 64, tok, "--kv-host-blocks", "128")
+	a := startPod(t, "pod-a", 64, "--kv-host-blocks", "128")
+	b := startPod(t, "pod-b", 64, "--kv-host-blocks", "128")
 	pods := []Pod{a.fleetPod(), b.fleetPod()}
 	policy := placement.DefaultPolicy()
 	// This test is about moving programs across pods: with the cache
@@ -257,7 +155,7 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 			defer wg.Done()
 			ctxLen := 200
 			for s := 1; s <= steps; s++ {
-				r := step(ctx, a.api, id, ctxLen, s)
+				r := step(ctx, a.API, id, ctxLen, s)
 				results <- r
 				if r.err != nil {
 					return
@@ -267,7 +165,7 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 			}
 			// Done: release it (through pod a, whichever pod runs it).
 			body := fmt.Sprintf(`{"program_id":%q}`, id)
-			if resp, err := http.Post("http://"+a.api+"/programs/release", "application/json", strings.NewReader(body)); err == nil {
+			if resp, err := http.Post("http://"+a.API+"/programs/release", "application/json", strings.NewReader(body)); err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				if !strings.Contains(string(b), `"released":true`) {
 					t.Errorf("release %s: %s", id, b)
@@ -292,7 +190,7 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 			t.Errorf("%s step %d: %d tokens", r.program, r.step, r.tokens)
 		}
 		seen[r.program]++
-		if r.servedBy == b.api {
+		if r.servedBy == b.API {
 			forwarded++
 		}
 	}
@@ -311,7 +209,7 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 		t.Errorf("no request was forwarded to pod b")
 	}
 	t.Logf("pauses %d, marks %d, resumes %d, %d requests forwarded to pod b", totals.pauses, totals.marks, totals.resumes, forwarded)
-	if out, _ := offloadBlocks(t, a.api); out == 0 {
+	if out, _ := offloadBlocks(t, a.API); out == 0 {
 		t.Errorf("pod a paused programs but copied no KV block to its host tier")
 	}
 
@@ -321,13 +219,13 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []*proc{a, b} {
-		rep, err := client.State(context.Background(), p.ctl)
+		rep, err := client.State(context.Background(), p.Control)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, pr := range rep.Programs {
 			if pr.Placed && pr.State != "TERMINATED" {
-				t.Errorf("%s: %s still %s after release", p.name, pr.ID, pr.State)
+				t.Errorf("%s: %s still %s after release", p.Name, pr.ID, pr.State)
 			}
 		}
 	}
@@ -337,13 +235,12 @@ func TestProcessesForceResumeWithoutController(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts runtime processes")
 	}
-	tok := writeToken(t)
-	a := startPod(t, "pod-a", 64, tok)
+	a := startPod(t, "pod-a", 64)
 	client := control.NewClient(token, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// The program runs a step, then a controller pauses it and goes away.
-	if r := step(ctx, a.api, "lonely", 200, 1); r.err != nil {
+	if r := step(ctx, a.API, "lonely", 200, 1); r.err != nil {
 		t.Fatal(r.err)
 	}
 	f, _ := New(placement.DefaultPolicy(), client, nil)
@@ -351,12 +248,12 @@ func TestProcessesForceResumeWithoutController(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := f.version + 1
-	res, err := client.Push(ctx, a.ctl, &wire.Placement{Version: v, Pause: []string{"lonely"}, MaxPauseSeconds: 1})
+	res, err := client.Push(ctx, a.Control, &wire.Placement{Version: v, Pause: []string{"lonely"}, MaxPauseSeconds: 1})
 	if err != nil || !res.Applied {
 		t.Fatalf("pause push: %+v %v", res, err)
 	}
 	start := time.Now()
-	r := step(ctx, a.api, "lonely", 240, 2)
+	r := step(ctx, a.API, "lonely", 240, 2)
 	if r.err != nil {
 		t.Fatalf("held request after the pause limit: %v", r.err)
 	}
@@ -369,9 +266,8 @@ func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts runtime processes")
 	}
-	tok := writeToken(t)
-	a := startPod(t, "pod-a", 64, tok)
-	b := startPod(t, "pod-b", 64, tok)
+	a := startPod(t, "pod-a", 64)
+	b := startPod(t, "pod-b", 64)
 	pods := []Pod{a.fleetPod(), b.fleetPod()}
 	client := control.NewClient(token, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -382,11 +278,11 @@ func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
 	ids := []string{"r-0", "r-1", "r-2", "r-3"}
 	done := make(chan stepResult, len(ids))
 	for _, id := range ids {
-		go func() { done <- stepN(ctx, a.api, id, 200, 1, 250) }()
+		go func() { done <- stepN(ctx, a.API, id, 200, 1, 250) }()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rep, err := client.State(ctx, a.ctl)
+		rep, err := client.State(ctx, a.Control)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,7 +309,7 @@ func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
 		t.Fatalf("REASONING programs must be marked, not paused: %+v", sum)
 	}
 	var marked []string
-	rep, _ := client.State(ctx, a.ctl)
+	rep, _ := client.State(ctx, a.Control)
 	for _, p := range rep.Programs {
 		if p.MarkedForPause {
 			marked = append(marked, p.ID)
@@ -429,7 +325,7 @@ func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
 			t.Fatalf("%s: %d tokens, %v", r.program, r.tokens, r.err)
 		}
 	}
-	rep, _ = client.State(ctx, a.ctl)
+	rep, _ = client.State(ctx, a.Control)
 	for _, p := range rep.Programs {
 		if slices.Contains(marked, p.ID) != (p.State == "PAUSED") {
 			t.Errorf("%s: state %s (marked %v)", p.ID, p.State, slices.Contains(marked, p.ID))
@@ -440,8 +336,8 @@ func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
 	if sum, err = f.Round(ctx, pods, time.Now()); err != nil || sum.Resumes != len(marked) {
 		t.Fatalf("resume round: %+v %v", sum, err)
 	}
-	r := stepN(ctx, a.api, marked[0], 480, 2, 8)
-	if r.err != nil || r.servedBy != b.api {
-		t.Fatalf("moved program's request: served by %q (pod b is %s), %v", r.servedBy, b.api, r.err)
+	r := stepN(ctx, a.API, marked[0], 480, 2, 8)
+	if r.err != nil || r.servedBy != b.API {
+		t.Fatalf("moved program's request: served by %q (pod b is %s), %v", r.servedBy, b.API, r.err)
 	}
 }

@@ -1,0 +1,241 @@
+// Package runtimeproc runs the runtime binary (cmd/runtime) as real
+// processes on loopback, for the tests that need a pod as a process: its
+// flags, its signal handling, several pods forwarding to each other, the
+// fleet loop against them. It is imported only from _test.go files.
+//
+// The binary is built once per test binary. Each process's stdout and
+// stderr are kept, printed when the test fails, and complete once the
+// process has exited. At cleanup a process gets SIGTERM, and SIGKILL if it
+// has not exited after its stop timeout.
+package runtimeproc
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Package is the import path of the runtime binary's main package.
+const Package = "github.com/kvpilot/kvpilot/cmd/runtime"
+
+// Defaults for the zero values of Options.StopTimeout and
+// PodOptions.ReadyTimeout.
+const (
+	DefaultStopTimeout  = 20 * time.Second
+	DefaultReadyTimeout = 60 * time.Second
+)
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Binary returns the runtime binary, built with `go build` on first use and
+// shared by every test of the test binary. It skips t under -short.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the runtime binary")
+	}
+	build.once.Do(func() {
+		dir, err := os.MkdirTemp("", "kvpilot-runtime-bin")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "kvpilot-runtime")
+		if out, err := exec.Command("go", "build", "-o", build.path, Package).CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build %s: %v\n%s", Package, err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+// FreeAddr returns a loopback address, "127.0.0.1:port", that nothing
+// listened on when it was called.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Options says how to run one runtime process.
+type Options struct {
+	// Name names the process in failure messages and its log dump.
+	Name string
+	// Args are the runtime's flags.
+	Args []string
+	// Env is the process's environment; nil is this process's.
+	Env []string
+	// StopTimeout is how long cleanup waits after SIGTERM before it kills
+	// the process; 0 is DefaultStopTimeout.
+	StopTimeout time.Duration
+}
+
+// Process is one running runtime binary.
+type Process struct {
+	Name string
+
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	exitErr error
+	log     logBuffer
+}
+
+// Start starts the runtime binary with o.Args and returns without waiting
+// for it to serve. Cleanup stops it (SIGTERM, then SIGKILL after
+// o.StopTimeout) and, when t failed, logs its output.
+func Start(t testing.TB, o Options) *Process {
+	t.Helper()
+	p := &Process{Name: o.Name, exited: make(chan struct{})}
+	p.cmd = exec.Command(Binary(t), o.Args...)
+	p.cmd.Env = o.Env
+	// One writer for both streams (exec then writes from one goroutine at
+	// a time), and not a pipe read line by line: Wait returns only once
+	// everything the process wrote is in p.log.
+	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", o.Name, err)
+	}
+	go func() { p.exitErr = p.cmd.Wait(); close(p.exited) }()
+	stop := o.StopTimeout
+	if stop == 0 {
+		stop = DefaultStopTimeout
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(stop):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("--- %s logs ---\n%s", p.Name, p.Log())
+		}
+	})
+	return p
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Exited is closed once the process has exited and all its output is in
+// Log.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitErr waits for the process to exit and says how it did (nil: status
+// 0).
+func (p *Process) ExitErr() error {
+	<-p.exited
+	return p.exitErr
+}
+
+// Log is everything the process has written to stdout and stderr so far.
+func (p *Process) Log() string { return p.log.String() }
+
+// WaitReady polls http://addr/ready until it answers 200. It fails t, with
+// the process's log, when the process exits first or timeout passes.
+func (p *Process) WaitReady(t testing.TB, addr string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + addr + "/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited during start (%v):\n%s", p.Name, p.exitErr, p.Log())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s not ready after %v", p.Name, timeout)
+}
+
+// PodOptions says how to run a pod: a runtime process serving the sim
+// executor with its API and its control API on loopback.
+type PodOptions struct {
+	// Options.Args follow the pod's own flags (executor, addresses,
+	// control token, pod name, log level), so they can add to them.
+	Options
+	// ControlToken is the control API's bearer token, written to the
+	// --control-token-file the pod reads.
+	ControlToken string
+	// ReadyTimeout is how long StartPod waits for /ready; 0 is
+	// DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+}
+
+// Pod is a runtime process serving the sim executor.
+type Pod struct {
+	*Process
+	// API is the address of the OpenAI API (and /ready, /metrics), which
+	// the pod also advertises to the controller.
+	API string
+	// Control is the address of the control API.
+	Control string
+}
+
+// StartPod starts a pod on two free loopback addresses and waits until it
+// is ready.
+func StartPod(t testing.TB, o PodOptions) *Pod {
+	t.Helper()
+	p := &Pod{API: FreeAddr(t), Control: FreeAddr(t)}
+	tokenFile := filepath.Join(t.TempDir(), "control-token")
+	// With the newline a file written by hand or by `echo` has: the
+	// runtime trims it.
+	if err := os.WriteFile(tokenFile, []byte(o.ControlToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, apiPort, _ := net.SplitHostPort(p.API)
+	_, ctlPort, _ := net.SplitHostPort(p.Control)
+	run := o.Options
+	run.Args = append([]string{"--executor", "sim", "--host", "127.0.0.1", "--port", apiPort,
+		"--control-port", ctlPort, "--control-token-file", tokenFile, "--advertise-addr", p.API,
+		"--pod-name", o.Name, "--log-level", "info"}, o.Args...)
+	p.Process = Start(t, run)
+	ready := o.ReadyTimeout
+	if ready == 0 {
+		ready = DefaultReadyTimeout
+	}
+	p.WaitReady(t, p.API, ready)
+	return p
+}
+
+// logBuffer is a bytes.Buffer that the process's output goroutine writes
+// while the test reads.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

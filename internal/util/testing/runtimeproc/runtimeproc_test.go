@@ -1,0 +1,88 @@
+package runtimeproc
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/control"
+)
+
+// TestStartPodServesAndStops: the pod is ready on its API address, its
+// control API takes the token StartPod wrote, and after SIGTERM Exited is
+// closed with the whole log, down to the runtime's last line, in Log.
+func TestStartPodServesAndStops(t *testing.T) {
+	const token = "runtimeproc-token"
+	p := StartPod(t, PodOptions{Options: Options{Name: "pod-t", Args: []string{"--kv-cache-blocks", "64"}}, ControlToken: token})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := control.NewClient(token, 5*time.Second).State(ctx, p.Control)
+	if err != nil {
+		t.Fatalf("control API with the pod's token: %v", err)
+	}
+	if rep.Pod != "pod-t" {
+		t.Errorf("control API of pod %q; want pod-t", rep.Pod)
+	}
+	if _, err := control.NewClient("wrong", 5*time.Second).State(ctx, p.Control); err == nil {
+		t.Errorf("control API took a wrong token")
+	}
+
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30 s after SIGTERM")
+	}
+	if err := p.ExitErr(); err != nil {
+		t.Errorf("exit: %v", err)
+	}
+	if !strings.Contains(p.Log(), "msg=stopped") {
+		t.Errorf("the log misses the runtime's last line:\n%s", p.Log())
+	}
+}
+
+// fatalTB stops the code run under it at its first Fatal, as t.Fatal
+// does, and keeps the message instead of failing the test.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestStartPodFailsWhenTheProcessExits: a pod that exits while starting
+// fails the test at once, with the process's log, not after the ready
+// timeout.
+func TestStartPodFailsWhenTheProcessExits(t *testing.T) {
+	Binary(t) // skips here, on the test's goroutine, under -short
+	f := &fatalTB{TB: t}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		StartPod(f, PodOptions{Options: Options{Name: "pod-bad", Args: []string{"--no-such-flag"}}, ReadyTimeout: time.Minute})
+	}()
+	<-done
+	if !strings.Contains(f.msg, "pod-bad exited during start") || !strings.Contains(f.msg, "no-such-flag") {
+		t.Errorf("StartPod failed with %q; want the early exit and the log naming the bad flag", f.msg)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the early exit was reported after %v", took)
+	}
+}
