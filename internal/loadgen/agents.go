@@ -72,6 +72,10 @@ type AgentSetup struct {
 	// the host), unless HostDropEvicted (kvcache.Config.DropEvicted).
 	HostBlocks      int
 	HostDropEvicted bool
+	// SerialCopies runs every copy between the tiers before the iteration
+	// (engine.Config.SerialCopies) instead of overlapping the restores
+	// with it: for comparisons.
+	SerialCopies bool
 	// DeviceBlocks, if positive, replaces each pod's device KV capacity in
 	// blocks (by default what the accelerator's memory holds after the
 	// weights), everything else unchanged: the step-time model still
@@ -117,6 +121,12 @@ type AgentResult struct {
 	FairnessPauses                                 int
 	OffloadedBlocks, RestoredBlocks, SpilledBlocks int64
 	EvictedBlocks                                  int64
+	// ComputeTime and CopyTime are the pods' modelled time in the window
+	// (summed over pods) running iterations and copying KV blocks between
+	// the tiers; CopyStall is the part of CopyTime no iteration hid (all
+	// of it with SerialCopies). Pods × Window less ComputeTime and
+	// CopyStall is the pods' idle time.
+	ComputeTime, CopyTime, CopyStall time.Duration
 }
 
 // P is a step-latency percentile.
@@ -128,6 +138,7 @@ type agentPod struct {
 	name string
 	eng  *engine.Engine
 	clk  *clock.Virtual
+	x    *sim.Executor
 	live []*agentProgram // programs with a request in flight here
 }
 
@@ -181,8 +192,10 @@ type agentSim struct {
 	// slotFreed: a program ended, so a program waiting under ProgramCap
 	// may start.
 	slotFreed bool
-	// windowStats are the pods' KV statistics when the window opened.
+	// windowStats are the pods' KV statistics and executor busy times when
+	// the window opened.
 	windowStats []kvcache.Stats
+	windowBusy  []sim.Busy
 	// onEvent, if set, runs after every event (tests check invariants).
 	onEvent func()
 }
@@ -221,12 +234,12 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 			MaxQueue: 1 << 20, MaxModelLen: s.Replica.MaxModelLen, VocabSize: x.Vocabulary().Size(),
 			KV: kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true, HostBlocks: s.HostBlocks,
 				DropEvicted: s.HostDropEvicted},
-			EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk,
+			EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk, SerialCopies: s.SerialCopies,
 		}, x)
 		if err != nil {
 			return nil, err
 		}
-		a.pods = append(a.pods, &agentPod{name: fmt.Sprintf("pod-%d", i), eng: eng, clk: clk})
+		a.pods = append(a.pods, &agentPod{name: fmt.Sprintf("pod-%d", i), eng: eng, clk: clk, x: x})
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, 99))
 	for range w.Programs {
@@ -310,6 +323,7 @@ func (a *agentSim) run() error {
 			// so the warm-up's hits do not count.
 			for _, pd := range a.pods {
 				a.windowStats = append(a.windowStats, pd.eng.KVStats())
+				a.windowBusy = append(a.windowBusy, pd.x.Busy())
 			}
 		default:
 			if err := a.round(); err != nil {
@@ -354,9 +368,16 @@ func (a *agentSim) closeWindow(end time.Duration) {
 		a.res.EvictedBlocks += st.Evicted
 		hits += st.Hits
 		queries += st.Queries
+		b := pd.x.Busy()
+		a.res.ComputeTime += b.Compute
+		a.res.CopyTime += b.Copy
+		a.res.CopyStall += b.CopyStall
 		if i < len(a.windowStats) {
 			hits -= a.windowStats[i].Hits
 			queries -= a.windowStats[i].Queries
+			a.res.ComputeTime -= a.windowBusy[i].Compute
+			a.res.CopyTime -= a.windowBusy[i].Copy
+			a.res.CopyStall -= a.windowBusy[i].CopyStall
 		}
 	}
 	a.res.PrefixHits, a.res.PrefixQueries = hits, queries

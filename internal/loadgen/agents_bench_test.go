@@ -267,6 +267,9 @@ func runSeeds(b *testing.B, w AgentWorkload, c agentConfig, pods int, seeds []ui
 		agg.RestoredBlocks += r.RestoredBlocks
 		agg.SpilledBlocks += r.SpilledBlocks
 		agg.EvictedBlocks += r.EvictedBlocks
+		agg.ComputeTime += r.ComputeTime
+		agg.CopyTime += r.CopyTime
+		agg.CopyStall += r.CopyStall
 		agg.MaxWait = max(agg.MaxWait, r.MaxWait)
 		agg.StepLatency = append(agg.StepLatency, r.StepLatency...)
 	}

@@ -69,3 +69,26 @@ func ValidateTransfers(ts []kvcache.Transfer, numBlocks, hostBlocks int) error {
 	}
 	return nil
 }
+
+// OverlappingCopier is a BlockCopier that can carry out copies while an
+// iteration computes: a GPU's copy engines move blocks over the host link
+// while its SMs run the batch, so a restore need not stall every sequence of
+// the pod for the length of the copy.
+//
+// Contract, on top of BlockCopier's:
+//   - StartCopyBlocks begins transfers, to be carried out in order while the
+//     engine's next Execute runs. The engine guarantees that this Execute
+//     neither reads nor writes a device block they name, and it does not
+//     touch the slice until WaitCopyBlocks returns.
+//   - WaitCopyBlocks returns when every started copy has landed, with their
+//     error (the same meaning as CopyBlocks'). The engine calls it after that
+//     Execute (also when Execute failed) and before any other call that
+//     touches the executor's KV; the copies' time the iteration did not hide
+//     is spent here.
+//   - CopyBlocks keeps its meaning: copies the iteration needs (those of
+//     blocks its sequences read or write) still run before it.
+type OverlappingCopier interface {
+	BlockCopier
+	StartCopyBlocks(ctx context.Context, transfers []kvcache.Transfer)
+	WaitCopyBlocks(ctx context.Context) error
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,10 @@ type Config struct {
 	Observer Observer
 	// Logger (default: slog.Default()).
 	Logger *slog.Logger
+	// SerialCopies runs every copy between the tiers before the iteration
+	// even when the executor can overlap them with it
+	// (batch.OverlappingCopier): for comparisons only.
+	SerialCopies bool
 }
 
 func (c *Config) setDefaults() {
@@ -149,8 +154,10 @@ type Engine struct {
 	cancelFn context.CancelFunc
 
 	// copier moves KV blocks between the device and the host tier; nil
-	// when the KV cache has no host tier.
-	copier batch.BlockCopier
+	// when the KV cache has no host tier. overlap is set when it can run
+	// copies while an iteration computes (see overlap.go).
+	copier  batch.BlockCopier
+	overlap *overlap
 
 	// Iteration scratch, owned by whoever holds stepMu.
 	stepMu   sync.Mutex
@@ -221,6 +228,9 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 			return nil, fmt.Errorf("engine: reserve %d host KV blocks: %w", n, err)
 		}
 		e.copier = c
+		if oc, ok := c.(batch.OverlappingCopier); ok && !cfg.SerialCopies {
+			e.overlap = newOverlap(oc, kv.NumBlocks(), n)
+		}
 	}
 	if e.obs != nil {
 		e.obs.CacheConfig(e.blockSize, kv.NumBlocks())
@@ -440,11 +450,14 @@ type StepResult struct {
 	Sampled   int // tokens generated
 	Finished  int // requests finished (incl. cancelled)
 	Preempted int
-	Err       error // executor error, if any
+	// Loading are sequences admitted with KV to copy back from the host
+	// tier: the copies run during this iteration, and they join the next.
+	Loading int
+	Err     error // executor error, if any
 }
 
 func (r StepResult) progressed() bool {
-	return r.Scheduled > 0 || r.Finished > 0 || r.Preempted > 0
+	return r.Scheduled > 0 || r.Finished > 0 || r.Preempted > 0 || r.Loading > 0
 }
 
 // Step runs one iteration by hand (tests and simulations drive the engine
@@ -470,15 +483,27 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	e.stats.PromptTokens = 0
 	e.mu.Lock()
 	now := e.clk.Now()
+	if e.overlap != nil {
+		e.overlap.begin(len(e.kv.Transfers()))
+	}
 	r.Preempted, r.Finished = e.planLocked(now)
 	r.Scheduled, r.Tokens = len(e.b.Seqs), e.b.NumTokens
 	// Copies between the tiers decided since the last iteration (offloads,
 	// restores, host-tier prefix hits of the sequences just admitted) run
 	// first: a block copied out may be in this batch, one copied in is read
-	// by it.
+	// by it. With an overlapping copier, those the batch does not touch run
+	// while it computes instead (overlap.split).
 	if xf := e.kv.Transfers(); len(xf) > 0 {
 		e.xfer = append(e.xfer[:0], xf...)
 		e.kv.ClearTransfers()
+	}
+	var loading []*sequence
+	if e.overlap != nil {
+		loading = e.overlap.loading
+		r.Loading = len(loading)
+		if r.Scheduled > 0 && len(e.xfer) > 0 {
+			e.xfer = e.overlap.split(e.xfer)
+		}
 	}
 	if r.Scheduled == 0 && len(e.xfer) == 0 {
 		e.publishLocked(now, r)
@@ -494,17 +519,35 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	if r.Scheduled == 0 {
 		r.Err = err
 		e.mu.Lock()
+		if err != nil {
+			r.Finished += e.failLoadingLocked(loading, err, e.clk.Now())
+		}
 		e.publishLocked(e.clk.Now(), r)
 		e.mu.Unlock()
 		return r
 	}
+	var asyncErr error
 	if err == nil {
+		async := e.overlap != nil && e.overlap.start(ctx)
 		err = e.execute(ctx, r.Scheduled)
+		if async {
+			asyncErr = e.waitCopies(ctx)
+		}
+	} else if e.overlap != nil && len(e.overlap.async) > 0 {
+		// The copies the batch needed failed; those it did not were never
+		// started, and the block manager already counts them as done.
+		asyncErr = err
+		e.mu.Lock()
+		e.kv.FailTransfers(e.overlap.async)
+		e.mu.Unlock()
 	}
-	r.Err = err
+	r.Err = cmp.Or(err, asyncErr)
 
 	e.mu.Lock()
 	done := e.clk.Now()
+	if asyncErr != nil {
+		r.Finished += e.failLoadingLocked(loading, asyncErr, done)
+	}
 	sampled, finished := e.processLocked(done, err)
 	r.Sampled, r.Finished = sampled, r.Finished+finished
 	e.publishLocked(done, r)

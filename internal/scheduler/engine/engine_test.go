@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -32,8 +33,10 @@ type envOpts struct {
 	logits                                                           bool
 	hostBlocks                                                       int
 	dropEvicted                                                      bool
-	timeout                                                          time.Duration
-	logger                                                           *slog.Logger
+	// overlap: the executor overlaps copies with iterations (overlapExec).
+	overlap bool
+	timeout time.Duration
+	logger  *slog.Logger
 }
 
 func defaultOpts() envOpts {
@@ -46,6 +49,10 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	x.logits = o.logits
 	clk := clock.NewVirtual(time.Unix(1_700_000_000, 0))
 	obs := &recorder{}
+	var exec batch.Executor = x
+	if o.overlap {
+		exec = overlapExec{x}
+	}
 	e, err := New(Config{
 		MaxNumSeqs: o.maxSeqs, MaxNumBatchedTokens: o.maxBatched, MaxQueue: o.maxQueue,
 		MaxModelLen: o.maxModelLen, VocabSize: testVocab,
@@ -53,7 +60,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 			DropEvicted: o.dropEvicted},
 		EOS: []int32{x.eos}, Decoder: letters{eos: x.eos}, Clock: clk, Observer: obs,
 		IterationTimeout: o.timeout, Logger: o.logger,
-	}, x)
+	}, exec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -285,16 +285,22 @@ func TestEquivalenceThroughHostTier(t *testing.T) {
 		{name: "host tier smaller than the paused programs", opts: envOpts{numBlocks: 48, blockSize: 4, maxSeqs: 8, maxBatched: 32, maxQueue: 100, maxModelLen: 512, prefix: true, hostBlocks: 24}},
 		{name: "logits, chunked prefill", opts: envOpts{numBlocks: 40, blockSize: 4, maxSeqs: 4, maxBatched: 8, maxQueue: 100, maxModelLen: 512, prefix: true, logits: true, hostBlocks: 200}, wantHostHits: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			together, env := runProgramsTogether(t, progs, steps, tc.opts)
-			if diff := cmp.Diff(alone, together); diff != "" {
-				t.Errorf("output through the host tier differs from solo output (-alone +together):\n%s", diff)
-			}
-			st := env.e.KV().Stats()
-			if st.Offloaded == 0 || st.Restored == 0 || (tc.wantHostHits && st.HostHits == 0) || env.x.copiedIn == 0 || env.x.copiedOut == 0 {
-				t.Errorf("host tier not exercised: %+v, executor copied %d out, %d in", st, env.x.copiedOut, env.x.copiedIn)
-			}
-			t.Logf("%+v; executor copied %d blocks out, %d in", st, env.x.copiedOut, env.x.copiedIn)
-		})
+		for _, overlap := range []bool{false, true} {
+			tc.opts.overlap = overlap
+			t.Run(fmt.Sprintf("%s, overlap=%v", tc.name, overlap), func(t *testing.T) {
+				together, env := runProgramsTogether(t, progs, steps, tc.opts)
+				if diff := cmp.Diff(alone, together); diff != "" {
+					t.Errorf("output through the host tier differs from solo output (-alone +together):\n%s", diff)
+				}
+				st := env.e.KV().Stats()
+				if st.Offloaded == 0 || st.Restored == 0 || (tc.wantHostHits && st.HostHits == 0) || env.x.copiedIn == 0 || env.x.copiedOut == 0 {
+					t.Errorf("host tier not exercised: %+v, executor copied %d out, %d in", st, env.x.copiedOut, env.x.copiedIn)
+				}
+				if overlap && env.x.overlapped == 0 {
+					t.Errorf("no copy ran beside an iteration: %+v", st)
+				}
+				t.Logf("%+v; executor copied %d blocks out, %d in, %d of them beside an iteration", st, env.x.copiedOut, env.x.copiedIn, env.x.overlapped)
+			})
+		}
 	}
 }

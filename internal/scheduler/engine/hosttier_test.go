@@ -147,3 +147,83 @@ func TestEvictedBlocksOfAnActingProgramComeBackFromHost(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlappedCopiesFailOnlyTheLoadingSequence: with an executor that
+// overlaps copies, a request whose KV comes back from the host tier loads
+// during another request's iteration and joins the next one; when those
+// copies fail, it fails alone (the running request's batch never needed
+// them), the contents are dropped, and the engine goes on.
+func TestOverlappedCopiesFailOnlyTheLoadingSequence(t *testing.T) {
+	o := defaultOpts()
+	o.numBlocks, o.hostBlocks, o.overlap = 16, 32, true
+	env := newEnv(t, o)
+	env.x.eosMod = 0
+	p := prompt(20, 1)
+	first := mustSubmit(t, env.e, req("a", p, 1))
+	env.runUntilIdle(t, 50)
+	collect(t, first)
+	env.e.OffloadPrefix(p)
+	env.step(t)
+	running := mustSubmit(t, env.e, req("b", prompt(8, 2), 6))
+	env.step(t)
+
+	env.x.failCopy = true
+	loading := mustSubmit(t, env.e, req("a2", append(p, 3), 2))
+	r := env.step(t)
+	if r.Loading != 1 || r.Scheduled != 1 || env.x.overlapped == 0 {
+		t.Fatalf("step = %+v with %d transfers beside it; want b computing while a2 loads", r, env.x.overlapped)
+	}
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "copy") {
+		t.Fatalf("step error = %v, want the copy failure", r.Err)
+	}
+	if _, _, f := collect(t, loading); f.FinishReason != completion.Error {
+		t.Fatalf("loading request over failed copies finished %v, want error", f.FinishReason)
+	}
+	env.x.failCopy = false
+	if got := env.e.KV().CachedPrefix(append(p, 3)); got != 0 {
+		t.Fatalf("CachedPrefix = %d after the failed copy, want 0", got)
+	}
+	env.runUntilIdle(t, 50)
+	if _, _, f := collect(t, running); f.FinishReason != completion.Length {
+		t.Fatalf("the running request finished %v, want length: the failed copies were not its own", f.FinishReason)
+	}
+	if used := env.e.KV().Stats().Used; used != 0 {
+		t.Errorf("%d blocks leaked", used)
+	}
+}
+
+// TestRestoredSequenceLoadsBesideTheBatch: a request admitted with its
+// prefix on the host tier does not wait for its copies in the iteration
+// that admits it: the copies run beside that iteration, it joins the next,
+// and its output is the same as on a serial executor's.
+func TestRestoredSequenceLoadsBesideTheBatch(t *testing.T) {
+	var outs [2][]int32
+	for i, overlap := range []bool{false, true} {
+		o := defaultOpts()
+		o.numBlocks, o.hostBlocks, o.overlap = 16, 32, overlap
+		env := newEnv(t, o)
+		env.x.eosMod = 0
+		p := prompt(20, 1)
+		first := mustSubmit(t, env.e, req("a", p, 1))
+		env.runUntilIdle(t, 50)
+		collect(t, first)
+		env.e.OffloadPrefix(p)
+		env.step(t)
+		running := mustSubmit(t, env.e, req("b", prompt(8, 2), 6))
+		env.step(t)
+		next := mustSubmit(t, env.e, req("a2", append(p, 3), 4))
+		r := env.step(t)
+		switch {
+		case overlap && (r.Loading != 1 || r.Scheduled != 1 || env.x.overlapped == 0):
+			t.Fatalf("overlap: step = %+v, %d transfers beside it; want a2 loading beside b", r, env.x.overlapped)
+		case !overlap && (r.Loading != 0 || r.Scheduled != 2):
+			t.Fatalf("serial: step = %+v; want a2 and b in one batch", r)
+		}
+		env.runUntilIdle(t, 50)
+		collect(t, running)
+		outs[i], _, _ = collect(t, next)
+	}
+	if !slices.Equal(outs[0], outs[1]) {
+		t.Fatalf("restored request produced %v overlapped, %v serially", outs[1], outs[0])
+	}
+}

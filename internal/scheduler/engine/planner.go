@@ -43,6 +43,7 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 		}
 		n := min(len(s.tokens)-s.numComputed, budget)
 		if need := s.numComputed + n; need > len(s.blocks)*e.blockSize {
+			had := len(s.blocks)
 			fits := e.kv.Grow(s.id, need)
 			for !fits {
 				victim := e.lastRunningLocked()
@@ -57,6 +58,9 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 				break
 			}
 			s.blocks = e.kv.Blocks(s.id)
+			if e.overlap != nil {
+				e.overlap.touch(s.blocks[had:])
+			}
 		}
 		e.scheduleLocked(s, n)
 		budget -= n
@@ -75,6 +79,7 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			break
 		}
 		s := ent.Value
+		before := len(e.kv.Transfers())
 		cached, ok := e.kv.Admit(s.id, s.tokens, budget)
 		if !ok {
 			break
@@ -89,6 +94,15 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			s.t.scheduled = now
 		}
 		e.insertRunningLocked(s)
+		if e.overlap != nil {
+			if xf := e.kv.Transfers()[before:]; copiesIn(xf) {
+				// Its KV comes back from the host tier while this batch
+				// computes; it joins the next one.
+				e.overlap.load(s, before, len(e.kv.Transfers()))
+				continue
+			}
+			e.overlap.touch(s.blocks)
+		}
 		n := min(len(s.tokens)-cached, budget)
 		e.scheduleLocked(s, n)
 		budget -= n

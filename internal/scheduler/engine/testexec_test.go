@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -41,9 +43,40 @@ type kvExec struct {
 	host                []uint64
 	copiedOut, copiedIn int
 	failCopy            bool
+
+	// pending are copies started by overlapExec.StartCopyBlocks; Execute
+	// reports a batch block they name, and they land only at Wait, after
+	// the iteration (the latest a real executor may land them), so a copy
+	// the iteration needed is missing from the KV it reads, and a block it
+	// wrote before its copy-out is copied out with the wrong contents.
+	pending    []kvcache.Transfer
+	overlapped int // transfers that ran beside an iteration
 }
 
 var _ batch.BlockCopier = (*kvExec)(nil)
+
+// overlapExec is kvExec with overlapping copies (batch.OverlappingCopier).
+type overlapExec struct{ *kvExec }
+
+var _ batch.OverlappingCopier = overlapExec{}
+
+func (x overlapExec) StartCopyBlocks(_ context.Context, ts []kvcache.Transfer) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.pending) > 0 {
+		x.checkErr = cmp.Or(x.checkErr, errors.New("StartCopyBlocks before the last started copies were waited for"))
+	}
+	x.pending = append(x.pending[:0], ts...)
+}
+
+func (x overlapExec) WaitCopyBlocks(ctx context.Context) error {
+	x.mu.Lock()
+	ts := slices.Clone(x.pending)
+	x.pending = x.pending[:0]
+	x.overlapped += len(ts)
+	x.mu.Unlock()
+	return x.CopyBlocks(ctx, ts)
+}
 
 func (x *kvExec) ReserveHostBlocks(n, blockSize int) error {
 	if blockSize != x.blockSize {
@@ -109,6 +142,15 @@ func (x *kvExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output)
 	if fail {
 		return errors.New("injected executor failure")
 	}
+	x.mu.Lock()
+	for _, t := range x.pending {
+		for i := range b.Seqs {
+			if slices.Contains(b.Seqs[i].Blocks, t.Device) {
+				x.checkErr = cmp.Or(x.checkErr, fmt.Errorf("seq %d's block %d is in a %v that runs beside the iteration", b.Seqs[i].SeqID, t.Device, t.Kind))
+			}
+		}
+	}
+	x.mu.Unlock()
 	if b.BlockSize != x.blockSize {
 		x.violation(fmt.Errorf("batch block size %d, want %d", b.BlockSize, x.blockSize))
 	}

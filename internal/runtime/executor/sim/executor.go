@@ -48,7 +48,21 @@ type Executor struct {
 	tp    float64
 
 	hostBlocks, blockSize int // host KV tier (ReserveHostBlocks)
+	busy                  Busy
+	async                 asyncCopy // started by StartCopyBlocks
 }
+
+// Busy is the modelled time an executor has spent, by kind of work.
+type Busy struct {
+	// Compute is iterations (Execute); Copy is copies between the tiers,
+	// wherever they ran; CopyStall is the part of Copy that nothing hid:
+	// serial copies (CopyBlocks), and overlapping ones (StartCopyBlocks)
+	// that outlasted the iteration they ran beside.
+	Compute, Copy, CopyStall time.Duration
+}
+
+// Busy reports the modelled time spent so far.
+func (e *Executor) Busy() Busy { return e.busy }
 
 var _ batch.Executor = (*Executor)(nil)
 
@@ -130,6 +144,10 @@ var _ batch.TokenSampler = (*Executor)(nil)
 // the same tokens alone, batched, or recomputed after preemption.
 func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
 	d := e.StepTime(b)
+	e.busy.Compute += d
+	if e.async.pending {
+		e.async.overlapped += d
+	}
 	if e.opts.Virtual != nil {
 		e.opts.Virtual.Advance(d)
 	} else if err := sleep(ctx, d); err != nil {

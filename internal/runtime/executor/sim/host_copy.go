@@ -10,7 +10,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
-var _ batch.BlockCopier = (*Executor)(nil)
+var _ batch.OverlappingCopier = (*Executor)(nil)
 
 // transferLatency is the fixed cost of one batch of block copies: DMA
 // launches and the synchronisation before the next iteration.
@@ -46,10 +46,67 @@ func (e *Executor) TransferTime(out, in int) time.Duration {
 // CopyBlocks charges the copies' time on the host link; the simulated KV has
 // no contents to move.
 func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error {
+	d, err := e.copyTime(ts)
+	if err != nil {
+		return err
+	}
+	e.busy.Copy += d
+	e.busy.CopyStall += d
+	if e.opts.Virtual != nil {
+		e.opts.Virtual.Advance(d)
+		return nil
+	}
+	return sleep(ctx, d)
+}
+
+// StartCopyBlocks starts the copies on the host link, which runs them while
+// the next Execute computes (a GPU's copy engines work beside its SMs; the
+// few percent of HBM bandwidth the copies take are not charged).
+func (e *Executor) StartCopyBlocks(ctx context.Context, ts []kvcache.Transfer) {
+	d, err := e.copyTime(ts)
+	e.async = asyncCopy{pending: true, d: d, err: err, start: time.Now()}
+	if err == nil {
+		e.busy.Copy += d
+	}
+}
+
+// WaitCopyBlocks waits for the link: the started copies' time less the
+// compute that ran since they started.
+func (e *Executor) WaitCopyBlocks(ctx context.Context) error {
+	a := e.async
+	e.async = asyncCopy{}
+	if !a.pending || a.err != nil {
+		return a.err
+	}
+	if e.opts.Virtual != nil {
+		if rest := a.d - a.overlapped; rest > 0 {
+			e.busy.CopyStall += rest
+			e.opts.Virtual.Advance(rest)
+		}
+		return nil
+	}
+	rest := a.d - time.Since(a.start)
+	if rest > 0 {
+		e.busy.CopyStall += rest
+	}
+	return sleep(ctx, rest)
+}
+
+// asyncCopy is the copies StartCopyBlocks started.
+type asyncCopy struct {
+	pending    bool
+	d          time.Duration // their time on the link
+	overlapped time.Duration // virtual compute time since they started
+	start      time.Time     // when they started, in real time
+	err        error
+}
+
+// copyTime checks the transfers and models their time on the host link.
+func (e *Executor) copyTime(ts []kvcache.Transfer) (time.Duration, error) {
 	out, in := 0, 0
 	for _, t := range ts {
 		if int(t.Host) >= e.hostBlocks || t.Host < 0 || t.Device < 0 {
-			return fmt.Errorf("sim: transfer %v of block %d and host slot %d outside the %d reserved host blocks", t.Kind, t.Device, t.Host, e.hostBlocks)
+			return 0, fmt.Errorf("sim: transfer %v of block %d and host slot %d outside the %d reserved host blocks", t.Kind, t.Device, t.Host, e.hostBlocks)
 		}
 		switch t.Kind {
 		case kvcache.CopyOut:
@@ -57,13 +114,8 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 		case kvcache.CopyIn:
 			in++
 		default:
-			return fmt.Errorf("sim: transfer of kind %v", t.Kind)
+			return 0, fmt.Errorf("sim: transfer of kind %v", t.Kind)
 		}
 	}
-	d := e.TransferTime(out, in)
-	if e.opts.Virtual != nil {
-		e.opts.Virtual.Advance(d)
-		return nil
-	}
-	return sleep(ctx, d)
+	return e.TransferTime(out, in), nil
 }
