@@ -100,6 +100,14 @@ var oracleArm = agentConfig{name: "Oracle (KV never full)", apply: func(s *Agent
 	s.Policy.Mode, s.DeviceBlocks = placement.ModeDefault, oracleDeviceBlocks
 }}
 
+// serialCopiesArm is kvpilot's arm with every copy between the tiers run
+// before its iteration (engine.Config.SerialCopies): the gain of
+// overlapping them.
+var serialCopiesArm = agentConfig{name: "PA+host+fair+oc serial", apply: func(s *AgentSetup) {
+	overcommitArm().apply(s)
+	s.SerialCopies = true
+}}
+
 // agentCaps is the per-pod program caps swept for the capped-Default
 // baseline at each workload's highest load. One list for both workloads, so
 // each workload's best cap has also been run on the other.
@@ -161,6 +169,8 @@ func BenchmarkAgents(b *testing.B) {
 				b.Fatalf("oracle arm at %d programs evicted %d blocks and preempted %d requests: its device KV must never fill",
 					n, oracle.EvictedBlocks, oracle.Preemptions)
 			}
+			serial := runSeeds(b, wl.make(n), serialCopiesArm, pods, seeds)
+			printAgentRow(n, serialCopiesArm.name, serial, len(seeds))
 			fmt.Printf("capped Default at %d programs:\n", n)
 			capped[wl.name] = map[int]float64{}
 			best := 0
@@ -178,6 +188,10 @@ func BenchmarkAgents(b *testing.B) {
 			summary = append(summary, agentSummary(wl.name, n, lowRows, highRows, len(seeds))...)
 			summary = append(summary, fmt.Sprintf("  ceiling at %d programs: %s %.1f steps/min, %.2f× Default; ProgramAware %.2f× Default is %.0f%% of it",
 				n, oracleArm.name, oracle.StepsPerMinute, oracle.StepsPerMinute/high[0], uncapped, 100*pa/oracle.StepsPerMinute))
+			podTime := time.Duration(pods*len(seeds)) * agentSetup(placement.ModeDefault, pods).Window
+			stall := func(r AgentResult) float64 { return 100 * float64(r.CopyStall) / float64(podTime) }
+			summary = append(summary, fmt.Sprintf("  copies beside the iterations at %d programs: ProgramAware %.1f steps/min (copy stall %.1f%% of pod time), serially %.1f (%.1f%%): %.2f×",
+				n, pa, stall(highRows[len(highRows)-1]), serial.StepsPerMinute, stall(serial), pa/serial.StepsPerMinute))
 			summary = append(summary,
 				fmt.Sprintf("ProgramAware/best-capped-Default steps/min: %.2f× (%s)", pa/capped[wl.name][best], wl.name),
 				fmt.Sprintf("  at %d programs: ProgramAware %.1f, best cap %d/pod %.1f", n, pa, best, capped[wl.name][best]))

@@ -76,6 +76,9 @@ func ValidateTransfers(ts []kvcache.Transfer, numBlocks, hostBlocks int) error {
 // the pod for the length of the copy.
 //
 // Contract, on top of BlockCopier's:
+//   - CopyBudget(b) is how many blocks each way the executor can copy while
+//     Execute(b) runs without making it wait (≤ 0: no limit). The engine
+//     starts that many of the copies it has queued (at least one).
 //   - StartCopyBlocks begins transfers, to be carried out in order while the
 //     engine's next Execute runs. The engine guarantees that this Execute
 //     neither reads nor writes a device block they name, and it does not
@@ -85,10 +88,11 @@ func ValidateTransfers(ts []kvcache.Transfer, numBlocks, hostBlocks int) error {
 //     Execute (also when Execute failed) and before any other call that
 //     touches the executor's KV; the copies' time the iteration did not hide
 //     is spent here.
-//   - CopyBlocks keeps its meaning: copies the iteration needs (those of
+//   - CopyBlocks keeps its meaning: copies an iteration needs (those of
 //     blocks its sequences read or write) still run before it.
 type OverlappingCopier interface {
 	BlockCopier
+	CopyBudget(b *Batch) int
 	StartCopyBlocks(ctx context.Context, transfers []kvcache.Transfer)
 	WaitCopyBlocks(ctx context.Context) error
 }

@@ -113,6 +113,10 @@ type sequence struct {
 	// the decode path free of block-manager lookups.
 	blocks []kvcache.BlockID
 
+	// loadUntil: the sequence is out of the batch until the overlapping
+	// copies numbered up to it have landed (see overlap).
+	loadUntil uint64
+
 	cachedTokens int  // prefix-cache hit on first admission
 	admitted     bool // admitted at least once
 	preemptions  int
@@ -450,8 +454,8 @@ type StepResult struct {
 	Sampled   int // tokens generated
 	Finished  int // requests finished (incl. cancelled)
 	Preempted int
-	// Loading are sequences admitted with KV to copy back from the host
-	// tier: the copies run during this iteration, and they join the next.
+	// Loading are sequences left out of the batch while their KV comes
+	// back from the host tier beside it (an overlapping executor's).
 	Loading int
 	Err     error // executor error, if any
 }
@@ -497,12 +501,10 @@ func (e *Engine) step(ctx context.Context) StepResult {
 		e.xfer = append(e.xfer[:0], xf...)
 		e.kv.ClearTransfers()
 	}
-	var loading []*sequence
 	if e.overlap != nil {
-		loading = e.overlap.loading
-		r.Loading = len(loading)
-		if r.Scheduled > 0 && len(e.xfer) > 0 {
-			e.xfer = e.overlap.split(e.xfer)
+		r.Loading = e.overlap.loading
+		if len(e.xfer) > 0 || len(e.overlap.backlog) > 0 {
+			e.xfer = e.overlap.split(e.xfer, r.Scheduled == 0)
 		}
 	}
 	if r.Scheduled == 0 && len(e.xfer) == 0 {
@@ -516,37 +518,36 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	if len(e.xfer) > 0 {
 		err = e.copyBlocks(ctx)
 	}
+	if e.overlap != nil {
+		if err != nil {
+			e.mu.Lock()
+			r.Finished += e.abandonCopiesLocked(err, e.clk.Now())
+			e.mu.Unlock()
+		} else {
+			e.overlap.landedFlushed()
+		}
+	}
 	if r.Scheduled == 0 {
 		r.Err = err
 		e.mu.Lock()
-		if err != nil {
-			r.Finished += e.failLoadingLocked(loading, err, e.clk.Now())
-		}
 		e.publishLocked(e.clk.Now(), r)
 		e.mu.Unlock()
 		return r
 	}
-	var asyncErr error
+	var copyErr error
 	if err == nil {
-		async := e.overlap != nil && e.overlap.start(ctx)
+		async := e.overlap != nil && e.overlap.start(ctx, &e.b)
 		err = e.execute(ctx, r.Scheduled)
 		if async {
-			asyncErr = e.waitCopies(ctx)
+			copyErr = e.waitCopies(ctx)
 		}
-	} else if e.overlap != nil && len(e.overlap.async) > 0 {
-		// The copies the batch needed failed; those it did not were never
-		// started, and the block manager already counts them as done.
-		asyncErr = err
-		e.mu.Lock()
-		e.kv.FailTransfers(e.overlap.async)
-		e.mu.Unlock()
 	}
-	r.Err = cmp.Or(err, asyncErr)
+	r.Err = cmp.Or(err, copyErr)
 
 	e.mu.Lock()
 	done := e.clk.Now()
-	if asyncErr != nil {
-		r.Finished += e.failLoadingLocked(loading, asyncErr, done)
+	if copyErr != nil {
+		r.Finished += e.abandonCopiesLocked(copyErr, done)
 	}
 	sampled, finished := e.processLocked(done, err)
 	r.Sampled, r.Finished = sampled, r.Finished+finished

@@ -33,10 +33,12 @@ type envOpts struct {
 	logits                                                           bool
 	hostBlocks                                                       int
 	dropEvicted                                                      bool
-	// overlap: the executor overlaps copies with iterations (overlapExec).
-	overlap bool
-	timeout time.Duration
-	logger  *slog.Logger
+	// overlap: the executor overlaps copies with iterations (overlapExec),
+	// copyBudget blocks each way per iteration (0: no limit).
+	overlap    bool
+	copyBudget int
+	timeout    time.Duration
+	logger     *slog.Logger
 }
 
 func defaultOpts() envOpts {
@@ -51,7 +53,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	obs := &recorder{}
 	var exec batch.Executor = x
 	if o.overlap {
-		exec = overlapExec{x}
+		exec = overlapExec{x, o.copyBudget}
 	}
 	e, err := New(Config{
 		MaxNumSeqs: o.maxSeqs, MaxNumBatchedTokens: o.maxBatched, MaxQueue: o.maxQueue,

@@ -285,9 +285,12 @@ func TestEquivalenceThroughHostTier(t *testing.T) {
 		{name: "host tier smaller than the paused programs", opts: envOpts{numBlocks: 48, blockSize: 4, maxSeqs: 8, maxBatched: 32, maxQueue: 100, maxModelLen: 512, prefix: true, hostBlocks: 24}},
 		{name: "logits, chunked prefill", opts: envOpts{numBlocks: 40, blockSize: 4, maxSeqs: 4, maxBatched: 8, maxQueue: 100, maxModelLen: 512, prefix: true, logits: true, hostBlocks: 200}, wantHostHits: true},
 	} {
-		for _, overlap := range []bool{false, true} {
-			tc.opts.overlap = overlap
-			t.Run(fmt.Sprintf("%s, overlap=%v", tc.name, overlap), func(t *testing.T) {
+		// Serial copies; overlapping ones, all at once; two blocks each
+		// way per iteration, so restores span many iterations.
+		for _, budget := range []int{-1, 0, 2} {
+			overlap := budget >= 0
+			tc.opts.overlap, tc.opts.copyBudget = overlap, budget
+			t.Run(fmt.Sprintf("%s, overlap=%v, budget=%d", tc.name, overlap, budget), func(t *testing.T) {
 				together, env := runProgramsTogether(t, progs, steps, tc.opts)
 				if diff := cmp.Diff(alone, together); diff != "" {
 					t.Errorf("output through the host tier differs from solo output (-alone +together):\n%s", diff)

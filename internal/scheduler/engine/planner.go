@@ -41,6 +41,9 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 		if budget == 0 {
 			continue // keep scanning: cancelled ones still free their blocks
 		}
+		if e.overlap != nil && !e.overlap.ready(s) {
+			continue // its KV is still coming back from the host tier
+		}
 		n := min(len(s.tokens)-s.numComputed, budget)
 		if need := s.numComputed + n; need > len(s.blocks)*e.blockSize {
 			had := len(s.blocks)
@@ -94,6 +97,7 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			s.t.scheduled = now
 		}
 		e.insertRunningLocked(s)
+		s.loadUntil = 0
 		if e.overlap != nil {
 			if xf := e.kv.Transfers()[before:]; copiesIn(xf) {
 				// Its KV comes back from the host tier while this batch

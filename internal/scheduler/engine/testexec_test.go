@@ -55,8 +55,14 @@ type kvExec struct {
 
 var _ batch.BlockCopier = (*kvExec)(nil)
 
-// overlapExec is kvExec with overlapping copies (batch.OverlappingCopier).
-type overlapExec struct{ *kvExec }
+// overlapExec is kvExec with overlapping copies (batch.OverlappingCopier),
+// budget blocks each way beside an iteration (0: no limit).
+type overlapExec struct {
+	*kvExec
+	budget int
+}
+
+func (x overlapExec) CopyBudget(*batch.Batch) int { return x.budget }
 
 var _ batch.OverlappingCopier = overlapExec{}
 

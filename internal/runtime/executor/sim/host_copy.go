@@ -59,6 +59,13 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 	return sleep(ctx, d)
 }
 
+// CopyBudget is how many blocks each way the host link moves in b's step
+// time.
+func (e *Executor) CopyBudget(b *batch.Batch) int {
+	per := e.TransferTime(1, 1) - transferLatency
+	return max(1, int((e.StepTime(b)-transferLatency)/per))
+}
+
 // StartCopyBlocks starts the copies on the host link, which runs them while
 // the next Execute computes (a GPU's copy engines work beside its SMs; the
 // few percent of HBM bandwidth the copies take are not charged).
