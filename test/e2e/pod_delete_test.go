@@ -15,24 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// drainManifest is a pool whose pods drain for 2 s after SIGTERM and then
-// abort what still runs.
-const drainManifest = `
-apiVersion: serving.kvpilot.dev/v1alpha1
-kind: InferencePool
-metadata:
-  name: drain-sim
-spec:
-  replicas: 2
-  model:
-    name: llama-3.1-8b
-    source:
-      builtin: tiny
-  executor:
-    type: Sim
-  engine:
-    drainTimeout: 2s
-`
+// drainPool's pods drain for 2 s after SIGTERM and then abort what still
+// runs.
+var drainPool = simPool{name: "drain-sim"}
 
 // TestDeletedPodIsReplacedAndItsRequestsFailCleanly deletes a pod with
 // long streams in flight: the streams end with an OpenAI error event
@@ -40,7 +25,7 @@ spec:
 // another pod succeeds, and the Deployment replaces the pod.
 func TestDeletedPodIsReplacedAndItsRequestsFailCleanly(t *testing.T) {
 	ns := newNamespace(t, "e2e-delete")
-	applyYAML(t, ns, drainManifest)
+	applyYAML(t, ns, drainPool.manifest())
 	pods := readyPods(t, ns, "drain-sim", 2)
 	victim, survivor := pods[0], pods[1]
 

@@ -3,13 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,22 +15,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 )
 
-// programsManifest is a program-aware pool of two simulated H100 pods with
+// programsPool is a program-aware pool of two simulated H100 pods with
 // room for 1,024 KV tokens each (64 blocks of 16), so a handful of agent
 // programs overflow one pod, and a host KV tier of 128 blocks each, where
-// paused programs' KV goes; the policy runs a round every second.
-const programsManifest = `
-apiVersion: serving.kvpilot.dev/v1alpha1
-kind: SchedulerPolicy
-metadata:
-  name: agents-fast
-spec:
-  mode: ProgramAware
-  interval: 1s
-  actingTokenWeight: "1"
+// paused programs' KV goes.
+var programsPool = simPool{
+	name: "agents-sim", kvBlocks: 64, hostBlocks: 128,
+	policy: "agents-fast",
+	policySpec: `  actingTokenWeight: "1"
   bufferTokensPerProgram: 100
   maxPauseDuration: 2m
   # The test needs pauses: with the host tier holding acting programs' KV
@@ -47,30 +38,8 @@ spec:
   # tier holds a paused program's KV.
   fairness:
     cacheAffinityWait: 0s
----
-apiVersion: serving.kvpilot.dev/v1alpha1
-kind: InferencePool
-metadata:
-  name: agents-sim
-spec:
-  replicas: 2
-  model:
-    name: llama-3.1-8b
-    source:
-      builtin: tiny
-  executor:
-    type: Sim
-    sim:
-      accelerator: H100-SXM
-      model: llama-3.1-8b
-  engine:
-    blockSize: 16
-    kvCacheBlocks: 64
-    kvHostBlocks: 128
-    drainTimeout: 2s
-  schedulerPolicyRef:
-    name: agents-fast
-`
+`,
+}
 
 // outTokens is every agent step's output: ~0.4 s of simulated H100 decode,
 // so rounds see programs reasoning as well as acting.
@@ -84,7 +53,7 @@ const outTokens = 48
 // program the pods know is lost, and the new manager carries on.
 func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 	ns := newNamespace(t, "e2e-programs")
-	applyYAML(t, ns, programsManifest)
+	applyYAML(t, ns, programsPool.manifest())
 	pods := readyPods(t, ns, "agents-sim", 2)
 	podA, podB := pods[0].Status.PodIP, pods[1].Status.PodIP
 	token := controlToken(t, ns, "agents-sim")
@@ -92,64 +61,30 @@ func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 	// Watch the pool's status and the manager's kvpilot_programs gauge for
 	// paused programs.
 	var maxPaused, maxPausedMetric atomic.Int32
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
-	go func() {
-		for i := 0; watchCtx.Err() == nil; i++ {
-			pool := &servingv1alpha1.InferencePool{}
-			if err := env.client.Get(watchCtx, client.ObjectKey{Namespace: ns, Name: "agents-sim"}, pool); err == nil && pool.Status.Capacity != nil {
-				if p := pool.Status.Capacity.ProgramsPaused; p > maxPaused.Load() {
-					maxPaused.Store(p)
-				}
-			}
-			if i%3 == 0 {
-				if p := int32(scrapePausedGauge(currentManager().MetricsURL, ns, "agents-sim")); p > maxPausedMetric.Load() {
-					maxPausedMetric.Store(p)
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
+	polls := 0
+	stopWatch := poll(100*time.Millisecond, func(ctx context.Context) {
+		pool := &servingv1alpha1.InferencePool{}
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agents-sim"}, pool); err == nil && pool.Status.Capacity != nil {
+			storeMax(&maxPaused, pool.Status.Capacity.ProgramsPaused)
 		}
-	}()
+		if polls++; polls%3 == 1 {
+			storeMax(&maxPausedMetric, int32(scrapePausedGauge(currentManager().MetricsURL, ns, "agents-sim")))
+		}
+	})
+	defer stopWatch()
 
 	// Long enough (8 steps, 0.4 s tools) that no program has finished
 	// when the manager restarts, early in the run.
-	const programs, steps = 6, 8
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	type result struct {
-		program       string
-		step, tokens  int
-		servedBy, err string
-	}
-	results := make(chan result, programs*steps)
 	var released sync.Map // program → time its release was sent
-	var wg sync.WaitGroup
-	for i := range programs {
-		id := fmt.Sprintf("agent-%d", i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctxLen := 200
-			for s := 1; s <= steps; s++ {
-				got, err := utiltesting.AgentStep(ctx, podA+":8000", id, ctxLen, outTokens)
-				r := result{program: id, step: s, tokens: got.Tokens, servedBy: got.ServedBy}
-				if err != nil {
-					r.err = err.Error()
-				}
-				results <- r
-				if err != nil {
-					return
-				}
-				ctxLen += outTokens + 24           // the output and a tool's result
-				time.Sleep(400 * time.Millisecond) // acting: a tool runs
-			}
-			released.Store(id, time.Now())
-			resp, err := http.Post("http://"+podA+":8000/programs/release", "application/json", strings.NewReader(fmt.Sprintf(`{"program_id":%q}`, id)))
-			if err == nil {
-				resp.Body.Close()
-			}
-		}()
+	w := &agentWorkload{
+		programs: 6, steps: 8,
+		firstContext: 200, outTokens: outTokens, toolTokens: 24, toolTime: 400 * time.Millisecond,
+		addr:          func(int) string { return podA + ":8000" },
+		beforeRelease: func(id string) { released.Store(id, time.Now()) },
 	}
+	wait := w.start(ctx)
 
 	// Restart the manager once a pause shows in the pool's status.
 	eventually(t, 60*time.Second, func() string {
@@ -187,26 +122,12 @@ func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 		t.Errorf("every program ended before the manager restart was checked: the workload is too short")
 	}
 
-	wg.Wait()
-	close(results)
-	done := map[string]int{}
+	results := wait()
+	w.check(t, results)
 	forwarded := 0
-	for r := range results {
-		if r.err != "" {
-			t.Errorf("%s step %d: %s", r.program, r.step, r.err)
-			continue
-		}
-		if r.tokens != outTokens {
-			t.Errorf("%s step %d: %d tokens, want %d", r.program, r.step, r.tokens, outTokens)
-		}
-		done[r.program]++
-		if strings.HasPrefix(r.servedBy, podB+":") {
+	for _, r := range results {
+		if r.err == "" && strings.HasPrefix(r.ServedBy, podB+":") {
 			forwarded++
-		}
-	}
-	for i := range programs {
-		if id := fmt.Sprintf("agent-%d", i); done[id] != steps {
-			t.Errorf("%s completed %d of %d steps", id, done[id], steps)
 		}
 	}
 	if forwarded == 0 {
@@ -264,29 +185,25 @@ func controlToken(t *testing.T, ns, pool string) string {
 	return tok
 }
 
+// podState reads a runtime pod's report (its KV cache and program table)
+// from its control API.
+func podState(ctx context.Context, token, ip string) (*wire.Report, error) {
+	rep, err := control.NewClient(token, 5*time.Second).State(ctx, ip+":8081")
+	if err != nil {
+		return nil, fmt.Errorf("state of %s: %w", ip, err)
+	}
+	return rep, nil
+}
+
 // programTables reads the pods' program tables over the control API and
 // returns each program's state, preferring the pod it is placed on.
 func programTables(t *testing.T, token string, ips ...string) map[string]string {
 	t.Helper()
 	states := map[string]string{}
 	for _, ip := range ips {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+ip+":8081/v1/state", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		rep, err := podState(context.Background(), token, ip)
 		if err != nil {
-			t.Fatalf("state of %s: %v", ip, err)
-		}
-		var rep struct {
-			Programs []struct {
-				ID     string `json:"id"`
-				State  string `json:"state"`
-				Placed bool   `json:"placed"`
-			} `json:"programs"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&rep)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("state of %s: %v", ip, err)
+			t.Fatal(err)
 		}
 		for _, p := range rep.Programs {
 			if _, seen := states[p.ID]; !seen || p.Placed {
@@ -297,74 +214,12 @@ func programTables(t *testing.T, token string, ips ...string) map[string]string 
 	return states
 }
 
-// scrapePausedGauge reads kvpilot_programs{state="paused"} of a pool; 0
-// when the manager cannot be reached (it may be restarting).
-func scrapePausedGauge(url, ns, pool string) float64 {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		m := sampleLine.FindStringSubmatch(sc.Text())
-		if m != nil && m[1] == "kvpilot_programs" && strings.Contains(m[2], `state="paused"`) &&
-			strings.Contains(m[2], fmt.Sprintf(`namespace="%s"`, ns)) && strings.Contains(m[2], fmt.Sprintf(`pool="%s"`, pool)) {
-			v, _ := strconv.ParseFloat(m[3], 64)
-			return v
+// storeMax raises m to v if v is larger.
+func storeMax(m *atomic.Int32, v int32) {
+	for {
+		cur := m.Load()
+		if v <= cur || m.CompareAndSwap(cur, v) {
+			return
 		}
 	}
-	return 0
-}
-
-var sampleLine = regexp.MustCompile(`^([a-z_:]+)\{([^}]*)\} ([0-9.e+-]+)$`)
-
-// scrapeOffloadBytes reads a runtime pod's vllm:kv_offload_total_bytes_total
-// by direction: to host (GPU_to_CPU) and back (CPU_to_GPU).
-func scrapeOffloadBytes(t *testing.T, url string) (out, in float64) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		m := sampleLine.FindStringSubmatch(sc.Text())
-		if m == nil || m[1] != "vllm:kv_offload_total_bytes_total" {
-			continue
-		}
-		v, _ := strconv.ParseFloat(m[3], 64)
-		switch {
-		case strings.Contains(m[2], `transfer_type="GPU_to_CPU"`):
-			out += v
-		case strings.Contains(m[2], `transfer_type="CPU_to_GPU"`):
-			in += v
-		}
-	}
-	return out, in
-}
-
-// scrapeFleetCounters reads the fleet loop's counters of one pool from the
-// manager's metrics.
-func scrapeFleetCounters(t *testing.T, url, ns, pool string) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	want := fmt.Sprintf(`namespace="%s"`, ns)
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		m := sampleLine.FindStringSubmatch(sc.Text())
-		if m == nil || !strings.Contains(m[2], want) || !strings.Contains(m[2], fmt.Sprintf(`pool="%s"`, pool)) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(m[3], 64); err == nil {
-			out[m[1]] += v
-		}
-	}
-	return out
 }
