@@ -207,6 +207,11 @@ func TestRestoredSequenceLoadsBesideTheBatch(t *testing.T) {
 		case !overlap && (r.Loading != 0 || r.Scheduled != 2):
 			t.Fatalf("serial: step = %+v; want a2 and b in one batch", r)
 		}
+		// The observer (the runtime's metrics) sees the same.
+		st := env.obs.last
+		if overlap != (st.Loading == 1 && st.CopiedBeside > 0) || overlap == (st.CopiedBefore > 0) {
+			t.Fatalf("overlap=%v: iteration stats loading %d, copied %d before and %d beside", overlap, st.Loading, st.CopiedBefore, st.CopiedBeside)
+		}
 		env.runUntilIdle(t, 50)
 		collect(t, running)
 		outs[i], _, _ = collect(t, next)
