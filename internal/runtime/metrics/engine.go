@@ -84,6 +84,10 @@ type Engine struct {
 	hostHits, spilledBlocks      prometheus.Counter
 	hostBlocks, hostUsed         prometheus.Gauge
 	bytesPerBlock                float64
+	// Copies before the iteration and beside it (an executor that
+	// overlaps them), and the requests waiting out of the batch for theirs.
+	copiedBefore, copiedBeside prometheus.Counter
+	loading                    prometheus.Gauge
 
 	// lastKV are the previously published KV stats: the prefix-cache
 	// counters advance by the difference (the engine's are cumulative).
@@ -143,6 +147,12 @@ func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	m.hostHits = counter("kvpilot_prefix_cache_host_hits_total", "Prefix cache hits served from the host KV tier, in tokens.")
 	m.hostBlocks = gauge("kvpilot_kv_host_blocks", "Blocks of the host-memory KV tier.")
 	m.hostUsed = gauge("kvpilot_kv_host_blocks_used", "Host-memory KV blocks holding offloaded KV.")
+	copied := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvpilot_kv_copied_blocks_total", Help: "KV block copies between device and host memory, by when they ran: before the iteration (it waited for them) or beside it (overlapped with its compute).", ConstLabels: labels,
+	}, []string{"when"})
+	cs = append(cs, copied)
+	m.copiedBefore, m.copiedBeside = copied.WithLabelValues("before_iteration"), copied.WithLabelValues("beside_iteration")
+	m.loading = gauge("kvpilot_num_requests_loading", "Requests left out of the batch while their KV is copied back from host memory beside it.")
 	m.spilledBlocks = counter("kvpilot_kv_spilled_blocks_total", "KV blocks copied to the host tier because the device evicted them (counted in the GPU_to_CPU offloads too).")
 
 	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
@@ -225,6 +235,13 @@ func (m *Engine) Iteration(st *engine.IterationStats) {
 		m.restoreBlocks.Add(float64(d))
 		m.restoreBytes.Add(float64(d) * m.bytesPerBlock)
 	}
+	if st.CopiedBefore > 0 {
+		m.copiedBefore.Add(float64(st.CopiedBefore))
+	}
+	if st.CopiedBeside > 0 {
+		m.copiedBeside.Add(float64(st.CopiedBeside))
+	}
+	m.loading.Set(float64(st.Loading))
 	m.hostBlocks.Set(float64(st.KV.HostTotal))
 	m.hostUsed.Set(float64(st.KV.HostUsed))
 	m.lastKV = st.KV

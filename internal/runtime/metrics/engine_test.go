@@ -153,8 +153,9 @@ func TestHostTierMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 5, Offloaded: 5}})
-	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 3, Offloaded: 7, Restored: 4, Spilled: 2, HostHits: 64}})
+	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 5, Offloaded: 5}, CopiedBefore: 5, Loading: 2})
+	m.Iteration(&engine.IterationStats{KV: kvcache.Stats{HostTotal: 64, HostUsed: 3, Offloaded: 7, Restored: 4, Spilled: 2, HostHits: 64},
+		CopiedBefore: 1, CopiedBeside: 5, Loading: 1})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func TestHostTierMetrics(t *testing.T) {
 		for _, mt := range mf.GetMetric() {
 			key := mf.GetName()
 			for _, l := range mt.GetLabel() {
-				if l.GetName() == "transfer_type" {
+				if l.GetName() == "transfer_type" || l.GetName() == "when" {
 					key += "{" + l.GetValue() + "}"
 				}
 			}
@@ -177,14 +178,17 @@ func TestHostTierMetrics(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]float64{
-		"vllm:kv_offload_total_bytes_total{GPU_to_CPU}": 7000,
-		"vllm:kv_offload_total_bytes_total{CPU_to_GPU}": 4000,
-		"kvpilot_kv_offload_blocks_total{GPU_to_CPU}":   7,
-		"kvpilot_kv_offload_blocks_total{CPU_to_GPU}":   4,
-		"kvpilot_prefix_cache_host_hits_total":          64,
-		"kvpilot_kv_host_blocks":                        64,
-		"kvpilot_kv_host_blocks_used":                   3,
-		"kvpilot_kv_spilled_blocks_total":               2,
+		"vllm:kv_offload_total_bytes_total{GPU_to_CPU}":    7000,
+		"vllm:kv_offload_total_bytes_total{CPU_to_GPU}":    4000,
+		"kvpilot_kv_offload_blocks_total{GPU_to_CPU}":      7,
+		"kvpilot_kv_offload_blocks_total{CPU_to_GPU}":      4,
+		"kvpilot_prefix_cache_host_hits_total":             64,
+		"kvpilot_kv_host_blocks":                           64,
+		"kvpilot_kv_host_blocks_used":                      3,
+		"kvpilot_kv_spilled_blocks_total":                  2,
+		"kvpilot_kv_copied_blocks_total{before_iteration}": 6,
+		"kvpilot_kv_copied_blocks_total{beside_iteration}": 5,
+		"kvpilot_num_requests_loading":                     1,
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)

@@ -485,6 +485,7 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	e.stats.TimeToFirstToken = e.stats.TimeToFirstToken[:0]
 	e.stats.InterTokenLatency = e.stats.InterTokenLatency[:0]
 	e.stats.PromptTokens = 0
+	e.stats.CopiedBefore, e.stats.CopiedBeside = 0, 0
 	e.mu.Lock()
 	now := e.clk.Now()
 	if e.overlap != nil {
@@ -515,8 +516,10 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	e.mu.Unlock()
 
 	var err error
-	if len(e.xfer) > 0 {
-		err = e.copyBlocks(ctx)
+	if n := len(e.xfer); n > 0 {
+		if err = e.copyBlocks(ctx); err == nil {
+			e.stats.CopiedBefore = n
+		}
 	}
 	if e.overlap != nil {
 		if err != nil {
@@ -539,7 +542,9 @@ func (e *Engine) step(ctx context.Context) StepResult {
 		async := e.overlap != nil && e.overlap.start(ctx, &e.b)
 		err = e.execute(ctx, r.Scheduled)
 		if async {
-			copyErr = e.waitCopies(ctx)
+			if copyErr = e.waitCopies(ctx); copyErr == nil {
+				e.stats.CopiedBeside = len(e.overlap.async)
+			}
 		}
 	}
 	r.Err = cmp.Or(err, copyErr)
@@ -848,6 +853,7 @@ func (e *Engine) publishLocked(now time.Time, r StepResult) {
 	st.Time = now
 	st.Running, st.Waiting, st.KV = len(e.running), e.waiting.Len(), e.kv.Stats()
 	st.Scheduled, st.Tokens, st.Sampled, st.Preempted, st.Finished = r.Scheduled, r.Tokens, r.Sampled, r.Preempted, r.Finished
+	st.Loading = r.Loading
 	e.obs.Iteration(st)
 }
 

@@ -62,38 +62,59 @@ func TestOffloadRunsOnIdleEngine(t *testing.T) {
 	}
 }
 
-// TestCopyFailureFailsBatchAndDropsBlocks: when the executor cannot copy, the
-// request that needed the copied-in blocks fails, the contents are never
-// served again, and the engine goes on.
-func TestCopyFailureFailsBatchAndDropsBlocks(t *testing.T) {
+// offloadedProgram is an engine of 16 device and 32 host blocks (overlapping
+// copies or not) on which program "a" ran its first request, a 20-token
+// prompt p, and was offloaded to the host tier; the copies have run.
+func offloadedProgram(t *testing.T, overlap bool) (env *testEnv, p []int32) {
+	t.Helper()
 	o := defaultOpts()
-	o.numBlocks, o.hostBlocks = 16, 32
-	env := newEnv(t, o)
+	o.numBlocks, o.hostBlocks, o.overlap = 16, 32, overlap
+	env = newEnv(t, o)
 	env.x.eosMod = 0
-	p := prompt(20, 1)
+	p = prompt(20, 1)
 	first := mustSubmit(t, env.e, req("a", p, 1))
 	env.runUntilIdle(t, 50)
 	collect(t, first)
 	env.e.OffloadPrefix(p)
 	env.step(t)
-	env.x.failCopy = true
-	s := mustSubmit(t, env.e, req("a2", append(p, 3), 2))
-	r := env.step(t)
+	return env, p
+}
+
+// wantCopyFailure checks a step whose copies failed under request s, which
+// resumed the prompt p: the step reports it, s fails, and the contents the
+// copies moved are not served again.
+func wantCopyFailure(t *testing.T, env *testEnv, r StepResult, s *Stream, p []int32) {
+	t.Helper()
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "copy") {
 		t.Fatalf("step error = %v, want the copy failure", r.Err)
 	}
-	_, _, f := collect(t, s)
-	if f.FinishReason != completion.Error {
+	if _, _, f := collect(t, s); f.FinishReason != completion.Error {
 		t.Fatalf("request over failed copies finished %v, want error", f.FinishReason)
 	}
 	env.x.failCopy = false
-	if got := env.e.KV().CachedPrefix(append(p, 3)); got != 0 {
+	if got := env.e.KV().CachedPrefix(p); got != 0 {
 		t.Fatalf("CachedPrefix = %d after the failed copy, want 0", got)
 	}
-	s = mustSubmit(t, env.e, req("a3", append(p, 3), 2))
+}
+
+// TestCopyFailureFailsBatchAndDropsBlocks: when the executor cannot copy, the
+// request that needed the copied-in blocks fails, the contents are never
+// served again, and the engine goes on.
+func TestCopyFailureFailsBatchAndDropsBlocks(t *testing.T) {
+	env, p := offloadedProgram(t, false)
+	env.x.failCopy = true
+	s := mustSubmit(t, env.e, req("a2", append(p, 3), 2))
+	wantCopyFailure(t, env, env.step(t), s, append(p, 3))
+	wantGoesOn(t, env, mustSubmit(t, env.e, req("a3", append(p, 3), 2)))
+}
+
+// wantGoesOn runs the engine until it is idle and checks that s, a request
+// the failed copies were not for, ran to its length and no block leaked.
+func wantGoesOn(t *testing.T, env *testEnv, s *Stream) {
+	t.Helper()
 	env.runUntilIdle(t, 50)
 	if _, _, f := collect(t, s); f.FinishReason != completion.Length {
-		t.Fatalf("request after the failure finished %v", f.FinishReason)
+		t.Fatalf("a request the failed copies were not for finished %v, want length", f.FinishReason)
 	}
 	if used := env.e.KV().Stats().Used; used != 0 {
 		t.Errorf("%d blocks leaked", used)
@@ -154,16 +175,7 @@ func TestEvictedBlocksOfAnActingProgramComeBackFromHost(t *testing.T) {
 // copies fail, it fails alone (the running request's batch never needed
 // them), the contents are dropped, and the engine goes on.
 func TestOverlappedCopiesFailOnlyTheLoadingSequence(t *testing.T) {
-	o := defaultOpts()
-	o.numBlocks, o.hostBlocks, o.overlap = 16, 32, true
-	env := newEnv(t, o)
-	env.x.eosMod = 0
-	p := prompt(20, 1)
-	first := mustSubmit(t, env.e, req("a", p, 1))
-	env.runUntilIdle(t, 50)
-	collect(t, first)
-	env.e.OffloadPrefix(p)
-	env.step(t)
+	env, p := offloadedProgram(t, true)
 	running := mustSubmit(t, env.e, req("b", prompt(8, 2), 6))
 	env.step(t)
 
@@ -173,23 +185,8 @@ func TestOverlappedCopiesFailOnlyTheLoadingSequence(t *testing.T) {
 	if r.Loading != 1 || r.Scheduled != 1 || env.x.overlapped == 0 {
 		t.Fatalf("step = %+v with %d transfers beside it; want b computing while a2 loads", r, env.x.overlapped)
 	}
-	if r.Err == nil || !strings.Contains(r.Err.Error(), "copy") {
-		t.Fatalf("step error = %v, want the copy failure", r.Err)
-	}
-	if _, _, f := collect(t, loading); f.FinishReason != completion.Error {
-		t.Fatalf("loading request over failed copies finished %v, want error", f.FinishReason)
-	}
-	env.x.failCopy = false
-	if got := env.e.KV().CachedPrefix(append(p, 3)); got != 0 {
-		t.Fatalf("CachedPrefix = %d after the failed copy, want 0", got)
-	}
-	env.runUntilIdle(t, 50)
-	if _, _, f := collect(t, running); f.FinishReason != completion.Length {
-		t.Fatalf("the running request finished %v, want length: the failed copies were not its own", f.FinishReason)
-	}
-	if used := env.e.KV().Stats().Used; used != 0 {
-		t.Errorf("%d blocks leaked", used)
-	}
+	wantCopyFailure(t, env, r, loading, append(p, 3))
+	wantGoesOn(t, env, running)
 }
 
 // TestRestoredSequenceLoadsBesideTheBatch: a request admitted with its
@@ -199,16 +196,7 @@ func TestOverlappedCopiesFailOnlyTheLoadingSequence(t *testing.T) {
 func TestRestoredSequenceLoadsBesideTheBatch(t *testing.T) {
 	var outs [2][]int32
 	for i, overlap := range []bool{false, true} {
-		o := defaultOpts()
-		o.numBlocks, o.hostBlocks, o.overlap = 16, 32, overlap
-		env := newEnv(t, o)
-		env.x.eosMod = 0
-		p := prompt(20, 1)
-		first := mustSubmit(t, env.e, req("a", p, 1))
-		env.runUntilIdle(t, 50)
-		collect(t, first)
-		env.e.OffloadPrefix(p)
-		env.step(t)
+		env, p := offloadedProgram(t, overlap)
 		running := mustSubmit(t, env.e, req("b", prompt(8, 2), 6))
 		env.step(t)
 		next := mustSubmit(t, env.e, req("a2", append(p, 3), 4))
@@ -218,6 +206,11 @@ func TestRestoredSequenceLoadsBesideTheBatch(t *testing.T) {
 			t.Fatalf("overlap: step = %+v, %d transfers beside it; want a2 loading beside b", r, env.x.overlapped)
 		case !overlap && (r.Loading != 0 || r.Scheduled != 2):
 			t.Fatalf("serial: step = %+v; want a2 and b in one batch", r)
+		}
+		// The observer (the runtime's metrics) sees the same.
+		st := env.obs.last
+		if overlap != (st.Loading == 1 && st.CopiedBeside > 0) || overlap == (st.CopiedBefore > 0) {
+			t.Fatalf("overlap=%v: iteration stats loading %d, copied %d before and %d beside", overlap, st.Loading, st.CopiedBefore, st.CopiedBeside)
 		}
 		env.runUntilIdle(t, 50)
 		collect(t, running)

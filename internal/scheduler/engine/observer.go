@@ -59,6 +59,13 @@ type IterationStats struct {
 	Sampled int
 	// Preempted is the number of sequences preempted by recompute.
 	Preempted int
+	// Loading is the number of requests left out of the batch while their
+	// KV comes back from the host tier beside it (an executor that
+	// overlaps copies, batch.OverlappingCopier).
+	Loading int
+	// CopiedBefore and CopiedBeside count the block copies between the
+	// tiers that ran before the iteration and beside it.
+	CopiedBefore, CopiedBeside int
 	// Finished is the number of requests that finished, cancellations
 	// included.
 	Finished int

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -116,7 +117,8 @@ func (o *overlap) load(s *sequence, from, to int) {
 // up to flushTo, then the rest of xf. With all (an iteration with no batch)
 // everything runs now.
 func (o *overlap) split(xf []kvcache.Transfer, all bool) []kvcache.Transfer {
-	o.isAsync = append(o.isAsync[:0], make([]bool, len(xf))...)
+	o.isAsync = slices.Grow(o.isAsync[:0], len(xf))[:len(xf)]
+	clear(o.isAsync)
 	for _, r := range o.cand {
 		for i := r[0]; i < r[1]; i++ {
 			o.isAsync[i] = !all && o.touched[xf[i].Device] != o.epoch

@@ -34,6 +34,10 @@ type Executor struct {
 	kCache, vCache [][]float32
 	hostK, hostV   [][]float32
 	hostBlocks     int
+	// copyDone carries the result of the copies StartCopyBlocks runs
+	// beside an iteration while copying is set.
+	copyDone chan error
+	copying  bool
 
 	pool *pool
 	s    scratch

@@ -8,7 +8,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
-var _ batch.BlockCopier = (*Executor)(nil)
+var _ batch.OverlappingCopier = (*Executor)(nil)
 
 // ReserveHostBlocks allocates the host tier: n blocks of every layer's keys
 // and values, laid out like the device cache. On this executor both live in
@@ -50,4 +50,28 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 		}
 	}
 	return nil
+}
+
+// CopyBudget is no limit: a copy here is a memory copy on another core, and
+// the engine waits for it after the iteration anyway.
+func (e *Executor) CopyBudget(*batch.Batch) int { return 0 }
+
+// StartCopyBlocks copies on another goroutine while Execute computes: the
+// engine guarantees the iteration touches none of the blocks they name, so
+// the two write disjoint parts of the caches.
+func (e *Executor) StartCopyBlocks(ctx context.Context, ts []kvcache.Transfer) {
+	if e.copyDone == nil {
+		e.copyDone = make(chan error, 1)
+	}
+	e.copying = true
+	go func() { e.copyDone <- e.CopyBlocks(ctx, ts) }()
+}
+
+// WaitCopyBlocks waits for the copies StartCopyBlocks started.
+func (e *Executor) WaitCopyBlocks(context.Context) error {
+	if !e.copying {
+		return nil
+	}
+	e.copying = false
+	return <-e.copyDone
 }
