@@ -20,8 +20,8 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/sampling"
 )
 
-// readRequest reads and parses a generation request and checks its model;
-// on failure it has written the error and returns ok false.
+// readRequest reads and parses a request and checks its model; on failure
+// it has written the error and returns ok false.
 func readRequest[T any](s *Server, w http.ResponseWriter, r *http.Request, parse func([]byte) (*T, *openai.Error), model func(*T) string) (body []byte, req *T, ok bool) {
 	body, apiErr := s.readBody(w, r)
 	if apiErr == nil {

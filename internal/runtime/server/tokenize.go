@@ -13,19 +13,12 @@ import (
 // of chat messages rendered through the chat template exactly as a chat
 // completion would render them.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := s.readBody(w, r)
-	var req openai.TokenizeRequest
-	if apiErr == nil {
-		apiErr = decodeBody(body, &req)
+	_, req, ok := readRequest(s, w, r, decodeBody[openai.TokenizeRequest], func(t *openai.TokenizeRequest) string { return t.Model })
+	if !ok {
+		return
 	}
-	if apiErr == nil {
-		apiErr = s.checkModel(req.Model)
-	}
-	if apiErr == nil && (req.Prompt == nil) == (len(req.Messages) == 0) {
-		apiErr = openai.BadRequest("prompt", "give exactly one of prompt and messages")
-	}
-	if apiErr != nil {
-		s.writeError(w, apiErr)
+	if (req.Prompt == nil) == (len(req.Messages) == 0) {
+		s.writeError(w, openai.BadRequest("prompt", "give exactly one of prompt and messages"))
 		return
 	}
 	var toks []int32
@@ -54,40 +47,29 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 
 // detokenize answers POST /detokenize: the text of token ids.
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := s.readBody(w, r)
-	var req openai.DetokenizeRequest
-	if apiErr == nil {
-		apiErr = decodeBody(body, &req)
-	}
-	if apiErr == nil {
-		apiErr = s.checkModel(req.Model)
-	}
-	if apiErr == nil {
-		vocab := s.eng.Config().VocabSize
-		for _, id := range req.Tokens {
-			if id < 0 || (vocab > 0 && int(id) >= vocab) {
-				apiErr = openai.BadRequest("tokens", "token id %d outside the vocabulary [0, %d)", id, vocab)
-				break
-			}
-		}
-	}
-	if apiErr != nil {
-		s.writeError(w, apiErr)
+	_, req, ok := readRequest(s, w, r, decodeBody[openai.DetokenizeRequest], func(d *openai.DetokenizeRequest) string { return d.Model })
+	if !ok {
 		return
+	}
+	vocab := s.eng.Config().VocabSize
+	for _, id := range req.Tokens {
+		if id < 0 || (vocab > 0 && int(id) >= vocab) {
+			s.writeError(w, openai.BadRequest("tokens", "token id %d outside the vocabulary [0, %d)", id, vocab))
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, openai.DetokenizeResponse{Prompt: s.cfg.Codec.Decode(req.Tokens)})
 }
 
-// decodeBody decodes a JSON object body into v, answering 400 on failure.
-func decodeBody(body []byte, v any) *openai.Error {
+// decodeBody decodes a JSON object body into a T, answering 400 on failure
+// (a parse function for readRequest).
+func decodeBody[T any](body []byte) (*T, *openai.Error) {
+	v := new(T)
 	if err := json.Unmarshal(body, v); err != nil {
-		var apiErr *openai.Error
 		if e, ok := err.(*openai.Error); ok {
-			apiErr = e
-		} else {
-			apiErr = openai.BadRequest("", "invalid request body: %v", err)
+			return nil, e
 		}
-		return apiErr
+		return nil, openai.BadRequest("", "invalid request body: %v", err)
 	}
-	return nil
+	return v, nil
 }
