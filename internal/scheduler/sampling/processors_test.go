@@ -104,17 +104,7 @@ func TestMinP(t *testing.T) {
 		{Params{Temperature: 2, MinP: 0.3, TopP: 0.6}, []int32{0, 1}}, // kept 1, .61, .37: p(0) ≈ .51
 	} {
 		var s Sampler
-		rng := NewRNG(3)
-		seen := map[int32]bool{}
-		for range 2000 {
-			seen[s.Sample(logits, &tc.p, &rng, nil)] = true
-		}
-		var got []int32
-		for id := range seen {
-			got = append(got, id)
-		}
-		slices.Sort(got)
-		if diff := cmp.Diff(tc.want, got); diff != "" {
+		if diff := cmp.Diff(tc.want, drawnIDs(&s, logits, &tc.p, 3, 2000)); diff != "" {
 			t.Errorf("%+v: drawn ids (-want +got):\n%s", tc.p, diff)
 		}
 	}

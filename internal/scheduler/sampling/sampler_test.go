@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -138,17 +139,7 @@ func TestTopPRestricts(t *testing.T) {
 		{Params{Temperature: 1, TopP: 0.85, TopK: 4}, []int32{1, 2, 3}},
 		{Params{Temperature: 1, TopP: 0.95}, []int32{0, 1, 2, 3}},
 	} {
-		rng := NewRNG(11)
-		seen := map[int32]bool{}
-		for range 5000 {
-			seen[s.Sample(logits, &tc.p, &rng, nil)] = true
-		}
-		var got []int32
-		for id := range seen {
-			got = append(got, id)
-		}
-		slices.Sort(got)
-		if diff := cmp.Diff(tc.want, got); diff != "" {
+		if diff := cmp.Diff(tc.want, drawnIDs(&s, logits, &tc.p, 11, 5000)); diff != "" {
 			t.Errorf("%+v: sampled ids (-nucleus +got):\n%s", tc.p, diff)
 		}
 	}
@@ -439,4 +430,17 @@ func skipShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long statistical test; runs without -short")
 	}
+}
+
+// drawnIDs is every id that n draws from logits with p give, sorted; the
+// draws use a generator seeded with seed.
+func drawnIDs(s *Sampler, logits []float32, p *Params, seed uint64, n int) []int32 {
+	rng := NewRNG(seed)
+	seen := map[int32]bool{}
+	for range n {
+		seen[s.Sample(logits, p, &rng, nil)] = true
+	}
+	got := slices.Collect(maps.Keys(seen))
+	slices.Sort(got)
+	return got
 }
