@@ -105,6 +105,14 @@ func TestSchemaRefusesUnsupportedKeywords(t *testing.T) {
 		{`{"type":"string","format":"ipv4"}`, "format"},
 		{`{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}`, "$ref"},
 		{`{"type":"array","prefixItems":[{"type":"string"}]}`, "prefixItems"},
+		// Count bounds and string patterns.
+		{`{"type":"string","minLength":5,"maxLength":4}`, "minLength"},
+		{`{"type":"string","maxLength":100000000}`, "maxLength"},
+		{`{"type":"array","minItems":3,"maxItems":2}`, "minItems"},
+		{`{"type":"array","minItems":100000000}`, "maxItems"},
+		{`{"type":"array","maxItems":-1}`, "maxItems"},
+		{`{"type":"string","pattern":"(a"}`, "pattern"},
+		{`{"type":"string","pattern":"a+","maxLength":3}`, "pattern"},
 	} {
 		_, err := JSONSchema([]byte(tc.schema))
 		var se *SchemaError

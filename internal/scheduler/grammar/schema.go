@@ -315,6 +315,23 @@ func (c *schemaConv) intKeyword(s *object, path, kw string, def int) int {
 	return i
 }
 
+// countBounds reads a pair of count keywords (minLength/maxLength,
+// minItems/maxItems): lo defaults to 0, hi to -1 (no bound). It fails when
+// lo exceeds hi or either is above maxRepeat.
+func (c *schemaConv) countBounds(s *object, path, minKw, maxKw string) (lo, hi int, ok bool) {
+	lo = c.intKeyword(s, path, minKw, 0)
+	hi = c.intKeyword(s, path, maxKw, -1)
+	if hi >= 0 && lo > hi {
+		c.fail(path, minKw, "is more than %s", maxKw)
+		return 0, 0, false
+	}
+	if lo > maxRepeat || hi > maxRepeat {
+		c.fail(path, maxKw, "above %d is not supported", maxRepeat)
+		return 0, 0, false
+	}
+	return lo, hi, true
+}
+
 func (c *schemaConv) convType(s *object, t, path string) *node {
 	switch t {
 	case "null":
@@ -336,13 +353,9 @@ func (c *schemaConv) convType(s *object, t, path string) *node {
 }
 
 func (c *schemaConv) convString(s *object, path string) *node {
-	minLen := c.intKeyword(s, path, "minLength", 0)
-	maxLen := c.intKeyword(s, path, "maxLength", -1)
-	if maxLen >= 0 && minLen > maxLen {
-		return c.fail(path, "minLength", "is more than maxLength")
-	}
-	if minLen > maxRepeat || maxLen > maxRepeat {
-		return c.fail(path, "maxLength", "above %d is not supported", maxRepeat)
+	minLen, maxLen, ok := c.countBounds(s, path, "minLength", "maxLength")
+	if !ok {
+		return empty
 	}
 	if p, ok := s.vals["pattern"]; ok {
 		if _, has := s.vals["format"]; has {
@@ -355,11 +368,7 @@ func (c *schemaConv) convString(s *object, path string) *node {
 		if minLen > 0 || maxLen >= 0 {
 			return c.fail(path, "pattern", "together with minLength/maxLength is not supported")
 		}
-		n, err := regexNode(ps, jsonSafe)
-		if err != nil {
-			return c.fail(path, "pattern", "%v", err)
-		}
-		return concat(oneByte('"'), n, oneByte('"'))
+		return c.quotedRegex(path, "pattern", ps)
 	}
 	if f, ok := s.vals["format"]; ok {
 		fs, _ := f.(string)
@@ -367,13 +376,19 @@ func (c *schemaConv) convString(s *object, path string) *node {
 		if !ok {
 			return c.fail(path, "format", "%q is not supported (supported: date, time, date-time, uuid, email)", fs)
 		}
-		n, err := regexNode(pat, jsonSafe)
-		if err != nil {
-			return c.fail(path, "format", "%v", err)
-		}
-		return concat(oneByte('"'), n, oneByte('"'))
+		return c.quotedRegex(path, "format", pat)
 	}
 	return concat(oneByte('"'), repeat(stringChar(), minLen, maxLen), oneByte('"'))
+}
+
+// quotedRegex is a JSON string whose contents match the regular expression
+// pat (keyword kw's), escapes excluded.
+func (c *schemaConv) quotedRegex(path, kw, pat string) *node {
+	n, err := regexNode(pat, jsonSafe)
+	if err != nil {
+		return c.fail(path, kw, "%v", err)
+	}
+	return concat(oneByte('"'), n, oneByte('"'))
 }
 
 var formats = map[string]string{
@@ -400,13 +415,9 @@ func jsonSafe(lo, hi rune) [][2]rune {
 }
 
 func (c *schemaConv) convArray(s *object, path string) *node {
-	minItems := c.intKeyword(s, path, "minItems", 0)
-	maxItems := c.intKeyword(s, path, "maxItems", -1)
-	if maxItems >= 0 && minItems > maxItems {
-		return c.fail(path, "minItems", "is more than maxItems")
-	}
-	if minItems > maxRepeat || maxItems > maxRepeat {
-		return c.fail(path, "maxItems", "above %d is not supported", maxRepeat)
+	minItems, maxItems, ok := c.countBounds(s, path, "minItems", "maxItems")
+	if !ok {
+		return empty
 	}
 	item := anyValue(maxAnyDepth - 1)
 	if it, ok := s.vals["items"]; ok {
