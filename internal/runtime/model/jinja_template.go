@@ -309,43 +309,31 @@ func selfMap(self map[string]any, selfValue *exec.Value) reflect.Value {
 	return reflect.ValueOf(self)
 }
 
-func dictKeys(self map[string]any, selfValue *exec.Value, args *exec.VarArgs) (any, error) {
-	if err := args.Take(); err != nil {
-		return nil, exec.ErrInvalidCall(err)
+// dictMethod is a dict method that takes no arguments and returns a list
+// with entry(m, k) for each key k, in the dict's key order: keys, values,
+// items.
+func dictMethod(entry func(m reflect.Value, k string) any) exec.Method[map[string]any] {
+	return func(self map[string]any, selfValue *exec.Value, args *exec.VarArgs) (any, error) {
+		if err := args.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		m := selfMap(self, selfValue)
+		keys := orderedKeys(m)
+		out := make(jinjaList, len(keys))
+		for i, k := range keys {
+			out[i] = entry(m, k)
+		}
+		return out, nil
 	}
-	keys := orderedKeys(selfMap(self, selfValue))
-	out := make(jinjaList, len(keys))
-	for i, k := range keys {
-		out[i] = k
-	}
-	return out, nil
 }
 
-func dictValues(self map[string]any, selfValue *exec.Value, args *exec.VarArgs) (any, error) {
-	if err := args.Take(); err != nil {
-		return nil, exec.ErrInvalidCall(err)
-	}
-	m := selfMap(self, selfValue)
-	keys := orderedKeys(m)
-	out := make(jinjaList, len(keys))
-	for i, k := range keys {
-		out[i] = m.MapIndex(reflect.ValueOf(k)).Interface()
-	}
-	return out, nil
-}
-
-func dictItems(self map[string]any, selfValue *exec.Value, args *exec.VarArgs) (any, error) {
-	if err := args.Take(); err != nil {
-		return nil, exec.ErrInvalidCall(err)
-	}
-	m := selfMap(self, selfValue)
-	keys := orderedKeys(m)
-	out := make(jinjaList, len(keys))
-	for i, k := range keys {
-		out[i] = jinjaList{k, m.MapIndex(reflect.ValueOf(k)).Interface()}
-	}
-	return out, nil
-}
+var (
+	dictKeys   = dictMethod(func(_ reflect.Value, k string) any { return k })
+	dictValues = dictMethod(func(m reflect.Value, k string) any { return m.MapIndex(reflect.ValueOf(k)).Interface() })
+	dictItems  = dictMethod(func(m reflect.Value, k string) any {
+		return jinjaList{k, m.MapIndex(reflect.ValueOf(k)).Interface()}
+	})
+)
 
 // strftime formats t with Python's strftime directives (the ones chat
 // templates use; others are written as they are).

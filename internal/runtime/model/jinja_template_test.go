@@ -129,3 +129,17 @@ func FuzzJinjaRender(f *testing.F) {
 			Tools: []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}`)}})
 	})
 }
+
+// TestJinjaDictMethodsKeepKeyOrder: keys(), values() and items() list a
+// dict's entries in the order its JSON gave them, as Python's dicts do.
+func TestJinjaDictMethodsKeepKeyOrder(t *testing.T) {
+	j, err := NewJinjaTemplate(`{% set d = tools[0] %}{{ d.keys()|join(",") }}|{{ d.values()|join(",") }}|{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}`, "<s>", "</s>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := j.Render(&Chat{Messages: []Message{{Role: "user", Content: "hi"}},
+		Tools: []json.RawMessage{json.RawMessage(`{"z":"1","a":"x","m":"y"}`)}})
+	if want := "z,a,m|1,x,y|z=1;a=x;m=y;"; err != nil || got != want {
+		t.Fatalf("rendered %q, %v; want %q", got, err, want)
+	}
+}
