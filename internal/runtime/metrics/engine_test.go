@@ -41,17 +41,12 @@ func TestRequestGroups(t *testing.T) {
 	}
 	m.RequestGroupFinished(3, 8, 6)
 	m.RequestGroupFinished(1, 5, 5)
-	for name, want := range map[string][2]float64{ // count, sum
+	wantHistograms(t, reg, map[string][2]float64{ // count, sum
 		"vllm:request_params_n":                  {2, 4},
 		"vllm:request_params_max_tokens":         {2, 13},
 		"vllm:request_max_num_generation_tokens": {2, 11},
 		"vllm:request_generation_tokens":         {3, 6},
-	} {
-		count, sum := histogram(t, reg, name)
-		if count != uint64(want[0]) || sum != want[1] {
-			t.Errorf("%s: count %d sum %v, want %v %v", name, count, sum, want[0], want[1])
-		}
-	}
+	})
 }
 
 // TestPhaseTimes checks the per-request phase histograms against hand-set
@@ -69,7 +64,7 @@ func TestPhaseTimes(t *testing.T) {
 	// Cancelled while waiting: only e2e and the counts are observed.
 	m.RequestFinished(&engine.RequestStats{FinishReason: completion.Cancelled, PromptTokens: 4, MaxTokens: 8,
 		Arrival: t0, Finished: at(1)})
-	for name, want := range map[string][2]float64{ // count, sum
+	wantHistograms(t, reg, map[string][2]float64{ // count, sum
 		"vllm:request_queue_time_seconds":            {1, 2},
 		"vllm:request_prefill_time_seconds":          {1, 1},
 		"vllm:request_decode_time_seconds":           {1, 4},
@@ -78,12 +73,7 @@ func TestPhaseTimes(t *testing.T) {
 		"vllm:e2e_request_latency_seconds":           {2, 8.5},
 		"vllm:request_prompt_tokens":                 {2, 14},
 		"vllm:request_generation_tokens":             {2, 5},
-	} {
-		count, sum := histogram(t, reg, name)
-		if count != uint64(want[0]) || sum != want[1] {
-			t.Errorf("%s: count %d sum %v, want %v %v", name, count, sum, want[0], want[1])
-		}
-	}
+	})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +92,17 @@ func TestPhaseTimes(t *testing.T) {
 			if got := s.GetCounter().GetValue(); got != want {
 				t.Errorf("vllm:request_success_total%v = %v, want %v", s.GetLabel(), got, want)
 			}
+		}
+	}
+}
+
+// wantHistograms checks each named histogram's sample count and sum.
+func wantHistograms(t *testing.T, reg *prometheus.Registry, want map[string][2]float64) {
+	t.Helper()
+	for name, w := range want {
+		count, sum := histogram(t, reg, name)
+		if count != uint64(w[0]) || sum != w[1] {
+			t.Errorf("%s: count %d sum %v, want %v %v", name, count, sum, w[0], w[1])
 		}
 	}
 }
