@@ -228,11 +228,11 @@ func (e *Engine) waitCopies(ctx context.Context) error {
 // it ended.
 func (e *Engine) abandonCopiesLocked(err error, now time.Time) int {
 	o := e.overlap
-	o.serial = o.serial[:0]
-	for _, q := range o.backlog {
-		o.serial = append(o.serial, q.t)
+	failed := make([]kvcache.Transfer, len(o.backlog))
+	for i, q := range o.backlog {
+		failed[i] = q.t
 	}
-	e.kv.FailTransfers(o.serial)
+	e.kv.FailTransfers(failed)
 	was := o.landed
 	o.backlog, o.started, o.flushed, o.landed = o.backlog[:0], 0, 0, o.next-1
 	n := 0

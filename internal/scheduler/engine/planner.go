@@ -23,6 +23,10 @@ import (
 //     at this step boundary while sequences, budget and blocks last. The
 //     queue head blocks the ones behind it, so large requests are not
 //     starved by small ones.
+//
+// With an executor that overlaps copies, a sequence whose KV is coming back
+// from the host tier sits out (see overlap): admitted, holding its blocks,
+// out of the batch until its copies have landed.
 func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 	e.b.Seqs = e.b.Seqs[:0]
 	e.b.NumTokens = 0
@@ -100,8 +104,8 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 		s.loadUntil = 0
 		if e.overlap != nil {
 			if xf := e.kv.Transfers()[before:]; copiesIn(xf) {
-				// Its KV comes back from the host tier while this batch
-				// computes; it joins the next one.
+				// Its KV comes back from the host tier beside the
+				// iterations; it joins the batch once the copies landed.
 				e.overlap.load(s, before, len(e.kv.Transfers()))
 				continue
 			}
