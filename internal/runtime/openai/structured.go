@@ -95,21 +95,9 @@ func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 			return nil, BadRequest("response_format.type", "unknown response_format type %q; want text, json_object or json_schema", rf.Type)
 		}
 	}
-	if !isAbsent(g.GuidedJSON) {
-		c, err := jsonConstraint(g.GuidedJSON, "guided_json")
-		if err != nil {
-			return nil, err
-		}
-		found = append(found, c)
-	}
-	if g.GuidedRegex != nil {
-		found = append(found, &OutputConstraint{Kind: ConstraintRegex, Param: "guided_regex", Regex: *g.GuidedRegex})
-	}
-	if g.GuidedChoice != nil {
-		if len(g.GuidedChoice) == 0 {
-			return nil, BadRequest("guided_choice", "guided_choice must list at least one choice")
-		}
-		found = append(found, &OutputConstraint{Kind: ConstraintChoice, Param: "guided_choice", Choices: g.GuidedChoice})
+	found, err := appendConstraints(found, g.GuidedJSON, g.GuidedRegex, g.GuidedChoice, "guided_json", "guided_regex", "guided_choice")
+	if err != nil {
+		return nil, err
 	}
 	if g.GuidedGrammar != nil {
 		return nil, BadRequest("guided_grammar", "context-free grammars (guided_grammar) are not supported; use guided_json, guided_regex or guided_choice")
@@ -118,21 +106,9 @@ func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 		return nil, BadRequest("guided_whitespace_pattern", "guided_whitespace_pattern is not supported")
 	}
 	if so := g.StructuredOutputs; so != nil {
-		if !isAbsent(so.JSON) {
-			c, err := jsonConstraint(so.JSON, "structured_outputs.json")
-			if err != nil {
-				return nil, err
-			}
-			found = append(found, c)
-		}
-		if so.Regex != nil {
-			found = append(found, &OutputConstraint{Kind: ConstraintRegex, Param: "structured_outputs.regex", Regex: *so.Regex})
-		}
-		if so.Choice != nil {
-			if len(so.Choice) == 0 {
-				return nil, BadRequest("structured_outputs.choice", "structured_outputs.choice must list at least one choice")
-			}
-			found = append(found, &OutputConstraint{Kind: ConstraintChoice, Param: "structured_outputs.choice", Choices: so.Choice})
+		if found, err = appendConstraints(found, so.JSON, so.Regex, so.Choice,
+			"structured_outputs.json", "structured_outputs.regex", "structured_outputs.choice"); err != nil {
+			return nil, err
 		}
 		if so.Grammar != nil {
 			return nil, BadRequest("structured_outputs.grammar", "context-free grammars are not supported; use json, regex or choice")
@@ -149,6 +125,29 @@ func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 
 // jsonConstraint reads guided_json: a schema object, or a string holding
 // one (vLLM accepts both).
+// appendConstraints appends the JSON, regex and choice constraints of one
+// spelling of the fields (vLLM's guided_* or structured_outputs), each
+// named by its parameter.
+func appendConstraints(found []*OutputConstraint, js json.RawMessage, regex *string, choice []string, jsonP, regexP, choiceP string) ([]*OutputConstraint, *Error) {
+	if !isAbsent(js) {
+		c, err := jsonConstraint(js, jsonP)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, c)
+	}
+	if regex != nil {
+		found = append(found, &OutputConstraint{Kind: ConstraintRegex, Param: regexP, Regex: *regex})
+	}
+	if choice != nil {
+		if len(choice) == 0 {
+			return nil, BadRequest(choiceP, "%s must list at least one choice", choiceP)
+		}
+		found = append(found, &OutputConstraint{Kind: ConstraintChoice, Param: choiceP, Choices: choice})
+	}
+	return found, nil
+}
+
 func jsonConstraint(raw json.RawMessage, param string) (*OutputConstraint, *Error) {
 	raw = bytes.TrimSpace(raw)
 	if raw[0] == '"' {

@@ -104,6 +104,9 @@ func TestStructuredOutputsRefusals(t *testing.T) {
 		{`"guided_grammar":"root ::= \"a\""`, "guided_grammar", "not supported"},
 		{`"guided_choice":[]`, "guided_choice", "at least one"},
 		{`"guided_regex":"a","guided_choice":["a"]`, "guided_choice", "both"},
+		{`"structured_outputs":{"choice":[]}`, "structured_outputs.choice", "at least one"},
+		{`"structured_outputs":{"json":{"type":"integer","minimum":3}}`, "structured_outputs.json", "minimum"},
+		{`"structured_outputs":{"grammar":"root ::= \"a\""}`, "structured_outputs.grammar", "not supported"},
 	} {
 		r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],`+tc.extra+`}`)
 		var e openai.ErrorResponse
