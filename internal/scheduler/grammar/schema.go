@@ -588,6 +588,21 @@ func compactJSON(v any) string {
 	return b.String()
 }
 
+// writeCompactObject writes vals as a JSON object, its members in the
+// order of keys.
+func writeCompactObject(b *strings.Builder, keys []string, vals map[string]any) {
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeCompact(b, k)
+		b.WriteByte(':')
+		writeCompact(b, vals[k])
+	}
+	b.WriteByte('}')
+}
+
 func writeCompact(b *strings.Builder, v any) {
 	switch t := v.(type) {
 	case nil:
@@ -618,32 +633,14 @@ func writeCompact(b *strings.Builder, v any) {
 		}
 		b.WriteByte(']')
 	case *object:
-		b.WriteByte('{')
-		for i, k := range t.keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeCompact(b, k)
-			b.WriteByte(':')
-			writeCompact(b, t.vals[k])
-		}
-		b.WriteByte('}')
+		writeCompactObject(b, t.keys, t.vals)
 	case map[string]any:
 		keys := make([]string, 0, len(t))
 		for k := range t {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeCompact(b, k)
-			b.WriteByte(':')
-			writeCompact(b, t[k])
-		}
-		b.WriteByte('}')
+		writeCompactObject(b, keys, t)
 	default:
 		out, _ := json.Marshal(t)
 		b.Write(out)
