@@ -48,6 +48,9 @@ type vocab struct {
 	addBOS   bool
 	// pieces caches TokenBytes.
 	pieces [][]byte
+	// controlText holds the text of each control token (nil for others):
+	// SpecialText.
+	controlText map[int32][]byte
 }
 
 func newVocab(tokens []string, types []int32, bos int32, addBOS bool) (vocab, error) {
@@ -67,6 +70,12 @@ func newVocab(tokens []string, types []int32, bos int32, addBOS bool) (vocab, er
 	for i, t := range tokens {
 		if _, dup := v.ids[t]; !dup {
 			v.ids[t] = int32(i)
+		}
+		if types[i] == tokenControl && t != "" {
+			if v.controlText == nil {
+				v.controlText = map[int32][]byte{}
+			}
+			v.controlText[int32(i)] = []byte(t)
 		}
 		if (types[i] == tokenControl || types[i] == tokenUserDefined) && t != "" {
 			v.specials[t[0]] = append(v.specials[t[0]], int32(i))
@@ -121,6 +130,11 @@ func (v *vocab) TokenBytes(id int32) []byte {
 	}
 	return v.pieces[id]
 }
+
+// SpecialText is a control token's text, nil for any other token: the
+// output of requests that keep special tokens (skip_special_tokens: false),
+// which TokenBytes leaves out.
+func (v *vocab) SpecialText(id int32) []byte { return v.controlText[id] }
 
 func (v *vocab) Decode(ids []int32) string {
 	var b strings.Builder

@@ -167,7 +167,8 @@ func (p *PriorityField) UnmarshalJSON(b []byte) error {
 }
 
 // Content is a chat message's content: a string, null, or a list of parts
-// of which only text parts are supported (they are concatenated).
+// of which only text parts are supported; they are joined with "\n", as
+// vLLM joins them for templates that take string content.
 type Content struct {
 	Text string
 	// Null: the content was null (absent content is left zero, and is
@@ -197,6 +198,9 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	for i, part := range parts {
 		if part.Type != "text" || part.Text == nil {
 			return BadRequest("messages", "content part %d: only text parts are supported, got type %q", i, part.Type)
+		}
+		if i > 0 {
+			sb.WriteByte('\n')
 		}
 		sb.WriteString(*part.Text)
 	}

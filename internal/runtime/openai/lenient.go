@@ -17,7 +17,8 @@ var (
 	}
 	boolFields = []string{
 		"stream", "echo", "ignore_eos", "return_token_ids", "add_generation_prompt",
-		"continue_final_message", "add_special_tokens",
+		"continue_final_message", "add_special_tokens", "include_stop_str_in_output", "skip_special_tokens",
+		"spaces_between_special_tokens",
 	}
 )
 

@@ -43,6 +43,14 @@ type Common struct {
 	MinTokens *int          `json:"min_tokens"`
 	ProgramID string        `json:"program_id"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
+	// Output text, as vLLM defines these: IncludeStopStrInOutput keeps the
+	// stop string that ended a choice in its text; SkipSpecialTokens
+	// (default true) leaves special tokens' text out;
+	// SpacesBetweenSpecialTokens (default true) puts a space between two
+	// special tokens in a row when they are kept.
+	IncludeStopStrInOutput     bool  `json:"include_stop_str_in_output"`
+	SkipSpecialTokens          *bool `json:"skip_special_tokens"`
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 
 	Sampling
 
@@ -92,9 +100,33 @@ type ChatRequest struct {
 	// message open so the model continues it.
 	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
 	ContinueFinalMessage bool  `json:"continue_final_message"`
+	// ChatTemplateKwargs are further variables of the chat template
+	// (vLLM's), e.g. {"enable_thinking": false} for Qwen3's.
+	ChatTemplateKwargs TemplateKwargs `json:"chat_template_kwargs"`
 
 	// Tool calling (tools.go).
 	ToolFields
+}
+
+// TemplateKwargs are chat_template_kwargs: variables handed to the chat
+// template as they are.
+type TemplateKwargs map[string]json.RawMessage
+
+// reservedTemplateVars are the variables the server itself sets when it
+// renders a template; the request's own fields set them (vLLM lets these
+// keys replace its fields, and refuses chat_template and tokenize).
+var reservedTemplateVars = []string{"messages", "tools", "add_generation_prompt", "continue_final_message",
+	"documents", "chat_template", "tokenize", "bos_token", "eos_token", "raise_exception", "strftime_now"}
+
+// Check refuses the variables the server sets itself, with a 400 naming
+// chat_template_kwargs.
+func (k TemplateKwargs) Check() *Error {
+	for _, name := range reservedTemplateVars {
+		if _, ok := k[name]; ok {
+			return BadRequest("chat_template_kwargs", "chat_template_kwargs.%s is not accepted: it is set from the request's own fields", name)
+		}
+	}
+	return nil
 }
 
 // GenerationPrompt reports whether the rendered prompt ends with an open
@@ -212,6 +244,9 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 		return nil, BadRequest("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true")
 	case r.ContinueFinalMessage && r.Messages[len(r.Messages)-1].Role != "assistant":
 		return nil, BadRequest("continue_final_message", "continue_final_message needs the last message to be the assistant's")
+	}
+	if err := r.ChatTemplateKwargs.Check(); err != nil {
+		return nil, err
 	}
 	if r.MaxCompletionTokens != nil {
 		if r.MaxTokens != nil && *r.MaxTokens != *r.MaxCompletionTokens {
@@ -351,6 +386,9 @@ func (c *Common) EngineParams(maxTokens int, d Defaults) engine.Params {
 	p.MinP = f32(c.MinP)
 	p.LogitBias = c.Biases()
 	p.StopTokenIDs = c.StopTokenIDs
+	p.IncludeStopStr = c.IncludeStopStrInOutput
+	p.KeepSpecialTokens = c.SkipSpecialTokens != nil && !*c.SkipSpecialTokens
+	p.SpecialTokenSpaces = p.KeepSpecialTokens && (c.SpacesBetweenSpecialTokens == nil || *c.SpacesBetweenSpecialTokens)
 	if len(c.Stop) > 0 {
 		p.Stop = c.Stop
 	} else {

@@ -145,7 +145,8 @@ func TestParseChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := []string{r.Messages[0].Content.Text, r.Messages[1].Content.Text, r.Messages[2].Content.Text}
-	if d := cmp.Diff([]string{"be brief", "ab", ""}, got); d != "" {
+	// Text parts are joined with "\n", as vLLM joins them.
+	if d := cmp.Diff([]string{"be brief", "a\nb", ""}, got); d != "" {
 		t.Errorf("contents (-want +got):\n%s", d)
 	}
 	if *r.MaxTokens != 7 {

@@ -141,6 +141,22 @@ type ChatChunk struct {
 	Usage   *Usage            `json:"usage,omitempty"`
 }
 
+// Turn is one generated reply, as the APIs that are not chat completions
+// (Responses, Anthropic Messages) report it.
+type Turn struct {
+	// Content is the text outside tool calls (trimmed when there are
+	// calls); Calls are the tool calls, in order.
+	Content string
+	Calls   []ToolCall
+	// Finish is "stop" or "length"; StopMatched is the stop string that
+	// ended the reply, if one did.
+	Finish      string
+	StopMatched string
+	// Token counts: CachedTokens of the PromptTokens came from the prefix
+	// cache.
+	PromptTokens, CompletionTokens, CachedTokens int
+}
+
 // Model is one entry of GET /v1/models.
 type Model struct {
 	ID          string `json:"id"`
@@ -166,6 +182,10 @@ type TokenizeRequest struct {
 	AddGenerationPrompt  *bool     `json:"add_generation_prompt"`
 	ContinueFinalMessage bool      `json:"continue_final_message"`
 	ReturnTokenStrs      bool      `json:"return_token_strs"`
+	// Tools and ChatTemplateKwargs are rendered as a chat request renders
+	// them, so the count is the chat request's prompt tokens.
+	Tools              []Tool         `json:"tools"`
+	ChatTemplateKwargs TemplateKwargs `json:"chat_template_kwargs"`
 }
 
 // TokenizeResponse is the body of a /tokenize answer.

@@ -43,9 +43,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := req.Prompt.All()
-	j := job{chat: false, promptParam: "prompt", maxParam: "max_tokens",
+	j := job{chat: false, idPrefix: "cmpl-", promptParam: "prompt", maxParam: "max_tokens",
 		n: req.Choices(), candidates: req.Candidates(), lp: req.LogprobSettings(), echo: req.Echo}
-	if !s.outputGrammar(w, &req.Common, &j) {
+	if apiErr := s.outputGrammar(&req.Common, &j); apiErr != nil {
+		s.writeError(w, apiErr)
 		return
 	}
 	for _, p := range all {
@@ -67,38 +68,59 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.MaxCompletionTokens != nil {
 		maxParam = "max_completion_tokens"
 	}
-	j := job{chat: true, promptParam: "messages", maxParam: maxParam,
-		n: req.Choices(), candidates: req.Choices(), lp: req.LogprobSettings()}
-	if !s.outputGrammar(w, &req.Common, &j) {
-		return
-	}
-	chat := &model.Chat{Messages: chatMessages(req.Messages),
-		AddGenerationPrompt: req.GenerationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage}
-	if apiErr := s.planTools(req, chat, &j); apiErr != nil {
+	j, apiErr := s.chatJob(req, "messages", maxParam)
+	if apiErr != nil {
 		s.writeError(w, apiErr)
 		return
 	}
-	prompt, err := s.cfg.Codec.EncodeChat(chat)
-	if err != nil {
-		s.writeError(w, openai.BadRequest("messages", "rendering the conversation with the model's chat template: %v", err))
-		return
-	}
-	j.prompts = [][]int32{prompt}
+	j.idPrefix = "chatcmpl-"
 	s.generate(w, r, body, &req.Common, j)
 }
 
+// chatJob turns a chat request into a job: its output constraint, its
+// tools and its prompt rendered with the chat template. The Responses and
+// Messages endpoints translate their requests into a ChatRequest and come
+// through here too, so all three API shapes render, constrain, sample,
+// stop and read tool calls with the same code. promptParam and maxParam
+// are the names errors give the conversation and the output limit.
+func (s *Server) chatJob(req *openai.ChatRequest, promptParam, maxParam string) (job, *openai.Error) {
+	j := job{chat: true, promptParam: promptParam, maxParam: maxParam,
+		n: req.Choices(), candidates: req.Choices(), lp: req.LogprobSettings()}
+	if apiErr := s.outputGrammar(&req.Common, &j); apiErr != nil {
+		return j, apiErr
+	}
+	prompt, apiErr := s.renderChat(req, &j)
+	if apiErr != nil {
+		return j, apiErr
+	}
+	j.prompts = [][]int32{prompt}
+	return j, nil
+}
+
+// renderChat renders the request's conversation, with its tools and
+// template variables, and tokenizes it; tool calling is planned into j.
+// /tokenize renders through it too, so its count is the chat request's.
+func (s *Server) renderChat(req *openai.ChatRequest, j *job) ([]int32, *openai.Error) {
+	chat := &model.Chat{Messages: chatMessages(req.Messages), AddGenerationPrompt: req.GenerationPrompt(),
+		ContinueFinalMessage: req.ContinueFinalMessage, Kwargs: req.ChatTemplateKwargs}
+	if apiErr := s.planTools(req, chat, j); apiErr != nil {
+		return nil, apiErr
+	}
+	prompt, err := s.cfg.Codec.EncodeChat(chat)
+	if err != nil {
+		return nil, openai.BadRequest(j.promptParam, "rendering the conversation with the model's chat template: %v", err)
+	}
+	return prompt, nil
+}
+
 // outputGrammar compiles the request's structured-output constraint into
-// j; on a field it cannot honour it writes the 400 and returns false.
-func (s *Server) outputGrammar(w http.ResponseWriter, c *openai.Common, j *job) bool {
+// j; the error is a 400 naming the field it cannot honour.
+func (s *Server) outputGrammar(c *openai.Common, j *job) *openai.Error {
 	oc, apiErr := c.Constraint()
 	if apiErr == nil && oc != nil {
 		j.grammar, apiErr = s.grammars.compileOutput(oc)
 	}
-	if apiErr != nil {
-		s.writeError(w, apiErr)
-		return false
-	}
-	return true
+	return apiErr
 }
 
 // readBody reads the body within the size limit.
@@ -128,7 +150,9 @@ func (s *Server) checkModel(name string) *openai.Error {
 // job is a generation request as the server runs it: its prompts (one, or
 // a batch) and how many sequences each gets.
 type job struct {
-	chat                  bool
+	chat bool
+	// idPrefix starts the response id ("chatcmpl-", "resp_", …).
+	idPrefix              string
 	promptParam, maxParam string
 	prompts               [][]int32
 	// n choices are returned per prompt, out of candidates generated (best_of).
@@ -140,6 +164,9 @@ type job struct {
 	grammar *grammar.Grammar
 	// tools, when set, reads tool calls out of the output.
 	tools *toolCalling
+	// shape, when set, writes the one reply in an API's own shape
+	// (Responses, Messages) instead of chat completions' (turn.go).
+	shape turnWriter
 }
 
 // maxTokens resolves the output limit: the request's, or the default capped
@@ -324,7 +351,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 // run submits the request and writes its response; out, when set,
 // receives the result for the program table.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, pid string, out *programOutcome) {
-	id, clientID := s.responseID(r, j.chat)
+	id, clientID := s.responseID(r, j.idPrefix)
 	seqs, apiErr := s.submit(r, c, j, id, pid)
 	if apiErr != nil {
 		s.writeError(w, apiErr)
@@ -334,7 +361,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 		clientID = id
 	}
 	w.Header().Set("X-Request-Id", clientID)
-	if c.Stream {
+	if j.shape != nil {
+		if !s.runTurn(w, r, c, j, seqs[0], id) {
+			return
+		}
+	} else if c.Stream {
 		s.stream(w, r, c, j, seqs, id)
 	} else if !s.respond(w, r, c, j, seqs, id) {
 		return
@@ -504,13 +535,9 @@ func stopReason(q *seq, c *openai.Common) any {
 }
 
 // responseID is the response id and the client's X-Request-Id: a request
-// that names itself gets "cmpl-"/"chatcmpl-" plus its own id, so the
-// client's logs and ours agree; others get a random id.
-func (s *Server) responseID(r *http.Request, chat bool) (id, client string) {
-	prefix := "cmpl-"
-	if chat {
-		prefix = "chatcmpl-"
-	}
+// that names itself gets the prefix ("cmpl-", "chatcmpl-", …) plus its own
+// id, so the client's logs and ours agree; others get a random id.
+func (s *Server) responseID(r *http.Request, prefix string) (id, client string) {
 	if v := strings.TrimSpace(r.Header.Get("X-Request-Id")); validRequestID(v) {
 		return prefix + v, v
 	}

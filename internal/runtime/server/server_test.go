@@ -76,7 +76,7 @@ func (e *testEnv) streamRequest(path, body string) []string {
 	if resp.StatusCode != http.StatusOK {
 		e.t.Fatalf("status %d", resp.StatusCode)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
 		e.t.Errorf("Content-Type %q", ct)
 	}
 	return readEvents(e.t, resp.Body)

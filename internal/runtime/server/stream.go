@@ -14,6 +14,10 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
 
+// contentTypeSSE is every stream's Content-Type: the charset is named, so
+// clients that do not assume UTF-8 read non-ASCII text right.
+const contentTypeSSE = "text/event-stream; charset=utf-8"
+
 // stream writes a job's output as server-sent events: for chat a role
 // chunk per choice first, then one event per batch of new text of a
 // choice (whatever the engine produced since the previous one), each
@@ -26,7 +30,7 @@ import (
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, seqs []*seq, id string) {
 	ctx := r.Context()
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	h.Set("Content-Type", contentTypeSSE)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
 	w.WriteHeader(http.StatusOK)

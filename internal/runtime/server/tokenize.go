@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 )
 
 // tokenize answers POST /tokenize as vLLM does: the token ids of a prompt
 // (with the model's special tokens unless add_special_tokens is false), or
-// of chat messages rendered through the chat template exactly as a chat
-// completion would render them.
+// of chat messages (with their tools and chat_template_kwargs) rendered
+// through the chat template exactly as a chat completion renders them.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	_, req, ok := readRequest(s, w, r, decodeBody[openai.TokenizeRequest], func(t *openai.TokenizeRequest) string { return t.Model })
 	if !ok {
@@ -25,13 +24,17 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	if req.Prompt != nil {
 		toks = s.cfg.Codec.Encode(*req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
 	} else {
-		var err error
-		toks, err = s.cfg.Codec.EncodeChat(&model.Chat{Messages: chatMessages(req.Messages),
-			AddGenerationPrompt:  req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
-			ContinueFinalMessage: req.ContinueFinalMessage,
-		})
-		if err != nil {
-			s.writeError(w, openai.BadRequest("messages", "rendering the conversation with the model's chat template: %v", err))
+		// Rendered as a chat request with the same fields renders it: the
+		// count is that request's prompt tokens.
+		chat := &openai.ChatRequest{Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt,
+			ContinueFinalMessage: req.ContinueFinalMessage, ChatTemplateKwargs: req.ChatTemplateKwargs,
+			ToolFields: openai.ToolFields{Tools: req.Tools}}
+		apiErr := req.ChatTemplateKwargs.Check()
+		if apiErr == nil {
+			toks, apiErr = s.renderChat(chat, &job{promptParam: "messages"})
+		}
+		if apiErr != nil {
+			s.writeError(w, apiErr)
 			return
 		}
 	}

@@ -33,6 +33,11 @@ type Params struct {
 	// StopStrings end the request when they appear in the output; the output
 	// is cut before the stop string. Empty strings are ignored.
 	StopStrings []string
+	// IncludeStopStr keeps the stop string that ended the output in its
+	// text (vLLM's include_stop_str_in_output), and the text of an EOS or
+	// stop token that did; text that could begin a stop string is then not
+	// held back.
+	IncludeStopStr bool
 	// MaxResponseChars limits the released text, in runes (0 = unlimited).
 	MaxResponseChars int
 	// MaxTotalTokens is the model's context: the request ends when prompt
@@ -50,6 +55,7 @@ type Detector struct {
 	maxChars, maxTotal   int
 	promptTokens         int
 	ignoreEOS            bool
+	includeStop          bool
 	eos, stopIDs, banned []int32
 	stops                stopMatcher
 
@@ -78,6 +84,7 @@ func (d *Detector) Reset(p *Params) {
 	d.maxTotal = p.MaxTotalTokens
 	d.promptTokens = p.PromptTokens
 	d.ignoreEOS = p.IgnoreEOS
+	d.includeStop = p.IncludeStopStr
 	d.eos = append(d.eos[:0], p.EOSTokenIDs...)
 	d.stopIDs = append(d.stopIDs[:0], p.StopTokenIDs...)
 	d.banned = d.banned[:0]
@@ -107,17 +114,20 @@ func (d *Detector) Reset(p *Params) {
 // Otherwise the checks run in this order, and the first that holds gives
 // the reason:
 //
-//  1. the output reached MaxTokens: Length;
-//  2. the token is an EOS id (unless IgnoreEOS): Stop;
-//  3. the token is a stop token id: Stop;
-//  4. a stop string completes in this token's bytes: Stop;
+//  1. a stop string completes in this token's bytes: Stop;
+//  2. the output reached MaxTokens: Length;
+//  3. the token is an EOS id (unless IgnoreEOS): Stop;
+//  4. the token is a stop token id: Stop;
 //  5. the text that can be released reached MaxResponseChars runes: Length;
 //  6. prompt and output reached MaxTotalTokens: Length.
 //
-// Checks 2-4 count only on a token preceded by at least MinTokens output
-// tokens. Whatever the reason, an EOS or stop token adds no text, the text is
-// cut before a stop string that completed, and never exceeds
-// MaxResponseChars runes. Stop strings that complete in the same token
+// This is vLLM's order: its engine ends a request at max tokens before it
+// looks at EOS or stop ids, and its detokenizer, which finds stop strings
+// afterwards, turns that length into a stop when one completed. Checks 1,
+// 3 and 4 count only on a token preceded by at least MinTokens output
+// tokens. Whatever the reason, an EOS or stop token adds no text (unless
+// IncludeStopStr), the text is cut before a stop string that completed
+// (after it with IncludeStopStr), and never exceeds MaxResponseChars runes. Stop strings that complete in the same token
 // compete by where they start (the earliest wins; ties: the longest); one
 // that completed in an earlier token has already ended the request.
 //
@@ -139,20 +149,29 @@ func (d *Detector) Add(tok int32, tokBytes []byte, cancelled bool) (delta []byte
 	stopString := false
 	if isEOS || isStopID {
 		d.stopToken, d.hasStopToken = tok, true
+		if d.includeStop {
+			d.pending = append(d.pending, tokBytes...)
+		}
 	} else if len(tokBytes) > 0 {
 		base := len(d.pending)
 		d.pending = append(d.pending, tokBytes...)
 		if i, start, ok := d.stops.feed(tokBytes, honour); ok {
 			stopString = true
 			d.matched = d.stops.stops[i]
-			d.pending = d.pending[:max(base+start, 0)]
+			end := base + start
+			if d.includeStop {
+				end += len(d.matched)
+			}
+			d.pending = d.pending[:max(end, 0)]
 		}
 	}
 
 	switch {
+	case stopString:
+		r = Stop
 	case d.maxTokens > 0 && d.outputTokens >= d.maxTokens:
 		r = Length
-	case isEOS || isStopID || stopString:
+	case isEOS || isStopID:
 		r = Stop
 	}
 	hold := 0
@@ -193,13 +212,13 @@ func (d *Detector) Finish(r Reason) []byte {
 // FinishReason returns why the request finished, or None while it goes on.
 func (d *Detector) FinishReason() Reason { return d.reason }
 
-// StopMatched returns the stop string the output was cut before, or "".
-// It is set even when max tokens, checked first, gave the reason Length.
+// StopMatched returns the stop string that ended the output (it was cut
+// before it, or after it with IncludeStopStr), or "".
 func (d *Detector) StopMatched() string { return d.matched }
 
 // StopToken returns the EOS or stop token id that ended the output, if one
-// did (vLLM reports a stop token id as the stop_reason). Like StopMatched it
-// is set even when max tokens gave the reason Length.
+// did (vLLM reports a stop token id as the stop_reason). It is set even
+// when max tokens, checked first, gave the reason Length.
 func (d *Detector) StopToken() (id int32, ok bool) { return d.stopToken, d.hasStopToken }
 
 // OutputTokens returns how many output tokens were added, counting an EOS or
@@ -235,7 +254,10 @@ func (d *Detector) dropReleased() {
 // longest tail that could still begin a stop string or finish a rune,
 // widened so that the release does not split a rune either.
 func (d *Detector) holdBack() int {
-	h := max(d.stops.held(), incompleteTail(d.pending))
+	h := incompleteTail(d.pending)
+	if !d.includeStop {
+		h = max(h, d.stops.held())
+	}
 	i := stepStart(d.pending, len(d.pending)-min(h, len(d.pending)))
 	return len(d.pending) - i
 }

@@ -142,10 +142,10 @@ func TestCheckOrder(t *testing.T) {
 			want: result{Deltas: []string{"ab", "cd", ""}, Reason: Length, Tokens: 3},
 		},
 		{
-			name: "max tokens+stop string: length, text still cut",
+			name: "max tokens+stop string: stop (vLLM's detokenizer overrides the length), text cut",
 			mod:  maxTokens,
 			last: text("e##f"),
-			want: result{Deltas: []string{"ab", "cd", "e"}, Reason: Length, Matched: "##", Tokens: 3},
+			want: result{Deltas: []string{"ab", "cd", "e"}, Reason: Stop, Matched: "##", Tokens: 3},
 		},
 		{
 			name: "max tokens+max chars",
@@ -654,5 +654,47 @@ func TestAddDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("Add allocates %v times per token, want 0", allocs)
+	}
+}
+
+// TestIncludeStopStr checks vLLM's include_stop_str_in_output: the stop
+// string stays in the text (what follows it in the same token does not),
+// nothing is held back for a possible stop string, and a stop token's text
+// is kept.
+func TestIncludeStopStr(t *testing.T) {
+	base := Params{MaxTokens: 10, EOSTokenIDs: []int32{idEOS}, StopTokenIDs: []int32{idStop},
+		StopStrings: []string{"##"}, IncludeStopStr: true}
+	tests := []struct {
+		name string
+		toks []tok
+		want result
+	}{
+		{
+			name: "stop string within one token",
+			toks: []tok{text("ab"), text("c##d")},
+			want: result{Deltas: []string{"ab", "c##"}, Reason: Stop, Matched: "##", Tokens: 2},
+		},
+		{
+			name: "stop string across tokens: its start is not held back",
+			toks: []tok{text("ab#"), text("#cd")},
+			want: result{Deltas: []string{"ab#", "#"}, Reason: Stop, Matched: "##", Tokens: 2},
+		},
+		{
+			name: "stop token's text kept",
+			toks: []tok{text("ab"), {id: idStop, text: "<|end|>"}},
+			want: result{Deltas: []string{"ab", "<|end|>"}, Reason: Stop, Tokens: 2},
+		},
+		{
+			name: "eos without text (a skipped special token) adds none",
+			toks: []tok{text("ab"), {id: idEOS}},
+			want: result{Deltas: []string{"ab", ""}, Reason: Stop, Tokens: 2},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, run(t, base, tt.toks...)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -24,6 +24,15 @@ type TokenDecoder interface {
 	TokenBytes(id int32) []byte
 }
 
+// SpecialDecoder is a TokenDecoder whose TokenBytes leaves special
+// (control) tokens out of the text, as vLLM's skip_special_tokens does by
+// default. SpecialText is such a token's own text, nil for any other
+// token; requests with Params.KeepSpecialTokens get it in their output.
+type SpecialDecoder interface {
+	TokenDecoder
+	SpecialText(id int32) []byte
+}
+
 // Config configures an Engine. Zero values take the documented defaults.
 type Config struct {
 	// MaxNumSeqs bounds the sequences in one iteration (default 256).
@@ -131,6 +140,10 @@ type sequence struct {
 	lps    []sampling.TokenLogprob // this step's logprobs (scratch)
 	// constraint restricts the output (nil: unconstrained).
 	constraint sampling.Constraint
+	// lastSpecial: the previous output token was a special token whose
+	// text was kept; special is the scratch for a spaced special token.
+	lastSpecial bool
+	special     []byte
 	seed       uint64
 	t          timing
 }
@@ -274,6 +287,7 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		EOSTokenIDs:      e.cfg.EOS,
 		StopTokenIDs:     p.StopTokenIDs,
 		StopStrings:      p.Stop,
+		IncludeStopStr:   p.IncludeStopStr,
 		MaxResponseChars: p.MaxResponseChars,
 		MaxTotalTokens:   e.cfg.MaxModelLen,
 		PromptTokens:     len(r.Prompt),
@@ -680,7 +694,7 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 		s.tokens = append(s.tokens, tok)
 		s.outTokens++
 		e.observeToken(s, now)
-		delta, reason := s.det.Add(tok, e.cfg.Decoder.TokenBytes(tok), s.stream.cancelled.Load())
+		delta, reason := s.det.Add(tok, e.tokenText(s, tok), s.stream.cancelled.Load())
 		if reason == completion.None && s.constraint != nil && s.constraint.Done() {
 			// The output is complete: nothing may follow, not even EOS.
 			s.stream.push(tok, true, delta, lps)
@@ -700,6 +714,28 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 		e.compactRunningLocked()
 	}
 	return sampled, finished
+}
+
+// tokenText is the text tok adds to s's output: the decoder's bytes, or a
+// special token's own text when the request keeps them (a space before it
+// when the previous token was special too and the request asks for that).
+func (e *Engine) tokenText(s *sequence, tok int32) []byte {
+	p := &s.req.Params
+	if p.KeepSpecialTokens {
+		if sd, ok := e.cfg.Decoder.(SpecialDecoder); ok {
+			if t := sd.SpecialText(tok); t != nil {
+				spaced := s.lastSpecial && p.SpecialTokenSpaces
+				s.lastSpecial = true
+				if spaced {
+					s.special = append(append(s.special[:0], ' '), t...)
+					return s.special
+				}
+				return t
+			}
+			s.lastSpecial = false
+		}
+	}
+	return e.cfg.Decoder.TokenBytes(tok)
 }
 
 // sample picks s's next token from the executor's logits, the one

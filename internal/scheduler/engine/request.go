@@ -89,6 +89,15 @@ type Params struct {
 	Stop []string
 	// StopTokenIDs end generation when sampled (their text is not emitted).
 	StopTokenIDs []int32
+	// IncludeStopStr keeps the stop string (or the stop token's text) that
+	// ended the output in its text (vLLM's include_stop_str_in_output).
+	IncludeStopStr bool
+	// KeepSpecialTokens writes special tokens' text into the output (vLLM's
+	// skip_special_tokens: false), when the Decoder is a SpecialDecoder;
+	// SpecialTokenSpaces then puts a space between two special tokens in a
+	// row (spaces_between_special_tokens).
+	KeepSpecialTokens  bool
+	SpecialTokenSpaces bool
 	// IgnoreEOS keeps generating past the model's EOS token.
 	IgnoreEOS bool
 	// MaxResponseChars limits the output text in runes (0 = unlimited).
