@@ -144,8 +144,8 @@ type sequence struct {
 	// text was kept; special is the scratch for a spaced special token.
 	lastSpecial bool
 	special     []byte
-	seed       uint64
-	t          timing
+	seed        uint64
+	t           timing
 }
 
 // Engine is the continuous-batching scheduler of one model replica.
