@@ -315,6 +315,10 @@ func jsonType(goType string) string {
 	return "an object"
 }
 
+// Validate checks the fields' ranges, as the chat and completion parsers
+// do (for requests other APIs translate into a ChatRequest).
+func (c *Common) Validate() *Error { return c.validate() }
+
 // validate checks ranges; the engine re-checks what depends on the model.
 func (c *Common) validate() *Error {
 	if err := c.Sampling.validate(c.Choices()); err != nil {

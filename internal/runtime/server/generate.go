@@ -164,9 +164,10 @@ type job struct {
 	grammar *grammar.Grammar
 	// tools, when set, reads tool calls out of the output.
 	tools *toolCalling
-	// shape, when set, writes the one reply in an API's own shape
-	// (Responses, Messages) instead of chat completions' (turn.go).
-	shape turnWriter
+	// shape, when set, makes the writer of the one reply in an API's own
+	// shape (Responses, Messages) instead of chat completions' (turn.go),
+	// given the response id.
+	shape func(id string) turnWriter
 }
 
 // maxTokens resolves the output limit: the request's, or the default capped
@@ -362,7 +363,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 	}
 	w.Header().Set("X-Request-Id", clientID)
 	if j.shape != nil {
-		if !s.runTurn(w, r, c, j, seqs[0], id) {
+		if !s.runTurn(w, r, c, j, j.shape(id), seqs[0], id) {
 			return
 		}
 	} else if c.Stream {

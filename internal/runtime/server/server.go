@@ -110,6 +110,12 @@ type Config struct {
 	// headers come only once its generation is done, so this is generous;
 	// a dead peer on a live connection is found sooner by TCP keep-alives.
 	ForwardHeaderTimeout time.Duration
+	// ResponsesStoreEntries and ResponsesStoreBytes bound the responses
+	// POST /v1/responses keeps for previous_response_id (defaults 1024
+	// and 64 MiB; least recently used evicted first). A negative
+	// ResponsesStoreEntries keeps none.
+	ResponsesStoreEntries int
+	ResponsesStoreBytes   int64
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -131,6 +137,7 @@ type Server struct {
 	heldGauge   prometheus.Gauge
 	grammars    *grammars
 	stalled     *prometheus.CounterVec
+	store       *responseStore
 
 	// draining closes when the pod starts draining (BeginDrain): held
 	// requests are answered at once. abortCtx ends when the drain
@@ -172,6 +179,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ResponsesStoreEntries == 0 {
+		cfg.ResponsesStoreEntries = DefaultResponsesStoreEntries
+	}
+	if cfg.ResponsesStoreBytes <= 0 {
+		cfg.ResponsesStoreBytes = DefaultResponsesStoreBytes
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -190,6 +203,7 @@ func New(cfg Config) (*Server, error) {
 		retryAfter:  fmt.Sprint(max(1, int(cfg.RetryAfter.Round(time.Second)/time.Second))),
 		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
 		grammars:    newGrammars(cfg.Engine.Config().VocabSize, cfg.Engine.Config().Decoder),
+		store:       newResponseStore(cfg.ResponsesStoreEntries, cfg.ResponsesStoreBytes),
 	}
 	s.draining = make(chan struct{})
 	s.abortCtx, s.abortForwards = context.WithCancel(context.Background())
@@ -240,6 +254,8 @@ func (s *Server) Ready() bool { return s.ready.Load() && s.eng.Running() }
 const (
 	routeCompletions = "/v1/completions"
 	routeChat        = "/v1/chat/completions"
+	routeResponses   = "/v1/responses"
+	routeMessages    = "/v1/messages"
 	routeModels      = "/v1/models"
 	routeTokenize    = "/tokenize"
 	routeDetokenize  = "/detokenize"
@@ -260,6 +276,8 @@ type route struct {
 var routes = map[string]route{
 	routeCompletions: {routeCompletions, "POST", false, (*Server).completions},
 	routeChat:        {routeChat, "POST", false, (*Server).chat},
+	routeResponses:   {routeResponses, "POST", false, (*Server).responses},
+	routeMessages:    {routeMessages, "POST", false, (*Server).messages},
 	routeModels:      {routeModels, "GET, HEAD", false, (*Server).models},
 	routeTokenize:    {routeTokenize, "POST", false, (*Server).tokenize},
 	routeDetokenize:  {routeDetokenize, "POST", false, (*Server).detokenize},
@@ -277,6 +295,9 @@ func lookup(path string) (route, bool) {
 		if r, ok := routes[p]; ok {
 			return r, true
 		}
+	}
+	if strings.HasPrefix(path, routeResponses+"/") {
+		return route{routeResponses, "GET, HEAD, DELETE", false, (*Server).storedResponse}, true
 	}
 	if strings.HasPrefix(path, routeModels+"/") {
 		return route{routeModels, "GET, HEAD", false, (*Server).model}, true

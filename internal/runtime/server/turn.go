@@ -34,13 +34,12 @@ type turnWriter interface {
 	Body(t *openai.Turn) any
 }
 
-// runTurn runs a job's one sequence and writes its reply through j.shape,
+// runTurn runs a job's one sequence and writes its reply through shape,
 // streamed or whole. It reports false when the client went away. The
 // sequence's final chunk (and its tokens, when the program table needs
 // them) are left in q, as stream and respond leave them.
-func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, q *seq, id string) bool {
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, shape turnWriter, q *seq, id string) bool {
 	ctx := r.Context()
-	shape := j.shape
 	var sw *streamWriter
 	var buf []byte
 	failed := false

@@ -1,0 +1,92 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/anthropic"
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+)
+
+// messages answers POST /v1/messages (Anthropic's Messages API): the
+// request is translated into a chat request, run through the chat path,
+// and its reply written as a Messages reply or event stream. Every error
+// it writes, the shared path's included, is in Anthropic's shape.
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	aw := &anthropicErrors{ResponseWriter: w}
+	defer aw.finish()
+	w = aw
+	body, req, ok := readRequest(s, w, r, anthropic.Parse, func(q *anthropic.Request) string { return q.Model })
+	if !ok {
+		return
+	}
+	chat, apiErr := req.ChatRequest()
+	if apiErr == nil {
+		var j job
+		if j, apiErr = s.chatJob(chat, "messages", "max_tokens"); apiErr == nil {
+			j.idPrefix = "msg_"
+			j.shape = func(id string) turnWriter { return anthropic.NewMessageShape(id, s.cfg.ModelName) }
+			s.generate(w, r, body, &chat.Common, j)
+			return
+		}
+	}
+	s.writeError(w, apiErr)
+}
+
+// anthropicErrors rewrites the OpenAI-shaped JSON errors written through
+// it ({"error": {"message", "type", …}}) into Anthropic's shape, keeping
+// the status; everything else (replies, streams, errors already in
+// Anthropic's shape, as a forwarded request's) passes through unchanged.
+// An error body is held until finish.
+type anthropicErrors struct {
+	http.ResponseWriter
+	status int // the held error's status, 0 when none
+	buf    bytes.Buffer
+}
+
+func (a *anthropicErrors) WriteHeader(code int) {
+	if code >= 400 && code != statusClientClosed && strings.HasPrefix(a.Header().Get("Content-Type"), "application/json") {
+		a.status = code
+		return
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *anthropicErrors) Write(b []byte) (int, error) {
+	if a.status != 0 {
+		return a.buf.Write(b)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+// Flush passes through, except while an error body is held.
+func (a *anthropicErrors) Flush() {
+	if a.status == 0 {
+		_ = http.NewResponseController(a.ResponseWriter).Flush()
+	}
+}
+
+// Unwrap exposes the writer to http.ResponseController.
+func (a *anthropicErrors) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// finish writes the held error, translated.
+func (a *anthropicErrors) finish() {
+	if a.status == 0 {
+		return
+	}
+	body := a.buf.Bytes()
+	var oe openai.ErrorResponse
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(body, &probe) == nil && probe.Type != "error" && json.Unmarshal(body, &oe) == nil && oe.Error.Message != "" {
+		if b, err := json.Marshal(anthropic.ErrorBody(&openai.Error{Status: a.status, Message: oe.Error.Message})); err == nil {
+			body = append(b, '\n')
+		}
+	}
+	a.Header().Del("Content-Length")
+	a.ResponseWriter.WriteHeader(a.status)
+	_, _ = a.ResponseWriter.Write(body)
+}

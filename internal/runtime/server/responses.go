@@ -1,0 +1,80 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+)
+
+// responses answers POST /v1/responses (OpenAI's Responses API): the
+// request is translated into a chat request (instructions, the stored
+// conversation it continues, its input items), run through the chat
+// path, and its reply written as a Responses response or event stream.
+// A response asked to be stored (store, default true) is kept in the
+// bounded response store once it completes.
+func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
+	body, req, ok := readRequest(s, w, r, openai.ParseResponses, func(q *openai.ResponsesRequest) string { return q.Model })
+	if !ok {
+		return
+	}
+	turn, apiErr := req.ChatRequest(s.store)
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	j, apiErr := s.chatJob(turn.Chat, "input", "max_output_tokens")
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	j.idPrefix = "resp_"
+	j.shape = func(id string) turnWriter {
+		shape := openai.NewResponseShape(id, time.Now().Unix(), s.cfg.ModelName, req)
+		if req.StoreResponse() {
+			// Stored before the client has the response, so a next turn
+			// sent the moment it arrives finds it.
+			shape.OnComplete = func(resp *openai.Response) { s.storeResponse(resp, req.PreviousResponseID, turn.Input) }
+		}
+		return shape
+	}
+	s.generate(w, r, body, &turn.Chat.Common, j)
+}
+
+// storeResponse keeps a completed (or incomplete) response.
+func (s *Server) storeResponse(resp *openai.Response, parent string, input []openai.Message) {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		s.log.Error("encoding a stored response", "id", resp.ID, "err", err)
+		return
+	}
+	if !s.store.put(&storedResponse{id: resp.ID, parent: parent, input: input, output: resp.Output, body: b}) {
+		s.log.Info("response not stored: larger than the store", "id", resp.ID, "bytes", len(b))
+	}
+}
+
+// storedResponse answers GET and DELETE /v1/responses/{id}.
+func (s *Server) storedResponse(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, routeResponses+"/"), "/")
+	notFound := &openai.Error{Status: http.StatusNotFound, Type: openai.TypeNotFound, Param: "response_id",
+		Message: fmt.Sprintf("response %q not found (never stored, store was false, or evicted from the bounded store)", id)}
+	if r.Method == http.MethodDelete {
+		if !s.store.remove(id) {
+			s.writeError(w, notFound)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": openai.ObjectResponse, "deleted": true})
+		return
+	}
+	b, ok := s.store.get(id)
+	if !ok {
+		s.writeError(w, notFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
