@@ -14,6 +14,13 @@ import (
 // newCPUEnv serves the built-in tiny model on the cpu executor.
 func newCPUEnv(t *testing.T, template ...model.ChatTemplate) (*testEnv, *model.Model) {
 	t.Helper()
+	return newCPUEnvWith(t, envOpts{}, template...)
+}
+
+// newCPUEnvWith is newCPUEnv with the options o sets beside the model's
+// (programs, keys, …).
+func newCPUEnvWith(t *testing.T, o envOpts, template ...model.ChatTemplate) (*testEnv, *model.Model) {
+	t.Helper()
 	m, err := model.Open("builtin:tiny", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -27,10 +34,9 @@ func newCPUEnv(t *testing.T, template ...model.ChatTemplate) (*testEnv, *model.M
 		t.Fatal(err)
 	}
 	t.Cleanup(exec.Close)
-	env := newEnv(t, envOpts{
-		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
-		eos: m.Config.EOS, vocabSize: m.Config.VocabSize, maxModelLen: m.Config.ContextLen, numBlocks: numBlocks,
-	})
+	o.exec, o.codec, o.decoder = exec, codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, m.Tokenizer
+	o.eos, o.vocabSize, o.maxModelLen, o.numBlocks = m.Config.EOS, m.Config.VocabSize, m.Config.ContextLen, numBlocks
+	env := newEnv(t, o)
 	return env, m
 }
 
