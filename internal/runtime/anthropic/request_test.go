@@ -1,0 +1,140 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+)
+
+func TestChatRequest(t *testing.T) {
+	call := func(id, name, args string) openai.ToolCall {
+		return openai.ToolCall{ID: id, Type: "function", Function: openai.ToolCallFunction{Name: name, Arguments: args}}
+	}
+	msg := func(role, text string) openai.Message {
+		return openai.Message{Role: role, Content: openai.Content{Text: text}}
+	}
+	tests := []struct {
+		name, body string
+		want       []openai.Message
+	}{
+		{"system string", `{"max_tokens":1,"system":"sys","messages":[{"role":"user","content":"hi"}]}`,
+			[]openai.Message{msg("system", "sys"), msg("user", "hi")}},
+		{"system blocks and text blocks joined with newlines", `{"max_tokens":1,"system":[{"type":"text","text":"a"},{"type":"text","text":"b"}],` +
+			`"messages":[{"role":"user","content":[{"type":"text","text":"c"},{"type":"text","text":"d","cache_control":{"type":"ephemeral"}}]}]}`,
+			[]openai.Message{msg("system", "a\nb"), msg("user", "c\nd")}},
+		{"tool use and results", `{"max_tokens":1,"messages":[{"role":"user","content":"go"},` +
+			`{"role":"assistant","content":[{"type":"text","text":"calling"},{"type":"tool_use","id":"t1","name":"f","input":{"x":1}},{"type":"tool_use","id":"t2","name":"g","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r1"},{"type":"tool_result","tool_use_id":"t2","is_error":true,` +
+			`"content":[{"type":"text","text":"boom"}]},{"type":"text","text":"and now?"}]}]}`,
+			[]openai.Message{msg("user", "go"), {Role: "assistant", Content: openai.Content{Text: "calling"}, ToolCalls: []openai.ToolCall{call("t1", "f", `{"x":1}`), call("t2", "g", "{}")}},
+				{Role: "tool", ToolCallID: "t1", Content: openai.Content{Text: "r1"}}, {Role: "tool", ToolCallID: "t2", Content: openai.Content{Text: "Error: boom"}},
+				msg("user", "and now?")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Parse([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := r.ChatRequest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, c.Messages); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestToolChoice(t *testing.T) {
+	tools := `"tools":[{"name":"f","input_schema":{"type":"object"}}]`
+	for _, tc := range []struct{ choice, want string }{
+		{`{"type":"auto"}`, openai.ToolChoiceAuto},
+		{`{"type":"any"}`, openai.ToolChoiceRequired},
+		{`{"type":"tool","name":"f"}`, openai.ToolChoiceNamed},
+		{`{"type":"none"}`, openai.ToolChoiceNone},
+	} {
+		r, err := Parse([]byte(`{"max_tokens":1,"messages":[{"role":"user","content":"x"}],` + tools + `,"tool_choice":` + tc.choice + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.ChatRequest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := c.ToolFields.Resolve()
+		if err != nil || plan.Choice != tc.want {
+			t.Errorf("tool_choice %s: plan %+v, %v; want %s", tc.choice, plan, err, tc.want)
+		}
+	}
+}
+
+func TestStopReason(t *testing.T) {
+	for _, tc := range []struct {
+		turn       openai.Turn
+		reason     string
+		stopString string
+	}{
+		{openai.Turn{Finish: "stop"}, "end_turn", ""},
+		{openai.Turn{Finish: "length"}, "max_tokens", ""},
+		{openai.Turn{Finish: "stop", StopMatched: "END"}, "stop_sequence", "END"},
+		{openai.Turn{Finish: "stop", Calls: []openai.ToolCall{{ID: "c"}}}, "tool_use", ""},
+	} {
+		r, seq := stopReason(&tc.turn)
+		got := ""
+		if seq != nil {
+			got = *seq
+		}
+		if *r != tc.reason || got != tc.stopString {
+			t.Errorf("%+v: %s %q; want %s %q", tc.turn, *r, got, tc.reason, tc.stopString)
+		}
+	}
+}
+
+// FuzzParse: no body crashes the parser or the translation; failures are
+// 400s; an accepted request becomes a chat request with messages in the
+// chat roles, max_tokens at least 1 and calls with names.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		``, `{}`, `{"max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"max_tokens":"1","messages":[]}`, `{"max_tokens":5,"system":[{"type":"image"}],"messages":[{"role":"user","content":"x"}]}`,
+		`{"max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":null}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image"}]}]}]}`,
+		`{"max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool"}}`,
+		`{"max_tokens":5,"messages":[{"role":"user","content":"x"}],"stop_sequences":[""],"temperature":2,"top_k":0,"thinking":{"type":"enabled"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := Parse(body)
+		if err == nil {
+			var c *openai.ChatRequest
+			if c, err = r.ChatRequest(); err == nil {
+				if len(c.Messages) == 0 || c.MaxTokens == nil || *c.MaxTokens < 1 {
+					t.Fatalf("%s: accepted as %+v", body, c)
+				}
+				for i, m := range c.Messages {
+					switch m.Role {
+					case "system", "user", "assistant", "tool":
+					default:
+						t.Fatalf("%s: message %d role %q", body, i, m.Role)
+					}
+					for _, tc := range m.ToolCalls {
+						if tc.Function.Name == "" || !json.Valid([]byte(tc.Function.Arguments)) {
+							t.Fatalf("%s: call %+v", body, tc)
+						}
+					}
+				}
+				return
+			}
+		}
+		if err.Status != http.StatusBadRequest || !json.Valid(err.JSON()) {
+			t.Fatalf("%s: error %v", body, err)
+		}
+	})
+}

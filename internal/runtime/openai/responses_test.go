@@ -1,0 +1,148 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// history is a ResponseHistory for tests.
+type history struct {
+	convs map[string][]Message
+	items map[string]ResponseItem
+}
+
+func (h history) Conversation(id string) ([]Message, bool) { m, ok := h.convs[id]; return m, ok }
+func (h history) Item(id string) (ResponseItem, bool)      { it, ok := h.items[id]; return it, ok }
+
+func TestResponsesChatRequest(t *testing.T) {
+	h := history{
+		convs: map[string][]Message{"resp_1": {{Role: "user", Content: Content{Text: "q1"}}, {Role: "assistant", Content: Content{Text: "a1"}}}},
+		items: map[string]ResponseItem{"fc_1": {Type: ItemFunctionCall, CallID: "call_9", Name: "f", Arguments: `{"x":1}`}},
+	}
+	call := func(id, name, args string) ToolCall {
+		return ToolCall{ID: id, Type: "function", Function: ToolCallFunction{Name: name, Arguments: args}}
+	}
+	tests := []struct {
+		name, body string
+		want       []Message
+		input      int // how many of want are the request's own input
+	}{
+		{"string input with instructions", `{"input":"hi","instructions":"sys"}`,
+			[]Message{{Role: "system", Content: Content{Text: "sys"}}, {Role: "user", Content: Content{Text: "hi"}}}, 1},
+		{"text parts joined with newlines", `{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}]}`,
+			[]Message{{Role: "user", Content: Content{Text: "a\nb"}}}, 1},
+		{"calls join the assistant message before them", `{"input":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"let me see"}]},` +
+			`{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call","call_id":"c2","name":"g","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"c1","output":"r1"},{"type":"function_call_output","call_id":"c2","output":[{"type":"input_text","text":"r2"}]}]}`,
+			[]Message{{Role: "assistant", Content: Content{Text: "let me see"}, ToolCalls: []ToolCall{call("c1", "f", "{}"), call("c2", "g", "{}")}},
+				{Role: "tool", ToolCallID: "c1", Content: Content{Text: "r1"}}, {Role: "tool", ToolCallID: "c2", Content: Content{Text: "r2"}}}, 3},
+		{"previous response and an item reference", `{"previous_response_id":"resp_1","instructions":"sys","input":[{"type":"item_reference","id":"fc_1"},` +
+			`{"type":"function_call_output","call_id":"call_9","output":"ok"}]}`,
+			[]Message{{Role: "system", Content: Content{Text: "sys"}}, {Role: "user", Content: Content{Text: "q1"}}, {Role: "assistant", Content: Content{Text: "a1"}},
+				{Role: "assistant", ToolCalls: []ToolCall{call("call_9", "f", `{"x":1}`)}}, {Role: "tool", ToolCallID: "call_9", Content: Content{Text: "ok"}}}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseResponses([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn, err := r.ChatRequest(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, turn.Chat.Messages, cmpopts.IgnoreUnexported(Content{})); diff != "" {
+				t.Errorf("messages (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want[len(tt.want)-tt.input:], turn.Input, cmpopts.IgnoreUnexported(Content{})); diff != "" {
+				t.Errorf("own input (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestResponsesFieldsTranslated(t *testing.T) {
+	r, err := ParseResponses([]byte(`{"model":"m","input":"x","max_output_tokens":7,"temperature":0.5,"top_p":0.9,"stream":true,` +
+		`"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,` +
+		`"text":{"format":{"type":"json_schema","name":"out","schema":{"type":"object"},"strict":true}},"program_id":"p"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := r.ChatRequest(history{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := turn.Chat
+	plan, apiErr := c.ToolFields.Resolve()
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	oc, apiErr := c.Constraint()
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	var tool map[string]any
+	_ = json.Unmarshal(c.Tools[0].Raw, &tool)
+	got := map[string]any{"max": *c.MaxTokens, "temp": *c.Temperature, "top_p": *c.TopP, "stream": c.Stream, "choice": plan.Choice,
+		"named": plan.Named, "parallel": plan.Parallel, "constraint": oc.Kind, "program": c.BodyProgramID(), "tool": tool["function"].(map[string]any)["name"]}
+	want := map[string]any{"max": 7, "temp": 0.5, "top_p": 0.9, "stream": true, "choice": ToolChoiceNamed, "named": "f", "parallel": false,
+		"constraint": ConstraintJSONSchema, "program": "p", "tool": "f"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// FuzzParseResponses: no body crashes the parser or the translation;
+// failures are 400 (404 for an unknown reference) with a JSON body; an
+// accepted request becomes a chat request with messages in the roles the
+// chat path takes.
+func FuzzParseResponses(f *testing.F) {
+	for _, s := range []string{
+		``, `{}`, `{"input":"hi"}`, `{"input":[]}`, `{"input":[{"role":"user","content":"x"}],"instructions":"s"}`,
+		`{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"o"}]}`,
+		`{"input":[{"type":"item_reference","id":"fc_1"}],"previous_response_id":"resp_1"}`, `{"input":"x","previous_response_id":"nope"}`,
+		`{"input":"x","tools":[{"type":"function","name":"f","parameters":{}}],"tool_choice":{"type":"function","name":"f"}}`,
+		`{"input":"x","text":{"format":{"type":"json_schema","schema":{"type":"object"}}},"max_output_tokens":"3"}`,
+		`{"input":[{"role":"wizard","content":[{"type":"input_image"}]}]}`, `{"input":"x","tools":[{"type":"function","parameters":"x"}]}`,
+		`{"input":"x","reasoning":{"effort":null},"include":["reasoning.encrypted_content"],"store":false,"truncation":"disabled"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	h := history{convs: map[string][]Message{"resp_1": {{Role: "user", Content: Content{Text: "q"}}}},
+		items: map[string]ResponseItem{"fc_1": {Type: ItemFunctionCall, CallID: "c", Name: "f", Arguments: "{}"}}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkErr := func(err *Error, statuses ...int) {
+			for _, s := range statuses {
+				if err.Status == s && json.Valid(err.JSON()) {
+					return
+				}
+			}
+			t.Fatalf("error %v: want one of %v with a JSON body", err, statuses)
+		}
+		r, err := ParseResponses(body)
+		if err != nil {
+			checkErr(err, http.StatusBadRequest)
+			return
+		}
+		turn, err := r.ChatRequest(h)
+		if err != nil {
+			checkErr(err, http.StatusBadRequest, http.StatusNotFound)
+			return
+		}
+		if len(turn.Chat.Messages) == 0 {
+			t.Fatalf("%s: no messages", body)
+		}
+		for i, m := range turn.Chat.Messages {
+			if checkRole(i, m.Role) != nil {
+				t.Fatalf("%s: message %d has role %q", body, i, m.Role)
+			}
+		}
+		if c := turn.Chat; c.MaxTokens != nil && *c.MaxTokens < 1 {
+			t.Fatalf("accepted max_output_tokens %d", *c.MaxTokens)
+		}
+	})
+}
