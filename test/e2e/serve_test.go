@@ -14,7 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/kvpilot/kvpilot/internal/util/testing/nodeclients"
 )
 
 // TestSampleServesAndScales applies the CPU sample pool and its policy with
@@ -78,7 +79,7 @@ func TestSampleServesAndScales(t *testing.T) {
 	})
 
 	t.Run("npm-openai", func(t *testing.T) {
-		dir := openaiNodeModules(t)
+		dir := nodeclients.Dir(t) // hack/setup-node-clients.sh: the repo's one install of the npm clients
 		script := `
 const OpenAI = require('openai');
 (async () => {
@@ -193,47 +194,4 @@ func printColumns(t *testing.T, ns, pool string) map[string]string {
 func lastLine(b []byte) []byte {
 	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
 	return lines[len(lines)-1]
-}
-
-// openaiVersion is the npm openai package the test installs: the newest
-// major that runs on Node.js 20.
-const openaiVersion = "5"
-
-// openaiNodeModules installs the npm openai package into a cache outside
-// the repository (once) and returns the directory holding node_modules. It
-// skips the test when node or npm is missing or the registry unreachable.
-func openaiNodeModules(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed: skipping the npm openai client")
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm is not installed: skipping the npm openai client")
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Skipf("no cache directory for npm packages: %v", err)
-	}
-	dir := filepath.Join(cache, "kvpilot", "npm-openai-"+openaiVersion)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
-		return dir
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", "openai@"+openaiVersion)
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Minute):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Skip("npm install openai timed out: the registry is unreachable; skipping the npm openai client")
-	}
-	if err != nil {
-		t.Skipf("npm install openai failed (registry unreachable?): skipping the npm openai client: %v\n%s", err, out)
-	}
-	return dir
 }
