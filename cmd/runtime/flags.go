@@ -57,6 +57,8 @@ type options struct {
 	MaxBodyBytes          byteSize
 	StreamWriteTimeout    time.Duration
 	StreamMaxBuffered     byteSize
+	ResponsesStoreEntries int
+	ResponsesStoreBytes   byteSize
 	LogLevel              slog.Level
 }
 
@@ -119,6 +121,10 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	o.StreamMaxBuffered = 1 << 20
 	fs.Var(&o.StreamMaxBuffered, "stream-max-buffered-bytes",
 		"a streaming response with more than this sent but not read by the client (Linux: the socket's send queue) is cancelled and its KV freed (0: no limit)")
+	fs.IntVar(&o.ResponsesStoreEntries, "responses-store-entries", 1024,
+		"most responses /v1/responses keeps for previous_response_id (least recently used evicted first; 0: keep none)")
+	o.ResponsesStoreBytes = 64 << 20
+	fs.Var(&o.ResponsesStoreBytes, "responses-store-bytes", "most bytes of responses /v1/responses keeps, e.g. 64Mi")
 	fs.TextVar(&o.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	return fs
 }
@@ -195,6 +201,8 @@ func (o *options) validate() error {
 	check(o.IterationTimeout >= 0, "--iteration-timeout must be >= 0")
 	check(o.WarmupIterations >= 0, "--warmup-iterations must be >= 0")
 	check(o.MaxBodyBytes > 0, "--max-body-bytes must be > 0")
+	check(o.ResponsesStoreEntries >= 0, "--responses-store-entries must be >= 0")
+	check(o.ResponsesStoreBytes > 0, "--responses-store-bytes must be > 0")
 	check(o.CPUThreads >= 0, "--cpu-threads must be >= 0")
 	for _, s := range o.Stop {
 		check(s != "", "--stop must not be empty")

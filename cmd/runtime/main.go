@@ -176,6 +176,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
 		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),
+		ResponsesStoreEntries: int(noLimit(int64(o.ResponsesStoreEntries))), ResponsesStoreBytes: int64(o.ResponsesStoreBytes),
 	})
 	if err != nil {
 		_ = ln.Close()

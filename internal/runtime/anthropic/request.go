@@ -125,7 +125,9 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 // Parse parses and validates a Messages request body. Its errors are
 // OpenAI-shaped (*openai.Error); the server writes them in Anthropic's
 // shape (ErrorBody).
-func Parse(body []byte) (*Request, *openai.Error) {
+func Parse(body []byte) (*Request, *openai.Error) { return parse(body, false) }
+
+func parse(body []byte, count bool) (*Request, *openai.Error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
 		return nil, openai.BadRequest("", "request body must be a JSON object")
@@ -142,11 +144,19 @@ func Parse(body []byte) (*Request, *openai.Error) {
 		}
 		return nil, openai.BadRequest("", "invalid JSON: %v", err)
 	}
+	if count && r.MaxTokens == nil {
+		one := 1
+		r.MaxTokens = &one
+	}
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
+
+// ParseCountTokens parses a POST /v1/messages/count_tokens body: a
+// Messages request without max_tokens (the count does not depend on it).
+func ParseCountTokens(body []byte) (*Request, *openai.Error) { return parse(body, true) }
 
 func asError[T error](err error, target *T) bool {
 	t, ok := err.(T)

@@ -151,8 +151,10 @@ func (s *Server) checkModel(name string) *openai.Error {
 // a batch) and how many sequences each gets.
 type job struct {
 	chat bool
-	// idPrefix starts the response id ("chatcmpl-", "resp_", …).
+	// idPrefix starts the response id ("chatcmpl-", "resp_", …);
+	// uniqueID makes it random even for a request with an X-Request-Id.
 	idPrefix              string
+	uniqueID              bool
 	promptParam, maxParam string
 	prompts               [][]int32
 	// n choices are returned per prompt, out of candidates generated (best_of).
@@ -352,7 +354,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 // run submits the request and writes its response; out, when set,
 // receives the result for the program table.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, pid string, out *programOutcome) {
-	id, clientID := s.responseID(r, j.idPrefix)
+	id, clientID := s.responseID(r, j.idPrefix, j.uniqueID)
 	seqs, apiErr := s.submit(r, c, j, id, pid)
 	if apiErr != nil {
 		s.writeError(w, apiErr)
@@ -538,11 +540,17 @@ func stopReason(q *seq, c *openai.Common) any {
 // responseID is the response id and the client's X-Request-Id: a request
 // that names itself gets the prefix ("cmpl-", "chatcmpl-", …) plus its own
 // id, so the client's logs and ours agree; others get a random id.
-func (s *Server) responseID(r *http.Request, prefix string) (id, client string) {
+// With unique, the id is random even then (the client's id is still
+// echoed): a stored response's id must not repeat.
+func (s *Server) responseID(r *http.Request, prefix string, unique bool) (id, client string) {
+	random := fmt.Sprintf("%s%016x%08x", prefix, rand.Uint64(), rand.Uint32())
 	if v := strings.TrimSpace(r.Header.Get("X-Request-Id")); validRequestID(v) {
+		if unique {
+			return random, v
+		}
 		return prefix + v, v
 	}
-	return fmt.Sprintf("%s%016x%08x", prefix, rand.Uint64(), rand.Uint32()), ""
+	return random, ""
 }
 
 // validRequestID accepts ids of up to 128 letters, digits and ._:- so a

@@ -35,6 +35,28 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, apiErr)
 }
 
+// countTokens answers POST /v1/messages/count_tokens: the prompt tokens
+// of the Messages request, rendered as /v1/messages renders it.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
+	aw := &anthropicErrors{ResponseWriter: w}
+	defer aw.finish()
+	w = aw
+	_, req, ok := readRequest(s, w, r, anthropic.ParseCountTokens, func(q *anthropic.Request) string { return q.Model })
+	if !ok {
+		return
+	}
+	chat, apiErr := req.ChatRequest()
+	var toks []int32
+	if apiErr == nil {
+		toks, apiErr = s.renderChat(chat, &job{promptParam: "messages"})
+	}
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(toks)})
+}
+
 // anthropicErrors rewrites the OpenAI-shaped JSON errors written through
 // it ({"error": {"message", "type", …}}) into Anthropic's shape, keeping
 // the status; everything else (replies, streams, errors already in

@@ -101,6 +101,15 @@ func TestMessagesToolUse(t *testing.T) {
 	if u := resp.Usage; u.InputTokens+u.CacheReadInputTokens != chat {
 		t.Errorf("round trip usage %+v; the chat request has %d prompt tokens", u, chat)
 	}
+	r := env.post("/v1/messages/count_tokens", `{"tools":[`+anthropicWeatherTool+`],"messages":[{"role":"user","content":"weather?"},`+
+		`{"role":"assistant","content":[{"type":"tool_use","id":"call_1","name":"get_weather","input":{"city":"Paris"}}]},`+
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1","content":[{"type":"text","text":"sunny"}]}]}]}`)
+	var count struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &count) != nil || count.InputTokens != chat {
+		t.Errorf("count_tokens: %d %s; the chat request has %d prompt tokens", r.status, r.body, chat)
+	}
 }
 
 func TestMessagesErrors(t *testing.T) {

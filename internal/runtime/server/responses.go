@@ -31,7 +31,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, apiErr)
 		return
 	}
-	j.idPrefix = "resp_"
+	// A client that sends one X-Request-Id for a whole session must not
+	// give two stored responses one id.
+	j.idPrefix, j.uniqueID = "resp_", true
 	j.shape = func(id string) turnWriter {
 		shape := openai.NewResponseShape(id, time.Now().Unix(), s.cfg.ModelName, req)
 		if req.StoreResponse() {

@@ -256,6 +256,7 @@ const (
 	routeChat        = "/v1/chat/completions"
 	routeResponses   = "/v1/responses"
 	routeMessages    = "/v1/messages"
+	routeCountTokens = "/v1/messages/count_tokens"
 	routeModels      = "/v1/models"
 	routeTokenize    = "/tokenize"
 	routeDetokenize  = "/detokenize"
@@ -278,6 +279,7 @@ var routes = map[string]route{
 	routeChat:        {routeChat, "POST", false, (*Server).chat},
 	routeResponses:   {routeResponses, "POST", false, (*Server).responses},
 	routeMessages:    {routeMessages, "POST", false, (*Server).messages},
+	routeCountTokens: {routeCountTokens, "POST", false, (*Server).countTokens},
 	routeModels:      {routeModels, "GET, HEAD", false, (*Server).models},
 	routeTokenize:    {routeTokenize, "POST", false, (*Server).tokenize},
 	routeDetokenize:  {routeDetokenize, "POST", false, (*Server).detokenize},
