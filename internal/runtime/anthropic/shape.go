@@ -59,11 +59,7 @@ func event(b []byte, typ string, v any) []byte {
 	if err != nil { // cannot happen: strings, numbers and the types above
 		data = []byte(`{"type":"error","error":{"type":"api_error","message":"internal error"}}`)
 	}
-	b = append(b, "event: "...)
-	b = append(b, typ...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
-	return append(b, "\n\n"...)
+	return openai.AppendEvent(b, typ, data)
 }
 
 // Start implements the server's turnWriter: message_start (the prompt

@@ -213,11 +213,7 @@ func (s *ResponseShape) event(b []byte, typ string, fields map[string]any) []byt
 	if err != nil { // cannot happen: strings, numbers and the types above
 		data = []byte(`{"type":"error","message":"internal error"}`)
 	}
-	b = append(b, "event: "...)
-	b = append(b, typ...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
-	return append(b, "\n\n"...)
+	return AppendEvent(b, typ, data)
 }
 
 // Start implements the server's turnWriter: response.created and

@@ -157,6 +157,17 @@ func (e *ChunkEncoder) end(b []byte) []byte {
 	return b
 }
 
+// AppendEvent appends a named server-sent event, "event: <name>" and one
+// data line (data must hold no newline: JSON as encoding/json writes it),
+// as the Responses and Anthropic streams name theirs.
+func AppendEvent(b []byte, name string, data []byte) []byte {
+	b = append(b, "event: "...)
+	b = append(b, name...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
+
 const hexDigits = "0123456789abcdef"
 
 // AppendJSONString appends s as a JSON string (see AppendJSONBytes).

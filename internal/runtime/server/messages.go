@@ -15,9 +15,8 @@ import (
 // and its reply written as a Messages reply or event stream. Every error
 // it writes, the shared path's included, is in Anthropic's shape.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
-	aw := &anthropicErrors{ResponseWriter: w}
-	defer aw.finish()
-	w = aw
+	w, finish := anthropicShaped(w)
+	defer finish()
 	body, req, ok := readRequest(s, w, r, anthropic.Parse, func(q *anthropic.Request) string { return q.Model })
 	if !ok {
 		return
@@ -38,9 +37,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 // countTokens answers POST /v1/messages/count_tokens: the prompt tokens
 // of the Messages request, rendered as /v1/messages renders it.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
-	aw := &anthropicErrors{ResponseWriter: w}
-	defer aw.finish()
-	w = aw
+	w, finish := anthropicShaped(w)
+	defer finish()
 	_, req, ok := readRequest(s, w, r, anthropic.ParseCountTokens, func(q *anthropic.Request) string { return q.Model })
 	if !ok {
 		return
@@ -55,6 +53,12 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(toks)})
+}
+
+// anthropicShaped wraps w in anthropicErrors; finish writes a held error.
+func anthropicShaped(w http.ResponseWriter) (http.ResponseWriter, func()) {
+	aw := &anthropicErrors{ResponseWriter: w}
+	return aw, aw.finish
 }
 
 // anthropicErrors rewrites the OpenAI-shaped JSON errors written through

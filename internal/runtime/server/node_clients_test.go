@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -66,7 +67,7 @@ func TestNodeClients(t *testing.T) {
 		}
 		wantTypes := []string{"response.created", "response.in_progress", "response.output_item.added", "response.function_call_arguments.delta",
 			"response.function_call_arguments.done", "response.output_item.done", "response.completed"}
-		if !equal(got.Stream.Types, wantTypes) || !got.Stream.SeqOK || got.Stream.Args.City == "" || !got.Stream.Final {
+		if !slices.Equal(got.Stream.Types, wantTypes) || !got.Stream.SeqOK || got.Stream.Args.City == "" || !got.Stream.Final {
 			t.Errorf("stream: %+v", got.Stream)
 		}
 	})
@@ -99,7 +100,7 @@ func TestNodeClients(t *testing.T) {
 			}
 		}
 		for _, part := range []string{"start", "start-step", "tool-input-start", "tool-call", "tool-result", "finish-step", "text-delta", "finish"} {
-			if !contains(got.Stream.Parts, part) {
+			if !slices.Contains(got.Stream.Parts, part) {
 				t.Errorf("streamText parts %v lack %q", got.Stream.Parts, part)
 			}
 		}
@@ -143,7 +144,7 @@ func TestNodeClients(t *testing.T) {
 			t.Errorf("tool_result turn: %+v", got.Follow)
 		}
 		wantEvents := []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
-		if !equal(got.Stream.Events, wantEvents) || got.Stream.Stop != "tool_use" || got.Stream.Block != "tool_use" ||
+		if !slices.Equal(got.Stream.Events, wantEvents) || got.Stream.Stop != "tool_use" || got.Stream.Block != "tool_use" ||
 			got.Stream.City == "" || got.Stream.City != got.Stream.JSON {
 			t.Errorf("stream: %+v", got.Stream)
 		}
@@ -162,25 +163,4 @@ func TestNodeClients(t *testing.T) {
 			t.Errorf("program %s: %d steps, want %d (all: %v)", id, after[id]-steps[id], want, after)
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -25,23 +24,8 @@ type sseEvent struct {
 // namedEvents posts body and reads its named-event stream.
 func (e *testEnv) namedEvents(path, body string, header ...string) []sseEvent {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	resp, cancel := e.openStream(path, body, header...)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+path, strings.NewReader(body))
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		e.t.Fatalf("status %d", resp.StatusCode)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
-		e.t.Errorf("Content-Type %q", ct)
-	}
 	var events []sseEvent
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

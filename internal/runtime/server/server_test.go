@@ -65,21 +65,34 @@ func TestChatCompletion(t *testing.T) {
 // streamRequest posts a streaming request and returns its events.
 func (e *testEnv) streamRequest(path, body string) []string {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	resp, cancel := e.openStream(path, body)
 	defer cancel()
+	return readEvents(e.t, resp.Body)
+}
+
+// openStream posts a streaming request and checks its status and
+// Content-Type; cancel closes it.
+func (e *testEnv) openStream(path, body string, header ...string) (resp *http.Response, cancel func()) {
+	e.t.Helper()
+	ctx, cancelCtx := context.WithTimeout(context.Background(), requestTimeout)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+path, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := e.client.Do(req)
 	if err != nil {
+		cancelCtx()
 		e.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	cancel = func() { resp.Body.Close(); cancelCtx() }
 	if resp.StatusCode != http.StatusOK {
+		cancel()
 		e.t.Fatalf("status %d", resp.StatusCode)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
 		e.t.Errorf("Content-Type %q", ct)
 	}
-	return readEvents(e.t, resp.Body)
+	return resp, cancel
 }
 
 func TestCompletionStream(t *testing.T) {

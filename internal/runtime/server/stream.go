@@ -18,6 +18,51 @@ import (
 // clients that do not assume UTF-8 read non-ASCII text right.
 const contentTypeSSE = "text/event-stream; charset=utf-8"
 
+// eventSink writes one streaming response's events under the stall
+// bounds. The first failed write cancels the request (its KV blocks are
+// freed within one iteration) and is counted when the client stopped
+// reading; later sends do nothing.
+type eventSink struct {
+	s      *Server
+	sw     *streamWriter
+	id     string
+	cancel func()
+	err    error
+}
+
+// startEvents sends a stream's headers; cancel cancels the request's
+// sequences.
+func (s *Server) startEvents(w http.ResponseWriter, r *http.Request, id string, cancel func()) *eventSink {
+	h := w.Header()
+	h.Set("Content-Type", contentTypeSSE)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
+	w.WriteHeader(http.StatusOK)
+	return &eventSink{s: s, sw: s.newStreamWriter(w, r), id: id, cancel: cancel}
+}
+
+// send writes ev (and flushes); it reports false once a write failed.
+func (k *eventSink) send(ev []byte, flush bool) bool {
+	if k.err != nil {
+		return false
+	}
+	if k.err = k.sw.write(ev, flush); k.err != nil {
+		k.cancel()
+		var stalled *errStalled
+		if errors.As(k.err, &stalled) {
+			k.s.stalled.WithLabelValues(stalled.reason).Inc()
+			k.s.log.Info("client stopped reading; request cancelled", "id", k.id, "reason", stalled.reason, "err", k.err)
+		} else {
+			k.s.log.Debug("stream write failed; request cancelled", "id", k.id, "err", k.err)
+		}
+		return false
+	}
+	return true
+}
+
+// done clears the write deadline.
+func (k *eventSink) done() { k.sw.done() }
+
 // stream writes a job's output as server-sent events: for chat a role
 // chunk per choice first, then one event per batch of new text of a
 // choice (whatever the engine produced since the previous one), each
@@ -29,38 +74,14 @@ const contentTypeSSE = "text/event-stream; charset=utf-8"
 // are read by one goroutine each into a channel.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, seqs []*seq, id string) {
 	ctx := r.Context()
-	h := w.Header()
-	h.Set("Content-Type", contentTypeSSE)
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
-	w.WriteHeader(http.StatusOK)
-
-	sw := s.newStreamWriter(w, r)
-	defer sw.done()
-	var werr error
 	cancelAll := func() {
 		for _, q := range seqs {
 			q.st.Cancel()
 		}
 	}
-	send := func(ev []byte, flush bool) bool {
-		if werr != nil {
-			return false
-		}
-		if werr = sw.write(ev, flush); werr != nil {
-			// Its KV blocks are freed within one iteration.
-			cancelAll()
-			var stalled *errStalled
-			if errors.As(werr, &stalled) {
-				s.stalled.WithLabelValues(stalled.reason).Inc()
-				s.log.Info("client stopped reading; request cancelled", "id", id, "reason", stalled.reason, "err", werr)
-			} else {
-				s.log.Debug("stream write failed; request cancelled", "id", id, "err", werr)
-			}
-			return false
-		}
-		return true
-	}
+	sink := s.startEvents(w, r, id, cancelAll)
+	defer sink.done()
+	send := sink.send
 
 	includeUsage := c.IncludeUsage()
 	enc := openai.NewChunkEncoder(id, s.cfg.ModelName, time.Now().Unix(), j.chat, includeUsage)

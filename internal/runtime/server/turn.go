@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -40,40 +39,22 @@ type turnWriter interface {
 // them) are left in q, as stream and respond leave them.
 func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, shape turnWriter, q *seq, id string) bool {
 	ctx := r.Context()
-	var sw *streamWriter
+	var sink *eventSink
 	var buf []byte
-	failed := false
-	// send writes what the shape appended to buf; a failed write cancels
-	// the sequence (its KV blocks are freed within one iteration).
+	// send writes what the shape appended to buf.
 	send := func(flush bool) {
-		if failed || len(buf) == 0 {
-			buf = buf[:0]
-			return
-		}
-		if err := sw.write(buf, flush); err != nil {
-			failed = true
-			q.st.Cancel()
-			var stalled *errStalled
-			if errors.As(err, &stalled) {
-				s.stalled.WithLabelValues(stalled.reason).Inc()
-				s.log.Info("client stopped reading; request cancelled", "id", id, "reason", stalled.reason, "err", err)
-			} else {
-				s.log.Debug("stream write failed; request cancelled", "id", id, "err", err)
-			}
+		if len(buf) > 0 {
+			sink.send(buf, flush)
 		}
 		buf = buf[:0]
 	}
 	if c.Stream {
-		h := w.Header()
-		h.Set("Content-Type", contentTypeSSE)
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-		sw = s.newStreamWriter(w, r)
-		defer sw.done()
+		sink = s.startEvents(w, r, id, q.st.Cancel)
+		defer sink.done()
 		buf = shape.Start(buf, len(j.prompts[0]))
 		send(true)
 	}
+	failed := func() bool { return sink != nil && sink.err != nil }
 	var ts *openai.ToolStreamer
 	if j.tools != nil {
 		ts = openai.NewToolStreamer(j.tools.format)
@@ -81,7 +62,7 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Commo
 	keepTokens := s.cfg.Programs != nil || len(c.StopTokenIDs) > 0
 	var content strings.Builder
 	called := false
-	for !failed {
+	for !failed() {
 		ch, err := q.st.Next(ctx)
 		if err != nil { // the client went away
 			q.st.Cancel()
@@ -120,7 +101,7 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		q.final = &final
 		break
 	}
-	if failed {
+	if failed() {
 		return true
 	}
 	s.observeGroups(j, []*seq{q})
