@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -184,28 +185,34 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		c.Null = true
 		return nil
 	}
+	text, err := textContent(b, "messages", "text")
+	c.Text = text
+	return err
+}
+
+// textContent reads a content that is a string or a list of text parts
+// of the given types, joined with "\n" (as vLLM joins them); any other
+// part is a 400 naming param.
+func textContent(b []byte, param string, types ...string) (string, error) {
 	if len(b) > 0 && b[0] == '"' {
-		return unmarshalField(b, &c.Text, "messages", "a string or an array of content parts")
+		var s string
+		return s, unmarshalField(b, &s, param, "a string or an array of content parts")
 	}
 	var parts []struct {
 		Type string  `json:"type"`
 		Text *string `json:"text"`
 	}
 	if err := json.Unmarshal(b, &parts); err != nil {
-		return BadRequest("messages", "message content must be a string or an array of content parts")
+		return "", BadRequest(param, "content must be a string or an array of content parts")
 	}
-	var sb strings.Builder
-	for i, part := range parts {
-		if part.Type != "text" || part.Text == nil {
-			return BadRequest("messages", "content part %d: only text parts are supported, got type %q", i, part.Type)
+	texts := make([]string, 0, len(parts))
+	for i, p := range parts {
+		if !slices.Contains(types, p.Type) || p.Text == nil {
+			return "", BadRequest(param, "content part %d: only text parts (%s) with text are supported, got type %q", i, strings.Join(types, ", "), p.Type)
 		}
-		if i > 0 {
-			sb.WriteByte('\n')
-		}
-		sb.WriteString(*part.Text)
+		texts = append(texts, *p.Text)
 	}
-	c.Text = sb.String()
-	return nil
+	return strings.Join(texts, "\n"), nil
 }
 
 func isNull(b []byte) bool { return string(b) == "null" }

@@ -161,28 +161,9 @@ func (c *ItemContent) UnmarshalJSON(b []byte) error {
 	if isNull(b) {
 		return nil
 	}
-	if len(b) > 0 && b[0] == '"' {
-		return unmarshalField(b, &c.Text, "input", "a string or an array of content parts")
-	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return BadRequest("input", "content must be a string or an array of content parts")
-	}
-	texts := make([]string, 0, len(parts))
-	for i, p := range parts {
-		switch {
-		case p.Type != "input_text" && p.Type != "output_text" && p.Type != "text":
-			return BadRequest("input", "content part %d: type %q is not supported; only text parts (input_text, output_text)", i, p.Type)
-		case p.Text == nil:
-			return BadRequest("input", "content part %d: text is required", i)
-		}
-		texts = append(texts, *p.Text)
-	}
-	c.Text = strings.Join(texts, "\n")
-	return nil
+	text, err := textContent(b, "input", "input_text", "output_text", "text")
+	c.Text = text
+	return err
 }
 
 // ParseResponses parses and validates a Responses request body.
