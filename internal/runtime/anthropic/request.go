@@ -311,7 +311,8 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 		}
 		c.Tools = append(c.Tools, openai.Tool{Type: "function", Function: &fn, Raw: raw})
 	}
-	if tc := r.ToolChoice; tc != nil {
+	// auto and none without tools ask for what no tool_choice does.
+	if tc := r.ToolChoice; tc != nil && !(len(r.Tools) == 0 && (tc.Type == "auto" || tc.Type == "none")) {
 		var choice any
 		switch tc.Type {
 		case "auto", "none":

@@ -21,6 +21,8 @@ func TestChatRequest(t *testing.T) {
 		name, body string
 		want       []openai.Message
 	}{
+		{"tool_choice auto without tools", `{"max_tokens":1,"tool_choice":{"type":"auto"},"messages":[{"role":"user","content":"hi"}]}`,
+			[]openai.Message{msg("user", "hi")}},
 		{"system string", `{"max_tokens":1,"system":"sys","messages":[{"role":"user","content":"hi"}]}`,
 			[]openai.Message{msg("system", "sys"), msg("user", "hi")}},
 		{"system blocks and text blocks joined with newlines", `{"max_tokens":1,"system":[{"type":"text","text":"a"},{"type":"text","text":"b"}],` +
@@ -46,6 +48,9 @@ func TestChatRequest(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, c.Messages); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if _, err := c.ToolFields.Resolve(); err != nil {
+				t.Errorf("tool fields: %v", err)
 			}
 		})
 	}

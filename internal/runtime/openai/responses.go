@@ -334,7 +334,8 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 		c.Tools = append(c.Tools, Tool{Type: "function", Function: &fn, Raw: raw})
 	}
 	c.ParallelToolCalls = r.ParallelToolCalls
-	if !isAbsent(r.ToolChoice) {
+	// "auto" and "none" without tools ask for what no tool_choice does.
+	if tc := string(bytes.TrimSpace(r.ToolChoice)); !isAbsent(r.ToolChoice) && !(len(r.Tools) == 0 && (tc == `"auto"` || tc == `"none"`)) {
 		choice, err := chatToolChoice(r.ToolChoice)
 		if err != nil {
 			return nil, err

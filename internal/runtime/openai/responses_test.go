@@ -31,6 +31,7 @@ func TestResponsesChatRequest(t *testing.T) {
 		want       []Message
 		input      int // how many of want are the request's own input
 	}{
+		{"tool_choice auto without tools", `{"input":"hi","tool_choice":"auto"}`, []Message{{Role: "user", Content: Content{Text: "hi"}}}, 1},
 		{"string input with instructions", `{"input":"hi","instructions":"sys"}`,
 			[]Message{{Role: "system", Content: Content{Text: "sys"}}, {Role: "user", Content: Content{Text: "hi"}}}, 1},
 		{"text parts joined with newlines", `{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}]}`,
@@ -54,6 +55,9 @@ func TestResponsesChatRequest(t *testing.T) {
 			turn, err := r.ChatRequest(h)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if _, err := turn.Chat.ToolFields.Resolve(); err != nil {
+				t.Errorf("tool fields: %v", err)
 			}
 			if diff := cmp.Diff(tt.want, turn.Chat.Messages, cmpopts.IgnoreUnexported(Content{})); diff != "" {
 				t.Errorf("messages (-want +got):\n%s", diff)
