@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 )
@@ -79,8 +80,21 @@ func (s *MessageShape) Text(b, delta []byte) []byte {
 		empty := ""
 		b = s.openBlock(b, "text", ContentBlock{Type: "text", Text: &empty})
 	}
-	return event(b, "content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index,
-		"delta": map[string]any{"type": "text_delta", "text": string(delta)}})
+	return s.delta(b, "text_delta", "text", delta)
+}
+
+// delta appends a content_block_delta event of the open block, written
+// by hand so that the token path allocates nothing.
+func (s *MessageShape) delta(b []byte, kind, field string, text []byte) []byte {
+	b = append(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+	b = strconv.AppendInt(b, int64(s.index), 10)
+	b = append(b, `,"delta":{"type":"`...)
+	b = append(b, kind...)
+	b = append(b, `","`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = openai.AppendJSONBytes(b, text)
+	return append(b, "}}\n\n"...)
 }
 
 // Call opens a tool_use block on a call's first piece and sends its
@@ -93,8 +107,7 @@ func (s *MessageShape) Call(b []byte, d openai.ToolCallDelta) []byte {
 	if d.Arguments == "" || s.open != "tool_use" {
 		return b
 	}
-	return event(b, "content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index,
-		"delta": map[string]any{"type": "input_json_delta", "partial_json": d.Arguments}})
+	return s.delta(b, "input_json_delta", "partial_json", []byte(d.Arguments))
 }
 
 func (s *MessageShape) openBlock(b []byte, typ string, block ContentBlock) []byte {

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 )
 
@@ -231,8 +232,31 @@ func (s *ResponseShape) Text(b, delta []byte) []byte {
 		b = s.openMessage(b)
 	}
 	s.text.Write(delta)
-	return s.event(b, "response.output_text.delta", map[string]any{"item_id": s.resp.Output[s.msg].ID,
-		"output_index": s.msg, "content_index": 0, "delta": string(delta), "logprobs": []any{}})
+	return s.delta(b, "response.output_text.delta", s.msg, true, delta)
+}
+
+// delta appends a per-token delta event, written by hand so that the
+// token path allocates nothing: the item's id and output index, the
+// text part's content index and (empty) logprobs when textPart is set,
+// and the delta.
+func (s *ResponseShape) delta(b []byte, typ string, out int, textPart bool, delta []byte) []byte {
+	b = append(b, "event: "...)
+	b = append(b, typ...)
+	b = append(b, "\ndata: {\"type\":\""...)
+	b = append(b, typ...)
+	b = append(b, `","sequence_number":`...)
+	b = strconv.AppendInt(b, int64(s.seq), 10)
+	s.seq++
+	b = append(b, `,"item_id":`...)
+	b = AppendJSONString(b, s.resp.Output[out].ID)
+	b = append(b, `,"output_index":`...)
+	b = strconv.AppendInt(b, int64(out), 10)
+	if textPart {
+		b = append(b, `,"content_index":0,"logprobs":[]`...)
+	}
+	b = append(b, `,"delta":`...)
+	b = AppendJSONBytes(b, delta)
+	return append(b, "}\n\n"...)
 }
 
 func (s *ResponseShape) openMessage(b []byte) []byte {
@@ -280,7 +304,7 @@ func (s *ResponseShape) Call(b []byte, d ToolCallDelta) []byte {
 	}
 	it := &s.resp.Output[i]
 	it.Arguments += d.Arguments
-	return s.event(b, "response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": i, "delta": d.Arguments})
+	return s.delta(b, "response.function_call_arguments.delta", i, false, []byte(d.Arguments))
 }
 
 // closeCall ends the open function_call item:
