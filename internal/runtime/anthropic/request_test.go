@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -142,4 +143,32 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("%s: error %v", body, err)
 		}
 	})
+}
+
+func TestMessageShapeEvents(t *testing.T) {
+	s := NewMessageShape("msg_1", "m")
+	b := s.Start(nil, 3)
+	b = s.Text(b, []byte("let me check"))
+	b = s.Call(b, openai.ToolCallDelta{Index: 0, ID: "call_1", Name: "f", First: true, Arguments: `{"a":`})
+	b = s.Call(b, openai.ToolCallDelta{Index: 0, Arguments: `1}`})
+	b = s.Finish(b, &openai.Turn{Finish: "stop", Calls: []openai.ToolCall{{ID: "call_1"}}, PromptTokens: 3, CachedTokens: 2})
+	b = s.Fail(b, openai.Internal("boom"))
+	var names []string
+	var last map[string]any
+	for _, ev := range strings.Split(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
+		name, data, _ := strings.Cut(ev, "\ndata: ")
+		names = append(names, strings.TrimPrefix(name, "event: "))
+		last = nil
+		if err := json.Unmarshal([]byte(data), &last); err != nil || last["type"] != names[len(names)-1] {
+			t.Fatalf("event %q", ev)
+		}
+	}
+	want := []string{"message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop",
+		"content_block_start", "content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop", "error"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if e := last["error"].(map[string]any); e["type"] != "api_error" || e["message"] != "boom" {
+		t.Errorf("error event %v", last)
+	}
 }

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -149,4 +150,55 @@ func FuzzParseResponses(f *testing.F) {
 			t.Fatalf("accepted max_output_tokens %d", *c.MaxTokens)
 		}
 	})
+}
+
+// eventTypes reads the event names of a named-event stream and checks
+// that each event's data is JSON carrying its type.
+func eventTypes(t *testing.T, stream []byte) []string {
+	t.Helper()
+	var names []string
+	for _, ev := range strings.Split(strings.TrimSuffix(string(stream), "\n\n"), "\n\n") {
+		name, data, ok := strings.Cut(ev, "\ndata: ")
+		name = strings.TrimPrefix(name, "event: ")
+		var v struct {
+			Type string `json:"type"`
+		}
+		if !ok || json.Unmarshal([]byte(data), &v) != nil || v.Type != name {
+			t.Fatalf("event %q", ev)
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+func TestResponseShapeEvents(t *testing.T) {
+	s := NewResponseShape("resp_1", 0, "m", &ResponsesRequest{})
+	b := s.Start(nil, 3)
+	b = s.Text(b, []byte("let me check"))
+	b = s.Call(b, ToolCallDelta{Index: 0, ID: "call_1", Name: "f", First: true})
+	b = s.Call(b, ToolCallDelta{Index: 0, Arguments: `{"a":`})
+	b = s.Call(b, ToolCallDelta{Index: 0, Arguments: `1}`})
+	b = s.Call(b, ToolCallDelta{Index: 1, ID: "call_2", Name: "g", First: true, Arguments: `{}`})
+	b = s.Finish(b, &Turn{Finish: "stop", PromptTokens: 3, CompletionTokens: 9})
+	want := []string{"response.created", "response.in_progress",
+		"response.output_item.added", "response.content_part.added", "response.output_text.delta",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done",
+		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.delta",
+		"response.function_call_arguments.done", "response.output_item.done",
+		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+		"response.completed"}
+	if diff := cmp.Diff(want, eventTypes(t, b)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	r := s.Response()
+	if r.Status != "completed" || len(r.Output) != 3 || r.Output[1].Arguments != `{"a":1}` || r.Output[2].Arguments != `{}` ||
+		r.Output[0].Content[0].Text != "let me check" || r.Usage.TotalTokens != 12 {
+		t.Errorf("final response %+v", r)
+	}
+
+	s = NewResponseShape("resp_2", 0, "m", &ResponsesRequest{})
+	b = s.Fail(s.Start(nil, 3), Internal("boom"))
+	if got := eventTypes(t, b); got[len(got)-1] != "response.failed" || s.Response().Error == nil {
+		t.Errorf("failed stream: %v, %+v", got, s.Response())
+	}
 }
