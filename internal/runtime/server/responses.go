@@ -28,6 +28,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	j, apiErr := s.chatJob(turn.Chat, "input", "max_output_tokens")
 	if apiErr != nil {
+		// Errors about the chat field text.format became name text.format.
+		rename := strings.NewReplacer("response_format.json_schema", "text.format", "response_format", "text.format")
+		apiErr.Param, apiErr.Message = rename.Replace(apiErr.Param), rename.Replace(apiErr.Message)
 		s.writeError(w, apiErr)
 		return
 	}

@@ -250,6 +250,7 @@ func TestResponsesRefusals(t *testing.T) {
 		{"hosted tool choice", `{"input":"hi","tools":[` + weatherTool + `],"tool_choice":{"type":"web_search"}}`, "tool_choice"},
 		{"named tool not listed", `{"input":"hi","tools":[` + weatherTool + `],"tool_choice":{"type":"function","name":"nope"}}`, "tool_choice"},
 		{"unknown item reference", `{"input":[{"type":"item_reference","id":"msg_nope"}]}`, "input"},
+		{"schema keyword the decoder refuses", `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","strict":true,"schema":{"type":"array","uniqueItems":true}}}}`, "text.format.schema"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := env.post("/v1/responses", tc.body)
