@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -199,6 +200,28 @@ func TestResponsesConversation(t *testing.T) {
 	if p := first.Usage.InputTokens; second.Usage.InputTokens <= p+first.Usage.OutputTokens/2 ||
 		second.Usage.InputTokensDetails.CachedTokens < p/16*16 {
 		t.Errorf("second turn usage %+v; the first had %d input tokens", second.Usage, p)
+	}
+	// Token for token: the second turn's prompt starts with the first's.
+	prompt := func(body string) []int32 {
+		req, apiErr := openai.ParseResponses([]byte(body))
+		if apiErr != nil {
+			t.Fatal(apiErr)
+		}
+		turn, apiErr := req.ChatRequest(env.srv.store)
+		if apiErr != nil {
+			t.Fatal(apiErr)
+		}
+		j, apiErr := env.srv.chatJob(turn.Chat, "input", "max_output_tokens")
+		if apiErr != nil {
+			t.Fatal(apiErr)
+		}
+		return j.prompts[0]
+	}
+	p1 := prompt(`{"instructions":"you are terse","input":"weather in Paris?","tools":[` + weatherTool + `]}`)
+	p2 := prompt(`{"instructions":"you are terse","previous_response_id":"` + first.ID + `","input":[` +
+		`{"type":"function_call_output","call_id":"` + callID + `","output":"sunny"}],"tools":[` + weatherTool + `]}`)
+	if len(p1) != first.Usage.InputTokens || len(p2) != second.Usage.InputTokens || !slices.Equal(p1, p2[:len(p1)]) {
+		t.Errorf("turn 2's prompt (%d tokens) does not extend turn 1's (%d)", len(p2), len(p1))
 	}
 	if second.PreviousResponseID == nil || *second.PreviousResponseID != first.ID {
 		t.Errorf("previous_response_id %v", second.PreviousResponseID)
