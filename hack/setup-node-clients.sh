@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Node.js API clients the loopback tests drive against the
 # runtime (OpenAI's `openai`, the Vercel AI SDK with its OpenAI provider,
-# Anthropic's SDK, zod and ajv) into a cache outside the work tree, once,
-# and prints the directory whose node_modules holds them (NODE_PATH is
-# that directory's node_modules).
+# Anthropic's SDK, zod, ajv and ajv-formats) into a cache outside the work
+# tree, once, and prints the directory whose node_modules holds them
+# (NODE_PATH is that directory's node_modules).
 #
 # The versions are pinned: the cache directory is named after the package
 # list, so changing a version installs afresh instead of reusing a stale
@@ -24,6 +24,7 @@ PACKAGES=(
 	@anthropic-ai/sdk@1.14.0
 	zod@3.25.76
 	ajv@8.20.0
+	ajv-formats@3.0.1
 )
 
 log() { echo "setup-node-clients: $*" >&2; }

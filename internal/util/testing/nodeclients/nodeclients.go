@@ -1,5 +1,5 @@
 // Package nodeclients runs Node.js API clients (OpenAI's `openai`, the
-// Vercel AI SDK, Anthropic's SDK, zod, ajv) against a runtime on loopback,
+// Vercel AI SDK, Anthropic's SDK, zod, ajv, ajv-formats) against a runtime on loopback,
 // for tests that check the API the way agent frameworks use it. The
 // packages are installed once into a cache by the repo's
 // hack/setup-node-clients.sh (the one place their versions are pinned). It
