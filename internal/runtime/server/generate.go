@@ -45,7 +45,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	all := req.Prompt.All()
 	j := job{chat: false, promptParam: "prompt", maxParam: "max_tokens",
 		n: req.Choices(), candidates: req.Candidates(), lp: req.LogprobSettings(), echo: req.Echo}
-	if !s.outputGrammar(w, &req.Common, &j) {
+	if !s.outputGrammar(w, r, &req.Common, &j) {
 		return
 	}
 	for _, p := range all {
@@ -69,12 +69,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	j := job{chat: true, promptParam: "messages", maxParam: maxParam,
 		n: req.Choices(), candidates: req.Choices(), lp: req.LogprobSettings()}
-	if !s.outputGrammar(w, &req.Common, &j) {
+	if !s.outputGrammar(w, r, &req.Common, &j) {
 		return
 	}
 	chat := &model.Chat{Messages: chatMessages(req.Messages),
 		AddGenerationPrompt: req.GenerationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage}
-	if apiErr := s.planTools(req, chat, &j); apiErr != nil {
+	if apiErr := s.planTools(r.Context(), w.Header(), req, chat, &j); apiErr != nil {
 		s.writeError(w, apiErr)
 		return
 	}
@@ -88,11 +88,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 }
 
 // outputGrammar compiles the request's structured-output constraint into
-// j; on a field it cannot honour it writes the 400 and returns false.
-func (s *Server) outputGrammar(w http.ResponseWriter, c *openai.Common, j *job) bool {
+// j; on a field it cannot honour it writes the 400 and returns false. The
+// compile stops when the client leaves.
+func (s *Server) outputGrammar(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job) bool {
 	oc, apiErr := c.Constraint()
 	if apiErr == nil && oc != nil {
-		j.grammar, apiErr = s.grammars.compileOutput(oc)
+		var out compiled
+		if out, apiErr = s.grammars.compileOutput(r.Context(), oc); apiErr == nil {
+			j.grammar = out.g
+			s.reportDropped(w.Header(), oc.Param, out.dropped)
+		}
 	}
 	if apiErr != nil {
 		s.writeError(w, apiErr)

@@ -98,15 +98,17 @@ func TestStructuredOutputsRefusals(t *testing.T) {
 	for _, tc := range []struct{ extra, param, mention string }{
 		{`"response_format":{"type":"bogus"}`, "response_format.type", "bogus"},
 		{`"response_format":{"type":"json_schema"}`, "response_format.json_schema", "schema"},
-		{`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer","minimum":3}}}`, "response_format.json_schema.schema", "minimum"},
+		{`"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"array","uniqueItems":true}}}`, "response_format.json_schema.schema", "uniqueItems"},
 		{`"guided_json":{"type":"object","patternProperties":{}}`, "guided_json", "patternProperties"},
 		{`"guided_regex":"\\bword"`, "guided_regex", "word boundaries"},
-		{`"guided_grammar":"root ::= \"a\""`, "guided_grammar", "not supported"},
+		{`"guided_grammar":"?start: \"a\""`, "guided_grammar", "Lark"},
+		{`"guided_grammar":"root ::= (\"a\""`, "guided_grammar", "expected )"},
 		{`"guided_choice":[]`, "guided_choice", "at least one"},
 		{`"guided_regex":"a","guided_choice":["a"]`, "guided_choice", "both"},
 		{`"structured_outputs":{"choice":[]}`, "structured_outputs.choice", "at least one"},
-		{`"structured_outputs":{"json":{"type":"integer","minimum":3}}`, "structured_outputs.json", "minimum"},
-		{`"structured_outputs":{"grammar":"root ::= \"a\""}`, "structured_outputs.grammar", "not supported"},
+		{`"structured_outputs":{"json":{"type":"string","format":"color"}}`, "structured_outputs.json", "format"},
+		{`"structured_outputs":{"grammar":"start: \"a\"\n%import common.WS"}`, "structured_outputs.grammar", "Lark"},
+		{`"structured_outputs":{"grammar":"root ::= a\na ::= a \"x\" | \"y\""}`, "structured_outputs.grammar", "left-recursive"},
 	} {
 		r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],`+tc.extra+`}`)
 		var e openai.ErrorResponse

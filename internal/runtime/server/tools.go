@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"strings"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -46,7 +48,11 @@ func chatMessages(in []openai.Message) []model.Message {
 // planTools resolves the request's tool fields into the chat to render,
 // the output reading and, for required or named choices, the grammar
 // that enforces a call. Errors are 400s naming the field.
-func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *job) *openai.Error {
+//
+// Tool parameters compile leniently: keywords the decoder cannot enforce
+// are dropped, named in h's SchemaDroppedHeader and logged. The compile
+// stops when ctx (the request's) ends.
+func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatRequest, chat *model.Chat, gen *job) *openai.Error {
 	plan, apiErr := req.ToolFields.Resolve()
 	if apiErr != nil || plan == nil {
 		return apiErr
@@ -91,7 +97,9 @@ func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *job) 
 	if s.grammars.size <= 0 {
 		return openai.BadRequest(param, "enforcing tool calls needs the model's vocabulary size, which this server was not given")
 	}
-	g, err := s.grammars.get(key, func() (*grammar.Grammar, error) { return grammar.ToolCalls(f, specs, parallel) })
+	out, err := s.grammars.get(ctx, key, func(ctx context.Context) (*grammar.Grammar, []string, error) {
+		return grammar.CompileToolCalls(ctx, f, specs, parallel)
+	})
 	if err != nil {
 		var te *grammar.ToolError
 		if errors.As(err, &te) {
@@ -103,7 +111,12 @@ func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *job) 
 		}
 		return openai.BadRequest(param, "%s: %v", param, err)
 	}
-	gen.grammar = g
+	gen.grammar = out.g
+	field := "tools"
+	if plan.Legacy {
+		field = "functions"
+	}
+	s.reportDropped(h, field, out.dropped)
 	return nil
 }
 

@@ -1003,6 +1003,17 @@ func anyValue() *node { return call(jsonValue) }
 
 func anyObject() *node { return objectOf(nil, nil, nil, anyValue(), 0, -1) }
 
+// CanonicalJSON is data without insignificant whitespace, object keys
+// kept in their order (which decides the order properties are written
+// in): a key for caching compiled schemas.
+func CanonicalJSON(data []byte) (string, error) {
+	v, err := parseOrdered(data)
+	if err != nil {
+		return "", err
+	}
+	return compactJSON(v), nil
+}
+
 // compactJSON is v as JSON without insignificant whitespace, object keys
 // in their order.
 func compactJSON(v any) string {
