@@ -181,6 +181,8 @@ func (b *builder) compile(n *node, next int32) int32 {
 		s = b.intersect(n.subs[0], n.subs[1], next)
 	case opDFA:
 		s = b.rawDFA(n.dfa, next)
+	case opLength:
+		s = b.counted(n.subs[0], n.min, n.max, next)
 	}
 	b.memo[k] = s
 	if _, ok := b.first[n]; !ok {
@@ -285,6 +287,91 @@ func (b *builder) intersect(x, y *node, next int32) int32 {
 				dead = b.dead()
 			}
 			st = nstate{kind: nSplit, out: dead, out1: dead}
+		}
+		if b.err == nil {
+			b.states[s] = st
+		}
+	}
+	return start
+}
+
+// counted compiles the strings x matches of lo to hi (< 0: any) UTF-8
+// characters: x's states paired with the characters read so far (a byte
+// that is not a continuation byte starts one), counting up to the bound
+// that matters.
+func (b *builder) counted(x *node, minChars, maxChars int, next int32) int32 {
+	b.regular++
+	endX := b.add(nstate{kind: nEnd})
+	sx := b.compile(x, endX)
+	b.regular--
+	if b.err != nil {
+		return 0
+	}
+	type pair struct{ x, n int32 }
+	ids := map[pair]int32{}
+	dead := int32(-1)
+	deadState := func() int32 {
+		if dead < 0 {
+			dead = b.dead()
+		}
+		return dead
+	}
+	var work []pair
+	id := func(p pair) int32 {
+		if maxChars >= 0 && int(p.n) > maxChars {
+			return deadState()
+		}
+		if s, ok := ids[p]; ok {
+			return s
+		}
+		s := b.add(nstate{})
+		ids[p] = s
+		work = append(work, p)
+		return s
+	}
+	start := id(pair{sx, 0})
+	for len(work) > 0 && b.err == nil {
+		p := work[len(work)-1]
+		work = work[:len(work)-1]
+		s := ids[p]
+		px := b.states[p.x]
+		var st nstate
+		switch px.kind {
+		case nSplit:
+			st = nstate{kind: nSplit, out: id(pair{px.out, p.n}), out1: id(pair{px.out1, p.n})}
+		case nRange:
+			// Split the range where bytes stop or start counting.
+			var alts []int32
+			for _, r := range [][2]byte{{0, 0x7f}, {0x80, 0xbf}, {0xc0, 0xff}} {
+				lo, hi := max(px.lo, r[0]), min(px.hi, r[1])
+				if lo > hi {
+					continue
+				}
+				n := p.n
+				if r[0] != 0x80 {
+					n++
+					if maxChars < 0 {
+						n = min(n, int32(minChars))
+					}
+				}
+				alts = append(alts, b.add(nstate{kind: nRange, lo: lo, hi: hi, out: id(pair{px.out, n})}))
+			}
+			switch len(alts) {
+			case 0:
+				st = nstate{kind: nSplit, out: deadState(), out1: deadState()}
+			case 1:
+				st = nstate{kind: nSplit, out: alts[0], out1: alts[0]}
+			case 2:
+				st = nstate{kind: nSplit, out: alts[0], out1: alts[1]}
+			default:
+				st = nstate{kind: nSplit, out: alts[0], out1: b.add(nstate{kind: nSplit, out: alts[1], out1: alts[2]})}
+			}
+		default: // x ended
+			if int(p.n) >= minChars {
+				st = nstate{kind: nSplit, out: next, out1: next}
+			} else {
+				st = nstate{kind: nSplit, out: deadState(), out1: deadState()}
+			}
 		}
 		if b.err == nil {
 			b.states[s] = st

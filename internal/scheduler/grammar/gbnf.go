@@ -114,6 +114,7 @@ func (p *gbnfParser) parse() (*rule, error) {
 		}
 		r := p.rule(name)
 		p.defined[name] = true
+		p.space(true)
 		body, err := p.alternates(false)
 		if err != nil {
 			return nil, err

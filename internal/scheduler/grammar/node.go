@@ -32,6 +32,7 @@ const (
 	opCall             // the rule r
 	opAnd              // the strings both subs[0] and subs[1] match (regular subs only)
 	opDFA              // the strings dfa accepts
+	opLength           // the strings subs[0] (regular) matches of min to max (< 0: any) characters
 )
 
 // rawDFA is an automaton given state by state (state 0 starts), for
@@ -68,6 +69,10 @@ type rule struct {
 func call(r *rule) *node { return &node{op: opCall, r: r} }
 
 func and(a, b *node) *node { return &node{op: opAnd, subs: []*node{a, b}} }
+
+func lengthOf(n *node, min, max int) *node {
+	return &node{op: opLength, subs: []*node{n}, min: min, max: max}
+}
 
 var empty = &node{op: opEmpty}
 

@@ -203,7 +203,7 @@ func schemaNode(ctx context.Context, schema []byte, opts SchemaOptions) (*node, 
 
 // valueNode is schemaNode for a parsed schema.
 func valueNode(ctx context.Context, v any, opts SchemaOptions) (*node, []string, error) {
-	c := &schemaConv{ctx: ctx, root: v, lenient: opts.Lenient, refs: map[string]*rule{}, dropped: map[string]bool{}}
+	c := &schemaConv{ctx: ctx, root: v, lenient: opts.Lenient, refs: map[string]*rule{}, formats: map[string]*node{}, dropped: map[string]bool{}}
 	n := c.conv(v, "#")
 	if c.err != nil {
 		return nil, nil, c.err
@@ -232,9 +232,10 @@ type schemaConv struct {
 	dropped map[string]bool
 	// refs are the rules of the references met so far: each is compiled
 	// once, however often and however recursively it is referenced.
-	refs  map[string]*rule
-	nodes int
-	err   error
+	refs    map[string]*rule
+	formats map[string]*node
+	nodes   int
+	err     error
 }
 
 func (c *schemaConv) fail(path, keyword, format string, args ...any) *node {
@@ -639,23 +640,27 @@ func (c *schemaConv) convString(s *object, path string) *node {
 	if f, ok := s.vals["format"]; ok {
 		fs, _ := f.(string)
 		if pat, ok := formats[fs]; ok {
-			parts = append(parts, mustRegex(pat))
+			if c.formats[fs] == nil {
+				// One node per format, so the automaton compiles it once
+				// (as a rule) however many strings use it.
+				c.formats[fs] = mustRegex(pat)
+			}
+			parts = append(parts, c.formats[fs])
 		} else if !c.unsupported(path, "format", "%q is not supported (supported: %s)", fs, formatNames()) {
 			return empty
 		}
 	}
-	if minLen > 0 || maxLen >= 0 || len(parts) == 0 {
-		chars := repeat(stringChar(), minLen, maxLen)
-		if len(parts) > 0 {
-			// Counted in characters of the unescaped text, which a pattern
-			// or format writes without escapes.
-			chars = repeat(jsonSafeChar(), minLen, maxLen)
-		}
-		parts = append(parts, chars)
+	if len(parts) == 0 {
+		return concat(oneByte('"'), repeat(stringChar(), minLen, maxLen), oneByte('"'))
 	}
 	n := parts[0]
 	for _, p := range parts[1:] {
 		n = and(n, p)
+	}
+	if minLen > 0 || maxLen >= 0 {
+		// Counted in characters of the unescaped text, which a pattern or
+		// format writes without escapes.
+		n = lengthOf(n, minLen, maxLen)
 	}
 	return concat(oneByte('"'), n, oneByte('"'))
 }
@@ -679,28 +684,31 @@ func formatNames() string {
 
 // formats are regular subsets of what each format accepts (so a
 // validator in its strict mode accepts every output): dates name days
-// that exist (leaving out 29 February), times carry a time zone, hosts
-// have at most four labels.
+// that exist (leaving out 29 February), times carry a time zone, host
+// names have at most four labels of at most 32 characters.
 var formats = map[string]string{
 	"date":      dateRe,
 	"time":      timeRe,
 	"date-time": dateRe + "T" + timeRe,
 	"uuid":      `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
-	"email":     `[a-zA-Z0-9_+-]{1,32}(\.[a-zA-Z0-9_+-]{1,32}){0,2}@(` + labelRe + `\.){1,3}[a-zA-Z]{2,8}`,
+	"email":     `[a-zA-Z0-9_+-]+(\.[a-zA-Z0-9_+-]+)*@(` + openLabelRe + `\.)+[a-zA-Z]{2,8}`,
 	"hostname":  labelRe + `(\.` + labelRe + `){0,3}`,
 	"ipv4":      ipv4Re + `(\.` + ipv4Re + `){3}`,
 	"ipv6":      ipv6Re,
-	"uri": `[a-zA-Z][a-zA-Z0-9+.-]{0,15}://` + labelRe + `(\.` + labelRe + `){0,3}(:[0-9]{1,5})?` +
-		`(/(` + uriChar + `)*){0,8}(\?(` + uriChar + `|/|\?)*)?(#(` + uriChar + `|/|\?)*)?`,
+	"uri": `[a-zA-Z][a-zA-Z0-9+.-]*://` + openLabelRe + `(\.` + openLabelRe + `)*(:[0-9]{1,5})?` +
+		`(/(` + uriChar + `)*)*(\?(` + uriChar + `|/|\?)*)?(#(` + uriChar + `|/|\?)*)?`,
 }
 
 const (
 	dateRe  = `[0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))`
 	timeRe  = `([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])`
 	labelRe = `[a-zA-Z0-9]([a-zA-Z0-9-]{0,30}[a-zA-Z0-9])?`
-	ipv4Re  = `(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`
-	h16     = `[0-9a-fA-F]{1,4}`
-	ipv6Re  = `((` + h16 + `:){7}` + h16 + `|(` + h16 + `:){1,7}:|(` + h16 + `:){1,6}:` + h16 +
+	// openLabelRe is a host label where the format puts no bound on its
+	// length (emails, URIs).
+	openLabelRe = `[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?`
+	ipv4Re      = `(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`
+	h16         = `[0-9a-fA-F]{1,4}`
+	ipv6Re      = `((` + h16 + `:){7}` + h16 + `|(` + h16 + `:){1,7}:|(` + h16 + `:){1,6}:` + h16 +
 		`|(` + h16 + `:){1,5}(:` + h16 + `){1,2}|(` + h16 + `:){1,4}(:` + h16 + `){1,3}|(` + h16 + `:){1,3}(:` + h16 + `){1,4}` +
 		`|(` + h16 + `:){1,2}(:` + h16 + `){1,5}|` + h16 + `:(:` + h16 + `){1,6}|:((:` + h16 + `){1,7}|:))`
 	uriChar = `[a-zA-Z0-9._~!$&'()*+,;=:@-]|%[0-9a-fA-F]{2}`
