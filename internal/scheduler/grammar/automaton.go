@@ -298,7 +298,8 @@ func (b *builder) intersect(x, y *node, next int32) int32 {
 // counted compiles the strings x matches of lo to hi (< 0: any) UTF-8
 // characters: x's states paired with the characters read so far (a byte
 // that is not a continuation byte starts one), counting up to the bound
-// that matters.
+// that matters. Under an upper bound, characters beyond the Basic
+// Multilingual Plane are left out (see bmpStringChar).
 func (b *builder) counted(x *node, minChars, maxChars int, next int32) int32 {
 	b.regular++
 	endX := b.add(nstate{kind: nEnd})
@@ -344,6 +345,9 @@ func (b *builder) counted(x *node, minChars, maxChars int, next int32) int32 {
 			var alts []int32
 			for _, r := range [][2]byte{{0, 0x7f}, {0x80, 0xbf}, {0xc0, 0xff}} {
 				lo, hi := max(px.lo, r[0]), min(px.hi, r[1])
+				if maxChars >= 0 && r[0] == 0xc0 {
+					hi = min(hi, 0xef) // no 4-byte characters
+				}
 				if lo > hi {
 					continue
 				}

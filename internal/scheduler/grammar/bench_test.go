@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	mathbits "math/bits"
 	"math/rand/v2"
 	"testing"
@@ -54,16 +55,44 @@ func syntheticVocab(n int) (*Vocab, int32) {
 }
 
 // BenchmarkConstrainedStep is one decoding step of a JSON-schema request
-// at a 151,936-token vocabulary: the mask (cached per DFA state after the
-// first visit), applying it to the logits, and advancing on the token
-// drawn (the draw itself, a scan to an allowed token from a random
-// place, stands in for the sampler, whose cost constraints do not change).
+// at a 151,936-token vocabulary: the mask (cached per automaton state
+// after the first visit), applying it to the logits, and advancing on the
+// token drawn (the draw itself, a scan to an allowed token from a random
+// place, stands in for the sampler, whose cost constraints do not
+// change). The schema is not recursive: the same benchmark runs on the
+// regular automaton this package had before its pushdown matcher
+// (hack/bench-grammar.sh compares the two).
 func BenchmarkConstrainedStep(b *testing.B) {
-	v, eos := syntheticVocab(benchVocabSize)
 	g, err := JSONSchema([]byte(personSchema))
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchSteps(b, g)
+}
+
+// BenchmarkConstrainedStepRecursive is BenchmarkConstrainedStep on a
+// recursive schema (a tree of nodes), which only the pushdown matcher
+// runs: outputs nest, and new stacks keep meeting new automaton states.
+func BenchmarkConstrainedStepRecursive(b *testing.B) {
+	g, err := JSONSchema([]byte(treeSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchSteps(b, g)
+}
+
+// BenchmarkConstrainedStepGBNF is BenchmarkConstrainedStep on llama.cpp's
+// JSON grammar in GBNF.
+func BenchmarkConstrainedStepGBNF(b *testing.B) {
+	g, err := CompileGBNF(context.Background(), jsonGBNF)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchSteps(b, g)
+}
+
+func benchSteps(b *testing.B, g *Grammar) {
+	v, eos := syntheticVocab(benchVocabSize)
 	logits := make([]float32, benchVocabSize)
 	rng := rand.New(rand.NewPCG(1, 1))
 	m := g.NewMatcher(v, []int32{eos})

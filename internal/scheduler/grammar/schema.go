@@ -628,7 +628,7 @@ func (c *schemaConv) convString(s *object, path string) *node {
 		if !ok {
 			return c.fail(path, "pattern", "must be a string")
 		}
-		n, err := regexNode(ps, jsonSafe)
+		n, err := patternNode(ps, jsonSafe)
 		if err != nil {
 			if !c.unsupported(path, "pattern", "%v", err) {
 				return empty
@@ -651,7 +651,11 @@ func (c *schemaConv) convString(s *object, path string) *node {
 		}
 	}
 	if len(parts) == 0 {
-		return concat(oneByte('"'), repeat(stringChar(), minLen, maxLen), oneByte('"'))
+		char := stringChar()
+		if maxLen >= 0 {
+			char = bmpStringChar()
+		}
+		return concat(oneByte('"'), repeat(char, minLen, maxLen), oneByte('"'))
 	}
 	n := parts[0]
 	for _, p := range parts[1:] {
@@ -977,6 +981,23 @@ func stringChar() *node {
 		concat(oneByte('\\'), alt(oneByte('"'), oneByte('\\'), oneByte('/'), oneByte('b'), oneByte('f'),
 			oneByte('n'), oneByte('r'), oneByte('t'),
 			concat(oneByte('u'), repeat(alt(byteRange('0', '9'), byteRange('a', 'f'), byteRange('A', 'F')), 4, 4)))),
+	)
+}
+
+// bmpStringChar is stringChar within the Basic Multilingual Plane (no
+// 4-byte UTF-8, no surrogate escapes): where a length is bounded, a
+// character then counts one whether counted in code points (JSON Schema)
+// or in UTF-16 units (JavaScript's length, which zod checks).
+func bmpStringChar() *node {
+	hex := alt(byteRange('0', '9'), byteRange('a', 'f'), byteRange('A', 'F'))
+	notD := alt(byteRange('0', '9'), byteRange('a', 'c'), byteRange('e', 'f'), byteRange('A', 'C'), byteRange('E', 'F'))
+	lowHalf := alt(byteRange('0', '7'))
+	return alt(
+		byteRange(0x20, 0x21), byteRange(0x23, 0x5b), byteRange(0x5d, 0x7f),
+		utf8Range(0x80, 0xffff),
+		concat(oneByte('\\'), alt(oneByte('"'), oneByte('\\'), oneByte('/'), oneByte('b'), oneByte('f'),
+			oneByte('n'), oneByte('r'), oneByte('t'),
+			concat(oneByte('u'), alt(concat(notD, hex, hex, hex), concat(alt(oneByte('d'), oneByte('D')), lowHalf, hex, hex))))),
 	)
 }
 

@@ -56,6 +56,14 @@ func TestSchemaKeywords(t *testing.T) {
 		{`{"type":"string","format":"email","pattern":"^[a-z]+@example\\.com$"}`, []string{`"ann@example.com"`}, []string{`"ann@example.org"`, `"Ann@example.com"`}},
 		{`{"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":3}`, []string{`"ab"`, `"abc"`}, []string{`"a"`, `"abcd"`, `"AB"`}},
 		{`{"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":5}`, []string{"5", `"a"`}, []string{"4"}},
+		// Bounded strings stay in the Basic Multilingual Plane, where code
+		// points and UTF-16 units agree.
+		{`{"type":"string","maxLength":2}`, []string{`"éa"`, `"\u00e9"`}, []string{`"😀"`, `"\ud83d\ude00"`, `"abc"`}},
+		{`{"type":"string","pattern":"^.+$","maxLength":2}`, []string{`"é"`}, []string{`"😀"`}},
+		// zod 3.25's email pattern, lookaheads and all.
+		{`{"type":"string","pattern":"^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"}`,
+			[]string{`"a.b@x.io"`, `"ann@mail.example.com"`}, []string{`".a@x.io"`, `"a..b@x.io"`, `"a.@x.io"`, `"a@x.i"`}},
+		{`{"type":"string","pattern":"^(?=.*[0-9])[a-z0-9]{3}$"}`, []string{`"ab1"`, `"123"`}, []string{`"abc"`, `"ab12"`}},
 	} {
 		g, err := JSONSchema([]byte(tc.schema))
 		if err != nil {
@@ -218,7 +226,7 @@ func TestCompileStopsWhenCancelled(t *testing.T) {
 // TestLenientDropsAssertions: tool parameters keep their structure and
 // drop (and report) what cannot be enforced; strict compiles refuse it.
 func TestLenientDropsAssertions(t *testing.T) {
-	schema := `{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"uniqueItems":true},"x":{"type":"number","multipleOf":0.5},"s":{"type":"string","format":"color","pattern":"(?=x)"}},"required":["tags"]}`
+	schema := `{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"uniqueItems":true},"x":{"type":"number","multipleOf":0.5},"s":{"type":"string","format":"color","pattern":"(a)\\1"}},"required":["tags"]}`
 	g, dropped, err := CompileJSONSchema(context.Background(), []byte(schema), SchemaOptions{Lenient: true})
 	if err != nil {
 		t.Fatal(err)
