@@ -163,4 +163,3 @@ func complement(n *node) (*node, error) {
 	}
 	return &node{op: opDFA, dfa: d}, nil
 }
-
