@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -116,5 +117,138 @@ func TestStructuredOutputsRefusals(t *testing.T) {
 		if r.status != http.StatusBadRequest || e.Error.Param == nil || *e.Error.Param != tc.param || !strings.Contains(e.Error.Message, tc.mention) {
 			t.Errorf("%s: status %d %s, want 400 naming %s and mentioning %q", tc.extra, r.status, r.body, tc.param, tc.mention)
 		}
+	}
+}
+
+// TestGBNFGrammarRequests: guided_grammar and structured_outputs.grammar
+// take a GBNF grammar, recursion included: every output parses.
+func TestGBNFGrammarRequests(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	const arith = `root ::= expr
+expr ::= term ([+-] term)*
+term ::= [0-9]{1,3} | "(" expr ")"`
+	exprRe := regexp.MustCompile(`^[0-9()+-]+$`)
+	balanced := func(s string) bool {
+		depth := 0
+		for _, c := range s {
+			switch c {
+			case '(':
+				depth++
+			case ')':
+				if depth--; depth < 0 {
+					return false
+				}
+			}
+		}
+		return depth == 0
+	}
+	for seed := range 3 {
+		for _, field := range []string{`"guided_grammar":%s`, `"structured_outputs":{"grammar":%s}`} {
+			g, _ := json.Marshal(arith)
+			body := fmt.Sprintf(`{"prompt":"x","max_tokens":60,"seed":%d,`+field+`}`, seed, g)
+			r := env.post("/v1/completions", body)
+			if r.status != http.StatusOK {
+				t.Fatalf("%s: %d %s", field, r.status, r.body)
+			}
+			var resp openai.CompletionResponse
+			decodeStrict(t, r.body, &resp)
+			if out := resp.Choices[0].Text; !exprRe.MatchString(out) || !balanced(out) || *resp.Choices[0].FinishReason != "stop" {
+				t.Errorf("%s seed %d: %q (finish %s)", field, seed, out, *resp.Choices[0].FinishReason)
+			}
+		}
+	}
+}
+
+// TestRecursiveSchemaRequest: a recursive $ref schema is enforced on
+// the random-weight model.
+func TestRecursiveSchemaRequest(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	schema := `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":9},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["v","kids"]}},"$ref":"#/$defs/node"}`
+	for seed := range 3 {
+		body := fmt.Sprintf(`{"messages":[{"role":"user","content":"tree"}],"max_tokens":300,"seed":%d,"response_format":{"type":"json_schema","json_schema":{"name":"t","strict":true,"schema":%s}}}`, seed, schema)
+		r := env.post("/v1/chat/completions", body)
+		if r.status != http.StatusOK {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		var resp openai.ChatResponse
+		decodeStrict(t, r.body, &resp)
+		if err := jsonschema.Validate([]byte(schema), []byte(resp.Choices[0].Message.Content)); err != nil {
+			t.Errorf("seed %d: %q: %v", seed, resp.Choices[0].Message.Content, err)
+		}
+	}
+}
+
+// TestSchemaDroppedHeader: keywords the decoder cannot enforce are
+// dropped for tool parameters and non-strict response formats, named in
+// X-Kvpilot-Schema-Dropped, and refused under strict: true.
+func TestSchemaDroppedHeader(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	params := `{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":4},"uniqueItems":true,"maxItems":2},"n":{"type":"number","multipleOf":0.25}},"required":["tags"]}`
+	for _, tc := range []struct {
+		name, extra, want string
+		status            int
+	}{
+		{"tools required", `"tools":[{"type":"function","function":{"name":"f","parameters":` + params + `}}],"tool_choice":"required"`, "multipleOf,uniqueItems", 200},
+		{"response_format", `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + params + `}}`, "multipleOf,uniqueItems", 200},
+		{"response_format strict", `"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":` + params + `}}`, "", 400},
+		{"enforceable", `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer","minimum":1}}}`, "", 200},
+	} {
+		r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":200,"seed":1,`+tc.extra+`}`)
+		if r.status != tc.status || r.header.Get(SchemaDroppedHeader) != tc.want {
+			t.Errorf("%s: %d, %s %q, want %d %q: %s", tc.name, r.status, SchemaDroppedHeader, r.header.Get(SchemaDroppedHeader), tc.status, tc.want, r.body)
+			continue
+		}
+		if tc.status != 200 {
+			continue
+		}
+		var resp openai.ChatResponse
+		decodeStrict(t, r.body, &resp)
+		doc := resp.Choices[0].Message.Content
+		if calls := resp.Choices[0].Message.ToolCalls; len(calls) > 0 {
+			doc = calls[0].Function.Arguments
+		}
+		// The structure holds even where assertions were dropped.
+		var v any
+		if err := json.Unmarshal([]byte(doc), &v); err != nil {
+			t.Errorf("%s: %q is not JSON: %v", tc.name, doc, err)
+		}
+	}
+}
+
+// TestCompileCache: schemas differing in spacing share an entry, the
+// cache keeps refusals, forgets compiles cut short by the request's
+// context, and holds at most grammarCacheEntries entries.
+func TestCompileCache(t *testing.T) {
+	gs := newGrammars(300, nil)
+	compileSchema := func(ctx context.Context, schema string) (compiled, *openai.Error) {
+		return gs.compileOutput(ctx, &openai.OutputConstraint{Kind: openai.ConstraintJSONSchema, Param: "p", Schema: json.RawMessage(schema)})
+	}
+	a, err := compileSchema(context.Background(), `{"type": "object", "properties": {"a": {"type": "integer"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := compileSchema(context.Background(), `{"type":"object","properties":{"a":{"type":"integer"}}}`)
+	if a.g != b.g {
+		t.Error("spacing made two entries")
+	}
+	if _, err := compileSchema(context.Background(), `{"type":"string","format":"color"}`); err == nil {
+		t.Fatal("unknown format compiled")
+	}
+	n := gs.lru.Len()
+	if _, err := compileSchema(context.Background(), `{"type":"string","format":"color"}`); err == nil || gs.lru.Len() != n {
+		t.Errorf("refusal not kept: %v, %d entries then %d", err, n, gs.lru.Len())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := compileSchema(ctx, `{"type":"integer","minimum":7}`); err == nil || gs.lru.Len() != n {
+		t.Errorf("cancelled compile: %v, %d entries (want %d)", err, gs.lru.Len(), n)
+	}
+	for i := range grammarCacheEntries + 10 {
+		if _, err := compileSchema(context.Background(), fmt.Sprintf(`{"type":"integer","minimum":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gs.lru.Len() != grammarCacheEntries || len(gs.cache) != grammarCacheEntries {
+		t.Errorf("%d entries, bound %d", gs.lru.Len(), grammarCacheEntries)
 	}
 }
