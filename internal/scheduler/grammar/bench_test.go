@@ -67,7 +67,7 @@ func BenchmarkConstrainedStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchSteps(b, g)
+	benchSteps(b, g, true)
 }
 
 // BenchmarkConstrainedStepRecursive is BenchmarkConstrainedStep on a
@@ -78,7 +78,7 @@ func BenchmarkConstrainedStepRecursive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchSteps(b, g)
+	benchSteps(b, g, true)
 }
 
 // BenchmarkConstrainedStepGBNF is BenchmarkConstrainedStep on llama.cpp's
@@ -88,31 +88,27 @@ func BenchmarkConstrainedStepGBNF(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchSteps(b, g)
+	benchSteps(b, g, true)
 }
 
-func benchSteps(b *testing.B, g *Grammar) {
-	v, eos := syntheticVocab(benchVocabSize)
-	logits := make([]float32, benchVocabSize)
-	rng := rand.New(rand.NewPCG(1, 1))
-	m := g.NewMatcher(v, []int32{eos})
-	const maxTokens = 256
-	step := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		mask := m.Mask(maxTokens - step)
-		sampling.ApplyMask(logits, mask)
-		tok := pick(mask, rng)
-		if !m.Advance(tok) {
-			b.Fatalf("allowed token %d refused", tok)
-		}
-		step++
-		if m.Done() || step == maxTokens {
-			m = g.NewMatcher(v, []int32{eos})
-			step = 0
-		}
+// BenchmarkMatcherStepRecursive is BenchmarkMatcherStep (the matcher
+// alone) on the recursive tree schema.
+func BenchmarkMatcherStepRecursive(b *testing.B) {
+	g, err := JSONSchema([]byte(treeSchema))
+	if err != nil {
+		b.Fatal(err)
 	}
+	benchSteps(b, g, false)
+}
+
+// BenchmarkMatcherStepGBNF is BenchmarkMatcherStep on llama.cpp's JSON
+// grammar in GBNF.
+func BenchmarkMatcherStepGBNF(b *testing.B) {
+	g, err := CompileGBNF(context.Background(), jsonGBNF)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchSteps(b, g, false)
 }
 
 // BenchmarkApplyMask is the per-step cost of masking alone, for a mask

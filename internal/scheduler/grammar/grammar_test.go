@@ -106,6 +106,7 @@ func TestSchemaRefusesUnsupportedKeywords(t *testing.T) {
 		{`{"allOf":[{"properties":{"a":{}},"additionalProperties":false},{"properties":{"b":{}}}]}`, "allOf"},
 		{`{"type":"string","format":"color"}`, "format"},
 		{`{"type":"array","uniqueItems":true}`, "uniqueItems"},
+		{`{"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false}`, "required"},
 		{`{"type":"number","multipleOf":0.5}`, "multipleOf"},
 		{`{"type":"integer","multipleOf":1000000}`, "multipleOf"},
 		// Left recursion, and a recursion that never ends.

@@ -226,6 +226,9 @@ func (g *Grammar) intern(frames []*frame, accept, returns bool) *dstate {
 // step returns the state after byte c from d, or nil. The caller holds
 // g.mu.
 func (g *Grammar) step(d *dstate, c byte) *dstate {
+	if d == deadState { // shared by every grammar: never written
+		return nil
+	}
 	if n := d.next[c]; n != nil {
 		if n == deadState {
 			return nil

@@ -843,23 +843,6 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 	if !ok {
 		return empty
 	}
-	required := map[string]bool{}
-	if r, ok := s.vals["required"]; ok {
-		l, ok := r.([]any)
-		if !ok {
-			return c.fail(path, "required", "must be an array of strings")
-		}
-		for _, e := range l {
-			name, ok := e.(string)
-			if !ok {
-				return c.fail(path, "required", "must be an array of strings")
-			}
-			if props == nil || props.vals[name] == nil {
-				return c.fail(path, "required", "names %q, which is not in properties", name)
-			}
-			required[name] = true
-		}
-	}
 	// additionalProperties: absent means false when properties are given
 	// (strict), any value otherwise.
 	var extra *node
@@ -875,6 +858,30 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 	default:
 		extra = c.conv(ap, path+"/additionalProperties")
 	}
+	required := map[string]bool{}
+	// unlisted are required names properties does not list: they are
+	// written after the listed ones, with additionalProperties' values
+	// (any value when it is absent).
+	var unlisted []string
+	if r, ok := s.vals["required"]; ok {
+		l, ok := r.([]any)
+		if !ok {
+			return c.fail(path, "required", "must be an array of strings")
+		}
+		for _, e := range l {
+			name, ok := e.(string)
+			if !ok {
+				return c.fail(path, "required", "must be an array of strings")
+			}
+			if (props == nil || props.vals[name] == nil) && !required[name] {
+				if ap, isBool := s.vals["additionalProperties"].(bool); isBool && !ap {
+					return c.fail(path, "required", "names %q, which is not in properties, and additionalProperties is false", name)
+				}
+				unlisted = append(unlisted, name)
+			}
+			required[name] = true
+		}
+	}
 	var names []string
 	var values []*node
 	if props != nil {
@@ -882,6 +889,14 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 			names = append(names, name)
 			values = append(values, c.conv(props.vals[name], path+"/properties/"+name))
 		}
+	}
+	for _, name := range unlisted {
+		v := extra
+		if v == nil {
+			v = anyValue()
+		}
+		names = append(names, name)
+		values = append(values, v)
 	}
 	if c.err != nil {
 		return empty

@@ -56,6 +56,8 @@ func TestSchemaKeywords(t *testing.T) {
 		{`{"type":"string","format":"email","pattern":"^[a-z]+@example\\.com$"}`, []string{`"ann@example.com"`}, []string{`"ann@example.org"`, `"Ann@example.com"`}},
 		{`{"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":3}`, []string{`"ab"`, `"abc"`}, []string{`"a"`, `"abcd"`, `"AB"`}},
 		{`{"anyOf":[{"type":"integer"},{"type":"string"}],"minimum":5}`, []string{"5", `"a"`}, []string{"4"}},
+		// A required name properties does not list.
+		{`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a","b"]}`, []string{`{"a":1,"b":"x"}`}, []string{`{"a":1}`, `{"b":1}`}},
 		// Bounded strings stay in the Basic Multilingual Plane, where code
 		// points and UTF-16 units agree.
 		{`{"type":"string","maxLength":2}`, []string{`"éa"`, `"\u00e9"`}, []string{`"😀"`, `"\ud83d\ude00"`, `"abc"`}},
