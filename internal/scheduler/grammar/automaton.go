@@ -219,127 +219,127 @@ func (b *builder) rawDFA(d *rawDFA, next int32) int32 {
 		if d.accept[i] {
 			alts = append(alts, next)
 		}
-		if len(alts) == 0 {
-			alts = append(alts, b.dead())
-		}
-		s := alts[len(alts)-1]
-		for j := len(alts) - 2; j >= 1; j-- {
-			s = b.add(nstate{kind: nSplit, out: alts[j], out1: s})
-		}
+		st := b.choice(alts, b.dead)
 		if b.err != nil {
 			return 0
 		}
-		if len(alts) == 1 {
-			// A split to one place is an epsilon move.
-			b.states[entry[i]] = nstate{kind: nSplit, out: s, out1: s}
-		} else {
-			b.states[entry[i]] = nstate{kind: nSplit, out: alts[0], out1: s}
-		}
+		b.states[entry[i]] = st
 	}
 	return entry[0]
 }
 
-// intersect compiles the product of two regular expressions: the states
-// of each are compiled apart (ending in their own end markers), and the
-// pairs reachable from the two starts become states continuing to next.
-func (b *builder) intersect(x, y *node, next int32) int32 {
+// fragment compiles x (regular: no rule calls) on its own, ending in an
+// end marker of its own, for a construction over its states.
+func (b *builder) fragment(x *node) (start, end int32) {
 	b.regular++
-	endX := b.add(nstate{kind: nEnd})
-	endY := b.add(nstate{kind: nEnd})
-	sx := b.compile(x, endX)
-	sy := b.compile(y, endY)
+	end = b.add(nstate{kind: nEnd})
+	start = b.compile(x, end)
 	b.regular--
+	return start, end
+}
+
+// pairs numbers the states of a product construction: each pair met gets
+// a state, filled when its turn on the work list comes.
+type pairs[P comparable] struct {
+	b    *builder
+	ids  map[P]int32
+	work []P
+	dead int32
+}
+
+func newPairs[P comparable](b *builder) *pairs[P] {
+	return &pairs[P]{b: b, ids: map[P]int32{}, dead: -1}
+}
+
+func (ps *pairs[P]) id(p P) int32 {
+	if s, ok := ps.ids[p]; ok {
+		return s
+	}
+	s := ps.b.add(nstate{})
+	ps.ids[p] = s
+	ps.work = append(ps.work, p)
+	return s
+}
+
+// deadState is one state matching nothing, shared by the construction.
+func (ps *pairs[P]) deadState() int32 {
+	if ps.dead < 0 {
+		ps.dead = ps.b.dead()
+	}
+	return ps.dead
+}
+
+// run fills each pair's state with what fill returns until no pair is
+// left.
+func (ps *pairs[P]) run(fill func(p P) nstate) {
+	for len(ps.work) > 0 && ps.b.err == nil {
+		p := ps.work[len(ps.work)-1]
+		ps.work = ps.work[:len(ps.work)-1]
+		st := fill(p)
+		if ps.b.err == nil {
+			ps.b.states[ps.ids[p]] = st
+		}
+	}
+}
+
+// intersect compiles the product of two regular expressions: the states
+// of each are compiled apart, and the pairs reachable from the two starts
+// become states continuing to next.
+func (b *builder) intersect(x, y *node, next int32) int32 {
+	sx, endX := b.fragment(x)
+	sy, endY := b.fragment(y)
 	if b.err != nil {
 		return 0
 	}
 	type pair struct{ x, y int32 }
-	ids := map[pair]int32{}
-	dead := int32(-1)
-	var work []pair
+	ps := newPairs[pair](b)
 	id := func(p pair) int32 {
 		if p.x == endX && p.y == endY {
 			return next
 		}
-		if s, ok := ids[p]; ok {
-			return s
-		}
-		s := b.add(nstate{})
-		ids[p] = s
-		work = append(work, p)
-		return s
+		return ps.id(p)
 	}
 	start := id(pair{sx, sy})
-	for len(work) > 0 && b.err == nil {
-		p := work[len(work)-1]
-		work = work[:len(work)-1]
-		s := ids[p]
+	ps.run(func(p pair) nstate {
 		px, py := b.states[p.x], b.states[p.y]
-		var st nstate
 		switch {
 		case px.kind == nSplit:
-			st = nstate{kind: nSplit, out: id(pair{px.out, p.y}), out1: id(pair{px.out1, p.y})}
+			return nstate{kind: nSplit, out: id(pair{px.out, p.y}), out1: id(pair{px.out1, p.y})}
 		case py.kind == nSplit:
-			st = nstate{kind: nSplit, out: id(pair{p.x, py.out}), out1: id(pair{p.x, py.out1})}
+			return nstate{kind: nSplit, out: id(pair{p.x, py.out}), out1: id(pair{p.x, py.out1})}
 		case px.kind == nRange && py.kind == nRange && max(px.lo, py.lo) <= min(px.hi, py.hi):
-			st = nstate{kind: nRange, lo: max(px.lo, py.lo), hi: min(px.hi, py.hi), out: id(pair{px.out, py.out})}
-		default: // one side ended, or the byte ranges are disjoint
-			if dead < 0 {
-				dead = b.dead()
-			}
-			st = nstate{kind: nSplit, out: dead, out1: dead}
+			return nstate{kind: nRange, lo: max(px.lo, py.lo), hi: min(px.hi, py.hi), out: id(pair{px.out, py.out})}
 		}
-		if b.err == nil {
-			b.states[s] = st
-		}
-	}
+		// One side ended, or the byte ranges are disjoint.
+		return nstate{kind: nSplit, out: ps.deadState(), out1: ps.deadState()}
+	})
 	return start
 }
 
-// counted compiles the strings x matches of lo to hi (< 0: any) UTF-8
-// characters: x's states paired with the characters read so far (a byte
-// that is not a continuation byte starts one), counting up to the bound
-// that matters. Under an upper bound, characters beyond the Basic
-// Multilingual Plane are left out (see bmpStringChar).
+// counted compiles the strings x matches of minChars to maxChars (< 0:
+// any) UTF-8 characters: x's states paired with the characters read so
+// far (a byte that is not a continuation byte starts one), counting up to
+// the bound that matters. Under an upper bound, characters beyond the
+// Basic Multilingual Plane are left out (see bmpStringChar).
 func (b *builder) counted(x *node, minChars, maxChars int, next int32) int32 {
-	b.regular++
-	endX := b.add(nstate{kind: nEnd})
-	sx := b.compile(x, endX)
-	b.regular--
+	sx, _ := b.fragment(x)
 	if b.err != nil {
 		return 0
 	}
 	type pair struct{ x, n int32 }
-	ids := map[pair]int32{}
-	dead := int32(-1)
-	deadState := func() int32 {
-		if dead < 0 {
-			dead = b.dead()
-		}
-		return dead
-	}
-	var work []pair
+	ps := newPairs[pair](b)
 	id := func(p pair) int32 {
 		if maxChars >= 0 && int(p.n) > maxChars {
-			return deadState()
+			return ps.deadState()
 		}
-		if s, ok := ids[p]; ok {
-			return s
-		}
-		s := b.add(nstate{})
-		ids[p] = s
-		work = append(work, p)
-		return s
+		return ps.id(p)
 	}
 	start := id(pair{sx, 0})
-	for len(work) > 0 && b.err == nil {
-		p := work[len(work)-1]
-		work = work[:len(work)-1]
-		s := ids[p]
+	ps.run(func(p pair) nstate {
 		px := b.states[p.x]
-		var st nstate
 		switch px.kind {
 		case nSplit:
-			st = nstate{kind: nSplit, out: id(pair{px.out, p.n}), out1: id(pair{px.out1, p.n})}
+			return nstate{kind: nSplit, out: id(pair{px.out, p.n}), out1: id(pair{px.out1, p.n})}
 		case nRange:
 			// Split the range where bytes stop or start counting.
 			var alts []int32
@@ -360,28 +360,28 @@ func (b *builder) counted(x *node, minChars, maxChars int, next int32) int32 {
 				}
 				alts = append(alts, b.add(nstate{kind: nRange, lo: lo, hi: hi, out: id(pair{px.out, n})}))
 			}
-			switch len(alts) {
-			case 0:
-				st = nstate{kind: nSplit, out: deadState(), out1: deadState()}
-			case 1:
-				st = nstate{kind: nSplit, out: alts[0], out1: alts[0]}
-			case 2:
-				st = nstate{kind: nSplit, out: alts[0], out1: alts[1]}
-			default:
-				st = nstate{kind: nSplit, out: alts[0], out1: b.add(nstate{kind: nSplit, out: alts[1], out1: alts[2]})}
-			}
-		default: // x ended
-			if int(p.n) >= minChars {
-				st = nstate{kind: nSplit, out: next, out1: next}
-			} else {
-				st = nstate{kind: nSplit, out: deadState(), out1: deadState()}
-			}
+			return b.choice(alts, ps.deadState)
 		}
-		if b.err == nil {
-			b.states[s] = st
+		// x ended.
+		if int(p.n) >= minChars {
+			return nstate{kind: nSplit, out: next, out1: next}
 		}
-	}
+		return nstate{kind: nSplit, out: ps.deadState(), out1: ps.deadState()}
+	})
 	return start
+}
+
+// choice is a state going on to any one of alts (a dead end when there
+// are none).
+func (b *builder) choice(alts []int32, dead func() int32) nstate {
+	if len(alts) == 0 {
+		alts = append(alts, dead())
+	}
+	s := alts[len(alts)-1]
+	for j := len(alts) - 2; j >= 1; j-- {
+		s = b.add(nstate{kind: nSplit, out: alts[j], out1: s})
+	}
+	return nstate{kind: nSplit, out: alts[0], out1: s}
 }
 
 // program is a compiled constraint: NFA states and rule starts (rule 0 is
@@ -479,31 +479,40 @@ func (p *program) distances() []int32 {
 	return dist
 }
 
+// reach visits the states reachable from starts, each once, going on to
+// the states visit returns.
+func reach(nfa []nstate, starts []int32, visit func(s int32, st nstate) []int32) {
+	seen := map[int32]bool{}
+	stack := append([]int32(nil), starts...)
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		stack = append(stack, visit(s, nfa[s])...)
+	}
+}
+
 // leftRecursive returns a rule that can call itself without reading a
 // byte, or -1.
 func (p *program) leftRecursive() int {
 	// calls[r] are the rules r can call before reading a byte.
 	calls := make([][]int32, len(p.starts))
 	for r, start := range p.starts {
-		seen := map[int32]bool{}
-		stack := []int32{start}
-		for len(stack) > 0 {
-			s := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[s] {
-				continue
-			}
-			seen[s] = true
-			switch st := p.nfa[s]; st.kind {
+		reach(p.nfa, []int32{start}, func(s int32, st nstate) []int32 {
+			switch st.kind {
 			case nSplit:
-				stack = append(stack, st.out, st.out1)
+				return []int32{st.out, st.out1}
 			case nCall:
 				calls[r] = append(calls[r], st.out1)
 				if p.dist[p.starts[st.out1]] == 0 { // nullable: may be skipped
-					stack = append(stack, st.out)
+					return []int32{st.out}
 				}
 			}
-		}
+			return nil
+		})
 	}
 	const (
 		white = iota

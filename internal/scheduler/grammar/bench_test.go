@@ -64,10 +64,7 @@ func syntheticVocab(n int) (*Vocab, int32) {
 // (hack/bench-grammar.sh compares the two).
 func BenchmarkConstrainedStep(b *testing.B) {
 	g, err := JSONSchema([]byte(personSchema))
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchSteps(b, g, true)
+	benchCompiled(b, g, err, true)
 }
 
 // BenchmarkConstrainedStepRecursive is BenchmarkConstrainedStep on a
@@ -75,40 +72,36 @@ func BenchmarkConstrainedStep(b *testing.B) {
 // runs: outputs nest, and new stacks keep meeting new automaton states.
 func BenchmarkConstrainedStepRecursive(b *testing.B) {
 	g, err := JSONSchema([]byte(treeSchema))
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchSteps(b, g, true)
+	benchCompiled(b, g, err, true)
 }
 
 // BenchmarkConstrainedStepGBNF is BenchmarkConstrainedStep on llama.cpp's
 // JSON grammar in GBNF.
 func BenchmarkConstrainedStepGBNF(b *testing.B) {
 	g, err := CompileGBNF(context.Background(), jsonGBNF)
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchSteps(b, g, true)
+	benchCompiled(b, g, err, true)
 }
 
 // BenchmarkMatcherStepRecursive is BenchmarkMatcherStep (the matcher
 // alone) on the recursive tree schema.
 func BenchmarkMatcherStepRecursive(b *testing.B) {
 	g, err := JSONSchema([]byte(treeSchema))
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchSteps(b, g, false)
+	benchCompiled(b, g, err, false)
 }
 
 // BenchmarkMatcherStepGBNF is BenchmarkMatcherStep on llama.cpp's JSON
 // grammar in GBNF.
 func BenchmarkMatcherStepGBNF(b *testing.B) {
 	g, err := CompileGBNF(context.Background(), jsonGBNF)
+	benchCompiled(b, g, err, false)
+}
+
+// benchCompiled is benchSteps on a grammar just compiled.
+func benchCompiled(b *testing.B, g *Grammar, err error, applyMask bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchSteps(b, g, false)
+	benchSteps(b, g, applyMask)
 }
 
 // BenchmarkApplyMask is the per-step cost of masking alone, for a mask

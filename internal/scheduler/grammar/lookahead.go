@@ -84,29 +84,19 @@ func groupEnd(s string) int {
 // determinized automaton.
 func complement(n *node) (*node, error) {
 	b := newBuilder(context.Background())
-	b.regular++
-	end := b.add(nstate{kind: nEnd})
-	start := b.compile(n, end)
+	start, end := b.fragment(n)
 	if b.err != nil {
 		return nil, b.err
 	}
 	closure := func(set []int32) []int32 {
-		seen := map[int32]bool{}
 		var out []int32
-		stack := append([]int32(nil), set...)
-		for len(stack) > 0 {
-			s := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[s] {
-				continue
-			}
-			seen[s] = true
-			if st := b.states[s]; st.kind == nSplit {
-				stack = append(stack, st.out, st.out1)
-				continue
+		reach(b.states, set, func(s int32, st nstate) []int32 {
+			if st.kind == nSplit {
+				return []int32{st.out, st.out1}
 			}
 			out = append(out, s)
-		}
+			return nil
+		})
 		slices.Sort(out)
 		return out
 	}
