@@ -13,8 +13,9 @@
 #     unchanged (it uses only the API both versions have);
 #   step: a decoding step (mask, masking the logits, advance):
 #     BenchmarkConstrainedStep, the benchmark BASE already has.
-# The pushdown arms add a recursive tree schema and llama.cpp's JSON
-# grammar in GBNF, which only the pushdown matcher runs.
+# The pushdown arms add a recursive tree schema, llama.cpp's JSON grammar
+# in GBNF and lists nested without bound (deep: new stacks at most
+# steps), which only the pushdown matcher runs.
 set -euo pipefail
 base=${1:?usage: hack/bench-grammar.sh BASE-COMMIT}
 reps=${REPS:-5}
@@ -33,6 +34,7 @@ arms=(
 	"pushdown-matcher pushdown BenchmarkMatcherStep"
 	"pushdown-matcher-recursive pushdown BenchmarkMatcherStepRecursive"
 	"pushdown-matcher-gbnf pushdown BenchmarkMatcherStepGBNF"
+	"pushdown-matcher-deep pushdown BenchmarkMatcherStepDeep"
 	"regular-step regular BenchmarkConstrainedStep"
 	"pushdown-step pushdown BenchmarkConstrainedStep"
 	"pushdown-step-recursive pushdown BenchmarkConstrainedStepRecursive"

@@ -96,6 +96,18 @@ func BenchmarkMatcherStepGBNF(b *testing.B) {
 	benchCompiled(b, g, err, false)
 }
 
+// deepGBNF nests lists of strings without bound: decoding noise keeps
+// meeting stacks it has not seen, so most steps build new automaton
+// states and masks (the pushdown matcher's worst case for its caches).
+const deepGBNF = `root ::= "[" (item ("," item)*)? "]"
+item ::= root | "\"" [^"\\]* "\""`
+
+// BenchmarkMatcherStepDeep is BenchmarkMatcherStep on deepGBNF.
+func BenchmarkMatcherStepDeep(b *testing.B) {
+	g, err := CompileGBNF(context.Background(), deepGBNF)
+	benchCompiled(b, g, err, false)
+}
+
 // benchCompiled is benchSteps on a grammar just compiled.
 func benchCompiled(b *testing.B, g *Grammar, err error, applyMask bool) {
 	if err != nil {
