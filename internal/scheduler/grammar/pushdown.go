@@ -87,6 +87,7 @@ type Grammar struct {
 	acceptAll *dstate
 	positions map[int32]*positionMask
 	masks     int // masks cached in states
+	resets    int // times the tables started afresh
 	seen      map[seenKey]struct{}
 	scratch   []item
 	key       []byte
@@ -207,6 +208,7 @@ func (g *Grammar) intern(frames []*frame, accept, returns bool) *dstate {
 	}
 	if len(g.index) >= maxStates {
 		// The old states stay valid for the matchers that hold them.
+		g.resets++
 		g.index = map[string]*dstate{}
 		g.frames = map[frameKey]*frame{}
 		g.masks = 0

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -289,5 +290,71 @@ func TestRandomOutputsOfNewKeywordsValidate(t *testing.T) {
 				t.Fatalf("%s: output %q: %v", s, out, err)
 			}
 		}
+	}
+}
+
+// TestStatesStayBounded: decoding a grammar that nests without bound,
+// concurrently, keeps meeting new stacks; the states interned stay within
+// maxStates (the tables start afresh, matchers keep what they hold) and
+// every output is still matched.
+func TestStatesStayBounded(t *testing.T) {
+	// Two brackets return to two places: stacks are strings over them.
+	g, err := CompileGBNF(context.Background(), "root ::= \"[\" root? \"]\" | \"(\" root? \")\"")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, eos := testVocab()
+	done := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range 150 {
+				m := g.NewMatcher(v, []int32{eos})
+				var out []byte
+				for i := range 400 {
+					mask := m.Mask(400 - i)
+					var allowed []int32
+					for id := range int32(v.Size()) {
+						if mask[id>>6]&(1<<(uint(id)&63)) != 0 {
+							allowed = append(allowed, id)
+						}
+					}
+					if len(allowed) == 0 {
+						done <- fmt.Errorf("no token allowed after %q", out)
+						return
+					}
+					tok := allowed[rng.IntN(len(allowed))]
+					if open := []int32{'[', '('}[rng.IntN(2)]; slices.Contains(allowed, open) && rng.IntN(4) > 0 {
+						tok = open // nest: deeper stacks are new ones
+					}
+					if !m.Advance(tok) {
+						done <- fmt.Errorf("allowed token %d refused", tok)
+						return
+					}
+					if tok == eos {
+						break
+					}
+					if out = append(out, v.TokenBytes(tok)...); m.Done() {
+						break
+					}
+				}
+				if !g.Accepts(out) {
+					done <- fmt.Errorf("output %q not matched", out)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.mu.Lock()
+	n, resets := len(g.index), g.resets
+	g.mu.Unlock()
+	if n > maxStates || resets == 0 {
+		t.Errorf("%d states interned (bound %d), tables started afresh %d times (want some)", n, maxStates, resets)
 	}
 }
