@@ -252,3 +252,26 @@ func TestCompileCache(t *testing.T) {
 		t.Errorf("%d entries, bound %d", gs.lru.Len(), grammarCacheEntries)
 	}
 }
+
+// TestDeepRefChainRequest: issue 20's schema (dN = anyOf[dN-1, array of
+// dN-1], 16 deep), which used to take a pod past 3 GB, is answered at
+// once over HTTP, its output valid.
+func TestDeepRefChainRequest(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	var defs strings.Builder
+	defs.WriteString(`"d0":{"type":"integer"}`)
+	for i := 1; i <= 16; i++ {
+		fmt.Fprintf(&defs, `,"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"type":"array","items":{"$ref":"#/$defs/d%d"}}]}`, i, i-1, i-1)
+	}
+	schema := `{"$defs":{` + defs.String() + `},"$ref":"#/$defs/d16"}`
+	r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":100,"seed":2,
+		"response_format":{"type":"json_schema","json_schema":{"name":"chain","strict":true,"schema":`+schema+`}}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var resp openai.ChatResponse
+	decodeStrict(t, r.body, &resp)
+	if err := jsonschema.Validate([]byte(schema), []byte(resp.Choices[0].Message.Content)); err != nil {
+		t.Errorf("%q: %v", resp.Choices[0].Message.Content, err)
+	}
+}

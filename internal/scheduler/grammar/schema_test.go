@@ -218,11 +218,17 @@ func TestCompileStopsWhenCancelled(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatalf("compile still running 1 s after cancel (the whole compile takes %v)", full)
 	}
+	// A compile refused at the state budget leaves nothing behind.
+	var before, after runtime.MemStats
 	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	if ms.HeapAlloc > 256<<20 {
-		t.Errorf("heap holds %d bytes after refused compiles", ms.HeapAlloc)
+	runtime.ReadMemStats(&before)
+	if _, _, err := CompileJSONSchema(context.Background(), []byte(bigSchema(400)), SchemaOptions{}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("bigSchema(400): %v, want the state budget's refusal", err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 8<<20 {
+		t.Errorf("the heap grew %d bytes across a refused compile", grown)
 	}
 }
 
