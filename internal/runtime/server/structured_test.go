@@ -3,14 +3,17 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
 	"github.com/kvpilot/kvpilot/internal/util/testing/jsonschema"
 )
 
@@ -273,5 +276,48 @@ func TestDeepRefChainRequest(t *testing.T) {
 	decodeStrict(t, r.body, &resp)
 	if err := jsonschema.Validate([]byte(schema), []byte(resp.Choices[0].Message.Content)); err != nil {
 		t.Errorf("%q: %v", resp.Choices[0].Message.Content, err)
+	}
+}
+
+// TestDisconnectStopsCompile: a client that leaves while its schema
+// compiles stops the compile. The schema's compile, run to its end, is
+// refused at the state budget, and a refusal is cached; a compile the
+// disconnect stopped is not: nothing is cached well after the compile
+// would have finished.
+func TestDisconnectStopsCompile(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	var props strings.Builder
+	for i := range 150 {
+		if i > 0 {
+			props.WriteByte(',')
+		}
+		fmt.Fprintf(&props, `"p%d":{"type":"string","format":"email","pattern":"^[a-z.]{1,40}@[a-z]{1,30}\\.com$","maxLength":60}`, i)
+	}
+	schema := `{"type":"object","properties":{` + props.String() + `}}`
+	start := time.Now()
+	if _, _, err := grammar.CompileJSONSchema(context.Background(), []byte(schema), grammar.SchemaOptions{Lenient: true}); !errors.Is(err, grammar.ErrTooLarge) {
+		t.Fatalf("the schema compiles to %v, want the state budget's refusal", err)
+	}
+	full := time.Since(start)
+	if full < 20*time.Millisecond {
+		t.Skipf("the compile takes %v here: too short to leave half-way", full)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	body := `{"messages":[{"role":"user","content":"x"}],"max_tokens":50,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + schema + `}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(full/4, cancel)
+	if resp, err := env.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the request finished (%d) before the client left", resp.StatusCode)
+	}
+	time.Sleep(2*full + 200*time.Millisecond)
+	env.srv.grammars.mu.Lock()
+	cached := env.srv.grammars.lru.Len()
+	env.srv.grammars.mu.Unlock()
+	if cached != 0 {
+		t.Errorf("%d compiles cached after the client left: the compile ran to its end", cached)
 	}
 }
