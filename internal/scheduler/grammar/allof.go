@@ -3,7 +3,6 @@ package grammar
 import (
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"slices"
 )
 
@@ -202,8 +201,8 @@ func tighter(m *object, k string, old, v any, sign int) string {
 		}
 		return ""
 	}
-	ra, ok1 := new(big.Rat).SetString(string(a))
-	rb, ok2 := new(big.Rat).SetString(string(b))
+	ra, ok1 := exactNumber(string(a))
+	rb, ok2 := exactNumber(string(b))
 	if !ok1 || !ok2 {
 		return fmt.Sprintf("%q must be a number", k)
 	}

@@ -516,13 +516,41 @@ func (c *schemaConv) numberKeyword(s *object, path, kw string) (*big.Rat, bool) 
 		c.fail(path, kw, "must be a number")
 		return nil, false
 	}
-	r, ok := new(big.Rat).SetString(string(num))
+	r, ok := exactNumber(string(num))
 	if !ok {
 		c.fail(path, kw, "must be a number")
 		return nil, false
 	}
 	return r, true
 }
+
+// maxExponent bounds the decimal exponents read exactly: beyond it a
+// value is as good as unbounded (or as zero, its sign kept) for every
+// bound and multiple the compiler writes, and an exact 1e999999 would
+// cost time and memory.
+const maxExponent = 40
+
+// exactNumber reads a JSON number as an exact rational, its exponent
+// clamped to ±maxExponent.
+func exactNumber(s string) (*big.Rat, bool) {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		exp, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || exp > maxExponent || exp < -maxExponent {
+			mant, ok := new(big.Rat).SetString(s[:i])
+			if !ok {
+				return nil, false
+			}
+			e := maxExponent
+			if err == nil && exp < 0 || err != nil && strings.HasPrefix(s[i+1:], "-") {
+				e = -maxExponent
+			}
+			return mant.Mul(mant, new(big.Rat).SetFrac(pow10Int(max(e, 0)), pow10Int(max(-e, 0)))), true
+		}
+	}
+	return new(big.Rat).SetString(s)
+}
+
+func pow10Int(n int) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil) }
 
 // bounds reads one side of a range: the plain keyword (inclusive), the
 // exclusive one (a number, or draft 4's boolean turning the plain one

@@ -36,6 +36,9 @@ func TestSchemaKeywords(t *testing.T) {
 		{`{"type":"number","minimum":0,"maximum":10}`, []string{"0", "10", "9.99", "0.5", "3"}, []string{"-0.5", "-1", "10.5", "11", "1e3"}},
 		{`{"type":"number","exclusiveMinimum":-2.5,"maximum":-1}`, []string{"-2", "-1", "-1.5"}, []string{"-2.5", "-3", "0", "-0.5"}},
 		{`{"type":"number","minimum":0.25}`, []string{"1", "1.5", "123"}, []string{"0", "0.1", "-1"}},
+		// Exponents past ±40 are read as such, not computed exactly.
+		{`{"type":"integer","minimum":1e-999999,"maximum":1e999999}`, []string{"1", "9999999999999999"}, []string{"0", "-1"}},
+		{`{"type":"number","exclusiveMaximum":-5E-99999}`, []string{"-1", "-1.5"}, []string{"0", "1"}},
 		{`{"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false}`,
 			[]string{`[]`, `[1]`, `[1,"a"]`}, []string{`[1,"a",2]`, `["a"]`}},
 		{`{"type":"array","prefixItems":[{"type":"integer"}],"items":{"type":"boolean"},"minItems":2,"maxItems":3}`,
