@@ -3,8 +3,11 @@ package grammar
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/util/testing/jsonschema"
 )
 
 // FuzzJSONSchema: any schema text either is refused with an error or
@@ -19,6 +22,7 @@ func FuzzJSONSchema(f *testing.F) {
 	f.Add(chainSchema(4))
 	f.Add(`{"type":"integer","minimum":-5,"exclusiveMaximum":17,"multipleOf":3}`)
 	f.Add(`{"type":"number","minimum":0.5,"maximum":2}`)
+	f.Add(`{"type":"number","exclusiveMinimum":-2.125,"exclusiveMaximum":-2.12}`)
 	f.Add(`{"type":"array","prefixItems":[{"type":"null"},{"format":"ipv4"}],"items":false}`)
 	f.Add(`{"type":"object","additionalProperties":{"type":"integer"},"minProperties":1,"maxProperties":2}`)
 	f.Add(`{"allOf":[{"properties":{"a":{"type":"integer"}}},{"properties":{"a":{"minimum":2}},"required":["a"]}]}`)
@@ -34,6 +38,13 @@ func FuzzJSONSchema(f *testing.F) {
 		out, complete := decode(t, g, v, eos, rng, 200)
 		if complete && (!g.Accepts([]byte(out)) || !json.Valid([]byte(out))) {
 			t.Fatalf("schema %s: output %q accepted %v, valid JSON %v", schema, out, g.Accepts([]byte(out)), json.Valid([]byte(out)))
+		}
+		// The validator knows oneOf's exclusivity, which the compiler
+		// does not enforce.
+		if complete && !strings.Contains(schema, "oneOf") {
+			if err := jsonschema.Validate([]byte(schema), []byte(out)); err != nil {
+				t.Fatalf("schema %s: output %q: %v", schema, out, err)
+			}
 		}
 	})
 }

@@ -133,8 +133,10 @@ func TestSchemaRefusesUnsupportedKeywords(t *testing.T) {
 			t.Errorf("%s: got %v, want a SchemaError naming %q", tc.schema, err, tc.keyword)
 		}
 	}
-	if _, err := JSONSchema([]byte(`{"type":`)); err == nil {
-		t.Error("malformed schema accepted")
+	for _, bad := range []string{`{"type":`, `{}A`, `{} {}`, `{"type":"string"}]`} {
+		if _, err := JSONSchema([]byte(bad)); err == nil {
+			t.Errorf("malformed schema %s accepted", bad)
+		}
 	}
 }
 

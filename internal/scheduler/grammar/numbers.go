@@ -141,39 +141,143 @@ func clampRange(first, last int64) (int64, int64, bool) {
 	return first, last, first <= last
 }
 
-// boundedNumber matches JSON numbers within lo and hi: the integers
-// exactly, and fractions I.F where every F keeps the value in range (a
-// sound subset: the fractions of the range's end units are left out), no
-// exponents.
+// boundedNumber matches the JSON numbers within lo and hi written
+// without an exponent, with at most maxIntDigits digits before the point
+// and maxFracDigits after it: exactly, the point compared digit by digit
+// with the bounds.
 func boundedNumber(lo, hi bound) *node {
-	first, last := intBounds(lo, hi)
 	var parts []*node
-	if f, l, ok := clampRange(first, last); ok {
-		parts = append(parts, intRange(f, l))
-	}
-	frac := concat(oneByte('.'), digits(1, maxFracDigits))
-	// Positive I.F lies in [I, I+1): I must satisfy lo, I+1 <= hi.
-	posHi := int64(maxIntAbs)
-	if hi.set {
-		posHi = clampInt(floorRat(hi.v)) - 1
-	}
-	if f, l, ok := clampRange(max(first, 0), posHi); ok {
-		parts = append(parts, concat(intRange(f, l), frac))
-	}
-	// -I.F lies in (-(I+1), -I]: -(I+1) >= lo, and -I must satisfy hi.
-	negHi := int64(maxIntAbs)
-	if lo.set {
-		c := floorRat(lo.v)
-		if !lo.v.IsInt() {
-			c.Add(c, big.NewInt(1))
+	zero := bound{set: true, v: new(big.Rat)}
+	// Values >= 0: magnitudes from max(lo, 0) to hi.
+	if !hi.set || hi.v.Sign() >= 0 {
+		from := lo
+		if !lo.set || lo.v.Sign() < 0 {
+			from = zero
 		}
-		negHi = -clampInt(c) - 1
+		parts = append(parts, magnitudes(from, hi))
 	}
-	if f, l, ok := clampRange(max(0, -last), negHi); ok {
-		parts = append(parts, concat(oneByte('-'), intRange(f, l), frac))
+	// Values < 0: "-" and magnitudes from max(-hi, 0), above 0 (0 is
+	// written as such), to -lo.
+	if !lo.set || lo.v.Sign() < 0 {
+		from := bound{set: true, v: new(big.Rat), exclusive: true}
+		if hi.set && hi.v.Sign() < 0 {
+			from = bound{set: true, v: new(big.Rat).Neg(hi.v), exclusive: hi.exclusive}
+		}
+		to := bound{}
+		if lo.set {
+			to = bound{set: true, v: new(big.Rat).Neg(lo.v), exclusive: lo.exclusive}
+		}
+		parts = append(parts, concat(oneByte('-'), magnitudes(from, to)))
 	}
-	return orNothing(parts)
+	return orNothing(nonNothing(parts))
 }
+
+func nonNothing(parts []*node) []*node {
+	var out []*node
+	for _, p := range parts {
+		if p != nothing {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// magnitudes matches "I" and "I.F" whose value is within from (set, at
+// least 0) and to (unset: no bound).
+func magnitudes(from, to bound) *node {
+	ai, af := decimalParts(from.v)
+	if ai > maxIntAbs {
+		return nothing
+	}
+	bi, bf := int64(maxIntAbs)+1, ""
+	if to.set {
+		if to.v.Cmp(from.v) < 0 || to.v.Cmp(from.v) == 0 && (to.exclusive || from.exclusive) {
+			return nothing
+		}
+		bi, bf = decimalParts(to.v)
+		if bi > maxIntAbs {
+			to, bi, bf = bound{}, maxIntAbs+1, ""
+		}
+	}
+	anyFrac := fraction(star(byteRange('0', '9')), true)
+	var parts []*node
+	if ai == bi {
+		both := and(fracAtLeast(af, from.exclusive), fracAtMost(bf, to.exclusive))
+		return concat(lit(strconv.FormatInt(ai, 10)),
+			fraction(both, fracZeroAtLeast(af, from.exclusive) && fracZeroAtMost(bf, to.exclusive)))
+	}
+	parts = append(parts, concat(lit(strconv.FormatInt(ai, 10)),
+		fraction(fracAtLeast(af, from.exclusive), fracZeroAtLeast(af, from.exclusive))))
+	if last := min(bi-1, maxIntAbs); ai+1 <= last {
+		parts = append(parts, concat(intRange(ai+1, last), anyFrac))
+	}
+	if to.set {
+		parts = append(parts, concat(lit(strconv.FormatInt(bi, 10)),
+			fraction(fracAtMost(bf, to.exclusive), fracZeroAtMost(bf, to.exclusive))))
+	}
+	return alt(parts...)
+}
+
+// decimalParts splits a non-negative rational with a finite decimal
+// expansion into its integer part (clamped past maxIntAbs) and the digits
+// after the point, trailing zeros trimmed.
+func decimalParts(r *big.Rat) (int64, string) {
+	text := r.FloatString(2 * maxExponent)
+	ip, fp, _ := strings.Cut(text, ".")
+	i, err := strconv.ParseInt(ip, 10, 64)
+	if err != nil || i > maxIntAbs {
+		i = maxIntAbs + 1
+	}
+	return i, strings.TrimRight(fp, "0")
+}
+
+// fraction is an optional point and digits matching f (at most
+// maxFracDigits of them); no point at all only when zeroOK.
+func fraction(f *node, zeroOK bool) *node {
+	point := concat(oneByte('.'), lengthOf(f, 1, maxFracDigits))
+	if zeroOK {
+		return opt(point)
+	}
+	return point
+}
+
+// fracAtLeast matches the digit strings f with 0.f >= 0.a (> when
+// strict); a has no trailing zeros.
+func fracAtLeast(a string, strict bool) *node {
+	if a == "" {
+		if strict {
+			return concat(star(oneByte('0')), byteRange('1', '9'), star(byteRange('0', '9')))
+		}
+		return star(byteRange('0', '9'))
+	}
+	var parts []*node
+	if a[0] < '9' {
+		parts = append(parts, concat(byteRange(a[0]+1, '9'), star(byteRange('0', '9'))))
+	}
+	return alt(append(parts, concat(oneByte(a[0]), fracAtLeast(a[1:], strict)))...)
+}
+
+// fracAtMost matches the digit strings f with 0.f <= 0.b (< when
+// strict); b has no trailing zeros.
+func fracAtMost(b string, strict bool) *node {
+	if b == "" {
+		if strict {
+			return nothing
+		}
+		return star(oneByte('0'))
+	}
+	parts := []*node{empty} // f ended: 0 < what is left of b
+	if b[0] > '0' {
+		parts = append(parts, concat(byteRange('0', b[0]-1), star(byteRange('0', '9'))))
+	}
+	return alt(append(parts, concat(oneByte(b[0]), fracAtMost(b[1:], strict)))...)
+}
+
+// fracZeroAtLeast: a missing fraction (0) is >= 0.a (> when strict).
+func fracZeroAtLeast(a string, strict bool) bool { return a == "" && !strict }
+
+// fracZeroAtMost: a missing fraction (0) is <= 0.b (< when strict).
+func fracZeroAtMost(b string, strict bool) bool { return b != "" || !strict }
 
 // multipleOfDFA matches the JSON integers that are multiples of k: a
 // state per remainder of the digits read so far.
