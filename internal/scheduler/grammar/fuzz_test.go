@@ -3,8 +3,8 @@ package grammar
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/util/testing/jsonschema"
