@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -75,7 +76,7 @@ func FuzzGBNF(f *testing.F) {
 
 // FuzzRegex: patterns compile or are refused; outputs match.
 func FuzzRegex(f *testing.F) {
-	for _, p := range []string{`[a-c]+x`, `(cat|dog)s?`, `(?i)é{1,3}`, `[^a]`, `\d{3}-\d{2}`} {
+	for _, p := range []string{`[a-c]+x`, `(cat|dog)s?`, `(?i)é{1,3}`, `[^a]`, `\d{3}-\d{2}`, `^(?!\.)[a-z.]+$`, `(?=.*[0-9])\w{3}`} {
 		f.Add(p)
 	}
 	v, eos := testVocab()
@@ -91,6 +92,13 @@ func FuzzRegex(f *testing.F) {
 		out, complete := decode(t, g, v, eos, rng, 100)
 		if complete && !g.Accepts([]byte(out)) {
 			t.Fatalf("pattern %q: output %q not accepted", pattern, out)
+		}
+		// Go's own regexp agrees (anchors and lookaheads aside, which it
+		// reads differently or not at all).
+		if complete && !strings.ContainsAny(pattern, "^$") && !strings.Contains(pattern, `\A`) && !strings.Contains(pattern, `\z`) && !strings.Contains(pattern, "(?") {
+			if re, err := regexp.Compile(`^(?:` + pattern + `)$`); err == nil && !re.MatchString(out) {
+				t.Fatalf("pattern %q: output %q does not match with regexp", pattern, out)
+			}
 		}
 	})
 }

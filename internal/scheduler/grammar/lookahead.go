@@ -9,15 +9,19 @@ import (
 )
 
 // maxLookaheadStates bounds the automaton a lookahead's complement is
-// determinized into.
-const maxLookaheadStates = 512
+// determinized into, and maxLookaheadNFA the lookahead's own automaton
+// (each determinized state looks at each byte from each of its states).
+const (
+	maxLookaheadStates = 512
+	maxLookaheadNFA    = 2048
+)
 
 // patternNode is regexNode plus lookaheads at the start of the pattern
 // ("^(?!\.)(?!.*\.\.)…", as zod writes emails): a lookahead (?=X) keeps
 // the strings that begin with a match of X, (?!X) those that do not, so
 // the pattern is its rest intersected with X… or with X…'s complement.
 // Lookarounds elsewhere are refused by the regular-expression parser.
-func patternNode(pattern string, allow func(lo, hi rune) [][2]rune) (*node, error) {
+func patternNode(ctx context.Context, pattern string, allow func(lo, hi rune) [][2]rune) (*node, error) {
 	rest := strings.TrimPrefix(pattern, "^")
 	type look struct {
 		negate bool
@@ -46,7 +50,7 @@ func patternNode(pattern string, allow func(lo, hi rune) [][2]rune) (*node, erro
 		}
 		prefix := concat(x, star(byteRange(0, 0xff)))
 		if l.negate {
-			if prefix, err = complement(prefix); err != nil {
+			if prefix, err = complement(ctx, prefix); err != nil {
 				return nil, fmt.Errorf("lookahead (?!%s): %w", l.body, err)
 			}
 		}
@@ -82,11 +86,14 @@ func groupEnd(s string) int {
 
 // complement is the byte strings n (regular) does not match, as a
 // determinized automaton.
-func complement(n *node) (*node, error) {
-	b := newBuilder(context.Background())
+func complement(ctx context.Context, n *node) (*node, error) {
+	b := newBuilder(ctx)
 	start, end := b.fragment(n)
 	if b.err != nil {
 		return nil, b.err
+	}
+	if len(b.states) > maxLookaheadNFA {
+		return nil, fmt.Errorf("more than %d automaton states", maxLookaheadNFA)
 	}
 	closure := func(set []int32) []int32 {
 		var out []int32
@@ -114,6 +121,9 @@ func complement(n *node) (*node, error) {
 	for i := 0; i < len(sets); i++ {
 		if len(sets) > maxLookaheadStates {
 			return nil, fmt.Errorf("more than %d states", maxLookaheadStates)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		var targets [256]int32
 		for c := range 256 {

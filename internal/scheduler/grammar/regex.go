@@ -24,7 +24,7 @@ func CompileRegex(ctx context.Context, pattern string) (*Grammar, error) {
 	if len(pattern) > maxPatternBytes {
 		return nil, fmt.Errorf("%w: a pattern of more than %d bytes", ErrTooLarge, maxPatternBytes)
 	}
-	n, err := patternNode(pattern, nil)
+	n, err := patternNode(ctx, pattern, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -657,7 +657,11 @@ func (c *schemaConv) convString(s *object, path string) *node {
 		if !ok {
 			return c.fail(path, "pattern", "must be a string")
 		}
-		n, err := patternNode(ps, jsonSafe)
+		n, err := patternNode(c.ctx, ps, jsonSafe)
+		if ctxErr := c.ctx.Err(); ctxErr != nil {
+			c.err = ctxErr
+			return empty
+		}
 		if err != nil {
 			if !c.unsupported(path, "pattern", "%v", err) {
 				return empty
