@@ -57,9 +57,9 @@ func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatR
 	if apiErr != nil || plan == nil {
 		return apiErr
 	}
-	param := "tool_choice"
+	param, field := "tool_choice", "tools"
 	if plan.Legacy {
-		param = "function_call"
+		param, field = "function_call", "functions"
 	}
 	if plan.Choice == openai.ToolChoiceNone {
 		// The model is not to call tools: it is not shown them either.
@@ -103,19 +103,11 @@ func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatR
 	if err != nil {
 		var te *grammar.ToolError
 		if errors.As(err, &te) {
-			field := "tools"
-			if plan.Legacy {
-				field = "functions"
-			}
 			return openai.BadRequest(field, "%s: enforcing %s %s: %v", field, param, plan.Choice, err)
 		}
 		return openai.BadRequest(param, "%s: %v", param, err)
 	}
 	gen.grammar = out.g
-	field := "tools"
-	if plan.Legacy {
-		field = "functions"
-	}
 	s.reportDropped(h, field, out.dropped)
 	return nil
 }
