@@ -466,7 +466,8 @@ func (c *schemaConv) intKeyword(s *object, path, kw string, def int) int {
 
 // countBounds reads a pair of count keywords (minLength/maxLength,
 // minItems/maxItems, minProperties/maxProperties): lo defaults to 0, hi
-// to -1 (no bound). It fails when lo exceeds hi or either is above limit.
+// to -1 (no bound). It fails when lo exceeds hi, or either is above limit
+// (unless lenient).
 func (c *schemaConv) countBounds(s *object, path, minKw, maxKw string, limit int) (lo, hi int, ok bool) {
 	lo = c.intKeyword(s, path, minKw, 0)
 	hi = c.intKeyword(s, path, maxKw, -1)
@@ -477,13 +478,19 @@ func (c *schemaConv) countBounds(s *object, path, minKw, maxKw string, limit int
 		c.fail(path, minKw, "is more than %s", maxKw)
 		return 0, 0, false
 	}
+	// Past the limit a bound is dropped when lenient (the automaton has a
+	// state per count).
 	if lo > limit {
-		c.fail(path, minKw, "above %d is not supported", limit)
-		return 0, 0, false
+		if !c.unsupported(path, minKw, "above %d is not supported", limit) {
+			return 0, 0, false
+		}
+		lo = 0
 	}
 	if hi > limit {
-		c.fail(path, maxKw, "above %d is not supported", limit)
-		return 0, 0, false
+		if !c.unsupported(path, maxKw, "above %d is not supported", limit) {
+			return 0, 0, false
+		}
+		hi = -1
 	}
 	return lo, hi, true
 }

@@ -242,12 +242,12 @@ func TestCompileStopsWhenCancelled(t *testing.T) {
 // TestLenientDropsAssertions: tool parameters keep their structure and
 // drop (and report) what cannot be enforced; strict compiles refuse it.
 func TestLenientDropsAssertions(t *testing.T) {
-	schema := `{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"uniqueItems":true},"x":{"type":"number","multipleOf":0.5},"s":{"type":"string","format":"color","pattern":"(a)\\1"}},"required":["tags"]}`
+	schema := `{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"uniqueItems":true},"x":{"type":"number","multipleOf":0.5},"s":{"type":"string","format":"color","pattern":"(a)\\1"},"url":{"type":"string","format":"uri","maxLength":2083}},"required":["tags"]}`
 	g, dropped, err := CompileJSONSchema(context.Background(), []byte(schema), SchemaOptions{Lenient: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"format", "multipleOf", "pattern", "uniqueItems"}, dropped); diff != "" {
+	if diff := cmp.Diff([]string{"format", "maxLength", "multipleOf", "pattern", "uniqueItems"}, dropped); diff != "" {
 		t.Errorf("dropped (-want +got):\n%s", diff)
 	}
 	if !g.Accepts([]byte(`{"tags":["a","a"],"x":1.25}`)) || g.Accepts([]byte(`{"x":1}`)) || g.Accepts([]byte(`{"tags":[1]}`)) {
@@ -258,7 +258,7 @@ func TestLenientDropsAssertions(t *testing.T) {
 	}
 	tg, dropped, err := CompileToolCalls(context.Background(), ToolCallFormat{ArgsKey: "arguments"},
 		[]ToolSpec{{Name: "f", Parameters: []byte(schema)}, {Name: "g", Parameters: []byte(`{}`)}, {Name: "h"}}, false)
-	if err != nil || len(dropped) != 4 {
+	if err != nil || len(dropped) != 5 {
 		t.Fatalf("tools: %v, dropped %v", err, dropped)
 	}
 	for _, call := range []string{`{"name": "g", "arguments": {"k":[1]}}`, `{"name": "h", "arguments": {}}`} {
