@@ -42,6 +42,8 @@ type grammars struct {
 	mu    sync.Mutex
 	cache map[string]*list.Element
 	lru   *list.List // of *grammarEntry, most recent first
+	// inflight are the keys being compiled, each closed when done.
+	inflight map[string]chan struct{}
 }
 
 type grammarEntry struct {
@@ -59,7 +61,8 @@ type compiled struct {
 }
 
 func newGrammars(vocabSize int, dec engine.TokenDecoder) *grammars {
-	return &grammars{size: vocabSize, decoder: dec, cache: map[string]*list.Element{}, lru: list.New()}
+	return &grammars{size: vocabSize, decoder: dec, cache: map[string]*list.Element{}, lru: list.New(),
+		inflight: map[string]chan struct{}{}}
 }
 
 func (gs *grammars) vocabulary() *grammar.Vocab {
@@ -67,26 +70,46 @@ func (gs *grammars) vocabulary() *grammar.Vocab {
 	return gs.vocab
 }
 
-// get returns the cached compile of key, or compiles it. A compile cut
-// short by ctx is not cached.
+// get returns the cached compile of key, or compiles it. Requests for a
+// key being compiled wait for that compile (each as long as its own ctx
+// lasts) instead of compiling it again. A compile cut short by its ctx is
+// not cached; those waiting on it then compile it themselves.
 func (gs *grammars) get(ctx context.Context, key string, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
-	gs.mu.Lock()
-	if e, ok := gs.cache[key]; ok {
-		gs.lru.MoveToFront(e)
-		ge := e.Value.(*grammarEntry)
+	for {
+		gs.mu.Lock()
+		if e, ok := gs.cache[key]; ok {
+			gs.lru.MoveToFront(e)
+			ge := e.Value.(*grammarEntry)
+			gs.mu.Unlock()
+			return compiled{ge.g, ge.dropped}, ge.err
+		}
+		wait, busy := gs.inflight[key]
+		if !busy {
+			wait = make(chan struct{})
+			gs.inflight[key] = wait
+		}
 		gs.mu.Unlock()
-		return compiled{ge.g, ge.dropped}, ge.err
+		if !busy {
+			return gs.compileInto(ctx, key, wait, compile)
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return compiled{}, ctx.Err()
+		}
 	}
-	gs.mu.Unlock()
+}
+
+// compileInto compiles key, caches what is not cut short by ctx, and
+// releases those waiting on done.
+func (gs *grammars) compileInto(ctx context.Context, key string, done chan struct{}, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
 	g, dropped, err := compile(ctx)
-	if err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return compiled{}, err
-	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if e, ok := gs.cache[key]; ok { // compiled concurrently: keep one
-		ge := e.Value.(*grammarEntry)
-		return compiled{ge.g, ge.dropped}, ge.err
+	delete(gs.inflight, key)
+	close(done)
+	if err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return compiled{}, err
 	}
 	gs.cache[key] = gs.lru.PushFront(&grammarEntry{key: key, g: g, dropped: dropped, err: err})
 	gs.evictLocked()

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,6 +254,47 @@ func TestCompileCache(t *testing.T) {
 	}
 	if gs.lru.Len() != grammarCacheEntries || len(gs.cache) != grammarCacheEntries {
 		t.Errorf("%d entries, bound %d", gs.lru.Len(), grammarCacheEntries)
+	}
+
+	// Concurrent requests for one key compile it once; one whose
+	// compile is cancelled hands over to a waiter.
+	var compiles atomic.Int32
+	release := make(chan struct{})
+	slow := func(ctx context.Context) (*grammar.Grammar, []string, error) {
+		compiles.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		g, err := grammar.Regex("a")
+		return g, nil, err
+	}
+	leaderCtx, leaderCancel := context.WithCancel(context.Background())
+	results := make(chan error, 5)
+	go func() { _, err := gs.get(leaderCtx, "k", slow); results <- err }()
+	for compiles.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for range 4 {
+		go func() { _, err := gs.get(context.Background(), "k", slow); results <- err }()
+	}
+	time.Sleep(20 * time.Millisecond)
+	leaderCancel()
+	if err := <-results; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled leader: %v", err)
+	}
+	for compiles.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range 4 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := compiles.Load(); n != 2 {
+		t.Errorf("%d compiles for 5 requests of one key, one cancelled: want 2", n)
 	}
 }
 
