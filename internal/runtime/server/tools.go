@@ -86,7 +86,11 @@ func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatR
 			continue
 		}
 		specs = append(specs, grammar.ToolSpec{Name: t.Function.Name, Parameters: t.Function.Parameters})
-		names = append(names, t.Function.Name+"\x00"+string(t.Function.Parameters))
+		params := string(t.Function.Parameters)
+		if canon, err := grammar.CanonicalJSON(t.Function.Parameters); err == nil {
+			params = canon // tool lists that differ only in spacing share an entry
+		}
+		names = append(names, t.Function.Name+"\x00"+params)
 	}
 	f, ok := callFormats[format]
 	if !ok {
