@@ -18,8 +18,9 @@ type JSONSchemaFormat struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Schema      json.RawMessage `json:"schema"`
-	// Strict is accepted either way: constrained decoding always enforces
-	// the schema exactly (as strict does).
+	// Strict: true refuses a schema with an assertion keyword the
+	// decoder cannot enforce (400 naming it); otherwise such keywords
+	// are dropped, named in the X-Kvpilot-Schema-Dropped header.
 	Strict *bool `json:"strict"`
 }
 
@@ -51,23 +52,37 @@ const (
 	ConstraintJSONObject = "json_object"
 	ConstraintRegex      = "regex"
 	ConstraintChoice     = "choice"
+	// ConstraintGrammar is a GBNF grammar (guided_grammar,
+	// structured_outputs.grammar).
+	ConstraintGrammar = "grammar"
 )
 
 // OutputConstraint is what a request asks its output to be.
 type OutputConstraint struct {
 	Kind string
 	// Param is the request field that asked for it (errors name it).
-	Param   string
-	Schema  json.RawMessage
+	Param  string
+	Schema json.RawMessage
+	// Lenient: the schema's assertion keywords the decoder cannot
+	// enforce are dropped rather than refused (response_format without
+	// strict: true).
+	Lenient bool
 	Regex   string
 	Choices []string
+	Grammar string
 }
 
 // Key identifies the constraint for caching compiled grammars.
 func (c *OutputConstraint) Key() string {
 	switch c.Kind {
 	case ConstraintJSONSchema:
-		return c.Kind + "\x00" + string(c.Schema)
+		lenient := "strict"
+		if c.Lenient {
+			lenient = "lenient"
+		}
+		return c.Kind + "\x00" + lenient + "\x00" + string(c.Schema)
+	case ConstraintGrammar:
+		return c.Kind + "\x00" + c.Grammar
 	case ConstraintRegex:
 		return c.Kind + "\x00" + c.Regex
 	case ConstraintChoice:
@@ -90,7 +105,9 @@ func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 			if rf.JSONSchema == nil || isAbsent(rf.JSONSchema.Schema) {
 				return nil, BadRequest("response_format.json_schema", "response_format of type json_schema needs json_schema.schema")
 			}
-			found = append(found, &OutputConstraint{Kind: ConstraintJSONSchema, Param: "response_format.json_schema.schema", Schema: rf.JSONSchema.Schema})
+			strict := rf.JSONSchema.Strict != nil && *rf.JSONSchema.Strict
+			found = append(found, &OutputConstraint{Kind: ConstraintJSONSchema, Param: "response_format.json_schema.schema",
+				Schema: rf.JSONSchema.Schema, Lenient: !strict})
 		default:
 			return nil, BadRequest("response_format.type", "unknown response_format type %q; want text, json_object or json_schema", rf.Type)
 		}
@@ -100,7 +117,7 @@ func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 		return nil, err
 	}
 	if g.GuidedGrammar != nil {
-		return nil, BadRequest("guided_grammar", "context-free grammars (guided_grammar) are not supported; use guided_json, guided_regex or guided_choice")
+		found = append(found, &OutputConstraint{Kind: ConstraintGrammar, Param: "guided_grammar", Grammar: *g.GuidedGrammar})
 	}
 	if g.GuidedWhitespacePattern != nil {
 		return nil, BadRequest("guided_whitespace_pattern", "guided_whitespace_pattern is not supported")
@@ -111,7 +128,7 @@ func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 			return nil, err
 		}
 		if so.Grammar != nil {
-			return nil, BadRequest("structured_outputs.grammar", "context-free grammars are not supported; use json, regex or choice")
+			found = append(found, &OutputConstraint{Kind: ConstraintGrammar, Param: "structured_outputs.grammar", Grammar: *so.Grammar})
 		}
 	}
 	switch len(found) {
@@ -123,8 +140,6 @@ func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 	return nil, BadRequest(found[1].Param, "%s and %s both constrain the output; give one", found[0].Param, found[1].Param)
 }
 
-// jsonConstraint reads guided_json: a schema object, or a string holding
-// one (vLLM accepts both).
 // appendConstraints appends the JSON, regex and choice constraints of one
 // spelling of the fields (vLLM's guided_* or structured_outputs), each
 // named by its parameter.
@@ -148,6 +163,8 @@ func appendConstraints(found []*OutputConstraint, js json.RawMessage, regex *str
 	return found, nil
 }
 
+// jsonConstraint reads guided_json: a schema object, or a string holding
+// one (vLLM accepts both).
 func jsonConstraint(raw json.RawMessage, param string) (*OutputConstraint, *Error) {
 	raw = bytes.TrimSpace(raw)
 	if raw[0] == '"' {

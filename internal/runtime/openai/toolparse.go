@@ -71,7 +71,10 @@ func NewToolStreamer(format string) *ToolStreamer {
 	return &ToolStreamer{format: format, idLen: idLen}
 }
 
-const hermesOpen = "<tool_call>"
+const (
+	hermesOpen  = "<tool_call>"
+	hermesClose = "</tool_call>"
+)
 
 // Feed takes new output text; it returns the content that can be
 // released and the call pieces completed so far.
@@ -91,13 +94,7 @@ func (t *ToolStreamer) Feed(text []byte) (content []byte, deltas []ToolCallDelta
 			return trimRightCopy(content), t.advance(false)
 		}
 		// Hold back a suffix that could start the marker.
-		keep := 0
-		for k := min(len(hermesOpen)-1, len(buf)); k > 0; k-- {
-			if bytes.HasSuffix(buf, []byte(hermesOpen[:k])) {
-				keep = k
-				break
-			}
-		}
+		keep := markerPrefix(buf, hermesOpen)
 		t.pending = append([]byte(nil), buf[len(buf)-keep:]...)
 		return buf[:len(buf)-keep], nil
 	case ToolFormatLlama3JSON, ToolFormatMistral:
@@ -176,6 +173,17 @@ func (t *ToolStreamer) advance(final bool) []ToolCallDelta {
 		}
 		idx := len(t.calls) - 1
 		obj := t.raw[c.objStart:]
+		// A hermes call ends at its closing marker, whatever its JSON
+		// says: nothing past it belongs to the call.
+		closed := false
+		if t.format == ToolFormatHermes {
+			if i := bytes.Index(obj, []byte(hermesClose)); i >= 0 {
+				obj, closed = obj[:i], true
+			} else {
+				// Hold back what may be the start of the marker.
+				obj = obj[:len(obj)-markerPrefix(obj, hermesClose)]
+			}
+		}
 		if c.argsStart < 0 {
 			if m := callHead.FindSubmatchIndex(obj); m != nil {
 				var name string
@@ -191,15 +199,17 @@ func (t *ToolStreamer) advance(final bool) []ToolCallDelta {
 			out = append(out, ToolCallDelta{Index: idx, ID: c.id, Name: c.name, First: true})
 		}
 		if c.argsStart >= 0 {
-			args := t.raw[c.argsStart:]
+			args := obj[c.argsStart-c.objStart:]
 			// The head may have matched before the blanks after its colon
 			// arrived: they are not part of the arguments.
 			for c.sentArgs == 0 && len(args) > 0 && strings.IndexByte(" \t\r\n", args[0]) >= 0 {
 				c.argsStart++
 				args = args[1:]
 			}
-			if len(args) > 0 && args[0] != '"' {
-				// Stream the arguments object as it grows, up to its end.
+			if len(args) > 0 && (args[0] == '{' || args[0] == '[') {
+				// Stream the arguments object as it grows, up to its end
+				// (a string or a scalar is sent whole, once the call
+				// object is complete: only then is its end known).
 				argEnd := jsonValueEnd(args)
 				avail := len(args)
 				if argEnd >= 0 {
@@ -214,14 +224,19 @@ func (t *ToolStreamer) advance(final bool) []ToolCallDelta {
 			}
 		}
 		if end < 0 {
-			if !final {
+			if !final && !closed {
 				return out
 			}
-			// The output ended inside the object: keep what streamed.
+			// The output (or the call's marker) ended inside the object:
+			// keep what streamed.
 			if c.argsStart < 0 {
 				t.calls = t.calls[:idx]
 			}
 			c.done = true
+			if closed {
+				t.scan = c.objStart + len(obj) + len(hermesClose)
+				continue
+			}
 			return out
 		}
 		// The object is complete.
@@ -316,6 +331,17 @@ func newCallID(n int) string {
 		b.WriteByte(idAlphabet[rand.IntN(len(idAlphabet))])
 	}
 	return b.String()
+}
+
+// markerPrefix is the length of the longest end of b that begins marker
+// (and is shorter than it).
+func markerPrefix(b []byte, marker string) int {
+	for k := min(len(marker)-1, len(b)); k > 0; k-- {
+		if bytes.HasSuffix(b, []byte(marker[:k])) {
+			return k
+		}
+	}
+	return 0
 }
 
 func trimRightCopy(b []byte) []byte {

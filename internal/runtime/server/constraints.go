@@ -2,7 +2,10 @@ package server
 
 import (
 	"container/list"
+	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
@@ -10,11 +13,21 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
 )
 
-// grammarCacheSize bounds the compiled grammars kept: an agent sends the
-// same schema or tool list every turn, and a cached grammar keeps its DFA
-// and token masks, so later requests pay neither compilation nor mask
-// computation.
-const grammarCacheSize = 64
+// The compile cache bounds: an agent sends the same schema or tool list
+// every turn, and a cached grammar keeps its automaton and token masks,
+// so later requests pay neither compilation nor mask computation. A
+// refusal is cached too (its error holds the message, never the
+// compile's structures), so a client repeating a schema the server
+// refuses costs one compile.
+const (
+	grammarCacheEntries = 64
+	grammarCacheBytes   = 512 << 20
+)
+
+// SchemaDroppedHeader names, comma-separated, the JSON-schema keywords a
+// request's schemas carried that the constrained decoder could not
+// enforce and dropped (tool parameters; response_format without strict).
+const SchemaDroppedHeader = "X-Kvpilot-Schema-Dropped"
 
 // grammars compiles output constraints for the served model. The
 // vocabulary trie is built on the first constrained request (a 150k
@@ -29,15 +42,27 @@ type grammars struct {
 	mu    sync.Mutex
 	cache map[string]*list.Element
 	lru   *list.List // of *grammarEntry, most recent first
+	// inflight are the keys being compiled, each closed when done.
+	inflight map[string]chan struct{}
 }
 
 type grammarEntry struct {
-	key string
-	g   *grammar.Grammar
+	key     string
+	g       *grammar.Grammar
+	dropped []string
+	err     error
+}
+
+// compiled is a constraint ready to decode with.
+type compiled struct {
+	g *grammar.Grammar
+	// dropped are the schema keywords left unenforced.
+	dropped []string
 }
 
 func newGrammars(vocabSize int, dec engine.TokenDecoder) *grammars {
-	return &grammars{size: vocabSize, decoder: dec, cache: map[string]*list.Element{}, lru: list.New()}
+	return &grammars{size: vocabSize, decoder: dec, cache: map[string]*list.Element{}, lru: list.New(),
+		inflight: map[string]chan struct{}{}}
 }
 
 func (gs *grammars) vocabulary() *grammar.Vocab {
@@ -45,57 +70,130 @@ func (gs *grammars) vocabulary() *grammar.Vocab {
 	return gs.vocab
 }
 
-// get returns the cached grammar for key, or compiles it.
-func (gs *grammars) get(key string, compile func() (*grammar.Grammar, error)) (*grammar.Grammar, error) {
-	gs.mu.Lock()
-	if e, ok := gs.cache[key]; ok {
-		gs.lru.MoveToFront(e)
-		g := e.Value.(*grammarEntry).g
+// get returns the cached compile of key, or compiles it. Requests for a
+// key being compiled wait for that compile (each as long as its own ctx
+// lasts) instead of compiling it again. A compile cut short by its ctx is
+// not cached; those waiting on it then compile it themselves.
+func (gs *grammars) get(ctx context.Context, key string, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
+	for {
+		gs.mu.Lock()
+		if e, ok := gs.cache[key]; ok {
+			gs.lru.MoveToFront(e)
+			ge := e.Value.(*grammarEntry)
+			gs.mu.Unlock()
+			return compiled{ge.g, ge.dropped}, ge.err
+		}
+		wait, busy := gs.inflight[key]
+		if !busy {
+			wait = make(chan struct{})
+			gs.inflight[key] = wait
+		}
 		gs.mu.Unlock()
-		return g, nil
+		if !busy {
+			return gs.compileInto(ctx, key, wait, compile)
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return compiled{}, ctx.Err()
+		}
 	}
-	gs.mu.Unlock()
-	g, err := compile()
-	if err != nil {
-		return nil, err
-	}
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if e, ok := gs.cache[key]; ok { // compiled concurrently: keep one
-		return e.Value.(*grammarEntry).g, nil
-	}
-	gs.cache[key] = gs.lru.PushFront(&grammarEntry{key: key, g: g})
-	if gs.lru.Len() > grammarCacheSize {
-		last := gs.lru.Back()
-		gs.lru.Remove(last)
-		delete(gs.cache, last.Value.(*grammarEntry).key)
-	}
-	return g, nil
 }
 
-// compileOutput compiles a response_format / guided_* constraint; errors
-// are 400s naming the field.
-func (gs *grammars) compileOutput(c *openai.OutputConstraint) (*grammar.Grammar, *openai.Error) {
-	if gs.size <= 0 {
-		return nil, openai.BadRequest(c.Param, "structured outputs need the model's vocabulary size, which this server was not given")
+// compileInto compiles key, caches what is not cut short by ctx, and
+// releases those waiting on done.
+func (gs *grammars) compileInto(ctx context.Context, key string, done chan struct{}, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
+	g, dropped, err := compile(ctx)
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	delete(gs.inflight, key)
+	close(done)
+	if err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return compiled{}, err
 	}
-	g, err := gs.get(c.Key(), func() (*grammar.Grammar, error) {
+	gs.cache[key] = gs.lru.PushFront(&grammarEntry{key: key, g: g, dropped: dropped, err: err})
+	gs.evictLocked()
+	return compiled{g, dropped}, err
+}
+
+// evictLocked drops the least recently used entries past the entry
+// bound, and past the byte bound (grammars grow their masks as they are
+// used, so their sizes are read again at each insertion). The newest
+// entry stays.
+func (gs *grammars) evictLocked() {
+	for gs.lru.Len() > grammarCacheEntries {
+		gs.removeLocked(gs.lru.Back())
+	}
+	var total int64
+	for e := gs.lru.Front(); e != nil; e = e.Next() {
+		if g := e.Value.(*grammarEntry).g; g != nil {
+			total += g.MemoryBytes()
+		}
+	}
+	for total > grammarCacheBytes && gs.lru.Len() > 1 {
+		last := gs.lru.Back()
+		if g := last.Value.(*grammarEntry).g; g != nil {
+			total -= g.MemoryBytes()
+		}
+		gs.removeLocked(last)
+	}
+}
+
+func (gs *grammars) removeLocked(e *list.Element) {
+	gs.lru.Remove(e)
+	delete(gs.cache, e.Value.(*grammarEntry).key)
+}
+
+// compileOutput compiles a response_format / guided_* / grammar
+// constraint; errors are 400s naming the field. It stops when ctx (the
+// request's) ends.
+func (gs *grammars) compileOutput(ctx context.Context, c *openai.OutputConstraint) (compiled, *openai.Error) {
+	if gs.size <= 0 {
+		return compiled{}, openai.BadRequest(c.Param, "structured outputs need the model's vocabulary size, which this server was not given")
+	}
+	key := c.Key()
+	if c.Kind == openai.ConstraintJSONSchema {
+		// Schemas that differ only in spacing share an entry.
+		if canon, err := grammar.CanonicalJSON(c.Schema); err == nil {
+			key = c.Kind + "\x00" + map[bool]string{true: "lenient", false: "strict"}[c.Lenient] + "\x00" + canon
+		}
+	}
+	out, err := gs.get(ctx, key, func(ctx context.Context) (*grammar.Grammar, []string, error) {
 		switch c.Kind {
 		case openai.ConstraintJSONObject:
-			return grammar.AnyJSONObject(), nil
+			return grammar.AnyJSONObject(), nil, nil
 		case openai.ConstraintJSONSchema:
-			return grammar.JSONSchema(c.Schema)
+			return grammar.CompileJSONSchema(ctx, c.Schema, grammar.SchemaOptions{Lenient: c.Lenient})
 		case openai.ConstraintRegex:
-			return grammar.Regex(c.Regex)
+			g, err := grammar.CompileRegex(ctx, c.Regex)
+			return g, nil, err
 		case openai.ConstraintChoice:
-			return grammar.Choice(c.Choices)
+			g, err := grammar.CompileChoice(ctx, c.Choices)
+			return g, nil, err
+		case openai.ConstraintGrammar:
+			g, err := grammar.CompileGBNF(ctx, c.Grammar)
+			return g, nil, err
 		}
-		return nil, errors.New("unknown constraint kind " + c.Kind)
+		return nil, nil, errors.New("unknown constraint kind " + c.Kind)
 	})
 	if err != nil {
-		return nil, openai.BadRequest(c.Param, "%s: %v", c.Param, err)
+		return compiled{}, openai.BadRequest(c.Param, "%s: %v", c.Param, err)
 	}
-	return g, nil
+	return out, nil
+}
+
+// reportDropped tells the client (a response header) and the log which
+// schema keywords a request's constraint leaves unenforced.
+func (s *Server) reportDropped(h http.Header, param string, dropped []string) {
+	if len(dropped) == 0 {
+		return
+	}
+	list := strings.Join(dropped, ",")
+	if prev := h.Get(SchemaDroppedHeader); prev != "" {
+		list = prev + "," + list
+	}
+	h.Set(SchemaDroppedHeader, list)
+	s.log.Warn("schema keywords dropped: constrained decoding cannot enforce them", "param", param, "keywords", dropped)
 }
 
 // matcher starts a request on g; ends are the model's EOS ids and the

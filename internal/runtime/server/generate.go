@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +46,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	all := req.Prompt.All()
 	j := job{chat: false, idPrefix: "cmpl-", promptParam: "prompt", maxParam: "max_tokens",
 		n: req.Choices(), candidates: req.Candidates(), lp: req.LogprobSettings(), echo: req.Echo}
-	if apiErr := s.outputGrammar(&req.Common, &j); apiErr != nil {
+	if apiErr := s.outputGrammar(r.Context(), w.Header(), &req.Common, &j); apiErr != nil {
 		s.writeError(w, apiErr)
 		return
 	}
@@ -68,7 +69,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.MaxCompletionTokens != nil {
 		maxParam = "max_completion_tokens"
 	}
-	j, apiErr := s.chatJob(req, "messages", maxParam)
+	j, apiErr := s.chatJob(r.Context(), w.Header(), req, "messages", maxParam)
 	if apiErr != nil {
 		s.writeError(w, apiErr)
 		return
@@ -83,13 +84,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 // through here too, so all three API shapes render, constrain, sample,
 // stop and read tool calls with the same code. promptParam and maxParam
 // are the names errors give the conversation and the output limit.
-func (s *Server) chatJob(req *openai.ChatRequest, promptParam, maxParam string) (job, *openai.Error) {
+func (s *Server) chatJob(ctx context.Context, h http.Header, req *openai.ChatRequest, promptParam, maxParam string) (job, *openai.Error) {
 	j := job{chat: true, promptParam: promptParam, maxParam: maxParam,
 		n: req.Choices(), candidates: req.Choices(), lp: req.LogprobSettings()}
-	if apiErr := s.outputGrammar(&req.Common, &j); apiErr != nil {
+	if apiErr := s.outputGrammar(ctx, h, &req.Common, &j); apiErr != nil {
 		return j, apiErr
 	}
-	prompt, apiErr := s.renderChat(req, &j)
+	prompt, apiErr := s.renderChat(ctx, h, req, &j)
 	if apiErr != nil {
 		return j, apiErr
 	}
@@ -100,10 +101,10 @@ func (s *Server) chatJob(req *openai.ChatRequest, promptParam, maxParam string) 
 // renderChat renders the request's conversation, with its tools and
 // template variables, and tokenizes it; tool calling is planned into j.
 // /tokenize renders through it too, so its count is the chat request's.
-func (s *Server) renderChat(req *openai.ChatRequest, j *job) ([]int32, *openai.Error) {
+func (s *Server) renderChat(ctx context.Context, h http.Header, req *openai.ChatRequest, j *job) ([]int32, *openai.Error) {
 	chat := &model.Chat{Messages: chatMessages(req.Messages), AddGenerationPrompt: req.GenerationPrompt(),
 		ContinueFinalMessage: req.ContinueFinalMessage, Kwargs: req.ChatTemplateKwargs}
-	if apiErr := s.planTools(req, chat, j); apiErr != nil {
+	if apiErr := s.planTools(ctx, h, req, chat, j); apiErr != nil {
 		return nil, apiErr
 	}
 	prompt, err := s.cfg.Codec.EncodeChat(chat)
@@ -114,11 +115,17 @@ func (s *Server) renderChat(req *openai.ChatRequest, j *job) ([]int32, *openai.E
 }
 
 // outputGrammar compiles the request's structured-output constraint into
-// j; the error is a 400 naming the field it cannot honour.
-func (s *Server) outputGrammar(c *openai.Common, j *job) *openai.Error {
+// j; the error is a 400 naming the field it cannot honour. The compile
+// stops when ctx ends (the client left); keywords dropped from a lenient
+// schema are named in h.
+func (s *Server) outputGrammar(ctx context.Context, h http.Header, c *openai.Common, j *job) *openai.Error {
 	oc, apiErr := c.Constraint()
 	if apiErr == nil && oc != nil {
-		j.grammar, apiErr = s.grammars.compileOutput(oc)
+		var out compiled
+		if out, apiErr = s.grammars.compileOutput(ctx, oc); apiErr == nil {
+			j.grammar = out.g
+			s.reportDropped(h, oc.Param, out.dropped)
+		}
 	}
 	return apiErr
 }

@@ -24,7 +24,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	chat, apiErr := req.ChatRequest()
 	if apiErr == nil {
 		var j job
-		if j, apiErr = s.chatJob(chat, "messages", "max_tokens"); apiErr == nil {
+		if j, apiErr = s.chatJob(r.Context(), w.Header(), chat, "messages", "max_tokens"); apiErr == nil {
 			j.idPrefix = "msg_"
 			j.shape = func(id string) turnWriter { return anthropic.NewMessageShape(id, s.cfg.ModelName) }
 			s.generate(w, r, body, &chat.Common, j)
@@ -46,7 +46,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	chat, apiErr := req.ChatRequest()
 	var toks []int32
 	if apiErr == nil {
-		toks, apiErr = s.renderChat(chat, &job{promptParam: "messages"})
+		toks, apiErr = s.renderChat(r.Context(), w.Header(), chat, &job{promptParam: "messages"})
 	}
 	if apiErr != nil {
 		s.writeError(w, apiErr)

@@ -26,7 +26,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, apiErr)
 		return
 	}
-	j, apiErr := s.chatJob(turn.Chat, "input", "max_output_tokens")
+	j, apiErr := s.chatJob(r.Context(), w.Header(), turn.Chat, "input", "max_output_tokens")
 	if apiErr != nil {
 		// Errors about the chat field text.format became name text.format.
 		rename := strings.NewReplacer("response_format.json_schema", "text.format", "response_format", "text.format")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -211,7 +212,7 @@ func TestResponsesConversation(t *testing.T) {
 		if apiErr != nil {
 			t.Fatal(apiErr)
 		}
-		j, apiErr := env.srv.chatJob(turn.Chat, "input", "max_output_tokens")
+		j, apiErr := env.srv.chatJob(context.Background(), http.Header{}, turn.Chat, "input", "max_output_tokens")
 		if apiErr != nil {
 			t.Fatal(apiErr)
 		}

@@ -1,15 +1,20 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
 	"github.com/kvpilot/kvpilot/internal/util/testing/jsonschema"
 )
 
@@ -98,15 +103,17 @@ func TestStructuredOutputsRefusals(t *testing.T) {
 	for _, tc := range []struct{ extra, param, mention string }{
 		{`"response_format":{"type":"bogus"}`, "response_format.type", "bogus"},
 		{`"response_format":{"type":"json_schema"}`, "response_format.json_schema", "schema"},
-		{`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer","minimum":3}}}`, "response_format.json_schema.schema", "minimum"},
+		{`"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"array","uniqueItems":true}}}`, "response_format.json_schema.schema", "uniqueItems"},
 		{`"guided_json":{"type":"object","patternProperties":{}}`, "guided_json", "patternProperties"},
 		{`"guided_regex":"\\bword"`, "guided_regex", "word boundaries"},
-		{`"guided_grammar":"root ::= \"a\""`, "guided_grammar", "not supported"},
+		{`"guided_grammar":"?start: \"a\""`, "guided_grammar", "Lark"},
+		{`"guided_grammar":"root ::= (\"a\""`, "guided_grammar", "expected )"},
 		{`"guided_choice":[]`, "guided_choice", "at least one"},
 		{`"guided_regex":"a","guided_choice":["a"]`, "guided_choice", "both"},
 		{`"structured_outputs":{"choice":[]}`, "structured_outputs.choice", "at least one"},
-		{`"structured_outputs":{"json":{"type":"integer","minimum":3}}`, "structured_outputs.json", "minimum"},
-		{`"structured_outputs":{"grammar":"root ::= \"a\""}`, "structured_outputs.grammar", "not supported"},
+		{`"structured_outputs":{"json":{"type":"string","format":"color"}}`, "structured_outputs.json", "format"},
+		{`"structured_outputs":{"grammar":"start: \"a\"\n%import common.WS"}`, "structured_outputs.grammar", "Lark"},
+		{`"structured_outputs":{"grammar":"root ::= a\na ::= a \"x\" | \"y\""}`, "structured_outputs.grammar", "left-recursive"},
 	} {
 		r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],`+tc.extra+`}`)
 		var e openai.ErrorResponse
@@ -114,5 +121,245 @@ func TestStructuredOutputsRefusals(t *testing.T) {
 		if r.status != http.StatusBadRequest || e.Error.Param == nil || *e.Error.Param != tc.param || !strings.Contains(e.Error.Message, tc.mention) {
 			t.Errorf("%s: status %d %s, want 400 naming %s and mentioning %q", tc.extra, r.status, r.body, tc.param, tc.mention)
 		}
+	}
+}
+
+// TestGBNFGrammarRequests: guided_grammar and structured_outputs.grammar
+// take a GBNF grammar, recursion included: every output parses.
+func TestGBNFGrammarRequests(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	const arith = `root ::= expr
+expr ::= term ([+-] term)*
+term ::= [0-9]{1,3} | "(" expr ")"`
+	exprRe := regexp.MustCompile(`^[0-9()+-]+$`)
+	balanced := func(s string) bool {
+		depth := 0
+		for _, c := range s {
+			switch c {
+			case '(':
+				depth++
+			case ')':
+				if depth--; depth < 0 {
+					return false
+				}
+			}
+		}
+		return depth == 0
+	}
+	for seed := range 3 {
+		for _, field := range []string{`"guided_grammar":%s`, `"structured_outputs":{"grammar":%s}`} {
+			g, _ := json.Marshal(arith)
+			body := fmt.Sprintf(`{"prompt":"x","max_tokens":60,"seed":%d,`+field+`}`, seed, g)
+			r := env.post("/v1/completions", body)
+			if r.status != http.StatusOK {
+				t.Fatalf("%s: %d %s", field, r.status, r.body)
+			}
+			var resp openai.CompletionResponse
+			decodeStrict(t, r.body, &resp)
+			if out := resp.Choices[0].Text; !exprRe.MatchString(out) || !balanced(out) || *resp.Choices[0].FinishReason != "stop" {
+				t.Errorf("%s seed %d: %q (finish %s)", field, seed, out, *resp.Choices[0].FinishReason)
+			}
+		}
+	}
+}
+
+// TestRecursiveSchemaRequest: a recursive $ref schema is enforced on
+// the random-weight model.
+func TestRecursiveSchemaRequest(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	schema := `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":9},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["v","kids"]}},"$ref":"#/$defs/node"}`
+	for seed := range 3 {
+		body := fmt.Sprintf(`{"messages":[{"role":"user","content":"tree"}],"max_tokens":300,"seed":%d,"response_format":{"type":"json_schema","json_schema":{"name":"t","strict":true,"schema":%s}}}`, seed, schema)
+		r := env.post("/v1/chat/completions", body)
+		if r.status != http.StatusOK {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		var resp openai.ChatResponse
+		decodeStrict(t, r.body, &resp)
+		if err := jsonschema.Validate([]byte(schema), []byte(resp.Choices[0].Message.Content)); err != nil {
+			t.Errorf("seed %d: %q: %v", seed, resp.Choices[0].Message.Content, err)
+		}
+	}
+}
+
+// TestSchemaDroppedHeader: keywords the decoder cannot enforce are
+// dropped for tool parameters and non-strict response formats, named in
+// X-Kvpilot-Schema-Dropped, and refused under strict: true.
+func TestSchemaDroppedHeader(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	params := `{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":4},"uniqueItems":true,"maxItems":2},"n":{"type":"number","multipleOf":0.25}},"required":["tags"]}`
+	for _, tc := range []struct {
+		name, extra, want string
+		status            int
+	}{
+		{"tools required", `"tools":[{"type":"function","function":{"name":"f","parameters":` + params + `}}],"tool_choice":"required"`, "multipleOf,uniqueItems", 200},
+		{"response_format", `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + params + `}}`, "multipleOf,uniqueItems", 200},
+		{"response_format strict", `"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":` + params + `}}`, "", 400},
+		{"enforceable", `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer","minimum":1}}}`, "", 200},
+	} {
+		r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":200,"seed":1,`+tc.extra+`}`)
+		if r.status != tc.status || r.header.Get(SchemaDroppedHeader) != tc.want {
+			t.Errorf("%s: %d, %s %q, want %d %q: %s", tc.name, r.status, SchemaDroppedHeader, r.header.Get(SchemaDroppedHeader), tc.status, tc.want, r.body)
+			continue
+		}
+		if tc.status != 200 {
+			continue
+		}
+		var resp openai.ChatResponse
+		decodeStrict(t, r.body, &resp)
+		doc := resp.Choices[0].Message.Content
+		if calls := resp.Choices[0].Message.ToolCalls; len(calls) > 0 {
+			doc = calls[0].Function.Arguments
+		}
+		// The structure holds even where assertions were dropped.
+		var v any
+		if err := json.Unmarshal([]byte(doc), &v); err != nil {
+			t.Errorf("%s: %q is not JSON: %v", tc.name, doc, err)
+		}
+	}
+}
+
+// TestCompileCache: schemas differing in spacing share an entry, the
+// cache keeps refusals, forgets compiles cut short by the request's
+// context, and holds at most grammarCacheEntries entries.
+func TestCompileCache(t *testing.T) {
+	gs := newGrammars(300, nil)
+	compileSchema := func(ctx context.Context, schema string) (compiled, *openai.Error) {
+		return gs.compileOutput(ctx, &openai.OutputConstraint{Kind: openai.ConstraintJSONSchema, Param: "p", Schema: json.RawMessage(schema)})
+	}
+	a, err := compileSchema(context.Background(), `{"type": "object", "properties": {"a": {"type": "integer"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := compileSchema(context.Background(), `{"type":"object","properties":{"a":{"type":"integer"}}}`)
+	if a.g != b.g {
+		t.Error("spacing made two entries")
+	}
+	if _, err := compileSchema(context.Background(), `{"type":"string","format":"color"}`); err == nil {
+		t.Fatal("unknown format compiled")
+	}
+	n := gs.lru.Len()
+	if _, err := compileSchema(context.Background(), `{"type":"string","format":"color"}`); err == nil || gs.lru.Len() != n {
+		t.Errorf("refusal not kept: %v, %d entries then %d", err, n, gs.lru.Len())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := compileSchema(ctx, `{"type":"integer","minimum":7}`); err == nil || gs.lru.Len() != n {
+		t.Errorf("cancelled compile: %v, %d entries (want %d)", err, gs.lru.Len(), n)
+	}
+	for i := range grammarCacheEntries + 10 {
+		if _, err := compileSchema(context.Background(), fmt.Sprintf(`{"type":"integer","minimum":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gs.lru.Len() != grammarCacheEntries || len(gs.cache) != grammarCacheEntries {
+		t.Errorf("%d entries, bound %d", gs.lru.Len(), grammarCacheEntries)
+	}
+
+	// Concurrent requests for one key compile it once; one whose
+	// compile is cancelled hands over to a waiter.
+	var compiles atomic.Int32
+	release := make(chan struct{})
+	slow := func(ctx context.Context) (*grammar.Grammar, []string, error) {
+		compiles.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		g, err := grammar.Regex("a")
+		return g, nil, err
+	}
+	leaderCtx, leaderCancel := context.WithCancel(context.Background())
+	results := make(chan error, 5)
+	go func() { _, err := gs.get(leaderCtx, "k", slow); results <- err }()
+	for compiles.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for range 4 {
+		go func() { _, err := gs.get(context.Background(), "k", slow); results <- err }()
+	}
+	time.Sleep(20 * time.Millisecond)
+	leaderCancel()
+	if err := <-results; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled leader: %v", err)
+	}
+	for compiles.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range 4 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := compiles.Load(); n != 2 {
+		t.Errorf("%d compiles for 5 requests of one key, one cancelled: want 2", n)
+	}
+}
+
+// TestDeepRefChainRequest: issue 20's schema (dN = anyOf[dN-1, array of
+// dN-1], 16 deep), which used to take a pod past 3 GB, is answered at
+// once over HTTP, its output valid.
+func TestDeepRefChainRequest(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	var defs strings.Builder
+	defs.WriteString(`"d0":{"type":"integer"}`)
+	for i := 1; i <= 16; i++ {
+		fmt.Fprintf(&defs, `,"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"type":"array","items":{"$ref":"#/$defs/d%d"}}]}`, i, i-1, i-1)
+	}
+	schema := `{"$defs":{` + defs.String() + `},"$ref":"#/$defs/d16"}`
+	r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":100,"seed":2,
+		"response_format":{"type":"json_schema","json_schema":{"name":"chain","strict":true,"schema":`+schema+`}}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var resp openai.ChatResponse
+	decodeStrict(t, r.body, &resp)
+	if err := jsonschema.Validate([]byte(schema), []byte(resp.Choices[0].Message.Content)); err != nil {
+		t.Errorf("%q: %v", resp.Choices[0].Message.Content, err)
+	}
+}
+
+// TestDisconnectStopsCompile: a client that leaves while its schema
+// compiles stops the compile. The schema's compile, run to its end, is
+// refused at the state budget, and a refusal is cached; a compile the
+// disconnect stopped is not: nothing is cached well after the compile
+// would have finished.
+func TestDisconnectStopsCompile(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	var props strings.Builder
+	for i := range 150 {
+		if i > 0 {
+			props.WriteByte(',')
+		}
+		fmt.Fprintf(&props, `"p%d":{"type":"string","format":"email","pattern":"^[a-z.]{1,40}@[a-z]{1,30}\\.com$","maxLength":60}`, i)
+	}
+	schema := `{"type":"object","properties":{` + props.String() + `}}`
+	start := time.Now()
+	if _, _, err := grammar.CompileJSONSchema(context.Background(), []byte(schema), grammar.SchemaOptions{Lenient: true}); !errors.Is(err, grammar.ErrTooLarge) {
+		t.Fatalf("the schema compiles to %v, want the state budget's refusal", err)
+	}
+	full := time.Since(start)
+	if full < 20*time.Millisecond {
+		t.Skipf("the compile takes %v here: too short to leave half-way", full)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	body := `{"messages":[{"role":"user","content":"x"}],"max_tokens":50,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + schema + `}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(full/4, cancel)
+	if resp, err := env.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the request finished (%d) before the client left", resp.StatusCode)
+	}
+	time.Sleep(2*full + 200*time.Millisecond)
+	env.srv.grammars.mu.Lock()
+	cached := env.srv.grammars.lru.Len()
+	env.srv.grammars.mu.Unlock()
+	if cached != 0 {
+		t.Errorf("%d compiles cached after the client left: the compile ran to its end", cached)
 	}
 }

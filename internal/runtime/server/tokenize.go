@@ -31,7 +31,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 			ToolFields: openai.ToolFields{Tools: req.Tools}}
 		apiErr := req.ChatTemplateKwargs.Check()
 		if apiErr == nil {
-			toks, apiErr = s.renderChat(chat, &job{promptParam: "messages"})
+			toks, apiErr = s.renderChat(r.Context(), w.Header(), chat, &job{promptParam: "messages"})
 		}
 		if apiErr != nil {
 			s.writeError(w, apiErr)

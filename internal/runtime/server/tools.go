@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"strings"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -46,14 +48,18 @@ func chatMessages(in []openai.Message) []model.Message {
 // planTools resolves the request's tool fields into the chat to render,
 // the output reading and, for required or named choices, the grammar
 // that enforces a call. Errors are 400s naming the field.
-func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *job) *openai.Error {
+//
+// Tool parameters compile leniently: keywords the decoder cannot enforce
+// are dropped, named in h's SchemaDroppedHeader and logged. The compile
+// stops when ctx (the request's) ends.
+func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatRequest, chat *model.Chat, gen *job) *openai.Error {
 	plan, apiErr := req.ToolFields.Resolve()
 	if apiErr != nil || plan == nil {
 		return apiErr
 	}
-	param := "tool_choice"
+	param, field := "tool_choice", "tools"
 	if plan.Legacy {
-		param = "function_call"
+		param, field = "function_call", "functions"
 	}
 	if plan.Choice == openai.ToolChoiceNone {
 		// The model is not to call tools: it is not shown them either.
@@ -80,7 +86,11 @@ func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *job) 
 			continue
 		}
 		specs = append(specs, grammar.ToolSpec{Name: t.Function.Name, Parameters: t.Function.Parameters})
-		names = append(names, t.Function.Name+"\x00"+string(t.Function.Parameters))
+		params := string(t.Function.Parameters)
+		if canon, err := grammar.CanonicalJSON(t.Function.Parameters); err == nil {
+			params = canon // tool lists that differ only in spacing share an entry
+		}
+		names = append(names, t.Function.Name+"\x00"+params)
 	}
 	f, ok := callFormats[format]
 	if !ok {
@@ -91,19 +101,18 @@ func (s *Server) planTools(req *openai.ChatRequest, chat *model.Chat, gen *job) 
 	if s.grammars.size <= 0 {
 		return openai.BadRequest(param, "enforcing tool calls needs the model's vocabulary size, which this server was not given")
 	}
-	g, err := s.grammars.get(key, func() (*grammar.Grammar, error) { return grammar.ToolCalls(f, specs, parallel) })
+	out, err := s.grammars.get(ctx, key, func(ctx context.Context) (*grammar.Grammar, []string, error) {
+		return grammar.CompileToolCalls(ctx, f, specs, parallel)
+	})
 	if err != nil {
 		var te *grammar.ToolError
 		if errors.As(err, &te) {
-			field := "tools"
-			if plan.Legacy {
-				field = "functions"
-			}
 			return openai.BadRequest(field, "%s: enforcing %s %s: %v", field, param, plan.Choice, err)
 		}
 		return openai.BadRequest(param, "%s: %v", param, err)
 	}
-	gen.grammar = g
+	gen.grammar = out.g
+	s.reportDropped(h, field, out.dropped)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/util/testing/jsonschema"
@@ -140,7 +141,7 @@ func TestToolFieldsRefused(t *testing.T) {
 		{`"tools":` + toolsJSON + `,"tool_choice":"sometimes"`, "tool_choice"},
 		{`"tool_choice":"required"`, "tool_choice"},
 		{`"functions":[{"name":"f"}],"function_call":{"name":"g"}`, "function_call"},
-		{`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer","minimum":1}}}}}],"tool_choice":"required"`, "tools"},
+		{`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"allOf":[{"type":"integer"},{"type":"string"}]}}}}}],"tool_choice":"required"`, "tools"},
 	} {
 		r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],`+tc.extra+`}`)
 		var e openai.ErrorResponse
@@ -276,5 +277,76 @@ func TestTokenizeRendersToolTurns(t *testing.T) {
 	r = env.post("/tokenize", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":""}],"continue_final_message":true,"add_generation_prompt":false}`)
 	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"param":"messages"`) {
 		t.Errorf("continue_final_message on an empty message: %d %s", r.status, r.body)
+	}
+}
+
+// TestToolArgumentsKeepMarkupOut: arguments that are not an object (what
+// a model may write for a tool without parameters) end where their value
+// ends: the closing marker and the next call stay out of them, however
+// the output is cut into pieces.
+func TestToolArgumentsKeepMarkupOut(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want []string
+	}{
+		{"<tool_call>\n{\"name\": \"f\", \"arguments\": 510773748}\n</tool_call>", []string{"510773748"}},
+		{"<tool_call>\n{\"name\": \"f\", \"arguments\": 1}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>", []string{"1", "{}"}},
+		// An object cut short by the closing marker: the next call is
+		// read on its own.
+		{"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {\"b\": 2}}\n</tool_call>", []string{`{"a": [1` + "\n", `{"b": 2}`}},
+	} {
+		for _, step := range []int{1, 5, len(tc.out)} {
+			ts := openai.NewToolStreamer(openai.ToolFormatHermes)
+			streamed := map[int]string{}
+			for i := 0; i < len(tc.out); i += step {
+				_, ds := ts.Feed([]byte(tc.out[i:min(i+step, len(tc.out))]))
+				for _, d := range ds {
+					streamed[d.Index] += d.Arguments
+				}
+			}
+			_, ds, _ := ts.Finish()
+			for _, d := range ds {
+				streamed[d.Index] += d.Arguments
+			}
+			calls := ts.Calls()
+			var got []string
+			for i, c := range calls {
+				got = append(got, c.Function.Arguments)
+				if streamed[i] != c.Function.Arguments {
+					t.Errorf("step %d %q: call %d streamed %q, whole %q", step, tc.out, i, streamed[i], c.Function.Arguments)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("step %d %q: arguments (-want +got):\n%s", step, tc.out, diff)
+			}
+		}
+	}
+}
+
+// TestEmptyParametersMeanAnObject: a tool with parameters {} or none,
+// forced by name or by required (parallel), is called with a JSON object
+// as arguments, and under required each call is its own.
+func TestEmptyParametersMeanAnObject(t *testing.T) {
+	env := toolEnvs(t)["qwen2.5 jinja"]
+	tools := `[{"type":"function","function":{"name":"ping","parameters":{}}},{"type":"function","function":{"name":"pong"}}]`
+	for _, choice := range []string{`{"type":"function","function":{"name":"ping"}}`, `{"type":"function","function":{"name":"pong"}}`, `"required"`} {
+		for seed := range 6 {
+			body := fmt.Sprintf(`{"messages":[{"role":"user","content":"go"}],"tools":%s,"tool_choice":%s,"max_tokens":200,"seed":%d}`, tools, choice, seed)
+			r := env.post("/v1/chat/completions", body)
+			if r.status != http.StatusOK {
+				t.Fatalf("%s: %d %s", choice, r.status, r.body)
+			}
+			var resp openai.ChatResponse
+			decodeStrict(t, r.body, &resp)
+			for _, call := range resp.Choices[0].Message.ToolCalls {
+				var args map[string]any
+				if err := json.Unmarshal([]byte(call.Function.Arguments), &args); err != nil || strings.Contains(call.Function.Arguments, "tool_call") {
+					t.Errorf("%s seed %d: %s arguments %q are not a JSON object: %v", choice, seed, call.Function.Name, call.Function.Arguments, err)
+				}
+			}
+			if *resp.Choices[0].FinishReason == "tool_calls" && len(resp.Choices[0].Message.ToolCalls) == 0 {
+				t.Errorf("%s seed %d: finish tool_calls without calls", choice, seed)
+			}
+		}
 	}
 }

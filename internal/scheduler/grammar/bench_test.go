@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	mathbits "math/bits"
 	"math/rand/v2"
 	"testing"
@@ -54,36 +55,65 @@ func syntheticVocab(n int) (*Vocab, int32) {
 }
 
 // BenchmarkConstrainedStep is one decoding step of a JSON-schema request
-// at a 151,936-token vocabulary: the mask (cached per DFA state after the
-// first visit), applying it to the logits, and advancing on the token
-// drawn (the draw itself, a scan to an allowed token from a random
-// place, stands in for the sampler, whose cost constraints do not change).
+// at a 151,936-token vocabulary: the mask (cached per automaton state
+// after the first visit), applying it to the logits, and advancing on the
+// token drawn (the draw itself, a scan to an allowed token from a random
+// place, stands in for the sampler, whose cost constraints do not
+// change). The schema is not recursive: the same benchmark runs on the
+// regular automaton this package had before its pushdown matcher
+// (hack/bench-grammar.sh compares the two).
 func BenchmarkConstrainedStep(b *testing.B) {
-	v, eos := syntheticVocab(benchVocabSize)
 	g, err := JSONSchema([]byte(personSchema))
+	benchCompiled(b, g, err, true)
+}
+
+// BenchmarkConstrainedStepRecursive is BenchmarkConstrainedStep on a
+// recursive schema (a tree of nodes), which only the pushdown matcher
+// runs: outputs nest, and new stacks keep meeting new automaton states.
+func BenchmarkConstrainedStepRecursive(b *testing.B) {
+	g, err := JSONSchema([]byte(treeSchema))
+	benchCompiled(b, g, err, true)
+}
+
+// BenchmarkConstrainedStepGBNF is BenchmarkConstrainedStep on llama.cpp's
+// JSON grammar in GBNF.
+func BenchmarkConstrainedStepGBNF(b *testing.B) {
+	g, err := CompileGBNF(context.Background(), jsonGBNF)
+	benchCompiled(b, g, err, true)
+}
+
+// BenchmarkMatcherStepRecursive is BenchmarkMatcherStep (the matcher
+// alone) on the recursive tree schema.
+func BenchmarkMatcherStepRecursive(b *testing.B) {
+	g, err := JSONSchema([]byte(treeSchema))
+	benchCompiled(b, g, err, false)
+}
+
+// BenchmarkMatcherStepGBNF is BenchmarkMatcherStep on llama.cpp's JSON
+// grammar in GBNF.
+func BenchmarkMatcherStepGBNF(b *testing.B) {
+	g, err := CompileGBNF(context.Background(), jsonGBNF)
+	benchCompiled(b, g, err, false)
+}
+
+// deepGBNF nests lists of strings without bound: decoding noise keeps
+// meeting stacks it has not seen, so most steps build new automaton
+// states and masks (the pushdown matcher's worst case for its caches).
+const deepGBNF = `root ::= "[" (item ("," item)*)? "]"
+item ::= root | "\"" [^"\\]* "\""`
+
+// BenchmarkMatcherStepDeep is BenchmarkMatcherStep on deepGBNF.
+func BenchmarkMatcherStepDeep(b *testing.B) {
+	g, err := CompileGBNF(context.Background(), deepGBNF)
+	benchCompiled(b, g, err, false)
+}
+
+// benchCompiled is benchSteps on a grammar just compiled.
+func benchCompiled(b *testing.B, g *Grammar, err error, applyMask bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	logits := make([]float32, benchVocabSize)
-	rng := rand.New(rand.NewPCG(1, 1))
-	m := g.NewMatcher(v, []int32{eos})
-	const maxTokens = 256
-	step := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		mask := m.Mask(maxTokens - step)
-		sampling.ApplyMask(logits, mask)
-		tok := pick(mask, rng)
-		if !m.Advance(tok) {
-			b.Fatalf("allowed token %d refused", tok)
-		}
-		step++
-		if m.Done() || step == maxTokens {
-			m = g.NewMatcher(v, []int32{eos})
-			step = 0
-		}
-	}
+	benchSteps(b, g, applyMask)
 }
 
 // BenchmarkApplyMask is the per-step cost of masking alone, for a mask

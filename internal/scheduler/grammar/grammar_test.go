@@ -99,20 +99,33 @@ func TestSchemaAccepts(t *testing.T) {
 
 func TestSchemaRefusesUnsupportedKeywords(t *testing.T) {
 	for _, tc := range []struct{ schema, keyword string }{
-		{`{"type":"integer","minimum":0}`, "minimum"},
+		{`{"type":"integer","minimum":5,"maximum":4}`, "minimum"},
+		{`{"type":"integer","exclusiveMaximum":-99999999999999999}`, "maximum"},
 		{`{"type":"object","properties":{"a":{"type":"string","contentEncoding":"base64"}}}`, "contentEncoding"},
-		{`{"allOf":[{"type":"string"}]}`, "allOf"},
-		{`{"type":"string","format":"ipv4"}`, "format"},
-		{`{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}`, "$ref"},
-		{`{"type":"array","prefixItems":[{"type":"string"}]}`, "prefixItems"},
+		{`{"allOf":[{"type":"string"},{"type":"integer"}]}`, "allOf"},
+		{`{"allOf":[{"properties":{"a":{}},"additionalProperties":false},{"properties":{"b":{}}}]}`, "allOf"},
+		{`{"type":"string","format":"color"}`, "format"},
+		{`{"type":"array","uniqueItems":true}`, "uniqueItems"},
+		{`{"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false}`, "required"},
+		{`{"type":"number","multipleOf":0.5}`, "multipleOf"},
+		{`{"type":"integer","multipleOf":1000000}`, "multipleOf"},
+		// Left recursion, and a recursion that never ends.
+		{`{"$defs":{"n":{"anyOf":[{"$ref":"#/$defs/n"},{"type":"null"}]}},"$ref":"#/$defs/n"}`, "$ref"},
+		{`{"type":"object","properties":{"next":{"$ref":"#"}},"required":["next"]}`, "$ref"},
+		{`{"$ref":"#/$defs/missing"}`, "$ref"},
+		{`{"$ref":"http://example.com/s.json"}`, "$ref"},
+		{`{"type":"array","prefixItems":[{"type":"string"}],"items":false,"minItems":2}`, "minItems"},
+		{`{"type":"object","properties":{"a":{},"b":{}},"required":["a","b"],"maxProperties":1}`, "minProperties"},
+		{`{"type":"object","maxProperties":100000}`, "maxProperties"},
 		// Count bounds and string patterns.
 		{`{"type":"string","minLength":5,"maxLength":4}`, "minLength"},
 		{`{"type":"string","maxLength":100000000}`, "maxLength"},
 		{`{"type":"array","minItems":3,"maxItems":2}`, "minItems"},
-		{`{"type":"array","minItems":100000000}`, "maxItems"},
+		{`{"type":"array","minItems":100000000}`, "minItems"},
 		{`{"type":"array","maxItems":-1}`, "maxItems"},
 		{`{"type":"string","pattern":"(a"}`, "pattern"},
-		{`{"type":"string","pattern":"a+","maxLength":3}`, "pattern"},
+		{`{"type":"string","pattern":"a(?=a)b"}`, "pattern"},
+		{`{"type":"string","pattern":"(a)\\1"}`, "pattern"},
 	} {
 		_, err := JSONSchema([]byte(tc.schema))
 		var se *SchemaError
@@ -120,8 +133,10 @@ func TestSchemaRefusesUnsupportedKeywords(t *testing.T) {
 			t.Errorf("%s: got %v, want a SchemaError naming %q", tc.schema, err, tc.keyword)
 		}
 	}
-	if _, err := JSONSchema([]byte(`{"type":`)); err == nil {
-		t.Error("malformed schema accepted")
+	for _, bad := range []string{`{"type":`, `{}A`, `{} {}`, `{"type":"string"}]`} {
+		if _, err := JSONSchema([]byte(bad)); err == nil {
+			t.Errorf("malformed schema %s accepted", bad)
+		}
 	}
 }
 

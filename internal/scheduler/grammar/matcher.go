@@ -10,7 +10,7 @@ import (
 type Matcher struct {
 	g     *Grammar
 	v     *Vocab
-	state int32
+	state *dstate
 	done  bool
 	// ends are the end-of-sequence and stop token ids: allowed where the
 	// output is complete.
@@ -32,8 +32,9 @@ func (g *Grammar) NewMatcher(v *Vocab, ends []int32) *Matcher {
 	} else if g.vocab != v {
 		panic("grammar: one grammar used with two vocabularies")
 	}
+	init := g.init
 	g.mu.Unlock()
-	return &Matcher{g: g, v: v, ends: slices.Clone(ends), scratch: make([]uint64, v.words)}
+	return &Matcher{g: g, v: v, state: init, ends: slices.Clone(ends), scratch: make([]uint64, v.words)}
 }
 
 // Mask implements sampling.Constraint.
@@ -54,11 +55,11 @@ func (m *Matcher) Mask(remaining int) []uint64 {
 	// last steps of a long output pay for a budgeted walk.
 	if budget := int32(remaining - 1); budget >= 0 && full.maxDist > budget {
 		bm := g.maskFor(m.v, s, budget, m.scratch)
-		if bm.count > 0 || g.states[s].accept {
+		if bm.count > 0 || s.accept {
 			bits = bm.bits
 		}
 	}
-	if g.states[s].accept {
+	if s.accept {
 		if &bits[0] != &m.scratch[0] {
 			copy(m.scratch, bits)
 			bits = m.scratch
@@ -81,7 +82,7 @@ func (m *Matcher) Advance(tok int32) bool {
 		return false
 	}
 	if slices.Contains(m.ends, tok) {
-		if !g.states[m.state].accept {
+		if !m.state.accept {
 			return false
 		}
 		m.done = true
@@ -93,12 +94,12 @@ func (m *Matcher) Advance(tok int32) bool {
 	}
 	s := m.state
 	for _, c := range tb {
-		if s = g.step(s, c); s < 0 {
+		if s = g.step(s, c); s == nil {
 			return false
 		}
 	}
 	m.state = s
-	if g.isFinal(s) {
+	if s.isFinal() {
 		m.done = true
 	}
 	return true
@@ -111,5 +112,5 @@ func (m *Matcher) Done() bool { return m.done }
 func (m *Matcher) Complete() bool {
 	m.g.mu.Lock()
 	defer m.g.mu.Unlock()
-	return m.done || m.g.states[m.state].accept
+	return m.done || m.state.accept
 }

@@ -1,16 +1,23 @@
-// Package grammar compiles output constraints (a JSON schema subset, a
-// regular expression, a list of choices, a tool-call format) into a byte
-// automaton, and turns the automaton into per-step token masks over a
-// model's vocabulary for constrained decoding.
+// Package grammar compiles output constraints (a JSON schema, a regular
+// expression, a list of choices, a GBNF grammar, a tool-call format) into
+// a pushdown byte automaton, and turns the automaton into per-step token
+// masks over a model's vocabulary for constrained decoding.
 //
-// Every constraint is a regular language over bytes: schemas here are not
-// recursive and their repetitions are bounded or starred, so one
-// representation serves them all. A constraint compiles to a Thompson NFA
-// once; its DFA is built lazily, one state the first time decoding reaches
-// it; the set of tokens allowed in a DFA state is computed once, by walking
-// a trie of the vocabulary alongside the DFA (a subtree is skipped as soon
-// as the DFA dies), and cached with the state. In steady state a decoding
-// step is a cache lookup and one pass over the mask.
+// A constraint is a set of rules, each a regular expression over bytes
+// and calls of rules (a $ref target, a GBNF nonterminal, a JSON value):
+// a rule is compiled once however often it is referenced, so the compiled
+// size is linear in the schema or grammar, and rules may be recursive.
+// Each rule compiles to a Thompson NFA fragment; decoding keeps a set of
+// stacks of rule positions, and the sets reached are interned as the
+// states of a lazily built automaton (one state the first time decoding
+// reaches it), as a DFA would be for a regular language. The tokens a
+// state allows are computed by walking a trie of the vocabulary
+// alongside the automaton, in two parts, as xgrammar does: the tokens a
+// rule position allows without returning from its rule depend on the
+// position alone and are computed once per position; only the tokens
+// that run past the rule's end are checked against the stack below.
+// Masks are cached with their state: in steady state a decoding step is a
+// cache lookup and one pass over the mask.
 package grammar
 
 // op is a node's operator.
@@ -22,7 +29,24 @@ const (
 	opConcat           // subs in sequence
 	opAlt              // any one of subs
 	opRepeat           // subs[0] between min and max times (max < 0: unbounded)
+	opCall             // the rule r
+	opAnd              // the strings both subs[0] and subs[1] match (regular subs only)
+	opDFA              // the strings dfa accepts
+	opLength           // the strings subs[0] (regular) matches of min to max (< 0: any) characters
 )
+
+// rawDFA is an automaton given state by state (state 0 starts), for
+// languages a regular expression would spell at great length (the
+// multiples of a number).
+type rawDFA struct {
+	trans  [][]rawEdge
+	accept []bool
+}
+
+type rawEdge struct {
+	lo, hi byte
+	to     int32
+}
 
 // node is a regular expression over bytes.
 type node struct {
@@ -30,6 +54,24 @@ type node struct {
 	lo, hi   byte
 	subs     []*node
 	min, max int
+	r        *rule
+	dfa      *rawDFA
+}
+
+// rule is a named sub-grammar compiled once and called by reference. Its
+// body may call it again (recursion), except at its very start (left
+// recursion, which a top-down matcher cannot run, is refused).
+type rule struct {
+	name string
+	body *node
+}
+
+func call(r *rule) *node { return &node{op: opCall, r: r} }
+
+func and(a, b *node) *node { return &node{op: opAnd, subs: []*node{a, b}} }
+
+func lengthOf(n *node, min, max int) *node {
+	return &node{op: opLength, subs: []*node{n}, min: min, max: max}
 }
 
 var empty = &node{op: opEmpty}

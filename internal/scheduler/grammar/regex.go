@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"fmt"
 	"regexp/syntax"
 	"unicode"
@@ -15,16 +16,31 @@ const maxRepeat = 1000
 // \z are accepted at the ends (the match is always whole); word boundaries
 // are refused.
 func Regex(pattern string) (*Grammar, error) {
-	n, err := regexNode(pattern, nil)
+	return CompileRegex(context.Background(), pattern)
+}
+
+// CompileRegex is Regex, stopping with ctx's error when ctx ends.
+func CompileRegex(ctx context.Context, pattern string) (*Grammar, error) {
+	if len(pattern) > maxPatternBytes {
+		return nil, fmt.Errorf("%w: a pattern of more than %d bytes", ErrTooLarge, maxPatternBytes)
+	}
+	n, err := patternNode(ctx, pattern, nil)
 	if err != nil {
 		return nil, err
 	}
-	return newGrammar(n)
+	return newGrammar(ctx, n)
 }
+
+// maxPatternBytes bounds a regular expression's text (the parser's work
+// and the tree it builds grow with it).
+const maxPatternBytes = 64 << 10
 
 // regexNode converts a pattern; allow, when set, restricts every rune it
 // may match (JSON strings exclude quotes, backslashes and controls).
 func regexNode(pattern string, allow func(lo, hi rune) [][2]rune) (*node, error) {
+	if len(pattern) > maxPatternBytes {
+		return nil, fmt.Errorf("a pattern of more than %d bytes", maxPatternBytes)
+	}
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		return nil, fmt.Errorf("invalid regular expression: %w", err)
@@ -163,6 +179,11 @@ func orNothingNode(n *node) *node {
 // Choice compiles a list of alternatives: the output is exactly one of
 // them.
 func Choice(options []string) (*Grammar, error) {
+	return CompileChoice(context.Background(), options)
+}
+
+// CompileChoice is Choice, stopping with ctx's error when ctx ends.
+func CompileChoice(ctx context.Context, options []string) (*Grammar, error) {
 	if len(options) == 0 {
 		return nil, fmt.Errorf("no choices")
 	}
@@ -170,5 +191,5 @@ func Choice(options []string) (*Grammar, error) {
 	for i, o := range options {
 		parts[i] = lit(o)
 	}
-	return newGrammar(alt(parts...))
+	return newGrammar(ctx, alt(parts...))
 }

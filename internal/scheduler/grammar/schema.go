@@ -2,9 +2,14 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,30 +43,42 @@ func cmpOr(a, b string) string {
 var ignoredKeywords = map[string]bool{
 	"title": true, "description": true, "default": true, "examples": true, "$schema": true, "$id": true,
 	"$comment": true, "deprecated": true, "readOnly": true, "writeOnly": true, "$defs": true, "definitions": true,
-	"strict": true,
+	"strict": true, "$anchor": true,
 }
 
 // handledKeywords are the keywords the compiler enforces.
 var handledKeywords = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true, "items": true,
-	"minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true, "oneOf": true,
-	"minLength": true, "maxLength": true, "pattern": true, "format": true, "$ref": true,
+	"prefixItems": true, "additionalItems": true, "minItems": true, "maxItems": true, "enum": true, "const": true,
+	"anyOf": true, "oneOf": true, "allOf": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
+	"$ref": true, "minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"multipleOf": true, "minProperties": true, "maxProperties": true,
 }
 
-// Limits that keep the automaton finite and decoding terminating.
+// Limits that keep the automaton small and decoding terminating.
 const (
 	maxWhitespace = 8  // whitespace bytes between tokens
 	maxIntDigits  = 16 // digits of an integer part
 	maxFracDigits = 16
-	// maxAnyDepth is the nesting depth of values a schema leaves open
-	// ({}, json_object, additionalProperties: true).
-	maxAnyDepth = 4
+	// maxCountedProperties bounds minProperties/maxProperties: the object
+	// automaton has a copy per count.
+	maxCountedProperties = 64
+	// maxSchemaNodes bounds the subschemas visited in one compile
+	// (allOf merging and anyOf distribution copy subschemas).
+	maxSchemaNodes = 1 << 16
 )
 
 // object is a JSON object with its key order.
 type object struct {
 	keys []string
 	vals map[string]any
+}
+
+func (o *object) set(k string, v any) {
+	if _, ok := o.vals[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.vals[k] = v
 }
 
 // parseOrdered decodes JSON keeping object key order (objects become
@@ -73,7 +90,7 @@ func parseOrdered(data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err == nil {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("trailing data after the JSON value")
 	}
 	return v, nil
@@ -101,10 +118,7 @@ func parseValue(dec *json.Decoder) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if _, dup := o.vals[k]; !dup {
-				o.keys = append(o.keys, k)
-			}
-			o.vals[k] = v
+			o.set(k, v)
 		}
 		_, err := dec.Token()
 		return o, err
@@ -123,42 +137,89 @@ func parseValue(dec *json.Decoder) (any, error) {
 	return nil, fmt.Errorf("unexpected %v", d)
 }
 
-// JSONSchema compiles a JSON schema: the output is one JSON document it
-// accepts. The subset: type (one or a list), properties, required,
-// additionalProperties (false, true or a schema; absent means false when
-// properties are given, as in OpenAI's strict mode), items, minItems,
-// maxItems, enum, const, anyOf, oneOf (as anyOf: exclusivity is not
-// checked), minLength, maxLength, pattern, format (date, time, date-time,
-// uuid, email), local $ref to $defs or definitions (not recursive).
-// Annotations (title, description, default, examples…) are ignored; any
-// other keyword is refused with a *SchemaError naming it. Properties are
-// generated in the schema's order; whitespace between tokens is bounded.
-func JSONSchema(schema []byte) (*Grammar, error) {
-	n, err := schemaNode(schema)
-	if err != nil {
-		return nil, err
-	}
-	return newGrammar(n)
+// SchemaOptions steer a schema compile.
+type SchemaOptions struct {
+	// Lenient drops the assertion keywords the compiler cannot enforce
+	// (unknown keywords, uniqueItems, a pattern it cannot read…) instead
+	// of refusing the schema; the structure is still enforced. Tool
+	// parameters are compiled this way, as vLLM does.
+	Lenient bool
 }
 
-// schemaNode is JSONSchema's expression, for building larger grammars.
-func schemaNode(schema []byte) (*node, error) {
+// JSONSchema compiles a JSON schema: the output is one JSON document it
+// accepts. See CompileJSONSchema.
+func JSONSchema(schema []byte) (*Grammar, error) {
+	g, _, err := CompileJSONSchema(context.Background(), schema, SchemaOptions{})
+	return g, err
+}
+
+// CompileJSONSchema compiles a JSON schema: the output is one JSON
+// document it accepts. Supported: type (one or a list), properties,
+// required, additionalProperties (false, true or a schema; absent means
+// false when properties are given, as in OpenAI's strict mode),
+// minProperties, maxProperties, items (a schema, false, or a list as
+// tuple), prefixItems, additionalItems, minItems, maxItems, enum, const,
+// anyOf, oneOf (as anyOf: exclusivity is not checked), allOf (merged),
+// minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf
+// (integral), minLength, maxLength, pattern, format (date, time,
+// date-time, uuid, email, uri, ipv4, ipv6, hostname), local $ref to
+// $defs, definitions or the root (recursion included). Annotations
+// (title, description, default, examples…) are ignored; any other
+// keyword is refused with a *SchemaError naming it, or with
+// opts.Lenient dropped and named in the returned list. Properties are
+// generated in the schema's order; whitespace between tokens is bounded.
+// The compile stops with ctx's error when ctx ends.
+func CompileJSONSchema(ctx context.Context, schema []byte, opts SchemaOptions) (*Grammar, []string, error) {
+	n, dropped, err := schemaNode(ctx, schema, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := newGrammar(ctx, n)
+	if err != nil {
+		return nil, nil, schemaCompileError(err)
+	}
+	if g.MinLength() >= int(inf) {
+		return nil, nil, &SchemaError{Keyword: "$ref", Reason: "accepts no finite document (a required reference never ends)"}
+	}
+	return g, dropped, nil
+}
+
+// schemaCompileError names the keyword behind an automaton error.
+func schemaCompileError(err error) error {
+	var lr *LeftRecursionError
+	if errors.As(err, &lr) {
+		return &SchemaError{Keyword: "$ref", Reason: "is recursive without reading anything first: " + lr.Error()}
+	}
+	return err
+}
+
+// schemaNode is the expression of a schema, for building larger grammars.
+func schemaNode(ctx context.Context, schema []byte, opts SchemaOptions) (*node, []string, error) {
 	v, err := parseOrdered(schema)
 	if err != nil {
-		return nil, &SchemaError{Reason: fmt.Sprintf("not valid JSON: %v", err)}
+		return nil, nil, &SchemaError{Reason: fmt.Sprintf("not valid JSON: %v", err)}
 	}
-	c := &schemaConv{root: v, refs: map[string]bool{}}
-	n := c.conv(v, "#")
-	if c.err != nil {
-		return nil, c.err
-	}
-	return n, nil
+	return valueNode(ctx, v, opts)
 }
 
-// AnyJSONObject is response_format json_object: one JSON object, with
-// values nested at most maxAnyDepth deep.
+// valueNode is schemaNode for a parsed schema.
+func valueNode(ctx context.Context, v any, opts SchemaOptions) (*node, []string, error) {
+	c := &schemaConv{ctx: ctx, root: v, lenient: opts.Lenient, refs: map[string]*rule{}, formats: map[string]*node{}, dropped: map[string]bool{}}
+	n := c.conv(v, "#")
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	dropped := make([]string, 0, len(c.dropped))
+	for k := range c.dropped {
+		dropped = append(dropped, k)
+	}
+	sort.Strings(dropped)
+	return n, dropped, nil
+}
+
+// AnyJSONObject is response_format json_object: one JSON object.
 func AnyJSONObject() *Grammar {
-	g, err := newGrammar(anyObject(maxAnyDepth))
+	g, err := newGrammar(context.Background(), anyObject())
 	if err != nil {
 		panic(err) // a fixed grammar: cannot fail
 	}
@@ -166,9 +227,16 @@ func AnyJSONObject() *Grammar {
 }
 
 type schemaConv struct {
-	root any
-	refs map[string]bool // refs being expanded (recursion check)
-	err  error
+	ctx     context.Context
+	root    any
+	lenient bool
+	dropped map[string]bool
+	// refs are the rules of the references met so far: each is compiled
+	// once, however often and however recursively it is referenced.
+	refs    map[string]*rule
+	formats map[string]*node
+	nodes   int
+	err     error
 }
 
 func (c *schemaConv) fail(path, keyword, format string, args ...any) *node {
@@ -178,14 +246,34 @@ func (c *schemaConv) fail(path, keyword, format string, args ...any) *node {
 	return empty
 }
 
+// unsupported handles an assertion the compiler cannot enforce: dropped
+// (true) when lenient, else the compile fails.
+func (c *schemaConv) unsupported(path, keyword, format string, args ...any) bool {
+	if c.lenient {
+		c.dropped[keyword] = true
+		return true
+	}
+	c.fail(path, keyword, format, args...)
+	return false
+}
+
 func (c *schemaConv) conv(v any, path string) *node {
 	if c.err != nil {
 		return empty
 	}
+	if c.nodes++; c.nodes > maxSchemaNodes {
+		return c.fail(path, "", "more than %d subschemas to compile", maxSchemaNodes)
+	}
+	if c.nodes&63 == 0 {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			return empty
+		}
+	}
 	switch t := v.(type) {
 	case bool:
 		if t {
-			return anyValue(maxAnyDepth)
+			return anyValue()
 		}
 		return c.fail(path, "", "false schema accepts nothing")
 	case *object:
@@ -194,13 +282,50 @@ func (c *schemaConv) conv(v any, path string) *node {
 	return c.fail(path, "", "a schema must be an object or a boolean")
 }
 
+// assertions reports whether s has keywords other than annotations and
+// those listed.
+func assertions(s *object, except ...string) bool {
+	for _, k := range s.keys {
+		if !ignoredKeywords[k] && !slices.Contains(except, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// without is s less the keywords listed.
+func without(s *object, drop ...string) *object {
+	o := &object{vals: map[string]any{}}
+	for _, k := range s.keys {
+		if !slices.Contains(drop, k) {
+			o.set(k, s.vals[k])
+		}
+	}
+	return o
+}
+
 func (c *schemaConv) convObject(s *object, path string) *node {
 	for _, k := range s.keys {
 		if !handledKeywords[k] && !ignoredKeywords[k] {
-			return c.fail(path, k, "is not supported by constrained decoding")
+			if !c.unsupported(path, k, "is not supported by constrained decoding") {
+				return empty
+			}
+			s = without(s, k)
 		}
 	}
+	if _, ok := s.vals["allOf"]; ok {
+		merged := c.mergeAllOf(s, path)
+		if c.err != nil {
+			return empty
+		}
+		return c.convObject(merged, path)
+	}
 	if ref, ok := s.vals["$ref"]; ok {
+		if assertions(s, "$ref") {
+			// Keywords beside a reference apply too: the two merge.
+			return c.convObject(&object{keys: []string{"allOf"}, vals: map[string]any{
+				"allOf": []any{&object{keys: []string{"$ref"}, vals: map[string]any{"$ref": ref}}, without(s, "$ref")}}}, path)
+		}
 		return c.convRef(ref, path)
 	}
 	if v, ok := s.vals["const"]; ok {
@@ -223,8 +348,13 @@ func (c *schemaConv) convObject(s *object, path string) *node {
 			if !ok || len(l) == 0 {
 				return c.fail(path, kw, "must be a non-empty array")
 			}
+			rest := without(s, kw)
 			parts := make([]*node, len(l))
 			for i, sub := range l {
+				if assertions(rest) {
+					// Keywords beside the alternatives apply to each.
+					sub = &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{sub, rest}}}
+				}
 				parts[i] = c.conv(sub, fmt.Sprintf("%s/%s/%d", path, kw, i))
 			}
 			return alt(parts...)
@@ -235,12 +365,18 @@ func (c *schemaConv) convObject(s *object, path string) *node {
 	case nil:
 		// Untyped: infer from the keywords present, else any value.
 		switch {
-		case s.vals["properties"] != nil || s.vals["additionalProperties"] != nil:
+		case s.vals["properties"] != nil || s.vals["additionalProperties"] != nil ||
+			s.vals["minProperties"] != nil || s.vals["maxProperties"] != nil:
 			types = []string{"object"}
-		case s.vals["items"] != nil:
+		case s.vals["items"] != nil || s.vals["prefixItems"] != nil || s.vals["minItems"] != nil || s.vals["maxItems"] != nil:
 			types = []string{"array"}
+		case s.vals["minLength"] != nil || s.vals["maxLength"] != nil || s.vals["pattern"] != nil || s.vals["format"] != nil:
+			types = []string{"string"}
+		case s.vals["minimum"] != nil || s.vals["maximum"] != nil || s.vals["exclusiveMinimum"] != nil ||
+			s.vals["exclusiveMaximum"] != nil || s.vals["multipleOf"] != nil:
+			types = []string{"number"}
 		default:
-			return anyValue(maxAnyDepth)
+			return anyValue()
 		}
 	case string:
 		types = []string{t}
@@ -265,36 +401,49 @@ func (c *schemaConv) convObject(s *object, path string) *node {
 	return alt(parts...)
 }
 
-func (c *schemaConv) convRef(ref any, path string) *node {
+// resolve returns the subschema a local reference names.
+func (c *schemaConv) resolve(ref any, path string) (string, any, bool) {
 	r, ok := ref.(string)
 	if !ok {
-		return c.fail(path, "$ref", "must be a string")
+		c.fail(path, "$ref", "must be a string")
+		return "", nil, false
 	}
-	if c.refs[r] {
-		return c.fail(path, "$ref", "%q is recursive; recursive schemas are not supported", r)
+	if r == "#" {
+		return r, c.root, true
+	}
+	if !strings.HasPrefix(r, "#/") {
+		c.fail(path, "$ref", "%q: only local references (#/...) are supported", r)
+		return "", nil, false
 	}
 	var target any = c.root
-	if r != "#" {
-		if !strings.HasPrefix(r, "#/") {
-			return c.fail(path, "$ref", "%q: only local references (#/...) are supported", r)
+	for _, part := range strings.Split(r[2:], "/") {
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		o, ok := target.(*object)
+		if !ok {
+			c.fail(path, "$ref", "%q does not resolve", r)
+			return "", nil, false
 		}
-		for _, part := range strings.Split(r[2:], "/") {
-			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-			o, ok := target.(*object)
-			if !ok {
-				return c.fail(path, "$ref", "%q does not resolve", r)
-			}
-			if target, ok = o.vals[part]; !ok {
-				return c.fail(path, "$ref", "%q does not resolve", r)
-			}
+		if target, ok = o.vals[part]; !ok {
+			c.fail(path, "$ref", "%q does not resolve", r)
+			return "", nil, false
 		}
-	} else {
-		return c.fail(path, "$ref", "%q is recursive; recursive schemas are not supported", r)
 	}
-	c.refs[r] = true
-	n := c.conv(target, r)
-	delete(c.refs, r)
-	return n
+	return r, target, true
+}
+
+// convRef is a call of the reference's rule, compiled the first time.
+func (c *schemaConv) convRef(ref any, path string) *node {
+	r, target, ok := c.resolve(ref, path)
+	if !ok {
+		return empty
+	}
+	if rl, ok := c.refs[r]; ok {
+		return call(rl)
+	}
+	rl := &rule{name: r}
+	c.refs[r] = rl
+	rl.body = c.conv(target, r)
+	return call(rl)
 }
 
 func (c *schemaConv) intKeyword(s *object, path, kw string, def int) int {
@@ -316,18 +465,32 @@ func (c *schemaConv) intKeyword(s *object, path, kw string, def int) int {
 }
 
 // countBounds reads a pair of count keywords (minLength/maxLength,
-// minItems/maxItems): lo defaults to 0, hi to -1 (no bound). It fails when
-// lo exceeds hi or either is above maxRepeat.
-func (c *schemaConv) countBounds(s *object, path, minKw, maxKw string) (lo, hi int, ok bool) {
+// minItems/maxItems, minProperties/maxProperties): lo defaults to 0, hi
+// to -1 (no bound). It fails when lo exceeds hi, or either is above limit
+// (unless lenient).
+func (c *schemaConv) countBounds(s *object, path, minKw, maxKw string, limit int) (lo, hi int, ok bool) {
 	lo = c.intKeyword(s, path, minKw, 0)
 	hi = c.intKeyword(s, path, maxKw, -1)
+	if c.err != nil {
+		return 0, 0, false
+	}
 	if hi >= 0 && lo > hi {
 		c.fail(path, minKw, "is more than %s", maxKw)
 		return 0, 0, false
 	}
-	if lo > maxRepeat || hi > maxRepeat {
-		c.fail(path, maxKw, "above %d is not supported", maxRepeat)
-		return 0, 0, false
+	// Past the limit a bound is dropped when lenient (the automaton has a
+	// state per count).
+	if lo > limit {
+		if !c.unsupported(path, minKw, "above %d is not supported", limit) {
+			return 0, 0, false
+		}
+		lo = 0
+	}
+	if hi > limit {
+		if !c.unsupported(path, maxKw, "above %d is not supported", limit) {
+			return 0, 0, false
+		}
+		hi = -1
 	}
 	return lo, hi, true
 }
@@ -338,10 +501,8 @@ func (c *schemaConv) convType(s *object, t, path string) *node {
 		return lit("null")
 	case "boolean":
 		return alt(lit("true"), lit("false"))
-	case "integer":
-		return integer()
-	case "number":
-		return number()
+	case "integer", "number":
+		return c.convNumber(s, t, path)
 	case "string":
 		return c.convString(s, path)
 	case "array":
@@ -352,52 +513,250 @@ func (c *schemaConv) convType(s *object, t, path string) *node {
 	return c.fail(path, "type", "unknown type %q", t)
 }
 
+// numberKeyword reads a numeric keyword.
+func (c *schemaConv) numberKeyword(s *object, path, kw string) (*big.Rat, bool) {
+	v, ok := s.vals[kw]
+	if !ok {
+		return nil, false
+	}
+	num, ok := v.(json.Number)
+	if !ok {
+		c.fail(path, kw, "must be a number")
+		return nil, false
+	}
+	r, ok := exactNumber(string(num))
+	if !ok {
+		c.fail(path, kw, "must be a number")
+		return nil, false
+	}
+	return r, true
+}
+
+// maxExponent bounds the decimal exponents read exactly: beyond it a
+// value is as good as unbounded (or as zero, its sign kept) for every
+// bound and multiple the compiler writes, and an exact 1e999999 would
+// cost time and memory.
+const maxExponent = 40
+
+// exactNumber reads a JSON number as an exact rational, its exponent
+// clamped to ±maxExponent.
+func exactNumber(s string) (*big.Rat, bool) {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		exp, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || exp > maxExponent || exp < -maxExponent {
+			mant, ok := new(big.Rat).SetString(s[:i])
+			if !ok {
+				return nil, false
+			}
+			e := maxExponent
+			if err == nil && exp < 0 || err != nil && strings.HasPrefix(s[i+1:], "-") {
+				e = -maxExponent
+			}
+			return mant.Mul(mant, new(big.Rat).SetFrac(pow10Int(max(e, 0)), pow10Int(max(-e, 0)))), true
+		}
+	}
+	return new(big.Rat).SetString(s)
+}
+
+func pow10Int(n int) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil) }
+
+// bounds reads one side of a range: the plain keyword (inclusive), the
+// exclusive one (a number, or draft 4's boolean turning the plain one
+// exclusive); the tighter wins.
+func (c *schemaConv) bounds(s *object, path, plain, excl string, lower bool) bound {
+	var b bound
+	if v, ok := c.numberKeyword(s, path, plain); ok {
+		b = bound{set: true, v: v}
+	}
+	switch e := s.vals[excl].(type) {
+	case nil:
+	case bool:
+		b.exclusive = e && b.set
+	default:
+		v, ok := c.numberKeyword(s, path, excl)
+		if !ok {
+			break
+		}
+		cmp := 0
+		if b.set {
+			cmp = v.Cmp(b.v)
+		}
+		if !b.set || (lower && cmp >= 0) || (!lower && cmp <= 0) {
+			b = bound{set: true, v: v, exclusive: true}
+		}
+	}
+	return b
+}
+
+func (c *schemaConv) convNumber(s *object, t, path string) *node {
+	lo := c.bounds(s, path, "minimum", "exclusiveMinimum", true)
+	hi := c.bounds(s, path, "maximum", "exclusiveMaximum", false)
+	if c.err != nil {
+		return empty
+	}
+	integral := t == "integer"
+	var mult *node
+	if k, ok := c.numberKeyword(s, path, "multipleOf"); ok {
+		switch {
+		case k.Sign() <= 0:
+			return c.fail(path, "multipleOf", "must be greater than 0")
+		case !k.IsInt():
+			if !c.unsupported(path, "multipleOf", "%s is not an integer; only integral multipleOf is supported", k.RatString()) {
+				return empty
+			}
+		case k.Num().Cmp(big.NewInt(maxMultipleOf)) > 0:
+			if !c.unsupported(path, "multipleOf", "above %d is not supported", maxMultipleOf) {
+				return empty
+			}
+		default:
+			// Multiples of an integer are integers.
+			integral = true
+			if k.Num().Int64() > 1 {
+				mult = multipleOfDFA(int(k.Num().Int64()))
+			}
+		}
+	}
+	if c.err != nil {
+		return empty
+	}
+	var n *node
+	switch {
+	case integral:
+		first, last := intBounds(lo, hi)
+		f, l, ok := clampRange(first, last)
+		if !ok {
+			kw := "minimum"
+			if !lo.set {
+				kw = "maximum"
+			}
+			return c.fail(path, kw, "leaves no integer of at most %d digits", maxIntDigits)
+		}
+		n = intRange(f, l)
+		if !lo.set && !hi.set {
+			n = integer()
+		}
+	case lo.set || hi.set:
+		n = boundedNumber(lo, hi)
+		if n == nothing {
+			kw := "minimum"
+			if !lo.set {
+				kw = "maximum"
+			}
+			return c.fail(path, kw, "leaves no number")
+		}
+	default:
+		n = number()
+	}
+	if mult != nil {
+		n = and(n, mult)
+	}
+	return n
+}
+
 func (c *schemaConv) convString(s *object, path string) *node {
-	minLen, maxLen, ok := c.countBounds(s, path, "minLength", "maxLength")
+	minLen, maxLen, ok := c.countBounds(s, path, "minLength", "maxLength", maxRepeat)
 	if !ok {
 		return empty
 	}
+	var parts []*node
 	if p, ok := s.vals["pattern"]; ok {
-		if _, has := s.vals["format"]; has {
-			return c.fail(path, "format", "together with pattern is not supported")
-		}
 		ps, ok := p.(string)
 		if !ok {
 			return c.fail(path, "pattern", "must be a string")
 		}
-		if minLen > 0 || maxLen >= 0 {
-			return c.fail(path, "pattern", "together with minLength/maxLength is not supported")
+		n, err := patternNode(c.ctx, ps, jsonSafe)
+		if ctxErr := c.ctx.Err(); ctxErr != nil {
+			c.err = ctxErr
+			return empty
 		}
-		return c.quotedRegex(path, "pattern", ps)
+		if err != nil {
+			if !c.unsupported(path, "pattern", "%v", err) {
+				return empty
+			}
+		} else {
+			parts = append(parts, n)
+		}
 	}
 	if f, ok := s.vals["format"]; ok {
 		fs, _ := f.(string)
-		pat, ok := formats[fs]
-		if !ok {
-			return c.fail(path, "format", "%q is not supported (supported: date, time, date-time, uuid, email)", fs)
+		if pat, ok := formats[fs]; ok {
+			if c.formats[fs] == nil {
+				// One node per format, so the automaton compiles it once
+				// (as a rule) however many strings use it.
+				c.formats[fs] = mustRegex(pat)
+			}
+			parts = append(parts, c.formats[fs])
+		} else if !c.unsupported(path, "format", "%q is not supported (supported: %s)", fs, formatNames()) {
+			return empty
 		}
-		return c.quotedRegex(path, "format", pat)
 	}
-	return concat(oneByte('"'), repeat(stringChar(), minLen, maxLen), oneByte('"'))
-}
-
-// quotedRegex is a JSON string whose contents match the regular expression
-// pat (keyword kw's), escapes excluded.
-func (c *schemaConv) quotedRegex(path, kw, pat string) *node {
-	n, err := regexNode(pat, jsonSafe)
-	if err != nil {
-		return c.fail(path, kw, "%v", err)
+	if len(parts) == 0 {
+		char := stringChar()
+		if maxLen >= 0 {
+			char = bmpStringChar()
+		}
+		return concat(oneByte('"'), repeat(char, minLen, maxLen), oneByte('"'))
+	}
+	n := parts[0]
+	for _, p := range parts[1:] {
+		n = and(n, p)
+	}
+	if minLen > 0 || maxLen >= 0 {
+		// Counted in characters of the unescaped text, which a pattern or
+		// format writes without escapes.
+		n = lengthOf(n, minLen, maxLen)
 	}
 	return concat(oneByte('"'), n, oneByte('"'))
 }
 
-var formats = map[string]string{
-	"date":      `[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])`,
-	"time":      `([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?`,
-	"date-time": `[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])`,
-	"uuid":      `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
-	"email":     `[a-zA-Z0-9._%+-]{1,64}@[a-zA-Z0-9-]{1,63}(\.[a-zA-Z0-9-]{1,63}){1,8}`,
+func mustRegex(pat string) *node {
+	n, err := regexNode(pat, jsonSafe)
+	if err != nil {
+		panic(fmt.Sprintf("format pattern %q: %v", pat, err))
+	}
+	return n
 }
+
+func formatNames() string {
+	names := make([]string, 0, len(formats))
+	for k := range formats {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// formats are regular subsets of what each format accepts (so a
+// validator in its strict mode accepts every output): dates name days
+// that exist (leaving out 29 February), times carry a time zone, host
+// names have at most four labels of at most 32 characters.
+var formats = map[string]string{
+	"date":      dateRe,
+	"time":      timeRe,
+	"date-time": dateRe + "T" + timeRe,
+	"uuid":      `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
+	"email":     `[a-zA-Z0-9_+-]+(\.[a-zA-Z0-9_+-]+)*@(` + openLabelRe + `\.)+[a-zA-Z]{2,8}`,
+	"hostname":  labelRe + `(\.` + labelRe + `){0,3}`,
+	"ipv4":      ipv4Re + `(\.` + ipv4Re + `){3}`,
+	"ipv6":      ipv6Re,
+	"uri": `[a-zA-Z][a-zA-Z0-9+.-]*://` + openLabelRe + `(\.` + openLabelRe + `)*(:[0-9]{1,5})?` +
+		`(/(` + uriChar + `)*)*(\?(` + uriChar + `|/|\?)*)?(#(` + uriChar + `|/|\?)*)?`,
+}
+
+const (
+	dateRe  = `[0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))`
+	timeRe  = `([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])`
+	labelRe = `[a-zA-Z0-9]([a-zA-Z0-9-]{0,30}[a-zA-Z0-9])?`
+	// openLabelRe is a host label where the format puts no bound on its
+	// length (emails, URIs).
+	openLabelRe = `[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?`
+	ipv4Re      = `(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`
+	h16         = `[0-9a-fA-F]{1,4}`
+	ipv6Re      = `((` + h16 + `:){7}` + h16 + `|(` + h16 + `:){1,7}:|(` + h16 + `:){1,6}:` + h16 +
+		`|(` + h16 + `:){1,5}(:` + h16 + `){1,2}|(` + h16 + `:){1,4}(:` + h16 + `){1,3}|(` + h16 + `:){1,3}(:` + h16 + `){1,4}` +
+		`|(` + h16 + `:){1,2}(:` + h16 + `){1,5}|` + h16 + `:(:` + h16 + `){1,6}|:((:` + h16 + `){1,7}|:))`
+	uriChar = `[a-zA-Z0-9._~!$&'()*+,;=:@-]|%[0-9a-fA-F]{2}`
+)
 
 // jsonSafe removes from [lo, hi] the runes a JSON string must escape.
 func jsonSafe(lo, hi rune) [][2]rune {
@@ -414,42 +773,105 @@ func jsonSafe(lo, hi rune) [][2]rune {
 	return out
 }
 
+// jsonSafeChar is one character a JSON string holds unescaped.
+func jsonSafeChar() *node {
+	var parts []*node
+	for _, r := range jsonSafe(0, 0x10ffff) {
+		parts = append(parts, utf8Range(r[0], r[1]))
+	}
+	return alt(parts...)
+}
+
 func (c *schemaConv) convArray(s *object, path string) *node {
-	minItems, maxItems, ok := c.countBounds(s, path, "minItems", "maxItems")
+	minItems, maxItems, ok := c.countBounds(s, path, "minItems", "maxItems", maxRepeat)
 	if !ok {
 		return empty
 	}
-	item := anyValue(maxAnyDepth - 1)
-	if it, ok := s.vals["items"]; ok {
-		if _, isList := it.([]any); isList {
-			return c.fail(path, "items", "as an array (tuple validation) is not supported; use prefixItems-free schemas")
+	var prefix []*node
+	prefixKw := "prefixItems"
+	rest, restKw := anyValue(), "items"
+	if l, isList := s.vals["items"].([]any); isList {
+		// Draft 4 tuples: items is the list, additionalItems the rest.
+		prefix, prefixKw = nil, "items"
+		for i, sub := range l {
+			prefix = append(prefix, c.conv(sub, fmt.Sprintf("%s/items/%d", path, i)))
 		}
-		item = c.conv(it, path+"/items")
+		restKw = "additionalItems"
+	} else if p, ok := s.vals["prefixItems"]; ok {
+		l, ok := p.([]any)
+		if !ok {
+			return c.fail(path, "prefixItems", "must be an array of schemas")
+		}
+		for i, sub := range l {
+			prefix = append(prefix, c.conv(sub, fmt.Sprintf("%s/prefixItems/%d", path, i)))
+		}
 	}
-	return arrayOf(item, minItems, maxItems)
+	if it, ok := s.vals[restKw]; ok {
+		if b, isBool := it.(bool); isBool && !b {
+			rest = nil
+		} else {
+			rest = c.conv(it, path+"/"+restKw)
+		}
+	}
+	if c.err != nil {
+		return empty
+	}
+	if rest == nil && minItems > len(prefix) {
+		return c.fail(path, "minItems", "is more than the %d items %s allows", len(prefix), prefixKw)
+	}
+	return arrayOf(prefix, rest, minItems, maxItems)
 }
 
-func arrayOf(item *node, minItems, maxItems int) *node {
-	open, close := concat(oneByte('['), wsNode()), concat(wsNode(), oneByte(']'))
-	more := concat(wsNode(), oneByte(','), wsNode(), item)
-	var body *node
-	switch {
-	case maxItems == 0:
-		body = empty
-	case minItems == 0:
-		rest := star(more)
-		if maxItems > 0 {
-			rest = repeat(more, 0, maxItems-1)
+// arrayOf is a JSON array whose items are prefix in order, then rest
+// (nil: none), between minItems and maxItems (-1: no bound) items.
+func arrayOf(prefix []*node, rest *node, minItems, maxItems int) *node {
+	sep := concat(wsNode(), oneByte(','), wsNode())
+	// tail is the items from len(prefix) on.
+	tail := empty
+	if rest != nil {
+		lo, hi := max(0, minItems-len(prefix)), -1
+		if maxItems >= 0 {
+			hi = max(0, maxItems-len(prefix))
 		}
-		body = opt(concat(item, rest))
-	default:
-		maxRest := -1
-		if maxItems > 0 {
-			maxRest = maxItems - 1
-		}
-		body = concat(item, repeat(more, minItems-1, maxRest))
+		tail = separated(rest, sep, lo, hi, len(prefix) > 0)
 	}
-	return concat(open, body, close)
+	body := tail
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if maxItems >= 0 && i >= maxItems {
+			body = empty
+			continue
+		}
+		with := concat(prefix[i], body)
+		if i > 0 {
+			with = concat(sep, with)
+		}
+		if i < minItems {
+			body = with
+		} else {
+			body = opt(with)
+		}
+	}
+	return concat(oneByte('['), wsNode(), body, wsNode(), oneByte(']'))
+}
+
+// separated is between lo and hi (-1: no bound) items with sep between
+// them, and before the first too when leading.
+func separated(item, sep *node, lo, hi int, leading bool) *node {
+	if leading {
+		return repeat(concat(sep, item), lo, hi)
+	}
+	if hi == 0 {
+		return empty
+	}
+	more := concat(sep, item)
+	restHi := -1
+	if hi > 0 {
+		restHi = hi - 1
+	}
+	if lo == 0 {
+		return opt(concat(item, repeat(more, 0, restHi)))
+	}
+	return concat(item, repeat(more, lo-1, restHi))
 }
 
 func (c *schemaConv) convObjectType(s *object, path string) *node {
@@ -457,7 +879,30 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 	if _, ok := s.vals["properties"]; ok && props == nil {
 		return c.fail(path, "properties", "must be an object")
 	}
+	minProps, maxProps, ok := c.countBounds(s, path, "minProperties", "maxProperties", maxCountedProperties)
+	if !ok {
+		return empty
+	}
+	// additionalProperties: absent means false when properties are given
+	// (strict), any value otherwise.
+	var extra *node
+	switch ap := s.vals["additionalProperties"].(type) {
+	case nil:
+		if props == nil {
+			extra = anyValue()
+		}
+	case bool:
+		if ap {
+			extra = anyValue()
+		}
+	default:
+		extra = c.conv(ap, path+"/additionalProperties")
+	}
 	required := map[string]bool{}
+	// unlisted are required names properties does not list: they are
+	// written after the listed ones, with additionalProperties' values
+	// (any value when it is absent).
+	var unlisted []string
 	if r, ok := s.vals["required"]; ok {
 		l, ok := r.([]any)
 		if !ok {
@@ -468,26 +913,14 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 			if !ok {
 				return c.fail(path, "required", "must be an array of strings")
 			}
-			if props == nil || props.vals[name] == nil {
-				return c.fail(path, "required", "names %q, which is not in properties", name)
+			if (props == nil || props.vals[name] == nil) && !required[name] {
+				if ap, isBool := s.vals["additionalProperties"].(bool); isBool && !ap {
+					return c.fail(path, "required", "names %q, which is not in properties, and additionalProperties is false", name)
+				}
+				unlisted = append(unlisted, name)
 			}
 			required[name] = true
 		}
-	}
-	// additionalProperties: absent means false when properties are given
-	// (strict), any value otherwise.
-	var extra *node
-	switch ap := s.vals["additionalProperties"].(type) {
-	case nil:
-		if props == nil {
-			extra = anyValue(maxAnyDepth - 1)
-		}
-	case bool:
-		if ap {
-			extra = anyValue(maxAnyDepth - 1)
-		}
-	default:
-		extra = c.conv(ap, path+"/additionalProperties")
 	}
 	var names []string
 	var values []*node
@@ -497,13 +930,29 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 			values = append(values, c.conv(props.vals[name], path+"/properties/"+name))
 		}
 	}
-	return objectOf(names, values, required, extra)
+	for _, name := range unlisted {
+		v := extra
+		if v == nil {
+			v = anyValue()
+		}
+		names = append(names, name)
+		values = append(values, v)
+	}
+	if c.err != nil {
+		return empty
+	}
+	n := objectOf(names, values, required, extra, minProps, maxProps)
+	if n == nil {
+		return c.fail(path, "minProperties", "and maxProperties cannot be met by the properties allowed")
+	}
+	return n
 }
 
 // objectOf builds an object whose properties appear in the given order,
 // required ones always and optional ones possibly not, then (when extra is
-// set) any further keys with extra values.
-func objectOf(names []string, values []*node, required map[string]bool, extra *node) *node {
+// set) any further keys with extra values; between minProps and maxProps
+// (-1: no bound) members in all. nil when no object qualifies.
+func objectOf(names []string, values []*node, required map[string]bool, extra *node, minProps, maxProps int) *node {
 	sep := concat(wsNode(), oneByte(','), wsNode())
 	kv := func(i int) *node {
 		return concat(lit(compactJSON(names[i])), wsNode(), oneByte(':'), wsNode(), values[i])
@@ -512,29 +961,68 @@ func objectOf(names []string, values []*node, required map[string]bool, extra *n
 	if extra != nil {
 		extraKV = concat(jsonString(), wsNode(), oneByte(':'), wsNode(), extra)
 	}
-	// first[i]: the members from i on, nothing emitted before; after[i]:
-	// the same with a separator before each. Shared by pointer, so the
-	// automaton stays linear in the number of properties.
+	// Members are counted up to the bound that matters; build(i, k,
+	// first) is the members from i on after k (first: none written).
+	// Shared by pointer, so the automaton stays linear in the number of
+	// properties times the count.
+	limit := maxProps + 1
+	if maxProps < 0 {
+		limit = minProps
+	}
+	type key struct {
+		i, k  int
+		first bool
+	}
+	memo := map[key]*node{}
 	n := len(names)
-	first := make([]*node, n+1)
-	after := make([]*node, n+1)
-	if extraKV != nil {
-		after[n] = star(concat(sep, extraKV))
-		first[n] = opt(concat(extraKV, after[n]))
-	} else {
-		after[n], first[n] = empty, empty
-	}
-	for i := n - 1; i >= 0; i-- {
-		withI := concat(sep, kv(i), after[i+1])
-		firstWithI := concat(kv(i), after[i+1])
-		if required[names[i]] {
-			after[i], first[i] = withI, firstWithI
-		} else {
-			after[i] = alt(withI, after[i+1])
-			first[i] = alt(firstWithI, first[i+1])
+	var build func(i, k int, first bool) *node
+	build = func(i, k int, first bool) *node {
+		if maxProps >= 0 && k > maxProps {
+			return nil
 		}
+		mk := key{i, k, first}
+		if r, ok := memo[mk]; ok {
+			return r
+		}
+		var r *node
+		if i == n {
+			lo, hi := max(0, minProps-k), -1
+			if maxProps >= 0 {
+				hi = maxProps - k
+			}
+			switch {
+			case extraKV != nil:
+				r = separated(extraKV, sep, lo, hi, !first)
+			case lo == 0:
+				r = empty
+			}
+		} else {
+			next := min(k+1, limit)
+			var alts []*node
+			if with := build(i+1, next, false); with != nil {
+				m := concat(kv(i), with)
+				if !first {
+					m = concat(sep, m)
+				}
+				alts = append(alts, m)
+			}
+			if !required[names[i]] {
+				if skip := build(i+1, k, first); skip != nil {
+					alts = append(alts, skip)
+				}
+			}
+			if len(alts) > 0 {
+				r = alt(alts...)
+			}
+		}
+		memo[mk] = r
+		return r
 	}
-	return concat(oneByte('{'), wsNode(), first[0], wsNode(), oneByte('}'))
+	body := build(0, 0, true)
+	if body == nil {
+		return nil
+	}
+	return concat(oneByte('{'), wsNode(), body, wsNode(), oneByte('}'))
 }
 
 func wsNode() *node {
@@ -548,6 +1036,23 @@ func stringChar() *node {
 		concat(oneByte('\\'), alt(oneByte('"'), oneByte('\\'), oneByte('/'), oneByte('b'), oneByte('f'),
 			oneByte('n'), oneByte('r'), oneByte('t'),
 			concat(oneByte('u'), repeat(alt(byteRange('0', '9'), byteRange('a', 'f'), byteRange('A', 'F')), 4, 4)))),
+	)
+}
+
+// bmpStringChar is stringChar within the Basic Multilingual Plane (no
+// 4-byte UTF-8, no surrogate escapes): where a length is bounded, a
+// character then counts one whether counted in code points (JSON Schema)
+// or in UTF-16 units (JavaScript's length, which zod checks).
+func bmpStringChar() *node {
+	hex := alt(byteRange('0', '9'), byteRange('a', 'f'), byteRange('A', 'F'))
+	notD := alt(byteRange('0', '9'), byteRange('a', 'c'), byteRange('e', 'f'), byteRange('A', 'C'), byteRange('E', 'F'))
+	lowHalf := alt(byteRange('0', '7'))
+	return alt(
+		byteRange(0x20, 0x21), byteRange(0x23, 0x5b), byteRange(0x5d, 0x7f),
+		utf8Range(0x80, 0xffff),
+		concat(oneByte('\\'), alt(oneByte('"'), oneByte('\\'), oneByte('/'), oneByte('b'), oneByte('f'),
+			oneByte('n'), oneByte('r'), oneByte('t'),
+			concat(oneByte('u'), alt(concat(notD, hex, hex, hex), concat(alt(oneByte('d'), oneByte('D')), lowHalf, hex, hex))))),
 	)
 }
 
@@ -567,17 +1072,30 @@ func number() *node {
 	return concat(integer(), frac, exp)
 }
 
-// anyValue is any JSON value nested at most depth levels.
-func anyValue(depth int) *node {
-	scalars := []*node{jsonString(), number(), lit("true"), lit("false"), lit("null")}
-	if depth <= 0 {
-		return alt(scalars...)
-	}
-	return alt(append(scalars, anyObject(depth), arrayOf(anyValue(depth-1), 0, -1))...)
+// jsonValue is the rule of any JSON value: objects and arrays nest by
+// calling it again, so the nesting depth is not bounded by the grammar
+// (the token budget bounds it when decoding).
+var jsonValue = &rule{name: "json value"}
+
+func init() {
+	jsonValue.body = alt(jsonString(), number(), lit("true"), lit("false"), lit("null"),
+		objectOf(nil, nil, nil, call(jsonValue), 0, -1), arrayOf(nil, call(jsonValue), 0, -1))
 }
 
-func anyObject(depth int) *node {
-	return objectOf(nil, nil, nil, anyValue(depth-1))
+// anyValue is any JSON value.
+func anyValue() *node { return call(jsonValue) }
+
+func anyObject() *node { return objectOf(nil, nil, nil, anyValue(), 0, -1) }
+
+// CanonicalJSON is data without insignificant whitespace, object keys
+// kept in their order (which decides the order properties are written
+// in): a key for caching compiled schemas.
+func CanonicalJSON(data []byte) (string, error) {
+	v, err := parseOrdered(data)
+	if err != nil {
+		return "", err
+	}
+	return compactJSON(v), nil
 }
 
 // compactJSON is v as JSON without insignificant whitespace, object keys

@@ -1,14 +1,18 @@
 package grammar
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // ToolSpec is a tool the output may call.
 type ToolSpec struct {
 	Name string
-	// Parameters is the arguments' JSON schema; empty means any object.
+	// Parameters is the arguments' JSON schema; absent, null or {} mean
+	// any object.
 	Parameters json.RawMessage
 }
 
@@ -34,22 +38,30 @@ func (e *ToolError) Error() string {
 
 func (e *ToolError) Unwrap() error { return e.Err }
 
-// ToolCalls compiles "the output is tool calls": exactly one call of one
-// of tools, or with parallel one or more. Arguments follow each tool's
-// parameters schema.
+// ToolCalls compiles "the output is tool calls". See CompileToolCalls.
 func ToolCalls(f ToolCallFormat, tools []ToolSpec, parallel bool) (*Grammar, error) {
+	g, _, err := CompileToolCalls(context.Background(), f, tools, parallel)
+	return g, err
+}
+
+// CompileToolCalls compiles "the output is tool calls": exactly one call
+// of one of tools, or with parallel one or more. Arguments are always a
+// JSON object following the tool's parameters schema, compiled leniently
+// (as vLLM does): the assertion keywords it cannot enforce are dropped
+// and returned. It stops with ctx's error when ctx ends.
+func CompileToolCalls(ctx context.Context, f ToolCallFormat, tools []ToolSpec, parallel bool) (*Grammar, []string, error) {
 	if len(tools) == 0 {
-		return nil, fmt.Errorf("no tools to call")
+		return nil, nil, fmt.Errorf("no tools to call")
 	}
 	calls := make([]*node, len(tools))
+	droppedSet := map[string]bool{}
 	for i, t := range tools {
-		args := anyObject(maxAnyDepth)
-		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-			n, err := schemaNode(t.Parameters)
-			if err != nil {
-				return nil, &ToolError{Index: i, Err: err}
-			}
-			args = n
+		args, dropped, err := argumentsNode(ctx, t.Parameters)
+		if err != nil {
+			return nil, nil, &ToolError{Index: i, Err: err}
+		}
+		for _, d := range dropped {
+			droppedSet[d] = true
 		}
 		calls[i] = concat(lit(f.Prefix), lit(`{"name": `+compactJSON(t.Name)+`, "`+f.ArgsKey+`": `), args, lit("}"), lit(f.Suffix))
 	}
@@ -58,5 +70,40 @@ func ToolCalls(f ToolCallFormat, tools []ToolSpec, parallel bool) (*Grammar, err
 	if parallel {
 		body = concat(call, star(concat(lit(f.Separator), call)))
 	}
-	return newGrammar(concat(lit(f.Open), body, lit(f.Close)))
+	g, err := newGrammar(ctx, concat(lit(f.Open), body, lit(f.Close)))
+	if err != nil {
+		return nil, nil, schemaCompileError(err)
+	}
+	dropped := make([]string, 0, len(droppedSet))
+	for d := range droppedSet {
+		dropped = append(dropped, d)
+	}
+	slices.Sort(dropped)
+	return g, dropped, nil
+}
+
+// argumentsNode is a call's arguments: an object, whatever the schema
+// leaves open. A schema that says nothing of the type ({}, only a
+// description) means an object, as vLLM reads empty parameters.
+func argumentsNode(ctx context.Context, params json.RawMessage) (*node, []string, error) {
+	if isAbsentSchema(params) {
+		return anyObject(), nil, nil
+	}
+	v, err := parseOrdered(params)
+	if err != nil {
+		return nil, nil, &SchemaError{Reason: fmt.Sprintf("not valid JSON: %v", err)}
+	}
+	if o, ok := v.(*object); ok && !assertions(o) {
+		return anyObject(), nil, nil
+	}
+	if o, ok := v.(*object); ok && o.vals["type"] == nil && o.vals["$ref"] == nil && o.vals["anyOf"] == nil &&
+		o.vals["oneOf"] == nil && o.vals["allOf"] == nil && o.vals["enum"] == nil && o.vals["const"] == nil {
+		o.set("type", "object")
+	}
+	return valueNode(ctx, v, SchemaOptions{Lenient: true})
+}
+
+func isAbsentSchema(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
 }

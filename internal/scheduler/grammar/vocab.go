@@ -96,7 +96,7 @@ func (v *Vocab) TokenBytes(id int32) []byte {
 	return v.tokBytes[id]
 }
 
-// tokenMask is the set of tokens allowed in a DFA state (not counting
+// tokenMask is the set of tokens allowed in a state (not counting
 // end-of-sequence), and the largest distance-to-acceptance among the
 // states those tokens lead to.
 type tokenMask struct {
@@ -105,47 +105,131 @@ type tokenMask struct {
 	count   int
 }
 
-// maskFor returns the cached mask of state s, computing it on first use.
+func (m *tokenMask) addTokens(v *Vocab, node int32, dist int32) {
+	lo, hi := v.tokStart[node], v.tokStart[node+1]
+	if lo == hi {
+		return
+	}
+	for _, id := range v.ids[lo:hi] {
+		m.bits[id>>6] |= 1 << (uint(id) & 63)
+	}
+	m.count += int(hi - lo)
+	m.maxDist = max(m.maxDist, dist)
+}
+
+// positionMask is what a rule position allows whatever the stack below
+// it: the tokens read without returning from its rule (with maxDist
+// measured to the rule's end), and the trie nodes at which the rule may
+// have ended, below which the stack decides.
+type positionMask struct {
+	tokenMask
+	returns []int32
+}
+
+// maskFor returns the cached mask of state d, computing it on first use.
 // The caller holds g.mu. budget < 0 computes the full mask; otherwise only
 // tokens after which acceptance is at most budget bytes away are allowed,
 // written into dst (not cached).
-func (g *Grammar) maskFor(v *Vocab, s int32, budget int32, dst []uint64) *tokenMask {
-	if budget < 0 {
-		if m := g.states[s].mask; m != nil {
-			return m
-		}
-	}
-	m := &tokenMask{}
+func (g *Grammar) maskFor(v *Vocab, d *dstate, budget int32, dst []uint64) *tokenMask {
 	if budget >= 0 {
 		clear(dst)
-		m.bits = dst
-	} else {
-		m.bits = make([]uint64, v.words)
+		m := &tokenMask{bits: dst}
+		g.walk(v, 0, d, budget, m)
+		return m
 	}
-	g.walk(v, 0, s, budget, m)
-	if budget < 0 && g.cached < maxCachedMasks {
-		g.states[s].mask = m
-		g.cached++
+	if d.mask != nil {
+		return d.mask
+	}
+	m := g.fullMask(v, d)
+	if g.masks < maxCachedMasks {
+		d.mask = m
+		g.masks++
 	}
 	return m
 }
 
-// walk visits the trie below node alongside the DFA from state s.
-func (g *Grammar) walk(v *Vocab, node, s int32, budget int32, m *tokenMask) {
-	for c := v.child[node]; c >= 0; c = v.sibling[c] {
-		n := g.step(s, v.b[c])
-		if n < 0 {
+// fullMask unites the masks of d's stacks: each top position's own
+// tokens, plus, where its rule may end inside a token, the rest of the
+// token read from the position returned to.
+func (g *Grammar) fullMask(v *Vocab, d *dstate) *tokenMask {
+	below := func(f *frame) int32 {
+		if p := f.parent; p != nil {
+			return p.dist
+		}
+		return 0
+	}
+	if len(d.frames) == 1 {
+		f := d.frames[0]
+		if pm := g.positionMask(v, f.state); len(pm.returns) == 0 {
+			return &tokenMask{bits: pm.bits, count: pm.count, maxDist: satAdd(pm.maxDist, below(f))}
+		}
+	}
+	m := &tokenMask{bits: make([]uint64, v.words)}
+	for _, f := range d.frames {
+		pm := g.positionMask(v, f.state)
+		if pm.count > 0 {
+			for i, w := range pm.bits {
+				m.bits[i] |= w
+			}
+			m.count += pm.count
+			m.maxDist = max(m.maxDist, satAdd(pm.maxDist, below(f)))
+		}
+		if len(pm.returns) == 0 {
 			continue
 		}
-		if lo, hi := v.tokStart[c], v.tokStart[c+1]; lo < hi {
-			d := g.states[n].dist
-			if budget < 0 || d <= budget {
-				for _, id := range v.ids[lo:hi] {
-					m.bits[id>>6] |= 1 << (uint(id) & 63)
-				}
-				m.count += int(hi - lo)
-				m.maxDist = max(m.maxDist, d)
-			}
+		r := g.resumeAt(f.parent)
+		if r == deadState {
+			continue
+		}
+		for _, node := range pm.returns {
+			m.addTokens(v, node, r.dist)
+			g.walk(v, node, r, -1, m)
+		}
+	}
+	return m
+}
+
+// positionMask returns the tokens of NFA state q (cached while the cache
+// has room).
+func (g *Grammar) positionMask(v *Vocab, q int32) *positionMask {
+	if pm := g.positions[q]; pm != nil {
+		return pm
+	}
+	pm := &positionMask{tokenMask: tokenMask{bits: make([]uint64, v.words)}}
+	g.walkPosition(v, 0, g.closure([]item{{q, g.bottom}}), pm)
+	if len(g.positions) < maxCachedPositions {
+		g.positions[q] = pm
+	}
+	return pm
+}
+
+// walkPosition visits the trie below node alongside d, a state of the
+// stacks above the unknown bottom.
+func (g *Grammar) walkPosition(v *Vocab, node int32, d *dstate, pm *positionMask) {
+	for c := v.child[node]; c >= 0; c = v.sibling[c] {
+		n := g.step(d, v.b[c])
+		if n == nil {
+			continue
+		}
+		if n.returns {
+			pm.returns = append(pm.returns, c)
+		}
+		if len(n.frames) > 0 {
+			pm.addTokens(v, c, n.liveDist)
+			g.walkPosition(v, c, n, pm)
+		}
+	}
+}
+
+// walk visits the trie below node alongside the automaton from state d.
+func (g *Grammar) walk(v *Vocab, node int32, d *dstate, budget int32, m *tokenMask) {
+	for c := v.child[node]; c >= 0; c = v.sibling[c] {
+		n := g.step(d, v.b[c])
+		if n == nil {
+			continue
+		}
+		if budget < 0 || n.dist <= budget {
+			m.addTokens(v, c, n.dist)
 		}
 		g.walk(v, c, n, budget, m)
 	}

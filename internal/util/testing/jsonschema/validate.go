@@ -2,9 +2,11 @@
 // documents produced by constrained decoding against their schema,
 // independently of the grammar compiler that produced them. It covers the
 // keywords the compiler accepts: type, properties, required,
-// additionalProperties, items, minItems, maxItems, enum, const, anyOf,
-// oneOf, minLength, maxLength, pattern, format (date, uuid) and local
-// $ref.
+// additionalProperties, minProperties, maxProperties, items, prefixItems,
+// minItems, maxItems, enum, const, anyOf, oneOf, allOf, minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength,
+// pattern, format (date, time, date-time, uuid, email, uri, ipv4, ipv6,
+// hostname, checked with the standard library's parsers) and local $ref.
 package jsonschema
 
 import (
@@ -12,9 +14,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
+	"net/mail"
+	"net/netip"
+	"net/url"
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -142,6 +149,13 @@ func (v validator) checkObject(s map[string]any, doc any, at string) error {
 			return fmt.Errorf("%s: no anyOf branch matches: %s", at, strings.Join(errs, "; "))
 		}
 	}
+	if subs, ok := s["allOf"].([]any); ok {
+		for _, sub := range subs {
+			if err := v.check(sub, doc, at); err != nil {
+				return fmt.Errorf("%s: allOf: %w", at, err)
+			}
+		}
+	}
 	if subs, ok := s["oneOf"].([]any); ok {
 		n := 0
 		for _, sub := range subs {
@@ -192,14 +206,8 @@ func (v validator) checkObject(s map[string]any, doc any, at string) error {
 				return fmt.Errorf("%s: %q does not match %q", at, d, p)
 			}
 		}
-		if f, ok := s["format"].(string); ok {
-			pats := map[string]string{
-				"date": `^\d{4}-\d{2}-\d{2}$`,
-				"uuid": `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`,
-			}
-			if p, ok := pats[f]; ok && !regexp.MustCompile(p).MatchString(d) {
-				return fmt.Errorf("%s: %q is not a %s", at, d, f)
-			}
+		if f, ok := s["format"].(string); ok && !formatOK(f, d) {
+			return fmt.Errorf("%s: %q is not a %s", at, d, f)
 		}
 	case []any:
 		if m, ok := num(s["minItems"]); ok && float64(len(d)) < m {
@@ -208,14 +216,25 @@ func (v validator) checkObject(s map[string]any, doc any, at string) error {
 		if m, ok := num(s["maxItems"]); ok && float64(len(d)) > m {
 			return fmt.Errorf("%s: more than %v items", at, m)
 		}
-		if items, ok := s["items"]; ok {
-			for i, e := range d {
-				if err := v.check(items, e, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+		prefix, _ := s["prefixItems"].([]any)
+		for i, e := range d {
+			sub, ok := s["items"]
+			if i < len(prefix) {
+				sub, ok = prefix[i], true
+			}
+			if ok {
+				if err := v.check(sub, e, fmt.Sprintf("%s[%d]", at, i)); err != nil {
 					return err
 				}
 			}
 		}
 	case map[string]any:
+		if m, ok := num(s["minProperties"]); ok && float64(len(d)) < m {
+			return fmt.Errorf("%s: fewer than %v properties", at, m)
+		}
+		if m, ok := num(s["maxProperties"]); ok && float64(len(d)) > m {
+			return fmt.Errorf("%s: more than %v properties", at, m)
+		}
 		props, _ := s["properties"].(map[string]any)
 		if req, ok := s["required"].([]any); ok {
 			for _, r := range req {
@@ -247,8 +266,80 @@ func (v validator) checkObject(s map[string]any, doc any, at string) error {
 		if math.IsInf(f, 0) {
 			return fmt.Errorf("%s: number out of range", at)
 		}
+		r, ok := new(big.Rat).SetString(string(d))
+		if !ok {
+			return fmt.Errorf("%s: %s is not a number", at, d)
+		}
+		for _, b := range []struct {
+			kw   string
+			fail func(c int) bool
+		}{
+			{"minimum", func(c int) bool { return c < 0 }},
+			{"exclusiveMinimum", func(c int) bool { return c <= 0 }},
+			{"maximum", func(c int) bool { return c > 0 }},
+			{"exclusiveMaximum", func(c int) bool { return c >= 0 }},
+		} {
+			if lim, ok := rat(s[b.kw]); ok && b.fail(r.Cmp(lim)) {
+				return fmt.Errorf("%s: %s fails %s %v", at, d, b.kw, s[b.kw])
+			}
+		}
+		if k, ok := rat(s["multipleOf"]); ok && !new(big.Rat).Quo(r, k).IsInt() {
+			return fmt.Errorf("%s: %s is not a multiple of %v", at, d, s["multipleOf"])
+		}
 	}
 	return nil
+}
+
+// rat reads a schema number exactly (schemas decode with UseNumber).
+func rat(x any) (*big.Rat, bool) {
+	switch n := x.(type) {
+	case json.Number:
+		return new(big.Rat).SetString(string(n))
+	case float64:
+		return new(big.Rat).SetFloat64(n), true
+	}
+	return nil, false
+}
+
+// formatOK checks a format with the standard library's parsers, apart
+// from the patterns the compiler writes formats with.
+func formatOK(format, s string) bool {
+	switch format {
+	case "date":
+		_, err := time.Parse("2006-01-02", s)
+		return err == nil
+	case "time":
+		_, err := time.Parse("15:04:05.999999999Z07:00", s)
+		return err == nil
+	case "date-time":
+		_, err := time.Parse(time.RFC3339Nano, s)
+		return err == nil
+	case "uuid":
+		return regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`).MatchString(s)
+	case "email":
+		a, err := mail.ParseAddress(s)
+		return err == nil && a.Address == s && a.Name == ""
+	case "uri":
+		u, err := url.Parse(s)
+		return err == nil && u.Scheme != "" && u.Host != ""
+	case "ipv4":
+		ip, err := netip.ParseAddr(s)
+		return err == nil && ip.Is4()
+	case "ipv6":
+		ip, err := netip.ParseAddr(s)
+		return err == nil && ip.Is6() && ip.Zone() == ""
+	case "hostname":
+		if len(s) == 0 || len(s) > 253 {
+			return false
+		}
+		for _, l := range strings.Split(s, ".") {
+			if !regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`).MatchString(l) {
+				return false
+			}
+		}
+		return true
+	}
+	return true
 }
 
 func num(x any) (float64, bool) {

@@ -41,11 +41,18 @@ func Dir(t testing.TB) string {
 	return string(bytes.TrimSpace(out))
 }
 
-// Run runs a Node.js ES module (a file) with the clients of dir on its
-// path and env added to the environment, and returns its last output line
-// (scripts print their findings there as JSON). A failing script fails the
-// test with its whole output.
+// Run runs a Node.js module (a file: ES module .mjs, CommonJS .cjs) with
+// the clients of dir on its path and env added to the environment, and
+// returns its last output line (scripts print their findings there as
+// JSON). A failing script fails the test with its whole output.
 func Run(t testing.TB, dir, module string, env ...string) []byte {
+	t.Helper()
+	lines := bytes.Split(Output(t, dir, module, env...), []byte("\n"))
+	return lines[len(lines)-1]
+}
+
+// Output runs module as Run does and returns all it printed, trimmed.
+func Output(t testing.TB, dir, module string, env ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -55,7 +62,7 @@ func Run(t testing.TB, dir, module string, env ...string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.CreateTemp(dir, "test-*.mjs")
+	f, err := os.CreateTemp(dir, "test-*"+filepath.Ext(module))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +77,7 @@ func Run(t testing.TB, dir, module string, env ...string) []byte {
 	if err != nil {
 		t.Fatalf("node %s: %v\n%s", filepath.Base(module), err, out)
 	}
-	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
-	return lines[len(lines)-1]
+	return bytes.TrimSpace(out)
 }
 
 // repoRoot is the module root: the directory above the working directory

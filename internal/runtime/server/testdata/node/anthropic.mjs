@@ -8,14 +8,14 @@ const client = new Anthropic({ baseURL: process.env.ANTHROPIC_BASE_URL, apiKey: 
 const tools = [{ name: 'get_weather', description: 'Weather of a city',
   input_schema: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Berlin'] } }, required: ['city'] } }];
 
-const text = await client.messages.create({ model, max_tokens: 8, system: 'Be brief.',
+const text = await client.messages.create({ model, max_tokens: 8, temperature: 0, system: 'Be brief.',
   messages: [{ role: 'user', content: 'Hello' }], metadata: { user_id: 'u1' } });
 
 const ask = { role: 'user', content: 'Weather in Paris?' };
-const call = await client.messages.create({ model, max_tokens: 200, tools, messages: [ask],
+const call = await client.messages.create({ model, max_tokens: 200, temperature: 0, tools, messages: [ask],
   tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true } });
 const use = call.content.find((b) => b.type === 'tool_use');
-const follow = await client.messages.create({ model, max_tokens: 8, tools, messages: [ask,
+const follow = await client.messages.create({ model, max_tokens: 8, temperature: 0, tools, messages: [ask,
   { role: 'assistant', content: call.content },
   { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: JSON.stringify({ temp: 21 }) }] }] });
 

@@ -11,12 +11,12 @@ const tools = [{
   parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Berlin'] } }, required: ['city'], additionalProperties: false },
 }];
 
-const text = await client.responses.create({ model, instructions: 'Be brief.', input: 'Hello', max_output_tokens: 8 });
+const text = await client.responses.create({ model, temperature: 0, instructions: 'Be brief.', input: 'Hello', max_output_tokens: 8 });
 
 const call = await client.responses.create({ model, input: 'Weather in Paris?', tools, tool_choice: 'required',
   parallel_tool_calls: false, max_output_tokens: 200 });
 const fc = call.output.find((o) => o.type === 'function_call');
-const follow = await client.responses.create({ model, previous_response_id: call.id, tools, max_output_tokens: 8,
+const follow = await client.responses.create({ model, temperature: 0, previous_response_id: call.id, tools, max_output_tokens: 8,
   input: [{ type: 'function_call_output', call_id: fc.call_id, output: JSON.stringify({ temp: 21 }) }] });
 
 const stream = await client.responses.create({ model, input: 'Weather?', tools, stream: true, parallel_tool_calls: false,
