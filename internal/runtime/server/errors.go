@@ -57,11 +57,17 @@ func (s *Server) finishError(c engine.Chunk) *openai.Error {
 	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrStopped):
 		return openai.Unavailable("the server shut down before the request finished")
 	case c.FinishReason == completion.Cancelled:
-		return &openai.Error{Status: statusClientClosed, Type: openai.TypeInvalidRequest, Message: "request cancelled"}
+		return cancelled()
 	}
 	msg := "the model failed to generate a response"
 	if c.Err != nil {
 		msg += ": " + c.Err.Error()
 	}
 	return openai.Internal(msg)
+}
+
+// cancelled is the error of a request whose client went away (recorded,
+// never read).
+func cancelled() *openai.Error {
+	return &openai.Error{Status: statusClientClosed, Type: openai.TypeInvalidRequest, Message: "request cancelled"}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -241,15 +242,9 @@ type seq struct {
 // same prompt again (one prefill for n or best_of choices). On failure
 // everything submitted is cancelled and the error returned.
 func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid string) ([]*seq, *openai.Error) {
-	var badWords [][]int32
-	for _, w := range c.BadWords {
-		// A word mid-text usually starts with a space: ban both spellings.
-		for _, v := range []string{w, " " + w} {
-			if toks := s.cfg.Codec.Encode(v, false); len(toks) > 0 &&
-				!slices.ContainsFunc(badWords, func(b []int32) bool { return slices.Equal(b, toks) }) {
-				badWords = append(badWords, toks)
-			}
-		}
+	badWords, apiErr := s.compileBadWords(r.Context(), c.BadWords)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 	seqs := make([]*seq, 0, len(j.prompts)*j.candidates)
 	fail := func(err *openai.Error) ([]*seq, *openai.Error) {
@@ -309,7 +304,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			select {
 			case <-q.st.Started():
 			case <-r.Context().Done():
-				return fail(&openai.Error{Status: statusClientClosed, Type: openai.TypeInvalidRequest, Message: "request cancelled"})
+				return fail(cancelled())
 			}
 			for k := 1; k < j.candidates; k++ {
 				if err := one(p, k); err != nil {
@@ -319,6 +314,33 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 		}
 	}
 	return seqs, nil
+}
+
+// compileBadWords tokenizes bad_words, each with and without a leading
+// space (a word mid-text usually starts with one), and compiles them: in
+// time linear in the words' length, each distinct word tokenized once, and
+// stopped when the client leaves.
+func (s *Server) compileBadWords(ctx context.Context, words []string) (*sampling.BadWords, *openai.Error) {
+	if len(words) == 0 {
+		return nil, nil
+	}
+	seen := make(map[string]struct{}, len(words))
+	toks := make([][]int32, 0, 2*len(words))
+	for i, w := range words {
+		if i%1024 == 1023 && ctx.Err() != nil {
+			return nil, cancelled()
+		}
+		if _, dup := seen[w]; dup {
+			continue
+		}
+		seen[w] = struct{}{}
+		toks = append(toks, s.cfg.Codec.Encode(w, false), s.cfg.Codec.Encode(" "+w, false))
+	}
+	b, err := sampling.CompileBadWords(ctx, toks)
+	if err != nil {
+		return nil, cancelled()
+	}
+	return b, nil
 }
 
 // run submits the request and writes its response; out, when set,
