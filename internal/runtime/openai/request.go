@@ -299,9 +299,16 @@ func (c *Common) validate() *Error {
 	case c.TopK != nil && *c.TopK < -1:
 		return BadRequest("top_k", "top_k must be -1 (disabled), 0 (disabled) or positive, got %d", *c.TopK)
 	}
+	if len(c.Stop) > MaxStopStrings {
+		return BadRequest("stop", "stop has %d strings; at most %d", len(c.Stop), MaxStopStrings)
+	}
+	total := 0
 	for i, s := range c.Stop {
 		if s == "" {
 			return BadRequest("stop", "stop[%d] is empty", i)
+		}
+		if total += len(s); total > MaxStopBytes {
+			return BadRequest("stop", "stop strings add up to more than %d bytes", MaxStopBytes)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -98,6 +99,8 @@ func TestParseCompletionErrors(t *testing.T) {
 		{"top_k", `{"prompt":"x","top_k":-2}`, "top_k"},
 		{"stop number", `{"prompt":"x","stop":3}`, "stop"},
 		{"stop empty string", `{"prompt":"x","stop":[""]}`, "stop"},
+		{"stop too many", `{"prompt":"x","stop":[` + strings.Repeat(`"s",`, MaxStopStrings) + `"s"]}`, "stop"},
+		{"stop too long", `{"prompt":"x","stop":["` + strings.Repeat("s", MaxStopBytes+1) + `"]}`, "stop"},
 		{"stream string", `{"prompt":"x","stream":"yes"}`, "stream"},
 		{"priority unknown", `{"prompt":"x","priority":"urgent"}`, "priority"},
 		{"priority float", `{"prompt":"x","priority":1.5}`, "priority"},

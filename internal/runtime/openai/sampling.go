@@ -17,6 +17,11 @@ const (
 	MaxTopLogprobs = 20
 	// MaxLogitBias bounds a logit_bias value's magnitude, as OpenAI does.
 	MaxLogitBias = 100
+	// MaxStopStrings and MaxStopBytes bound stop: every output byte
+	// advances one matcher per stop string, inside the engine's iteration
+	// that every request shares.
+	MaxStopStrings = 256
+	MaxStopBytes   = 64 << 10
 )
 
 // Sampling are the sampling fields beyond OpenAI's basic ones, shared by

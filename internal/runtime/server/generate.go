@@ -49,7 +49,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !s.outputGrammar(w, &req.Common, &j) {
 		return
 	}
-	for _, p := range all {
+	for i, p := range all {
+		if i > 0 && r.Context().Err() != nil {
+			w.WriteHeader(statusClientClosed) // the client left: tokenize no more of its prompts
+			return
+		}
 		toks := p.Tokens
 		if !p.IsTokens {
 			toks = s.cfg.Codec.EncodePrompt(p.Text)
