@@ -367,14 +367,14 @@ func (c *Common) EngineParams(maxTokens int, d Defaults) engine.Params {
 }
 
 // ProgramID resolves the program a request belongs to: header X-Program-Id,
-// else body program_id, else extra_body.program_id, else header
+// else bodyID (the body's program_id: BodyProgramID), else header
 // X-Session-ID (ThunderAgent-style clients), else "" (its own program).
-func ProgramID(header func(string) string, c *Common) string {
+func ProgramID(header func(string) string, bodyID string) string {
 	if v := strings.TrimSpace(header("X-Program-Id")); v != "" {
 		return v
 	}
-	if v := c.BodyProgramID(); v != "" {
-		return v
+	if bodyID != "" {
+		return bodyID
 	}
 	return strings.TrimSpace(header("X-Session-ID"))
 }

@@ -271,7 +271,7 @@ func TestProgramID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := ProgramID(h.Get, &r.Common); got != tt.want {
+			if got := ProgramID(h.Get, r.Common.BodyProgramID()); got != tt.want {
 				t.Errorf("ProgramID = %q, want %q", got, tt.want)
 			}
 		})

@@ -49,8 +49,12 @@ type Config struct {
 	MaxPause time.Duration
 	// Buffer is the per-program headroom in tokens (default 100).
 	Buffer int64
-	Clock  clock.Clock
-	Logger *slog.Logger
+	// MaxProgramsPerOwner bounds the live programs one owner (API key) has
+	// on this pod: a request that would start one more is refused (Route
+	// kind Limited) until one of them ends. 0: no bound.
+	MaxProgramsPerOwner int
+	Clock               clock.Clock
+	Logger              *slog.Logger
 }
 
 // RouteKind is the gate's verdict for one request.
@@ -63,6 +67,9 @@ const (
 	Forward
 	// Hold: wait on Route.Wait, then ask again (the program is paused).
 	Hold
+	// Limited: refused, the owner has MaxProgramsPerOwner live programs
+	// here; Route.RetryAfter says when the first of them idles out.
+	Limited
 )
 
 func (k RouteKind) String() string {
@@ -71,6 +78,8 @@ func (k RouteKind) String() string {
 		return "local"
 	case Forward:
 		return "forward"
+	case Limited:
+		return "limited"
 	}
 	return "hold"
 }
@@ -82,10 +91,14 @@ type Route struct {
 	Addr string
 	// Wait is closed when the program's routing changes (Hold only).
 	Wait <-chan struct{}
+	// RetryAfter is when a retry may find room under the owner's limit
+	// (Limited only).
+	RetryAfter time.Duration
 }
 
 type entry struct {
 	id     string
+	owner  Owner
 	placed bool // runs here: its KV cache is on this pod
 	state  placement.State
 	status placement.Status
@@ -146,12 +159,17 @@ func New(cfg Config) *Table {
 	return &Table{cfg: cfg, progs: map[string]*entry{}, routes: map[string]string{}, room: map[string]int64{}}
 }
 
-// Route decides where a request of program id goes. forwarded marks a
-// request another pod already forwarded: it is never forwarded again. A
-// Local route counts the request in flight: call End when it finishes. A
-// Hold route counts it held: when Wait closes, call Route again (after
-// Unhold), or Unhold if the client gives up.
-func (t *Table) Route(id string, forwarded bool) Route {
+// Route is RouteFor for the owner "" (a pod that requires no API key).
+func (t *Table) Route(id string, forwarded bool) Route { return t.RouteFor("", id, forwarded) }
+
+// RouteFor decides where a request of program id goes; id is the table's
+// (owner.Scope of the client's), owner the API key's that sent it. forwarded
+// marks a request another pod already forwarded: it is never forwarded
+// again. A Local route counts the request in flight: call End when it
+// finishes. A Hold route counts it held: when Wait closes, call RouteFor
+// again (after Unhold), or Unhold if the client gives up. A Limited route
+// counts nothing.
+func (t *Table) RouteFor(owner Owner, id string, forwarded bool) Route {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Clock.Now()
@@ -162,11 +180,17 @@ func (t *Table) Route(id string, forwarded bool) Route {
 	}
 	if e == nil {
 		addr, known := t.routes[id]
+		// limited refuses a program new to this pod when it would be one
+		// more of its owner's than the limit.
+		limited := func() (Route, bool) {
+			wait, full := t.ownerFullLocked(owner, now)
+			return Route{Kind: Limited, RetryAfter: wait}, full
+		}
 		switch {
 		case forwarded:
 		case known && addr == "":
 			// Paused on another pod: hold it here until it is resumed.
-			e = t.newEntry(id, now)
+			e = t.newEntry(id, owner, now)
 			e.state, e.pausedSince = placement.StatePaused, now
 			return t.holdLocked(e)
 		case known:
@@ -177,9 +201,12 @@ func (t *Table) Route(id string, forwarded bool) Route {
 				return Route{Kind: Forward, Addr: best}
 			}
 			if t.mayHoldLocked() {
+				if r, full := limited(); full {
+					return r
+				}
 				// Nowhere has room: hold it as a new paused program until
 				// a placement resumes it or room frees here.
-				e = t.newEntry(id, now)
+				e = t.newEntry(id, owner, now)
 				e.state, e.pausedSince, e.waitingRoom = placement.StatePaused, now, true
 				return t.holdLocked(e)
 			}
@@ -188,7 +215,10 @@ func (t *Table) Route(id string, forwarded bool) Route {
 			// pause limit, so run it here; the engine queues what does
 			// not fit yet.
 		}
-		e = t.newEntry(id, now)
+		if r, full := limited(); full {
+			return r
+		}
+		e = t.newEntry(id, owner, now)
 		e.placed, e.runningSince = true, now
 	}
 	switch {
@@ -211,6 +241,28 @@ func (t *Table) Route(id string, forwarded bool) Route {
 	e.inflight++
 	e.steps++
 	return Route{Kind: Local}
+}
+
+// ownerFullLocked reports whether owner has MaxProgramsPerOwner live
+// programs on this pod (placed here, or waiting for room here), and if so
+// how long until the first of its idle ones ends (at least a second; the
+// idle timeout when all of them run).
+func (t *Table) ownerFullLocked(owner Owner, now time.Time) (time.Duration, bool) {
+	limit := t.cfg.MaxProgramsPerOwner
+	if limit <= 0 {
+		return 0, false
+	}
+	live, wait := 0, t.cfg.IdleTimeout
+	for _, e := range t.progs {
+		if e.owner != owner || e.state == placement.StateTerminated || !(e.placed || e.waitingRoom) {
+			continue
+		}
+		live++
+		if e.status == placement.StatusActing && e.inflight == 0 && e.held == 0 {
+			wait = min(wait, e.lastTransition.Add(t.cfg.IdleTimeout).Sub(now))
+		}
+	}
+	return max(wait, time.Second), live >= limit
 }
 
 // mayHoldLocked reports whether the gate may hold a new program for want of
@@ -242,8 +294,10 @@ func (t *Table) admitWaitingLocked() {
 	}
 }
 
-func (t *Table) newEntry(id string, now time.Time) *entry {
-	e := &entry{id: id, state: placement.StateActive, status: placement.StatusActing, lastTransition: now, wake: make(chan struct{})}
+// newEntry adds program id of owner. Entries the controller creates (a
+// placement naming a program new here) take the owner from the id.
+func (t *Table) newEntry(id string, owner Owner, now time.Time) *entry {
+	e := &entry{id: id, owner: owner, state: placement.StateActive, status: placement.StatusActing, lastTransition: now, wake: make(chan struct{})}
 	t.progs[id] = e
 	return e
 }
@@ -346,7 +400,7 @@ func (t *Table) Release(id string) bool {
 		}
 		// It runs, or waits, on another pod: report it released so the
 		// controller ends it there.
-		e = t.newEntry(id, t.cfg.Clock.Now())
+		e = t.newEntry(id, ownerOfID(id), t.cfg.Clock.Now())
 		delete(t.routes, id)
 	}
 	e.state = placement.StateTerminated
@@ -447,7 +501,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	for _, id := range p.Place {
 		e := t.progs[id]
 		if e == nil {
-			e = t.newEntry(id, now)
+			e = t.newEntry(id, ownerOfID(id), now)
 		}
 		if e.placed && e.state == placement.StatePaused && len(e.tokens) > 0 {
 			// Resumed where its KV was offloaded: bring it back now, so the
@@ -543,6 +597,9 @@ func (t *Table) Report() wire.Report {
 	sort.Slice(r.Programs, func(i, j int) bool { return r.Programs[i].ID < r.Programs[j].ID })
 	return r
 }
+
+// MaxProgramsPerOwner is the configured limit (0: none).
+func (t *Table) MaxProgramsPerOwner() int { return t.cfg.MaxProgramsPerOwner }
 
 // Version is the last applied placement version.
 func (t *Table) Version() int64 {

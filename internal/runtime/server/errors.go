@@ -17,8 +17,9 @@ const statusClientClosed = 499
 func (s *Server) writeError(w http.ResponseWriter, e *openai.Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
-		// Every 429 and 503 is retryable: say when.
+	if (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) && h.Get("Retry-After") == "" {
+		// Every 429 and 503 is retryable: say when (the default unless
+		// the caller knows better).
 		h.Set("Retry-After", s.retryAfter)
 	}
 	w.WriteHeader(e.Status)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
@@ -188,17 +187,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c
 			}
 		}
 	}
-	pid := openai.ProgramID(r.Header.Get, c)
-	if pid != "" {
-		// The control API refuses such ids in placements: one accepted
-		// here could never be placed.
-		if err := programs.CheckID(pid); err != nil {
-			s.writeError(w, openai.BadRequest("program_id", "%v", err))
-			return
-		}
+	prog, apiErr := s.programOf(r, c.BodyProgramID())
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
 	}
+	pid := prog.ID
 	if s.cfg.Programs != nil && pid != "" {
-		if !s.admitProgram(w, r, pid, body) {
+		if !s.admitProgram(w, r, prog, body) {
 			return
 		}
 		prompt := j.prompts[0]

@@ -28,6 +28,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
 
@@ -70,8 +71,10 @@ type Config struct {
 	MaxResponseChars int
 	// MaxBodyBytes limits request bodies (default 4 MiB).
 	MaxBodyBytes int64
-	// APIKeys, when set, are required as "Authorization: Bearer <key>" on
-	// the API routes; /health, /ready and /metrics stay open.
+	// APIKeys, when set, are required as "Authorization: Bearer <key>" (or
+	// Anthropic's "x-api-key: <key>") on the API routes; /health, /ready
+	// and /metrics stay open. Each key is a tenant: its programs are its
+	// own (programs.Owner).
 	APIKeys []string
 	// Registry receives the HTTP metrics and is what /metrics serves (the
 	// engine's and the devices' metrics belong in it too). Nil: a private one.
@@ -110,6 +113,9 @@ type Config struct {
 	// headers come only once its generation is done, so this is generous;
 	// a dead peer on a live connection is found sooner by TCP keep-alives.
 	ForwardHeaderTimeout time.Duration
+	// Clock dates and checks forwarded requests' signatures (default: the
+	// real clock).
+	Clock clock.Clock
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -119,7 +125,7 @@ type Server struct {
 	cfg         Config
 	eng         *engine.Engine
 	maxModelLen int
-	keys        keySet
+	keys        *keySet
 	metrics     *httpMetrics
 	promHandler http.Handler
 	log         *slog.Logger
@@ -131,6 +137,8 @@ type Server struct {
 	heldGauge   prometheus.Gauge
 	grammars    *grammars
 	stalled     *prometheus.CounterVec
+	clk         clock.Clock
+	nonces      *nonceCache // of verified forwarded requests
 
 	// draining closes when the pod starts draining (BeginDrain): held
 	// requests are answered at once. abortCtx ends when the drain
@@ -172,6 +180,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -190,11 +201,13 @@ func New(cfg Config) (*Server, error) {
 		retryAfter:  fmt.Sprint(max(1, int(cfg.RetryAfter.Round(time.Second)/time.Second))),
 		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
 		grammars:    newGrammars(cfg.Engine.Config().VocabSize, cfg.Engine.Config().Decoder),
+		clk:         cfg.Clock,
+		nonces:      newNonceCache(maxSeenNonces),
 	}
 	s.draining = make(chan struct{})
 	s.abortCtx, s.abortForwards = context.WithCancel(context.Background())
 	if len(cfg.APIKeys) > 0 {
-		s.keys = newKeySet(cfg.APIKeys)
+		s.keys = newKeySet(cfg.APIKeys, cfg.ForwardKey)
 	}
 	// Forwarded requests stream for as long as generation takes: no overall
 	// timeout, only on connecting and on the response headers.
@@ -312,10 +325,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !allowed(rt.methods, r.Method):
 		sw.Header().Set("Allow", rt.methods)
 		s.writeError(sw, openai.MethodNotAllowed(r.Method, r.URL.Path))
-	case !rt.open && s.keys != nil && !s.keys.allows(r.Header.Get("Authorization")):
-		sw.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot"`)
-		s.writeError(sw, openai.Unauthorized())
 	default:
+		if !rt.open {
+			var ok bool
+			if r, ok = s.authenticate(r); !ok {
+				sw.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot"`)
+				s.writeError(sw, openai.Unauthorized())
+				return
+			}
+		}
 		rt.handle(s, sw, r)
 	}
 }

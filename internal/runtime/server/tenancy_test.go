@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+)
+
+// TestKeysCannotSeeReleaseOrJoinEachOthersPrograms: with API keys, a
+// program id names a program of the key that sent it. Key B naming A's
+// program id gets a program of its own: it cannot release A's (nor learn
+// that it exists), is not held by A's pause, and leaves A's context alone.
+func TestKeysCannotSeeReleaseOrJoinEachOthersPrograms(t *testing.T) {
+	tab := newTable("a:1", 8192)
+	env := newEnv(t, envOpts{programs: tab, keys: []string{"key-a", "key-b"}, forwardKey: poolKey})
+	ownerA := programs.OwnerOf("key-a", []byte(poolKey))
+	idA := ownerA.Scope("p")
+	asA, asB := []string{"Authorization", "Bearer key-a"}, []string{"Authorization", "Bearer key-b"}
+
+	if r := env.post("/v1/completions", gateBody, append([]string{"X-Program-Id", "p"}, asA...)...); r.status != 200 {
+		t.Fatalf("A: %d %s", r.status, r.body)
+	}
+	if p := findProgram(tab, idA); p.Steps != 1 || !p.Placed {
+		t.Fatalf("A's program: %+v", p)
+	}
+	if p := findProgram(tab, "p"); p.ID != "" {
+		t.Fatalf("an unscoped program p exists: %+v", p)
+	}
+
+	// B cannot release it: to B, p is unknown.
+	r := env.post(routeRelease, `{"program_id":"p"}`, asB...)
+	var rel struct {
+		ProgramID string `json:"program_id"`
+		Released  bool   `json:"released"`
+	}
+	if err := json.Unmarshal(r.body, &rel); err != nil || r.status != 200 || rel.Released || rel.ProgramID != "p" {
+		t.Fatalf("B releasing p: %d %s", r.status, r.body)
+	}
+	if p := findProgram(tab, idA); p.State != "ACTIVE" {
+		t.Fatalf("A's program after B's release: %+v", p)
+	}
+
+	// A's program paused: B's request naming p runs at once (its own
+	// program); A's is held.
+	tab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Pause: []string{idA}})
+	if r := env.post("/v1/completions", gateBody, append([]string{"X-Program-Id", "p"}, asB...)...); r.status != 200 {
+		t.Fatalf("B's p while A's p is paused: %d %s", r.status, r.body)
+	}
+	if p := findProgram(tab, programs.OwnerOf("key-b", []byte(poolKey)).Scope("p")); p.Steps != 1 {
+		t.Errorf("B's program: %+v", p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.ts.URL+"/v1/completions", strings.NewReader(gateBody))
+	req.Header.Set("X-Program-Id", "p")
+	req.Header.Set("x-api-key", "key-a") // Anthropic's header names the same key
+	if resp, err := env.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("A's request for its paused program ran (%d)", resp.StatusCode)
+	}
+	if p := findProgram(tab, idA); p.Steps != 1 || p.ContextTokens != 9 || p.State != "PAUSED" {
+		t.Errorf("A's program after B's requests: %+v", p)
+	}
+
+	// A releases its own.
+	r = env.post(routeRelease, `{"program_id":"p"}`, asA...)
+	if err := json.Unmarshal(r.body, &rel); err != nil || !rel.Released {
+		t.Fatalf("A releasing p: %d %s", r.status, r.body)
+	}
+}
+
+// TestProgramLimitPerKeyIs429: a key at its limit of live programs is
+// refused a new one with 429, Retry-After and the error naming
+// program_id; its existing programs and other keys go on.
+func TestProgramLimitPerKeyIs429(t *testing.T) {
+	tab := programs.New(programs.Config{Pod: "a:1", Addr: "a:1", Logger: quiet, MaxProgramsPerOwner: 1,
+		KV: func() wire.KVReport { return wire.KVReport{BlockSize: 16, TotalBlocks: 512} }})
+	env := newEnv(t, envOpts{programs: tab, keys: []string{"key-a", "key-b"}})
+	asA, asB := []string{"Authorization", "Bearer key-a"}, []string{"Authorization", "Bearer key-b"}
+	if r := env.post("/v1/completions", gateBody, append([]string{"X-Program-Id", "p1"}, asA...)...); r.status != 200 {
+		t.Fatalf("A's first program: %d %s", r.status, r.body)
+	}
+	r := env.post("/v1/completions", gateBody, append([]string{"X-Program-Id", "p2"}, asA...)...)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), `"param":"program_id"`) {
+		t.Fatalf("A's second program: %d %v %s; want 429 with Retry-After naming program_id", r.status, r.header, r.body)
+	}
+	if ra := r.header.Get("Retry-After"); ra == "1" {
+		t.Errorf("Retry-After %s: want the time until p1 idles out", ra)
+	}
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+	}{
+		{"A's existing program", append([]string{"X-Program-Id", "p1"}, asA...)},
+		{"B's first program", append([]string{"X-Program-Id", "p2"}, asB...)},
+		{"A's request of no program", asA},
+	} {
+		if r := env.post("/v1/completions", gateBody, tc.hdr...); r.status != 200 {
+			t.Errorf("%s: %d %s", tc.name, r.status, r.body)
+		}
+	}
+}
