@@ -306,9 +306,8 @@ func serveControl(ctx context.Context, o *options, table *programs.Table, token 
 		stopTick()
 		return nil, fmt.Errorf("control API: %w", err)
 	}
-	srv := &http.Server{Handler: control.Handler(table, token), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go func() { _ = srv.Serve(ln) }()
+	srv := control.NewServer(control.Handler(table, token), log)
+	go func() { _ = srv.Serve(control.GuardListener(ln, control.MaxUnauthenticatedConns)) }()
 	log.Info("control API listening", "addr", ln.Addr().String())
 	return func() {
 		stopTick()
