@@ -163,6 +163,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	}
 	table := programs.New(programs.Config{
 		Pod: podName(o), Addr: advertiseAddr(o, ln.Addr()), IdleTimeout: o.ProgramIdle, Logger: log,
+		MaxProgramsPerOwner: o.MaxProgramsPerKey,
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
@@ -176,6 +177,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
 		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),
+		PromptTokensDetails: o.EnablePromptTokensDetails,
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -43,6 +43,9 @@ type Common struct {
 	MinTokens *int          `json:"min_tokens"`
 	ProgramID string        `json:"program_id"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
+	// CacheSalt keeps the request's prefix-cache entries apart from those
+	// of other salts (vLLM's cache_salt); a non-empty string when given.
+	CacheSalt *string `json:"cache_salt"`
 
 	Sampling
 
@@ -116,6 +119,14 @@ func (c *Common) BodyProgramID() string {
 		return c.ExtraBody.ProgramID
 	}
 	return ""
+}
+
+// Salt is cache_salt ("" when absent).
+func (c *Common) Salt() string {
+	if c.CacheSalt == nil {
+		return ""
+	}
+	return *c.CacheSalt
 }
 
 // Choices is n: how many choices each prompt gets.
@@ -298,6 +309,9 @@ func (c *Common) validate() *Error {
 		return BadRequest("top_p", "top_p must be in (0, 1], got %g", *c.TopP)
 	case c.TopK != nil && *c.TopK < -1:
 		return BadRequest("top_k", "top_k must be -1 (disabled), 0 (disabled) or positive, got %d", *c.TopK)
+	}
+	if c.CacheSalt != nil && *c.CacheSalt == "" {
+		return BadRequest("cache_salt", "cache_salt must be a non-empty string when given")
 	}
 	if len(c.Stop) > MaxStopStrings {
 		return BadRequest("stop", "stop has %d strings; at most %d", len(c.Stop), MaxStopStrings)

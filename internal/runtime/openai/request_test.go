@@ -99,6 +99,8 @@ func TestParseCompletionErrors(t *testing.T) {
 		{"top_k", `{"prompt":"x","top_k":-2}`, "top_k"},
 		{"stop number", `{"prompt":"x","stop":3}`, "stop"},
 		{"stop empty string", `{"prompt":"x","stop":[""]}`, "stop"},
+		{"cache_salt empty", `{"prompt":"x","cache_salt":""}`, "cache_salt"},
+		{"cache_salt number", `{"prompt":"x","cache_salt":3}`, "cache_salt"},
 		{"stop too many", `{"prompt":"x","stop":[` + strings.Repeat(`"s",`, MaxStopStrings) + `"s"]}`, "stop"},
 		{"stop too long", `{"prompt":"x","stop":["` + strings.Repeat("s", MaxStopBytes+1) + `"]}`, "stop"},
 		{"stream string", `{"prompt":"x","stream":"yes"}`, "stream"},

@@ -276,6 +276,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 		}
 		req := &engine.Request{
 			ID: rid, ProgramID: pid, Prompt: j.prompts[p], Params: ep, Priority: c.Priority.Priority(),
+			CacheSalt: c.Salt(),
 		}
 		if j.grammar != nil {
 			// A matcher per sequence: it tracks that sequence's output.
@@ -411,10 +412,12 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		usage.CompletionTokens += q.final.Usage.CompletionTokens
 		if q.candidate == 0 {
 			usage.PromptTokens += q.final.Usage.PromptTokens
-			if usage.PromptTokensDetails == nil {
-				usage.PromptTokensDetails = &openai.PromptTokensDetails{}
+			if s.cfg.PromptTokensDetails {
+				if usage.PromptTokensDetails == nil {
+					usage.PromptTokensDetails = &openai.PromptTokensDetails{}
+				}
+				usage.PromptTokensDetails.CachedTokens += q.final.Usage.CachedTokens
 			}
-			usage.PromptTokensDetails.CachedTokens += q.final.Usage.CachedTokens
 		}
 	}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
@@ -615,11 +618,12 @@ func (s *Server) completionLogprobs(lps []sampling.TokenLogprob, top, offset int
 	return out
 }
 
-func usageOf(u engine.Usage) openai.Usage {
-	return openai.Usage{
-		PromptTokens:        u.PromptTokens,
-		CompletionTokens:    u.CompletionTokens,
-		TotalTokens:         u.TotalTokens(),
-		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: u.CachedTokens},
+// usageOf is a response's usage; cached tokens only with
+// Config.PromptTokensDetails.
+func (s *Server) usageOf(u engine.Usage) openai.Usage {
+	out := openai.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens()}
+	if s.cfg.PromptTokensDetails {
+		out.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: u.CachedTokens}
 	}
+	return out
 }

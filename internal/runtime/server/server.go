@@ -113,6 +113,11 @@ type Config struct {
 	// headers come only once its generation is done, so this is generous;
 	// a dead peer on a live connection is found sooner by TCP keep-alives.
 	ForwardHeaderTimeout time.Duration
+	// PromptTokensDetails reports usage.prompt_tokens_details.cached_tokens
+	// (vLLM's --enable-prompt-tokens-details). Off, usage has no details:
+	// a client could otherwise tell from its own hits whether another
+	// client's prompt is cached.
+	PromptTokensDetails bool
 	// Clock dates and checks forwarded requests' signatures (default: the
 	// real clock).
 	Clock clock.Clock

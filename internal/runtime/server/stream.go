@@ -184,7 +184,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 				u.CachedTokens += q.final.Usage.CachedTokens
 			}
 		}
-		if !send(enc.Usage(usageOf(u)), false) {
+		if !send(enc.Usage(s.usageOf(u)), false) {
 			return
 		}
 	}

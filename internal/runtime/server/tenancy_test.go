@@ -106,3 +106,64 @@ func TestProgramLimitPerKeyIs429(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheSaltIsolatesPrefixHits: a prompt cached under one cache_salt is
+// a prefix hit for that salt only, and cached_tokens is reported only
+// when the pod enables it.
+func TestCacheSaltIsolatesPrefixHits(t *testing.T) {
+	env := newEnv(t, envOpts{promptTokensDetails: true})
+	prompt := strings.Repeat("the secret system prompt of tenant a ", 10)
+	cached := func(salt string) int {
+		t.Helper()
+		body := `{"prompt":"` + prompt + `","max_tokens":1` + salt + `}`
+		r := env.post("/v1/completions", body)
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", body, r.status, r.body)
+		}
+		var c struct {
+			Usage struct {
+				PromptTokens        int `json:"prompt_tokens"`
+				PromptTokensDetails *struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(r.body, &c); err != nil || c.Usage.PromptTokensDetails == nil {
+			t.Fatalf("usage without cached tokens: %s", r.body)
+		}
+		if c.Usage.PromptTokens < 33 {
+			t.Fatalf("prompt of %d tokens: want at least two full blocks", c.Usage.PromptTokens)
+		}
+		return c.Usage.PromptTokensDetails.CachedTokens
+	}
+	for _, step := range []struct {
+		name, salt string
+		hit        bool
+	}{
+		{"first under a", `,"cache_salt":"a"`, false},
+		{"again under a", `,"cache_salt":"a"`, true},
+		{"under b", `,"cache_salt":"b"`, false},
+		{"unsalted", ``, false},
+		{"unsalted again", ``, true},
+	} {
+		if got := cached(step.salt); (got > 0) != step.hit {
+			t.Errorf("%s: %d cached tokens; want a hit: %t", step.name, got, step.hit)
+		}
+	}
+}
+
+func TestCachedTokensOffByDefault(t *testing.T) {
+	env := newEnv(t, envOpts{})
+	body := `{"prompt":"` + strings.Repeat("a shared prompt ", 8) + `","max_tokens":1}`
+	for range 2 {
+		if r := env.post("/v1/completions", body); r.status != 200 || strings.Contains(string(r.body), "cached_tokens") {
+			t.Fatalf("%d %s: want no cached_tokens", r.status, r.body)
+		}
+	}
+	events := env.streamRequest("/v1/completions", `{"prompt":"x","max_tokens":1,"stream":true,"stream_options":{"include_usage":true}}`)
+	for _, ev := range events {
+		if strings.Contains(ev, "cached_tokens") {
+			t.Fatalf("streamed usage %s: want no cached_tokens", ev)
+		}
+	}
+}

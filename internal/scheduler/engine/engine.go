@@ -102,6 +102,7 @@ type sequence struct {
 	req      Request
 	stream   *Stream
 	priority Priority
+	salt     kvcache.Salt // of its prefix-cache entries
 
 	// tokens are prompt + output; the KV of tokens[:numComputed] is computed.
 	tokens      []int32
@@ -263,6 +264,7 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		req:       *r,
 		priority:  r.Priority,
 		promptLen: len(r.Prompt),
+		salt:      kvcache.SaltOf(r.CacheSalt),
 	}
 	s.tokens = make([]int32, len(r.Prompt), len(r.Prompt)+min(r.Params.MaxTokens, 256))
 	copy(s.tokens, r.Prompt)

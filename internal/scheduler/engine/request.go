@@ -110,6 +110,11 @@ type Request struct {
 	Params Params
 	// Priority is the scheduling class.
 	Priority Priority
+	// CacheSalt, when set, keeps the request's prefix-cache entries apart
+	// from those of requests with another salt (vLLM's cache_salt): it
+	// gets hits only from, and its blocks serve only, requests of the same
+	// salt (kvcache.Salt).
+	CacheSalt string
 	// Constraint, when set, restricts the output (structured outputs, tool
 	// calls): its mask is applied to the logits before sampling, and the
 	// request finishes with reason stop when it is Done. It replaces

@@ -163,7 +163,7 @@ func (m *Manager) Offload(tokens []int32) (offloaded int) {
 		m.Deprioritize(tokens)
 		return 0
 	}
-	chain := m.matchPrefix(tokens, len(tokens)/m.blockSize)
+	chain := m.matchPrefix(rootHash, tokens, len(tokens)/m.blockSize)
 	room := m.host.n
 	for _, l := range chain {
 		if l.onHost() {
@@ -266,7 +266,7 @@ func (m *Manager) Restore(tokens []int32) (restored int) {
 	if !m.prefix || m.host.n == 0 {
 		return 0
 	}
-	chain := m.matchPrefix(tokens, len(tokens)/m.blockSize)
+	chain := m.matchPrefix(rootHash, tokens, len(tokens)/m.blockSize)
 	held := m.restoreScratch[:0]
 	// Hold the chain's free device blocks so allocating cannot evict them,
 	// and pin its host blocks so the spills of those allocations cannot.
