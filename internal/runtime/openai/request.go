@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -19,7 +20,57 @@ type StreamOptions struct {
 // ExtraBody is "extra_body" as some clients send it literally (the OpenAI
 // Python client merges it into the body instead; both work).
 type ExtraBody struct {
-	ProgramID string `json:"program_id"`
+	ProgramID ProgramIDText `json:"program_id"`
+}
+
+// ProgramIDText is a program id in a JSON body. Go's decoder turns an
+// escaped lone surrogate ("\ud800") into U+FFFD, so different invalid ids
+// would name one program; such an id is refused instead, with a 400
+// naming program_id.
+type ProgramIDText string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *ProgramIDText) UnmarshalJSON(b []byte) error {
+	if hasLoneSurrogate(b) {
+		return BadRequest("program_id", "program_id holds an unpaired UTF-16 surrogate escape; not valid Unicode")
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*p = ProgramIDText(s)
+	return nil
+}
+
+// hasLoneSurrogate reports whether a JSON string literal escapes a UTF-16
+// surrogate that is not half of a pair (high then low).
+func hasLoneSurrogate(b []byte) bool {
+	surrogate := func(i int) (v uint64, ok bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return v, err == nil && v >= 0xD800 && v <= 0xDFFF
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		v, ok := surrogate(i)
+		switch {
+		case !ok:
+			i++ // skip the escaped character
+		case v >= 0xDC00:
+			return true // a low half first
+		default:
+			lo, ok := surrogate(i + 6)
+			if !ok || lo < 0xDC00 {
+				return true
+			}
+			i += 11
+		}
+	}
+	return false
 }
 
 // Common are the fields both endpoints share. Pointers tell "absent" from
@@ -41,7 +92,7 @@ type Common struct {
 	Priority  PriorityField `json:"priority"`
 	IgnoreEOS bool          `json:"ignore_eos"`
 	MinTokens *int          `json:"min_tokens"`
-	ProgramID string        `json:"program_id"`
+	ProgramID ProgramIDText `json:"program_id"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
 	// CacheSalt keeps the request's prefix-cache entries apart from those
 	// of other salts (vLLM's cache_salt); a non-empty string when given.
@@ -113,10 +164,10 @@ func (c *Common) IncludeUsage() bool { return c.StreamOptions != nil && c.Stream
 // extra_body.program_id.
 func (c *Common) BodyProgramID() string {
 	if c.ProgramID != "" {
-		return c.ProgramID
+		return string(c.ProgramID)
 	}
 	if c.ExtraBody != nil {
-		return c.ExtraBody.ProgramID
+		return string(c.ExtraBody.ProgramID)
 	}
 	return ""
 }
@@ -209,10 +260,8 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 	if len(r.Messages) == 0 {
 		return nil, BadRequest("messages", "messages must contain at least one message")
 	}
-	for i, m := range r.Messages {
-		if err := checkRole(i, m.Role); err != nil {
-			return nil, err
-		}
+	if err := checkMessages(r.Messages); err != nil {
+		return nil, err
 	}
 	switch lp := r.LogprobSettings(); {
 	case r.TopLogprobs != nil && (*r.TopLogprobs < 0 || *r.TopLogprobs > MaxTopLogprobs):

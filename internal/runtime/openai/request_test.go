@@ -158,6 +158,25 @@ func TestParseChat(t *testing.T) {
 	}
 }
 
+// TestProgramIDEscapes: escaped surrogate pairs and escaped backslashes
+// are ids like any other; only unpaired surrogates are refused.
+func TestProgramIDEscapes(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"prompt":"x","program_id":"\ud83d\ude00"}`: "\U0001F600",
+		`{"prompt":"x","program_id":"\\ud800"}`:      `\ud800`,
+		`{"prompt":"x","program_id":"a\u0041"}`:      "aA",
+	} {
+		r, err := ParseCompletion([]byte(body))
+		if err != nil {
+			t.Errorf("%s: %v", body, err)
+			continue
+		}
+		if got := r.BodyProgramID(); got != want {
+			t.Errorf("%s: program id %q, want %q", body, got, want)
+		}
+	}
+}
+
 func TestParseChatErrors(t *testing.T) {
 	tests := []struct{ name, body, param string }{
 		{"no messages", `{"model":"m"}`, "messages"},
@@ -174,6 +193,13 @@ func TestParseChatErrors(t *testing.T) {
 		{"top_logprobs too many", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
 		{"continue a user message", `{"messages":[{"role":"user","content":"x"}],"continue_final_message":true}`, "continue_final_message"},
 		{"continue and generation prompt", `{"messages":[{"role":"assistant","content":"x"}],"continue_final_message":true,"add_generation_prompt":true}`, "continue_final_message"},
+		{"tool without tool_call_id", `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r"}]}`, "messages[2].tool_call_id"},
+		{"tool naming no call", `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c2","content":"r"}]}`, "messages[2].tool_call_id"},
+		{"tool before its call", `{"messages":[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c1","content":"r"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[1].tool_call_id"},
+		{"program_id lone high surrogate", `{"messages":[{"role":"user","content":"x"}],"program_id":"a\ud800"}`, "program_id"},
+		{"program_id lone low surrogate", `{"messages":[{"role":"user","content":"x"}],"program_id":"\udfff"}`, "program_id"},
+		{"program_id high then not low", `{"messages":[{"role":"user","content":"x"}],"program_id":"\ud800\u0041"}`, "program_id"},
+		{"extra_body.program_id lone surrogate", `{"messages":[{"role":"user","content":"x"}],"extra_body":{"program_id":"\ud800"}}`, "program_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

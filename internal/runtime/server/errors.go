@@ -67,6 +67,28 @@ func (s *Server) finishError(c engine.Chunk) *openai.Error {
 	return openai.Internal(msg)
 }
 
+// abortError is the error of sequence q, which the engine ended without a
+// result.
+func (s *Server) abortError(q *seq) *openai.Error {
+	if q.drained.Load() {
+		return drainedError()
+	}
+	return s.finishError(*q.final)
+}
+
+// drainedError is the error of a request that had not started when the
+// pod began to drain.
+func drainedError() *openai.Error {
+	return openai.Unavailable("this pod is shutting down and the request had not started; retry")
+}
+
+// finishReasonAbort is the finish_reason of a streamed choice the server
+// ended without a result (vLLM's name); its error event follows.
+const finishReasonAbort = "abort"
+
+// jsonNull is the stop_reason of an aborted choice.
+var jsonNull = []byte("null")
+
 // cancelled is the error of a request whose client went away (recorded,
 // never read).
 func cancelled() *openai.Error {

@@ -165,13 +165,17 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		ProgramID string `json:"program_id"`
+		ProgramID openai.ProgramIDText `json:"program_id"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.writeError(w, openai.BadRequest("", "invalid JSON: %v", err))
+		var e *openai.Error
+		if !errors.As(err, &e) {
+			e = openai.BadRequest("", "invalid JSON: %v", err)
+		}
+		s.writeError(w, e)
 		return
 	}
-	prog, apiErr := s.programOf(r, req.ProgramID)
+	prog, apiErr := s.programOf(r, string(req.ProgramID))
 	if apiErr == nil && prog.ID == "" {
 		apiErr = openai.BadRequest("program_id", "program_id is required")
 	}

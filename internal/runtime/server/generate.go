@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -229,6 +230,9 @@ type seq struct {
 	prompt, candidate int
 	maxTokens         int
 	st                *engine.Stream
+	// drained is set when the pod's drain cancelled the sequence before it
+	// started: it is answered as retryable (see abortUnstartedOnDrain).
+	drained atomic.Bool
 	// Results, filled as the output arrives.
 	tokens []int32
 	text   []byte
@@ -242,6 +246,18 @@ type seq struct {
 // same prompt again (one prefill for n or best_of choices). On failure
 // everything submitted is cancelled and the error returned.
 func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid string) ([]*seq, *openai.Error) {
+	if total, limit := len(j.prompts)*j.candidates, s.eng.Config().MaxQueue; total > limit {
+		// More sequences than the waiting queue holds: retrying cannot help.
+		param := j.promptParam
+		switch {
+		case j.candidates > j.n:
+			param = "best_of"
+		case j.candidates > 1:
+			param = "n"
+		}
+		return nil, openai.BadRequest(param, "the request needs %d sequences (%d prompts × %d choices); this server queues at most %d",
+			total, len(j.prompts), j.candidates, limit)
+	}
 	badWords, apiErr := s.compileBadWords(r.Context(), c.BadWords)
 	if apiErr != nil {
 		return nil, apiErr
@@ -306,6 +322,8 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			case <-q.st.Started():
 			case <-r.Context().Done():
 				return fail(cancelled())
+			case <-s.draining:
+				return fail(drainedError())
 			}
 			for k := 1; k < j.candidates; k++ {
 				if err := one(p, k); err != nil {
@@ -353,6 +371,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 		s.writeError(w, apiErr)
 		return
 	}
+	defer s.abortUnstartedOnDrain(seqs)()
 	if clientID == "" {
 		clientID = id
 	}
@@ -365,6 +384,31 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 	if out != nil && seqs[0].final != nil {
 		out.final, out.tokens = seqs[0].final, seqs[0].tokens
 	}
+}
+
+// abortUnstartedOnDrain makes the pod's drain (BeginDrain) cancel those of
+// seqs that have not started (their prompt not yet computed): a queued
+// request is then answered at once, as retryable, and its client retries
+// on a pod that stays, instead of waiting for the drain deadline. Call the
+// returned func when the request ends.
+func (s *Server) abortUnstartedOnDrain(seqs []*seq) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.draining:
+		case <-ctx.Done():
+			return
+		}
+		for _, q := range seqs {
+			select {
+			case <-q.st.Started():
+			default:
+				q.drained.Store(true)
+				q.st.Cancel()
+			}
+		}
+	}()
+	return cancel
 }
 
 // observeGroups reports each prompt's sequences as one request (see
@@ -406,7 +450,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 	var usage openai.Usage
 	for _, q := range seqs {
 		if f := q.final; f.FinishReason != completion.Stop && f.FinishReason != completion.Length {
-			s.writeError(w, s.finishError(*f))
+			s.writeError(w, s.abortError(q))
 			return true
 		}
 		usage.CompletionTokens += q.final.Usage.CompletionTokens
