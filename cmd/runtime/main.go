@@ -169,8 +169,8 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
 				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
 		},
-		Offload: func(tokens []int32) { eng.OffloadPrefix(tokens) },
-		Restore: func(tokens []int32) { eng.RestorePrefix(tokens) },
+		Offload: func(salt string, tokens []int32) { eng.OffloadSaltedPrefix(salt, tokens) },
+		Restore: func(salt string, tokens []int32) { eng.RestoreSaltedPrefix(salt, tokens) },
 	})
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -119,6 +120,7 @@ func TestParseCompletionErrors(t *testing.T) {
 		{"min_p", `{"prompt":"x","min_p":1.5}`, "min_p"},
 		{"logit_bias key", `{"prompt":"x","logit_bias":{"a":1}}`, "logit_bias"},
 		{"logit_bias value", `{"prompt":"x","logit_bias":{"3":101}}`, "logit_bias"},
+		{"logit_bias too many", `{"prompt":"x","logit_bias":{` + manyBiases(MaxLogitBiasEntries+1) + `}}`, "logit_bias"},
 		{"stop_token_ids type", `{"prompt":"x","stop_token_ids":["a"]}`, "stop_token_ids"},
 		{"bad_words empty", `{"prompt":"x","bad_words":[""]}`, "bad_words"},
 		{"truncate_prompt_tokens", `{"prompt":"x","truncate_prompt_tokens":0}`, "truncate_prompt_tokens"},
@@ -312,4 +314,16 @@ func TestErrorJSON(t *testing.T) {
 	if got != want {
 		t.Errorf("got %s\nwant %s", got, want)
 	}
+}
+
+// manyBiases is n logit_bias entries, JSON without the braces.
+func manyBiases(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%d":1`, i)
+	}
+	return b.String()
 }

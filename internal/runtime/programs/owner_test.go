@@ -104,3 +104,21 @@ func TestProgramLimitPerOwner(t *testing.T) {
 		t.Errorf("a's third program after releasing one: route %v, want local", r.Kind)
 	}
 }
+
+// TestOffloadCarriesTheContextsSalt: a paused program's context is
+// offloaded and restored under the cache salt of the request that left it,
+// and a request that ended without a result leaves it as it was.
+func TestOffloadCarriesTheContextsSalt(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Route("p", false)
+	f.t.Started("p", 2, "s1")
+	f.t.End("p", 2, 0, []int32{7, 8})
+	f.t.Route("p", false)
+	f.t.Started("p", 3, "s2")
+	f.t.Abandon("p")
+	f.t.Apply(&wire.Placement{Version: 1, Pause: []string{"p"}})
+	f.t.Apply(&wire.Placement{Version: 2, Place: []string{"p"}})
+	if diff := cmp.Diff([]string{"s1", "s1"}, f.salts); diff != "" {
+		t.Errorf("salts of the offload and the restore (-want +got):\n%s", diff)
+	}
+}

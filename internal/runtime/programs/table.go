@@ -33,13 +33,14 @@ type Config struct {
 	Addr string
 	// KV reads the engine's KV cache size and use.
 	KV func() wire.KVReport
-	// Offload moves a paused program's cached KV blocks out of the way of
-	// the programs that run: to the host tier when the engine has one, else
-	// to the front of the eviction order (engine.OffloadPrefix).
-	Offload func(tokens []int32)
+	// Offload moves a paused program's cached KV blocks (its context,
+	// cached under its last request's cache salt) out of the way of the
+	// programs that run: to the host tier when the engine has one, else to
+	// the front of the eviction order (engine.OffloadSaltedPrefix).
+	Offload func(cacheSalt string, tokens []int32)
 	// Restore brings a resumed program's offloaded KV blocks back to the
-	// device ahead of its next request (engine.RestorePrefix).
-	Restore func(tokens []int32)
+	// device ahead of its next request (engine.RestoreSaltedPrefix).
+	Restore func(cacheSalt string, tokens []int32)
 	// IdleTimeout ends a program that has been ACTING this long with no
 	// request (default 10 min).
 	IdleTimeout time.Duration
@@ -96,6 +97,12 @@ type Route struct {
 	RetryAfter time.Duration
 }
 
+// kvContext is a program's context as the KV cache holds it.
+type kvContext struct {
+	salt   string
+	tokens []int32
+}
+
 type entry struct {
 	id     string
 	owner  Owner
@@ -106,6 +113,8 @@ type entry struct {
 
 	contextTokens, sharedTokens int64
 	tokens                      []int32 // the last context, for Offload and Restore
+	salt                        string  // its cache salt
+	nextSalt                    string  // the salt of the request in flight
 	steps                       int
 	lastTransition              time.Time
 	pausedSince                 time.Time
@@ -151,10 +160,10 @@ func New(cfg Config) *Table {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Offload == nil {
-		cfg.Offload = func([]int32) {}
+		cfg.Offload = func(string, []int32) {}
 	}
 	if cfg.Restore == nil {
-		cfg.Restore = func([]int32) {}
+		cfg.Restore = func(string, []int32) {}
 	}
 	return &Table{cfg: cfg, progs: map[string]*entry{}, routes: map[string]string{}, room: map[string]int64{}}
 }
@@ -330,6 +339,12 @@ func (t *Table) Unhold(id string) {
 // kept to offload the cache if the program is paused), sharedTokens
 // of it shared with other programs through the prefix cache.
 func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32) {
+	t.end(id, contextTokens, sharedTokens, tokens, false)
+}
+
+// end is End; keepSalt leaves the context's cache salt as it was (the
+// request did not change the context).
+func (t *Table) end(id string, contextTokens, sharedTokens int64, tokens []int32, keepSalt bool) {
 	t.mu.Lock()
 	e := t.progs[id]
 	if e == nil || e.inflight == 0 {
@@ -340,28 +355,38 @@ func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32
 	e.inflight--
 	e.contextTokens, e.sharedTokens = contextTokens, sharedTokens
 	e.tokens = append(e.tokens[:0], tokens...)
-	var pause []int32
+	if !keepSalt {
+		e.salt = e.nextSalt
+	}
+	var pause *kvContext
 	if e.inflight == 0 {
 		e.status, e.lastTransition = placement.StatusActing, now
 		if e.marked {
 			e.marked = false
 			e.state, e.pausedSince = placement.StatePaused, now
-			pause = e.tokens
+			pause = &kvContext{e.salt, e.tokens}
 		}
 	}
 	t.mu.Unlock()
 	if pause != nil {
-		t.cfg.Offload(pause)
+		t.cfg.Offload(pause.salt, pause.tokens)
 	}
 }
 
 // Started records the prompt length of a Local request of id: while it
 // runs, the program's context is at least its prompt, so capacity counts a
-// REASONING program at its current size, not its last step's.
-func (t *Table) Started(id string, promptTokens int64) {
+// REASONING program at its current size, not its last step's. cacheSalt is
+// the request's (engine.Request.CacheSalt): the context End records is
+// cached under it.
+func (t *Table) Started(id string, promptTokens int64, cacheSalt string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.progs[id]; e != nil && e.inflight > 0 && promptTokens > e.contextTokens {
+	e := t.progs[id]
+	if e == nil || e.inflight == 0 {
+		return
+	}
+	e.nextSalt = cacheSalt
+	if promptTokens > e.contextTokens {
 		e.contextTokens = promptTokens
 	}
 }
@@ -377,7 +402,7 @@ func (t *Table) Abandon(id string) {
 	}
 	ctxTokens, shared, tokens := e.contextTokens, e.sharedTokens, append([]int32(nil), e.tokens...)
 	t.mu.Unlock()
-	t.End(id, ctxTokens, shared, tokens)
+	t.end(id, ctxTokens, shared, tokens, true)
 }
 
 // RouteOf returns the address of the pod program id runs on, if that is
@@ -436,7 +461,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	if p.BufferTokensPerProgram > 0 {
 		t.cfg.Buffer = p.BufferTokensPerProgram
 	}
-	var offload, restore [][]int32
+	var offload, restore []kvContext
 	for _, id := range p.Release {
 		if e := t.progs[id]; e != nil {
 			e.state, e.marked = placement.StateTerminated, false
@@ -447,7 +472,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 		if e := t.progs[id]; e != nil && e.state == placement.StateActive {
 			e.state, e.pausedSince, e.marked = placement.StatePaused, now, false
 			if e.placed {
-				offload = append(offload, e.tokens)
+				offload = append(offload, kvContext{e.salt, e.tokens})
 			}
 		}
 	}
@@ -506,7 +531,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 		if e.placed && e.state == placement.StatePaused && len(e.tokens) > 0 {
 			// Resumed where its KV was offloaded: bring it back now, so the
 			// copies run before its held request is admitted.
-			restore = append(restore, e.tokens)
+			restore = append(restore, kvContext{e.salt, e.tokens})
 		}
 		if !e.placed || e.state == placement.StatePaused {
 			e.runningSince = now
@@ -527,11 +552,11 @@ func (t *Table) Apply(p *wire.Placement) bool {
 		t.admitWaitingLocked()
 	}
 	t.mu.Unlock()
-	for _, toks := range offload {
-		t.cfg.Offload(toks)
+	for _, c := range offload {
+		t.cfg.Offload(c.salt, c.tokens)
 	}
-	for _, toks := range restore {
-		t.cfg.Restore(toks)
+	for _, c := range restore {
+		t.cfg.Restore(c.salt, c.tokens)
 	}
 	return true
 }

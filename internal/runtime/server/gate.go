@@ -57,7 +57,7 @@ func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog progr
 			s.cfg.Programs.Unhold(pid)
 			w.WriteHeader(statusClientClosed)
 			return false
-		case <-s.draining:
+		case <-s.drainCtx.Done():
 			s.heldGauge.Dec()
 			s.cfg.Programs.Unhold(pid)
 			s.releaseHeld(w, r, pid, body, forwarded)

@@ -199,7 +199,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c
 			return
 		}
 		prompt := j.prompts[0]
-		s.cfg.Programs.Started(pid, int64(len(prompt)))
+		s.cfg.Programs.Started(pid, int64(len(prompt)), c.Salt())
 		out := &programOutcome{}
 		defer s.programDone(pid, prompt, out)
 		s.run(w, r, c, &j, pid, out)
@@ -322,7 +322,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			case <-q.st.Started():
 			case <-r.Context().Done():
 				return fail(cancelled())
-			case <-s.draining:
+			case <-s.drainCtx.Done():
 				return fail(drainedError())
 			}
 			for k := 1; k < j.candidates; k++ {
@@ -391,14 +391,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 // request is then answered at once, as retryable, and its client retries
 // on a pod that stays, instead of waiting for the drain deadline. Call the
 // returned func when the request ends.
-func (s *Server) abortUnstartedOnDrain(seqs []*seq) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-s.draining:
-		case <-ctx.Done():
-			return
-		}
+func (s *Server) abortUnstartedOnDrain(seqs []*seq) (stop func() bool) {
+	return context.AfterFunc(s.drainCtx, func() {
 		for _, q := range seqs {
 			select {
 			case <-q.st.Started():
@@ -407,8 +401,7 @@ func (s *Server) abortUnstartedOnDrain(seqs []*seq) (stop func()) {
 				q.st.Cancel()
 			}
 		}
-	}()
-	return cancel
+	})
 }
 
 // observeGroups reports each prompt's sequences as one request (see

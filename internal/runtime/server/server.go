@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -145,11 +144,11 @@ type Server struct {
 	clk         clock.Clock
 	nonces      *nonceCache // of verified forwarded requests
 
-	// draining closes when the pod starts draining (BeginDrain): held
-	// requests are answered at once. abortCtx ends when the drain
+	// drainCtx ends when the pod starts draining (BeginDrain): held and
+	// queued requests are answered at once. abortCtx ends when the drain
 	// deadline cuts forwarded requests short (AbortForwards).
-	draining      chan struct{}
-	beginDrain    sync.Once
+	drainCtx      context.Context
+	beginDrain    context.CancelFunc
 	abortCtx      context.Context
 	abortForwards context.CancelFunc
 }
@@ -209,7 +208,7 @@ func New(cfg Config) (*Server, error) {
 		clk:         cfg.Clock,
 		nonces:      newNonceCache(maxSeenNonces),
 	}
-	s.draining = make(chan struct{})
+	s.drainCtx, s.beginDrain = context.WithCancel(context.Background())
 	s.abortCtx, s.abortForwards = context.WithCancel(context.Background())
 	if len(cfg.APIKeys) > 0 {
 		s.keys = newKeySet(cfg.APIKeys, cfg.ForwardKey)
@@ -245,7 +244,7 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 // program gate (and any held later) are answered at once, forwarded to the
 // pod their program is routed to or refused with a retryable 503, so that
 // shutdown waits for nothing that cannot finish. Call SetReady(false) too.
-func (s *Server) BeginDrain() { s.beginDrain.Do(func() { close(s.draining) }) }
+func (s *Server) BeginDrain() { s.beginDrain() }
 
 // AbortForwards cuts short the requests still being forwarded to other
 // pods: the drain deadline has come.
@@ -335,6 +334,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			var ok bool
 			if r, ok = s.authenticate(r); !ok {
 				sw.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot"`)
+				// Nothing of the body is read: the connection closes.
+				sw.Header().Set("Connection", "close")
 				s.writeError(sw, openai.Unauthorized())
 				return
 			}

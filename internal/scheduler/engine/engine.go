@@ -888,9 +888,14 @@ func (e *Engine) DeprioritizePrefix(tokens []int32) {
 // for the programs that run, and comes back without recompute when the
 // program resumes. Without a host tier it is DeprioritizePrefix. The copies
 // run at the start of the next iteration; it returns the blocks moved.
-func (e *Engine) OffloadPrefix(tokens []int32) int {
+func (e *Engine) OffloadPrefix(tokens []int32) int { return e.OffloadSaltedPrefix("", tokens) }
+
+// OffloadSaltedPrefix is OffloadPrefix for the context of requests with
+// this cache salt (Request.CacheSalt).
+func (e *Engine) OffloadSaltedPrefix(cacheSalt string, tokens []int32) int {
+	salt := kvcache.SaltOf(cacheSalt)
 	e.mu.Lock()
-	n := e.kv.Offload(tokens)
+	n := e.kv.OffloadSalted(salt, tokens)
 	e.mu.Unlock()
 	if n > 0 {
 		e.signal() // an idle loop still carries out the copies
@@ -903,9 +908,14 @@ func (e *Engine) OffloadPrefix(tokens []int32) int {
 // the copies overlap with whatever runs before that request arrives. It
 // returns the blocks moved; a request whose blocks are still on the host
 // restores them itself when admitted.
-func (e *Engine) RestorePrefix(tokens []int32) int {
+func (e *Engine) RestorePrefix(tokens []int32) int { return e.RestoreSaltedPrefix("", tokens) }
+
+// RestoreSaltedPrefix is RestorePrefix for the context of requests with
+// this cache salt (Request.CacheSalt).
+func (e *Engine) RestoreSaltedPrefix(cacheSalt string, tokens []int32) int {
+	salt := kvcache.SaltOf(cacheSalt)
 	e.mu.Lock()
-	n := e.kv.Restore(tokens)
+	n := e.kv.RestoreSalted(salt, tokens)
 	e.mu.Unlock()
 	if n > 0 {
 		e.signal()

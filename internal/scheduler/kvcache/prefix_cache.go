@@ -225,11 +225,14 @@ func (m *Manager) unregister(l loc) {
 // head of the free list, so they are evicted first, the deepest block first.
 // Blocks in use are left alone. It serves a paused program whose request has
 // already finished.
-func (m *Manager) Deprioritize(tokens []int32) {
+func (m *Manager) Deprioritize(tokens []int32) { m.DeprioritizeSalted(0, tokens) }
+
+// DeprioritizeSalted is Deprioritize for the chain of a sequence of salt.
+func (m *Manager) DeprioritizeSalted(salt Salt, tokens []int32) {
 	if !m.prefix {
 		return
 	}
-	for _, l := range m.matchPrefix(rootHash, tokens, len(tokens)/m.blockSize) {
+	for _, l := range m.matchPrefix(m.root(salt), tokens, len(tokens)/m.blockSize) {
 		if id := BlockID(l); !l.onHost() && m.blocks[id].ref == 0 {
 			m.unlink(id)
 			m.pushHead(id)

@@ -21,7 +21,9 @@ func TestSaltsDoNotShareThePrefixCache(t *testing.T) {
 		}
 		m.Commit(next, prompt, len(prompt))
 		m.Free(next, false)
-		m.CheckInvariants()
+		if err := m.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
 		return cached
 	}
 	for _, step := range []struct {
@@ -42,5 +44,31 @@ func TestSaltsDoNotShareThePrefixCache(t *testing.T) {
 	}
 	if got := m.CachedPrefix(prompt); got != 16 {
 		t.Errorf("CachedPrefix (unsalted) = %d, want 16", got)
+	}
+}
+
+// TestSaltedChainOffloadsAndRestores: a salted sequence's chain is found
+// for offload and restore under its salt only.
+func TestSaltedChainOffloadsAndRestores(t *testing.T) {
+	m := newManager(t, Config{NumBlocks: 32, BlockSize: 4, EnablePrefixCache: true, HostBlocks: 16})
+	prompt := span(100, 17)
+	salt := SaltOf("tenant-a")
+	if _, ok := m.AdmitSalted(1, salt, prompt, len(prompt)); !ok {
+		t.Fatal("no room")
+	}
+	m.Commit(1, prompt, len(prompt))
+	m.Free(1, false)
+	if n := m.Offload(prompt); n != 0 {
+		t.Errorf("unsalted Offload moved %d blocks of a salted chain", n)
+	}
+	if n := m.OffloadSalted(salt, prompt); n != 4 {
+		t.Errorf("OffloadSalted moved %d blocks, want 4", n)
+	}
+	m.Transfers() // the copies out
+	if n := m.RestoreSalted(salt, prompt); n != 4 {
+		t.Errorf("RestoreSalted moved %d blocks, want 4", n)
+	}
+	if err := m.CheckInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }
