@@ -91,6 +91,13 @@ func ownerOfID(id string) Owner {
 	return o
 }
 
+// ClientID is a table id as its client named it, without its owner: what
+// messages to the client quote.
+func ClientID(id string) string {
+	_, rest, _ := split(id)
+	return rest
+}
+
 // CheckScopedID is CheckID for ids as the table knows them (placements):
 // a client's id, scoped to its owner or not.
 func CheckScopedID(id string) error {

@@ -35,6 +35,9 @@ func TestOwnerScopesIDs(t *testing.T) {
 			t.Errorf("split(%q) (-want +got):\n%s", tc.id, diff)
 		}
 	}
+	if got := ClientID(a.Scope("p/q")); got != "p/q" {
+		t.Errorf("ClientID = %q, want p/q", got)
+	}
 	if err := CheckScopedID(a.Scope(strings.Repeat("x", MaxIDLen))); err != nil {
 		t.Errorf("a scoped id of the longest client id: %v", err)
 	}

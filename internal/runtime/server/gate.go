@@ -78,7 +78,7 @@ func (s *Server) releaseHeld(w http.ResponseWriter, r *http.Request, pid string,
 		return
 	}
 	s.log.Info("draining: answering a held request 503", "program", pid)
-	s.writeError(w, openai.Unavailable(fmt.Sprintf("this pod is shutting down and program %q is paused; retry", pid)))
+	s.writeError(w, openai.Unavailable(fmt.Sprintf("this pod is shutting down and program %q is paused; retry", programs.ClientID(pid))))
 }
 
 // The headers a forwarded request carries to the pod that runs it (the API
@@ -124,7 +124,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 			return
 		}
 		s.log.Warn("forwarding failed: the program's pod is unreachable", "program", pid, "pod", addr, "err", err)
-		s.writeError(w, openai.UpstreamUnavailable(fmt.Sprintf("the pod running program %q (%s) is unreachable; retry", pid, addr)))
+		s.writeError(w, openai.UpstreamUnavailable(fmt.Sprintf("the pod running program %q (%s) is unreachable; retry", programs.ClientID(pid), addr)))
 		return
 	}
 	defer resp.Body.Close()

@@ -212,6 +212,7 @@ func New(cfg Config) (*Server, error) {
 	s.abortCtx, s.abortForwards = context.WithCancel(context.Background())
 	if len(cfg.APIKeys) > 0 {
 		s.keys = newKeySet(cfg.APIKeys, cfg.ForwardKey)
+		s.cfg.APIKeys = nil // only their digests are kept
 	}
 	// Forwarded requests stream for as long as generation takes: no overall
 	// timeout, only on connecting and on the response headers.
