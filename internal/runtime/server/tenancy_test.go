@@ -167,3 +167,39 @@ func TestCachedTokensOffByDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardedRequestKeepsItsOwner: a program of key A placed on pod b is
+// forwarded there from pod a and runs as A's program on b (b derives the
+// same owner from the key the request carries, and the signature binds
+// it); key B's request naming the same id is B's own program on pod a.
+func TestForwardedRequestKeepsItsOwner(t *testing.T) {
+	keys := []string{"key-a", "key-b"}
+	bTab := newTable("b", 8192)
+	b := newEnv(t, envOpts{programs: bTab, keys: keys, forwardKey: poolKey})
+	bAddr := strings.TrimPrefix(b.ts.URL, "http://")
+	aTab := newTable("a:1", 8192)
+	a := newEnv(t, envOpts{programs: aTab, keys: keys, forwardKey: poolKey})
+	idA := programs.OwnerOf("key-a", []byte(poolKey)).Scope("p")
+	idB := programs.OwnerOf("key-b", []byte(poolKey)).Scope("p")
+	aTab.Apply(&wire.Placement{Version: 1, Routes: map[string]string{idA: bAddr}})
+
+	for _, hdr := range [][]string{{"Authorization", "Bearer key-a"}, {"x-api-key", "key-a"}} {
+		r := a.post("/v1/completions", gateBody, append([]string{"X-Program-Id", "p"}, hdr...)...)
+		if r.status != 200 || r.header.Get("X-Kvpilot-Served-By") != bAddr {
+			t.Fatalf("A's request (%s): %d served by %q: %s", hdr[0], r.status, r.header.Get("X-Kvpilot-Served-By"), r.body)
+		}
+	}
+	if p := findProgram(bTab, idA); p.Steps != 2 || !p.Placed {
+		t.Errorf("A's program on pod b: %+v", p)
+	}
+	r := a.post("/v1/completions", gateBody, "X-Program-Id", "p", "Authorization", "Bearer key-b")
+	if r.status != 200 || r.header.Get("X-Kvpilot-Served-By") != "" {
+		t.Fatalf("B's request: %d served by %q: %s", r.status, r.header.Get("X-Kvpilot-Served-By"), r.body)
+	}
+	if p := findProgram(aTab, idB); p.Steps != 1 {
+		t.Errorf("B's program on pod a: %+v", p)
+	}
+	if p := findProgram(bTab, idB); p.ID != "" {
+		t.Errorf("B's program reached pod b: %+v", p)
+	}
+}
