@@ -40,11 +40,12 @@ func TestBeginDrainAnswersHeldRequests(t *testing.T) {
 	}
 }
 
-// TestBeginDrainAnswersQueuedRequestsAtOnce: requests still queued (not
-// started) when the drain begins are answered at once as retryable: a
-// stream ends its choice with finish_reason "abort", one error event
+// TestBeginDrainAnswersQueuedRequestsAtOnce: requests still queued (never
+// scheduled) when the drain begins are answered at once as retryable: a
+// stream ends each choice with finish_reason "abort", one error event
 // (code draining) and [DONE]; a JSON request gets 503 with Retry-After.
-// They used to wait for the drain deadline's abort.
+// They used to wait for the drain deadline's abort. The running request
+// runs on.
 func TestBeginDrainAnswersQueuedRequestsAtOnce(t *testing.T) {
 	env := newEnv(t, envOpts{maxNumSeqs: 1})
 	env.gate.close()
@@ -117,5 +118,7 @@ func TestBeginDrainAnswersQueuedRequestsAtOnce(t *testing.T) {
 		t.Errorf("queued JSON request: %d %s Retry-After %q", p.status, p.body, p.header.Get("Retry-After"))
 	}
 	env.gate.open()
-	<-running
+	if r := <-running; r.status != http.StatusOK {
+		t.Errorf("the running request: %d %s; want it to finish", r.status, r.body)
+	}
 }

@@ -57,6 +57,8 @@ func (s *Server) finishError(c engine.Chunk) *openai.Error {
 	switch {
 	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrStopped):
 		return openai.Unavailable("the server shut down before the request finished")
+	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrDraining):
+		return drainedError()
 	case c.FinishReason == completion.Cancelled:
 		return cancelled()
 	}
@@ -67,17 +69,8 @@ func (s *Server) finishError(c engine.Chunk) *openai.Error {
 	return openai.Internal(msg)
 }
 
-// abortError is the error of sequence q, which the engine ended without a
-// result.
-func (s *Server) abortError(q *seq) *openai.Error {
-	if q.drained.Load() {
-		return drainedError()
-	}
-	return s.finishError(*q.final)
-}
-
-// drainedError is the error of a request that had not started when the
-// pod began to drain.
+// drainedError is the error of a request the pod had not begun when it
+// began to drain.
 func drainedError() *openai.Error {
 	return openai.Unavailable("this pod is shutting down and the request had not started; retry")
 }

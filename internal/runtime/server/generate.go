@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -230,9 +229,6 @@ type seq struct {
 	prompt, candidate int
 	maxTokens         int
 	st                *engine.Stream
-	// drained is set when the pod's drain cancelled the sequence before it
-	// started: it is answered as retryable (see abortUnstartedOnDrain).
-	drained atomic.Bool
 	// Results, filled as the output arrives.
 	tokens []int32
 	text   []byte
@@ -371,7 +367,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 		s.writeError(w, apiErr)
 		return
 	}
-	defer s.abortUnstartedOnDrain(seqs)()
+	defer s.cancelQueuedOnDrain(seqs)()
 	if clientID == "" {
 		clientID = id
 	}
@@ -386,20 +382,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 	}
 }
 
-// abortUnstartedOnDrain makes the pod's drain (BeginDrain) cancel those of
-// seqs that have not started (their prompt not yet computed): a queued
-// request is then answered at once, as retryable, and its client retries
-// on a pod that stays, instead of waiting for the drain deadline. Call the
-// returned func when the request ends.
-func (s *Server) abortUnstartedOnDrain(seqs []*seq) (stop func() bool) {
+// cancelQueuedOnDrain makes the pod's drain (BeginDrain) cancel those of
+// seqs still queued, never scheduled: a request the pod has not begun is
+// answered at once, as retryable, and its client retries on a pod that
+// stays instead of waiting for the drain deadline. What runs, runs on.
+// Call the returned func when the request ends.
+func (s *Server) cancelQueuedOnDrain(seqs []*seq) (stop func() bool) {
 	return context.AfterFunc(s.drainCtx, func() {
 		for _, q := range seqs {
-			select {
-			case <-q.st.Started():
-			default:
-				q.drained.Store(true)
-				q.st.Cancel()
-			}
+			q.st.CancelQueued()
 		}
 	})
 }
@@ -443,7 +434,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 	var usage openai.Usage
 	for _, q := range seqs {
 		if f := q.final; f.FinishReason != completion.Stop && f.FinishReason != completion.Length {
-			s.writeError(w, s.abortError(q))
+			s.writeError(w, s.finishError(*f))
 			return true
 		}
 		usage.CompletionTokens += q.final.Usage.CompletionTokens

@@ -160,7 +160,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 				return true
 			}
 			errorSent = true
-			return send(enc.Error(s.abortError(q)), len(seqs) > 1)
+			return send(enc.Error(s.finishError(*ch)), len(seqs) > 1)
 		}
 	}
 

@@ -343,6 +343,18 @@ func (e *Engine) cancel(st *Stream) {
 	e.signal()
 }
 
+// cancelQueued handles Stream.CancelQueued.
+func (e *Engine) cancelQueued(st *Stream) bool {
+	e.mu.Lock()
+	s := st.seq
+	done := s.state == stateWaiting && !s.admitted && e.waiting.Remove(s.entry)
+	if done {
+		e.finishLocked(s, completion.Cancelled, ErrDraining, e.clk.Now())
+	}
+	e.mu.Unlock()
+	return done
+}
+
 func (e *Engine) signal() {
 	select {
 	case e.wake <- struct{}{}:
