@@ -202,6 +202,7 @@ func TestParseChatErrors(t *testing.T) {
 		{"program_id lone low surrogate", `{"messages":[{"role":"user","content":"x"}],"program_id":"\udfff"}`, "program_id"},
 		{"program_id high then not low", `{"messages":[{"role":"user","content":"x"}],"program_id":"\ud800\u0041"}`, "program_id"},
 		{"extra_body.program_id lone surrogate", `{"messages":[{"role":"user","content":"x"}],"extra_body":{"program_id":"\ud800"}}`, "program_id"},
+		{"program_id lone surrogate beside a lenient field", `{"messages":[{"role":"user","content":"x"}],"max_tokens":"3","program_id":"\ud800"}`, "program_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
