@@ -103,6 +103,16 @@ type InferencePoolSpec struct {
 	// +optional
 	APIKeySecretRef *SecretKeyReference `json:"apiKeySecretRef,omitempty"`
 
+	// maxProgramsPerKey bounds the live agent programs one API key may have
+	// on each pod (the runtime's --max-programs-per-key): a request that
+	// would start one more is answered 429 with Retry-After until one of
+	// them is released or idles out. Without apiKeySecretRef every client
+	// counts as one key. Unset: no bound.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxProgramsPerKey *int32 `json:"maxProgramsPerKey,omitempty"`
+
 	// image is the runtime container image. Empty means the image the
 	// manager was started with (its --runtime-image flag).
 	// +kubebuilder:validation:MaxLength=512

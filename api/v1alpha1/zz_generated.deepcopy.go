@@ -299,6 +299,11 @@ func (in *InferencePoolSpec) DeepCopyInto(out *InferencePoolSpec) {
 		*out = new(SecretKeyReference)
 		**out = **in
 	}
+	if in.MaxProgramsPerKey != nil {
+		in, out := &in.MaxProgramsPerKey, &out.MaxProgramsPerKey
+		*out = new(int32)
+		**out = **in
+	}
 	if in.NodeSelector != nil {
 		in, out := &in.NodeSelector, &out.NodeSelector
 		*out = make(map[string]string, len(*in))

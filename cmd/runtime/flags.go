@@ -37,6 +37,9 @@ type options struct {
 	PodName          string
 	ProgramIdle      time.Duration
 	APIKeyFile       string
+	// Tenancy.
+	MaxProgramsPerKey         int
+	EnablePromptTokensDetails bool
 
 	MaxNumSeqs            int
 	MaxNumBatchedTokens   int
@@ -96,7 +99,9 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.AdvertiseAddr, "advertise-addr", "", "host:port other pods reach this pod's API at, as the controller's placements name it (default: $POD_IP:--port, else the listen address)")
 	fs.StringVar(&o.PodName, "pod-name", "", "this pod's name in program reports (default: $POD_NAME, else the host name)")
 	fs.DurationVar(&o.ProgramIdle, "program-idle-timeout", 10*time.Minute, "a program with no request for this long ends")
-	fs.StringVar(&o.APIKeyFile, "api-key-file", "", "file of API keys, one per line; when set, /v1/* requires Authorization: Bearer <key>")
+	fs.StringVar(&o.APIKeyFile, "api-key-file", "", "file of API keys, one per line; when set, /v1/* requires Authorization: Bearer <key> (or x-api-key), and each key's programs are its own")
+	fs.IntVar(&o.MaxProgramsPerKey, "max-programs-per-key", 0, "most live programs one API key may have on this pod; a request starting one more gets 429 with Retry-After (0: no limit)")
+	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens (prefix-cache hits; off by default, as in vLLM, since hits tell one client about another's prompts)")
 
 	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one iteration")
 	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "most tokens in one iteration (longer prompts are prefilled in chunks)")
@@ -194,6 +199,7 @@ func (o *options) validate() error {
 	check(o.KVHostBlocks >= 0, "--kv-host-blocks must be >= 0")
 	check(o.KVCacheMemoryFraction > 0 && o.KVCacheMemoryFraction <= 1, "--kv-cache-memory-fraction must be in (0, 1]")
 	check(o.MaxQueue >= 1, "--max-queue must be >= 1")
+	check(o.MaxProgramsPerKey >= 0, "--max-programs-per-key must be >= 0")
 	check(o.MaxModelLen >= 0, "--max-model-len must be >= 0")
 	check(o.DefaultMaxTokens >= 0, "--default-max-tokens must be >= 0")
 	check(o.MaxResponseChars >= 0, "--max-response-chars must be >= 0")

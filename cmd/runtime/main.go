@@ -163,13 +163,14 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	}
 	table := programs.New(programs.Config{
 		Pod: podName(o), Addr: advertiseAddr(o, ln.Addr()), IdleTimeout: o.ProgramIdle, Logger: log,
+		MaxProgramsPerOwner: o.MaxProgramsPerKey,
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
 				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
 		},
-		Offload: func(tokens []int32) { eng.OffloadPrefix(tokens) },
-		Restore: func(tokens []int32) { eng.RestorePrefix(tokens) },
+		Offload: func(salt string, tokens []int32) { eng.OffloadSaltedPrefix(salt, tokens) },
+		Restore: func(salt string, tokens []int32) { eng.RestoreSaltedPrefix(salt, tokens) },
 	})
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
@@ -177,6 +178,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
 		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),
 		ResponsesStoreEntries: int(noLimit(int64(o.ResponsesStoreEntries))), ResponsesStoreBytes: int64(o.ResponsesStoreBytes),
+		PromptTokensDetails: o.EnablePromptTokensDetails,
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -307,9 +309,8 @@ func serveControl(ctx context.Context, o *options, table *programs.Table, token 
 		stopTick()
 		return nil, fmt.Errorf("control API: %w", err)
 	}
-	srv := &http.Server{Handler: control.Handler(table, token), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go func() { _ = srv.Serve(ln) }()
+	srv := control.NewServer(control.Handler(table, token), log)
+	go func() { _ = srv.Serve(control.GuardListener(ln, control.MaxUnauthenticatedConns)) }()
 	log.Info("control API listening", "addr", ln.Addr().String())
 	return func() {
 		stopTick()

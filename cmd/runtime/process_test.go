@@ -268,3 +268,47 @@ func TestProcessForwardToUnreachablePod(t *testing.T) {
 		return strings.Contains(a.Log(), "pod="+gone) && strings.Contains(a.Log(), "program=orphan")
 	})
 }
+
+// TestIdleControlConnectionsDoNotStarveHealth: a thousand connections to
+// the control port that never authenticate (some idle, some that announce
+// a body they never send) do not use up the pod's file descriptors (256
+// here): /health and the controller's calls still answer. Before the
+// control port bounded such connections, they held one descriptor each
+// until the pod could accept nothing, and its liveness probe failed.
+func TestIdleControlConnectionsDoNotStarveHealth(t *testing.T) {
+	p := runtimeproc.StartPod(t, runtimeproc.PodOptions{
+		Options:      runtimeproc.Options{Name: "pod", Env: cleanEnv(), MaxOpenFiles: 256},
+		ControlToken: testControlToken,
+		ReadyTimeout: startTimeout,
+	})
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for i := range 1000 {
+		c, err := net.DialTimeout("tcp", p.Control, 2*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if i%2 == 0 {
+			_, _ = c.Write([]byte("PUT /v1/placement HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"))
+		}
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	resp, err := client.Get("http://" + p.API + "/health")
+	if err != nil {
+		t.Fatalf("/health with 1000 idle control connections: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health: %d", resp.StatusCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := control.NewClient(testControlToken, 3*time.Second).State(ctx, p.Control); err != nil {
+		t.Errorf("the controller's call with 1000 idle control connections: %v", err)
+	}
+}

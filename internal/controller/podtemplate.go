@@ -98,6 +98,9 @@ func podTemplate(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.Sc
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeAPIKey, MountPath: apiKeyMountPath, ReadOnly: true})
 		args = append(args, "--api-key-file="+path.Join(apiKeyMountPath, key))
 	}
+	if n := spec.MaxProgramsPerKey; n != nil {
+		args = append(args, fmt.Sprintf("--max-programs-per-key=%d", *n))
+	}
 
 	resources, gpus := containerResources(spec.Resources)
 	nodeSelector := map[string]string{}

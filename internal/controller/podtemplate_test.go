@@ -111,6 +111,11 @@ func TestPodTemplateArgs(t *testing.T) {
 			pool: utiltesting.MakeInferencePool("p", "ns").APIKey("keys", "openai").Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--api-key-file=/var/run/kvpilot/api-key/openai"),
 		},
+		"program limit per key": {
+			pool: utiltesting.MakeInferencePool("p", "ns").APIKey("keys", "openai").MaxProgramsPerKey(50).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--api-key-file=/var/run/kvpilot/api-key/openai",
+				"--max-programs-per-key=50"),
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -30,8 +30,8 @@ func TestProcessesPauseThroughHostTier(t *testing.T) {
 	}{
 		// Step 1: a 200-token prompt and 48 output tokens. Step 2 extends
 		// the prompt, so 12 full blocks of 16 (192 tokens) can match.
-		{name: "host tier", extra: []string{"--kv-host-blocks", "256"}, wantCached: 192},
-		{name: "no host tier", wantCached: 0},
+		{name: "host tier", extra: []string{"--kv-host-blocks", "256", "--enable-prompt-tokens-details"}, wantCached: 192},
+		{name: "no host tier", extra: []string{"--enable-prompt-tokens-details"}, wantCached: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := startPod(t, "pod-a", 48, tc.extra...) // 768 device tokens

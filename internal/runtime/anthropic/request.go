@@ -43,8 +43,8 @@ type Request struct {
 	MCPServers  json.RawMessage `json:"mcp_servers"`
 
 	// Extensions, as on the other endpoints.
-	ProgramID string            `json:"program_id"`
-	ExtraBody *openai.ExtraBody `json:"extra_body"`
+	ProgramID openai.ProgramIDText `json:"program_id"`
+	ExtraBody *openai.ExtraBody    `json:"extra_body"`
 }
 
 // Thinking is "thinking": only {"type": "disabled"} is accepted.

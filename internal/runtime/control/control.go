@@ -7,7 +7,6 @@ package control
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,8 +26,16 @@ const (
 	maxBody       = 8 << 20
 )
 
-// Handler serves the control API over a program table.
+// Handler serves the control API over a program table, every endpoint
+// behind Authorize(token).
 func Handler(t *programs.Table, token string) http.Handler {
+	return Authorize(token, Routes(t))
+}
+
+// Routes are the control API's endpoints over a program table, without
+// authentication: a caller that adds endpoints to the control port adds
+// them here and serves the whole behind Authorize (Handler does both).
+func Routes(t *programs.Table) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+StatePath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, t.Report())
@@ -66,21 +73,7 @@ func Handler(t *programs.Table, token string) http.Handler {
 		applied := t.Apply(&p)
 		writeJSON(w, http.StatusOK, wire.PlacementResult{Version: t.Version(), Applied: applied})
 	})
-	return bearer(token, mux)
-}
-
-// bearer rejects requests without the token; an empty token is refused
-// outright (the control API is never open).
-func bearer(token string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if token == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot-control"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "control API: missing or wrong bearer token"})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return mux
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -47,13 +47,13 @@ func ValidatePlacement(p *wire.Placement) error {
 		{"release", p.Release}, {"unroute", p.Unroute},
 	} {
 		for i, id := range l.ids {
-			if err := programs.CheckID(id); err != nil {
+			if err := programs.CheckScopedID(id); err != nil {
 				return fieldErr(fmt.Sprintf("%s[%d]", l.name, i), "%s", err)
 			}
 		}
 	}
 	for id, addr := range p.Routes {
-		if err := programs.CheckID(id); err != nil {
+		if err := programs.CheckScopedID(id); err != nil {
 			return fieldErr("routes", "program id %q: %s", id, err)
 		}
 		if addr == "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
@@ -19,7 +20,57 @@ type StreamOptions struct {
 // ExtraBody is "extra_body" as some clients send it literally (the OpenAI
 // Python client merges it into the body instead; both work).
 type ExtraBody struct {
-	ProgramID string `json:"program_id"`
+	ProgramID ProgramIDText `json:"program_id"`
+}
+
+// ProgramIDText is a program id in a JSON body. Go's decoder turns an
+// escaped lone surrogate ("\ud800") into U+FFFD, so different invalid ids
+// would name one program; such an id is refused instead, with a 400
+// naming program_id.
+type ProgramIDText string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *ProgramIDText) UnmarshalJSON(b []byte) error {
+	if hasLoneSurrogate(b) {
+		return BadRequest("program_id", "program_id holds an unpaired UTF-16 surrogate escape; not valid Unicode")
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*p = ProgramIDText(s)
+	return nil
+}
+
+// hasLoneSurrogate reports whether a JSON string literal escapes a UTF-16
+// surrogate that is not half of a pair (high then low).
+func hasLoneSurrogate(b []byte) bool {
+	surrogate := func(i int) (v uint64, ok bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return v, err == nil && v >= 0xD800 && v <= 0xDFFF
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		v, ok := surrogate(i)
+		switch {
+		case !ok:
+			i++ // skip the escaped character
+		case v >= 0xDC00:
+			return true // a low half first
+		default:
+			lo, ok := surrogate(i + 6)
+			if !ok || lo < 0xDC00 {
+				return true
+			}
+			i += 11
+		}
+	}
+	return false
 }
 
 // Common are the fields both endpoints share. Pointers tell "absent" from
@@ -41,7 +92,7 @@ type Common struct {
 	Priority  PriorityField `json:"priority"`
 	IgnoreEOS bool          `json:"ignore_eos"`
 	MinTokens *int          `json:"min_tokens"`
-	ProgramID string        `json:"program_id"`
+	ProgramID ProgramIDText `json:"program_id"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
 	// Output text, as vLLM defines these: IncludeStopStrInOutput keeps the
 	// stop string that ended a choice in its text; SkipSpecialTokens
@@ -51,6 +102,9 @@ type Common struct {
 	IncludeStopStrInOutput     bool  `json:"include_stop_str_in_output"`
 	SkipSpecialTokens          *bool `json:"skip_special_tokens"`
 	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
+	// CacheSalt keeps the request's prefix-cache entries apart from those
+	// of other salts (vLLM's cache_salt); a non-empty string when given.
+	CacheSalt *string `json:"cache_salt"`
 
 	Sampling
 
@@ -142,12 +196,20 @@ func (c *Common) IncludeUsage() bool { return c.StreamOptions != nil && c.Stream
 // extra_body.program_id.
 func (c *Common) BodyProgramID() string {
 	if c.ProgramID != "" {
-		return c.ProgramID
+		return string(c.ProgramID)
 	}
 	if c.ExtraBody != nil {
-		return c.ExtraBody.ProgramID
+		return string(c.ExtraBody.ProgramID)
 	}
 	return ""
+}
+
+// Salt is cache_salt ("" when absent).
+func (c *Common) Salt() string {
+	if c.CacheSalt == nil {
+		return ""
+	}
+	return *c.CacheSalt
 }
 
 // Choices is n: how many choices each prompt gets.
@@ -230,10 +292,8 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 	if len(r.Messages) == 0 {
 		return nil, BadRequest("messages", "messages must contain at least one message")
 	}
-	for i, m := range r.Messages {
-		if err := checkRole(i, m.Role); err != nil {
-			return nil, err
-		}
+	if err := checkMessages(r.Messages); err != nil {
+		return nil, err
 	}
 	switch lp := r.LogprobSettings(); {
 	case r.TopLogprobs != nil && (*r.TopLogprobs < 0 || *r.TopLogprobs > MaxTopLogprobs):
@@ -338,9 +398,19 @@ func (c *Common) validate() *Error {
 	case c.TopK != nil && *c.TopK < -1:
 		return BadRequest("top_k", "top_k must be -1 (disabled), 0 (disabled) or positive, got %d", *c.TopK)
 	}
+	if c.CacheSalt != nil && *c.CacheSalt == "" {
+		return BadRequest("cache_salt", "cache_salt must be a non-empty string when given")
+	}
+	if len(c.Stop) > MaxStopStrings {
+		return BadRequest("stop", "stop has %d strings; at most %d", len(c.Stop), MaxStopStrings)
+	}
+	total := 0
 	for i, s := range c.Stop {
 		if s == "" {
 			return BadRequest("stop", "stop[%d] is empty", i)
+		}
+		if total += len(s); total > MaxStopBytes {
+			return BadRequest("stop", "stop strings add up to more than %d bytes", MaxStopBytes)
 		}
 	}
 	return nil
@@ -402,14 +472,14 @@ func (c *Common) EngineParams(maxTokens int, d Defaults) engine.Params {
 }
 
 // ProgramID resolves the program a request belongs to: header X-Program-Id,
-// else body program_id, else extra_body.program_id, else header
+// else bodyID (the body's program_id: BodyProgramID), else header
 // X-Session-ID (ThunderAgent-style clients), else "" (its own program).
-func ProgramID(header func(string) string, c *Common) string {
+func ProgramID(header func(string) string, bodyID string) string {
 	if v := strings.TrimSpace(header("X-Program-Id")); v != "" {
 		return v
 	}
-	if v := c.BodyProgramID(); v != "" {
-		return v
+	if bodyID != "" {
+		return bodyID
 	}
 	return strings.TrimSpace(header("X-Session-ID"))
 }

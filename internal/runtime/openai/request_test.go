@@ -1,7 +1,9 @@
 package openai
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -98,6 +100,10 @@ func TestParseCompletionErrors(t *testing.T) {
 		{"top_k", `{"prompt":"x","top_k":-2}`, "top_k"},
 		{"stop number", `{"prompt":"x","stop":3}`, "stop"},
 		{"stop empty string", `{"prompt":"x","stop":[""]}`, "stop"},
+		{"cache_salt empty", `{"prompt":"x","cache_salt":""}`, "cache_salt"},
+		{"cache_salt number", `{"prompt":"x","cache_salt":3}`, "cache_salt"},
+		{"stop too many", `{"prompt":"x","stop":[` + strings.Repeat(`"s",`, MaxStopStrings) + `"s"]}`, "stop"},
+		{"stop too long", `{"prompt":"x","stop":["` + strings.Repeat("s", MaxStopBytes+1) + `"]}`, "stop"},
 		{"stream string", `{"prompt":"x","stream":"yes"}`, "stream"},
 		{"priority unknown", `{"prompt":"x","priority":"urgent"}`, "priority"},
 		{"priority float", `{"prompt":"x","priority":1.5}`, "priority"},
@@ -114,6 +120,7 @@ func TestParseCompletionErrors(t *testing.T) {
 		{"min_p", `{"prompt":"x","min_p":1.5}`, "min_p"},
 		{"logit_bias key", `{"prompt":"x","logit_bias":{"a":1}}`, "logit_bias"},
 		{"logit_bias value", `{"prompt":"x","logit_bias":{"3":101}}`, "logit_bias"},
+		{"logit_bias too many", `{"prompt":"x","logit_bias":{` + manyBiases(MaxLogitBiasEntries+1) + `}}`, "logit_bias"},
 		{"stop_token_ids type", `{"prompt":"x","stop_token_ids":["a"]}`, "stop_token_ids"},
 		{"bad_words empty", `{"prompt":"x","bad_words":[""]}`, "bad_words"},
 		{"truncate_prompt_tokens", `{"prompt":"x","truncate_prompt_tokens":0}`, "truncate_prompt_tokens"},
@@ -154,6 +161,25 @@ func TestParseChat(t *testing.T) {
 	}
 }
 
+// TestProgramIDEscapes: escaped surrogate pairs and escaped backslashes
+// are ids like any other; only unpaired surrogates are refused.
+func TestProgramIDEscapes(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"prompt":"x","program_id":"\ud83d\ude00"}`: "\U0001F600",
+		`{"prompt":"x","program_id":"\\ud800"}`:      `\ud800`,
+		`{"prompt":"x","program_id":"a\u0041"}`:      "aA",
+	} {
+		r, err := ParseCompletion([]byte(body))
+		if err != nil {
+			t.Errorf("%s: %v", body, err)
+			continue
+		}
+		if got := r.BodyProgramID(); got != want {
+			t.Errorf("%s: program id %q, want %q", body, got, want)
+		}
+	}
+}
+
 func TestParseChatErrors(t *testing.T) {
 	tests := []struct{ name, body, param string }{
 		{"no messages", `{"model":"m"}`, "messages"},
@@ -170,6 +196,14 @@ func TestParseChatErrors(t *testing.T) {
 		{"top_logprobs too many", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
 		{"continue a user message", `{"messages":[{"role":"user","content":"x"}],"continue_final_message":true}`, "continue_final_message"},
 		{"continue and generation prompt", `{"messages":[{"role":"assistant","content":"x"}],"continue_final_message":true,"add_generation_prompt":true}`, "continue_final_message"},
+		{"tool without tool_call_id", `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r"}]}`, "messages[2].tool_call_id"},
+		{"tool naming no call", `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c2","content":"r"}]}`, "messages[2].tool_call_id"},
+		{"tool before its call", `{"messages":[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c1","content":"r"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[1].tool_call_id"},
+		{"program_id lone high surrogate", `{"messages":[{"role":"user","content":"x"}],"program_id":"a\ud800"}`, "program_id"},
+		{"program_id lone low surrogate", `{"messages":[{"role":"user","content":"x"}],"program_id":"\udfff"}`, "program_id"},
+		{"program_id high then not low", `{"messages":[{"role":"user","content":"x"}],"program_id":"\ud800\u0041"}`, "program_id"},
+		{"extra_body.program_id lone surrogate", `{"messages":[{"role":"user","content":"x"}],"extra_body":{"program_id":"\ud800"}}`, "program_id"},
+		{"program_id lone surrogate beside a lenient field", `{"messages":[{"role":"user","content":"x"}],"max_tokens":"3","program_id":"\ud800"}`, "program_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,7 +303,7 @@ func TestProgramID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := ProgramID(h.Get, &r.Common); got != tt.want {
+			if got := ProgramID(h.Get, r.Common.BodyProgramID()); got != tt.want {
 				t.Errorf("ProgramID = %q, want %q", got, tt.want)
 			}
 		})
@@ -282,4 +316,16 @@ func TestErrorJSON(t *testing.T) {
 	if got != want {
 		t.Errorf("got %s\nwant %s", got, want)
 	}
+}
+
+// manyBiases is n logit_bias entries, JSON without the braces.
+func manyBiases(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%d":1`, i)
+	}
+	return b.String()
 }

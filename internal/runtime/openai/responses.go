@@ -48,7 +48,7 @@ type ResponsesRequest struct {
 	TopK      *int          `json:"top_k"`
 	Seed      *int64        `json:"seed"`
 	Priority  PriorityField `json:"priority"`
-	ProgramID string        `json:"program_id"`
+	ProgramID ProgramIDText `json:"program_id"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
 }
 

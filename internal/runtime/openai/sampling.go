@@ -17,6 +17,14 @@ const (
 	MaxTopLogprobs = 20
 	// MaxLogitBias bounds a logit_bias value's magnitude, as OpenAI does.
 	MaxLogitBias = 100
+	// MaxLogitBiasEntries bounds logit_bias: each entry is applied at every
+	// step of every choice.
+	MaxLogitBiasEntries = 4096
+	// MaxStopStrings and MaxStopBytes bound stop: every output byte
+	// advances one matcher per stop string, inside the engine's iteration
+	// that every request shares.
+	MaxStopStrings = 256
+	MaxStopBytes   = 64 << 10
 )
 
 // Sampling are the sampling fields beyond OpenAI's basic ones, shared by
@@ -52,6 +60,9 @@ func (s *Sampling) validate(n int) *Error {
 		return BadRequest("min_p", "min_p must be in [0, 1], got %g", *s.MinP)
 	case s.TruncatePromptTokens != nil && *s.TruncatePromptTokens < 1 && *s.TruncatePromptTokens != -1:
 		return BadRequest("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 or >= 1, got %d", *s.TruncatePromptTokens)
+	}
+	if len(s.LogitBias) > MaxLogitBiasEntries {
+		return BadRequest("logit_bias", "logit_bias has %d entries; at most %d", len(s.LogitBias), MaxLogitBiasEntries)
 	}
 	for k, v := range s.LogitBias {
 		if _, err := strconv.ParseInt(k, 10, 32); err != nil {

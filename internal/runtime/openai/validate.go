@@ -27,6 +27,36 @@ func checkRole(i int, role string) *Error {
 	return BadRequest(field, "%s %q is not one of %s", field, role, strings.Join(ChatRoles, ", "))
 }
 
+// checkMessages checks each message's role (checkRole) and that every
+// tool message answers a call: it names, in tool_call_id, a call of an
+// earlier assistant message, as OpenAI requires. A template would
+// otherwise render a result the model never asked for.
+func checkMessages(msgs []Message) *Error {
+	var calls map[string]bool
+	for i, m := range msgs {
+		if err := checkRole(i, m.Role); err != nil {
+			return err
+		}
+		for _, c := range m.ToolCalls {
+			if calls == nil {
+				calls = map[string]bool{}
+			}
+			calls[c.ID] = true
+		}
+		if m.Role != "tool" {
+			continue
+		}
+		field := fmt.Sprintf("messages[%d].tool_call_id", i)
+		switch {
+		case m.ToolCallID == "":
+			return BadRequest(field, "a message with role tool needs tool_call_id")
+		case !calls[m.ToolCallID]:
+			return BadRequest(field, "%s %q names no tool call of an earlier assistant message", field, m.ToolCallID)
+		}
+	}
+	return nil
+}
+
 // checkUTF8 refuses a body with invalid UTF-8 inside a JSON string (Go's
 // decoder would silently turn the bytes into U+FFFD and the model would
 // see text the client never sent). The error names the field.

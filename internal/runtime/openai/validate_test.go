@@ -35,7 +35,9 @@ func TestRefusesUnknownRoleAndInvalidUTF8(t *testing.T) {
 		})
 	}
 	for _, role := range ChatRoles {
-		if _, err := ParseChat([]byte(`{"messages":[{"role":"` + role + `","content":"hi"}]}`)); err != nil {
+		// A tool message answers a call of an earlier assistant message.
+		call := `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},`
+		if _, err := ParseChat([]byte(`{"messages":[` + call + `{"role":"` + role + `","content":"hi","tool_call_id":"c1"}]}`)); err != nil {
 			t.Errorf("role %q refused: %v", role, err)
 		}
 	}

@@ -33,13 +33,14 @@ type Config struct {
 	Addr string
 	// KV reads the engine's KV cache size and use.
 	KV func() wire.KVReport
-	// Offload moves a paused program's cached KV blocks out of the way of
-	// the programs that run: to the host tier when the engine has one, else
-	// to the front of the eviction order (engine.OffloadPrefix).
-	Offload func(tokens []int32)
+	// Offload moves a paused program's cached KV blocks (its context,
+	// cached under its last request's cache salt) out of the way of the
+	// programs that run: to the host tier when the engine has one, else to
+	// the front of the eviction order (engine.OffloadSaltedPrefix).
+	Offload func(cacheSalt string, tokens []int32)
 	// Restore brings a resumed program's offloaded KV blocks back to the
-	// device ahead of its next request (engine.RestorePrefix).
-	Restore func(tokens []int32)
+	// device ahead of its next request (engine.RestoreSaltedPrefix).
+	Restore func(cacheSalt string, tokens []int32)
 	// IdleTimeout ends a program that has been ACTING this long with no
 	// request (default 10 min).
 	IdleTimeout time.Duration
@@ -49,8 +50,12 @@ type Config struct {
 	MaxPause time.Duration
 	// Buffer is the per-program headroom in tokens (default 100).
 	Buffer int64
-	Clock  clock.Clock
-	Logger *slog.Logger
+	// MaxProgramsPerOwner bounds the live programs one owner (API key) has
+	// on this pod: a request that would start one more is refused (Route
+	// kind Limited) until one of them ends. 0: no bound.
+	MaxProgramsPerOwner int
+	Clock               clock.Clock
+	Logger              *slog.Logger
 }
 
 // RouteKind is the gate's verdict for one request.
@@ -63,6 +68,9 @@ const (
 	Forward
 	// Hold: wait on Route.Wait, then ask again (the program is paused).
 	Hold
+	// Limited: refused, the owner has MaxProgramsPerOwner live programs
+	// here; Route.RetryAfter says when the first of them idles out.
+	Limited
 )
 
 func (k RouteKind) String() string {
@@ -71,6 +79,8 @@ func (k RouteKind) String() string {
 		return "local"
 	case Forward:
 		return "forward"
+	case Limited:
+		return "limited"
 	}
 	return "hold"
 }
@@ -82,10 +92,20 @@ type Route struct {
 	Addr string
 	// Wait is closed when the program's routing changes (Hold only).
 	Wait <-chan struct{}
+	// RetryAfter is when a retry may find room under the owner's limit
+	// (Limited only).
+	RetryAfter time.Duration
+}
+
+// kvContext is a program's context as the KV cache holds it.
+type kvContext struct {
+	salt   string
+	tokens []int32
 }
 
 type entry struct {
 	id     string
+	owner  Owner
 	placed bool // runs here: its KV cache is on this pod
 	state  placement.State
 	status placement.Status
@@ -93,6 +113,8 @@ type entry struct {
 
 	contextTokens, sharedTokens int64
 	tokens                      []int32 // the last context, for Offload and Restore
+	salt                        string  // its cache salt
+	nextSalt                    string  // the salt of the request in flight
 	steps                       int
 	lastTransition              time.Time
 	pausedSince                 time.Time
@@ -138,20 +160,25 @@ func New(cfg Config) *Table {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Offload == nil {
-		cfg.Offload = func([]int32) {}
+		cfg.Offload = func(string, []int32) {}
 	}
 	if cfg.Restore == nil {
-		cfg.Restore = func([]int32) {}
+		cfg.Restore = func(string, []int32) {}
 	}
 	return &Table{cfg: cfg, progs: map[string]*entry{}, routes: map[string]string{}, room: map[string]int64{}}
 }
 
-// Route decides where a request of program id goes. forwarded marks a
-// request another pod already forwarded: it is never forwarded again. A
-// Local route counts the request in flight: call End when it finishes. A
-// Hold route counts it held: when Wait closes, call Route again (after
-// Unhold), or Unhold if the client gives up.
-func (t *Table) Route(id string, forwarded bool) Route {
+// Route is RouteFor for the owner "" (a pod that requires no API key).
+func (t *Table) Route(id string, forwarded bool) Route { return t.RouteFor("", id, forwarded) }
+
+// RouteFor decides where a request of program id goes; id is the table's
+// (owner.Scope of the client's), owner the API key's that sent it. forwarded
+// marks a request another pod already forwarded: it is never forwarded
+// again. A Local route counts the request in flight: call End when it
+// finishes. A Hold route counts it held: when Wait closes, call RouteFor
+// again (after Unhold), or Unhold if the client gives up. A Limited route
+// counts nothing.
+func (t *Table) RouteFor(owner Owner, id string, forwarded bool) Route {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Clock.Now()
@@ -162,11 +189,17 @@ func (t *Table) Route(id string, forwarded bool) Route {
 	}
 	if e == nil {
 		addr, known := t.routes[id]
+		// limited refuses a program new to this pod when it would be one
+		// more of its owner's than the limit.
+		limited := func() (Route, bool) {
+			wait, full := t.ownerFullLocked(owner, now)
+			return Route{Kind: Limited, RetryAfter: wait}, full
+		}
 		switch {
 		case forwarded:
 		case known && addr == "":
 			// Paused on another pod: hold it here until it is resumed.
-			e = t.newEntry(id, now)
+			e = t.newEntry(id, owner, now)
 			e.state, e.pausedSince = placement.StatePaused, now
 			return t.holdLocked(e)
 		case known:
@@ -177,9 +210,12 @@ func (t *Table) Route(id string, forwarded bool) Route {
 				return Route{Kind: Forward, Addr: best}
 			}
 			if t.mayHoldLocked() {
+				if r, full := limited(); full {
+					return r
+				}
 				// Nowhere has room: hold it as a new paused program until
 				// a placement resumes it or room frees here.
-				e = t.newEntry(id, now)
+				e = t.newEntry(id, owner, now)
 				e.state, e.pausedSince, e.waitingRoom = placement.StatePaused, now, true
 				return t.holdLocked(e)
 			}
@@ -188,7 +224,10 @@ func (t *Table) Route(id string, forwarded bool) Route {
 			// pause limit, so run it here; the engine queues what does
 			// not fit yet.
 		}
-		e = t.newEntry(id, now)
+		if r, full := limited(); full {
+			return r
+		}
+		e = t.newEntry(id, owner, now)
 		e.placed, e.runningSince = true, now
 	}
 	switch {
@@ -211,6 +250,28 @@ func (t *Table) Route(id string, forwarded bool) Route {
 	e.inflight++
 	e.steps++
 	return Route{Kind: Local}
+}
+
+// ownerFullLocked reports whether owner has MaxProgramsPerOwner live
+// programs on this pod (placed here, or waiting for room here), and if so
+// how long until the first of its idle ones ends (at least a second; the
+// idle timeout when all of them run).
+func (t *Table) ownerFullLocked(owner Owner, now time.Time) (time.Duration, bool) {
+	limit := t.cfg.MaxProgramsPerOwner
+	if limit <= 0 {
+		return 0, false
+	}
+	live, wait := 0, t.cfg.IdleTimeout
+	for _, e := range t.progs {
+		if e.owner != owner || e.state == placement.StateTerminated || !(e.placed || e.waitingRoom) {
+			continue
+		}
+		live++
+		if e.status == placement.StatusActing && e.inflight == 0 && e.held == 0 {
+			wait = min(wait, e.lastTransition.Add(t.cfg.IdleTimeout).Sub(now))
+		}
+	}
+	return max(wait, time.Second), live >= limit
 }
 
 // mayHoldLocked reports whether the gate may hold a new program for want of
@@ -242,8 +303,10 @@ func (t *Table) admitWaitingLocked() {
 	}
 }
 
-func (t *Table) newEntry(id string, now time.Time) *entry {
-	e := &entry{id: id, state: placement.StateActive, status: placement.StatusActing, lastTransition: now, wake: make(chan struct{})}
+// newEntry adds program id of owner. Entries the controller creates (a
+// placement naming a program new here) take the owner from the id.
+func (t *Table) newEntry(id string, owner Owner, now time.Time) *entry {
+	e := &entry{id: id, owner: owner, state: placement.StateActive, status: placement.StatusActing, lastTransition: now, wake: make(chan struct{})}
 	t.progs[id] = e
 	return e
 }
@@ -276,6 +339,12 @@ func (t *Table) Unhold(id string) {
 // kept to offload the cache if the program is paused), sharedTokens
 // of it shared with other programs through the prefix cache.
 func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32) {
+	t.end(id, contextTokens, sharedTokens, tokens, false)
+}
+
+// end is End; keepSalt leaves the context's cache salt as it was (the
+// request did not change the context).
+func (t *Table) end(id string, contextTokens, sharedTokens int64, tokens []int32, keepSalt bool) {
 	t.mu.Lock()
 	e := t.progs[id]
 	if e == nil || e.inflight == 0 {
@@ -286,28 +355,38 @@ func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32
 	e.inflight--
 	e.contextTokens, e.sharedTokens = contextTokens, sharedTokens
 	e.tokens = append(e.tokens[:0], tokens...)
-	var pause []int32
+	if !keepSalt {
+		e.salt = e.nextSalt
+	}
+	var pause *kvContext
 	if e.inflight == 0 {
 		e.status, e.lastTransition = placement.StatusActing, now
 		if e.marked {
 			e.marked = false
 			e.state, e.pausedSince = placement.StatePaused, now
-			pause = e.tokens
+			pause = &kvContext{e.salt, e.tokens}
 		}
 	}
 	t.mu.Unlock()
 	if pause != nil {
-		t.cfg.Offload(pause)
+		t.cfg.Offload(pause.salt, pause.tokens)
 	}
 }
 
 // Started records the prompt length of a Local request of id: while it
 // runs, the program's context is at least its prompt, so capacity counts a
-// REASONING program at its current size, not its last step's.
-func (t *Table) Started(id string, promptTokens int64) {
+// REASONING program at its current size, not its last step's. cacheSalt is
+// the request's (engine.Request.CacheSalt): the context End records is
+// cached under it.
+func (t *Table) Started(id string, promptTokens int64, cacheSalt string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.progs[id]; e != nil && e.inflight > 0 && promptTokens > e.contextTokens {
+	e := t.progs[id]
+	if e == nil || e.inflight == 0 {
+		return
+	}
+	e.nextSalt = cacheSalt
+	if promptTokens > e.contextTokens {
 		e.contextTokens = promptTokens
 	}
 }
@@ -323,7 +402,7 @@ func (t *Table) Abandon(id string) {
 	}
 	ctxTokens, shared, tokens := e.contextTokens, e.sharedTokens, append([]int32(nil), e.tokens...)
 	t.mu.Unlock()
-	t.End(id, ctxTokens, shared, tokens)
+	t.end(id, ctxTokens, shared, tokens, true)
 }
 
 // RouteOf returns the address of the pod program id runs on, if that is
@@ -346,7 +425,7 @@ func (t *Table) Release(id string) bool {
 		}
 		// It runs, or waits, on another pod: report it released so the
 		// controller ends it there.
-		e = t.newEntry(id, t.cfg.Clock.Now())
+		e = t.newEntry(id, ownerOfID(id), t.cfg.Clock.Now())
 		delete(t.routes, id)
 	}
 	e.state = placement.StateTerminated
@@ -382,7 +461,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	if p.BufferTokensPerProgram > 0 {
 		t.cfg.Buffer = p.BufferTokensPerProgram
 	}
-	var offload, restore [][]int32
+	var offload, restore []kvContext
 	for _, id := range p.Release {
 		if e := t.progs[id]; e != nil {
 			e.state, e.marked = placement.StateTerminated, false
@@ -393,7 +472,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 		if e := t.progs[id]; e != nil && e.state == placement.StateActive {
 			e.state, e.pausedSince, e.marked = placement.StatePaused, now, false
 			if e.placed {
-				offload = append(offload, e.tokens)
+				offload = append(offload, kvContext{e.salt, e.tokens})
 			}
 		}
 	}
@@ -447,12 +526,12 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	for _, id := range p.Place {
 		e := t.progs[id]
 		if e == nil {
-			e = t.newEntry(id, now)
+			e = t.newEntry(id, ownerOfID(id), now)
 		}
 		if e.placed && e.state == placement.StatePaused && len(e.tokens) > 0 {
 			// Resumed where its KV was offloaded: bring it back now, so the
 			// copies run before its held request is admitted.
-			restore = append(restore, e.tokens)
+			restore = append(restore, kvContext{e.salt, e.tokens})
 		}
 		if !e.placed || e.state == placement.StatePaused {
 			e.runningSince = now
@@ -473,11 +552,11 @@ func (t *Table) Apply(p *wire.Placement) bool {
 		t.admitWaitingLocked()
 	}
 	t.mu.Unlock()
-	for _, toks := range offload {
-		t.cfg.Offload(toks)
+	for _, c := range offload {
+		t.cfg.Offload(c.salt, c.tokens)
 	}
-	for _, toks := range restore {
-		t.cfg.Restore(toks)
+	for _, c := range restore {
+		t.cfg.Restore(c.salt, c.tokens)
 	}
 	return true
 }
@@ -543,6 +622,9 @@ func (t *Table) Report() wire.Report {
 	sort.Slice(r.Programs, func(i, j int) bool { return r.Programs[i].ID < r.Programs[j].ID })
 	return r
 }
+
+// MaxProgramsPerOwner is the configured limit (0: none).
+func (t *Table) MaxProgramsPerOwner() int { return t.cfg.MaxProgramsPerOwner }
 
 // Version is the last applied placement version.
 func (t *Table) Version() int64 {

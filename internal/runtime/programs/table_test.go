@@ -16,6 +16,7 @@ type fixture struct {
 	kv       wire.KVReport
 	offloads [][]int32
 	restores [][]int32
+	salts    []string // of the offloads and restores, in order
 }
 
 func newFixture(capacityTokens int) *fixture {
@@ -23,8 +24,8 @@ func newFixture(capacityTokens int) *fixture {
 	f.t = New(Config{
 		Pod: "pod-a", Addr: "10.0.0.1:8000", Clock: f.clk,
 		KV:      func() wire.KVReport { return f.kv },
-		Offload: func(t []int32) { f.offloads = append(f.offloads, t) },
-		Restore: func(t []int32) { f.restores = append(f.restores, t) },
+		Offload: func(salt string, t []int32) { f.offloads = append(f.offloads, t); f.salts = append(f.salts, salt) },
+		Restore: func(salt string, t []int32) { f.restores = append(f.restores, t); f.salts = append(f.salts, salt) },
 	})
 	return f
 }
@@ -257,12 +258,12 @@ func TestRoutesAreDeltasUnlessFull(t *testing.T) {
 func TestStartedCountsTheRunningPrompt(t *testing.T) {
 	f := newFixture(16000)
 	f.t.Route("p", false)
-	f.t.Started("p", 1200)
+	f.t.Started("p", 1200, "")
 	if p := f.program("p"); p.ContextTokens != 1200 || p.Status != "REASONING" {
 		t.Fatalf("%+v", p)
 	}
 	f.t.End("p", 1250, 0, nil)
-	f.t.Started("p", 5000) // not in flight: ignored
+	f.t.Started("p", 5000, "") // not in flight: ignored
 	if p := f.program("p"); p.ContextTokens != 1250 {
 		t.Fatalf("%+v", p)
 	}

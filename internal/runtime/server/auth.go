@@ -2,11 +2,16 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
 // LoadAPIKeys reads one key per line; blank lines and lines starting with
@@ -35,28 +40,111 @@ func LoadAPIKeys(path string) ([]string, error) {
 	return keys, nil
 }
 
-// keySet checks bearer tokens against digests of the configured keys, in
-// time independent of where a guess differs.
-type keySet [][sha256.Size]byte
+// keySet checks API keys against digests of the configured keys, in time
+// independent of where a guess differs, and names each key's owner.
+type keySet struct {
+	digests [][sha256.Size]byte
+	owners  []programs.Owner
+}
 
-func newKeySet(keys []string) keySet {
-	ks := make(keySet, len(keys))
+// newKeySet keeps digests of keys; secret keys the owner digests (see
+// programs.OwnerOf). The keys themselves are not kept.
+func newKeySet(keys []string, secret []byte) *keySet {
+	ks := &keySet{digests: make([][sha256.Size]byte, len(keys)), owners: make([]programs.Owner, len(keys))}
 	for i, k := range keys {
-		ks[i] = sha256.Sum256([]byte(k))
+		ks.digests[i] = sha256.Sum256([]byte(k))
+		ks.owners[i] = programs.OwnerOf(k, secret)
 	}
 	return ks
 }
 
-// allows reports whether an Authorization header value carries a valid key.
-func (ks keySet) allows(authorization string) bool {
-	scheme, token, ok := strings.Cut(authorization, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+// HeaderAPIKey is Anthropic's API key header, taken as "Authorization:
+// Bearer <key>" is.
+const HeaderAPIKey = "X-Api-Key"
+
+// presentedKey is the API key a request presents: the bearer token of its
+// Authorization header, else its x-api-key header.
+func presentedKey(h http.Header) (string, bool) {
+	if a := h.Get("Authorization"); a != "" {
+		scheme, token, ok := strings.Cut(a, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return "", false
+		}
+		return strings.TrimSpace(token), true
 	}
-	d := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	found := 0
-	for i := range ks {
-		found |= subtle.ConstantTimeCompare(d[:], ks[i][:])
+	if k := strings.TrimSpace(h.Get(HeaderAPIKey)); k != "" {
+		return k, true
 	}
-	return found == 1
+	return "", false
+}
+
+// match returns the owner of the key a request presents; ok is false when
+// it presents none of the configured keys.
+func (ks *keySet) match(h http.Header) (programs.Owner, bool) {
+	key, ok := presentedKey(h)
+	if !ok {
+		return "", false
+	}
+	d := sha256.Sum256([]byte(key))
+	found := -1
+	for i := range ks.digests {
+		if subtle.ConstantTimeCompare(d[:], ks.digests[i][:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return "", false
+	}
+	return ks.owners[found], true
+}
+
+// ownerKey carries a request's owner in its context, from authenticate to
+// programOf.
+type ownerKey struct{}
+
+// authenticate is the one place a request's owner is derived: the owner of
+// the API key it presents (Authorization: Bearer, or x-api-key), "" on a
+// pod that requires no key. ok is false when a key is required and none of
+// the configured ones is presented. The owner rides in the returned
+// request's context.
+func (s *Server) authenticate(r *http.Request) (*http.Request, bool) {
+	if s.keys == nil {
+		return r, true
+	}
+	owner, ok := s.keys.match(r.Header)
+	if !ok {
+		return r, false
+	}
+	return r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)), true
+}
+
+// program is the program a request belongs to.
+type program struct {
+	// ID is the program's id in the program table, the controller's view
+	// and between pods: the client's id scoped to its owner.
+	ID string
+	// Name is the id as the client gave it.
+	Name string
+	// Owner is the API key's owner.
+	Owner programs.Owner
+}
+
+// programOf is the one place a request's program is derived (every
+// endpoint that takes a program calls it): the id the client names, in
+// the header X-Program-Id, else bodyID (the body's program_id), else the
+// header X-Session-ID, checked, and scoped to the owner authenticate
+// derived. The zero program (ID "") is a request of no program. A bad id
+// is a 400 naming program_id.
+func (s *Server) programOf(r *http.Request, bodyID string) (program, *openai.Error) {
+	name := openai.ProgramID(r.Header.Get, bodyID)
+	if name == "" {
+		return program{}, nil
+	}
+	// The control API refuses such ids in placements: one accepted here
+	// could never be placed.
+	if err := programs.CheckID(name); err != nil {
+		return program{}, openai.BadRequest("program_id", "%v", err)
+	}
+	owner, _ := r.Context().Value(ownerKey{}).(programs.Owner)
+	return program{ID: owner.Scope(name), Name: name, Owner: owner}, nil
 }

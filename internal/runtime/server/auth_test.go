@@ -1,11 +1,14 @@
 package server
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
 func TestLoadAPIKeys(t *testing.T) {
@@ -32,14 +35,40 @@ func TestLoadAPIKeys(t *testing.T) {
 	}
 }
 
-func TestKeySetAllows(t *testing.T) {
-	ks := newKeySet([]string{"alpha", "beta"})
-	for auth, want := range map[string]bool{
-		"Bearer alpha": true, "bearer beta": true, "Bearer  beta ": true,
-		"Bearer gamma": false, "Bearer": false, "": false, "alpha": false, "Basic alpha": false, "Bearer alph": false,
+func TestKeySetMatch(t *testing.T) {
+	ks := newKeySet([]string{"alpha", "beta"}, []byte("pool"))
+	alpha, beta := programs.OwnerOf("alpha", []byte("pool")), programs.OwnerOf("beta", []byte("pool"))
+	for _, tc := range []struct {
+		auth, apiKey string
+		want         programs.Owner
+		ok           bool
+	}{
+		{"Bearer alpha", "", alpha, true},
+		{"bearer beta", "", beta, true},
+		{"Bearer  beta ", "", beta, true},
+		{"", "alpha", alpha, true},
+		{"", " beta ", beta, true},
+		// Authorization wins when both are sent.
+		{"Bearer alpha", "beta", alpha, true},
+		{"Bearer gamma", "alpha", "", false},
+		{"Bearer gamma", "", "", false},
+		{"Bearer", "", "", false},
+		{"", "", "", false},
+		{"alpha", "", "", false},
+		{"Basic alpha", "", "", false},
+		{"Bearer alph", "", "", false},
+		{"", "gamma", "", false},
 	} {
-		if got := ks.allows(auth); got != want {
-			t.Errorf("allows(%q) = %t, want %t", auth, got, want)
+		h := http.Header{}
+		if tc.auth != "" {
+			h.Set("Authorization", tc.auth)
+		}
+		if tc.apiKey != "" {
+			h.Set("x-api-key", tc.apiKey)
+		}
+		got, ok := ks.match(h)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("match(Authorization %q, x-api-key %q) = %q, %t; want %q, %t", tc.auth, tc.apiKey, got, ok, tc.want, tc.ok)
 		}
 	}
 }

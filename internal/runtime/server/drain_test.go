@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,5 +37,88 @@ func TestBeginDrainAnswersHeldRequests(t *testing.T) {
 	}
 	if p := findProgram(tab, "p"); p.HeldRequests != 0 {
 		t.Errorf("%d requests still counted held", p.HeldRequests)
+	}
+}
+
+// TestBeginDrainAnswersQueuedRequestsAtOnce: requests still queued (never
+// scheduled) when the drain begins are answered at once as retryable: a
+// stream ends each choice with finish_reason "abort", one error event
+// (code draining) and [DONE]; a JSON request gets 503 with Retry-After.
+// They used to wait for the drain deadline's abort. The running request
+// runs on.
+func TestBeginDrainAnswersQueuedRequestsAtOnce(t *testing.T) {
+	env := newEnv(t, envOpts{maxNumSeqs: 1})
+	env.gate.close()
+	// The first request runs (blocked in the executor); the next ones queue.
+	running := make(chan response, 1)
+	go func() { running <- env.post("/v1/completions", `{"prompt":"a","max_tokens":2}`) }()
+	<-env.gate.entered
+	type result struct {
+		status int
+		header http.Header
+		body   []byte
+		err    error
+	}
+	send := func(body string) chan result {
+		out := make(chan result, 1)
+		go func() {
+			resp, err := env.client.Post(env.ts.URL+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				out <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			out <- result{resp.StatusCode, resp.Header, b, err}
+		}()
+		return out
+	}
+	streamed := send(`{"prompt":["b","bb"],"max_tokens":2,"stream":true}`)
+	plain := send(`{"prompt":"c","max_tokens":2}`)
+	waitFor(t, "three queued sequences", func() bool { _, waiting := env.eng.Pending(); return waiting == 3 })
+
+	start := time.Now()
+	env.srv.BeginDrain()
+	var s, p result
+	select {
+	case s = <-streamed:
+	case <-time.After(waitTimeout):
+		t.Fatal("the queued stream was not answered after the drain began")
+	}
+	select {
+	case p = <-plain:
+	case <-time.After(waitTimeout):
+		t.Fatal("the queued request was not answered after the drain began")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("answered %v after the drain began", d)
+	}
+	if s.err != nil || p.err != nil {
+		t.Fatalf("errors: %v, %v", s.err, p.err)
+	}
+	events := readEvents(t, bytes.NewReader(s.body))
+	var finishes, errs int
+	for _, ev := range events {
+		switch {
+		case strings.Contains(ev, `"finish_reason":"abort"`):
+			finishes++
+		case strings.HasPrefix(ev, `{"error"`):
+			errs++
+			if !strings.Contains(ev, `"code":"draining"`) {
+				t.Errorf("error event %s: want code draining", ev)
+			}
+		}
+	}
+	if finishes != 2 || errs != 1 || events[len(events)-1] != "[DONE]" {
+		t.Errorf("stream events %q: want each of 2 choices finished \"abort\", one error event, [DONE]", events)
+	}
+	var e openai.ErrorResponse
+	_ = json.Unmarshal(p.body, &e)
+	if p.status != http.StatusServiceUnavailable || p.header.Get("Retry-After") == "" || deref(e.Error.Code) != openai.CodeDraining {
+		t.Errorf("queued JSON request: %d %s Retry-After %q", p.status, p.body, p.header.Get("Retry-After"))
+	}
+	env.gate.open()
+	if r := <-running; r.status != http.StatusOK {
+		t.Errorf("the running request: %d %s; want it to finish", r.status, r.body)
 	}
 }

@@ -17,8 +17,9 @@ const statusClientClosed = 499
 func (s *Server) writeError(w http.ResponseWriter, e *openai.Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
-		// Every 429 and 503 is retryable: say when.
+	if (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) && h.Get("Retry-After") == "" {
+		// Every 429 and 503 is retryable: say when (the default unless
+		// the caller knows better).
 		h.Set("Retry-After", s.retryAfter)
 	}
 	w.WriteHeader(e.Status)
@@ -56,12 +57,33 @@ func (s *Server) finishError(c engine.Chunk) *openai.Error {
 	switch {
 	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrStopped):
 		return openai.Unavailable("the server shut down before the request finished")
+	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrDraining):
+		return drainedError()
 	case c.FinishReason == completion.Cancelled:
-		return &openai.Error{Status: statusClientClosed, Type: openai.TypeInvalidRequest, Message: "request cancelled"}
+		return cancelled()
 	}
 	msg := "the model failed to generate a response"
 	if c.Err != nil {
 		msg += ": " + c.Err.Error()
 	}
 	return openai.Internal(msg)
+}
+
+// drainedError is the error of a request the pod had not begun when it
+// began to drain.
+func drainedError() *openai.Error {
+	return openai.Unavailable("this pod is shutting down and the request had not started; retry")
+}
+
+// finishReasonAbort is the finish_reason of a streamed choice the server
+// ended without a result (vLLM's name); its error event follows.
+const finishReasonAbort = "abort"
+
+// jsonNull is the stop_reason of an aborted choice.
+var jsonNull = []byte("null")
+
+// cancelled is the error of a request whose client went away (recorded,
+// never read).
+func cancelled() *openai.Error {
+	return &openai.Error{Status: statusClientClosed, Type: openai.TypeInvalidRequest, Message: "request cancelled"}
 }

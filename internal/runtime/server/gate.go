@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
@@ -17,19 +18,31 @@ import (
 // routeRelease ends a program (ThunderAgent's release call).
 const routeRelease = "/programs/release"
 
+// codeProgramLimit is the error code of a request refused for its API
+// key's limit on live programs.
+const codeProgramLimit = "program_limit"
+
 // admitProgram runs the program gate for a request of program pid: it
 // returns true when the request is to run on this pod (the caller must then
 // call programDone or programAbandon), false when it was forwarded, or its
 // client went away while it was held, and the response is already written.
-func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, pid string, body []byte) bool {
-	forwarded := s.verifyForwarded(r, pid)
+func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog program, body []byte) bool {
+	pid := prog.ID
+	forwarded := s.verifyForwarded(r, pid, body)
 	for {
-		rt := s.cfg.Programs.Route(pid, forwarded)
+		rt := s.cfg.Programs.RouteFor(prog.Owner, pid, forwarded)
 		switch rt.Kind {
 		case programs.Local:
 			return true
 		case programs.Forward:
 			s.forward(w, r, pid, rt.Addr, body)
+			return false
+		case programs.Limited:
+			w.Header().Set("Retry-After", strconv.Itoa(int((rt.RetryAfter+time.Second-1)/time.Second)))
+			s.writeError(w, &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit,
+				Code: codeProgramLimit, Param: "program_id", Message: fmt.Sprintf(
+					"this API key has %d live programs on this pod, its limit; release one (POST %s) or retry when one has idled out",
+					s.cfg.Programs.MaxProgramsPerOwner(), routeRelease)})
 			return false
 		}
 		// Held while the program is paused: wait for a placement (or the
@@ -44,7 +57,7 @@ func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, pid string
 			s.cfg.Programs.Unhold(pid)
 			w.WriteHeader(statusClientClosed)
 			return false
-		case <-s.draining:
+		case <-s.drainCtx.Done():
 			s.heldGauge.Dec()
 			s.cfg.Programs.Unhold(pid)
 			s.releaseHeld(w, r, pid, body, forwarded)
@@ -65,7 +78,25 @@ func (s *Server) releaseHeld(w http.ResponseWriter, r *http.Request, pid string,
 		return
 	}
 	s.log.Info("draining: answering a held request 503", "program", pid)
-	s.writeError(w, openai.Unavailable(fmt.Sprintf("this pod is shutting down and program %q is paused; retry", pid)))
+	s.writeError(w, openai.Unavailable(fmt.Sprintf("this pod is shutting down and program %q is paused; retry", programs.ClientID(pid))))
+}
+
+// The headers a forwarded request carries to the pod that runs it (the API
+// key among them: the owner is derived there from the same key, so the
+// program keeps its owner across pods) and those of its response that
+// come back.
+var (
+	forwardedRequestHeaders = []string{"Authorization", HeaderAPIKey, "Content-Type", "Accept",
+		"X-Program-Id", "X-Session-ID", "X-Request-Id"}
+	forwardedResponseHeaders = []string{"Content-Type", "Cache-Control", "Retry-After", "X-Request-Id", "WWW-Authenticate"}
+)
+
+func copyHeaders(dst, src http.Header, names []string) {
+	for _, h := range names {
+		if v := src.Get(h); v != "" {
+			dst.Set(h, v)
+		}
+	}
 }
 
 // forward proxies the request of program pid once to the pod at addr and
@@ -80,12 +111,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 		s.writeError(w, openai.Internal("forward: "+err.Error()))
 		return
 	}
-	for _, h := range []string{"Authorization", "Content-Type", "Accept", "X-Program-Id", "X-Session-ID", "X-Request-Id"} {
-		if v := r.Header.Get(h); v != "" {
-			req.Header.Set(h, v)
-		}
-	}
-	req.Header.Set(HeaderForwarded, signForward(s.cfg.ForwardKey, pid))
+	copyHeaders(req.Header, r.Header, forwardedRequestHeaders)
+	req.Header.Set(HeaderForwarded, s.signForward(req, pid, body))
 	resp, err := s.forwarder.Do(req)
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -97,15 +124,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 			return
 		}
 		s.log.Warn("forwarding failed: the program's pod is unreachable", "program", pid, "pod", addr, "err", err)
-		s.writeError(w, openai.UpstreamUnavailable(fmt.Sprintf("the pod running program %q (%s) is unreachable; retry", pid, addr)))
+		s.writeError(w, openai.UpstreamUnavailable(fmt.Sprintf("the pod running program %q (%s) is unreachable; retry", programs.ClientID(pid), addr)))
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After", "X-Request-Id", "WWW-Authenticate"} {
-		if v := resp.Header.Get(h); v != "" {
-			w.Header().Set(h, v)
-		}
-	}
+	copyHeaders(w.Header(), resp.Header, forwardedResponseHeaders)
 	w.Header().Set("X-Kvpilot-Served-By", addr)
 	w.WriteHeader(resp.StatusCode)
 	sw := s.newStreamWriter(w, r)
@@ -142,33 +165,37 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		ProgramID string `json:"program_id"`
+		ProgramID openai.ProgramIDText `json:"program_id"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.writeError(w, openai.BadRequest("", "invalid JSON: %v", err))
+		var e *openai.Error
+		if !errors.As(err, &e) {
+			e = openai.BadRequest("", "invalid JSON: %v", err)
+		}
+		s.writeError(w, e)
 		return
 	}
-	if req.ProgramID == "" {
-		req.ProgramID = r.Header.Get("X-Program-Id")
+	prog, apiErr := s.programOf(r, string(req.ProgramID))
+	if apiErr == nil && prog.ID == "" {
+		apiErr = openai.BadRequest("program_id", "program_id is required")
 	}
-	if req.ProgramID == "" {
-		s.writeError(w, openai.BadRequest("program_id", "program_id is required"))
+	if apiErr != nil {
+		s.writeError(w, apiErr)
 		return
 	}
 	released := false
 	if s.cfg.Programs != nil {
-		released = s.cfg.Programs.Release(req.ProgramID)
-		if addr, ok := s.cfg.Programs.RouteOf(req.ProgramID); ok && !s.verifyForwarded(r, req.ProgramID) {
-			// Tell the pod running it too; best effort, bounded.
+		released = s.cfg.Programs.Release(prog.ID)
+		if addr, ok := s.cfg.Programs.RouteOf(prog.ID); ok && !s.verifyForwarded(r, prog.ID, body) {
+			// Tell the pod running it too (as the same key); best effort,
+			// bounded.
 			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 			defer cancel()
 			fr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+routeRelease, bytes.NewReader(body))
 			if err == nil {
+				copyHeaders(fr.Header, r.Header, forwardedRequestHeaders)
 				fr.Header.Set("Content-Type", "application/json")
-				fr.Header.Set(HeaderForwarded, signForward(s.cfg.ForwardKey, req.ProgramID))
-				if v := r.Header.Get("Authorization"); v != "" {
-					fr.Header.Set("Authorization", v)
-				}
+				fr.Header.Set(HeaderForwarded, s.signForward(fr, prog.ID, body))
 				if resp, err := s.forwarder.Do(fr); err == nil {
 					released = released || resp.StatusCode == http.StatusOK
 					resp.Body.Close()
@@ -176,5 +203,5 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"program_id": req.ProgramID, "released": released})
+	writeJSON(w, http.StatusOK, map[string]any{"program_id": prog.Name, "released": released})
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
-	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
@@ -50,7 +49,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, apiErr)
 		return
 	}
-	for _, p := range all {
+	for i, p := range all {
+		if i > 0 && r.Context().Err() != nil {
+			w.WriteHeader(statusClientClosed) // the client left: tokenize no more of its prompts
+			return
+		}
 		toks := p.Tokens
 		if !p.IsTokens {
 			toks = s.cfg.Codec.EncodePrompt(p.Text)
@@ -220,21 +223,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c
 			}
 		}
 	}
-	pid := openai.ProgramID(r.Header.Get, c)
-	if pid != "" {
-		// The control API refuses such ids in placements: one accepted
-		// here could never be placed.
-		if err := programs.CheckID(pid); err != nil {
-			s.writeError(w, openai.BadRequest("program_id", "%v", err))
-			return
-		}
+	prog, apiErr := s.programOf(r, c.BodyProgramID())
+	if apiErr != nil {
+		s.writeError(w, apiErr)
+		return
 	}
+	pid := prog.ID
 	if s.cfg.Programs != nil && pid != "" {
-		if !s.admitProgram(w, r, pid, body) {
+		if !s.admitProgram(w, r, prog, body) {
 			return
 		}
 		prompt := j.prompts[0]
-		s.cfg.Programs.Started(pid, int64(len(prompt)))
+		s.cfg.Programs.Started(pid, int64(len(prompt)), c.Salt())
 		out := &programOutcome{}
 		defer s.programDone(pid, prompt, out)
 		s.run(w, r, c, &j, pid, out)
@@ -278,15 +278,21 @@ type seq struct {
 // same prompt again (one prefill for n or best_of choices). On failure
 // everything submitted is cancelled and the error returned.
 func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid string) ([]*seq, *openai.Error) {
-	var badWords [][]int32
-	for _, w := range c.BadWords {
-		// A word mid-text usually starts with a space: ban both spellings.
-		for _, v := range []string{w, " " + w} {
-			if toks := s.cfg.Codec.Encode(v, false); len(toks) > 0 &&
-				!slices.ContainsFunc(badWords, func(b []int32) bool { return slices.Equal(b, toks) }) {
-				badWords = append(badWords, toks)
-			}
+	if total, limit := len(j.prompts)*j.candidates, s.eng.Config().MaxQueue; total > limit {
+		// More sequences than the waiting queue holds: retrying cannot help.
+		param := j.promptParam
+		switch {
+		case j.candidates > j.n:
+			param = "best_of"
+		case j.candidates > 1:
+			param = "n"
 		}
+		return nil, openai.BadRequest(param, "the request needs %d sequences (%d prompts × %d choices); this server queues at most %d",
+			total, len(j.prompts), j.candidates, limit)
+	}
+	badWords, apiErr := s.compileBadWords(r.Context(), c.BadWords)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 	seqs := make([]*seq, 0, len(j.prompts)*j.candidates)
 	fail := func(err *openai.Error) ([]*seq, *openai.Error) {
@@ -318,6 +324,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 		}
 		req := &engine.Request{
 			ID: rid, ProgramID: pid, Prompt: j.prompts[p], Params: ep, Priority: c.Priority.Priority(),
+			CacheSalt: c.Salt(),
 		}
 		if j.grammar != nil {
 			// A matcher per sequence: it tracks that sequence's output.
@@ -346,7 +353,9 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			select {
 			case <-q.st.Started():
 			case <-r.Context().Done():
-				return fail(&openai.Error{Status: statusClientClosed, Type: openai.TypeInvalidRequest, Message: "request cancelled"})
+				return fail(cancelled())
+			case <-s.drainCtx.Done():
+				return fail(drainedError())
 			}
 			for k := 1; k < j.candidates; k++ {
 				if err := one(p, k); err != nil {
@@ -358,6 +367,33 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 	return seqs, nil
 }
 
+// compileBadWords tokenizes bad_words, each with and without a leading
+// space (a word mid-text usually starts with one), and compiles them: in
+// time linear in the words' length, each distinct word tokenized once, and
+// stopped when the client leaves.
+func (s *Server) compileBadWords(ctx context.Context, words []string) (*sampling.BadWords, *openai.Error) {
+	if len(words) == 0 {
+		return nil, nil
+	}
+	seen := make(map[string]struct{}, len(words))
+	toks := make([][]int32, 0, 2*len(words))
+	for i, w := range words {
+		if i%1024 == 1023 && ctx.Err() != nil {
+			return nil, cancelled()
+		}
+		if _, dup := seen[w]; dup {
+			continue
+		}
+		seen[w] = struct{}{}
+		toks = append(toks, s.cfg.Codec.Encode(w, false), s.cfg.Codec.Encode(" "+w, false))
+	}
+	b, err := sampling.CompileBadWords(ctx, toks)
+	if err != nil {
+		return nil, cancelled()
+	}
+	return b, nil
+}
+
 // run submits the request and writes its response; out, when set,
 // receives the result for the program table.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j *job, pid string, out *programOutcome) {
@@ -367,6 +403,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 		s.writeError(w, apiErr)
 		return
 	}
+	defer s.cancelQueuedOnDrain(seqs)()
 	if clientID == "" {
 		clientID = id
 	}
@@ -383,6 +420,19 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c *openai.Common, j
 	if out != nil && seqs[0].final != nil {
 		out.final, out.tokens = seqs[0].final, seqs[0].tokens
 	}
+}
+
+// cancelQueuedOnDrain makes the pod's drain (BeginDrain) cancel those of
+// seqs still queued, never scheduled: a request the pod has not begun is
+// answered at once, as retryable, and its client retries on a pod that
+// stays instead of waiting for the drain deadline. What runs, runs on.
+// Call the returned func when the request ends.
+func (s *Server) cancelQueuedOnDrain(seqs []*seq) (stop func() bool) {
+	return context.AfterFunc(s.drainCtx, func() {
+		for _, q := range seqs {
+			q.st.CancelQueued()
+		}
+	})
 }
 
 // observeGroups reports each prompt's sequences as one request (see
@@ -430,10 +480,12 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		usage.CompletionTokens += q.final.Usage.CompletionTokens
 		if q.candidate == 0 {
 			usage.PromptTokens += q.final.Usage.PromptTokens
-			if usage.PromptTokensDetails == nil {
-				usage.PromptTokensDetails = &openai.PromptTokensDetails{}
+			if s.cfg.PromptTokensDetails {
+				if usage.PromptTokensDetails == nil {
+					usage.PromptTokensDetails = &openai.PromptTokensDetails{}
+				}
+				usage.PromptTokensDetails.CachedTokens += q.final.Usage.CachedTokens
 			}
-			usage.PromptTokensDetails.CachedTokens += q.final.Usage.CachedTokens
 		}
 	}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
@@ -636,11 +688,12 @@ func (s *Server) completionLogprobs(lps []sampling.TokenLogprob, top, offset int
 	return out
 }
 
-func usageOf(u engine.Usage) openai.Usage {
-	return openai.Usage{
-		PromptTokens:        u.PromptTokens,
-		CompletionTokens:    u.CompletionTokens,
-		TotalTokens:         u.TotalTokens(),
-		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: u.CachedTokens},
+// usageOf is a response's usage; cached tokens only with
+// Config.PromptTokensDetails.
+func (s *Server) usageOf(u engine.Usage) openai.Usage {
+	out := openai.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens()}
+	if s.cfg.PromptTokensDetails {
+		out.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: u.CachedTokens}
 	}
+	return out
 }

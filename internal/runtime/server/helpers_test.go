@@ -98,6 +98,7 @@ type envOpts struct {
 	programs                                     *programs.Table
 	forwardKey                                   string
 	forwardConnect, forwardHeader                time.Duration
+	promptTokensDetails                          bool
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -154,6 +155,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Requests: m, Logger: quiet, Devices: o.devices,
 		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
 		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
+		PromptTokensDetails: o.promptTokensDetails,
 	})
 	if err != nil {
 		t.Fatal(err)

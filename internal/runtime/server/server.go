@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
 
@@ -70,8 +70,10 @@ type Config struct {
 	MaxResponseChars int
 	// MaxBodyBytes limits request bodies (default 4 MiB).
 	MaxBodyBytes int64
-	// APIKeys, when set, are required as "Authorization: Bearer <key>" on
-	// the API routes; /health, /ready and /metrics stay open.
+	// APIKeys, when set, are required as "Authorization: Bearer <key>" (or
+	// Anthropic's "x-api-key: <key>") on the API routes; /health, /ready
+	// and /metrics stay open. Each key is a tenant: its programs are its
+	// own (programs.Owner).
 	APIKeys []string
 	// Registry receives the HTTP metrics and is what /metrics serves (the
 	// engine's and the devices' metrics belong in it too). Nil: a private one.
@@ -116,6 +118,14 @@ type Config struct {
 	// ResponsesStoreEntries keeps none.
 	ResponsesStoreEntries int
 	ResponsesStoreBytes   int64
+	// PromptTokensDetails reports usage.prompt_tokens_details.cached_tokens
+	// (vLLM's --enable-prompt-tokens-details). Off, usage has no details:
+	// a client could otherwise tell from its own hits whether another
+	// client's prompt is cached.
+	PromptTokensDetails bool
+	// Clock dates and checks forwarded requests' signatures (default: the
+	// real clock).
+	Clock clock.Clock
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -125,7 +135,7 @@ type Server struct {
 	cfg         Config
 	eng         *engine.Engine
 	maxModelLen int
-	keys        keySet
+	keys        *keySet
 	metrics     *httpMetrics
 	promHandler http.Handler
 	log         *slog.Logger
@@ -138,12 +148,14 @@ type Server struct {
 	grammars    *grammars
 	stalled     *prometheus.CounterVec
 	store       *responseStore
+	clk         clock.Clock
+	nonces      *nonceCache // of verified forwarded requests
 
-	// draining closes when the pod starts draining (BeginDrain): held
-	// requests are answered at once. abortCtx ends when the drain
+	// drainCtx ends when the pod starts draining (BeginDrain): held and
+	// queued requests are answered at once. abortCtx ends when the drain
 	// deadline cuts forwarded requests short (AbortForwards).
-	draining      chan struct{}
-	beginDrain    sync.Once
+	drainCtx      context.Context
+	beginDrain    context.CancelFunc
 	abortCtx      context.Context
 	abortForwards context.CancelFunc
 }
@@ -185,6 +197,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ResponsesStoreBytes <= 0 {
 		cfg.ResponsesStoreBytes = DefaultResponsesStoreBytes
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -204,11 +219,14 @@ func New(cfg Config) (*Server, error) {
 		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
 		grammars:    newGrammars(cfg.Engine.Config().VocabSize, cfg.Engine.Config().Decoder),
 		store:       newResponseStore(cfg.ResponsesStoreEntries, cfg.ResponsesStoreBytes),
+		clk:         cfg.Clock,
+		nonces:      newNonceCache(maxSeenNonces),
 	}
-	s.draining = make(chan struct{})
+	s.drainCtx, s.beginDrain = context.WithCancel(context.Background())
 	s.abortCtx, s.abortForwards = context.WithCancel(context.Background())
 	if len(cfg.APIKeys) > 0 {
-		s.keys = newKeySet(cfg.APIKeys)
+		s.keys = newKeySet(cfg.APIKeys, cfg.ForwardKey)
+		s.cfg.APIKeys = nil // only their digests are kept
 	}
 	// Forwarded requests stream for as long as generation takes: no overall
 	// timeout, only on connecting and on the response headers.
@@ -241,7 +259,7 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 // program gate (and any held later) are answered at once, forwarded to the
 // pod their program is routed to or refused with a retryable 503, so that
 // shutdown waits for nothing that cannot finish. Call SetReady(false) too.
-func (s *Server) BeginDrain() { s.beginDrain.Do(func() { close(s.draining) }) }
+func (s *Server) BeginDrain() { s.beginDrain() }
 
 // AbortForwards cuts short the requests still being forwarded to other
 // pods: the drain deadline has come.
@@ -335,10 +353,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !allowed(rt.methods, r.Method):
 		sw.Header().Set("Allow", rt.methods)
 		s.writeError(sw, openai.MethodNotAllowed(r.Method, r.URL.Path))
-	case !rt.open && s.keys != nil && !s.keys.allows(r.Header.Get("Authorization")):
-		sw.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot"`)
-		s.writeError(sw, openai.Unauthorized())
 	default:
+		if !rt.open {
+			var ok bool
+			if r, ok = s.authenticate(r); !ok {
+				sw.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot"`)
+				// Nothing of the body is read: the connection closes.
+				sw.Header().Set("Connection", "close")
+				s.writeError(sw, openai.Unauthorized())
+				return
+			}
+		}
 		rt.handle(s, sw, r)
 	}
 }

@@ -98,6 +98,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 	}
 	keepTokens := c.ReturnTokenIDs || s.cfg.Programs != nil || len(c.StopTokenIDs) > 0
 	var lpBuf []byte
+	errorSent := false
 	ev := openai.ChoiceEvent{}
 	if j.echo {
 		for i, q := range seqs {
@@ -173,9 +174,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 			ev.StopReason = appendStopReason(nil, q, c)
 			return send(enc.Choice(&ev), len(seqs) > 1)
 		default:
-			if (len(ch.Text) > 0 || len(ev.Logprobs) > 0) && !send(enc.Choice(&ev), false) {
+			// Aborted: the choice ends with its text so far and
+			// finish_reason "abort", and the stream gets one error event.
+			ev.FinishReason = finishReasonAbort
+			ev.StopReason = jsonNull
+			if !send(enc.Choice(&ev), false) {
 				return false
 			}
+			if errorSent {
+				return true
+			}
+			errorSent = true
 			return send(enc.Error(s.finishError(*ch)), len(seqs) > 1)
 		}
 	}
@@ -209,7 +218,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 				u.CachedTokens += q.final.Usage.CachedTokens
 			}
 		}
-		if !send(enc.Usage(usageOf(u)), false) {
+		if !send(enc.Usage(s.usageOf(u)), false) {
 			return
 		}
 	}

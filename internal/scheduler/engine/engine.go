@@ -111,6 +111,7 @@ type sequence struct {
 	req      Request
 	stream   *Stream
 	priority Priority
+	salt     kvcache.Salt // of its prefix-cache entries
 
 	// tokens are prompt + output; the KV of tokens[:numComputed] is computed.
 	tokens      []int32
@@ -276,6 +277,7 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		req:       *r,
 		priority:  r.Priority,
 		promptLen: len(r.Prompt),
+		salt:      kvcache.SaltOf(r.CacheSalt),
 	}
 	s.tokens = make([]int32, len(r.Prompt), len(r.Prompt)+min(r.Params.MaxTokens, 256))
 	copy(s.tokens, r.Prompt)
@@ -353,6 +355,18 @@ func (e *Engine) cancel(st *Stream) {
 	}
 	e.mu.Unlock()
 	e.signal()
+}
+
+// cancelQueued handles Stream.CancelQueued.
+func (e *Engine) cancelQueued(st *Stream) bool {
+	e.mu.Lock()
+	s := st.seq
+	done := s.state == stateWaiting && !s.admitted && e.waiting.Remove(s.entry)
+	if done {
+		e.finishLocked(s, completion.Cancelled, ErrDraining, e.clk.Now())
+	}
+	e.mu.Unlock()
+	return done
 }
 
 func (e *Engine) signal() {
@@ -922,9 +936,14 @@ func (e *Engine) DeprioritizePrefix(tokens []int32) {
 // for the programs that run, and comes back without recompute when the
 // program resumes. Without a host tier it is DeprioritizePrefix. The copies
 // run at the start of the next iteration; it returns the blocks moved.
-func (e *Engine) OffloadPrefix(tokens []int32) int {
+func (e *Engine) OffloadPrefix(tokens []int32) int { return e.OffloadSaltedPrefix("", tokens) }
+
+// OffloadSaltedPrefix is OffloadPrefix for the context of requests with
+// this cache salt (Request.CacheSalt).
+func (e *Engine) OffloadSaltedPrefix(cacheSalt string, tokens []int32) int {
+	salt := kvcache.SaltOf(cacheSalt)
 	e.mu.Lock()
-	n := e.kv.Offload(tokens)
+	n := e.kv.OffloadSalted(salt, tokens)
 	e.mu.Unlock()
 	if n > 0 {
 		e.signal() // an idle loop still carries out the copies
@@ -937,9 +956,14 @@ func (e *Engine) OffloadPrefix(tokens []int32) int {
 // the copies overlap with whatever runs before that request arrives. It
 // returns the blocks moved; a request whose blocks are still on the host
 // restores them itself when admitted.
-func (e *Engine) RestorePrefix(tokens []int32) int {
+func (e *Engine) RestorePrefix(tokens []int32) int { return e.RestoreSaltedPrefix("", tokens) }
+
+// RestoreSaltedPrefix is RestorePrefix for the context of requests with
+// this cache salt (Request.CacheSalt).
+func (e *Engine) RestoreSaltedPrefix(cacheSalt string, tokens []int32) int {
+	salt := kvcache.SaltOf(cacheSalt)
 	e.mu.Lock()
-	n := e.kv.Restore(tokens)
+	n := e.kv.RestoreSalted(salt, tokens)
 	e.mu.Unlock()
 	if n > 0 {
 		e.signal()

@@ -87,7 +87,7 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 		}
 		s := ent.Value
 		before := len(e.kv.Transfers())
-		cached, ok := e.kv.Admit(s.id, s.tokens, budget)
+		cached, ok := e.kv.AdmitSalted(s.id, s.salt, s.tokens, budget)
 		if !ok {
 			break
 		}

@@ -75,8 +75,9 @@ type Params struct {
 	PresencePenalty   float32
 	// LogitBias is added to the named tokens' logits.
 	LogitBias []sampling.Bias
-	// BadWords are token sequences never generated.
-	BadWords [][]int32
+	// BadWords are token sequences never generated (compiled once per
+	// request, shared by its sequences).
+	BadWords *sampling.BadWords
 	// Logprobs asks for each output token's log-probability under the
 	// model's distribution, and TopLogprobs for that many most likely
 	// alternatives too (Chunk.Logprobs).
@@ -118,6 +119,11 @@ type Request struct {
 	Params Params
 	// Priority is the scheduling class.
 	Priority Priority
+	// CacheSalt, when set, keeps the request's prefix-cache entries apart
+	// from those of requests with another salt (vLLM's cache_salt): it
+	// gets hits only from, and its blocks serve only, requests of the same
+	// salt (kvcache.Salt).
+	CacheSalt string
 	// Constraint, when set, restricts the output (structured outputs, tool
 	// calls): its mask is applied to the logits before sampling, and the
 	// request finishes with reason stop when it is Done. It replaces
@@ -222,8 +228,8 @@ func (e *Engine) validateTokens(p *Params) error {
 			return invalid("logit_bias", "bias of token %d is NaN", b.ID)
 		}
 	}
-	for _, w := range p.BadWords {
-		for _, id := range w {
+	if lo, hi, ok := p.BadWords.IDRange(); ok {
+		for _, id := range []int32{lo, hi} {
 			if bad(id) {
 				return invalid("bad_words", "token id %d outside the vocabulary [0, %d)", id, vocab)
 			}

@@ -76,7 +76,7 @@ func TestLogitProcessorsReachTheSampler(t *testing.T) {
 		seen[tok] = true
 	}
 	// Banning the plain run's first token as a bad word changes that step.
-	if got := run(Params{BadWords: [][]int32{{plain[0]}}}); got[0] == plain[0] {
+	if got := run(Params{BadWords: badWords(t, []int32{plain[0]})}); got[0] == plain[0] {
 		t.Errorf("bad word %d still generated first", plain[0])
 	}
 }
@@ -100,7 +100,7 @@ func TestExecutorThatSamplesRefusesLogitFeatures(t *testing.T) {
 		"presence_penalty":   {PresencePenalty: 1},
 		"repetition_penalty": {RepetitionPenalty: 1.1},
 		"logit_bias":         {LogitBias: []sampling.Bias{{ID: 1, Value: 1}}},
-		"bad_words":          {BadWords: [][]int32{{1}}},
+		"bad_words":          {BadWords: badWords(t, []int32{1})},
 		"min_p":              {MinP: 0.1},
 	} {
 		p.MaxTokens = 4
@@ -113,7 +113,7 @@ func TestExecutorThatSamplesRefusesLogitFeatures(t *testing.T) {
 	// Out-of-vocabulary ids are refused whatever the executor.
 	for field, p := range map[string]Params{
 		"logit_bias":     {LogitBias: []sampling.Bias{{ID: testVocab, Value: 1}}},
-		"bad_words":      {BadWords: [][]int32{{-1}}},
+		"bad_words":      {BadWords: badWords(t, []int32{-1})},
 		"stop_token_ids": {StopTokenIDs: []int32{testVocab + 3}},
 	} {
 		p.MaxTokens = 4
@@ -137,7 +137,7 @@ func TestSteadyStateStepDoesNotAllocateWithProcessors(t *testing.T) {
 		r := req("a", prompt(9, uint64(i)), 300)
 		r.Params = Params{MaxTokens: 300, IgnoreEOS: true, Temperature: 0.8, TopK: 20, MinP: 0.01,
 			RepetitionPenalty: 1.1, FrequencyPenalty: 0.2, PresencePenalty: 0.1,
-			LogitBias: []sampling.Bias{{ID: 3, Value: 1}}, BadWords: [][]int32{{7, 8}},
+			LogitBias: []sampling.Bias{{ID: 3, Value: 1}}, BadWords: badWords(t, []int32{7, 8}),
 			Logprobs: true, TopLogprobs: 5}
 		streams = append(streams, mustSubmit(t, env.e, r))
 	}
@@ -158,4 +158,13 @@ func TestSteadyStateStepDoesNotAllocateWithProcessors(t *testing.T) {
 	if a := testing.AllocsPerRun(100, step); a != 0 {
 		t.Errorf("a steady-state step allocates %v times, want 0", a)
 	}
+}
+
+func badWords(t *testing.T, words ...[]int32) *sampling.BadWords {
+	t.Helper()
+	b, err := sampling.CompileBadWords(context.Background(), words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -116,6 +116,19 @@ func (s *Stream) Cancel() {
 	s.engine.cancel(s)
 }
 
+// CancelQueued cancels the request only if it is still queued and has
+// never been scheduled (a preempted request, which has output, is not),
+// and reports whether it did. Its final chunk has FinishReason cancelled
+// and Err ErrDraining: a pod that starts draining answers what it never
+// began at once, so the client retries elsewhere, and lets the rest run.
+func (s *Stream) CancelQueued() bool {
+	if !s.engine.cancelQueued(s) {
+		return false
+	}
+	s.cancelled.Store(true)
+	return true
+}
+
 // Next blocks until output is available and returns it. After the final
 // chunk it returns io.EOF. A done ctx returns ctx.Err() (the request goes on;
 // call Cancel to stop it).

@@ -155,15 +155,18 @@ func (m *Manager) HostBlocks() int { return m.host.n }
 // blocks go (a prefix is only useful from its start) and the rest are
 // deprioritized; the tier evicts its least recently used contents for room but
 // never this chain's. Without a host tier Offload is Deprioritize.
-func (m *Manager) Offload(tokens []int32) (offloaded int) {
+func (m *Manager) Offload(tokens []int32) (offloaded int) { return m.OffloadSalted(0, tokens) }
+
+// OffloadSalted is Offload for the chain of a sequence of salt.
+func (m *Manager) OffloadSalted(salt Salt, tokens []int32) (offloaded int) {
 	if !m.prefix {
 		return 0
 	}
 	if m.host.n == 0 {
-		m.Deprioritize(tokens)
+		m.DeprioritizeSalted(salt, tokens)
 		return 0
 	}
-	chain := m.matchPrefix(tokens, len(tokens)/m.blockSize)
+	chain := m.matchPrefix(m.root(salt), tokens, len(tokens)/m.blockSize)
 	room := m.host.n
 	for _, l := range chain {
 		if l.onHost() {
@@ -262,11 +265,14 @@ func (m *Manager) unpinHost() { m.pinEpoch++ }
 // that request is even admitted. It restores the chain's blocks in order while
 // free device blocks last, never evicting the chain's own device blocks, and
 // returns how many it restored.
-func (m *Manager) Restore(tokens []int32) (restored int) {
+func (m *Manager) Restore(tokens []int32) (restored int) { return m.RestoreSalted(0, tokens) }
+
+// RestoreSalted is Restore for the chain of a sequence of salt.
+func (m *Manager) RestoreSalted(salt Salt, tokens []int32) (restored int) {
 	if !m.prefix || m.host.n == 0 {
 		return 0
 	}
-	chain := m.matchPrefix(tokens, len(tokens)/m.blockSize)
+	chain := m.matchPrefix(m.root(salt), tokens, len(tokens)/m.blockSize)
 	held := m.restoreScratch[:0]
 	// Hold the chain's free device blocks so allocating cannot evict them,
 	// and pin its host blocks so the spills of those allocations cannot.

@@ -99,7 +99,7 @@ func TestOffloadKeepsSharedBlocksOnDevice(t *testing.T) {
 	if b := m.blocks[shared]; b.ref != 1 || !b.registered {
 		t.Fatalf("shared block: refcount %d registered %v, want 1 and registered", b.ref, b.registered)
 	}
-	hit := m.matchPrefix(concat(system, span(10, 4)), 3)
+	hit := m.matchPrefix(rootHash, concat(system, span(10, 4)), 3)
 	if len(hit) != 3 || hit[0] != loc(shared) || !hit[1].onHost() || !hit[2].onHost() {
 		t.Fatalf("chain %v, want the device block then two host slots", hit)
 	}
@@ -118,7 +118,7 @@ func TestOffloadNeverEvictsItsOwnChain(t *testing.T) {
 		t.Fatalf("Offload moved %d blocks, want 2", n)
 	}
 	check(t, m)
-	hit := m.matchPrefix(ctx, 4)
+	hit := m.matchPrefix(rootHash, ctx, 4)
 	if len(hit) != 4 || !hit[0].onHost() || !hit[1].onHost() || hit[2] != loc(table[2]) || hit[3] != loc(table[3]) {
 		t.Fatalf("chain %v, want two host slots then blocks %v", hit, table[2:])
 	}

@@ -185,6 +185,12 @@ func (m *Manager) SharedShare(seq SeqID) int {
 // not enough free blocks (cached blocks taken off the free list count too) it
 // changes nothing and returns ok=false.
 func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok bool) {
+	return m.AdmitSalted(seq, 0, tokens, maxNew)
+}
+
+// AdmitSalted is Admit for a sequence of salt: its prefix hits and the
+// blocks it registers are those of salt only.
+func (m *Manager) AdmitSalted(seq SeqID, salt Salt, tokens []int32, maxNew int) (cached int, ok bool) {
 	if _, dup := m.seqs[seq]; dup {
 		panic(fmt.Sprintf("kvcache: Admit of sequence %d, which is already admitted", seq))
 	}
@@ -192,7 +198,7 @@ func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok b
 	eligible := 0
 	if m.prefix {
 		eligible = m.cacheableBlocks(len(tokens))
-		hit = m.matchPrefix(tokens, eligible)
+		hit = m.matchPrefix(m.root(salt), tokens, eligible)
 		eligible *= m.blockSize
 	}
 	cached = len(hit) * m.blockSize
@@ -214,6 +220,7 @@ func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok b
 	}
 
 	s := m.newSeq()
+	s.chainHash = m.root(salt)
 	// Take the device hits first: allocating could otherwise evict them.
 	// The host hits are pinned: the blocks that allocating evicts spill to
 	// the host tier, which must not make room by evicting them.

@@ -1,15 +1,46 @@
 package kvcache
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"slices"
 )
 
-// rootHash is the parent hash of a sequence's first block. A registered block
-// could hash to it too, which is why lookups also compare parent uids.
+// rootHash is the parent hash of an unsalted sequence's first block. A
+// registered block could hash to it too, which is why lookups also compare
+// parent uids.
 const rootHash uint64 = 0
+
+// Salt keeps sequences' prefix-cache entries apart (vLLM's cache_salt):
+// the salt seeds the hash chain, so a block registered under one salt is
+// never a hit for a sequence of another, and a tenant cannot learn whether
+// another's prompt is cached by timing or counting its own hits. Sequences
+// of one salt share blocks as before. The zero Salt is the shared cache.
+type Salt uint64
+
+// SaltOf is the Salt of a cache_salt string: "" is the zero Salt, any
+// other string a non-zero one (SHA-256, so salts chosen to collide would
+// take 2^32 tries).
+func SaltOf(s string) Salt {
+	if s == "" {
+		return 0
+	}
+	sum := sha256.Sum256([]byte(s))
+	return Salt(max(binary.LittleEndian.Uint64(sum[:8]), 1))
+}
+
+// root is the parent hash of the first block of a sequence of salt.
+func (m *Manager) root(salt Salt) uint64 {
+	if salt == 0 {
+		return rootHash
+	}
+	var buf [16]byte
+	copy(buf[:8], "kv-salt\x00")
+	binary.LittleEndian.PutUint64(buf[8:], uint64(salt))
+	return maphash.Bytes(m.seed, buf[:])
+}
 
 // contentHash is the chained hash of a block: its parent's chained hash and
 // its token ids, little endian, through maphash with the Manager's seed.
@@ -39,13 +70,14 @@ func (m *Manager) cacheableBlocks(n int) int {
 }
 
 // matchPrefix returns where the registered blocks that hold the leading full
-// blocks of tokens live (device or host tier), at most maxBlocks of them,
-// stopping at the first miss. A block matches only if it holds exactly the
-// same token ids and extends exactly the registration matched before it, so a
-// hash collision is a miss. The result is scratch, valid until the next call.
-func (m *Manager) matchPrefix(tokens []int32, maxBlocks int) []loc {
+// blocks of tokens, chained from root, live (device or host tier), at most
+// maxBlocks of them, stopping at the first miss. A block matches only if it
+// holds exactly the same token ids and extends exactly the registration
+// matched before it (the first: the same root), so a hash collision is a
+// miss. The result is scratch, valid until the next call.
+func (m *Manager) matchPrefix(root uint64, tokens []int32, maxBlocks int) []loc {
 	out := m.match[:0]
-	parent, parentUID := rootHash, uint64(0)
+	parent, parentUID := root, uint64(0)
 	for i := range maxBlocks {
 		chunk := tokens[i*m.blockSize : (i+1)*m.blockSize]
 		h := m.hashFn(parent, chunk)
@@ -56,7 +88,7 @@ func (m *Manager) matchPrefix(tokens []int32, maxBlocks int) []loc {
 		// The parent uid names one registration, so it pins the parent
 		// hash and, inductively, every token before this block.
 		r := m.regAt(l)
-		if r.parentUID != parentUID || !slices.Equal(m.tokensAt(l), chunk) {
+		if r.parentUID != parentUID || r.parent != parent || !slices.Equal(m.tokensAt(l), chunk) {
 			break
 		}
 		out = append(out, l)
@@ -90,7 +122,7 @@ func (m *Manager) CachedPrefix(tokens []int32) int {
 	if !m.prefix {
 		return 0
 	}
-	return len(m.matchPrefix(tokens, m.cacheableBlocks(len(tokens)))) * m.blockSize
+	return len(m.matchPrefix(rootHash, tokens, m.cacheableBlocks(len(tokens)))) * m.blockSize
 }
 
 // Commit records that the KV of tokens[:numComputed] of seq is computed;
@@ -193,11 +225,14 @@ func (m *Manager) unregister(l loc) {
 // head of the free list, so they are evicted first, the deepest block first.
 // Blocks in use are left alone. It serves a paused program whose request has
 // already finished.
-func (m *Manager) Deprioritize(tokens []int32) {
+func (m *Manager) Deprioritize(tokens []int32) { m.DeprioritizeSalted(0, tokens) }
+
+// DeprioritizeSalted is Deprioritize for the chain of a sequence of salt.
+func (m *Manager) DeprioritizeSalted(salt Salt, tokens []int32) {
 	if !m.prefix {
 		return
 	}
-	for _, l := range m.matchPrefix(tokens, len(tokens)/m.blockSize) {
+	for _, l := range m.matchPrefix(m.root(salt), tokens, len(tokens)/m.blockSize) {
 		if id := BlockID(l); !l.onHost() && m.blocks[id].ref == 0 {
 			m.unlink(id)
 			m.pushHead(id)

@@ -187,7 +187,7 @@ func (s *simulation) moveTiers(tokens []int32, move func([]int32) int) {
 		refs[i] = s.m.blocks[i].ref
 	}
 	prefix := s.m.CachedPrefix(tokens)
-	full := len(s.m.matchPrefix(tokens, len(tokens)/s.bs))
+	full := len(s.m.matchPrefix(rootHash, tokens, len(tokens)/s.bs))
 	st := s.m.Stats()
 	n := move(tokens)
 	after := s.m.Stats()
@@ -240,7 +240,7 @@ func (s *simulation) lookup(tokens []int32) {
 	if limit := max(len(tokens)-1, 0) / s.bs * s.bs; want > limit {
 		s.t.Fatalf("CachedPrefix = %d for %d tokens, beyond the cap %d", want, len(tokens), limit)
 	}
-	hit := s.m.matchPrefix(tokens, s.m.cacheableBlocks(len(tokens)))
+	hit := s.m.matchPrefix(rootHash, tokens, s.m.cacheableBlocks(len(tokens)))
 	if len(hit)*s.bs != want {
 		s.t.Fatalf("CachedPrefix = %d but %d blocks match", want, len(hit))
 	}

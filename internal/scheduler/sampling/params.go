@@ -41,7 +41,7 @@ type Params struct {
 	LogitBias []Bias
 	// BadWords are token sequences never generated: the last token of each
 	// is banned whenever the output ends with the ones before it.
-	BadWords [][]int32
+	BadWords *BadWords
 }
 
 // Bias is one logit_bias entry.
@@ -68,7 +68,7 @@ func (p *Params) minP() bool {
 // processes reports whether p has a logit processor that reads the history.
 func (p *Params) processes() bool {
 	return (p.RepetitionPenalty > 0 && p.RepetitionPenalty != 1) || p.FrequencyPenalty != 0 ||
-		p.PresencePenalty != 0 || len(p.LogitBias) > 0 || len(p.BadWords) > 0
+		p.PresencePenalty != 0 || len(p.LogitBias) > 0 || p.BadWords.Len() > 0
 }
 
 // Processes reports whether p changes the logits before the draw (any logit

@@ -1,7 +1,5 @@
 package sampling
 
-import "slices"
-
 // History is what the logit processors read about a sequence.
 type History struct {
 	// Prompt and Output are the sequence's tokens so far.
@@ -29,11 +27,11 @@ func (s *Sampler) Process(logits []float32, p *Params, h *History) {
 				s.Set(logits, b.ID, logits[b.ID]+b.Value)
 			}
 		}
-		for _, w := range p.BadWords {
-			if n := len(w); n > 0 && endsWith(h.Output, w[:n-1]) && inVocab(w[n-1], logits) {
-				s.Set(logits, w[n-1], negInf)
+		p.BadWords.each(h.Output, func(id int32) {
+			if inVocab(id, logits) {
+				s.Set(logits, id, negInf)
 			}
-		}
+		})
 	}
 	for _, id := range h.Banned {
 		if inVocab(id, logits) {
@@ -108,8 +106,3 @@ func (s *Sampler) penalize(logits []float32, p *Params, h *History) {
 }
 
 func inVocab(id int32, logits []float32) bool { return id >= 0 && int(id) < len(logits) }
-
-// endsWith reports whether seq ends with suffix (always for an empty one).
-func endsWith(seq, suffix []int32) bool {
-	return len(seq) >= len(suffix) && slices.Equal(seq[len(seq)-len(suffix):], suffix)
-}

@@ -35,7 +35,7 @@ func TestProcessors(t *testing.T) {
 			Params{LogitBias: []Bias{{2, 10}, {1, -100}, {99, 5}, {-1, 5}}}, History{},
 			[]float32{4, -102, 11, 0.5, 3, 2}},
 		{"bad words: single token always, longer after their prefix",
-			Params{BadWords: [][]int32{{5}, {3, 0}, {2, 4}}}, History{Output: []int32{1, 3}},
+			Params{BadWords: mustBadWords([][]int32{{5}, {3, 0}, {2, 4}})}, History{Output: []int32{1, 3}},
 			[]float32{negInf, -2, 1, 0.5, 3, negInf}},
 		{"bans", Params{}, History{Banned: []int32{0, 4, 77}},
 			[]float32{negInf, -2, 1, 0.5, negInf, 2}},
@@ -79,7 +79,7 @@ func TestProcessorsSteerGreedy(t *testing.T) {
 		{"presence", Params{PresencePenalty: 1.5}, 1},
 		{"repetition", Params{RepetitionPenalty: 2}, 1},
 		{"bias", Params{LogitBias: []Bias{{3, 5}}}, 3},
-		{"bad word", Params{BadWords: [][]int32{{0, 0, 0}}}, 1},
+		{"bad word", Params{BadWords: mustBadWords([][]int32{{0, 0, 0}})}, 1},
 	} {
 		if got := s.SampleHistory(logits, &tc.p, &rng, &h); got != tc.want {
 			t.Errorf("%s: sampled %d, want %d", tc.name, got, tc.want)
@@ -158,7 +158,7 @@ func TestProcessedSampleDoesNotAllocate(t *testing.T) {
 	for _, p := range allModes() {
 		p.RepetitionPenalty, p.FrequencyPenalty, p.PresencePenalty, p.MinP = 1.2, 0.3, 0.2, 0.05
 		p.LogitBias = []Bias{{7, 3}, {9, -3}}
-		p.BadWords = [][]int32{{4}, {output[len(output)-1], 6}}
+		p.BadWords = mustBadWords([][]int32{{4}, {output[len(output)-1], 6}})
 		rng := NewRNG(1)
 		step := func() {
 			_, lps = s.Logprobs(logits, 5, lps[:0])

@@ -153,6 +153,12 @@ func (w *InferencePoolWrapper) APIKey(secret, key string) *InferencePoolWrapper 
 	return w
 }
 
+// MaxProgramsPerKey sets spec.maxProgramsPerKey.
+func (w *InferencePoolWrapper) MaxProgramsPerKey(n int32) *InferencePoolWrapper {
+	w.Spec.MaxProgramsPerKey = &n
+	return w
+}
+
 // Image sets spec.image.
 func (w *InferencePoolWrapper) Image(image string) *InferencePoolWrapper {
 	w.Spec.Image = image

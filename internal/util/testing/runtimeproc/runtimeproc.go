@@ -86,6 +86,10 @@ type Options struct {
 	// StopTimeout is how long cleanup waits after SIGTERM before it kills
 	// the process; 0 is DefaultStopTimeout.
 	StopTimeout time.Duration
+	// MaxOpenFiles, when set, is the process's limit on open files (soft
+	// and hard, so the Go runtime cannot raise it), set right after it
+	// starts. Where that cannot be done (not Linux) the test is skipped.
+	MaxOpenFiles uint64
 }
 
 // Process is one running runtime binary.
@@ -114,6 +118,13 @@ func Start(t testing.TB, o Options) *Process {
 		t.Fatalf("start %s: %v", o.Name, err)
 	}
 	go func() { p.exitErr = p.cmd.Wait(); close(p.exited) }()
+	if o.MaxOpenFiles > 0 {
+		if err := limitOpenFiles(p.cmd.Process.Pid, o.MaxOpenFiles); err != nil {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			t.Skipf("%s: %v", o.Name, err)
+		}
+	}
 	stop := o.StopTimeout
 	if stop == 0 {
 		stop = DefaultStopTimeout

@@ -1,0 +1,102 @@
+package control
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+)
+
+// serveGuarded serves the control API as the runtime does (NewServer on a
+// GuardListener) with the given bound, and returns its address.
+func serveGuarded(t *testing.T, limit int) string {
+	t.Helper()
+	tab := programs.New(programs.Config{Pod: "pod-a", KV: func() wire.KVReport { return wire.KVReport{BlockSize: 16, TotalBlocks: 10} }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(Handler(tab, "s3cret"), nil)
+	go func() { _ = srv.Serve(GuardListener(ln, limit)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// closedByServer reports whether the server closed c (a read ends with
+// EOF or a reset) within wait.
+func closedByServer(c net.Conn, wait time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	_, err := c.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return false
+	}
+	return err != nil
+}
+
+// TestUnauthorizedIsAnsweredWithoutItsBody: a request without the token
+// that announces a body it never sends is answered 401 at once, with
+// Connection: close; the server does not wait for the body first.
+func TestUnauthorizedIsAnsweredWithoutItsBody(t *testing.T) {
+	addr := serveGuarded(t, MaxUnauthenticatedConns)
+	c := dial(t, addr)
+	if _, err := c.Write([]byte("PUT " + PlacementPath + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer without the body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Errorf("answer %d, close %t; want 401 and Connection: close", resp.StatusCode, resp.Close)
+	}
+}
+
+// TestGuardListenerBoundsUnauthenticatedConns: idle connections beyond the
+// bound close the oldest; a connection that authenticated is no longer
+// counted, and a new one still gets through.
+func TestGuardListenerBoundsUnauthenticatedConns(t *testing.T) {
+	const limit = 4
+	addr := serveGuarded(t, limit)
+
+	// An authenticated keep-alive connection, like the controller's.
+	client := NewClient("s3cret", 2*time.Second)
+	if _, err := client.State(t.Context(), addr); err != nil {
+		t.Fatal(err)
+	}
+	var idle []net.Conn
+	for range 3 * limit {
+		idle = append(idle, dial(t, addr))
+		// Accept order is dial order only once each is accepted.
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i, c := range idle {
+		closed := closedByServer(c, 200*time.Millisecond)
+		if want := i < 2*limit; closed != want {
+			t.Errorf("idle connection %d of %d: closed %t, want %t (the newest %d stay)", i, len(idle), closed, want, limit)
+		}
+	}
+	// The authenticated connection was not counted: it still serves, and
+	// so does a new one.
+	if _, err := client.State(t.Context(), addr); err != nil {
+		t.Errorf("the controller's connection: %v", err)
+	}
+	if _, err := NewClient("s3cret", 2*time.Second).State(t.Context(), addr); err != nil {
+		t.Errorf("a new authenticated connection: %v", err)
+	}
+}

@@ -1,0 +1,52 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// processCPU is the user and system CPU time this process used so far.
+func processCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestBadWordsAtBodyLimit: 300k bad words (about 3 MiB, under the body
+// limit) are tokenized and compiled in under a second. The pairwise
+// de-duplication this replaced took minutes, and kept burning CPU after
+// the client left.
+func TestBadWordsAtBodyLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a timed test; skipped in -short (race) runs")
+	}
+	env, _ := newCPUEnv(t)
+	var b strings.Builder
+	b.WriteString(`{"prompt":"Hello","max_tokens":2,"bad_words":[`)
+	for i := range 300_000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"w%d"`, i%250_000) // some repeated, as real lists have
+	}
+	b.WriteString(`]}`)
+	// CPU time, not wall time: the shared test machine's load stretches
+	// the latter without the server doing more work.
+	start, cpu0 := time.Now(), processCPU(t)
+	r := env.post("/v1/completions", b.String())
+	elapsed, used := time.Since(start), processCPU(t)-cpu0
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	t.Logf("300k bad_words: %v wall, %v CPU", elapsed.Round(time.Millisecond), used.Round(time.Millisecond))
+	if used > time.Second {
+		t.Errorf("a request with 300k bad_words took %v of CPU, want < 1s", used)
+	}
+}
