@@ -31,7 +31,9 @@ type ContentBlock struct {
 }
 
 // Usage is a reply's token accounting: InputTokens are the prompt tokens
-// not read from the prefix cache, CacheReadInputTokens those that were.
+// not read from the prefix cache, CacheReadInputTokens those that were, as
+// far as the server reports cache reads (openai.Turn.CachedTokens; when it
+// does not, 0 and every prompt token is an input token).
 type Usage struct {
 	InputTokens              int `json:"input_tokens"`
 	OutputTokens             int `json:"output_tokens"`

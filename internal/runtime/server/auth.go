@@ -99,8 +99,15 @@ func (ks *keySet) match(h http.Header) (programs.Owner, bool) {
 }
 
 // ownerKey carries a request's owner in its context, from authenticate to
-// programOf.
+// ownerOf.
 type ownerKey struct{}
+
+// ownerOf is the owner authenticate derived for r: what scopes its
+// programs and its stored responses ("" on a pod that requires no key).
+func ownerOf(r *http.Request) programs.Owner {
+	owner, _ := r.Context().Value(ownerKey{}).(programs.Owner)
+	return owner
+}
 
 // authenticate is the one place a request's owner is derived: the owner of
 // the API key it presents (Authorization: Bearer, or x-api-key), "" on a
@@ -145,6 +152,6 @@ func (s *Server) programOf(r *http.Request, bodyID string) (program, *openai.Err
 	if err := programs.CheckID(name); err != nil {
 		return program{}, openai.BadRequest("program_id", "%v", err)
 	}
-	owner, _ := r.Context().Value(ownerKey{}).(programs.Owner)
+	owner := ownerOf(r)
 	return program{ID: owner.Scope(name), Name: name, Owner: owner}, nil
 }

@@ -471,24 +471,13 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 	// Before the answer is written, so a client that scrapes /metrics
 	// after its answer finds its request counted.
 	s.observeGroups(j, seqs)
-	var usage openai.Usage
 	for _, q := range seqs {
 		if f := q.final; f.FinishReason != completion.Stop && f.FinishReason != completion.Length {
 			s.writeError(w, s.finishError(*f))
 			return true
 		}
-		usage.CompletionTokens += q.final.Usage.CompletionTokens
-		if q.candidate == 0 {
-			usage.PromptTokens += q.final.Usage.PromptTokens
-			if s.cfg.PromptTokensDetails {
-				if usage.PromptTokensDetails == nil {
-					usage.PromptTokensDetails = &openai.PromptTokensDetails{}
-				}
-				usage.PromptTokensDetails.CachedTokens += q.final.Usage.CachedTokens
-			}
-		}
 	}
-	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+	usage := s.usageOf(sumUsage(seqs))
 	chosen := s.best(j, seqs)
 	created := time.Now().Unix()
 	if j.chat {
@@ -688,12 +677,37 @@ func (s *Server) completionLogprobs(lps []sampling.TokenLogprob, top, offset int
 	return out
 }
 
-// usageOf is a response's usage; cached tokens only with
-// Config.PromptTokensDetails.
+// sumUsage is the usage of a request's sequences: every candidate's
+// output, each prompt once.
+func sumUsage(seqs []*seq) engine.Usage {
+	var u engine.Usage
+	for _, q := range seqs {
+		u.CompletionTokens += q.final.Usage.CompletionTokens
+		if q.candidate == 0 {
+			u.PromptTokens += q.final.Usage.PromptTokens
+			u.CachedTokens += q.final.Usage.CachedTokens
+		}
+	}
+	return u
+}
+
+// cachedTokens is the one rule for reporting prefix-cache hits, on every
+// API: the count only with Config.PromptTokensDetails (reported reports
+// it on); without it 0, since a client could otherwise tell from its own
+// hits whether another client's prompt is cached.
+func (s *Server) cachedTokens(u engine.Usage) (n int, reported bool) {
+	if !s.cfg.PromptTokensDetails {
+		return 0, false
+	}
+	return u.CachedTokens, true
+}
+
+// usageOf is a completions or chat response's usage: prompt_tokens_details
+// only when cached tokens are reported (cachedTokens).
 func (s *Server) usageOf(u engine.Usage) openai.Usage {
 	out := openai.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens()}
-	if s.cfg.PromptTokensDetails {
-		out.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: u.CachedTokens}
+	if n, ok := s.cachedTokens(u); ok {
+		out.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: n}
 	}
 	return out
 }

@@ -20,7 +20,9 @@ func TestNodeClients(t *testing.T) {
 		t.Skip("starts Node.js clients: not with -short")
 	}
 	dir := nodeclients.Dir(t)
-	env, _ := newCPUEnvWith(t, envOpts{programs: programs.New(programs.Config{Pod: "a"})})
+	// The scripts check that a follow-up turn reads its prefix from the
+	// cache: the pod reports cache reads only with the flag.
+	env, _ := newCPUEnvWith(t, envOpts{programs: programs.New(programs.Config{Pod: "a"}), promptTokensDetails: true})
 	run := func(script string) []byte {
 		return nodeclients.Run(t, dir, "testdata/node/"+script, "MODEL="+testModel, "BASE_URL="+env.ts.URL+"/v1",
 			"OPENAI_BASE_URL="+env.ts.URL+"/v1", "OPENAI_API_KEY=unused", "ANTHROPIC_BASE_URL="+env.ts.URL)

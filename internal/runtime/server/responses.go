@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
 // responses answers POST /v1/responses (OpenAI's Responses API): the
@@ -15,13 +16,15 @@ import (
 // conversation it continues, its input items), run through the chat
 // path, and its reply written as a Responses response or event stream.
 // A response asked to be stored (store, default true) is kept in the
-// bounded response store once it completes.
+// bounded response store once it completes, as the request's owner's:
+// only requests with the same API key can read, continue or delete it.
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	body, req, ok := readRequest(s, w, r, openai.ParseResponses, func(q *openai.ResponsesRequest) string { return q.Model })
 	if !ok {
 		return
 	}
-	turn, apiErr := req.ChatRequest(s.store)
+	owner := ownerOf(r)
+	turn, apiErr := req.ChatRequest(s.store.history(owner))
 	if apiErr != nil {
 		s.writeError(w, apiErr)
 		return
@@ -42,39 +45,42 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		if req.StoreResponse() {
 			// Stored before the client has the response, so a next turn
 			// sent the moment it arrives finds it.
-			shape.OnComplete = func(resp *openai.Response) { s.storeResponse(resp, req.PreviousResponseID, turn.Input) }
+			shape.OnComplete = func(resp *openai.Response) { s.storeResponse(owner, resp, req.PreviousResponseID, turn.Input) }
 		}
 		return shape
 	}
 	s.generate(w, r, body, &turn.Chat.Common, j)
 }
 
-// storeResponse keeps a completed (or incomplete) response.
-func (s *Server) storeResponse(resp *openai.Response, parent string, input []openai.Message) {
+// storeResponse keeps a completed (or incomplete) response of owner.
+func (s *Server) storeResponse(owner programs.Owner, resp *openai.Response, parent string, input []openai.Message) {
 	b, err := json.Marshal(resp)
 	if err != nil {
 		s.log.Error("encoding a stored response", "id", resp.ID, "err", err)
 		return
 	}
-	if !s.store.put(&storedResponse{id: resp.ID, parent: parent, input: input, output: resp.Output, body: b}) {
+	if !s.store.put(&storedResponse{owner: owner, id: resp.ID, parent: parent, input: input, output: resp.Output, body: b}) {
 		s.log.Info("response not stored: larger than the store", "id", resp.ID, "bytes", len(b))
 	}
 }
 
-// storedResponse answers GET and DELETE /v1/responses/{id}.
+// storedResponse answers GET and DELETE /v1/responses/{id}: of the
+// request's owner's responses only. Another key's response is answered as
+// an id never stored, so that existence is not revealed.
 func (s *Server) storedResponse(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, routeResponses+"/"), "/")
+	owner := ownerOf(r)
 	notFound := &openai.Error{Status: http.StatusNotFound, Type: openai.TypeNotFound, Param: "response_id",
 		Message: fmt.Sprintf("response %q not found (never stored, store was false, or evicted from the bounded store)", id)}
 	if r.Method == http.MethodDelete {
-		if !s.store.remove(id) {
+		if !s.store.remove(owner, id) {
 			s.writeError(w, notFound)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": openai.ObjectResponse, "deleted": true})
 		return
 	}
-	b, ok := s.store.get(id)
+	b, ok := s.store.get(owner, id)
 	if !ok {
 		s.writeError(w, notFound)
 		return

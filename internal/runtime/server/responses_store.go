@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
 // Defaults of the Responses store (Config.ResponsesStoreEntries, …Bytes).
@@ -21,7 +22,12 @@ const (
 // only its own turn (its input items and its output) and the id of the
 // response it continued, so a long chain costs memory linear in its
 // length; a chain one of whose responses was evicted can no longer be
-// continued. It is safe for concurrent use.
+// continued.
+//
+// Every response belongs to the owner of the API key that created it
+// (authenticate): it is found only under that owner, so to another key it
+// is as unknown as an id never stored, and ids that two owners happen to
+// share are two responses. It is safe for concurrent use.
 type responseStore struct {
 	maxEntries int
 	maxBytes   int64
@@ -29,11 +35,18 @@ type responseStore struct {
 	mu    sync.Mutex
 	bytes int64
 	lru   *list.List // of *storedResponse, most recent first
-	byID  map[string]*list.Element
-	items map[string]itemRef // output item id → where it is
+	byID  map[storeKey]*list.Element
+	items map[storeKey]itemRef // output item id → where it is
+}
+
+// storeKey is a response's or an output item's id under its owner.
+type storeKey struct {
+	owner programs.Owner
+	id    string
 }
 
 type storedResponse struct {
+	owner      programs.Owner
 	id, parent string
 	input      []openai.Message
 	output     []openai.OutputItem
@@ -48,10 +61,8 @@ type itemRef struct {
 
 func newResponseStore(maxEntries int, maxBytes int64) *responseStore {
 	return &responseStore{maxEntries: maxEntries, maxBytes: maxBytes, lru: list.New(),
-		byID: map[string]*list.Element{}, items: map[string]itemRef{}}
+		byID: map[storeKey]*list.Element{}, items: map[storeKey]itemRef{}}
 }
-
-var _ openai.ResponseHistory = (*responseStore)(nil)
 
 // put stores a response; it reports false when the response alone is
 // over the byte limit (it is then not stored).
@@ -68,13 +79,14 @@ func (st *responseStore) put(r *storedResponse) bool {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if e, ok := st.byID[r.id]; ok { // a client reused its X-Request-Id
+	key := storeKey{r.owner, r.id}
+	if e, ok := st.byID[key]; ok { // a client reused its X-Request-Id
 		st.removeLocked(e)
 	}
-	st.byID[r.id] = st.lru.PushFront(r)
+	st.byID[key] = st.lru.PushFront(r)
 	st.bytes += r.size
 	for i, it := range r.output {
-		st.items[it.ID] = itemRef{response: r.id, index: i}
+		st.items[storeKey{r.owner, it.ID}] = itemRef{response: r.id, index: i}
 	}
 	for st.lru.Len() > st.maxEntries || st.bytes > st.maxBytes {
 		st.removeLocked(st.lru.Back())
@@ -96,20 +108,21 @@ func messagesSize(msgs []openai.Message) int64 {
 func (st *responseStore) removeLocked(e *list.Element) {
 	r := e.Value.(*storedResponse)
 	st.lru.Remove(e)
-	delete(st.byID, r.id)
+	delete(st.byID, storeKey{r.owner, r.id})
 	st.bytes -= r.size
 	for _, it := range r.output {
-		if ref, ok := st.items[it.ID]; ok && ref.response == r.id {
-			delete(st.items, it.ID)
+		k := storeKey{r.owner, it.ID}
+		if ref, ok := st.items[k]; ok && ref.response == r.id {
+			delete(st.items, k)
 		}
 	}
 }
 
-// get returns a stored response's JSON.
-func (st *responseStore) get(id string) ([]byte, bool) {
+// get returns the JSON of owner's stored response id.
+func (st *responseStore) get(owner programs.Owner, id string) ([]byte, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	e, ok := st.byID[id]
+	e, ok := st.byID[storeKey{owner, id}]
 	if !ok {
 		return nil, false
 	}
@@ -117,25 +130,38 @@ func (st *responseStore) get(id string) ([]byte, bool) {
 	return e.Value.(*storedResponse).body, true
 }
 
-// remove deletes a stored response; it reports whether there was one.
-func (st *responseStore) remove(id string) bool {
+// remove deletes owner's stored response id; it reports whether there
+// was one.
+func (st *responseStore) remove(owner programs.Owner, id string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	e, ok := st.byID[id]
+	e, ok := st.byID[storeKey{owner, id}]
 	if ok {
 		st.removeLocked(e)
 	}
 	return ok
 }
 
+// history is what a request of owner can refer to: its own responses.
+func (st *responseStore) history(owner programs.Owner) openai.ResponseHistory {
+	return ownedHistory{st, owner}
+}
+
+// ownedHistory is one owner's view of a responseStore.
+type ownedHistory struct {
+	st    *responseStore
+	owner programs.Owner
+}
+
 // Conversation implements openai.ResponseHistory: the turns of the chain
 // that ends at id, oldest first, each its input and then its output.
-func (st *responseStore) Conversation(id string) ([]openai.Message, bool) {
+func (h ownedHistory) Conversation(id string) ([]openai.Message, bool) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var chain []*storedResponse
 	for next := id; next != ""; {
-		e, ok := st.byID[next]
+		e, ok := st.byID[storeKey{h.owner, next}]
 		// A chain is never longer than the store; a longer walk is a cycle
 		// (ids a client reused).
 		if !ok || len(chain) >= st.lru.Len() {
@@ -155,14 +181,15 @@ func (st *responseStore) Conversation(id string) ([]openai.Message, bool) {
 }
 
 // Item implements openai.ResponseHistory.
-func (st *responseStore) Item(id string) (openai.ResponseItem, bool) {
+func (h ownedHistory) Item(id string) (openai.ResponseItem, bool) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	ref, ok := st.items[id]
+	ref, ok := st.items[storeKey{h.owner, id}]
 	if !ok {
 		return openai.ResponseItem{}, false
 	}
-	e := st.byID[ref.response]
+	e := st.byID[storeKey{h.owner, ref.response}]
 	st.lru.MoveToFront(e)
 	return e.Value.(*storedResponse).output[ref.index].AsInput(), true
 }

@@ -188,7 +188,8 @@ func TestResponsesToolCall(t *testing.T) {
 }
 
 func TestResponsesConversation(t *testing.T) {
-	env, _ := newCPUEnvWith(t, envOpts{programs: programs.New(programs.Config{Pod: "a"})})
+	// Cache reads are reported (and checked below) only with the flag.
+	env, _ := newCPUEnvWith(t, envOpts{programs: programs.New(programs.Config{Pod: "a"}), promptTokensDetails: true})
 	first, out := postResponse(t, env, `{"instructions":"you are terse","input":"weather in Paris?","max_output_tokens":200,"parallel_tool_calls":false,"tools":[`+weatherTool+`],"tool_choice":"required"}`,
 		"X-Program-Id", "agent-1")
 	callID := checkWeatherCall(t, out[0])
@@ -208,7 +209,7 @@ func TestResponsesConversation(t *testing.T) {
 		if apiErr != nil {
 			t.Fatal(apiErr)
 		}
-		turn, apiErr := req.ChatRequest(env.srv.store)
+		turn, apiErr := req.ChatRequest(env.srv.store.history(""))
 		if apiErr != nil {
 			t.Fatal(apiErr)
 		}

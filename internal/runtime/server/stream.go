@@ -210,15 +210,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 	}
 	s.observeGroups(j, seqs)
 	if includeUsage {
-		var u engine.Usage
-		for _, q := range seqs {
-			u.CompletionTokens += q.final.Usage.CompletionTokens
-			if q.candidate == 0 {
-				u.PromptTokens += q.final.Usage.PromptTokens
-				u.CachedTokens += q.final.Usage.CachedTokens
-			}
-		}
-		if !send(enc.Usage(s.usageOf(u)), false) {
+		if !send(enc.Usage(s.usageOf(sumUsage(seqs))), false) {
 			return
 		}
 	}

@@ -114,9 +114,12 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		}
 		return true
 	}
+	// The shapes' cache-read fields stay, 0 when hits are not reported:
+	// the official clients expect them.
+	cached, _ := s.cachedTokens(q.final.Usage)
 	t := &openai.Turn{Content: content.String(), Finish: q.final.FinishReason.String(), StopMatched: q.final.StopMatched,
 		PromptTokens: q.final.Usage.PromptTokens, CompletionTokens: q.final.Usage.CompletionTokens,
-		CachedTokens: q.final.Usage.CachedTokens}
+		CachedTokens: cached}
 	if called {
 		t.Content = strings.TrimSpace(t.Content)
 		t.Calls = ts.Calls()

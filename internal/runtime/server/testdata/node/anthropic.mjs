@@ -1,5 +1,8 @@
 // Anthropic's SDK on /v1/messages: text, a forced tool_use and its
 // tool_result sent back, messages.stream with a forced tool, and an error.
+// The follow-up's cache_read_input_tokens is a prefix-cache hit only on a
+// pod started with --enable-prompt-tokens-details (node_clients_test.go
+// enables it); 0 on others.
 import Anthropic from '@anthropic-ai/sdk';
 
 const model = process.env.MODEL;

@@ -1,6 +1,9 @@
 // OpenAI's `openai` client on /v1/responses: text, a forced function call
 // and its output sent back with previous_response_id, and a streamed
-// forced call. Prints what it saw as JSON on its last line.
+// forced call. Prints what it saw as JSON on its last line. The follow-up's
+// cached_tokens is a prefix-cache hit only on a pod started with
+// --enable-prompt-tokens-details (node_clients_test.go enables it); 0 on
+// others.
 import OpenAI from 'openai';
 
 const model = process.env.MODEL;
