@@ -42,8 +42,11 @@ type Request struct {
 	Container   json.RawMessage `json:"container"`
 	MCPServers  json.RawMessage `json:"mcp_servers"`
 
-	// Extensions, as on the other endpoints.
+	// Extensions, as on the other endpoints (cache_salt as on chat: a
+	// non-empty string that keeps the request's prefix-cache entries
+	// apart from other salts').
 	ProgramID openai.ProgramIDText `json:"program_id"`
+	CacheSalt *string              `json:"cache_salt"`
 	ExtraBody *openai.ExtraBody    `json:"extra_body"`
 }
 
@@ -262,7 +265,7 @@ func checkBlock(role string, b Block, where string) *openai.Error {
 func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 	c := &openai.ChatRequest{Common: openai.Common{
 		Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
-		Stop: r.StopSequences, Stream: r.Stream, ProgramID: r.ProgramID, ExtraBody: r.ExtraBody,
+		Stop: r.StopSequences, Stream: r.Stream, ProgramID: r.ProgramID, CacheSalt: r.CacheSalt, ExtraBody: r.ExtraBody,
 	}}
 	if sys := joinText(r.System); sys != "" {
 		c.Messages = append(c.Messages, openai.Message{Role: "system", Content: openai.Content{Text: sys}})

@@ -57,6 +57,29 @@ func TestChatRequest(t *testing.T) {
 	}
 }
 
+// TestCacheSalt: cache_salt is the chat request's, checked as chat checks
+// it.
+func TestCacheSalt(t *testing.T) {
+	r, err := Parse([]byte(`{"max_tokens":1,"cache_salt":"s","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, apiErr := r.ChatRequest()
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	if c.Salt() != "s" {
+		t.Errorf("salt %q; want s", c.Salt())
+	}
+	r, err = Parse([]byte(`{"max_tokens":1,"cache_salt":"","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ChatRequest(); err == nil || err.Param != "cache_salt" {
+		t.Errorf("empty cache_salt: %v; want a 400 naming cache_salt", err)
+	}
+}
+
 func TestToolChoice(t *testing.T) {
 	tools := `"tools":[{"name":"f","input_schema":{"type":"object"}}]`
 	for _, tc := range []struct{ choice, want string }{

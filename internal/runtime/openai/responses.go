@@ -44,11 +44,14 @@ type ResponsesRequest struct {
 	MaxToolCalls *int            `json:"max_tool_calls"`
 	TopLogprobs  *int            `json:"top_logprobs"`
 
-	// Extensions, as on the other endpoints.
+	// Extensions, as on the other endpoints (cache_salt as on chat: a
+	// non-empty string that keeps the request's prefix-cache entries
+	// apart from other salts').
 	TopK      *int          `json:"top_k"`
 	Seed      *int64        `json:"seed"`
 	Priority  PriorityField `json:"priority"`
 	ProgramID ProgramIDText `json:"program_id"`
+	CacheSalt *string       `json:"cache_salt"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
 }
 
@@ -300,7 +303,8 @@ type ResponsesTurn struct {
 func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Error) {
 	c := &ChatRequest{Common: Common{
 		Model: r.Model, MaxTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
-		Seed: r.Seed, Stream: r.Stream, User: r.User, Priority: r.Priority, ProgramID: r.ProgramID, ExtraBody: r.ExtraBody,
+		Seed: r.Seed, Stream: r.Stream, User: r.User, Priority: r.Priority, ProgramID: r.ProgramID, CacheSalt: r.CacheSalt,
+		ExtraBody: r.ExtraBody,
 	}}
 	if r.Instructions != nil && *r.Instructions != "" {
 		c.Messages = append(c.Messages, Message{Role: "system", Content: Content{Text: *r.Instructions}})

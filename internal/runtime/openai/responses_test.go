@@ -73,7 +73,7 @@ func TestResponsesChatRequest(t *testing.T) {
 func TestResponsesFieldsTranslated(t *testing.T) {
 	r, err := ParseResponses([]byte(`{"model":"m","input":"x","max_output_tokens":7,"temperature":0.5,"top_p":0.9,"stream":true,` +
 		`"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,` +
-		`"text":{"format":{"type":"json_schema","name":"out","schema":{"type":"object"},"strict":true}},"program_id":"p"}`))
+		`"text":{"format":{"type":"json_schema","name":"out","schema":{"type":"object"},"strict":true}},"program_id":"p","cache_salt":"s"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +93,9 @@ func TestResponsesFieldsTranslated(t *testing.T) {
 	var tool map[string]any
 	_ = json.Unmarshal(c.Tools[0].Raw, &tool)
 	got := map[string]any{"max": *c.MaxTokens, "temp": *c.Temperature, "top_p": *c.TopP, "stream": c.Stream, "choice": plan.Choice,
-		"named": plan.Named, "parallel": plan.Parallel, "constraint": oc.Kind, "program": c.BodyProgramID(), "tool": tool["function"].(map[string]any)["name"]}
+		"named": plan.Named, "parallel": plan.Parallel, "constraint": oc.Kind, "program": c.BodyProgramID(), "tool": tool["function"].(map[string]any)["name"], "salt": c.Salt()}
 	want := map[string]any{"max": 7, "temp": 0.5, "top_p": 0.9, "stream": true, "choice": ToolChoiceNamed, "named": "f", "parallel": false,
-		"constraint": ConstraintJSONSchema, "program": "p", "tool": "f"}
+		"constraint": ConstraintJSONSchema, "program": "p", "tool": "f", "salt": "s"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -13,10 +13,9 @@ import (
 // messages answers POST /v1/messages (Anthropic's Messages API): the
 // request is translated into a chat request, run through the chat path,
 // and its reply written as a Messages reply or event stream. Every error
-// it writes, the shared path's included, is in Anthropic's shape.
+// it writes, the shared path's included, is in Anthropic's shape: w is
+// anthropicShaped (ServeHTTP, for every path under /v1/messages).
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
-	w, finish := anthropicShaped(w)
-	defer finish()
 	body, req, ok := readRequest(s, w, r, anthropic.Parse, func(q *anthropic.Request) string { return q.Model })
 	if !ok {
 		return
@@ -35,10 +34,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 }
 
 // countTokens answers POST /v1/messages/count_tokens: the prompt tokens
-// of the Messages request, rendered as /v1/messages renders it.
+// of the Messages request, rendered as /v1/messages renders it (errors in
+// Anthropic's shape, as for messages).
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
-	w, finish := anthropicShaped(w)
-	defer finish()
 	_, req, ok := readRequest(s, w, r, anthropic.ParseCountTokens, func(q *anthropic.Request) string { return q.Model })
 	if !ok {
 		return
@@ -55,7 +53,8 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(toks)})
 }
 
-// anthropicShaped wraps w in anthropicErrors; finish writes a held error.
+// anthropicShaped wraps w in anthropicErrors; finish writes a held error
+// (once: calling it again does nothing).
 func anthropicShaped(w http.ResponseWriter) (http.ResponseWriter, func()) {
 	aw := &anthropicErrors{ResponseWriter: w}
 	return aw, aw.finish
@@ -102,17 +101,19 @@ func (a *anthropicErrors) finish() {
 	if a.status == 0 {
 		return
 	}
+	status := a.status
+	a.status = 0
 	body := a.buf.Bytes()
 	var oe openai.ErrorResponse
 	var probe struct {
 		Type string `json:"type"`
 	}
 	if json.Unmarshal(body, &probe) == nil && probe.Type != "error" && json.Unmarshal(body, &oe) == nil && oe.Error.Message != "" {
-		if b, err := json.Marshal(anthropic.ErrorBody(&openai.Error{Status: a.status, Message: oe.Error.Message})); err == nil {
+		if b, err := json.Marshal(anthropic.ErrorBody(&openai.Error{Status: status, Message: oe.Error.Message})); err == nil {
 			body = append(b, '\n')
 		}
 	}
 	a.Header().Del("Content-Length")
-	a.ResponseWriter.WriteHeader(a.status)
+	a.ResponseWriter.WriteHeader(status)
 	_, _ = a.ResponseWriter.Write(body)
 }

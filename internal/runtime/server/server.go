@@ -330,6 +330,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	r = takeForwarded(r)
 	sw := &statusWriter{ResponseWriter: w}
+	// out is what every answer is written to: on Anthropic's paths it
+	// rewrites errors into Anthropic's shape, those written here before
+	// any handler runs (401, 404, 405) included.
+	var out http.ResponseWriter = sw
+	finish := func() {}
+	if anthropicPath(r.URL.Path) {
+		out, finish = anthropicShaped(sw)
+	}
 	rt, known := lookup(r.URL.Path)
 	label := routeOther
 	if known {
@@ -341,31 +349,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			s.log.Error("handler panicked", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			finish() // an error already written goes out as it is
 			if sw.code == 0 {
-				s.writeError(sw, openai.Internal("internal error"))
+				s.writeError(out, openai.Internal("internal error"))
 			}
 		}
+		finish()
 		s.metrics.observe(label, sw.status(), time.Since(start))
 	}()
 	switch {
 	case !known:
-		s.writeError(sw, openai.NotFound(r.URL.Path))
+		s.writeError(out, openai.NotFound(r.URL.Path))
 	case !allowed(rt.methods, r.Method):
-		sw.Header().Set("Allow", rt.methods)
-		s.writeError(sw, openai.MethodNotAllowed(r.Method, r.URL.Path))
+		out.Header().Set("Allow", rt.methods)
+		s.writeError(out, openai.MethodNotAllowed(r.Method, r.URL.Path))
 	default:
 		if !rt.open {
 			var ok bool
 			if r, ok = s.authenticate(r); !ok {
-				sw.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot"`)
+				out.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot"`)
 				// Nothing of the body is read: the connection closes.
-				sw.Header().Set("Connection", "close")
-				s.writeError(sw, openai.Unauthorized())
+				out.Header().Set("Connection", "close")
+				s.writeError(out, openai.Unauthorized())
 				return
 			}
 		}
-		rt.handle(s, sw, r)
+		rt.handle(s, out, r)
 	}
+}
+
+// anthropicPath reports whether path is Anthropic's Messages API's, or
+// under it: every error answered there is in Anthropic's shape, whatever
+// writes it.
+func anthropicPath(path string) bool {
+	return path == routeMessages || strings.HasPrefix(path, routeMessages+"/")
 }
 
 // allowed reports whether method is one of the comma-separated methods.
