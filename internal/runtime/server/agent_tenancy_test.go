@@ -160,16 +160,7 @@ func TestAgentAPIsHonourCacheSalt(t *testing.T) {
 		body := func(salt string) string {
 			return strings.Replace(strings.Replace(api.body, "%s", prompt, 1), "%s", salt, 1)
 		}
-		for _, step := range []struct {
-			name, salt string
-			hit        bool
-		}{
-			{"first under a", `,"cache_salt":"a"`, false},
-			{"again under a", `,"cache_salt":"a"`, true},
-			{"under b", `,"cache_salt":"b"`, false},
-			{"unsalted", ``, false},
-			{"unsalted again", ``, true},
-		} {
+		for _, step := range saltSteps {
 			r := env.post(api.path, body(step.salt))
 			var m map[string]any
 			if r.status != http.StatusOK || json.Unmarshal(r.body, &m) != nil {

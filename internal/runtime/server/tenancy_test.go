@@ -136,20 +136,24 @@ func TestCacheSaltIsolatesPrefixHits(t *testing.T) {
 		}
 		return c.Usage.PromptTokensDetails.CachedTokens
 	}
-	for _, step := range []struct {
-		name, salt string
-		hit        bool
-	}{
-		{"first under a", `,"cache_salt":"a"`, false},
-		{"again under a", `,"cache_salt":"a"`, true},
-		{"under b", `,"cache_salt":"b"`, false},
-		{"unsalted", ``, false},
-		{"unsalted again", ``, true},
-	} {
+	for _, step := range saltSteps {
 		if got := cached(step.salt); (got > 0) != step.hit {
 			t.Errorf("%s: %d cached tokens; want a hit: %t", step.name, got, step.hit)
 		}
 	}
+}
+
+// saltSteps are requests of one prompt, in order, with the cache_salt
+// field each adds to its body and whether it must be a prefix hit.
+var saltSteps = []struct {
+	name, salt string
+	hit        bool
+}{
+	{"first under a", `,"cache_salt":"a"`, false},
+	{"again under a", `,"cache_salt":"a"`, true},
+	{"under b", `,"cache_salt":"b"`, false},
+	{"unsalted", ``, false},
+	{"unsalted again", ``, true},
 }
 
 func TestCachedTokensOffByDefault(t *testing.T) {
