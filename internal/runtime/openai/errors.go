@@ -89,7 +89,7 @@ func BadRequest(param, format string, args ...any) *Error {
 // Unauthorized is the 401 for a missing or wrong API key.
 func Unauthorized() *Error {
 	return &Error{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: CodeInvalidAPIKey,
-		Message: "missing or invalid API key: send Authorization: Bearer <key>"}
+		Message: "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)"}
 }
 
 // ModelNotFound is the 404 for a model this server does not serve.
