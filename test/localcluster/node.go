@@ -70,7 +70,7 @@ const (
 	cgroupName = "kvpilot-node"
 	// devicePluginDir is fixed by the kubelet (see above).
 	devicePluginDir = "/var/lib/kubelet/device-plugins"
-	shimSocketDir = "/run/containerd/s"
+	shimSocketDir   = "/run/containerd/s"
 	// cniBinDir is where Debian's containernetworking-plugins installs.
 	cniBinDir = "/usr/lib/cni"
 	// iptablesComment tags every rule the node adds, so teardown removes
