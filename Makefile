@@ -39,6 +39,8 @@ SETUP_GGML = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-ggml.sh
 # Where `make demo` keeps the local cluster's files while it runs.
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
+# Which e2e tests to run (go test -run).
+E2E_RUN ?= .
 # The node of `make test-e2e` and `make demo`: real (kubelet, containerd,
 # runc, CNI; images from the Dockerfile; the manager in the cluster),
 # process (the node agent's pods as processes, the fallback) or auto (real
@@ -140,7 +142,7 @@ kube-components: ## Build (first time, ~2 min after `make envtest`) or reuse kub
 test-e2e: envtest kube-components ## End-to-end tests on a local cluster with a real node (E2E_NODE=auto|real|process; first time ~25 min to build the node's binaries and images, then ~10 min).
 	node_env="$$($(E2E_NODE_ENV))" && eval "$$node_env" && \
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$${KUBE_COMPONENTS:-$$($(SETUP_KUBE_COMPONENTS))}" \
-		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -v ./test/e2e/
+		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/
 
 .PHONY: demo
 demo: envtest kube-components ## Run kvpilot on a local cluster in the background with a sample pool (E2E_NODE as for test-e2e; make demo-down stops it).

@@ -126,8 +126,8 @@ func deployManager(ctx context.Context, runDir, image string) error {
 	return nil
 }
 
-// waitForLeader waits until a ready manager pod other than notPod holds the
-// leader lease and serves metrics, and returns it.
+// waitForLeader waits until a running manager pod other than notPod holds
+// the leader lease and serves metrics, and returns it.
 func waitForLeader(ctx context.Context, notPod string) (*managerRef, error) {
 	deadline := time.Now().Add(managerReadyTimeout)
 	last := ""
@@ -152,7 +152,7 @@ func waitForLeader(ctx context.Context, notPod string) (*managerRef, error) {
 	}
 }
 
-// leader returns the pod holding the leader lease, if it is ready and not
+// leader returns the pod holding the leader lease, if it runs and is not
 // notPod, or why not.
 func leader(ctx context.Context, notPod string) (*managerRef, string) {
 	var lease *coordinationv1.Lease
@@ -171,8 +171,10 @@ func leader(ctx context.Context, notPod string) (*managerRef, string) {
 	if err != nil {
 		return nil, fmt.Sprintf("leader pod %s: %v", pod, err)
 	}
-	if !isReady(p) || p.DeletionTimestamp != nil || p.Status.PodIP == "" {
-		return nil, fmt.Sprintf("leader pod %s not ready", pod)
+	// Not readiness: a replacement pod may win the lease before its
+	// readiness probe first runs, and leads from then on.
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+		return nil, fmt.Sprintf("leader pod %s is %s", pod, p.Status.Phase)
 	}
 	return &managerRef{pod: pod, MetricsURL: "https://" + net.JoinHostPort(p.Status.PodIP, managerMetricsPort) + "/metrics"}, ""
 }
