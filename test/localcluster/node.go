@@ -465,8 +465,17 @@ func unmountUnder(dir string) {
 	if err != nil {
 		return
 	}
+	points := mountPointsUnder(string(b), dir)
+	for i := len(points) - 1; i >= 0; i-- {
+		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
+	}
+}
+
+// mountPointsUnder lists the mount points at or under dir in a mountinfo
+// text, in its order (parents before the mounts on top of them).
+func mountPointsUnder(mountinfo, dir string) []string {
 	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(mountinfo, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 5 {
 			continue
@@ -477,9 +486,7 @@ func unmountUnder(dir string) {
 			points = append(points, p)
 		}
 	}
-	for i := len(points) - 1; i >= 0; i-- {
-		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
-	}
+	return points
 }
 
 func unescapeMountPoint(s string) string {
@@ -509,9 +516,16 @@ func cgroupHierarchies() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return cgroupMounts(string(b)), nil
+}
+
+// cgroupMounts lists the mount points of cgroup and cgroup2 file systems in
+// a mountinfo text.
+func cgroupMounts(mountinfo string) []string {
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		// mountinfo: ... mountpoint opts ... - fstype source superopts
+	for _, line := range strings.Split(mountinfo, "\n") {
+		// mountinfo: ID parent major:minor root mountpoint options
+		// [optional fields] - fstype source superoptions
 		_, after, ok := strings.Cut(line, " - ")
 		if !ok {
 			continue
@@ -521,7 +535,7 @@ func cgroupHierarchies() ([]string, error) {
 			out = append(out, unescapeMountPoint(f[4]))
 		}
 	}
-	return out, nil
+	return out
 }
 
 func newNodeCgroup() (*nodeCgroup, error) {
