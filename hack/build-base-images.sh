@@ -103,80 +103,68 @@ debootstrap_tar() {
 	mv "${tmp}" "${out}"
 }
 
-go_image() {
-	local name="localhost/kvpilot-base/golang:${GO_VERSION}-${SUITE}-${key}" tar="${CACHE}/golang-${GO_VERSION}-${SUITE}-${key}.tar"
+# base REF ARG BUILDER CONFIG... makes sure localhost/kvpilot-base/REF is in
+# the image storage (BUILDER TARBALL writes its root file system when the
+# cache lacks it; CONFIG as for import_rootfs) and prints the --build-arg
+# setting ARG to it.
+base() {
+	local ref="$1" arg="$2" builder="$3"
+	shift 3
+	local name="localhost/kvpilot-base/${ref}" tar="${CACHE}/${ref//[:\/]/-}.tar"
 	if ! image_exists "${name}"; then
-		if [[ ! -f "${tar}" ]]; then
-			log "building the Go ${GO_VERSION} base (Debian ${SUITE} minbase and golang.org/toolchain; about 2 minutes)"
-			# A module zip keeps no file modes: the toolchain's programs are
-			# made executable in the image (as the go command does when it
-			# switches toolchains).
-			local dir
-			dir="$(cd "${work}" && GOFLAGS=-mod=mod GOTOOLCHAIN=local "${GO}" mod download -json "golang.org/toolchain@v0.0.1-go${GO_VERSION}.linux-amd64" |
-				sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-			[[ -f "${dir}/bin/go" ]] || { log "golang.org/toolchain@v0.0.1-go${GO_VERSION}.linux-amd64 has no bin/go (${dir})"; exit 1; }
-			debootstrap_tar "${tar}" minbase ca-certificates \
-				--customize-hook="cp -a '${dir}' \"\$1/usr/local/go\" && chmod -R u+w \"\$1/usr/local/go\"" \
-				--customize-hook='chmod 755 "$1"/usr/local/go/bin/* "$1"/usr/local/go/pkg/tool/*/*' \
-				--customize-hook='mkdir -p "$1/go/bin" "$1/go/pkg" && chmod -R 777 "$1/go"' \
-				--customize-hook='cp /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/certs/ca-certificates.crt"' \
-				--customize-hook='rm -rf "$1/var/lib/apt/lists/"* "$1/var/cache/apt/"*'
-		fi
-		import_rootfs "${tar}" "${name}" "ENV PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-			"ENV GOPATH=/go" "ENV GOTOOLCHAIN=local" "WORKDIR /go"
+		[[ -f "${tar}" ]] || "${builder}" "${tar}"
+		import_rootfs "${tar}" "${name}" "$@"
 	fi
-	echo "--build-arg=GO_IMAGE=${name}"
+	echo "--build-arg=${arg}=${name}"
 }
 
-base_image() {
-	local name="localhost/kvpilot-base/distroless-base:${SUITE}-${key}" tar="${CACHE}/distroless-base-${SUITE}-${key}.tar"
-	if ! image_exists "${name}"; then
-		if [[ ! -f "${tar}" ]]; then
-			log "building the distroless-like base (Debian ${SUITE} packages extracted; about a minute)"
-			# The passwd and group lines of distroless: root, nobody and
-			# nonroot (65532, the user the Dockerfile runs as).
-			cat >"${work}/passwd" <<'EOF'
-root:x:0:0:root:/root:/sbin/nologin
-nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
-nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
-EOF
-			cat >"${work}/group" <<'EOF'
-root:x:0:
-nobody:x:65534:
-nonroot:x:65532:
-EOF
-			debootstrap_tar "${tar}" extract libc6,libssl3,ca-certificates,tzdata,netbase,base-files \
-				--customize-hook="cp '${work}/passwd' '${work}/group' \"\$1/etc/\"" \
-				--customize-hook='mkdir -p "$1/etc/ssl/certs" && cat "$1"/usr/share/ca-certificates/mozilla/*.crt >"$1/etc/ssl/certs/ca-certificates.crt"' \
-				--customize-hook='mkdir -p "$1/home/nonroot" "$1/root" "$1/tmp" && chown 65532:65532 "$1/home/nonroot" && chmod 1777 "$1/tmp"' \
-				--customize-hook='rm -rf "$1/var/lib/apt" "$1/var/cache/apt" "$1/var/lib/dpkg" "$1/var/log/"*'
-		fi
-		import_rootfs "${tar}" "${name}" "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-			"ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" "USER 65532:65532" "WORKDIR /home/nonroot"
-	fi
-	echo "--build-arg=BASE_IMAGE=${name}"
+go_rootfs() {
+	log "building the Go ${GO_VERSION} base (Debian ${SUITE} minbase and golang.org/toolchain; about 2 minutes)"
+	# A module zip keeps no file modes: the toolchain's programs are made
+	# executable in the image (as the go command does when it switches
+	# toolchains).
+	local dir
+	dir="$(cd "${work}" && GOFLAGS=-mod=mod GOTOOLCHAIN=local "${GO}" mod download -json "golang.org/toolchain@v0.0.1-go${GO_VERSION}.linux-amd64" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+	[[ -f "${dir}/bin/go" ]] || { log "golang.org/toolchain@v0.0.1-go${GO_VERSION}.linux-amd64 has no bin/go (${dir})"; exit 1; }
+	debootstrap_tar "$1" minbase ca-certificates \
+		--customize-hook="cp -a '${dir}' \"\$1/usr/local/go\" && chmod -R u+w \"\$1/usr/local/go\"" \
+		--customize-hook='chmod 755 "$1"/usr/local/go/bin/* "$1"/usr/local/go/pkg/tool/*/*' \
+		--customize-hook='mkdir -p "$1/go/bin" "$1/go/pkg" && chmod -R 777 "$1/go"' \
+		--customize-hook='cp /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/certs/ca-certificates.crt"' \
+		--customize-hook='rm -rf "$1/var/lib/apt/lists/"* "$1/var/cache/apt/"*'
 }
 
-node_image() {
-	local name="localhost/kvpilot-base/node:${SUITE}-${key}" tar="${CACHE}/node-${SUITE}-${key}.tar"
-	if ! image_exists "${name}"; then
-		if [[ ! -f "${tar}" ]]; then
-			log "building the Node.js base (Debian ${SUITE} minbase, nodejs, npm; about 3 minutes)"
-			debootstrap_tar "${tar}" minbase ca-certificates,nodejs,npm \
-				--customize-hook='cp /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/certs/ca-certificates.crt"' \
-				--customize-hook='rm -rf "$1/var/lib/apt/lists/"* "$1/var/cache/apt/"*'
-		fi
-		import_rootfs "${tar}" "${name}" "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-			"ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt"
-	fi
-	echo "--build-arg=NODE_IMAGE=${name}"
+distroless_rootfs() {
+	log "building the distroless-like base (Debian ${SUITE} packages extracted; about a minute)"
+	# The passwd and group lines of distroless: root, nobody and nonroot
+	# (65532, the user the Dockerfile runs as).
+	printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' \
+		'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' >"${work}/passwd"
+	printf '%s\n' 'root:x:0:' 'nobody:x:65534:' 'nonroot:x:65532:' >"${work}/group"
+	debootstrap_tar "$1" extract libc6,libssl3,ca-certificates,tzdata,netbase,base-files \
+		--customize-hook="cp '${work}/passwd' '${work}/group' \"\$1/etc/\"" \
+		--customize-hook='mkdir -p "$1/etc/ssl/certs" && cat "$1"/usr/share/ca-certificates/mozilla/*.crt >"$1/etc/ssl/certs/ca-certificates.crt"' \
+		--customize-hook='mkdir -p "$1/home/nonroot" "$1/root" "$1/tmp" && chown 65532:65532 "$1/home/nonroot" && chmod 1777 "$1/tmp"' \
+		--customize-hook='rm -rf "$1/var/lib/apt" "$1/var/cache/apt" "$1/var/lib/dpkg" "$1/var/log/"*'
 }
+
+node_rootfs() {
+	log "building the Node.js base (Debian ${SUITE} minbase, nodejs, npm; about 3 minutes)"
+	debootstrap_tar "$1" minbase ca-certificates,nodejs,npm \
+		--customize-hook='cp /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/certs/ca-certificates.crt"' \
+		--customize-hook='rm -rf "$1/var/lib/apt/lists/"* "$1/var/cache/apt/"*'
+}
+
+SYSTEM_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 for w in "${WANT[@]}"; do
 	case "${w}" in
-	go) go_image ;;
-	base) base_image ;;
-	node) node_image ;;
+	go) base "golang:${GO_VERSION}-${SUITE}-${key}" GO_IMAGE go_rootfs "ENV PATH=/go/bin:/usr/local/go/bin:${SYSTEM_PATH}" \
+		"ENV GOPATH=/go" "ENV GOTOOLCHAIN=local" "WORKDIR /go" ;;
+	base) base "distroless-base:${SUITE}-${key}" BASE_IMAGE distroless_rootfs "ENV PATH=${SYSTEM_PATH}" \
+		"ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" "USER 65532:65532" "WORKDIR /home/nonroot" ;;
+	node) base "node:${SUITE}-${key}" NODE_IMAGE node_rootfs "ENV PATH=${SYSTEM_PATH}" "ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt" ;;
 	*) log "unknown base ${w} (go, base, node)"; exit 2 ;;
 	esac
 done

@@ -120,9 +120,7 @@ func deployManager(ctx context.Context, runDir, image string) error {
 	if err != nil {
 		return err
 	}
-	env.mu.Lock()
-	env.manager = m
-	env.mu.Unlock()
+	setManager(m)
 	return nil
 }
 
@@ -197,9 +195,7 @@ func restartManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env.mu.Lock()
-	env.manager = m
-	env.mu.Unlock()
+	setManager(m)
 	return nil
 }
 

@@ -232,10 +232,14 @@ func startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env.mu.Lock()
-	env.manager = &managerRef{MetricsURL: m.MetricsURL, proc: m}
-	env.mu.Unlock()
+	setManager(&managerRef{MetricsURL: m.MetricsURL, proc: m})
 	return nil
+}
+
+func setManager(m *managerRef) {
+	env.mu.Lock()
+	env.manager = m
+	env.mu.Unlock()
 }
 
 func currentManager() *managerRef {
