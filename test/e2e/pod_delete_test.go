@@ -95,8 +95,10 @@ func TestDeletedPodIsReplacedAndItsRequestsFailCleanly(t *testing.T) {
 			t.Errorf("%s: %d chunks, error event %v, [DONE] %v, read error %v: want tokens, then an error event and [DONE]",
 				e.program, e.chunks, e.errorEvent, e.done, e.readErr)
 		}
-		// Drain timeout 2 s, plus the time the node agent takes to see the
-		// deletion and the pod to abort.
+		// Drain timeout 2 s, after the pod template's preStop sleep of 5 s
+		// (the kubelet runs it; the node agent does not), plus the time the
+		// node takes to see the deletion and the pod to abort.
+		t.Logf("%s ended %v after the deletion", e.program, e.afterDeleted.Round(time.Millisecond))
 		if e.afterDeleted > 15*time.Second {
 			t.Errorf("%s ended %v after the deletion; the drain timeout is 2 s", e.program, e.afterDeleted)
 		}
