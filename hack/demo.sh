@@ -144,6 +144,13 @@ down() {
 			kill -KILL "${pid}"
 		fi
 	fi
+	# A cluster killed before its teardown leaves its real node's mounts
+	# (containers' root file systems, pods' volumes) under the directory;
+	# the next real node's start kills what is left in its cgroups and
+	# removes its bridge and firewall rules.
+	if command -v findmnt >/dev/null; then
+		findmnt -rn -o TARGET | awk -v d="${DEMO_DIR}/" 'index($0, d) == 1' | sort -r | xargs -r -d '\n' umount -l 2>/dev/null || true
+	fi
 	rm -rf "${DEMO_DIR}"
 	log "stopped"
 }

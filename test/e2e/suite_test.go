@@ -30,15 +30,18 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,7 +155,29 @@ func runMain(m *testing.M) int {
 		logf("start cluster: %v", err)
 		return 1
 	}
-	defer env.cluster.Stop()
+	stopCluster := sync.OnceFunc(env.cluster.Stop)
+	defer stopCluster()
+	// A real node leaves containers, mounts, a bridge and firewall rules
+	// on the machine unless it is torn down: on Ctrl-C or SIGTERM, and
+	// before go test's timeout kills the process without running deferred
+	// calls (the tests then fail at once and the suite ends normally).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		logf("%v: tearing the cluster down", sig)
+		stopCluster()
+		os.Exit(2)
+	}()
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 2*time.Minute {
+			t := time.AfterFunc(d-time.Minute, func() {
+				logf("go test's timeout (%v) is a minute away: tearing the cluster down", d)
+				stopCluster()
+			})
+			defer t.Stop()
+		}
+	}
 	if env.kube, err = kubernetes.NewForConfig(env.cluster.Config); err != nil {
 		logf("%v", err)
 		return 1
