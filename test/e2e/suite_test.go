@@ -158,11 +158,13 @@ func runMain(m *testing.M) int {
 	stopCluster := sync.OnceFunc(env.cluster.Stop)
 	defer stopCluster()
 	// A real node leaves containers, mounts, a bridge and firewall rules
-	// on the machine unless it is torn down: on Ctrl-C or SIGTERM, and
+	// on the machine unless it is torn down: on Ctrl-C or SIGTERM, when
+	// go test is gone, and
 	// before go test's timeout kills the process without running deferred
 	// calls (the tests then fail at once and the suite ends normally).
+	// SIGPIPE and SIGHUP: go test, which reads the output, is gone.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	go func() {
 		sig := <-sigs
 		logf("%v: tearing the cluster down", sig)

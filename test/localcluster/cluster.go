@@ -105,11 +105,15 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	bindAddress, serviceCIDR := "127.0.0.1", ServiceCIDR
 	var extraIPs []net.IP
 	if o.Node != nil {
-		release, err := lockNode(o.Node.LockWait, logf)
+		release, leftDir, err := lockNode(o.Node.LockWait, filepath.Join(runDir, "node"), logf)
 		if err != nil {
 			return nil, err
 		}
 		c.defer_(release)
+		if leftDir != "" {
+			logf("removing what a killed run's node left (%s)", leftDir)
+		}
+		removeLeftovers(leftDir)
 		logf("setting up the node's network (bridge %s, %s)", nodeBridge, NodeIP)
 		if err := c.setUpNodeNetwork(); err != nil {
 			return nil, fmt.Errorf("node network: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -128,25 +129,29 @@ func CheckNode(componentsDir string) error {
 	return nil
 }
 
-// nodeLock holds the machine's one node (see nodeLockPath).
-func lockNode(wait time.Duration, logf func(string, ...any)) (release func(), err error) {
+// lockNode takes the machine's one node (see nodeLockPath), waiting for
+// another run's to end. The lock file names the node directory of the run
+// that holds it, and is emptied when that run is torn down: a name found
+// there means that run was killed before its teardown, and leftDir is its
+// node directory, whose leftovers the new run removes.
+func lockNode(wait time.Duration, nodeDir string, logf func(string, ...any)) (release func(), leftDir string, err error) {
 	if wait == 0 {
 		wait = 20 * time.Minute
 	}
 	f, err := os.OpenFile(nodeLockPath, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	deadline := time.Now().Add(wait)
 	logged := false
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			break
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", nodeLockPath, err)
+			return nil, "", fmt.Errorf("lock %s: %w", nodeLockPath, err)
 		}
 		if !logged {
 			logf("another run's real node holds %s; waiting up to %v", nodeLockPath, wait)
@@ -154,10 +159,44 @@ func lockNode(wait time.Duration, logf func(string, ...any)) (release func(), er
 		}
 		if time.Now().After(deadline) {
 			f.Close()
-			return nil, fmt.Errorf("another run's real node held %s for %v", nodeLockPath, wait)
+			return nil, "", fmt.Errorf("another run's real node held %s for %v", nodeLockPath, wait)
 		}
 		time.Sleep(2 * time.Second)
 	}
+	b, _ := io.ReadAll(f)
+	if err := writeLockFile(f, nodeDir); err != nil {
+		f.Close()
+		return nil, "", err
+	}
+	return func() {
+		_ = writeLockFile(f, "")
+		f.Close()
+	}, strings.TrimSpace(string(b)), nil
+}
+
+func writeLockFile(f *os.File, content string) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := f.WriteAt([]byte(content), 0)
+	return err
+}
+
+// removeLeftovers undoes what a killed run's node left on the machine:
+// processes in the node's cgroups, mounts under its node directory, its
+// bridge, guard routes and firewall rules.
+func removeLeftovers(leftDir string) {
+	if cg, err := newNodeCgroup(); err == nil {
+		cg.killAndRemove()
+	}
+	if leftDir != "" {
+		unmountUnder(leftDir)
+	}
+	_ = run("ip", "link", "del", nodeBridge)
+	for _, r := range []string{guardPods, guardServices} {
+		_ = run("ip", "route", "del", "blackhole", r)
+	}
+	deleteTaggedRules()
 }
 
 // run runs a command and returns its error with its output.
@@ -173,10 +212,6 @@ func run(name string, args ...string) error {
 // the guard routes and the firewall rules that keep pod traffic on the
 // machine. Every step pushes its undo onto c's cleanups.
 func (c *Cluster) setUpNodeNetwork() error {
-	// Leftovers of a run that was killed before its teardown.
-	_ = run("ip", "link", "del", nodeBridge)
-	deleteTaggedRules()
-
 	if err := run("ip", "link", "add", nodeBridge, "type", "bridge"); err != nil {
 		return err
 	}
@@ -188,7 +223,6 @@ func (c *Cluster) setUpNodeNetwork() error {
 		return err
 	}
 	for _, r := range []string{guardPods, guardServices} {
-		_ = run("ip", "route", "del", "blackhole", r)
 		if err := run("ip", "route", "add", "blackhole", r); err != nil {
 			return err
 		}
@@ -547,7 +581,6 @@ func newNodeCgroup() (*nodeCgroup, error) {
 	for _, h := range hs {
 		cg.roots = append(cg.roots, filepath.Join(h, cgroupName))
 	}
-	cg.killAndRemove() // a killed run's leftovers
 	return cg, nil
 }
 
