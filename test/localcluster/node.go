@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,6 +74,10 @@ const (
 	// devicePluginDir is fixed by the kubelet (see above).
 	devicePluginDir = "/var/lib/kubelet/device-plugins"
 	shimSocketDir   = "/run/containerd/s"
+	netnsDir        = "/var/run/netns"
+	// netnsBeforeFile, in the node directory, lists the network
+	// namespaces that were there before the node started.
+	netnsBeforeFile = "netns-before"
 	// cniBinDir is where Debian's containernetworking-plugins installs.
 	cniBinDir = "/usr/lib/cni"
 	// iptablesComment tags every rule the node adds, so teardown removes
@@ -191,6 +197,13 @@ func removeLeftovers(leftDir string) {
 	}
 	if leftDir != "" {
 		unmountUnder(leftDir)
+		if b, err := os.ReadFile(filepath.Join(leftDir, netnsBeforeFile)); err == nil {
+			before := map[string]bool{}
+			for _, n := range strings.Fields(string(b)) {
+				before[n] = true
+			}
+			deleteNewNetns(before)
+		}
 	}
 	_ = run("ip", "link", "del", nodeBridge)
 	for _, r := range []string{guardPods, guardServices} {
@@ -243,6 +256,21 @@ func (c *Cluster) setUpNodeNetwork() error {
 	return nil
 }
 
+// deleteNewNetns deletes the CNI network namespaces not in before that no
+// process uses any longer (the node's processes are gone by then; a
+// namespace in use belongs to someone else).
+func deleteNewNetns(before map[string]bool) {
+	for n := range listDir(netnsDir) {
+		if before[n] || !strings.HasPrefix(n, "cni-") {
+			continue
+		}
+		if out, err := exec.Command("ip", "netns", "pids", n).Output(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			continue
+		}
+		_ = run("ip", "netns", "del", n)
+	}
+}
+
 // routeKubernetesService does kube-proxy's one job that the suite needs:
 // the kubernetes Service's cluster IP (what in-cluster clients dial, from
 // KUBERNETES_SERVICE_HOST) reaches the API server. No kube-proxy runs, so
@@ -289,17 +317,19 @@ func (c *Cluster) startNode(ctx context.Context, runDir, componentsDir string, c
 	// Teardown order (cleanups run in reverse): every mount under the node's
 	// directory and the pods' network namespaces go last, after the
 	// processes that made them.
-	netnsBefore := listDir("/var/run/netns")
+	// containerd 1.6 makes the pods' network namespaces in /var/run/netns,
+	// whatever its state directory: the ones that were not there before
+	// are the node's. The list is kept for removeLeftovers.
+	netnsBefore := listDir(netnsDir)
+	if err := os.WriteFile(filepath.Join(nodeDir, netnsBeforeFile), []byte(strings.Join(slices.Sorted(maps.Keys(netnsBefore)), "\n")), 0o644); err != nil {
+		return err
+	}
 	// containerd 1.6 puts its shims' sockets in /run/containerd/s whatever
 	// its state directory; killed shims leave them behind.
 	shimSocketsBefore, runContainerdExisted := listDir(shimSocketDir), exists(filepath.Dir(shimSocketDir))
 	c.defer_(func() {
 		unmountUnder(nodeDir)
-		for n := range listDir("/var/run/netns") {
-			if !netnsBefore[n] && strings.HasPrefix(n, "cni-") {
-				_ = run("ip", "netns", "del", n)
-			}
-		}
+		deleteNewNetns(netnsBefore)
 		if !runContainerdExisted {
 			_ = os.RemoveAll(filepath.Dir(shimSocketDir))
 			return
