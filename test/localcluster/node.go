@@ -61,7 +61,7 @@ const (
 	// kubernetesServiceIP is the kubernetes Service's cluster IP, the first
 	// address of NodeServiceCIDR.
 	kubernetesServiceIP = "10.251.0.1"
-	// guardRanges are blackholed while the node runs: traffic to a pod or
+	// guardPods and guardServices are blackholed while the node runs: traffic to a pod or
 	// service address that the bridge does not hold (a pod already gone, a
 	// Service IP nothing routes) is dropped on the machine instead of
 	// following the default route out.
@@ -78,6 +78,9 @@ const (
 	// netnsBeforeFile, in the node directory, lists the network
 	// namespaces that were there before the node started.
 	netnsBeforeFile = "netns-before"
+	// madeDirFile, in the node directory, names the kubelet directory the
+	// run made (/var/lib/kubelet or its device-plugins), if any.
+	madeDirFile = "made-dir"
 	// cniBinDir is where Debian's containernetworking-plugins installs.
 	cniBinDir = "/usr/lib/cni"
 	// iptablesComment tags every rule the node adds, so teardown removes
@@ -102,10 +105,7 @@ func CheckNode(componentsDir string) error {
 		return missing("root", "the kubelet, containerd and the pod network need root (network namespaces, bridges, mounts, cgroups)")
 	}
 	for _, c := range []string{"kubelet", "kube-scheduler"} {
-		if componentsDir == "" {
-			break
-		}
-		if _, err := os.Stat(filepath.Join(componentsDir, c)); err != nil {
+		if _, err := os.Stat(filepath.Join(componentsDir, c)); componentsDir != "" && err != nil {
 			return missing(c, fmt.Sprintf("not built (hack/setup-kube-components.sh kube-scheduler kubelet): %v", err))
 		}
 	}
@@ -197,6 +197,7 @@ func removeLeftovers(leftDir string) {
 	}
 	if leftDir != "" {
 		unmountUnder(leftDir)
+		removeMadeDir(leftDir)
 		if b, err := os.ReadFile(filepath.Join(leftDir, netnsBeforeFile)); err == nil {
 			before := map[string]bool{}
 			for _, n := range strings.Fields(string(b)) {
@@ -254,6 +255,15 @@ func (c *Cluster) setUpNodeNetwork() error {
 		}
 	}
 	return nil
+}
+
+// removeMadeDir removes the kubelet's directory that the run of nodeDir
+// made (madeDirFile), if any.
+func removeMadeDir(nodeDir string) {
+	b, err := os.ReadFile(filepath.Join(nodeDir, madeDirFile))
+	if made := string(b); err == nil && (made == devicePluginDir || made == filepath.Dir(devicePluginDir)) {
+		_ = os.RemoveAll(made)
+	}
 }
 
 // deleteNewNetns deletes the CNI network namespaces not in before that no
@@ -340,16 +350,20 @@ func (c *Cluster) startNode(ctx context.Context, runDir, componentsDir string, c
 			}
 		}
 	})
-	devicePluginsExisted := exists(devicePluginDir)
-	kubeletVarExisted := exists(filepath.Dir(devicePluginDir))
-	c.defer_(func() {
-		switch {
-		case !kubeletVarExisted:
-			_ = os.RemoveAll(filepath.Dir(devicePluginDir))
-		case !devicePluginsExisted:
-			_ = os.RemoveAll(devicePluginDir)
-		}
-	})
+	// The kubelet makes devicePluginDir; what the run made goes with it,
+	// and a marker in the node directory lets removeLeftovers do the same
+	// for a killed run.
+	made := ""
+	switch {
+	case !exists(filepath.Dir(devicePluginDir)):
+		made = filepath.Dir(devicePluginDir)
+	case !exists(devicePluginDir):
+		made = devicePluginDir
+	}
+	if err := os.WriteFile(filepath.Join(nodeDir, madeDirFile), []byte(made), 0o644); err != nil {
+		return err
+	}
+	c.defer_(func() { removeMadeDir(nodeDir) })
 	cg, err := newNodeCgroup()
 	if err != nil {
 		return err
