@@ -20,13 +20,10 @@ GO="${GO:-go}"
 
 log() { echo "build-node-images: $*" >&2; }
 
-TOOL="${CONTAINER_TOOL:-}"
-if [[ -z "${TOOL}" ]]; then
-	if command -v docker >/dev/null && docker info >/dev/null 2>&1; then TOOL=docker
-	elif command -v podman >/dev/null; then TOOL=podman
-	elif command -v buildah >/dev/null; then TOOL=buildah
-	else log "no docker daemon, podman or buildah found (apt-get install podman)"; exit 1; fi
-fi
+# shellcheck source=lib/container-tool.sh
+source hack/lib/container-tool.sh
+TOOL="$(container_tool)"
+[[ -n "${TOOL}" ]] || { log "no docker daemon, podman or buildah found (apt-get install podman)"; exit 1; }
 
 mkdir -p "${OUT}"
 work="$(mktemp -d)"

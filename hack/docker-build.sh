@@ -36,18 +36,12 @@ DEFAULT_BASES=(golang:1.26 gcr.io/distroless/base-debian12:nonroot)
 
 log() { echo "docker-build: $*" >&2; }
 
-TOOL="${CONTAINER_TOOL:-}"
+# shellcheck source=lib/container-tool.sh
+source hack/lib/container-tool.sh
+TOOL="$(container_tool)"
 if [[ -z "${TOOL}" ]]; then
-	if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
-		TOOL=docker
-	elif command -v podman >/dev/null; then
-		TOOL=podman
-	elif command -v buildah >/dev/null; then
-		TOOL=buildah
-	else
-		log "no docker daemon, podman or buildah found (apt-get install podman, or set CONTAINER_TOOL)"
-		exit 1
-	fi
+	log "no docker daemon, podman or buildah found (apt-get install podman, or set CONTAINER_TOOL)"
+	exit 1
 fi
 
 cuda_args=()

@@ -58,12 +58,9 @@ trap 'rm -rf "${check}"' EXIT
 if ! why="$("${check}/localcluster" --check-node 2>&1)"; then
 	fallback "${why}"
 fi
-tool="${CONTAINER_TOOL:-}"
-if [[ -z "${tool}" ]]; then
-	if command -v docker >/dev/null && docker info >/dev/null 2>&1; then tool=docker
-	elif command -v podman >/dev/null; then tool=podman
-	elif command -v buildah >/dev/null; then tool=buildah; fi
-fi
+# shellcheck source=lib/container-tool.sh
+source hack/lib/container-tool.sh
+tool="$(container_tool)"
 [[ -n "${tool}" ]] || fallback "no image builder: no docker daemon answers and neither podman nor buildah is installed (apt-get install podman buildah)"
 if [[ "${tool}" != docker ]] && ! command -v mmdebstrap >/dev/null; then
 	# Only needed when the registry's base images cannot be pulled; a
