@@ -139,7 +139,7 @@ kube-components: ## Build (first time, ~2 min after `make envtest`) or reuse kub
 	@$(SETUP_KUBE_COMPONENTS) >/dev/null
 
 .PHONY: test-e2e
-test-e2e: envtest kube-components ## End-to-end tests on a local cluster with a real node (E2E_NODE=auto|real|process; first time ~25 min to build the node's binaries and images, then ~10 min).
+test-e2e: envtest kube-components ## End-to-end tests on a local cluster with a real node (E2E_NODE=auto|real|process; first time ~20 min to build the node's binaries and images, then ~2.5 min).
 	node_env="$$($(E2E_NODE_ENV))" && eval "$$node_env" && \
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$${KUBE_COMPONENTS:-$$($(SETUP_KUBE_COMPONENTS))}" \
 		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/
