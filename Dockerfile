@@ -2,17 +2,26 @@
 # One image, two binaries: /manager (the operator) and /kvpilot-runtime (the
 # pod that serves a model). Build with `make docker-build IMG=...`. The
 # runtime-cuda target (`make docker-build-cuda`) is the runtime with ggml's
-# CUDA libraries for GPU pools. Neither has been built on the machines this
-# was written on (no Docker daemon).
+# CUDA libraries for GPU pools.
+#
+# The base images are build arguments. Where no registry is reachable,
+# `make docker-build` builds stand-ins from Debian packages and the Go module
+# proxy (hack/build-base-images.sh) and passes them here; elsewhere the
+# defaults below are pulled as usual.
+ARG GO_IMAGE=golang:1.26
+ARG NODE_IMAGE=node:22-bookworm-slim
+ARG BASE_IMAGE=gcr.io/distroless/base-debian12:nonroot
 
-# The CUDA runtime image of the runtime-cuda target (its tag is not verified
-# here: these machines reach no container registry).
+# The CUDA runtime image of the runtime-cuda target (its tag is not verified:
+# the machines this was built on reach no container registry, and CUDA base
+# images are not built locally, so the CUDA target stops there; see
+# hack/docker-build.sh).
 ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04
 # Where ggml's CUDA backend is compiled (same CUDA release and Ubuntu as the
 # runtime image, so the libraries find the same glibc and libcudart).
 ARG CUDA_DEVEL_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
 
-FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS build
 WORKDIR /src
 # Modules first, so editing code does not redownload them.
 COPY go.mod go.sum ./
@@ -34,7 +43,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 # GGML_CUDA_ARCHS by hack/build-ggml-cuda.sh. The prebuilt CUDA library
 # is not used: it has machine code for sm_86/89/120/121 only, and on an
 # H100 with the 580 driver its PTX fails to load (see the script).
-FROM --platform=linux/amd64 node:22-bookworm-slim AS ggml-fetch
+FROM --platform=linux/amd64 ${NODE_IMAGE} AS ggml-fetch
 ARG GGML_NLC_VERSION=3.22.1
 WORKDIR /tmp/ggml
 RUN npm pack --silent "@node-llama-cpp/linux-x64@${GGML_NLC_VERSION}" "node-llama-cpp@${GGML_NLC_VERSION}" && \
@@ -71,7 +80,7 @@ ENTRYPOINT ["/kvpilot-runtime"]
 # distroless/base rather than /static: it has glibc, which the NVIDIA
 # libraries the runtime may load at run time (NVML, for device discovery)
 # need. Still no shell and no package manager; nonroot is uid 65532.
-FROM gcr.io/distroless/base-debian12:nonroot
+FROM ${BASE_IMAGE}
 COPY --from=build /out/manager /manager
 COPY --from=build /out/kvpilot-runtime /kvpilot-runtime
 USER 65532:65532

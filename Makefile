@@ -14,7 +14,9 @@ FUZZTIME ?= 30s
 IMG ?= kvpilot:latest
 # Runtime image for GPU pools (`make docker-build-cuda`): ggml's CUDA build next to the runtime.
 IMG_CUDA ?= kvpilot:cuda
-CONTAINER_TOOL ?= docker
+# docker, podman or buildah; empty picks docker when its daemon answers, else
+# podman, else buildah (hack/docker-build.sh).
+CONTAINER_TOOL ?=
 
 # Pinned tools, installed into $(BIN) under a versioned name so a new pin
 # reinstalls.
@@ -37,6 +39,19 @@ SETUP_GGML = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-ggml.sh
 # Where `make demo` keeps the local cluster's files while it runs.
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
+# Which e2e tests to run (go test -run).
+E2E_RUN ?= .
+# The node of `make test-e2e` and `make demo`: real (kubelet, containerd,
+# runc, CNI; images from the Dockerfile; the manager in the cluster),
+# process (the node agent's pods as processes, the fallback) or auto (real
+# when this machine has every piece, else process, saying which is missing).
+# See hack/e2e-node.sh.
+E2E_NODE ?= auto
+# The images the real node runs, built by hack/build-node-images.sh.
+NODE_IMG ?= kvpilot.local/kvpilot:dev
+PAUSE_IMG ?= kvpilot.local/pause:dev
+E2E_NODE_ENV = KVPILOT_E2E_NODE=$(E2E_NODE) NODE_IMG=$(NODE_IMG) PAUSE_IMG=$(PAUSE_IMG) NODE_IMAGES_DIR=$(BIN)/node-images \
+	CONTAINER_TOOL=$(CONTAINER_TOOL) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) GO=$(GO) hack/e2e-node.sh
 
 # Packages with goroutines of their own (the engine loop, the HTTP server,
 # the fleet's parallel reads): `make test` runs them under the race detector
@@ -117,20 +132,22 @@ fuzz: ## Explore every fuzz target for FUZZTIME each (their seed corpora already
 	  done; \
 	done
 
-##@ End to end (a local cluster of processes)
+##@ End to end (a local cluster: a real node, or processes as the fallback)
 
 .PHONY: kube-components
 kube-components: ## Build (first time, ~2 min after `make envtest`) or reuse kube-controller-manager.
 	@$(SETUP_KUBE_COMPONENTS) >/dev/null
 
 .PHONY: test-e2e
-test-e2e: envtest kube-components ## End-to-end tests on a local cluster: kubectl, pods as processes, the manager (~1 min).
-	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$$($(SETUP_KUBE_COMPONENTS))" \
-		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -v ./test/e2e/
+test-e2e: envtest kube-components ## End-to-end tests on a local cluster with a real node (E2E_NODE=auto|real|process; first time ~20 min to build the node's binaries and images, then ~2.5 min).
+	node_env="$$($(E2E_NODE_ENV))" && eval "$$node_env" && \
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$${KUBE_COMPONENTS:-$$($(SETUP_KUBE_COMPONENTS))}" \
+		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/
 
 .PHONY: demo
-demo: envtest kube-components ## Run kvpilot on a local cluster in the background with a sample pool (make demo-down stops it).
-	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$$($(SETUP_KUBE_COMPONENTS))" \
+demo: envtest kube-components ## Run kvpilot on a local cluster in the background with a sample pool (E2E_NODE as for test-e2e; make demo-down stops it).
+	node_env="$$($(E2E_NODE_ENV))" && eval "$$node_env" && \
+	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$${KUBE_COMPONENTS:-$$($(SETUP_KUBE_COMPONENTS))}" \
 		DEMO_DIR="$(DEMO_DIR)" GO=$(GO) hack/demo.sh up
 
 .PHONY: demo-down
@@ -170,12 +187,12 @@ build: ## Build the binaries into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: docker-build
-docker-build: ## Build the image holding the manager and the runtime (IMG=kvpilot:latest).
-	$(CONTAINER_TOOL) build -t $(IMG) .
+docker-build: ## Build the image holding the manager and the runtime (IMG=kvpilot:latest) with docker, or podman/buildah and local base images where no registry answers.
+	CONTAINER_TOOL=$(CONTAINER_TOOL) hack/docker-build.sh cpu $(IMG)
 
 .PHONY: docker-build-cuda
-docker-build-cuda: ## Build the runtime image with ggml's CUDA libraries for GPU pools (IMG_CUDA=kvpilot:cuda; linux/amd64).
-	$(CONTAINER_TOOL) build --platform linux/amd64 --target runtime-cuda --build-arg GGML_NLC_VERSION=$(GGML_NLC_VERSION) -t $(IMG_CUDA) .
+docker-build-cuda: ## Build the runtime image with ggml's CUDA libraries for GPU pools (IMG_CUDA=kvpilot:cuda; linux/amd64); without CUDA base images it stops after the CPU stages.
+	CONTAINER_TOOL=$(CONTAINER_TOOL) GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/docker-build.sh cuda $(IMG_CUDA)
 
 ##@ Deploy
 

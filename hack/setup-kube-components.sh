@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components the local end-to-end cluster needs beyond
-# the envtest binaries (kube-controller-manager by default; kube-scheduler on
-# request) from the Go module proxy into a cache outside the work tree, and
+# the envtest binaries (kube-controller-manager by default; kube-scheduler and
+# kubelet on request, for the e2e suite's real node) from the Go module proxy into a cache outside the work tree, and
 # prints the directory holding them. It builds them the way
 # hack/setup-envtest.sh builds kube-apiserver: a throwaway module requiring
 # k8s.io/kubernetes with every staging repository replaced by its published
@@ -11,7 +11,7 @@
 # A cached binary is reused as-is: the version is part of its directory.
 #
 # Usage: hack/setup-kube-components.sh [component...]   (prints the directory)
-#        components: kube-controller-manager (default), kube-scheduler
+#        components: kube-controller-manager (default), kube-scheduler, kubelet
 # Env:   ENVTEST_K8S_VERSION, KVPILOT_ENVTEST_CACHE
 set -euo pipefail
 
@@ -35,7 +35,7 @@ have() {
 
 for c in "${COMPONENTS[@]}"; do
 	case "${c}" in
-	kube-controller-manager | kube-scheduler) ;;
+	kube-controller-manager | kube-scheduler | kubelet) ;;
 	*) log "unknown component ${c}"; exit 2 ;;
 	esac
 done

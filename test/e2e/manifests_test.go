@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -19,6 +20,9 @@ type simPool struct {
 	// one that runs a round every second, with policySpec (YAML lines
 	// indented two spaces) added to its spec.
 	policy, policySpec string
+	// replicas, when set, replaces the default of two pods; gpus, when
+	// set, asks each pod for that many nvidia.com/gpu.
+	replicas, gpus int
 }
 
 // manifest is the YAML of the pool and its policy, as a user writes it.
@@ -41,7 +45,7 @@ kind: InferencePool
 metadata:
   name: %s
 spec:
-  replicas: 2
+  replicas: %d
   model:
     name: llama-3.1-8b
     source:
@@ -50,12 +54,15 @@ spec:
     type: Sim
   engine:
     drainTimeout: 2s
-`, p.name)
+`, p.name, cmp.Or(p.replicas, 2))
 	if p.kvBlocks > 0 {
 		fmt.Fprintf(&b, "    blockSize: 16\n    kvCacheBlocks: %d\n", p.kvBlocks)
 	}
 	if p.hostBlocks > 0 {
 		fmt.Fprintf(&b, "    kvHostBlocks: %d\n", p.hostBlocks)
+	}
+	if p.gpus > 0 {
+		fmt.Fprintf(&b, "  resources:\n    accelerators: %d\n", p.gpus)
 	}
 	if p.policy != "" {
 		fmt.Fprintf(&b, "  schedulerPolicyRef:\n    name: %s\n", p.policy)

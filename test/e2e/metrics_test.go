@@ -20,9 +20,19 @@ type sample struct {
 
 var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)$`)
 
-// scrape reads the samples a /metrics endpoint serves.
+// scrape reads the samples a /metrics endpoint serves. An HTTPS endpoint
+// is the in-cluster manager's: it is read with the metrics reader's token.
 func scrape(url string) ([]sample, error) {
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := http.DefaultClient
+	if strings.HasPrefix(url, "https://") {
+		c = env.metricsClient
+		req.Header.Set("Authorization", "Bearer "+env.metricsToken)
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -25,9 +26,8 @@ import (
 func TestSampleServesAndScales(t *testing.T) {
 	ns := newNamespace(t, "e2e-serve")
 	samples := filepath.Join(env.repo, "config", "samples")
-	mustKubectl(t, "apply", "-n", ns,
-		"-f", filepath.Join(samples, "serving_v1alpha1_schedulerpolicy.yaml"),
-		"-f", filepath.Join(samples, "serving_v1alpha1_inferencepool_cpu.yaml"))
+	mustKubectl(t, "apply", "-n", ns, "-f", filepath.Join(samples, "serving_v1alpha1_schedulerpolicy.yaml"))
+	applyYAML(t, ns, fitSample(t, filepath.Join(samples, "serving_v1alpha1_inferencepool_cpu.yaml")))
 	pods := readyPods(t, ns, "tiny-cpu", 2)
 	addr := pods[0].Status.PodIP + ":8000"
 
@@ -160,6 +160,34 @@ const OpenAI = require('openai');
 			t.Errorf("nothing should be paused: %v", cols)
 		}
 	})
+}
+
+// sampleCPU is what the CPU sample asks per pod, and nodeSampleCPU what the
+// test asks on a real node instead: the kube-scheduler places pods by their
+// requests, and three pods of one core each (the scale step) with the
+// manager's two replicas do not fit a node of two cores, as the machines
+// this runs on have.
+const (
+	sampleCPU     = `cpu: "1"`
+	nodeSampleCPU = `cpu: 250m`
+)
+
+// fitSample reads a sample; on a real node it lowers the sample's CPU
+// request to nodeSampleCPU.
+func fitSample(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !env.cluster.RealNode {
+		return string(b)
+	}
+	if !strings.Contains(string(b), sampleCPU) {
+		t.Fatalf("%s no longer asks for %s: update the test's CPU request for the real node", path, sampleCPU)
+	}
+	t.Logf("real node of %d cores: the pool's pods ask for %s instead of the sample's %s", runtime.NumCPU(), nodeSampleCPU, sampleCPU)
+	return strings.Replace(string(b), sampleCPU, nodeSampleCPU, 1)
 }
 
 // printColumns runs `kubectl get kvpool NAME` and maps each header to the

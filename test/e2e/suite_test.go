@@ -1,28 +1,47 @@
 //go:build e2e
 
-// Package e2e tests kvpilot the way a user meets it, on a local cluster of
-// processes (test/localcluster: etcd, kube-apiserver,
-// kube-controller-manager; test/nodeagent runs the pods as processes of the
-// runtime binary; the manager runs as a process): kubectl applies the CRDs
-// and samples, clients talk to pod IPs, kubectl scales pools, the fleet loop
-// pauses and resumes programs across pods.
+// Package e2e tests kvpilot the way a user meets it, on a local cluster
+// (test/localcluster: etcd, kube-apiserver, kube-controller-manager):
+// kubectl applies the CRDs and samples, clients talk to pod IPs, kubectl
+// scales pools, the fleet loop pauses and resumes programs across pods.
 //
-// Run with `make test-e2e` (build tag e2e); it needs the binaries of
-// hack/setup-envtest.sh (KUBEBUILDER_ASSETS) and
-// hack/setup-kube-components.sh (KUBE_COMPONENTS).
+// The pods run on one of two nodes, chosen by KVPILOT_E2E_NODE:
+//
+//   - real: kube-scheduler and a kubelet with containerd, runc and CNI
+//     (test/localcluster/node.go). The images come from the Dockerfile
+//     (KVPILOT_NODE_IMAGES holds their archives; KVPILOT_NODE_IMAGE names
+//     kvpilot's, KVPILOT_PAUSE_IMAGE the sandbox image), and the manager
+//     runs in the cluster as `kubectl apply -k config/default` installs it,
+//     under its own ServiceAccount and RBAC, with leader election between
+//     its two replicas and its metrics served over HTTPS to a token of the
+//     metrics-reader role.
+//   - process (or unset): the fallback. test/nodeagent stands in for the
+//     kubelet and the scheduler and runs pods as processes of the runtime
+//     binary; the manager runs as a process with admin credentials. RBAC,
+//     the image, the Deployment and the pod template's user, probes and
+//     mounts are exercised only as far as the node agent interprets them.
+//     KVPILOT_E2E_FALLBACK says why the real node was not used.
+//
+// Run with `make test-e2e` (build tag e2e), which picks the node
+// (hack/e2e-node.sh); it needs the binaries of hack/setup-envtest.sh
+// (KUBEBUILDER_ASSETS) and hack/setup-kube-components.sh (KUBE_COMPONENTS).
 package e2e
 
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,11 +65,18 @@ var env struct {
 	repo       string
 	binDir     string
 	managerBin string
+	// image and pauseImage are the images the real node runs.
+	image, pauseImage string
 
 	mu      sync.Mutex
-	manager *localcluster.Manager
+	manager *managerRef
 	// managers counts manager starts, to name their logs.
 	managers int
+
+	// metricsClient and metricsToken read the in-cluster manager's metrics
+	// (real node).
+	metricsClient *http.Client
+	metricsToken  string
 }
 
 // Named timeouts.
@@ -99,12 +125,61 @@ func runMain(m *testing.M) int {
 
 	ctx := context.Background()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) }
-	env.cluster, err = localcluster.Start(ctx, localcluster.Options{RunDir: runDir, AssetsDir: assets, ComponentsDir: components, Log: logf})
+	opts := localcluster.Options{RunDir: runDir, AssetsDir: assets, ComponentsDir: components, Log: logf}
+	switch mode := os.Getenv("KVPILOT_E2E_NODE"); mode {
+	case "real":
+		images := os.Getenv("KVPILOT_NODE_IMAGES")
+		env.image, env.pauseImage = os.Getenv("KVPILOT_NODE_IMAGE"), os.Getenv("KVPILOT_PAUSE_IMAGE")
+		if images == "" || env.image == "" || env.pauseImage == "" {
+			logf("KVPILOT_E2E_NODE=real needs KVPILOT_NODE_IMAGES, KVPILOT_NODE_IMAGE and KVPILOT_PAUSE_IMAGE; run `make test-e2e`")
+			return 1
+		}
+		opts.Node = &localcluster.NodeOptions{
+			ImageArchives: []string{filepath.Join(images, "pause.tar"), filepath.Join(images, "kvpilot.tar")},
+			SandboxImage:  env.pauseImage,
+			GPUs:          8,
+		}
+		logf("node: real (kubelet, containerd, runc, CNI); manager: in the cluster from %s", env.image)
+	case "", "process":
+		why := os.Getenv("KVPILOT_E2E_FALLBACK")
+		if why == "" {
+			why = "KVPILOT_E2E_NODE is not real"
+		}
+		logf("node: FALLBACK to the process-based node agent (pods are processes, the manager a process with admin credentials): %s", why)
+	default:
+		logf("KVPILOT_E2E_NODE=%q: want real or process", mode)
+		return 1
+	}
+	env.cluster, err = localcluster.Start(ctx, opts)
 	if err != nil {
 		logf("start cluster: %v", err)
 		return 1
 	}
-	defer env.cluster.Stop()
+	stopCluster := sync.OnceFunc(env.cluster.Stop)
+	defer stopCluster()
+	// A real node leaves containers, mounts, a bridge and firewall rules
+	// on the machine unless it is torn down: on Ctrl-C or SIGTERM, when
+	// go test is gone, and
+	// before go test's timeout kills the process without running deferred
+	// calls (the tests then fail at once and the suite ends normally).
+	// SIGPIPE and SIGHUP: go test, which reads the output, is gone.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	go func() {
+		sig := <-sigs
+		logf("%v: tearing the cluster down", sig)
+		stopCluster()
+		os.Exit(2)
+	}()
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 2*time.Minute {
+			t := time.AfterFunc(d-time.Minute, func() {
+				logf("go test's timeout (%v) is a minute away: tearing the cluster down", d)
+				stopCluster()
+			})
+			defer t.Stop()
+		}
+	}
 	if env.kube, err = kubernetes.NewForConfig(env.cluster.Config); err != nil {
 		logf("%v", err)
 		return 1
@@ -115,6 +190,15 @@ func runMain(m *testing.M) int {
 	if env.client, err = client.New(env.cluster.Config, client.Options{Scheme: scheme}); err != nil {
 		logf("%v", err)
 		return 1
+	}
+
+	if env.cluster.RealNode {
+		if err := deployManager(ctx, runDir, env.image); err != nil {
+			logf("deploy the manager: %v", err)
+			return 1
+		}
+		code = m.Run()
+		return code
 	}
 
 	agentLog, err := os.Create(filepath.Join(env.cluster.LogDir, "nodeagent.log"))
@@ -159,9 +243,7 @@ func runMain(m *testing.M) int {
 	defer func() {
 		env.mu.Lock()
 		defer env.mu.Unlock()
-		if env.manager != nil {
-			env.manager.Stop(15 * time.Second)
-		}
+		env.manager.stopProcess(15 * time.Second)
 	}()
 	code = m.Run()
 	return code
@@ -177,13 +259,17 @@ func startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env.mu.Lock()
-	env.manager = m
-	env.mu.Unlock()
+	setManager(&managerRef{MetricsURL: m.MetricsURL, proc: m})
 	return nil
 }
 
-func currentManager() *localcluster.Manager {
+func setManager(m *managerRef) {
+	env.mu.Lock()
+	env.manager = m
+	env.mu.Unlock()
+}
+
+func currentManager() *managerRef {
 	env.mu.Lock()
 	defer env.mu.Unlock()
 	return env.manager

@@ -3,8 +3,14 @@
 // (client-certificate authentication, RBAC, service-account tokens) and
 // kube-controller-manager (Deployments → ReplicaSets → Pods, garbage
 // collection, disruption budgets). The binaries are built from source by
-// hack/setup-envtest.sh and hack/setup-kube-components.sh. There is no
-// kubelet: test/nodeagent registers a node and runs its pods.
+// hack/setup-envtest.sh and hack/setup-kube-components.sh.
+//
+// Pods run on one of two kinds of node. With Options.Node set, a real node
+// (node.go): kube-scheduler, a kubelet, containerd with runc, CNI's bridge
+// and host-local plugins on a bridge of its own, and a device plugin
+// advertising nvidia.com/gpu; it needs root and those packages (CheckNode
+// says which piece is missing). Without it there is no kubelet:
+// test/nodeagent registers a node and runs its pods as processes.
 package localcluster
 
 import (
@@ -39,6 +45,11 @@ type Options struct {
 	ComponentsDir string
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
+	// Node, when set, starts a real node (and kube-scheduler) with the
+	// control plane; ComponentsDir must then hold the kubelet and
+	// kube-scheduler too. The API server then listens on the node's bridge
+	// address, which pods reach, instead of loopback.
+	Node *NodeOptions
 }
 
 // Cluster is a running control plane.
@@ -49,12 +60,18 @@ type Cluster struct {
 	Config *rest.Config
 	// LogDir holds every component's log.
 	LogDir string
+	// RealNode reports a real node (Options.Node): pods are containers of
+	// the node's containerd with addresses in PodCIDR.
+	RealNode bool
 
-	procs []*Process // in start order; stopped in reverse
+	procs    []*Process // for Exited
+	cleanups []func()   // run in reverse by Stop: processes, then what they needed
+	logf     func(format string, args ...any)
 }
 
-// ServiceCIDR is the range Service cluster IPs come from. Nothing routes it
-// on a local cluster: clients use pod IPs.
+// ServiceCIDR is the range Service cluster IPs come from on a cluster of
+// processes (a real node uses NodeServiceCIDR). Nothing routes it: clients
+// use pod IPs.
 const ServiceCIDR = "10.0.0.0/24"
 
 // Start brings the control plane up and returns once the API server is
@@ -70,17 +87,40 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			return nil, fmt.Errorf("control-plane binary: %w (build it with hack/setup-envtest.sh and hack/setup-kube-components.sh)", err)
 		}
 	}
+	if o.Node != nil {
+		if err := CheckNode(o.ComponentsDir); err != nil {
+			return nil, err
+		}
+	}
 	runDir, err := filepath.Abs(o.RunDir)
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{LogDir: filepath.Join(runDir, "logs"), Kubeconfig: filepath.Join(runDir, "kubeconfig")}
+	c = &Cluster{LogDir: filepath.Join(runDir, "logs"), Kubeconfig: filepath.Join(runDir, "kubeconfig"), logf: logf, RealNode: o.Node != nil}
 	defer func() {
 		if err != nil {
 			c.Stop()
 		}
 	}()
-	certs, err := newPKI(filepath.Join(runDir, "pki"))
+	bindAddress, serviceCIDR := "127.0.0.1", ServiceCIDR
+	var extraIPs []net.IP
+	if o.Node != nil {
+		release, leftDir, err := lockNode(o.Node.LockWait, filepath.Join(runDir, "node"), logf)
+		if err != nil {
+			return nil, err
+		}
+		c.defer_(release)
+		if leftDir != "" {
+			logf("removing what a killed run's node left (%s)", leftDir)
+		}
+		removeLeftovers(leftDir)
+		logf("setting up the node's network (bridge %s, %s)", nodeBridge, NodeIP)
+		if err := c.setUpNodeNetwork(); err != nil {
+			return nil, fmt.Errorf("node network: %w", err)
+		}
+		bindAddress, serviceCIDR, extraIPs = NodeIP, NodeServiceCIDR, nodeAddressIPs()
+	}
+	certs, err := newPKI(filepath.Join(runDir, "pki"), extraIPs)
 	if err != nil {
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
@@ -112,18 +152,21 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	// 2. kube-apiserver: client certificates for people and controllers,
 	// RBAC, and a service-account signing key the controller manager's
 	// controllers and the tokens API use.
-	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	server := "https://" + net.JoinHostPort(bindAddress, strconv.Itoa(apiPort))
 	logf("starting kube-apiserver on %s", server)
 	if err := c.start("kube-apiserver", filepath.Join(o.AssetsDir, "kube-apiserver"), []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(apiPort),
+		"--bind-address=" + bindAddress, "--advertise-address=" + bindAddress, "--secure-port=" + strconv.Itoa(apiPort),
 		"--tls-cert-file=" + certs.path(serverCertFile), "--tls-private-key-file=" + certs.path(serverKeyFile),
 		"--client-ca-file=" + certs.path(caCertFile),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + certs.path(saPubFile),
 		"--service-account-signing-key-file=" + certs.path(saKeyFile),
-		"--service-cluster-ip-range=" + ServiceCIDR,
-		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=" + serviceCIDR,
+		// Node: a kubelet's own credentials reach only its node's objects.
+		"--authorization-mode=Node,RBAC",
+		"--kubelet-client-certificate=" + certs.path(adminCertFile), "--kubelet-client-key=" + certs.path(adminKeyFile),
+		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=true",
 		"--cert-dir=" + filepath.Join(runDir, "apiserver-certs"),
 	}); err != nil {
@@ -160,7 +203,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--controllers=*",
 		"--service-account-private-key-file=" + certs.path(saKeyFile),
 		"--root-ca-file=" + certs.path(caCertFile),
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-cluster-ip-range=" + serviceCIDR,
 	}); err != nil {
 		return nil, err
 	}
@@ -176,17 +219,35 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	logf("control plane ready; KUBECONFIG=%s", c.Kubeconfig)
+	if o.Node != nil {
+		if err := c.routeKubernetesService(apiPort); err != nil {
+			return nil, fmt.Errorf("route the kubernetes Service: %w", err)
+		}
+		if err := c.startNode(ctx, runDir, o.ComponentsDir, certs, server, o.Node); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
 func (c *Cluster) start(name, bin string, args []string) error {
-	p, err := StartProcess(name, c.LogDir, bin, args, nil)
+	_, err := c.startIn(name, bin, args, nil)
+	return err
+}
+
+// startIn starts a component whose Stop runs with the cleanups.
+func (c *Cluster) startIn(name, bin string, args, env []string) (*Process, error) {
+	p, err := StartProcess(name, c.LogDir, bin, args, env)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.procs = append(c.procs, p)
-	return nil
+	c.defer_(func() { p.Stop(10 * time.Second) })
+	return p, nil
 }
+
+// defer_ adds f to what Stop undoes, in reverse order of adding.
+func (c *Cluster) defer_(f func()) { c.cleanups = append(c.cleanups, f) }
 
 // waitFor polls cond until it is true, a process of the cluster exits, or
 // timeout passes.
@@ -228,12 +289,13 @@ func (c *Cluster) Exited() error {
 	return nil
 }
 
-// Stop stops the components in reverse start order.
+// Stop stops the components in reverse start order and undoes what was
+// set up for them (a real node's containers, mounts, cgroups, network).
 func (c *Cluster) Stop() {
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		c.procs[i].Stop(10 * time.Second)
+	for i := len(c.cleanups) - 1; i >= 0; i-- {
+		c.cleanups[i]()
 	}
-	c.procs = nil
+	c.cleanups, c.procs = nil, nil
 }
 
 // Client returns a typed client of the cluster.

@@ -34,11 +34,14 @@ const (
 	adminKeyFile   = "admin.key"
 	saKeyFile      = "sa.key"
 	saPubFile      = "sa.pub"
+	nodeCertFile   = "kubelet-client.crt"
+	nodeKeyFile    = "kubelet-client.key"
 )
 
 // newPKI makes a fresh CA and every key and certificate the cluster needs
 // in dir. A local cluster lives for hours at most; certificates last a week.
-func newPKI(dir string) (*pki, error) {
+// extraIPs are more addresses the API server answers on.
+func newPKI(dir string, extraIPs []net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -72,7 +75,7 @@ func newPKI(dir string) (*pki, error) {
 	// first address of the service range.
 	if err := p.issue(serverCertFile, serverKeyFile, pkix.Name{CommonName: "kube-apiserver"},
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)}, x509.ExtKeyUsageServerAuth); err != nil {
+		append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)}, extraIPs...), x509.ExtKeyUsageServerAuth); err != nil {
 		return nil, err
 	}
 	// system:masters is the API server's superuser group.
@@ -100,6 +103,13 @@ func newPKI(dir string) (*pki, error) {
 }
 
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+// issueNode issues a kubelet's client certificate: the Node authorizer
+// knows it as node name by its user and group.
+func (p *pki) issueNode(name string) error {
+	return p.issue(nodeCertFile, nodeKeyFile, pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		nil, nil, x509.ExtKeyUsageClientAuth)
+}
 
 func (p *pki) issue(certFile, keyFile string, subject pkix.Name, dns []string, ips []net.IP, usage x509.ExtKeyUsage) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -1,12 +1,20 @@
-// Command localcluster runs kvpilot on a local cluster of processes for
-// `make demo`: etcd, kube-apiserver, kube-controller-manager, the node agent
-// (test/nodeagent: pods run as local processes of the runtime binary) and
-// kvpilot's manager. It runs in the foreground until SIGINT or SIGTERM,
-// then stops everything: the manager, the pods, the control plane.
+// Command localcluster runs a local cluster for `make demo`: etcd,
+// kube-apiserver, kube-controller-manager and a node. With --node=real the
+// node is real (kube-scheduler, a kubelet, containerd, runc, CNI; pods are
+// containers of the images in --images-dir) and kvpilot's manager is left
+// to `kubectl apply -k config/default` (hack/demo.sh does it). With
+// --node=process (the fallback) the node agent runs pods as local processes
+// of the runtime binary and the manager runs as a process. It runs in the
+// foreground until SIGINT or SIGTERM, then stops everything and undoes
+// what it set up on the machine.
 //
 // When everything is up it writes RUN_DIR/ready; RUN_DIR/kubeconfig is the
 // admin kubeconfig and RUN_DIR/logs holds every component's log, the pods'
-// logs are under RUN_DIR/pods.
+// logs are under RUN_DIR/pods (process node) or RUN_DIR/node/pod-logs (real
+// node).
+//
+// --check-node only checks whether this machine can run a real node: it
+// prints the missing piece and exits 1, or exits 0.
 package main
 
 import (
@@ -34,20 +42,52 @@ func main() {
 		runtimeBin    = flag.String("runtime-bin", "", "the kvpilot runtime binary the pods run")
 		managerBin    = flag.String("manager-bin", "", "the kvpilot manager binary; empty runs no manager")
 		gpus          = flag.Int("gpus", 8, "nvidia.com/gpu capacity of the node")
-		ipPrefix      = flag.String("ip-prefix", "127.0.0", "pods get the addresses PREFIX.10 to PREFIX.250")
+		ipPrefix      = flag.String("ip-prefix", "127.0.0", "pods get the addresses PREFIX.10 to PREFIX.250 (process node)")
+		node          = flag.String("node", "process", "real or process")
+		imagesDir     = flag.String("images-dir", "", "real node: directory of the image archives (hack/build-node-images.sh: kvpilot.tar, pause.tar)")
+		pauseImage    = flag.String("pause-image", "kvpilot.local/pause:dev", "real node: the sandbox image in pause.tar")
+		checkNode     = flag.Bool("check-node", false, "only check that this machine can run a real node")
 	)
 	flag.Parse()
-	if *runDir == "" || *assetsDir == "" || *componentsDir == "" || *runtimeBin == "" {
-		fmt.Fprintln(os.Stderr, "localcluster: --run-dir, --assets-dir, --components-dir and --runtime-bin are required")
+	if *checkNode {
+		if err := localcluster.CheckNode(""); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	var nodeOpts *localcluster.NodeOptions
+	switch *node {
+	case "real":
+		if *imagesDir == "" {
+			fmt.Fprintln(os.Stderr, "localcluster: --node=real needs --images-dir")
+			os.Exit(2)
+		}
+		nodeOpts = &localcluster.NodeOptions{
+			ImageArchives: []string{filepath.Join(*imagesDir, "pause.tar"), filepath.Join(*imagesDir, "kvpilot.tar")},
+			SandboxImage:  *pauseImage,
+			GPUs:          *gpus,
+		}
+	case "process":
+		if *runtimeBin == "" {
+			fmt.Fprintln(os.Stderr, "localcluster: --node=process needs --runtime-bin")
+			os.Exit(2)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "localcluster: --node=%s: want real or process\n", *node)
 		os.Exit(2)
 	}
-	if err := run(*runDir, *assetsDir, *componentsDir, *runtimeBin, *managerBin, *gpus, *ipPrefix); err != nil {
+	if *runDir == "" || *assetsDir == "" || *componentsDir == "" {
+		fmt.Fprintln(os.Stderr, "localcluster: --run-dir, --assets-dir and --components-dir are required")
+		os.Exit(2)
+	}
+	if err := run(*runDir, *assetsDir, *componentsDir, *runtimeBin, *managerBin, *gpus, *ipPrefix, nodeOpts); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(runDir, assetsDir, componentsDir, runtimeBin, managerBin string, gpus int, ipPrefix string) error {
+func run(runDir, assetsDir, componentsDir, runtimeBin, managerBin string, gpus int, ipPrefix string, node *localcluster.NodeOptions) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runDir, err := filepath.Abs(runDir)
@@ -59,12 +99,15 @@ func run(runDir, assetsDir, componentsDir, runtimeBin, managerBin string, gpus i
 	logf := func(format string, args ...any) { fmt.Printf("localcluster: "+format+"\n", args...) }
 
 	cluster, err := localcluster.Start(ctx, localcluster.Options{
-		RunDir: runDir, AssetsDir: assetsDir, ComponentsDir: componentsDir, Log: logf,
+		RunDir: runDir, AssetsDir: assetsDir, ComponentsDir: componentsDir, Log: logf, Node: node,
 	})
 	if err != nil {
 		return err
 	}
 	defer cluster.Stop()
+	if cluster.RealNode {
+		return serve(ctx, cluster, ready, nil, logf)
+	}
 
 	cs, err := kubernetes.NewForConfig(cluster.Config)
 	if err != nil {
@@ -104,6 +147,12 @@ func run(runDir, assetsDir, componentsDir, runtimeBin, managerBin string, gpus i
 		go func() { defer close(managerDone); superviseManager(ctx, cluster, managerBin, logf) }()
 		defer func() { <-managerDone }()
 	}
+	return serve(ctx, cluster, ready, agentDone, logf)
+}
+
+// serve writes the ready file and waits until ctx ends or a component (or
+// the node agent, when agentDone is not nil) stops.
+func serve(ctx context.Context, cluster *localcluster.Cluster, ready string, agentDone chan error, logf func(string, ...any)) error {
 	if err := os.WriteFile(ready, []byte(cluster.Kubeconfig+"\n"), 0o644); err != nil {
 		return err
 	}
