@@ -25,6 +25,9 @@ type Options struct {
 	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
 	// path of non-CPU devices, on the CPU too (tests check it there).
 	PlainAttention bool
+	// KVCacheDType is the KV cache's element type: f32, f16, bf16 or q8_0;
+	// auto (the zero value) is the model's activation type (KVGeometry).
+	KVCacheDType kvcache.DType
 }
 
 // Executor runs a model's forward pass with ggml's kernels, one compute graph
@@ -41,6 +44,11 @@ type Executor struct {
 	cfg                  model.Config
 	numBlocks, blockSize int
 	kvDim                int
+	// kv is the cache's geometry and type; kvType the type as ggml numbers
+	// it, kvRow one slot's key (or value) row in bytes.
+	kv     kvcache.Geometry
+	kvType int32
+	kvRow  int
 
 	wctx, kvctx cCtx
 	wbuf, kvbuf cBuf
@@ -70,10 +78,14 @@ type Executor struct {
 	flash bool
 
 	// host is the host tier of ReserveHostBlocks: hostBlocks blocks of
-	// hostBlockFloats floats.
-	host       []float32
+	// hostBlockBytes, in the cache's type.
+	host       []byte
 	hostBlocks int
 	hostBuf    cBuf // host's page-locked buffer on a GPU
+	// copyDone carries the result of the copies StartCopyBlocks runs
+	// beside an iteration while copying is set.
+	copyDone chan error
+	copying  bool
 
 	galloc    cAlloc
 	graphSize int
@@ -114,11 +126,9 @@ type scratch struct {
 	logitsBuf cBuf
 }
 
-// KVBytesPerBlock is the KV memory one block of blockSize slots takes across
-// all layers (keys and values, float32: the same precision as the cpu
-// executor, so the two agree).
-func KVBytesPerBlock(cfg model.Config, blockSize int) int64 {
-	return 2 * int64(cfg.Layers) * int64(blockSize) * int64(cfg.KVHeads*cfg.HeadDim) * 4
+// kvTypes are the cache types as ggml numbers them (ggml.h, enum ggml_type).
+var kvTypes = map[kvcache.DType]int32{
+	kvcache.DTypeF32: typeF32, kvcache.DTypeF16: typeF16, kvcache.DTypeBF16: typeBF16, kvcache.DTypeQ8_0: typeQ8_0,
 }
 
 // weightTypes are the GGUF tensor types the executor hands to ggml as stored.
@@ -176,14 +186,19 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	if err != nil {
 		return nil, err
 	}
-	e := &Executor{lib: lib, a: &lib.api, be: be, m: m, cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim}
+	e := &Executor{lib: lib, a: &lib.api, be: be, m: m, cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim,
+		kv: KVGeometry(m, opts.KVCacheDType)}
 	ok := false
 	defer func() {
 		if !ok {
 			e.Close()
 		}
 	}()
-	kvBytes := KVBytesPerBlock(c, blockSize) * int64(numBlocks)
+	if err := e.kv.Validate(); err != nil {
+		return nil, err
+	}
+	e.kvType, e.kvRow = kvTypes[e.kv.DType], int(e.kv.RowBytes())
+	kvBytes := e.kv.BytesPerBlock(blockSize) * int64(numBlocks)
 	if free, total := be.memory(); total > 0 {
 		// Weights and KV up front, plus a margin for the compute graph. On
 		// the CPU the weights may be in the page cache already and the KV
@@ -237,6 +252,9 @@ func (e *Executor) probe() error {
 func (e *Executor) Device() string {
 	return fmt.Sprintf("%s (%s, %s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.lib.Version, e.lib.Commit)
 }
+
+// KV is the executor's KV cache geometry, its type resolved.
+func (e *Executor) KV() kvcache.Geometry { return e.kv }
 
 // BufferBytes reports the bytes of the executor's ggml buffers: weights, KV
 // cache and the compute graph's (which grows to the largest batch seen).
@@ -373,15 +391,15 @@ func (e *Executor) allocKV() error {
 	slots := int64(e.numBlocks * e.blockSize)
 	e.kc, e.vc = make([]cTensor, e.cfg.Layers), make([]cTensor, e.cfg.Layers)
 	for l := range e.cfg.Layers {
-		e.kc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
-		e.vc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
+		e.kc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
+		e.vc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
 	}
 	if e.onCPU() {
 		// Fresh anonymous memory is zero and paged in as blocks are used.
 		ts := append(append([]cTensor(nil), e.kc...), e.vc...)
 		sizes := make([]int, len(ts))
 		for i := range sizes {
-			sizes[i] = int(slots) * e.kvDim * 4
+			sizes[i] = int(slots) * e.kvRow
 		}
 		if e.kvbuf, e.kvregion, err = e.placeHost(ts, sizes); err != nil {
 			return fmt.Errorf("KV cache: %w", err)
@@ -390,7 +408,7 @@ func (e *Executor) allocKV() error {
 	}
 	e.kvbuf = e.a.allocCtxTensors(ctx, e.be.h)
 	if e.kvbuf == 0 {
-		return fmt.Errorf("could not allocate %d MiB of %s memory for the KV cache", KVBytesPerBlock(e.cfg, e.blockSize)*int64(e.numBlocks)>>20, e.be.Name)
+		return fmt.Errorf("could not allocate %d MiB of %s memory for the KV cache", e.kv.BytesPerBlock(e.blockSize)*int64(e.numBlocks)>>20, e.be.Name)
 	}
 	// Slots never written are read under a zero softmax weight: they must
 	// hold finite numbers, not whatever the allocator left.
@@ -531,35 +549,36 @@ func (e *Executor) logitsBuffer(n int) ([]float32, error) {
 	if cap(s.logits) >= n {
 		return s.logits[:n], nil
 	}
-	buf, f, err := e.hostFloats(2 * n)
+	buf, b, err := e.hostBytes(4 * 2 * n)
 	if err != nil {
 		return nil, fmt.Errorf("logits: %w", err)
 	}
 	if s.logitsBuf != 0 {
 		e.a.bufferFree(s.logitsBuf)
 	}
-	s.logitsBuf, s.logits = buf, f
+	s.logitsBuf, s.logits = buf, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), 2*n)
 	return s.logits[:n], nil
 }
 
-// hostFloats allocates n floats of host memory for copies to and from the
-// device: on a GPU, of the device's page-locked host buffer type where ggml
-// offers one (CUDA: cudaMallocHost), so that they run at the host link's
-// speed rather than through the driver's staging buffer (buf is then that
-// buffer, for bufferFree); otherwise Go memory (buf 0).
-func (e *Executor) hostFloats(n int) (buf cBuf, f []float32, err error) {
+// hostBytes allocates n bytes of host memory, 8-byte aligned, for copies to
+// and from the device: on a GPU, of the device's page-locked host buffer
+// type where ggml offers one (CUDA: cudaMallocHost), so that they run at
+// the host link's speed rather than through the driver's staging buffer
+// (buf is then that buffer, for bufferFree); otherwise Go memory (buf 0).
+func (e *Executor) hostBytes(n int) (buf cBuf, b []byte, err error) {
 	var buft cBuft
 	if !e.onCPU() && n > 0 {
 		buft = e.a.devHostBuft(e.be.dev)
 	}
 	if buft == 0 {
-		return 0, make([]float32, n), nil
+		words := make([]uint64, (n+7)/8)
+		return 0, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n), nil
 	}
-	buf = e.a.buftAlloc(buft, uintptr(4*n))
+	buf = e.a.buftAlloc(buft, uintptr(n))
 	if buf == 0 {
-		return 0, nil, fmt.Errorf("could not allocate %d MiB of page-locked host memory", 4*n>>20)
+		return 0, nil, fmt.Errorf("could not allocate %d MiB of page-locked host memory", n>>20)
 	}
-	return buf, unsafe.Slice((*float32)(e.a.bufferBase(buf)), n), nil
+	return buf, unsafe.Slice((*byte)(e.a.bufferBase(buf)), n), nil
 }
 
 // grow returns s with length n, reusing its array when it is large enough.

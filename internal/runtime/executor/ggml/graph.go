@@ -102,15 +102,23 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 	// gather takes the rows of the batch's blocks from a cache tensor (the
 	// result of this iteration's write into it, so that the write comes
 	// first): [kvDim, slots] seen as one row per block, get_rows, and back
-	// to [hd, kvHeads, span].
+	// to [hd, kvHeads, span]. get_rows widens any type to F32; flash
+	// attention gets the rows back in the cache's type (F16, BF16 and Q8_0
+	// round-trip through F32 exactly), so that a sequence's attention gives
+	// the same numbers whether its blocks were gathered or read in place:
+	// the kernel rounds the queries to the keys' type.
 	blockRow := int64(kvDim) * int64(e.blockSize)
 	// In place (prepare's choice), it is a view of the cache's first span
 	// slots.
+	headRow := a.rowSize(e.kvType, hd)
 	gather := func(written cTensor) cTensor {
 		if inPlace {
-			return a.view3d(ctx, written, hd, kvHeads, sp, uintptr(4*hd), uintptr(4*kvDim), 0)
+			return a.view3d(ctx, written, hd, kvHeads, sp, headRow, uintptr(e.kvRow), 0)
 		}
 		rows := a.getRows(ctx, a.reshape2d(ctx, written, blockRow, int64(e.numBlocks)), in.blocks) // [kvDim·bs, blocks]
+		if e.flash && e.kvType != typeF32 {
+			rows = a.cast(ctx, rows, e.kvType)
+		}
 		return a.reshape3d(ctx, rows, hd, kvHeads, sp)
 	}
 	mode := int32(ropeNormal)

@@ -41,10 +41,12 @@ type initParams struct {
 // ggml_type values used here (ggml.h, enum ggml_type; the same numbers as
 // GGUF's tensor types).
 const (
-	typeF32 int32 = 0
-	typeF16 int32 = 1
-	typeI32 int32 = 26
-	typeI64 int32 = 27
+	typeF32  int32 = 0
+	typeF16  int32 = 1
+	typeQ8_0 int32 = 8
+	typeI32  int32 = 26
+	typeI64  int32 = 27
+	typeBF16 int32 = 30
 )
 
 // Rope modes (ggml.h): 0 rotates adjacent pairs, GGML_ROPE_TYPE_NEOX pairs
@@ -92,6 +94,7 @@ type api struct {
 	transpose       func(cCtx, cTensor) cTensor
 	cont            func(cCtx, cTensor) cTensor
 	cont2d          func(cCtx, cTensor, int64, int64) cTensor
+	cast            func(cCtx, cTensor, int32) cTensor
 	softMaxExt      func(cCtx, cTensor, cTensor, float32, float32) cTensor
 	swigluSplit     func(cCtx, cTensor, cTensor) cTensor
 	flashAttnExt    func(ctx cCtx, q, k, v, mask cTensor, scale, maxBias, logitSoftcap float32) cTensor
@@ -270,6 +273,7 @@ func (l *Library) bind() error {
 	sym(&a.transpose, "ggml_transpose")
 	sym(&a.cont, "ggml_cont")
 	sym(&a.cont2d, "ggml_cont_2d")
+	sym(&a.cast, "ggml_cast")
 	sym(&a.softMaxExt, "ggml_soft_max_ext")
 	sym(&a.swigluSplit, "ggml_swiglu_split")
 	sym(&a.flashAttnExt, "ggml_flash_attn_ext")

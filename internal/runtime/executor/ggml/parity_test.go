@@ -225,11 +225,16 @@ func TestMappedModelFile(t *testing.T) {
 // TestAttentionSpansOnlyTheBatchBlocks: a sequence whose blocks lie far
 // apart in a large cache gives the logits of the same sequence in the first
 // blocks, and its step attends over its own blocks' slots only (not up to
-// the highest block id it holds).
-func TestAttentionSpansOnlyTheBatchBlocks(t *testing.T) { bothAttentions(t, testAttentionSpan) }
+// the highest block id it holds). With every KV cache type: gathered
+// blocks reach attention in the cache's type, as blocks read in place do.
+func TestAttentionSpansOnlyTheBatchBlocks(t *testing.T) {
+	for _, d := range allKVTypes {
+		withKV(t, d, func(t *testing.T) { bothAttentions(t, testAttentionSpan) })
+	}
+}
 
 func testAttentionSpan(t *testing.T) {
-	m := randomModel(t, parityConfigs()["qwen2"], model.F16, 9)
+	m := randomModel(t, wideHeads()["qwen2"], model.F16, 9)
 	e := newTestExec(t, m, 256)
 	prompt := []int32{5, 17, 2, 99, 3, 64, 8, 1, 250, 7}
 	run := func(blocks []kvcache.BlockID) []float32 {
