@@ -68,13 +68,11 @@ type Executor struct {
 	// where maps a block id to its index among the blocks the iteration's
 	// batch reaches (-1: not reached); reset after each prepare.
 	where []int32
-	// flash: attention is one ggml_flash_attn_ext, which on the CPU skips
-	// the masked slots instead of computing and discarding them: with many
-	// sequences in a batch each token would otherwise score every
-	// sequence's slots. Elsewhere (CUDA; build-ggml-cuda.sh builds it
-	// without flash attention, GGML_CUDA_FA off)
-	// attention is the plain mul_mat/soft_max/mul_mat chain, whose ops
-	// every backend has.
+	// flash: attention is ggml_flash_attn_ext per sequence (see
+	// attn_seq.go), the CPU's. Elsewhere (CUDA; build-ggml-cuda.sh builds it
+	// without flash attention, GGML_CUDA_FA off) attention is the plain
+	// mul_mat/soft_max/mul_mat chain over the batch's gathered blocks, whose
+	// ops every backend has.
 	flash bool
 
 	// host is the host tier of ReserveHostBlocks: hostBlocks blocks of
@@ -107,16 +105,18 @@ type layerTensors struct {
 // the largest batch seen and reused.
 type scratch struct {
 	ids, pos, outRows []int32
-	kIdx              []int64
-	// blocks are the blocks the batch reaches, in first-use order: the
-	// iteration's attention gathers them from the cache (see build),
-	// unless inPlace: then it reads slots [0, span) of the cache where they
-	// lie.
-	blocks  []int32
-	inPlace bool
-	slot    []int64
-	mask    []float32
-	mask16  []uint16 // the mask in F16, as flash attention takes it
+	// kIdx is every token's KV slot (block×blockSize + offset).
+	kIdx []int64
+	// blocks are the blocks attention gathers: with the plain chain the
+	// batch's, in first-use order; per sequence, those of the sequences
+	// whose blocks are not consecutive, sequence after sequence.
+	blocks []int32
+	// seqs are the sequences' shares of attention per sequence, rowIdx
+	// every token's row (0 … n-1).
+	seqs   []seqAttention
+	rowIdx []int64
+	mask   []float32
+	mask16 []uint16 // the mask in F16, as flash attention takes it
 	// logits receives the sampled rows' logits, which the engine reads in
 	// place (batch.ShareLogits). On a GPU it lies in the device's pinned
 	// host buffer (logitsBuf), so the copy back runs at the host link's
@@ -445,91 +445,71 @@ func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
 	return n, nil
 }
 
-// prepare fills the host inputs for n tokens: ids, positions, KV slots, the
-// rows whose logits are wanted, the blocks the batch reaches and the
-// attention mask over their slots. It returns span, the number of those
-// slots (blocks × block size).
+// prepare fills the host inputs for n tokens: ids, positions, KV slots,
+// the rows whose logits are wanted, and what attention reads.
 //
-// The mask is the unified-cache rule: token t of sequence s may attend slot
-// j only when j holds one of s's positions ≤ t's position. Shared prefix
-// blocks appear in several sequences' tables and are visible to each of
-// them; other sequences' slots are masked out. Only the blocks some
-// sequence of the batch reaches are attended (gathered), so a step's
-// attention costs what the batch's contexts hold, not what the cache holds:
-// with the whole cache (hundreds of thousands of slots on a GPU) the mask
-// alone would be n × slots. With flash attention (the CPU), which skips
-// masked slots cheaply, the blocks are read in place instead when the slot
-// range up to the highest of them is at most twice what they hold: the
-// gather copies every slot it reads, 8% of a 512-token decode step on two
-// cores.
+// With flash attention (the CPU) attention runs per sequence
+// (preparePerSeq), and span is 0. Otherwise (the plain chain, other
+// devices) it is the unified-cache rule: token t of sequence s may attend
+// slot j only when j holds one of s's positions ≤ t's position. Shared
+// prefix blocks appear in several sequences' tables and are visible to each
+// of them; other sequences' slots are masked out. Only the blocks some
+// sequence of the batch reaches are attended, gathered into one run, so a
+// step's attention costs what the batch's contexts hold, not what the cache
+// holds: with the whole cache (hundreds of thousands of slots on a GPU) the
+// mask alone would be n × slots. span is then the number of gathered
+// slots (blocks × block size).
 func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	s, bs := &e.s, e.blockSize
 	s.ids, s.pos = grow(s.ids, n), grow(s.pos, n)
-	s.slot = grow(s.slot, n)
+	s.kIdx = grow(s.kIdx, n)
 	s.outRows = s.outRows[:0]
-	s.blocks = s.blocks[:0]
-	if e.where == nil {
-		e.where = make([]int32, e.numBlocks)
-		for i := range e.where {
-			e.where[i] = -1
-		}
-	}
-	t, maxBlock := 0, 0
+	t := 0
 	for i := range b.Seqs {
 		sq := &b.Seqs[i]
-		end := sq.Pos + len(sq.Tokens)
-		for _, id := range sq.Blocks[:(end+bs-1)/bs] {
-			maxBlock = max(maxBlock, int(id))
-			if e.where[id] < 0 {
-				e.where[id] = int32(len(s.blocks))
-				s.blocks = append(s.blocks, int32(id))
-			}
-		}
 		for j, id := range sq.Tokens {
 			p := sq.Pos + j
 			s.ids[t], s.pos[t] = id, int32(p)
-			s.slot[t] = int64(int(sq.Blocks[p/bs])*bs + p%bs)
+			s.kIdx[t] = int64(int(sq.Blocks[p/bs])*bs + p%bs)
 			t++
 		}
 		if sq.Sample {
 			s.outRows = append(s.outRows, int32(t-1))
 		}
 	}
-	s.inPlace = e.flash && maxBlock+1 <= 2*len(s.blocks)
-	if s.inPlace {
-		for _, id := range s.blocks {
-			e.where[id] = id // the slot column is the cache's own
-		}
-		span = (maxBlock + 1) * bs
-	} else {
-		span = len(s.blocks) * bs
-	}
-	// The mask in F32 (0 visible, -inf hidden) or, for flash attention, in
-	// F16 (0x0000 and 0xfc00).
-	inf := float32(math.Inf(-1))
-	const inf16 = 0xfc00
 	if e.flash {
-		s.mask16 = grow(s.mask16, span*n)
-		for i := range s.mask16 {
-			s.mask16[i] = inf16
+		e.preparePerSeq(b, n)
+		return 0
+	}
+	if e.where == nil {
+		e.where = make([]int32, e.numBlocks)
+		for i := range e.where {
+			e.where[i] = -1
 		}
-	} else {
-		s.mask = grow(s.mask, span*n)
-		for i := range s.mask {
-			s.mask[i] = inf
+	}
+	s.blocks = s.blocks[:0]
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		for _, id := range sq.Blocks[:(sq.Pos+len(sq.Tokens)+bs-1)/bs] {
+			if e.where[id] < 0 {
+				e.where[id] = int32(len(s.blocks))
+				s.blocks = append(s.blocks, int32(id))
+			}
 		}
+	}
+	span = len(s.blocks) * bs
+	// The mask in F32: 0 visible, -inf hidden.
+	inf := float32(math.Inf(-1))
+	s.mask = grow(s.mask, span*n)
+	for i := range s.mask {
+		s.mask[i] = inf
 	}
 	t = 0
 	for i := range b.Seqs {
 		sq := &b.Seqs[i]
 		for j := range sq.Tokens {
 			for p := 0; p <= sq.Pos+j; p++ {
-				k := t*span + int(e.where[sq.Blocks[p/bs]])*bs + p%bs
-				if e.flash {
-					s.mask16[k] = 0
-				} else {
-					s.mask[k] = 0
-				}
+				s.mask[t*span+int(e.where[sq.Blocks[p/bs]])*bs+p%bs] = 0
 			}
 			t++
 		}
@@ -537,8 +517,6 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	for _, id := range s.blocks {
 		e.where[id] = -1
 	}
-	s.kIdx = grow(s.kIdx, n)
-	copy(s.kIdx, s.slot[:n])
 	return span
 }
 

@@ -13,6 +13,8 @@ import (
 // inputs are one iteration's graph inputs.
 type inputs struct {
 	ids, pos, kIdx, blocks, mask, outRows cTensor
+	// rowIdx is every token's row, with attention per sequence.
+	rowIdx cTensor
 }
 
 // run builds the iteration's compute graph, allocates its intermediate
@@ -39,8 +41,11 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	set(in.ids, unsafe.Pointer(&s.ids[0]), 4*n)
 	set(in.pos, unsafe.Pointer(&s.pos[0]), 4*n)
 	set(in.kIdx, unsafe.Pointer(&s.kIdx[0]), 8*n)
-	if !s.inPlace {
+	if in.blocks != 0 {
 		set(in.blocks, unsafe.Pointer(&s.blocks[0]), 4*len(s.blocks))
+	}
+	if in.rowIdx != 0 {
+		set(in.rowIdx, unsafe.Pointer(&s.rowIdx[0]), 8*n)
 	}
 	if e.flash {
 		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
@@ -90,35 +95,23 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		pos:  input(typeI32, nt, 0),
 		kIdx: input(typeI64, nt, 0),
 	}
-	inPlace := e.s.inPlace
-	if !inPlace {
-		in.blocks = input(typeI32, sp/int64(e.blockSize), 0)
-	}
 	if e.flash {
-		in.mask = input(typeF16, sp, nt)
+		if len(e.s.blocks) > 0 {
+			in.blocks = input(typeI32, int64(len(e.s.blocks)), 0)
+		}
+		in.mask = input(typeF16, int64(len(e.s.mask16)), 0)
+		in.rowIdx = input(typeI64, nt, 0)
 	} else {
+		in.blocks = input(typeI32, sp/int64(e.blockSize), 0)
 		in.mask = input(typeF32, sp, nt)
 	}
 	// gather takes the rows of the batch's blocks from a cache tensor (the
 	// result of this iteration's write into it, so that the write comes
-	// first): [kvDim, slots] seen as one row per block, get_rows, and back
-	// to [hd, kvHeads, span]. get_rows widens any type to F32; flash
-	// attention gets the rows back in the cache's type (F16, BF16 and Q8_0
-	// round-trip through F32 exactly), so that a sequence's attention gives
-	// the same numbers whether its blocks were gathered or read in place:
-	// the kernel rounds the queries to the keys' type.
+	// first): [kvDim, slots] seen as one row per block, get_rows (which
+	// widens any type to F32), and back to [hd, kvHeads, span].
 	blockRow := int64(kvDim) * int64(e.blockSize)
-	// In place (prepare's choice), it is a view of the cache's first span
-	// slots.
-	headRow := a.rowSize(e.kvType, hd)
 	gather := func(written cTensor) cTensor {
-		if inPlace {
-			return a.view3d(ctx, written, hd, kvHeads, sp, headRow, uintptr(e.kvRow), 0)
-		}
 		rows := a.getRows(ctx, a.reshape2d(ctx, written, blockRow, int64(e.numBlocks)), in.blocks) // [kvDim·bs, blocks]
-		if e.flash && e.kvType != typeF32 {
-			rows = a.cast(ctx, rows, e.kvType)
-		}
 		return a.reshape3d(ctx, rows, hd, kvHeads, sp)
 	}
 	mode := int32(ropeNormal)
@@ -149,20 +142,20 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		q, k = rope(q), rope(k)
 
 		// Write this iteration's keys and values into their slots, then
-		// attend over the slots of the blocks the batch reaches, gathered
-		// from the cache into one contiguous run (a copy of what the batch
-		// reads, not of the cache; a block shared by several sequences is
-		// gathered once and read by each of them).
+		// attend: per sequence over its own blocks (flash attention), or
+		// over the slots of the blocks the batch reaches, gathered from the
+		// cache into one contiguous run (a copy of what the batch reads, not
+		// of the cache; a block shared by several sequences is gathered once
+		// and read by each of them).
 		kw := a.setRows(ctx, e.kc[li], a.reshape2d(ctx, k, kvDim, nt), in.kIdx)
 		vw := a.setRows(ctx, e.vc[li], v, in.kIdx)
-		keys := a.permute(ctx, gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
-		qp := a.permute(ctx, q, 0, 2, 1, 3)            // [hd, n, heads]
 		var attn cTensor
 		if e.flash {
-			vals := a.permute(ctx, gather(vw), 0, 2, 1, 3)                                               // [hd, span, kvHeads]
-			attn = a.reshape2d(ctx, a.flashAttnExt(ctx, qp, keys, vals, in.mask, scale, 0, 0), qDim, nt) // [hd, heads, n] → [qDim, n]
+			attn = e.seqAttention(ctx, in, q, kw, vw, scale)
 		} else {
-			kq := a.mulMat(ctx, keys, qp) // [span, n, heads]
+			qp := a.permute(ctx, q, 0, 2, 1, 3)            // [hd, n, heads]
+			keys := a.permute(ctx, gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
+			kq := a.mulMat(ctx, keys, qp)                  // [span, n, heads]
 			kq = a.softMaxExt(ctx, kq, in.mask, scale, 0)
 			vals := a.cont(ctx, a.permute(ctx, gather(vw), 1, 2, 0, 3))     // [span, hd, kvHeads]
 			kqv := a.mulMat(ctx, vals, kq)                                  // [hd, n, heads]
@@ -184,4 +177,41 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 	a.setOutput(logits)
 	a.buildForward(g, logits)
 	return in, logits
+}
+
+// seqAttention is one layer's flash attention run per sequence (see
+// attn_seq.go): each sequence's query rows attend its own context, read in
+// place or gathered (then, as in build's gather, in the cache's type), and
+// the outputs are written into their rows of one [qDim, n] tensor with
+// set_rows, one after the other. written are the key and value caches after
+// this iteration's writes; q is [hd, heads, n].
+func (e *Executor) seqAttention(ctx cCtx, in inputs, q, kw, vw cTensor, scale float32) cTensor {
+	a, c := e.a, e.cfg
+	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
+	qDim, bs := hd*heads, e.blockSize
+	headRow, kvRow := a.rowSize(e.kvType, hd), uintptr(e.kvRow)
+	context := func(written cTensor, sa *seqAttention) cTensor {
+		span := int64(sa.span)
+		if sa.inPlace {
+			return a.view3d(ctx, written, hd, kvHeads, span, headRow, kvRow, uintptr(sa.first)*kvRow)
+		}
+		ids := a.view1d(ctx, in.blocks, int64(sa.span/bs), uintptr(4*sa.gather))
+		rows := a.getRows(ctx, a.reshape2d(ctx, written, int64(e.kvDim*bs), int64(e.numBlocks)), ids)
+		if e.kvType != typeF32 {
+			rows = a.cast(ctx, rows, e.kvType)
+		}
+		return a.reshape3d(ctx, rows, hd, kvHeads, span)
+	}
+	out := a.newTensor2d(ctx, typeF32, qDim, int64(len(e.s.rowIdx)))
+	for i := range e.s.seqs {
+		sa := &e.s.seqs[i]
+		n := int64(sa.n)
+		qs := a.permute(ctx, a.view3d(ctx, q, hd, heads, n, uintptr(4*hd), uintptr(4*qDim), uintptr(4*qDim)*uintptr(sa.t0)), 0, 2, 1, 3) // [hd, n, heads]
+		keys := a.permute(ctx, context(kw, sa), 0, 2, 1, 3)                                                                              // [hd, span, kvHeads]
+		vals := a.permute(ctx, context(vw, sa), 0, 2, 1, 3)
+		mask := a.view2d(ctx, in.mask, int64(sa.span), n, uintptr(2*sa.span), uintptr(2*sa.mask))
+		o := a.reshape2d(ctx, a.flashAttnExt(ctx, qs, keys, vals, mask, scale, 0, 0), qDim, n) // [hd, heads, n] → [qDim, n]
+		out = a.setRows(ctx, out, o, a.view1d(ctx, in.rowIdx, n, uintptr(8*sa.t0)))
+	}
+	return out
 }

@@ -89,6 +89,8 @@ type api struct {
 	mulMat          func(cCtx, cTensor, cTensor) cTensor
 	reshape2d       func(cCtx, cTensor, int64, int64) cTensor
 	reshape3d       func(cCtx, cTensor, int64, int64, int64) cTensor
+	view1d          func(cCtx, cTensor, int64, uintptr) cTensor
+	view2d          func(cCtx, cTensor, int64, int64, uintptr, uintptr) cTensor
 	view3d          func(cCtx, cTensor, int64, int64, int64, uintptr, uintptr, uintptr) cTensor
 	permute         func(cCtx, cTensor, int32, int32, int32, int32) cTensor
 	transpose       func(cCtx, cTensor) cTensor
@@ -268,6 +270,8 @@ func (l *Library) bind() error {
 	sym(&a.mulMat, "ggml_mul_mat")
 	sym(&a.reshape2d, "ggml_reshape_2d")
 	sym(&a.reshape3d, "ggml_reshape_3d")
+	sym(&a.view1d, "ggml_view_1d")
+	sym(&a.view2d, "ggml_view_2d")
 	sym(&a.view3d, "ggml_view_3d")
 	sym(&a.permute, "ggml_permute")
 	sym(&a.transpose, "ggml_transpose")
