@@ -93,6 +93,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 			_ = m.Close()
 			return nil, err
 		}
+		log.Info("ggml executor", "device", g.Device(), "weights", g.Weights(), "kv_cache_dtype", g.KV().DType)
 		exec, name = g, "ggml executor on "+g.Device()
 	} else {
 		c, err := cpu.New(m, blocks, o.BlockSize, cpu.Options{Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType})

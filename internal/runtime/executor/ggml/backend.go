@@ -24,6 +24,7 @@ type backend struct {
 	lib *Library
 	h   cBack
 	dev cDev
+	reg cReg
 	// Name is the device as ggml names it; Variant the library file it came
 	// from (for the CPU, which of the builds for x86-64 levels was chosen).
 	Name, Description, Variant string
@@ -71,7 +72,7 @@ func (l *Library) newBackend(device string, threads int) (*backend, error) {
 	if h == 0 {
 		return nil, fmt.Errorf("ggml could not initialise device %s", l.api.devName(dev))
 	}
-	b := &backend{lib: l, h: h, dev: dev, Name: l.api.devName(dev), Description: l.api.devDescription(dev), Variant: filepath.Base(path)}
+	b := &backend{lib: l, h: h, dev: dev, reg: reg, Name: l.api.devName(dev), Description: l.api.devDescription(dev), Variant: filepath.Base(path)}
 	if device == DeviceCPU {
 		// The CPU backend exposes its thread setter through the registry
 		// (ggml-backend.h, ggml_backend_set_n_threads_t); the graph plan

@@ -25,6 +25,10 @@ type Options struct {
 	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
 	// path of non-CPU devices, on the CPU too (tests check it there).
 	PlainAttention bool
+	// PlainWeights keeps every weight in the device's default buffer (on
+	// the CPU the GGUF file's mapping) instead of the extra buffer types
+	// ggml offers (see weights.go): for comparisons.
+	PlainWeights bool
 	// KVCacheDType is the KV cache's element type: f32, f16, bf16 or q8_0;
 	// auto (the zero value) is the model's activation type (KVGeometry).
 	KVCacheDType kvcache.DType
@@ -52,6 +56,11 @@ type Executor struct {
 
 	wctx, kvctx cCtx
 	wbuf, kvbuf cBuf
+	// xctx and xbuf hold the weights placed in extra buffer types, one
+	// context and buffer per type; placed says where every weight went.
+	xctx   []cCtx
+	xbuf   []cBuf
+	placed placement
 	// On the CPU, weights and KV live in host memory the executor maps
 	// itself (see host.go); mappedBufs are the buffers over a model file's
 	// mapping, one per tensor.
@@ -213,7 +222,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 		}
 	}
 	e.flash = e.onCPU() && !opts.PlainAttention
-	if err := e.loadWeights(); err != nil {
+	if err := e.loadWeights(opts.PlainWeights); err != nil {
 		return nil, err
 	}
 	if err := e.allocKV(); err != nil {
@@ -253,6 +262,10 @@ func (e *Executor) Device() string {
 	return fmt.Sprintf("%s (%s, %s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.lib.Version, e.lib.Commit)
 }
 
+// Weights says in which buffer types the weights lie (see weights.go), for
+// the start-up log.
+func (e *Executor) Weights() string { return e.placed.String() }
+
 // KV is the executor's KV cache geometry, its type resolved.
 func (e *Executor) KV() kvcache.Geometry { return e.kv }
 
@@ -281,10 +294,10 @@ func (e *Executor) Close() {
 			*b = 0
 		}
 	}
-	for _, b := range e.mappedBufs {
+	for _, b := range append(e.mappedBufs, e.xbuf...) {
 		e.a.bufferFree(b)
 	}
-	e.mappedBufs = nil
+	e.mappedBufs, e.xbuf = nil, nil
 	e.s.logits, e.host = nil, nil // they may have been in logitsBuf, hostBuf
 	e.wregion.free()
 	e.kvregion.free()
@@ -295,6 +308,10 @@ func (e *Executor) Close() {
 			*c = 0
 		}
 	}
+	for _, c := range e.xctx {
+		e.a.freeCtx(c)
+	}
+	e.xctx = nil
 	if e.be != nil {
 		e.be.free()
 	}
@@ -310,34 +327,128 @@ func (e *Executor) newMetaCtx(tensors int) (cCtx, error) {
 	return ctx, nil
 }
 
-func (e *Executor) loadWeights() error {
+func (e *Executor) loadWeights(plain bool) error {
 	w := &e.m.Weights
 	ts := w.Tensors()
-	ctx, err := e.newMetaCtx(len(ts) + 1)
-	if err != nil {
-		return err
-	}
-	e.wctx = ctx
-	made := make(map[*model.Tensor]cTensor, len(ts))
-	for _, t := range ts {
+	newTensor := func(ctx cCtx, t *model.Tensor, name string) cTensor {
 		var h cTensor
 		if len(t.Shape) == 1 {
 			h = e.a.newTensor1d(ctx, int32(t.Type), int64(t.Shape[0]))
 		} else {
 			h = e.a.newTensor2d(ctx, int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1]))
 		}
-		e.a.setName(h, t.Name)
-		made[t] = h
+		e.a.setName(h, name)
+		return h
+	}
+	// Which matrices go to an extra buffer type (see weights.go): the
+	// question is asked once per type and shape.
+	var bufts []cBuft
+	if e.onCPU() && !plain {
+		bufts = e.extraBufts()
+	}
+	for _, b := range bufts {
+		e.placed.bufts = append(e.placed.bufts, e.a.buftName(b))
+	}
+	type shape struct {
+		typ      int32
+		ne0, ne1 int64
+	}
+	asked := map[shape]cBuft{}
+	bestBuft := func(t *model.Tensor) cBuft {
+		if len(bufts) == 0 || t == nil || len(t.Shape) != 2 {
+			return 0
+		}
+		k := shape{int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1])}
+		b, ok := asked[k]
+		if !ok {
+			b = e.mulMatBuft(bufts, k.typ, k.ne0, k.ne1)
+			asked[k] = b
+		}
+		return b
+	}
+	extra := map[*model.Tensor]cBuft{}
+	for _, t := range matrices(w) {
+		if b := bestBuft(t); b != 0 {
+			extra[t] = b
+		}
+	}
+	tied := e.cfg.TiedEmbeddings || w.Output == nil
+	var headBuft cBuft // a tied head's copy, when an extra type runs it
+	if tied {
+		headBuft = bestBuft(w.TokenEmbedding)
+	}
+
+	ctx, err := e.newMetaCtx(len(ts) + 1)
+	if err != nil {
+		return err
+	}
+	e.wctx = ctx
+	made := make(map[*model.Tensor]cTensor, len(ts))
+	var rest []*model.Tensor // the tensors of the default buffer type
+	for _, t := range ts {
+		if extra[t] == 0 {
+			made[t] = newTensor(ctx, t, t.Name)
+			rest = append(rest, t)
+		}
+	}
+	// The extra buffer types' tensors, one context and buffer each; ggml
+	// repacks them as they are set.
+	type copyTo struct {
+		h cTensor
+		t *model.Tensor
+	}
+	var sets []copyTo
+	var head cTensor
+	for _, b := range bufts {
+		var mine []*model.Tensor
+		for _, t := range matrices(w) {
+			if t != nil && extra[t] == b {
+				mine = append(mine, t)
+			}
+		}
+		dupHead := tied && headBuft == b
+		if len(mine) == 0 && !dupHead {
+			continue
+		}
+		xctx, err := e.newMetaCtx(len(mine) + 1)
+		if err != nil {
+			return err
+		}
+		e.xctx = append(e.xctx, xctx)
+		for _, t := range mine {
+			made[t] = newTensor(xctx, t, t.Name)
+			sets = append(sets, copyTo{made[t], t})
+		}
+		if dupHead {
+			head = newTensor(xctx, w.TokenEmbedding, "output.weight")
+			sets = append(sets, copyTo{head, w.TokenEmbedding})
+		}
+		buf := e.a.allocCtxFromBuft(xctx, b)
+		if buf == 0 {
+			return fmt.Errorf("could not allocate the %s weights", e.a.buftName(b))
+		}
+		e.xbuf = append(e.xbuf, buf)
+		e.a.bufferSetUsage(buf, 1) // GGML_BACKEND_BUFFER_USAGE_WEIGHTS
+		for _, t := range mine {
+			e.placed.add(e.a.buftName(b), len(t.Data))
+		}
+		if dupHead {
+			e.placed.add(e.a.buftName(b)+" (tied head's copy)", len(w.TokenEmbedding.Data))
+		}
 	}
 	switch {
 	case e.onCPU() && e.m.Mapped():
-		if err := e.mapWeightsInPlace(ts, made); err != nil {
+		if err := e.mapWeightsInPlace(rest, made); err != nil {
 			return err
 		}
+		for _, t := range rest {
+			e.placed.add("CPU (file mapping)", len(t.Data))
+		}
 	case e.onCPU():
-		hs, sizes := make([]cTensor, len(ts)), make([]int, len(ts))
-		for i, t := range ts {
+		hs, sizes := make([]cTensor, len(rest)), make([]int, len(rest))
+		for i, t := range rest {
 			hs[i], sizes[i] = made[t], len(t.Data)
+			e.placed.add("CPU", len(t.Data))
 		}
 		if e.wbuf, e.wregion, err = e.placeHost(hs, sizes); err != nil {
 			return fmt.Errorf("weights: %w", err)
@@ -347,16 +458,25 @@ func (e *Executor) loadWeights() error {
 		if e.wbuf == 0 {
 			return fmt.Errorf("could not allocate %s memory for the weights", e.be.Name)
 		}
-	}
-	for _, t := range ts {
-		e.weightBytes += uint64(len(t.Data))
+		for _, t := range rest {
+			e.placed.add(e.be.Name, len(t.Data))
+		}
 	}
 	if e.wbuf != 0 {
 		e.a.bufferSetUsage(e.wbuf, 1) // GGML_BACKEND_BUFFER_USAGE_WEIGHTS
-		for _, t := range ts {
-			if len(t.Data) > 0 {
-				e.a.tensorSet(made[t], unsafe.Pointer(unsafe.SliceData(t.Data)), 0, uintptr(len(t.Data)))
-			}
+		for _, t := range rest {
+			sets = append(sets, copyTo{made[t], t})
+		}
+	}
+	for _, c := range sets {
+		if len(c.t.Data) > 0 {
+			e.a.tensorSet(c.h, unsafe.Pointer(unsafe.SliceData(c.t.Data)), 0, uintptr(len(c.t.Data)))
+		}
+		e.weightBytes += uint64(len(c.t.Data))
+	}
+	if e.wbuf == 0 {
+		for _, t := range rest {
+			e.weightBytes += uint64(len(t.Data))
 		}
 	}
 	get := func(t *model.Tensor) cTensor {
@@ -367,8 +487,11 @@ func (e *Executor) loadWeights() error {
 	}
 	e.tokEmbd, e.outNorm = get(w.TokenEmbedding), get(w.OutputNorm)
 	e.output = get(w.Output)
-	if e.cfg.TiedEmbeddings || e.output == 0 {
+	if tied {
 		e.output = e.tokEmbd
+		if head != 0 {
+			e.output = head
+		}
 	}
 	e.layers = make([]layerTensors, len(w.Layers))
 	for i, l := range w.Layers {

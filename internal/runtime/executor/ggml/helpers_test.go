@@ -57,11 +57,14 @@ var plainAttention bool
 // testKV is the KV cache type newTestExec asks for (auto: the model's).
 var testKV kvcache.DType
 
+// plainWeights makes newTestExec keep every weight in plain buffers.
+var plainWeights bool
+
 func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	t.Helper()
 	// One CPU thread: these models are tiny, and ggml's threads spin at
 	// barriers, which on a shared machine costs more than it gains.
-	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, KVCacheDType: testKV})
+	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, PlainWeights: plainWeights, KVCacheDType: testKV})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,6 +113,9 @@ type api struct {
 	backendName      func(cBack) string
 	defaultBuft      func(cBack) cBuft
 	allocCtxTensors  func(cCtx, cBack) cBuf
+	allocCtxFromBuft func(cCtx, cBuft) cBuf
+	buftName         func(cBuft) string
+	devSupportsOp    func(cDev, cTensor) bool
 	bufferFree       func(cBuf)
 	bufferSize       func(cBuf) uintptr
 	bufferClear      func(cBuf, uint8)
@@ -293,6 +296,9 @@ func (l *Library) bind() error {
 	sym(&a.backendName, "ggml_backend_name")
 	sym(&a.defaultBuft, "ggml_backend_get_default_buffer_type")
 	sym(&a.allocCtxTensors, "ggml_backend_alloc_ctx_tensors")
+	sym(&a.allocCtxFromBuft, "ggml_backend_alloc_ctx_tensors_from_buft")
+	sym(&a.buftName, "ggml_backend_buft_name")
+	sym(&a.devSupportsOp, "ggml_backend_dev_supports_op")
 	sym(&a.bufferFree, "ggml_backend_buffer_free")
 	sym(&a.bufferSize, "ggml_backend_buffer_get_size")
 	sym(&a.bufferClear, "ggml_backend_buffer_clear")
@@ -336,3 +342,6 @@ func (l *Library) loadBackend(path string) (cReg, error) {
 	l.backends[path] = r
 	return r, nil
 }
+
+// registerFunc binds fn, a C function pointer, to the Go function *fptr.
+func registerFunc(fptr any, fn uintptr) { purego.RegisterFunc(fptr, fn) }

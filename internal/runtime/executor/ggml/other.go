@@ -25,6 +25,7 @@ type Options struct {
 	Device         string
 	Threads        int
 	PlainAttention bool
+	PlainWeights   bool
 	KVCacheDType   kvcache.DType
 }
 
