@@ -20,8 +20,14 @@ type Options struct {
 	// Device is "cpu" or "cuda".
 	Device string
 	// Threads is the CPU backend's thread count; 0 means one per physical
-	// core this process may use, at most GOMAXPROCS (defaultThreads).
+	// core of the CPUs this process is given (defaultThreads).
 	Threads int
+	// Poll is the CPU thread pool's polling level between graphs, ggml's
+	// 0-100: 0 (the default here) puts the workers to sleep until the next
+	// graph, so that between iterations they leave the cores to the engine,
+	// the HTTP server and whatever else shares them; ggml's own default is
+	// 50. docs/benchmarks.md has the measurement.
+	Poll int
 	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
 	// path of non-CPU devices, on the CPU too (tests check it there).
 	PlainAttention bool
@@ -191,7 +197,10 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	if threads <= 0 && device == DeviceCPU {
 		threads = defaultThreads()
 	}
-	be, err := lib.newBackend(device, threads)
+	if opts.Poll < 0 || opts.Poll > 100 {
+		return nil, fmt.Errorf("thread pool polling level %d: want 0-100", opts.Poll)
+	}
+	be, err := lib.newBackend(device, threads, opts.Poll)
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +268,9 @@ func (e *Executor) probe() error {
 
 // Device is a description of where the executor runs, for logs.
 func (e *Executor) Device() string {
+	if e.onCPU() {
+		return fmt.Sprintf("%s (%s, %s, %d threads, polling %d; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.be.Threads, e.be.Poll, e.lib.Version, e.lib.Commit)
+	}
 	return fmt.Sprintf("%s (%s, %s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.lib.Version, e.lib.Commit)
 }
 

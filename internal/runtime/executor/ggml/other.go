@@ -24,6 +24,7 @@ type Options struct {
 	LibDir         string
 	Device         string
 	Threads        int
+	Poll           int
 	PlainAttention bool
 	PlainWeights   bool
 	KVCacheDType   kvcache.DType
