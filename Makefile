@@ -34,6 +34,8 @@ SETUP_KUBE_COMPONENTS = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) GO=$(GO) hack
 # hack/setup-ggml.sh.
 GGML_NLC_VERSION ?= 3.22.1
 SETUP_GGML = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-ggml.sh
+# llama.cpp for the executor benchmarks, from the same release bundle.
+SETUP_LLAMA_CPP = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-llama-cpp.sh
 # Where `make demo` keeps the local cluster's files while it runs.
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
@@ -90,8 +92,10 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
 
 .PHONY: bench-executors
-bench-executors: ggml ## ggml vs cpu executor (GGML_THREADS=n to set ggml's CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
-	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and threads, interleaved, BENCH_REPS rounds) and vs the cpu executor (GGML_THREADS=n to set the CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, 32 streams (~20 min on 2 cores).
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" KVPILOT_BENCH_EXECUTORS=1 \
+		KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) KVPILOT_BENCH_REPS=$(BENCH_REPS) \
+		$(GO) test -run '^$$' -bench 'VsLlamaCpp|Executors|StepVsHTTP' -benchtime=1x -timeout 90m ./internal/runtime/executor/ggml/
 
 .PHONY: test-gpu
 test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for this GPU with nvcc when present, ~3 min; else the prebuilt); skipped without an NVIDIA GPU.

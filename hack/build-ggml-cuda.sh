@@ -17,6 +17,12 @@
 # libggml (the backend registry) and libggml-cuda, as loadable backends
 # (GGML_BACKEND_DL), replacing those files in the library directory.
 #
+# CUDA graphs are on (GGML_CUDA_GRAPHS; ggml's own default is off, llama.cpp
+# turns it on): the backend captures a graph that stays the same, node for
+# node, across steps and replays it with one launch instead of ~1,000 kernel
+# launches a step. The executor reuses its graph between steps of the same
+# shape for that reason (internal/runtime/executor/ggml/graph.go).
+#
 # Usage: hack/build-ggml-cuda.sh [OUTDIR]
 #   OUTDIR            where the libraries go (default: a cache directory named
 #                     by release and architectures, reused once built;
@@ -94,7 +100,7 @@ mkdir -p "${work}/top"
 printf 'cmake_minimum_required(VERSION 3.14)\nproject(kvpilot-ggml C CXX)\nadd_subdirectory("%s" ggml)\n' "${src}" >"${work}/top/CMakeLists.txt"
 cmake -S "${work}/top" -B "${work}/build" -DCMAKE_BUILD_TYPE=Release \
 	-DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON -DGGML_NATIVE=OFF \
-	-DGGML_CUDA=ON -DGGML_CUDA_FA="${GGML_CUDA_FA:-OFF}" \
+	-DGGML_CUDA=ON -DGGML_CUDA_FA="${GGML_CUDA_FA:-OFF}" -DGGML_CUDA_GRAPHS=ON \
 	-DCMAKE_CUDA_ARCHITECTURES="${ARCHS}" $(command -v ninja >/dev/null && echo -G Ninja) \
 	>"${work}/configure.log" 2>&1 || {
 	tail -n 30 "${work}/configure.log" >&2

@@ -100,9 +100,12 @@ type Executor struct {
 	copyDone chan error
 	copying  bool
 
-	galloc    cAlloc
-	graphSize int
-	ctxBytes  uintptr
+	galloc cAlloc
+	// graph is the last iteration's graph, sig the current batch's
+	// signature (see graph); graphsBuilt and graphsReused count them.
+	graph                     graph
+	sig                       []int64
+	graphsBuilt, graphsReused int
 
 	s scratch
 }
@@ -241,9 +244,6 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	if e.galloc == 0 {
 		return nil, fmt.Errorf("ggml_gallocr_new failed")
 	}
-	// A layer's graph has about 40 nodes plus its views; leave room.
-	e.graphSize = 64*c.Layers + 256
-	e.ctxBytes = e.a.tensorOverhead()*uintptr(e.graphSize) + e.a.graphOverhead(uintptr(e.graphSize), false)
 	if !e.onCPU() {
 		// A GPU kernel build that cannot run on this GPU fails at its first
 		// launch, and ggml aborts the process there: let that be now, at
@@ -296,6 +296,9 @@ func (e *Executor) BufferBytes() (weights, kv, compute uint64) {
 
 // Close frees the executor's device memory. It does not close the model.
 func (e *Executor) Close() {
+	if e.a != nil {
+		e.freeGraph()
+	}
 	if e.galloc != 0 {
 		e.a.gallocrFree(e.galloc)
 		e.galloc = 0
