@@ -49,6 +49,8 @@ OUT="${1:-${CACHE_ROOT}/${VERSION}/cuda-built-$(echo "${ARCHS}" | tr -c 'A-Za-z0
 JOBS="${JOBS:-$(nproc)}"
 
 log() { echo "build-ggml-cuda: $*" >&2; }
+# shellcheck source=lib/llama-source.sh
+source "${HERE}/lib/llama-source.sh"
 
 # A finished build is reused (the release and the architectures are in the
 # default directory's path).
@@ -69,15 +71,11 @@ trap 'rm -rf "${work}"' EXIT
 
 src="${GGML_SRC:-}"
 if [[ -z "${src}" ]]; then
-	if ! command -v npm >/dev/null || ! command -v git >/dev/null; then
-		log "npm and git are needed to fetch the source (or set GGML_SRC)"
+	root="$(llama_source "${work}" "${VERSION}")" || {
+		log "could not fetch the source (or set GGML_SRC)"
 		exit 1
-	fi
-	log "fetching node-llama-cpp@${VERSION} (its llama.cpp source bundle)"
-	(cd "${work}" && npm pack --silent "node-llama-cpp@${VERSION}" >/dev/null)
-	tar -xzf "${work}"/node-llama-cpp-*.tgz -C "${work}" package/llama/gitRelease.bundle
-	git clone -q "${work}/package/llama/gitRelease.bundle" "${work}/llama.cpp" 2>/dev/null
-	src="${work}/llama.cpp/ggml"
+	}
+	src="${root}/ggml"
 elif [[ -f "${src}" ]]; then
 	mkdir -p "${work}/src"
 	tar -xf "${src}" -C "${work}/src"
