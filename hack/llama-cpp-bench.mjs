@@ -29,9 +29,9 @@ const maxSeqs = 32;
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error", maxThreads: 0});
 const model = await llama.loadModel({modelPath});
 const ctx = await model.createContext({
-    // Each sequence gets contextSize / sequences cells: room for a
-    // 512-token prompt and its decode steps.
-    contextSize: maxSeqs * 640,
+    // Per sequence (node-llama-cpp multiplies it by the sequences): room
+    // for a 512-token prompt and its decode steps.
+    contextSize: 640,
     sequences: maxSeqs,
     batchSize: 512,
     threads: {ideal: threads, min: threads},
