@@ -32,12 +32,7 @@ if [[ -f "${OUT}/.complete" && -x "${OUT}/llama-server" ]]; then
 	echo "${OUT}/llama-server"
 	exit 0
 fi
-for tool in cmake nvcc; do
-	if ! command -v "${tool}" >/dev/null; then
-		log "${tool} is needed (install the CUDA toolkit and CMake)"
-		exit 1
-	fi
-done
+require_tools cmake nvcc || exit 1
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 src="${LLAMA_SRC:-}"

@@ -18,3 +18,15 @@ llama_source() {
 	git clone -q "${work}/package/llama/gitRelease.bundle" "${work}/llama.cpp" 2>/dev/null || return 1
 	echo "${work}/llama.cpp"
 }
+
+# require_tools TOOL... fails, naming what to install, when a tool is
+# missing.
+require_tools() {
+	local tool
+	for tool in "$@"; do
+		if ! command -v "${tool}" >/dev/null; then
+			log "${tool} is needed (install the CUDA toolkit and CMake)"
+			return 1
+		fi
+	done
+}

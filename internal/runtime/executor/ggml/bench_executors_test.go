@@ -3,20 +3,15 @@
 package ggml
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,42 +91,7 @@ func aggregateDecode(b *testing.B, e batch.Executor, m *model.Model, streams int
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	total := 0
-	start := time.Now()
-	for s := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			prompt := make([]int32, promptLen)
-			for i := range prompt {
-				prompt[i] = int32((s*1009 + i*31) % m.Config.VocabSize)
-			}
-			body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": outLen, "temperature": 0, "ignore_eos": true})
-			resp, err := http.Post(hs.URL+"/v1/completions", "application/json", bytes.NewReader(body))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
-			var r struct {
-				Usage struct {
-					CompletionTokens int `json:"completion_tokens"`
-				} `json:"usage"`
-			}
-			if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &r) != nil {
-				b.Errorf("status %d: %s", resp.StatusCode, raw)
-				return
-			}
-			mu.Lock()
-			total += r.Usage.CompletionTokens
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return float64(total) / time.Since(start).Seconds()
+	return httpServer{name: "kvpilot", url: hs.URL}.streams(b, streams, promptLen, outLen, m.Config.VocabSize)
 }
 
 // benchGGMLThreads is ggml's CPU thread count in the benchmarks:

@@ -41,13 +41,13 @@ type httpServer struct {
 	name, url string
 }
 
-// complete sends one greedy completion of maxTokens tokens after prompt (token
-// ids) and returns the completion tokens the server reports.
-func (s httpServer) complete(b *testing.B, prompt []int32, maxTokens int) int {
+// complete sends one greedy completion of maxTokens tokens after prompt
+// (token ids) and returns the completion tokens the server reports.
+func (s httpServer) complete(prompt []int32, maxTokens int) (int, error) {
 	body, _ := json.Marshal(map[string]any{"model": "bench", "prompt": prompt, "max_tokens": maxTokens, "temperature": 0, "ignore_eos": true})
 	resp, err := http.Post(s.url+"/v1/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
-		b.Fatalf("%s: %v", s.name, err)
+		return 0, fmt.Errorf("%s: %w", s.name, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -57,33 +57,39 @@ func (s httpServer) complete(b *testing.B, prompt []int32, maxTokens int) int {
 		} `json:"usage"`
 	}
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &r) != nil {
-		b.Fatalf("%s: status %d: %s", s.name, resp.StatusCode, raw)
+		return 0, fmt.Errorf("%s: status %d: %s", s.name, resp.StatusCode, raw)
 	}
-	return r.Usage.CompletionTokens
+	return r.Usage.CompletionTokens, nil
 }
 
-// streams runs n concurrent completions (32-token prompts, gen tokens each)
-// and returns output tokens per second.
-func (s httpServer) streams(b *testing.B, n, gen, vocab int) float64 {
+// streams runs n concurrent greedy completions (promptLen-token prompts,
+// gen tokens each) and returns output tokens per second over the run.
+func (s httpServer) streams(b *testing.B, n, promptLen, gen, vocab int) float64 {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	total := 0
+	total, errs := 0, []error(nil)
 	start := time.Now()
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := make([]int32, 32)
+			p := make([]int32, promptLen)
 			for j := range p {
 				p[j] = int32((i*1009 + j*31) % vocab)
 			}
-			k := s.complete(b, p, gen)
+			k, err := s.complete(p, gen)
 			mu.Lock()
 			total += k
+			if err != nil {
+				errs = append(errs, err)
+			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	if len(errs) > 0 {
+		b.Fatal(errs[0])
+	}
 	return float64(total) / time.Since(start).Seconds()
 }
 
@@ -95,7 +101,9 @@ func (s httpServer) prefill(b *testing.B, n, vocab, salt int) float64 {
 		p[j] = int32((salt*7919 + j*104729) % vocab)
 	}
 	start := time.Now()
-	s.complete(b, p, 1)
+	if _, err := s.complete(p, 1); err != nil {
+		b.Fatal(err)
+	}
 	return float64(n) / time.Since(start).Seconds()
 }
 
@@ -176,7 +184,7 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 	vocab := cfg.VocabSize
 	var arms []arm
 	for _, n := range []int{1, 8, 32, 128} {
-		arms = append(arms, arm{fmt.Sprintf("%d streams", n), func(s httpServer, _ int) float64 { return s.streams(b, n, 128, vocab) }})
+		arms = append(arms, arm{fmt.Sprintf("%d streams", n), func(s httpServer, _ int) float64 { return s.streams(b, n, 32, 128, vocab) }})
 	}
 	for _, n := range []int{512, 8192} {
 		arms = append(arms, arm{fmt.Sprintf("prefill %d", n), func(s httpServer, round int) float64 { return s.prefill(b, n, vocab, round) }})
