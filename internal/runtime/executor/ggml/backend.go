@@ -34,6 +34,14 @@ type backend struct {
 	Threads, Poll int
 
 	pool, freePool uintptr // the CPU backend's ggml_threadpool
+	// setThreadsFn is the CPU backend's ggml_backend_set_n_threads.
+	setThreadsFn uintptr
+}
+
+// setThreads makes the CPU backend's next graphs use n of its pool's
+// threads (at most Threads); the others sleep.
+func (b *backend) setThreads(n int) {
+	purego.SyscallN(b.setThreadsFn, uintptr(b.h), uintptr(n))
 }
 
 // newBackend initialises device ("cpu" or "cuda"); threads sets the CPU
@@ -85,6 +93,7 @@ func (l *Library) newBackend(device string, threads, poll int) (*backend, error)
 			b.free()
 			return nil, fmt.Errorf("ggml CPU backend has no ggml_backend_set_n_threads")
 		}
+		b.setThreadsFn = fn
 		purego.SyscallN(fn, uintptr(h), uintptr(max(threads, 1)))
 		if err := b.attachThreadpool(path, threads, poll); err != nil {
 			b.free()

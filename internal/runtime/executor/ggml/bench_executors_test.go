@@ -207,9 +207,11 @@ func BenchmarkStepVsHTTP(b *testing.B) {
 }
 
 // BenchmarkThreadsUnderLoad measures, on whatever else the machine runs at
-// the time, the ggml executor's decode rate with 1 CPU thread, with 2
-// threads whose pool sleeps between graphs (polling 0, the default here)
-// and with 2 threads polling as ggml does by default (50): one sequence's
+// the time, the ggml executor's decode rate with 1 CPU thread, with the
+// default (up to one thread per core, each graph on the count measured
+// fastest: threadTuner), with 2 threads whose pool sleeps between graphs
+// (polling 0, the default here) and with 2 threads polling as ggml does by
+// default (50): one sequence's
 // decode steps after a 64-token prompt, and steps of 32 decoding sequences.
 // The arms alternate, 3 rounds; the min and median tokens per second are
 // printed per arm with the 2-thread/1-thread ratios. Part of
@@ -228,7 +230,8 @@ func BenchmarkThreadsUnderLoad(b *testing.B) {
 		one, many     []float64
 		e             *Executor
 	}
-	arms := []*arm{{name: "1 thread", threads: 1}, {name: "2 threads, polling 0", threads: 2}, {name: "2 threads, polling 50", threads: 2, poll: 50}}
+	arms := []*arm{{name: "1 thread", threads: 1}, {name: "default (up to 2, measured)", threads: 0},
+		{name: "2 threads, polling 0", threads: 2}, {name: "2 threads, polling 50", threads: 2, poll: 50}}
 	for _, a := range arms {
 		e, err := New(m, 256, benchBlockSize, Options{LibDir: testLibDir(b), Device: DeviceCPU, Threads: a.threads, Poll: a.poll})
 		if err != nil {
@@ -287,7 +290,7 @@ func BenchmarkThreadsUnderLoad(b *testing.B) {
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("Q8_0 decode under load (loadavg %s):\n", strings.TrimSpace(string(load)))
+	fmt.Printf("Q8_0 decode under load (loadavg %s, default: %s):\n", strings.TrimSpace(string(load)), arms[1].e.Device())
 	for _, a := range arms {
 		fmt.Printf("  %-22s 1 sequence: min %.2f, median %.2f tok/s; 32 sequences: min %.1f, median %.1f tok/s\n",
 			a.name, slices.Min(a.one), median(a.one), slices.Min(a.many), median(a.many))

@@ -19,8 +19,10 @@ type Options struct {
 	LibDir string
 	// Device is "cpu" or "cuda".
 	Device string
-	// Threads is the CPU backend's thread count; 0 means one per physical
-	// core of the CPUs this process is given (defaultThreads).
+	// Threads is the CPU backend's thread count; 0 means up to one per
+	// physical core of the CPUs this process is given (defaultThreads),
+	// each graph running on as many of them as measured fastest
+	// (threadTuner); a count given here is used as it is.
 	Threads int
 	// Poll is the CPU thread pool's polling level between graphs, ggml's
 	// 0-100: 0 (the default here) puts the workers to sleep until the next
@@ -101,6 +103,9 @@ type Executor struct {
 	copying  bool
 
 	galloc cAlloc
+	// tuner picks each graph's CPU thread count when Options.Threads was
+	// left to the executor (nil: the pool's size, always).
+	tuner *threadTuner
 	// graph is the last iteration's graph, sig the current batch's
 	// signature (see graph); graphsBuilt and graphsReused count them.
 	graph                     graph
@@ -233,6 +238,9 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 				need>>20, device, weightBytes>>20, kvBytes>>20, numBlocks, free>>20, total>>20)
 		}
 	}
+	if e.onCPU() && opts.Threads <= 0 && be.Threads > 1 {
+		e.tuner = newThreadTuner(be.Threads)
+	}
 	e.flash = e.onCPU() && !opts.PlainAttention
 	if err := e.loadWeights(opts.PlainWeights); err != nil {
 		return nil, err
@@ -269,7 +277,11 @@ func (e *Executor) probe() error {
 // Device is a description of where the executor runs, for logs.
 func (e *Executor) Device() string {
 	if e.onCPU() {
-		return fmt.Sprintf("%s (%s, %s, %d threads, polling %d; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.be.Threads, e.be.Poll, e.lib.Version, e.lib.Commit)
+		threads := fmt.Sprintf("%d threads", e.be.Threads)
+		if e.tuner != nil {
+			threads = fmt.Sprintf("up to %d threads, measured per graph", e.be.Threads)
+		}
+		return fmt.Sprintf("%s (%s, %s, %s, polling %d; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, threads, e.be.Poll, e.lib.Version, e.lib.Commit)
 	}
 	return fmt.Sprintf("%s (%s, %s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.lib.Version, e.lib.Commit)
 }

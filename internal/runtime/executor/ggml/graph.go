@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -108,8 +109,8 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	if ns > 0 {
 		set(in.outRows, unsafe.Pointer(&s.outRows[0]), 4*ns)
 	}
-	if st := e.a.graphCompute(e.be.h, g); st != gStatusSuccess {
-		return fmt.Errorf("graph compute failed with ggml status %d", st)
+	if err := e.compute(g, n); err != nil {
+		return err
 	}
 	if ns == 0 {
 		return nil
@@ -121,6 +122,25 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	}
 	e.a.tensorGet(logits, unsafe.Pointer(&host[0]), 0, uintptr(4*ns*vocab))
 	batch.ShareLogits(b, out, host, vocab)
+	return nil
+}
+
+// compute runs the graph of n tokens, on as many CPU threads as the tuner
+// picks when it has one.
+func (e *Executor) compute(g cGraph, n int) error {
+	var i int
+	var start time.Time
+	if e.tuner != nil {
+		i = e.tuner.pick(n)
+		e.be.setThreads(e.tuner.counts[i])
+		start = time.Now()
+	}
+	if st := e.a.graphCompute(e.be.h, g); st != gStatusSuccess {
+		return fmt.Errorf("graph compute failed with ggml status %d", st)
+	}
+	if e.tuner != nil {
+		e.tuner.observe(i, n, time.Since(start))
+	}
 	return nil
 }
 
