@@ -89,7 +89,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
 	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
 	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans")
-	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml one per physical core of the CPUs this process is given: its cgroup's CPU quota, then its CPU affinity)")
+	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml up to one per physical core of the CPUs this process is given, its cgroup's CPU quota, then its CPU affinity, each graph on the count measured fastest)")
 	fs.TextVar(&o.KVCacheDType, "kv-cache-dtype", kvcache.DTypeAuto, "KV cache element type: auto, f16, bf16, q8_0 or f32 (auto: the model's activation type, as vLLM's; ggml: f16 unless the weights are F32 or BF16; cpu keeps f32 and refuses the others; sim: the geometry's bf16)")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address, e.g. 127.0.0.1:6060 (off when empty; keep it off public interfaces)")
 
