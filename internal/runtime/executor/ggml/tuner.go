@@ -15,28 +15,30 @@ import (
 // stalls the ones spinning for it, and two threads can run a step 5-20
 // times slower than one (docs/benchmarks.md), while on cores of its own the
 // second thread nearly doubles the speed. So the tuner keeps, per thread
-// count and per batch size class (tokens, in powers of two), a moving
-// average of the seconds a token costs, runs the cheapest count, and now
-// and then tries each other count on one graph; a count that keeps losing
-// is tried ever more rarely (its period doubles up to maxExplorePeriod),
-// so that a collapsed count costs little once learned, and is tried again
-// soon once it wins. It is pure: the executor times the graphs.
+// count and per batch size class (tokens, in powers of two), the seconds a
+// token costs, runs the cheapest count, and tries each other count again
+// once the graphs run since its last try took exploreShare⁻¹ times what
+// the try is expected to lose: trying costs at most that share of the
+// time however badly a count does, and a count that recovers (the load
+// went away) is found again. It is pure: the executor times the graphs.
 type threadTuner struct {
 	// counts are the thread counts it chooses among: the pool's size,
 	// halved down to 1.
 	counts []int
-	// cost[i][class] is the average seconds per token with counts[i] (NaN:
-	// not measured yet).
+	// cost[i][class] is the seconds per token with counts[i]: a moving
+	// average while it is the best, its last try's otherwise (NaN: never
+	// measured).
 	cost [][]float64
-	// since[i] counts the graphs since counts[i] last ran; period[i] is
-	// how many graphs pass between its tries when it is not the best.
-	since, period []int
+	// waited[i] is the time of the graphs run since counts[i] last ran.
+	waited []float64
+	graphs int
 }
 
 const (
-	sizeClasses      = 16
-	explorePeriod    = 16
-	maxExplorePeriod = 1024
+	sizeClasses = 16
+	// exploreShare bounds the time spent trying counts that are not the
+	// best.
+	exploreShare = 0.02
 	// costWeight is the weight of a new measurement in the moving
 	// average.
 	costWeight = 0.3
@@ -57,10 +59,7 @@ func newThreadTuner(maxThreads int) *threadTuner {
 			t.cost[i][c] = math.NaN()
 		}
 	}
-	t.since, t.period = make([]int, len(t.counts)), make([]int, len(t.counts))
-	for i := range t.period {
-		t.period[i] = explorePeriod
-	}
+	t.waited = make([]float64, len(t.counts))
 	return t
 }
 
@@ -79,9 +78,8 @@ func (t *threadTuner) best(class int) int {
 }
 
 // pick returns the index in counts of the thread count for a graph of
-// tokens tokens: another count whose turn to be tried has come (one not
-// yet measured for this class comes as soon as it is not the very first
-// graph), else the best.
+// tokens tokens: a count not yet measured for its size (after the very
+// first graph), or one whose next try is due, else the best.
 func (t *threadTuner) pick(tokens int) int {
 	class := sizeClass(tokens)
 	b := t.best(class)
@@ -89,7 +87,14 @@ func (t *threadTuner) pick(tokens int) int {
 		if i == b {
 			continue
 		}
-		if math.IsNaN(t.cost[i][class]) && t.since[i] > 0 || t.since[i] >= t.period[i] {
+		c := t.cost[i][class]
+		if math.IsNaN(c) {
+			if t.graphs > 0 {
+				return i
+			}
+			continue
+		}
+		if loss := (c - t.cost[b][class]) * float64(tokens); t.waited[i]*exploreShare >= loss {
 			return i
 		}
 	}
@@ -102,20 +107,15 @@ func (t *threadTuner) observe(i, tokens int, d time.Duration) {
 	per := d.Seconds() / float64(max(tokens, 1))
 	// The count in use is averaged; a count tried once in a while takes
 	// its new measurement as it is, so that a count that collapsed under
-	// load and recovered wins back at its next try, not after averaging
-	// away its old cost over many rare tries.
+	// load and recovered wins back at its next try.
 	if c := t.cost[i][class]; math.IsNaN(c) || t.best(class) != i {
 		t.cost[i][class] = per
 	} else {
 		t.cost[i][class] = c + costWeight*(per-c)
 	}
-	for j := range t.since {
-		t.since[j]++
+	for j := range t.waited {
+		t.waited[j] += d.Seconds()
 	}
-	t.since[i] = 0
-	if t.best(class) == i {
-		t.period[i] = explorePeriod
-	} else {
-		t.period[i] = min(2*t.period[i], maxExplorePeriod)
-	}
+	t.waited[i] = 0
+	t.graphs++
 }
