@@ -36,6 +36,8 @@ SETUP_KUBE_COMPONENTS = ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) GO=$(GO) hack
 # hack/setup-ggml.sh.
 GGML_NLC_VERSION ?= 3.22.1
 SETUP_GGML = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-ggml.sh
+# llama.cpp for the executor benchmarks, from the same release bundle.
+SETUP_LLAMA_CPP = KVPILOT_GGML_NLC_VERSION=$(GGML_NLC_VERSION) hack/setup-llama-cpp.sh
 # Where `make demo` keeps the local cluster's files while it runs.
 DEMO_DIR ?= $(or $(TMPDIR),/tmp)/kvpilot-demo
 E2E_TIMEOUT ?= 20m
@@ -105,8 +107,10 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
 
 .PHONY: bench-executors
-bench-executors: ggml ## ggml vs cpu executor (GGML_THREADS=n to set ggml's CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, HTTP aggregate (~10 min on 2 cores).
-	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_BENCH_EXECUTORS=1 KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and threads, interleaved, BENCH_REPS rounds) and vs the cpu executor (GGML_THREADS=n to set the CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, 32 streams (~20 min on 2 cores).
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" KVPILOT_BENCH_EXECUTORS=1 \
+		KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) KVPILOT_BENCH_REPS=$(BENCH_REPS) \
+		$(GO) test -run '^$$' -bench 'VsLlamaCpp|ThreadsUnderLoad|Executors|StepVsHTTP' -benchtime=1x -timeout 90m ./internal/runtime/executor/ggml/
 
 .PHONY: test-gpu
 test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for this GPU with nvcc when present, ~3 min; else the prebuilt); skipped without an NVIDIA GPU.
@@ -119,6 +123,17 @@ test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for thi
 	else echo "test-gpu: no nvcc/cmake: using the prebuilt CUDA library, which cannot run on every GPU (see hack/build-ggml-cuda.sh)"; lib="$$($(SETUP_GGML) cuda)"; fi; \
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_REQUIRE_GGML=1 KVPILOT_GGML_DEVICE=cuda $(GO) test $(GOFLAGS_TEST) -v ./internal/runtime/executor/ggml/ && \
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+
+.PHONY: bench-gpu
+bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same release, same GGUF, one GPU: 1/8/32/128 streams, prefill 512 and 8k (builds both with nvcc, ~15 min the first time); skipped without an NVIDIA GPU.
+	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
+		echo "bench-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped (it runs on a machine with one)"; \
+		exit 0; \
+	fi; \
+	lib="$${KVPILOT_GGML_LIB:-$$(hack/build-ggml-cuda.sh)}" || exit 1; \
+	server="$${KVPILOT_LLAMA_SERVER:-$$(hack/build-llama-server-cuda.sh)}" || exit 1; \
+	KVPILOT_GGML_LIB="$$lib" KVPILOT_LLAMA_SERVER="$$server" KVPILOT_BENCH_GPU=1 KVPILOT_BENCH_REPS=$(BENCH_REPS) \
+		$(GO) test -run '^$$' -bench GPUVsLlamaServer -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-agents
 bench-agents: ## Agentic workload: ProgramAware vs Default placement on a simulated pool (virtual time).

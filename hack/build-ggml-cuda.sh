@@ -17,6 +17,12 @@
 # libggml (the backend registry) and libggml-cuda, as loadable backends
 # (GGML_BACKEND_DL), replacing those files in the library directory.
 #
+# CUDA graphs are on (GGML_CUDA_GRAPHS; ggml's own default is off, llama.cpp
+# turns it on): the backend captures a graph that stays the same, node for
+# node, across steps and replays it with one launch instead of ~1,000 kernel
+# launches a step. The executor reuses its graph between steps of the same
+# shape for that reason (internal/runtime/executor/ggml/graph.go).
+#
 # Usage: hack/build-ggml-cuda.sh [OUTDIR]
 #   OUTDIR            where the libraries go (default: a cache directory named
 #                     by release and architectures, reused once built;
@@ -43,6 +49,8 @@ OUT="${1:-${CACHE_ROOT}/${VERSION}/cuda-built-$(echo "${ARCHS}" | tr -c 'A-Za-z0
 JOBS="${JOBS:-$(nproc)}"
 
 log() { echo "build-ggml-cuda: $*" >&2; }
+# shellcheck source=lib/llama-source.sh
+source "${HERE}/lib/llama-source.sh"
 
 # A finished build is reused (the release and the architectures are in the
 # default directory's path).
@@ -51,27 +59,18 @@ if [[ -f "${OUT}/.complete" && -f "${OUT}/libggml-cuda.so" ]]; then
 	exit 0
 fi
 
-for tool in cmake nvcc; do
-	if ! command -v "${tool}" >/dev/null; then
-		log "${tool} is needed (install the CUDA toolkit and CMake)"
-		exit 1
-	fi
-done
+require_tools cmake nvcc || exit 1
 
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 
 src="${GGML_SRC:-}"
 if [[ -z "${src}" ]]; then
-	if ! command -v npm >/dev/null || ! command -v git >/dev/null; then
-		log "npm and git are needed to fetch the source (or set GGML_SRC)"
+	root="$(llama_source "${work}" "${VERSION}")" || {
+		log "could not fetch the source (or set GGML_SRC)"
 		exit 1
-	fi
-	log "fetching node-llama-cpp@${VERSION} (its llama.cpp source bundle)"
-	(cd "${work}" && npm pack --silent "node-llama-cpp@${VERSION}" >/dev/null)
-	tar -xzf "${work}"/node-llama-cpp-*.tgz -C "${work}" package/llama/gitRelease.bundle
-	git clone -q "${work}/package/llama/gitRelease.bundle" "${work}/llama.cpp" 2>/dev/null
-	src="${work}/llama.cpp/ggml"
+	}
+	src="${root}/ggml"
 elif [[ -f "${src}" ]]; then
 	mkdir -p "${work}/src"
 	tar -xf "${src}" -C "${work}/src"
@@ -94,7 +93,7 @@ mkdir -p "${work}/top"
 printf 'cmake_minimum_required(VERSION 3.14)\nproject(kvpilot-ggml C CXX)\nadd_subdirectory("%s" ggml)\n' "${src}" >"${work}/top/CMakeLists.txt"
 cmake -S "${work}/top" -B "${work}/build" -DCMAKE_BUILD_TYPE=Release \
 	-DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON -DGGML_NATIVE=OFF \
-	-DGGML_CUDA=ON -DGGML_CUDA_FA="${GGML_CUDA_FA:-OFF}" \
+	-DGGML_CUDA=ON -DGGML_CUDA_FA="${GGML_CUDA_FA:-OFF}" -DGGML_CUDA_GRAPHS=ON \
 	-DCMAKE_CUDA_ARCHITECTURES="${ARCHS}" $(command -v ninja >/dev/null && echo -G Ninja) \
 	>"${work}/configure.log" 2>&1 || {
 	tail -n 30 "${work}/configure.log" >&2

@@ -57,6 +57,7 @@ type InferencePoolList struct {
 // InferencePoolSpec is the desired state of an InferencePool.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.engine) || !has(self.engine.tensorParallelSize) || self.engine.tensorParallelSize == 1 || self.executor.type == 'Sim' || (has(self.resources) && has(self.resources.accelerators) && self.engine.tensorParallelSize <= self.resources.accelerators)",message="engine.tensorParallelSize above 1 needs at least that many resources.accelerators (or the Sim executor)"
+// +kubebuilder:validation:XValidation:rule="!has(self.engine) || !has(self.engine.kvCacheDType) || self.engine.kvCacheDType in ['auto', 'f32'] || self.executor.type != 'CPU'",message="engine.kvCacheDType: the CPU executor keeps its KV cache in f32 (auto or f32); f16, bf16 and q8_0 need the GGML or Sim executor"
 type InferencePoolSpec struct {
 	// replicas is the number of runtime pods. It is the scale subresource's
 	// spec path, so kubectl scale, a HorizontalPodAutoscaler or KEDA can
@@ -378,6 +379,17 @@ type EngineSpec struct {
 	// +optional
 	KVHostBlocks *int32 `json:"kvHostBlocks,omitempty"`
 
+	// kvCacheDType is the KV cache's element type: auto (the model's
+	// activation type, as vLLM's: f16 on the GGML executor unless the
+	// weights are F32 or BF16), f16, bf16, q8_0 (8.5 bits an element) or
+	// f32. In the same memory f16 holds twice the tokens of f32 and q8_0
+	// 3.76 times, which is the KV capacity the fleet loop schedules
+	// programs into. The CPU executor keeps f32 and accepts only auto and
+	// f32. Unset: auto.
+	// +kubebuilder:validation:Enum=auto;f16;bf16;q8_0;f32
+	// +optional
+	KVCacheDType KVCacheDType `json:"kvCacheDType,omitempty"`
+
 	// kvCacheMemory sizes the KV cache in bytes, for example 8Gi.
 	// +kubebuilder:validation:XValidation:rule="type(self) == string ? quantity(self).isGreaterThan(quantity('0')) : self > 0",message="kvCacheMemory must be positive"
 	// +optional
@@ -411,6 +423,10 @@ type EngineSpec struct {
 	// +optional
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 }
+
+// KVCacheDType is a KV cache element type, spelled as the runtime's
+// --kv-cache-dtype.
+type KVCacheDType string
 
 // Fraction is a decimal number from 0 to 1 written as a string, such as
 // "0.9": Kubernetes APIs avoid floating-point fields.

@@ -15,6 +15,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // defaultCPUKVMemory is the cpu executor's KV cache without a size flag.
@@ -29,8 +30,11 @@ type backend struct {
 	vocabSize  int
 	contextLen int
 	numBlocks  int
-	// kvBytesPerBlock is one KV block's size (host-tier metrics in bytes).
+	// kvBytesPerBlock is one KV block's size (host-tier metrics in bytes)
+	// and kvDType its element type, both kvcache's accounting of the
+	// executor's KV geometry.
 	kvBytesPerBlock int64
+	kvDType         kvcache.DType
 	servedName      string
 	description     string
 	close           func()
@@ -60,17 +64,22 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	cfg := m.Config
 	log.Info("model loaded", "model", o.Model, "arch", cfg.Arch, "params", cfg.NumParams(), "layers", cfg.Layers,
 		"vocab", cfg.VocabSize, "context", cfg.ContextLen, "chat_template", m.ChatTemplate.Name(), "elapsed", time.Since(start).Round(time.Millisecond))
-	perBlock := cpu.KVBytesPerBlock(cfg, o.BlockSize)
+	kv := cpu.KVGeometry(cfg)
 	if o.Executor == executorGGML {
-		perBlock = ggml.KVBytesPerBlock(cfg, o.BlockSize)
+		kv = ggml.KVGeometry(m, o.KVCacheDType)
 	}
+	if err := kv.Validate(); err != nil {
+		_ = m.Close()
+		return nil, fmt.Errorf("--kv-cache-dtype %s: %w", o.KVCacheDType, err)
+	}
+	perBlock := kv.BytesPerBlock(o.BlockSize)
 	blocks := o.KVCacheBlocks
 	if blocks == 0 {
 		budget := int64(o.KVCacheMemory)
 		if budget == 0 {
 			budget = defaultCPUKVMemory
 		}
-		blocks = int(budget / perBlock)
+		blocks = kvcache.BlocksForMemory(budget, kv, o.BlockSize)
 		if blocks == 0 {
 			_ = m.Close()
 			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes", budget, perBlock)
@@ -84,9 +93,10 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 			_ = m.Close()
 			return nil, err
 		}
+		log.Info("ggml executor", "device", g.Device(), "weights", g.Weights(), "kv_cache_dtype", g.KV().DType)
 		exec, name = g, "ggml executor on "+g.Device()
 	} else {
-		c, err := cpu.New(m, blocks, o.BlockSize, cpu.Options{Threads: o.CPUThreads})
+		c, err := cpu.New(m, blocks, o.BlockSize, cpu.Options{Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType})
 		if err != nil {
 			_ = m.Close()
 			return nil, err
@@ -95,9 +105,9 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	}
 	return &backend{
 		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
-		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock,
+		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock, kvDType: kv.DType,
 		servedName:  nameFromModel(o.Model),
-		description: fmt.Sprintf("%s, %d KV blocks (%d MiB)", name, blocks, int64(blocks)*perBlock>>20),
+		description: fmt.Sprintf("%s, %d KV blocks of %s (%d MiB)", name, blocks, kv.DType, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil
 }
@@ -105,7 +115,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 // newGGML starts the ggml executor on --device, or without it on the GPU
 // when NVML found one and the CUDA backend loads, else on the CPU.
 func newGGML(o *options, m *model.Model, blocks int, devs []device.Device, log *slog.Logger) (*ggml.Executor, error) {
-	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads}
+	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType}
 	if o.Device != "" {
 		return ggml.New(m, blocks, o.BlockSize, opts)
 	}
@@ -155,6 +165,10 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	if err != nil {
 		return nil, err
 	}
+	geom.KVDType = o.KVCacheDType
+	if err := geom.KV().Validate(); err != nil {
+		return nil, fmt.Errorf("--kv-cache-dtype %s: %w", o.KVCacheDType, err)
+	}
 	sizedFrom := "profile " + acc.Name
 	if len(devs) > 0 {
 		// A real device's memory sizes the cache; the profile keeps the
@@ -185,12 +199,12 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	}
 	vocab := exec.Vocabulary()
 	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "tensor_parallel", o.TensorParallel,
-		"kv_blocks", blocks, "kv_sized_from", sizedFrom)
+		"kv_blocks", blocks, "kv_cache_dtype", geom.KV().DType, "kv_sized_from", sizedFrom)
 	return &backend{
 		exec: exec, codec: codec.Sim{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
-		kvBytesPerBlock: geom.KVBytesPerToken() * int64(o.BlockSize), // all devices: what the replica moves
-		description:     fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
-		close:           func() {},
+		kvBytesPerBlock: geom.KV().BytesPerBlock(o.BlockSize), kvDType: geom.KV().DType, // all devices: what the replica moves
+		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
+		close:       func() {},
 	}, nil
 }

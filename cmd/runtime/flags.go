@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // EnvPrefix prefixes the environment variable of every flag: --max-num-seqs
@@ -28,6 +30,8 @@ type options struct {
 	CPUThreads      int
 	Device          string
 	GGMLLib         string
+	KVCacheDType    kvcache.DType
+	PprofAddr       string
 
 	Host             string
 	Port             int
@@ -90,7 +94,9 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
 	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
 	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans")
-	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml one per physical core this process may use, at most GOMAXPROCS)")
+	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml up to one per physical core of the CPUs this process is given, its cgroup's CPU quota, then its CPU affinity, each graph on the count measured fastest)")
+	fs.TextVar(&o.KVCacheDType, "kv-cache-dtype", kvcache.DTypeAuto, "KV cache element type: auto, f16, bf16, q8_0 or f32 (auto: the model's activation type, as vLLM's; ggml: f16 unless the weights are F32 or BF16; cpu keeps f32 and refuses the others; sim: the geometry's bf16)")
+	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address, e.g. 127.0.0.1:6060 (off when empty; keep it off public interfaces)")
 
 	fs.StringVar(&o.Host, "host", "0.0.0.0", "address to listen on")
 	fs.IntVar(&o.Port, "port", 8000, "port of the OpenAI-compatible API (0: any free port)")
@@ -210,6 +216,8 @@ func (o *options) validate() error {
 	check(o.ResponsesStoreEntries >= 0, "--responses-store-entries must be >= 0")
 	check(o.ResponsesStoreBytes > 0, "--responses-store-bytes must be > 0")
 	check(o.CPUThreads >= 0, "--cpu-threads must be >= 0")
+	check(o.Executor != executorCPU || o.KVCacheDType.ResolveAuto(kvcache.DTypeF32) == kvcache.DTypeF32,
+		"--kv-cache-dtype %s: the cpu executor keeps its KV cache in f32 (use auto or f32, or --executor ggml)", o.KVCacheDType)
 	for _, s := range o.Stop {
 		check(s != "", "--stop must not be empty")
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 func env(m map[string]string) func(string) string {
@@ -89,9 +91,35 @@ func TestParseOptionsErrors(t *testing.T) {
 		{args: []string{"--stop", ""}},
 		{env: map[string]string{"KVPILOT_MAX_QUEUE": "many"}},
 		{env: map[string]string{"KVPILOT_STOP": `["unterminated`}},
+		{args: []string{"--kv-cache-dtype", "fp8"}},
+		{args: []string{"--kv-cache-dtype", "f16"}}, // the cpu executor keeps f32
+		{args: []string{"--executor", "cpu", "--kv-cache-dtype", "q8_0"}},
 	} {
 		if _, err := parseOptions(tt.args, env(tt.env), io.Discard); err == nil {
 			t.Errorf("args %q env %v: want an error", tt.args, tt.env)
+		}
+	}
+}
+
+func TestParseOptionsKVCacheDType(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		want kvcache.DType
+	}{
+		{args: []string{"--executor", "ggml"}, want: kvcache.DTypeAuto},
+		{args: []string{"--executor", "ggml", "--kv-cache-dtype", "q8_0"}, want: kvcache.DTypeQ8_0},
+		{args: []string{"--executor", "sim"}, env: map[string]string{"KVPILOT_KV_CACHE_DTYPE": "f32"}, want: kvcache.DTypeF32},
+		{args: []string{"--kv-cache-dtype", "f32"}, want: kvcache.DTypeF32},
+		{args: []string{"--kv-cache-dtype", "auto"}, want: kvcache.DTypeAuto},
+	} {
+		o, err := parseOptions(tt.args, env(tt.env), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tt.args, err)
+			continue
+		}
+		if o.KVCacheDType != tt.want {
+			t.Errorf("%q env %v: KV cache dtype %s, want %s", tt.args, tt.env, o.KVCacheDType, tt.want)
 		}
 	}
 }

@@ -94,6 +94,13 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if len(devs) == 0 {
 		log.Info("no accelerator found (NVML absent or no devices)")
 	}
+	if o.PprofAddr != "" {
+		_, stopPprof, err := startPprof(o.PprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	var controlToken string
 	if o.ControlTokenFile != "" {
 		b, err := os.ReadFile(o.ControlTokenFile)
@@ -143,7 +150,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err := device.Register(reg, devs); err != nil {
 		return err
 	}
-	engineMetrics, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: name, MaxModelLen: maxModelLen, KVBytesPerBlock: be.kvBytesPerBlock})
+	engineMetrics, err := metrics.NewEngine(reg, metrics.EngineOptions{ModelName: name, MaxModelLen: maxModelLen, KVBytesPerBlock: be.kvBytesPerBlock, KVCacheDType: be.kvDType})
 	if err != nil {
 		return err
 	}

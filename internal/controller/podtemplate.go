@@ -277,6 +277,9 @@ func engineArgs(e *servingv1alpha1.EngineSpec) []string {
 	intArg("block-size", e.BlockSize)
 	intArg("kv-cache-blocks", e.KVCacheBlocks)
 	intArg("kv-host-blocks", e.KVHostBlocks)
+	if e.KVCacheDType != "" {
+		args = append(args, "--kv-cache-dtype="+string(e.KVCacheDType))
+	}
 	if e.KVCacheMemory != nil {
 		args = append(args, "--kv-cache-memory="+byteSize(*e.KVCacheMemory))
 	}

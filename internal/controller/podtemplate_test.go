@@ -100,6 +100,11 @@ func TestPodTemplateArgs(t *testing.T) {
 			}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-host-blocks=8000"),
 		},
+		"KV cache dtype": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).
+				Engine(servingv1alpha1.EngineSpec{KVCacheDType: "q8_0", KVCacheMemory: ptr.To(resource.MustParse("8Gi"))}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml", "--kv-cache-dtype=q8_0", "--kv-cache-memory=8Gi"),
+		},
 		"policy request defaults": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Policy("agents").Obj(),
 			policy: utiltesting.MakeSchedulerPolicy("agents", "ns").AgingRate("0.5").DefaultMaxTokens(256).

@@ -79,6 +79,12 @@ var _ = Describe("API validation", func() {
 		Entry("an unsupported block size", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{BlockSize: ptr.To[int32](12)})
 		}, "spec.engine.blockSize: Unsupported value: 12"),
+		Entry("an unknown KV cache dtype", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{KVCacheDType: "fp8"})
+		}, `spec.engine.kvCacheDType: Unsupported value: "fp8"`),
+		Entry("an f16 KV cache on the CPU executor", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{KVCacheDType: "f16"})
+		}, "the CPU executor keeps its KV cache in f32"),
 		Entry("an unknown service type", func() client.Object { return pool("p").Service("ExternalName", 80).Obj() },
 			`Unsupported value: "ExternalName"`),
 

@@ -59,6 +59,10 @@ type EngineOptions struct {
 	// KVBytesPerBlock is one KV block's size in bytes, to report host-tier
 	// transfers in bytes (0: counted in blocks only).
 	KVBytesPerBlock int64
+	// KVCacheDType is the KV cache's element type, vllm:cache_config_info's
+	// cache_dtype label (kvcache.DTypeAuto, the zero value, is published as
+	// vLLM's default "auto").
+	KVCacheDType kvcache.DType
 }
 
 // Engine is the engine.Observer that publishes vLLM's metrics. Every child
@@ -67,6 +71,7 @@ type EngineOptions struct {
 type Engine struct {
 	running, waiting, kvUsage, kvCachedBlocks prometheus.Gauge
 	cacheInfo                                 *prometheus.GaugeVec
+	cacheDType                                string
 	loraInfo                                  prometheus.Gauge
 	prefixQueries, prefixHits, preemptions    prometheus.Counter
 	promptTokens, generationTokens            prometheus.Counter
@@ -99,7 +104,7 @@ var _ engine.Observer = (*Engine)(nil)
 // NewEngine registers the engine metrics for one served model on reg.
 func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	labels := prometheus.Labels{"model_name": o.ModelName, "engine": "0"}
-	m := &Engine{bytesPerBlock: float64(o.KVBytesPerBlock)}
+	m := &Engine{bytesPerBlock: float64(o.KVBytesPerBlock), cacheDType: o.KVCacheDType.String()}
 	var cs []prometheus.Collector
 	gauge := func(name, help string) prometheus.Gauge {
 		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
@@ -122,7 +127,7 @@ func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	m.kvCachedBlocks = gauge("kvpilot_kv_cache_cached_blocks", "Free KV blocks still holding prefix-cache content.")
 	m.cacheInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vllm:cache_config_info", Help: "Information of the KV cache configuration.", ConstLabels: labels,
-	}, []string{"block_size", "num_gpu_blocks"})
+	}, []string{"block_size", "cache_dtype", "num_gpu_blocks"})
 	cs = append(cs, m.cacheInfo)
 	// The endpoint picker reads the adapters from the labels of the sample
 	// with the newest value (a Unix time). kvpilot runs no LoRA adapters,
@@ -205,7 +210,7 @@ func finishedReasonLabel(r completion.Reason) string {
 
 // CacheConfig publishes vllm:cache_config_info.
 func (m *Engine) CacheConfig(blockSize, numBlocks int) {
-	m.cacheInfo.WithLabelValues(strconv.Itoa(blockSize), strconv.Itoa(numBlocks)).Set(1)
+	m.cacheInfo.WithLabelValues(strconv.Itoa(blockSize), m.cacheDType, strconv.Itoa(numBlocks)).Set(1)
 }
 
 // Iteration publishes the gauges, the token and preemption counters and the

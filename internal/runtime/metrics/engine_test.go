@@ -196,3 +196,33 @@ func TestHostTierMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheConfigInfo: vllm:cache_config_info carries the block size, the
+// block count and the KV cache's element type (cache_dtype, as vLLM's).
+func TestCacheConfigInfo(t *testing.T) {
+	for d, want := range map[kvcache.DType]string{kvcache.DTypeQ8_0: "q8_0", kvcache.DTypeF16: "f16", kvcache.DTypeAuto: "auto"} {
+		reg := prometheus.NewRegistry()
+		m, err := NewEngine(reg, EngineOptions{ModelName: "m", KVCacheDType: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.CacheConfig(16, 4096)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, mf := range mfs {
+			if mf.GetName() != "vllm:cache_config_info" {
+				continue
+			}
+			for _, l := range mf.GetMetric()[0].GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+		}
+		wantLabels := map[string]string{"block_size": "16", "num_gpu_blocks": "4096", "cache_dtype": want, "engine": "0", "model_name": "m"}
+		if diff := cmp.Diff(wantLabels, got); diff != "" {
+			t.Errorf("%s: vllm:cache_config_info labels (-want +got):\n%s", d, diff)
+		}
+	}
+}

@@ -58,7 +58,7 @@ func TestMetricsVLLMParity(t *testing.T) {
 		"vllm:num_requests_running":                  {G, base},
 		"vllm:num_requests_waiting":                  {G, base},
 		"vllm:kv_cache_usage_perc":                   {G, base},
-		"vllm:cache_config_info":                     {G, with("block_size", "num_gpu_blocks")},
+		"vllm:cache_config_info":                     {G, with("block_size", "cache_dtype", "num_gpu_blocks")},
 		"vllm:lora_requests_info":                    {G, with("max_lora", "running_lora_adapters", "waiting_lora_adapters")},
 		"vllm:prefix_cache_queries_total":            {C, base},
 		"vllm:prefix_cache_hits_total":               {C, base},

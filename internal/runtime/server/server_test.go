@@ -302,7 +302,7 @@ func TestMetrics(t *testing.T) {
 		`kvpilot_http_request_duration_seconds_bucket{path="/v1/completions"`,
 		`vllm:num_requests_running{engine="0",model_name="test-model"} 0`,
 		`vllm:request_success_total{engine="0",finished_reason="length",model_name="test-model"} 1`,
-		`vllm:cache_config_info{block_size="16",engine="0",model_name="test-model",num_gpu_blocks="512"} 1`,
+		`vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",model_name="test-model",num_gpu_blocks="512"} 1`,
 	}
 	// The engine publishes a finished request's metrics from its own loop,
 	// which may run after the client has its answer: poll for a while.

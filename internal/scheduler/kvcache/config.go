@@ -67,32 +67,75 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// Geometry is the shape of a model's KV cache, enough to size it in bytes.
+// Geometry is the shape of a model's KV cache and its element type, enough
+// to size it in bytes. Every layer holds a key and a value row of
+// KVHeads×HeadDim elements per token.
 type Geometry struct {
-	Layers, KVHeads, HeadDim, DTypeBytes int
+	Layers, KVHeads, HeadDim int
+	// DType is the cache's element type, resolved (not DTypeAuto).
+	DType DType
+}
+
+// Validate reports a geometry that cannot hold a token: a non-positive
+// field, an unresolved or unknown type, or a Q8_0 cache whose heads are not
+// whole blocks of 32 (attention reads each head's row on its own).
+func (g Geometry) Validate() error {
+	if g.Layers <= 0 || g.KVHeads <= 0 || g.HeadDim <= 0 {
+		return fmt.Errorf("KV geometry %d layers × %d KV heads × %d: all must be positive", g.Layers, g.KVHeads, g.HeadDim)
+	}
+	if _, err := g.DType.RowBytes(g.HeadDim); err != nil {
+		return fmt.Errorf("KV cache dtype %s with head dimension %d: %w", g.DType, g.HeadDim, err)
+	}
+	return nil
+}
+
+// RowBytes is one layer's key (or value) row of one token.
+func (g Geometry) RowBytes() int64 {
+	if g.Validate() != nil {
+		return 0
+	}
+	head, _ := g.DType.RowBytes(g.HeadDim)
+	if head > math.MaxInt64/int64(g.KVHeads) {
+		return 0
+	}
+	return int64(g.KVHeads) * head
 }
 
 // BytesPerToken is the KV cache footprint of one token: a key and a value
-// vector per layer and KV head.
+// row per layer. It is 0 for a geometry Validate refuses or one that
+// overflows.
 func (g Geometry) BytesPerToken() int64 {
-	return 2 * int64(g.Layers) * int64(g.KVHeads) * int64(g.HeadDim) * int64(g.DTypeBytes)
+	row := g.RowBytes()
+	if row <= 0 || row > math.MaxInt64/2/int64(g.Layers) {
+		return 0
+	}
+	return 2 * int64(g.Layers) * row
 }
 
-// BlocksForMemory is the number of whole blocks of blockSize tokens (0 means
-// DefaultBlockSize) that fit in budgetBytes. It is 0 when the budget or any
-// field of the geometry is not positive.
-func BlocksForMemory(budgetBytes int64, g Geometry, blockSize int) int {
+// BytesPerBlock is the footprint of one block of blockSize tokens (0 means
+// DefaultBlockSize), 0 for a geometry Validate refuses or one that
+// overflows.
+func (g Geometry) BytesPerBlock(blockSize int) int64 {
 	if blockSize <= 0 {
 		blockSize = DefaultBlockSize
 	}
-	if budgetBytes <= 0 || g.Layers <= 0 || g.KVHeads <= 0 || g.HeadDim <= 0 || g.DTypeBytes <= 0 {
+	perToken := g.BytesPerToken()
+	if perToken <= 0 || perToken > math.MaxInt64/int64(blockSize) {
 		return 0
 	}
-	perToken := g.BytesPerToken()
-	if perToken > math.MaxInt64/int64(blockSize) {
-		return 0 // one block is larger than any budget
+	return perToken * int64(blockSize)
+}
+
+// BlocksForMemory is the number of whole blocks of blockSize tokens (0 means
+// DefaultBlockSize) that fit in budgetBytes. It is 0 when the budget is not
+// positive or the geometry is invalid (Geometry.Validate) or one block is
+// larger than any budget.
+func BlocksForMemory(budgetBytes int64, g Geometry, blockSize int) int {
+	perBlock := g.BytesPerBlock(blockSize)
+	if budgetBytes <= 0 || perBlock <= 0 {
+		return 0
 	}
-	n := budgetBytes / (perToken * int64(blockSize))
+	n := budgetBytes / perBlock
 	if n > math.MaxInt {
 		return math.MaxInt
 	}

@@ -51,7 +51,7 @@ func TestDefaultBlockSize(t *testing.T) {
 }
 
 func TestBlocksForMemory(t *testing.T) {
-	llama8B := Geometry{Layers: 32, KVHeads: 8, HeadDim: 128, DTypeBytes: 2}
+	llama8B := Geometry{Layers: 32, KVHeads: 8, HeadDim: 128, DType: DTypeBF16}
 	if got, want := llama8B.BytesPerToken(), int64(131072); got != want {
 		t.Fatalf("BytesPerToken = %d, want %d", got, want)
 	}
@@ -71,8 +71,12 @@ func TestBlocksForMemory(t *testing.T) {
 		{name: "zero budget", budget: 0, g: llama8B, blockSize: 16, want: 0},
 		{name: "negative budget", budget: -1, g: llama8B, blockSize: 16, want: 0},
 		{name: "zero geometry", budget: 1 << 30, g: Geometry{}, blockSize: 16, want: 0},
-		{name: "negative fields", budget: 1 << 30, g: Geometry{Layers: -1, KVHeads: -1, HeadDim: 1, DTypeBytes: 1}, blockSize: 16, want: 0},
-		{name: "huge block", budget: math.MaxInt64, g: Geometry{Layers: 1 << 20, KVHeads: 1 << 20, HeadDim: 1 << 20, DTypeBytes: 1}, blockSize: 1 << 10, want: 0},
+		{name: "negative fields", budget: 1 << 30, g: Geometry{Layers: -1, KVHeads: -1, HeadDim: 1, DType: DTypeF16}, blockSize: 16, want: 0},
+		{name: "unresolved dtype", budget: 1 << 30, g: Geometry{Layers: 32, KVHeads: 8, HeadDim: 128}, blockSize: 16, want: 0},
+		{name: "q8_0 head not whole blocks", budget: 1 << 30, g: Geometry{Layers: 2, KVHeads: 2, HeadDim: 48, DType: DTypeQ8_0}, blockSize: 16, want: 0},
+		{name: "huge row", budget: math.MaxInt64, g: Geometry{Layers: 1, KVHeads: 1 << 20, HeadDim: 1 << 20, DType: DTypeF32}, blockSize: 1, want: 1048575},
+		{name: "overflowing row", budget: math.MaxInt64, g: Geometry{Layers: 1, KVHeads: math.MaxInt32, HeadDim: math.MaxInt32, DType: DTypeF32}, blockSize: 1, want: 0},
+		{name: "huge block", budget: math.MaxInt64, g: Geometry{Layers: 1 << 20, KVHeads: 1 << 20, HeadDim: 1 << 20, DType: DTypeF16}, blockSize: 1 << 10, want: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

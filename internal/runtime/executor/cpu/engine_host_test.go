@@ -1,142 +1,18 @@
 package cpu
 
 import (
-	"context"
-	"math/rand/v2"
-	"slices"
 	"testing"
-	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/model"
-	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
-	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 )
 
-// TestEngineRestoresBesideIterations runs the engine over this executor with
-// a small device cache and a host tier. Program a's first request leaves its
-// context cached; b's long prompt evicts part of it to the host; a's next
-// request, admitted while c decodes, brings it back from the host on another
-// goroutine beside c's iterations (overlapped) or before them (serial), and
-// both a and c generate exactly what each generates on an engine of its own.
+// TestEngineRestoresBesideIterations: see
+// exectest.CheckEngineRestoresBesideIterations; the overlapped copies run
+// on another goroutine.
 func TestEngineRestoresBesideIterations(t *testing.T) {
 	m := testModel(t)
-	rng := rand.New(rand.NewPCG(31, 32))
-	a1 := randomTokens(rng, 24, m.Config.VocabSize)
-	b := randomTokens(rng, 60, m.Config.VocabSize)
-	c := randomTokens(rng, 8, m.Config.VocabSize)
-	const gen = 6
-
-	aloneA1 := runEngine(t, m, 64, 0, false, []*engine.Request{greedy("a1", a1, gen)})["a1"]
-	a2 := append(append(slices.Clone(a1), aloneA1...), 7, 8, 9)
-	want := map[string][]int32{
-		"a2": runEngine(t, m, 64, 0, false, []*engine.Request{greedy("a2", a2, gen)})["a2"],
-		"c":  runEngine(t, m, 64, 0, false, []*engine.Request{greedy("c", c, 20)})["c"],
-	}
-	for _, serial := range []bool{true, false} {
-		e := newHostEngine(t, m, 20, 32, serial)
-		got := map[string][]int32{}
-		run(t, e, got, greedy("a1", a1, gen))
-		run(t, e, got, greedy("b", b, 4))
-		if st := e.KVStats(); st.Spilled == 0 {
-			t.Fatalf("serial=%v: b's prompt spilled nothing of a's context to the host: %+v", serial, st)
-		}
-		sc := submit(t, e, greedy("c", c, 20))
-		e.Step(context.Background())
-		sa := submit(t, e, greedy("a2", a2, gen))
-		loading := 0
-		for range 200 {
-			r := e.Step(context.Background())
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-			loading += r.Loading
-			if run, wait := e.Pending(); run+wait == 0 {
-				break
-			}
-		}
-		got["c"], got["a2"] = drain(t, sc), drain(t, sa)
-		if !slices.Equal(got["a2"], want["a2"]) || !slices.Equal(got["c"], want["c"]) {
-			t.Fatalf("serial=%v: a2 %v and c %v, alone %v and %v", serial, got["a2"], got["c"], want["a2"], want["c"])
-		}
-		if st := e.KVStats(); st.HostHits == 0 || st.Restored == 0 {
-			t.Fatalf("serial=%v: a2 restored nothing from the host: %+v", serial, st)
-		}
-		if serial != (loading == 0) {
-			t.Fatalf("serial=%v: a2 spent %d iterations loading beside c", serial, loading)
-		}
-	}
-}
-
-func greedy(id string, prompt []int32, n int) *engine.Request {
-	return &engine.Request{ID: id, Prompt: prompt, Params: engine.Params{MaxTokens: n, IgnoreEOS: true}}
-}
-
-func newHostEngine(t *testing.T, m *model.Model, blocks, hostBlocks int, serial bool) *engine.Engine {
-	t.Helper()
-	e, err := engine.New(engine.Config{
-		MaxNumSeqs: 8, MaxNumBatchedTokens: 16, MaxQueue: 16, MaxModelLen: 256,
-		VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer, SerialCopies: serial,
-		KV: kvcache.Config{NumBlocks: blocks, BlockSize: testBlockSize, EnablePrefixCache: true, HostBlocks: hostBlocks},
-	}, newExec(t, m, blocks))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// runEngine runs reqs one after another on a fresh engine and returns each
-// one's tokens.
-func runEngine(t *testing.T, m *model.Model, blocks, hostBlocks int, serial bool, reqs []*engine.Request) map[string][]int32 {
-	t.Helper()
-	e := newHostEngine(t, m, blocks, hostBlocks, serial)
-	got := map[string][]int32{}
-	for _, r := range reqs {
-		run(t, e, got, r)
-	}
-	return got
-}
-
-// run submits r, steps the engine until it is idle and records r's tokens.
-func run(t *testing.T, e *engine.Engine, got map[string][]int32, r *engine.Request) {
-	t.Helper()
-	s := submit(t, e, r)
-	for range 500 {
-		if res := e.Step(context.Background()); res.Err != nil {
-			t.Fatal(res.Err)
-		}
-		if run, wait := e.Pending(); run+wait == 0 {
-			break
-		}
-	}
-	got[r.ID] = drain(t, s)
-}
-
-func submit(t *testing.T, e *engine.Engine, r *engine.Request) *engine.Stream {
-	t.Helper()
-	s, err := e.Submit(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// drain reads a finished request's stream to its end.
-func drain(t *testing.T, s *engine.Stream) []int32 {
-	t.Helper()
-	var toks []int32
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := s.Next(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		toks = append(toks, c.TokenIDs...)
-		if c.Done {
-			if c.Err != nil {
-				t.Fatalf("request failed: %v", c.Err)
-			}
-			return toks
-		}
-	}
+	exectest.CheckEngineRestoresBesideIterations(t, m, testBlockSize, func(t testing.TB, blocks int) batch.Executor {
+		return newExec(t, m, blocks)
+	})
 }

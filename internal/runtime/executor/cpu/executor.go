@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // Options tune the executor.
@@ -15,6 +16,9 @@ type Options struct {
 	// Threads is the number of goroutines a matrix multiply spreads over;
 	// 0 means GOMAXPROCS.
 	Threads int
+	// KVCacheDType must be auto or f32: this executor's attention runs on
+	// float32 keys and values (KVGeometry).
+	KVCacheDType kvcache.DType
 }
 
 // Executor runs a model's forward pass over paged KV storage it allocates
@@ -52,10 +56,11 @@ type layer struct {
 	qBias, kBias, vBias []float32
 }
 
-// KVBytesPerBlock is the KV memory one block of blockSize slots takes across
-// all layers (keys and values, float32).
-func KVBytesPerBlock(cfg model.Config, blockSize int) int64 {
-	return 2 * int64(cfg.Layers) * int64(blockSize) * int64(cfg.KVHeads*cfg.HeadDim) * 4
+// KVGeometry is the executor's KV cache for cfg: float32 keys and values,
+// whatever the weights' type (the kernels widen F16 and BF16 rows to F32
+// and keep activations in F32), so auto means f32 here; kvcache sizes it.
+func KVGeometry(cfg model.Config) kvcache.Geometry {
+	return kvcache.Geometry{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, DType: kvcache.DTypeF32}
 }
 
 // New prepares m's weights for the kernels (F32 and Q8_0 are used as
@@ -68,6 +73,9 @@ func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, err
 	}
 	if numBlocks <= 0 || blockSize <= 0 {
 		return nil, fmt.Errorf("cpu executor: %d blocks of %d slots: both must be positive", numBlocks, blockSize)
+	}
+	if d := opts.KVCacheDType.ResolveAuto(kvcache.DTypeF32); d != kvcache.DTypeF32 {
+		return nil, fmt.Errorf("cpu executor: KV cache dtype %s: this executor keeps keys and values in f32 (use auto or f32; the ggml executor runs f16, bf16 and q8_0 caches)", d)
 	}
 	threads := opts.Threads
 	if threads <= 0 {

@@ -320,9 +320,27 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 	}
 }
 
-func TestKVBytesPerBlock(t *testing.T) {
+// TestKVGeometry: kvcache's accounting of the executor's KV geometry is
+// the memory the executor allocates, and a cache type other than f32 is
+// refused, naming the type.
+func TestKVGeometry(t *testing.T) {
 	c := model.TinyConfig()
-	if got, want := KVBytesPerBlock(c, 16), int64(2*4*16*2*32*4); got != want {
-		t.Errorf("KVBytesPerBlock = %d, want %d", got, want)
+	e, err := New(model.Random(c, 1), 8, 16, Options{Threads: 1, KVCacheDType: kvcache.DTypeF32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var floats int
+	for l := range e.kCache {
+		floats += len(e.kCache[l]) + len(e.vCache[l])
+	}
+	if got, want := KVGeometry(c).BytesPerBlock(16)*8, int64(4*floats); got != want {
+		t.Errorf("KVGeometry says 8 blocks take %d bytes; the executor holds %d", got, want)
+	}
+	for _, d := range []kvcache.DType{kvcache.DTypeF16, kvcache.DTypeBF16, kvcache.DTypeQ8_0} {
+		_, err := New(model.Random(c, 1), 8, 16, Options{KVCacheDType: d})
+		if err == nil || !strings.Contains(err.Error(), d.String()) {
+			t.Errorf("KV cache dtype %s: error %v, want a refusal naming it", d, err)
+		}
 	}
 }

@@ -24,18 +24,30 @@ type backend struct {
 	lib *Library
 	h   cBack
 	dev cDev
+	reg cReg
 	// Name is the device as ggml names it; Variant the library file it came
 	// from (for the CPU, which of the builds for x86-64 levels was chosen).
 	Name, Description, Variant string
-	// Threads is the CPU backend's thread count (0 on other devices).
-	Threads int
+	// Threads is the CPU backend's thread count (0 on other devices), Poll
+	// its pool's polling level (-1: ggml's default, the layout of its
+	// parameters being unknown).
+	Threads, Poll int
 
 	pool, freePool uintptr // the CPU backend's ggml_threadpool
+	// setThreadsFn is the CPU backend's ggml_backend_set_n_threads.
+	setThreadsFn uintptr
+}
+
+// setThreads makes the CPU backend's next graphs use n of its pool's
+// threads (at most Threads); the others sleep.
+func (b *backend) setThreads(n int) {
+	purego.SyscallN(b.setThreadsFn, uintptr(b.h), uintptr(n))
 }
 
 // newBackend initialises device ("cpu" or "cuda"); threads sets the CPU
-// backend's thread count (0 keeps ggml's default).
-func (l *Library) newBackend(device string, threads int) (*backend, error) {
+// backend's thread count (0 keeps ggml's default) and poll its pool's
+// polling level.
+func (l *Library) newBackend(device string, threads, poll int) (*backend, error) {
 	var path string
 	switch device {
 	case DeviceCPU:
@@ -71,7 +83,7 @@ func (l *Library) newBackend(device string, threads int) (*backend, error) {
 	if h == 0 {
 		return nil, fmt.Errorf("ggml could not initialise device %s", l.api.devName(dev))
 	}
-	b := &backend{lib: l, h: h, dev: dev, Name: l.api.devName(dev), Description: l.api.devDescription(dev), Variant: filepath.Base(path)}
+	b := &backend{lib: l, h: h, dev: dev, reg: reg, Name: l.api.devName(dev), Description: l.api.devDescription(dev), Variant: filepath.Base(path)}
 	if device == DeviceCPU {
 		// The CPU backend exposes its thread setter through the registry
 		// (ggml-backend.h, ggml_backend_set_n_threads_t); the graph plan
@@ -81,8 +93,9 @@ func (l *Library) newBackend(device string, threads int) (*backend, error) {
 			b.free()
 			return nil, fmt.Errorf("ggml CPU backend has no ggml_backend_set_n_threads")
 		}
+		b.setThreadsFn = fn
 		purego.SyscallN(fn, uintptr(h), uintptr(max(threads, 1)))
-		if err := b.attachThreadpool(path, threads); err != nil {
+		if err := b.attachThreadpool(path, threads, poll); err != nil {
 			b.free()
 			return nil, err
 		}
@@ -90,11 +103,24 @@ func (l *Library) newBackend(device string, threads int) (*backend, error) {
 	return b, nil
 }
 
+// Offsets in struct ggml_threadpool_params (ggml.h: bool
+// cpumask[GGML_MAX_N_THREADS = 512]; int n_threads; enum
+// ggml_sched_priority prio; uint32_t poll; …) and ggml's default polling
+// level, which attachThreadpool checks before it writes poll.
+const (
+	paramsNThreads  = 512
+	paramsPoll      = 520
+	ggmlDefaultPoll = 50
+)
+
 // attachThreadpool gives the CPU backend a thread pool that lives as long as
 // the backend. Without one, ggml's CPU backend starts and joins its threads
 // on every graph computation, which costs more than a small model's decode
-// step.
-func (b *backend) attachThreadpool(variant string, threads int) error {
+// step. poll is the pool's polling level between graphs (ggml's 0-100: 0
+// sleeps on a condition variable until the next graph, 50, ggml's default,
+// spins a while first); the barrier between a graph's nodes spins whatever
+// it is.
+func (b *backend) attachThreadpool(variant string, threads, poll int) error {
 	if threads <= 0 {
 		threads = 1
 	}
@@ -120,11 +146,19 @@ func (b *backend) attachThreadpool(variant string, threads int) error {
 		*x.dst = p
 	}
 	// struct ggml_threadpool_params is filled by ggml_threadpool_params_init
-	// through a pointer, so its layout (which has changed across releases)
-	// is never read here; the buffer is larger than the struct (about 528
-	// bytes in ggml.h).
+	// through a pointer; the buffer is larger than the struct (528 bytes in
+	// ggml.h). Only its poll field is changed, and only where the layout
+	// is the one this binding knows (checked against what params_init
+	// wrote): bool cpumask[512], int n_threads, enum prio, uint32 poll.
 	params := make([]uint64, 256)
 	purego.SyscallN(paramsInit, uintptr(unsafe.Pointer(&params[0])), uintptr(threads))
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&params[0])), 8*len(params))
+	field := func(off int) *uint32 { return (*uint32)(unsafe.Pointer(&raw[off])) }
+	b.Poll = -1
+	if *field(paramsNThreads) == uint32(threads) && *field(paramsPoll) == ggmlDefaultPoll {
+		*field(paramsPoll) = uint32(poll)
+		b.Poll = poll
+	}
 	pool, _, _ := purego.SyscallN(newPool, uintptr(unsafe.Pointer(&params[0])))
 	runtime.KeepAlive(params)
 	if pool == 0 {

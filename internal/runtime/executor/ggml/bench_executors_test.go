@@ -3,19 +3,15 @@
 package ggml
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,42 +91,7 @@ func aggregateDecode(b *testing.B, e batch.Executor, m *model.Model, streams int
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	total := 0
-	start := time.Now()
-	for s := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			prompt := make([]int32, promptLen)
-			for i := range prompt {
-				prompt[i] = int32((s*1009 + i*31) % m.Config.VocabSize)
-			}
-			body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": outLen, "temperature": 0, "ignore_eos": true})
-			resp, err := http.Post(hs.URL+"/v1/completions", "application/json", bytes.NewReader(body))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
-			var r struct {
-				Usage struct {
-					CompletionTokens int `json:"completion_tokens"`
-				} `json:"usage"`
-			}
-			if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &r) != nil {
-				b.Errorf("status %d: %s", resp.StatusCode, raw)
-				return
-			}
-			mu.Lock()
-			total += r.Usage.CompletionTokens
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return float64(total) / time.Since(start).Seconds()
+	return httpServer{name: "kvpilot", url: hs.URL}.streams(b, streams, promptLen, outLen, m.Config.VocabSize)
 }
 
 // benchGGMLThreads is ggml's CPU thread count in the benchmarks:
@@ -243,4 +204,98 @@ func BenchmarkStepVsHTTP(b *testing.B) {
 	h1, h32 := aggregateDecode(b, ge, m, 1), aggregateDecode(b, ge, m, 32)
 	fmt.Printf("Q8_0 on %s: step alone 1 seq %.1f tok/s, 32 seqs %.1f tok/s; through HTTP 1 stream %.1f tok/s, 32 streams %.1f tok/s (HTTP/step: %.2f×, %.2f×)\n",
 		ge.Device(), step[1], step[32], h1, h32, h1/step[1], h32/step[32])
+}
+
+// BenchmarkThreadsUnderLoad measures, on whatever else the machine runs at
+// the time, the ggml executor's decode rate with 1 CPU thread, with the
+// default (up to one thread per core, each graph on the count measured
+// fastest: threadTuner), with 2 threads whose pool sleeps between graphs
+// (polling 0, the default here) and with 2 threads polling as ggml does by
+// default (50): one sequence's
+// decode steps after a 64-token prompt, and steps of 32 decoding sequences.
+// The arms alternate, 3 rounds; the min and median tokens per second are
+// printed per arm with the 2-thread/1-thread ratios. Part of
+// `make bench-executors`.
+func BenchmarkThreadsUnderLoad(b *testing.B) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("a few GiB: run `make bench-executors`")
+	}
+	m, err := model.Random(qwen05Config, 1).Convert(model.Q8_0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	type arm struct {
+		name          string
+		threads, poll int
+		one, many     []float64
+		e             *Executor
+	}
+	arms := []*arm{{name: "1 thread", threads: 1}, {name: "default (up to 2, measured)", threads: 0},
+		{name: "2 threads, polling 0", threads: 2}, {name: "2 threads, polling 50", threads: 2, poll: 50}}
+	for _, a := range arms {
+		e, err := New(m, 256, benchBlockSize, Options{LibDir: testLibDir(b), Device: DeviceCPU, Threads: a.threads, Poll: a.poll})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer e.Close()
+		a.e = e
+	}
+	run := func(e *Executor, seqs []batch.Seq) {
+		bt := &batch.Batch{Seqs: seqs, BlockSize: benchBlockSize}
+		for _, s := range seqs {
+			bt.NumTokens += len(s.Tokens)
+		}
+		out := &batch.Output{Logits: make([][]float32, len(seqs))}
+		if err := e.Execute(context.Background(), bt, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const steps = 8
+	// one decodes a single sequence: a 64-token prompt, then steps decode
+	// steps (tokens per second over them).
+	one := func(e *Executor) float64 {
+		blocks := contiguous(0, 8)
+		prompt := make([]int32, 64)
+		for i := range prompt {
+			prompt[i] = int32(i * 31 % qwen05Config.VocabSize)
+		}
+		run(e, []batch.Seq{{Tokens: prompt, Blocks: blocks, Sample: true}})
+		start := time.Now()
+		for i := range steps {
+			run(e, []batch.Seq{{Tokens: []int32{int32(i)}, Pos: 64 + i, Blocks: blocks, Sample: true}})
+		}
+		return steps / time.Since(start).Seconds()
+	}
+	// many times steps steps of 32 sequences decoding at 16 tokens of context.
+	many := func(e *Executor) float64 {
+		seqs := make([]batch.Seq, 32)
+		for i := range seqs {
+			seqs[i] = batch.Seq{SeqID: uint64(i), Tokens: []int32{int32(i)}, Pos: 16, Blocks: contiguous(i*4, 4), Sample: true}
+		}
+		run(e, seqs)
+		start := time.Now()
+		for range steps {
+			run(e, seqs)
+		}
+		return 32 * steps / time.Since(start).Seconds()
+	}
+	for _, a := range arms { // warm
+		one(a.e)
+		many(a.e)
+	}
+	for range 3 {
+		for _, a := range arms {
+			a.one = append(a.one, one(a.e))
+			a.many = append(a.many, many(a.e))
+		}
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("Q8_0 decode under load (loadavg %s, default: %s):\n", strings.TrimSpace(string(load)), arms[1].e.Device())
+	for _, a := range arms {
+		fmt.Printf("  %-22s 1 sequence: min %.2f, median %.2f tok/s; 32 sequences: min %.1f, median %.1f tok/s\n",
+			a.name, slices.Min(a.one), median(a.one), slices.Min(a.many), median(a.many))
+	}
+	for _, a := range arms[1:] {
+		fmt.Printf("  %s / 1 thread (medians): 1 sequence %.2f×, 32 sequences %.2f×\n", a.name, median(a.one)/median(arms[0].one), median(a.many)/median(arms[0].many))
+	}
 }

@@ -66,11 +66,17 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // requests batched together, arriving at different iterations, prefilled in
 // chunks, preempted and recomputed under a small KV cache, and sharing
 // prefix-cache blocks produce exactly the greedy tokens each produces alone
-// on an engine of its own.
-func TestEngineBatchingEquivalence(t *testing.T) { bothAttentions(t, testEngineBatchingEquivalence) }
+// on an engine of its own; with an F32, F16 and Q8_0 KV cache (a token's
+// keys and values are rounded once, when written, the same way whatever
+// the batch).
+func TestEngineBatchingEquivalence(t *testing.T) {
+	for _, d := range []kvcache.DType{kvcache.DTypeF32, kvcache.DTypeF16, kvcache.DTypeQ8_0} {
+		withKV(t, d, func(t *testing.T) { bothAttentions(t, testEngineBatchingEquivalence) })
+	}
+}
 
 func testEngineBatchingEquivalence(t *testing.T) {
-	m := randomModel(t, parityConfigs()["qwen2"], model.F32, 9)
+	m := randomModel(t, wideHeads()["qwen2"], model.F32, 9)
 	rng := rand.New(rand.NewPCG(11, 12))
 	shared := make([]int32, 12)
 	for i := range shared {

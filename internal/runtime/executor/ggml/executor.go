@@ -19,12 +19,27 @@ type Options struct {
 	LibDir string
 	// Device is "cpu" or "cuda".
 	Device string
-	// Threads is the CPU backend's thread count; 0 means one per physical
-	// core this process may use, at most GOMAXPROCS (defaultThreads).
+	// Threads is the CPU backend's thread count; 0 means up to one per
+	// physical core of the CPUs this process is given (defaultThreads),
+	// each graph running on as many of them as measured fastest
+	// (threadTuner); a count given here is used as it is.
 	Threads int
+	// Poll is the CPU thread pool's polling level between graphs, ggml's
+	// 0-100: 0 (the default here) puts the workers to sleep until the next
+	// graph, so that between iterations they leave the cores to the engine,
+	// the HTTP server and whatever else shares them; ggml's own default is
+	// 50. docs/benchmarks.md has the measurement.
+	Poll int
 	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
 	// path of non-CPU devices, on the CPU too (tests check it there).
 	PlainAttention bool
+	// PlainWeights keeps every weight in the device's default buffer (on
+	// the CPU the GGUF file's mapping) instead of the extra buffer types
+	// ggml offers (see weights.go): for comparisons.
+	PlainWeights bool
+	// KVCacheDType is the KV cache's element type: f32, f16, bf16 or q8_0;
+	// auto (the zero value) is the model's activation type (KVGeometry).
+	KVCacheDType kvcache.DType
 }
 
 // Executor runs a model's forward pass with ggml's kernels, one compute graph
@@ -41,9 +56,19 @@ type Executor struct {
 	cfg                  model.Config
 	numBlocks, blockSize int
 	kvDim                int
+	// kv is the cache's geometry and type; kvType the type as ggml numbers
+	// it, kvRow one slot's key (or value) row in bytes.
+	kv     kvcache.Geometry
+	kvType int32
+	kvRow  int
 
 	wctx, kvctx cCtx
 	wbuf, kvbuf cBuf
+	// xctx and xbuf hold the weights placed in extra buffer types, one
+	// context and buffer per type; placed says where every weight went.
+	xctx   []cCtx
+	xbuf   []cBuf
+	placed placement
 	// On the CPU, weights and KV live in host memory the executor maps
 	// itself (see host.go); mappedBufs are the buffers over a model file's
 	// mapping, one per tensor.
@@ -60,24 +85,32 @@ type Executor struct {
 	// where maps a block id to its index among the blocks the iteration's
 	// batch reaches (-1: not reached); reset after each prepare.
 	where []int32
-	// flash: attention is one ggml_flash_attn_ext, which on the CPU skips
-	// the masked slots instead of computing and discarding them: with many
-	// sequences in a batch each token would otherwise score every
-	// sequence's slots. Elsewhere (CUDA; build-ggml-cuda.sh builds it
-	// without flash attention, GGML_CUDA_FA off)
-	// attention is the plain mul_mat/soft_max/mul_mat chain, whose ops
-	// every backend has.
+	// flash: attention is ggml_flash_attn_ext per sequence (see
+	// attn_seq.go), the CPU's. Elsewhere (CUDA; build-ggml-cuda.sh builds it
+	// without flash attention, GGML_CUDA_FA off) attention is the plain
+	// mul_mat/soft_max/mul_mat chain over the batch's gathered blocks, whose
+	// ops every backend has.
 	flash bool
 
 	// host is the host tier of ReserveHostBlocks: hostBlocks blocks of
-	// hostBlockFloats floats.
-	host       []float32
+	// hostBlockBytes, in the cache's type.
+	host       []byte
 	hostBlocks int
 	hostBuf    cBuf // host's page-locked buffer on a GPU
+	// copyDone carries the result of the copies StartCopyBlocks runs
+	// beside an iteration while copying is set.
+	copyDone chan error
+	copying  bool
 
-	galloc    cAlloc
-	graphSize int
-	ctxBytes  uintptr
+	galloc cAlloc
+	// tuner picks each graph's CPU thread count when Options.Threads was
+	// left to the executor (nil: the pool's size, always).
+	tuner *threadTuner
+	// graph is the last iteration's graph, sig the current batch's
+	// signature (see graph); graphsBuilt and graphsReused count them.
+	graph                     graph
+	sig                       []int64
+	graphsBuilt, graphsReused int
 
 	s scratch
 }
@@ -95,16 +128,18 @@ type layerTensors struct {
 // the largest batch seen and reused.
 type scratch struct {
 	ids, pos, outRows []int32
-	kIdx              []int64
-	// blocks are the blocks the batch reaches, in first-use order: the
-	// iteration's attention gathers them from the cache (see build),
-	// unless inPlace: then it reads slots [0, span) of the cache where they
-	// lie.
-	blocks  []int32
-	inPlace bool
-	slot    []int64
-	mask    []float32
-	mask16  []uint16 // the mask in F16, as flash attention takes it
+	// kIdx is every token's KV slot (block×blockSize + offset).
+	kIdx []int64
+	// blocks are the blocks attention gathers: with the plain chain the
+	// batch's, in first-use order; per sequence, those of the sequences
+	// whose blocks are not consecutive, sequence after sequence.
+	blocks []int32
+	// seqs are the sequences' shares of attention per sequence, rowIdx
+	// every token's row (0 … n-1).
+	seqs   []seqAttention
+	rowIdx []int64
+	mask   []float32
+	mask16 []uint16 // the mask in F16, as flash attention takes it
 	// logits receives the sampled rows' logits, which the engine reads in
 	// place (batch.ShareLogits). On a GPU it lies in the device's pinned
 	// host buffer (logitsBuf), so the copy back runs at the host link's
@@ -114,11 +149,9 @@ type scratch struct {
 	logitsBuf cBuf
 }
 
-// KVBytesPerBlock is the KV memory one block of blockSize slots takes across
-// all layers (keys and values, float32: the same precision as the cpu
-// executor, so the two agree).
-func KVBytesPerBlock(cfg model.Config, blockSize int) int64 {
-	return 2 * int64(cfg.Layers) * int64(blockSize) * int64(cfg.KVHeads*cfg.HeadDim) * 4
+// kvTypes are the cache types as ggml numbers them (ggml.h, enum ggml_type).
+var kvTypes = map[kvcache.DType]int32{
+	kvcache.DTypeF32: typeF32, kvcache.DTypeF16: typeF16, kvcache.DTypeBF16: typeBF16, kvcache.DTypeQ8_0: typeQ8_0,
 }
 
 // weightTypes are the GGUF tensor types the executor hands to ggml as stored.
@@ -172,18 +205,26 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	if threads <= 0 && device == DeviceCPU {
 		threads = defaultThreads()
 	}
-	be, err := lib.newBackend(device, threads)
+	if opts.Poll < 0 || opts.Poll > 100 {
+		return nil, fmt.Errorf("thread pool polling level %d: want 0-100", opts.Poll)
+	}
+	be, err := lib.newBackend(device, threads, opts.Poll)
 	if err != nil {
 		return nil, err
 	}
-	e := &Executor{lib: lib, a: &lib.api, be: be, m: m, cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim}
+	e := &Executor{lib: lib, a: &lib.api, be: be, m: m, cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim,
+		kv: KVGeometry(m, opts.KVCacheDType)}
 	ok := false
 	defer func() {
 		if !ok {
 			e.Close()
 		}
 	}()
-	kvBytes := KVBytesPerBlock(c, blockSize) * int64(numBlocks)
+	if err := e.kv.Validate(); err != nil {
+		return nil, err
+	}
+	e.kvType, e.kvRow = kvTypes[e.kv.DType], int(e.kv.RowBytes())
+	kvBytes := e.kv.BytesPerBlock(blockSize) * int64(numBlocks)
 	if free, total := be.memory(); total > 0 {
 		// Weights and KV up front, plus a margin for the compute graph. On
 		// the CPU the weights may be in the page cache already and the KV
@@ -197,8 +238,11 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 				need>>20, device, weightBytes>>20, kvBytes>>20, numBlocks, free>>20, total>>20)
 		}
 	}
+	if e.onCPU() && opts.Threads <= 0 && be.Threads > 1 {
+		e.tuner = newThreadTuner(be.Threads)
+	}
 	e.flash = e.onCPU() && !opts.PlainAttention
-	if err := e.loadWeights(); err != nil {
+	if err := e.loadWeights(opts.PlainWeights); err != nil {
 		return nil, err
 	}
 	if err := e.allocKV(); err != nil {
@@ -208,9 +252,6 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	if e.galloc == 0 {
 		return nil, fmt.Errorf("ggml_gallocr_new failed")
 	}
-	// A layer's graph has about 40 nodes plus its views; leave room.
-	e.graphSize = 64*c.Layers + 256
-	e.ctxBytes = e.a.tensorOverhead()*uintptr(e.graphSize) + e.a.graphOverhead(uintptr(e.graphSize), false)
 	if !e.onCPU() {
 		// A GPU kernel build that cannot run on this GPU fails at its first
 		// launch, and ggml aborts the process there: let that be now, at
@@ -235,8 +276,22 @@ func (e *Executor) probe() error {
 
 // Device is a description of where the executor runs, for logs.
 func (e *Executor) Device() string {
+	if e.onCPU() {
+		threads := fmt.Sprintf("%d threads", e.be.Threads)
+		if e.tuner != nil {
+			threads = fmt.Sprintf("up to %d threads, measured per graph", e.be.Threads)
+		}
+		return fmt.Sprintf("%s (%s, %s, %s, polling %d; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, threads, e.be.Poll, e.lib.Version, e.lib.Commit)
+	}
 	return fmt.Sprintf("%s (%s, %s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.lib.Version, e.lib.Commit)
 }
+
+// Weights says in which buffer types the weights lie (see weights.go), for
+// the start-up log.
+func (e *Executor) Weights() string { return e.placed.String() }
+
+// KV is the executor's KV cache geometry, its type resolved.
+func (e *Executor) KV() kvcache.Geometry { return e.kv }
 
 // BufferBytes reports the bytes of the executor's ggml buffers: weights, KV
 // cache and the compute graph's (which grows to the largest batch seen).
@@ -253,6 +308,9 @@ func (e *Executor) BufferBytes() (weights, kv, compute uint64) {
 
 // Close frees the executor's device memory. It does not close the model.
 func (e *Executor) Close() {
+	if e.a != nil {
+		e.freeGraph()
+	}
 	if e.galloc != 0 {
 		e.a.gallocrFree(e.galloc)
 		e.galloc = 0
@@ -263,10 +321,10 @@ func (e *Executor) Close() {
 			*b = 0
 		}
 	}
-	for _, b := range e.mappedBufs {
+	for _, b := range append(e.mappedBufs, e.xbuf...) {
 		e.a.bufferFree(b)
 	}
-	e.mappedBufs = nil
+	e.mappedBufs, e.xbuf = nil, nil
 	e.s.logits, e.host = nil, nil // they may have been in logitsBuf, hostBuf
 	e.wregion.free()
 	e.kvregion.free()
@@ -277,6 +335,10 @@ func (e *Executor) Close() {
 			*c = 0
 		}
 	}
+	for _, c := range e.xctx {
+		e.a.freeCtx(c)
+	}
+	e.xctx = nil
 	if e.be != nil {
 		e.be.free()
 	}
@@ -292,34 +354,128 @@ func (e *Executor) newMetaCtx(tensors int) (cCtx, error) {
 	return ctx, nil
 }
 
-func (e *Executor) loadWeights() error {
+func (e *Executor) loadWeights(plain bool) error {
 	w := &e.m.Weights
 	ts := w.Tensors()
-	ctx, err := e.newMetaCtx(len(ts) + 1)
-	if err != nil {
-		return err
-	}
-	e.wctx = ctx
-	made := make(map[*model.Tensor]cTensor, len(ts))
-	for _, t := range ts {
+	newTensor := func(ctx cCtx, t *model.Tensor, name string) cTensor {
 		var h cTensor
 		if len(t.Shape) == 1 {
 			h = e.a.newTensor1d(ctx, int32(t.Type), int64(t.Shape[0]))
 		} else {
 			h = e.a.newTensor2d(ctx, int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1]))
 		}
-		e.a.setName(h, t.Name)
-		made[t] = h
+		e.a.setName(h, name)
+		return h
+	}
+	// Which matrices go to an extra buffer type (see weights.go): the
+	// question is asked once per type and shape.
+	var bufts []cBuft
+	if e.onCPU() && !plain {
+		bufts = e.extraBufts()
+	}
+	for _, b := range bufts {
+		e.placed.bufts = append(e.placed.bufts, e.a.buftName(b))
+	}
+	type shape struct {
+		typ      int32
+		ne0, ne1 int64
+	}
+	asked := map[shape]cBuft{}
+	bestBuft := func(t *model.Tensor) cBuft {
+		if len(bufts) == 0 || t == nil || len(t.Shape) != 2 {
+			return 0
+		}
+		k := shape{int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1])}
+		b, ok := asked[k]
+		if !ok {
+			b = e.mulMatBuft(bufts, k.typ, k.ne0, k.ne1)
+			asked[k] = b
+		}
+		return b
+	}
+	extra := map[*model.Tensor]cBuft{}
+	for _, t := range matrices(w) {
+		if b := bestBuft(t); b != 0 {
+			extra[t] = b
+		}
+	}
+	tied := e.cfg.TiedEmbeddings || w.Output == nil
+	var headBuft cBuft // a tied head's copy, when an extra type runs it
+	if tied {
+		headBuft = bestBuft(w.TokenEmbedding)
+	}
+
+	ctx, err := e.newMetaCtx(len(ts) + 1)
+	if err != nil {
+		return err
+	}
+	e.wctx = ctx
+	made := make(map[*model.Tensor]cTensor, len(ts))
+	var rest []*model.Tensor // the tensors of the default buffer type
+	for _, t := range ts {
+		if extra[t] == 0 {
+			made[t] = newTensor(ctx, t, t.Name)
+			rest = append(rest, t)
+		}
+	}
+	// The extra buffer types' tensors, one context and buffer each; ggml
+	// repacks them as they are set.
+	type copyTo struct {
+		h cTensor
+		t *model.Tensor
+	}
+	var sets []copyTo
+	var head cTensor
+	for _, b := range bufts {
+		var mine []*model.Tensor
+		for _, t := range matrices(w) {
+			if t != nil && extra[t] == b {
+				mine = append(mine, t)
+			}
+		}
+		dupHead := tied && headBuft == b
+		if len(mine) == 0 && !dupHead {
+			continue
+		}
+		xctx, err := e.newMetaCtx(len(mine) + 1)
+		if err != nil {
+			return err
+		}
+		e.xctx = append(e.xctx, xctx)
+		for _, t := range mine {
+			made[t] = newTensor(xctx, t, t.Name)
+			sets = append(sets, copyTo{made[t], t})
+		}
+		if dupHead {
+			head = newTensor(xctx, w.TokenEmbedding, "output.weight")
+			sets = append(sets, copyTo{head, w.TokenEmbedding})
+		}
+		buf := e.a.allocCtxFromBuft(xctx, b)
+		if buf == 0 {
+			return fmt.Errorf("could not allocate the %s weights", e.a.buftName(b))
+		}
+		e.xbuf = append(e.xbuf, buf)
+		e.a.bufferSetUsage(buf, 1) // GGML_BACKEND_BUFFER_USAGE_WEIGHTS
+		for _, t := range mine {
+			e.placed.add(e.a.buftName(b), len(t.Data))
+		}
+		if dupHead {
+			e.placed.add(e.a.buftName(b)+" (tied head's copy)", len(w.TokenEmbedding.Data))
+		}
 	}
 	switch {
 	case e.onCPU() && e.m.Mapped():
-		if err := e.mapWeightsInPlace(ts, made); err != nil {
+		if err := e.mapWeightsInPlace(rest, made); err != nil {
 			return err
 		}
+		for _, t := range rest {
+			e.placed.add("CPU (file mapping)", len(t.Data))
+		}
 	case e.onCPU():
-		hs, sizes := make([]cTensor, len(ts)), make([]int, len(ts))
-		for i, t := range ts {
+		hs, sizes := make([]cTensor, len(rest)), make([]int, len(rest))
+		for i, t := range rest {
 			hs[i], sizes[i] = made[t], len(t.Data)
+			e.placed.add("CPU", len(t.Data))
 		}
 		if e.wbuf, e.wregion, err = e.placeHost(hs, sizes); err != nil {
 			return fmt.Errorf("weights: %w", err)
@@ -329,16 +485,25 @@ func (e *Executor) loadWeights() error {
 		if e.wbuf == 0 {
 			return fmt.Errorf("could not allocate %s memory for the weights", e.be.Name)
 		}
-	}
-	for _, t := range ts {
-		e.weightBytes += uint64(len(t.Data))
+		for _, t := range rest {
+			e.placed.add(e.be.Name, len(t.Data))
+		}
 	}
 	if e.wbuf != 0 {
 		e.a.bufferSetUsage(e.wbuf, 1) // GGML_BACKEND_BUFFER_USAGE_WEIGHTS
-		for _, t := range ts {
-			if len(t.Data) > 0 {
-				e.a.tensorSet(made[t], unsafe.Pointer(unsafe.SliceData(t.Data)), 0, uintptr(len(t.Data)))
-			}
+		for _, t := range rest {
+			sets = append(sets, copyTo{made[t], t})
+		}
+	}
+	for _, c := range sets {
+		if len(c.t.Data) > 0 {
+			e.a.tensorSet(c.h, unsafe.Pointer(unsafe.SliceData(c.t.Data)), 0, uintptr(len(c.t.Data)))
+		}
+		e.weightBytes += uint64(len(c.t.Data))
+	}
+	if e.wbuf == 0 {
+		for _, t := range rest {
+			e.weightBytes += uint64(len(t.Data))
 		}
 	}
 	get := func(t *model.Tensor) cTensor {
@@ -349,8 +514,11 @@ func (e *Executor) loadWeights() error {
 	}
 	e.tokEmbd, e.outNorm = get(w.TokenEmbedding), get(w.OutputNorm)
 	e.output = get(w.Output)
-	if e.cfg.TiedEmbeddings || e.output == 0 {
+	if tied {
 		e.output = e.tokEmbd
+		if head != 0 {
+			e.output = head
+		}
 	}
 	e.layers = make([]layerTensors, len(w.Layers))
 	for i, l := range w.Layers {
@@ -373,15 +541,15 @@ func (e *Executor) allocKV() error {
 	slots := int64(e.numBlocks * e.blockSize)
 	e.kc, e.vc = make([]cTensor, e.cfg.Layers), make([]cTensor, e.cfg.Layers)
 	for l := range e.cfg.Layers {
-		e.kc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
-		e.vc[l] = e.a.newTensor2d(ctx, typeF32, int64(e.kvDim), slots)
+		e.kc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
+		e.vc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
 	}
 	if e.onCPU() {
 		// Fresh anonymous memory is zero and paged in as blocks are used.
 		ts := append(append([]cTensor(nil), e.kc...), e.vc...)
 		sizes := make([]int, len(ts))
 		for i := range sizes {
-			sizes[i] = int(slots) * e.kvDim * 4
+			sizes[i] = int(slots) * e.kvRow
 		}
 		if e.kvbuf, e.kvregion, err = e.placeHost(ts, sizes); err != nil {
 			return fmt.Errorf("KV cache: %w", err)
@@ -390,7 +558,7 @@ func (e *Executor) allocKV() error {
 	}
 	e.kvbuf = e.a.allocCtxTensors(ctx, e.be.h)
 	if e.kvbuf == 0 {
-		return fmt.Errorf("could not allocate %d MiB of %s memory for the KV cache", KVBytesPerBlock(e.cfg, e.blockSize)*int64(e.numBlocks)>>20, e.be.Name)
+		return fmt.Errorf("could not allocate %d MiB of %s memory for the KV cache", e.kv.BytesPerBlock(e.blockSize)*int64(e.numBlocks)>>20, e.be.Name)
 	}
 	// Slots never written are read under a zero softmax weight: they must
 	// hold finite numbers, not whatever the allocator left.
@@ -427,91 +595,71 @@ func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
 	return n, nil
 }
 
-// prepare fills the host inputs for n tokens: ids, positions, KV slots, the
-// rows whose logits are wanted, the blocks the batch reaches and the
-// attention mask over their slots. It returns span, the number of those
-// slots (blocks × block size).
+// prepare fills the host inputs for n tokens: ids, positions, KV slots,
+// the rows whose logits are wanted, and what attention reads.
 //
-// The mask is the unified-cache rule: token t of sequence s may attend slot
-// j only when j holds one of s's positions ≤ t's position. Shared prefix
-// blocks appear in several sequences' tables and are visible to each of
-// them; other sequences' slots are masked out. Only the blocks some
-// sequence of the batch reaches are attended (gathered), so a step's
-// attention costs what the batch's contexts hold, not what the cache holds:
-// with the whole cache (hundreds of thousands of slots on a GPU) the mask
-// alone would be n × slots. With flash attention (the CPU), which skips
-// masked slots cheaply, the blocks are read in place instead when the slot
-// range up to the highest of them is at most twice what they hold: the
-// gather copies every slot it reads, 8% of a 512-token decode step on two
-// cores.
+// With flash attention (the CPU) attention runs per sequence
+// (preparePerSeq), and span is 0. Otherwise (the plain chain, other
+// devices) it is the unified-cache rule: token t of sequence s may attend
+// slot j only when j holds one of s's positions ≤ t's position. Shared
+// prefix blocks appear in several sequences' tables and are visible to each
+// of them; other sequences' slots are masked out. Only the blocks some
+// sequence of the batch reaches are attended, gathered into one run, so a
+// step's attention costs what the batch's contexts hold, not what the cache
+// holds: with the whole cache (hundreds of thousands of slots on a GPU) the
+// mask alone would be n × slots. span is then the number of gathered
+// slots (blocks × block size).
 func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	s, bs := &e.s, e.blockSize
 	s.ids, s.pos = grow(s.ids, n), grow(s.pos, n)
-	s.slot = grow(s.slot, n)
+	s.kIdx = grow(s.kIdx, n)
 	s.outRows = s.outRows[:0]
-	s.blocks = s.blocks[:0]
-	if e.where == nil {
-		e.where = make([]int32, e.numBlocks)
-		for i := range e.where {
-			e.where[i] = -1
-		}
-	}
-	t, maxBlock := 0, 0
+	t := 0
 	for i := range b.Seqs {
 		sq := &b.Seqs[i]
-		end := sq.Pos + len(sq.Tokens)
-		for _, id := range sq.Blocks[:(end+bs-1)/bs] {
-			maxBlock = max(maxBlock, int(id))
-			if e.where[id] < 0 {
-				e.where[id] = int32(len(s.blocks))
-				s.blocks = append(s.blocks, int32(id))
-			}
-		}
 		for j, id := range sq.Tokens {
 			p := sq.Pos + j
 			s.ids[t], s.pos[t] = id, int32(p)
-			s.slot[t] = int64(int(sq.Blocks[p/bs])*bs + p%bs)
+			s.kIdx[t] = int64(int(sq.Blocks[p/bs])*bs + p%bs)
 			t++
 		}
 		if sq.Sample {
 			s.outRows = append(s.outRows, int32(t-1))
 		}
 	}
-	s.inPlace = e.flash && maxBlock+1 <= 2*len(s.blocks)
-	if s.inPlace {
-		for _, id := range s.blocks {
-			e.where[id] = id // the slot column is the cache's own
-		}
-		span = (maxBlock + 1) * bs
-	} else {
-		span = len(s.blocks) * bs
-	}
-	// The mask in F32 (0 visible, -inf hidden) or, for flash attention, in
-	// F16 (0x0000 and 0xfc00).
-	inf := float32(math.Inf(-1))
-	const inf16 = 0xfc00
 	if e.flash {
-		s.mask16 = grow(s.mask16, span*n)
-		for i := range s.mask16 {
-			s.mask16[i] = inf16
+		e.preparePerSeq(b, n)
+		return 0
+	}
+	if e.where == nil {
+		e.where = make([]int32, e.numBlocks)
+		for i := range e.where {
+			e.where[i] = -1
 		}
-	} else {
-		s.mask = grow(s.mask, span*n)
-		for i := range s.mask {
-			s.mask[i] = inf
+	}
+	s.blocks = s.blocks[:0]
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		for _, id := range sq.Blocks[:(sq.Pos+len(sq.Tokens)+bs-1)/bs] {
+			if e.where[id] < 0 {
+				e.where[id] = int32(len(s.blocks))
+				s.blocks = append(s.blocks, int32(id))
+			}
 		}
+	}
+	span = len(s.blocks) * bs
+	// The mask in F32: 0 visible, -inf hidden.
+	inf := float32(math.Inf(-1))
+	s.mask = grow(s.mask, span*n)
+	for i := range s.mask {
+		s.mask[i] = inf
 	}
 	t = 0
 	for i := range b.Seqs {
 		sq := &b.Seqs[i]
 		for j := range sq.Tokens {
 			for p := 0; p <= sq.Pos+j; p++ {
-				k := t*span + int(e.where[sq.Blocks[p/bs]])*bs + p%bs
-				if e.flash {
-					s.mask16[k] = 0
-				} else {
-					s.mask[k] = 0
-				}
+				s.mask[t*span+int(e.where[sq.Blocks[p/bs]])*bs+p%bs] = 0
 			}
 			t++
 		}
@@ -519,8 +667,6 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	for _, id := range s.blocks {
 		e.where[id] = -1
 	}
-	s.kIdx = grow(s.kIdx, n)
-	copy(s.kIdx, s.slot[:n])
 	return span
 }
 
@@ -531,35 +677,36 @@ func (e *Executor) logitsBuffer(n int) ([]float32, error) {
 	if cap(s.logits) >= n {
 		return s.logits[:n], nil
 	}
-	buf, f, err := e.hostFloats(2 * n)
+	buf, b, err := e.hostBytes(4 * 2 * n)
 	if err != nil {
 		return nil, fmt.Errorf("logits: %w", err)
 	}
 	if s.logitsBuf != 0 {
 		e.a.bufferFree(s.logitsBuf)
 	}
-	s.logitsBuf, s.logits = buf, f
+	s.logitsBuf, s.logits = buf, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), 2*n)
 	return s.logits[:n], nil
 }
 
-// hostFloats allocates n floats of host memory for copies to and from the
-// device: on a GPU, of the device's page-locked host buffer type where ggml
-// offers one (CUDA: cudaMallocHost), so that they run at the host link's
-// speed rather than through the driver's staging buffer (buf is then that
-// buffer, for bufferFree); otherwise Go memory (buf 0).
-func (e *Executor) hostFloats(n int) (buf cBuf, f []float32, err error) {
+// hostBytes allocates n bytes of host memory, 8-byte aligned, for copies to
+// and from the device: on a GPU, of the device's page-locked host buffer
+// type where ggml offers one (CUDA: cudaMallocHost), so that they run at
+// the host link's speed rather than through the driver's staging buffer
+// (buf is then that buffer, for bufferFree); otherwise Go memory (buf 0).
+func (e *Executor) hostBytes(n int) (buf cBuf, b []byte, err error) {
 	var buft cBuft
 	if !e.onCPU() && n > 0 {
 		buft = e.a.devHostBuft(e.be.dev)
 	}
 	if buft == 0 {
-		return 0, make([]float32, n), nil
+		words := make([]uint64, (n+7)/8)
+		return 0, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n), nil
 	}
-	buf = e.a.buftAlloc(buft, uintptr(4*n))
+	buf = e.a.buftAlloc(buft, uintptr(n))
 	if buf == 0 {
-		return 0, nil, fmt.Errorf("could not allocate %d MiB of page-locked host memory", 4*n>>20)
+		return 0, nil, fmt.Errorf("could not allocate %d MiB of page-locked host memory", n>>20)
 	}
-	return buf, unsafe.Slice((*float32)(e.a.bufferBase(buf)), n), nil
+	return buf, unsafe.Slice((*byte)(e.a.bufferBase(buf)), n), nil
 }
 
 // grow returns s with length n, reusing its array when it is large enough.

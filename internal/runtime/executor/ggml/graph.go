@@ -5,6 +5,8 @@ package ggml
 import (
 	"fmt"
 	"math"
+	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -13,34 +15,91 @@ import (
 // inputs are one iteration's graph inputs.
 type inputs struct {
 	ids, pos, kIdx, blocks, mask, outRows cTensor
+	// rowIdx is every token's row, with attention per sequence.
+	rowIdx cTensor
 }
 
-// run builds the iteration's compute graph, allocates its intermediate
-// tensors, uploads the inputs, computes and reads the logits back.
+// graph is a built compute graph and what run needs of it, kept for the
+// next iteration: a batch of the same structure (sig) reuses it as it is,
+// its tensors already placed by the allocator, and only uploads its
+// inputs. Rebuilding costs ~40 purego calls a layer (more per sequence);
+// on CUDA a graph that stays the same, node for node, is also what lets
+// ggml capture it once and replay it as a CUDA graph (keyed by its first
+// node's address, checked by every node's properties).
+type graph struct {
+	ctx    cCtx
+	g      cGraph
+	in     inputs
+	logits cTensor
+	sig    []int64
+}
+
+func (e *Executor) freeGraph() {
+	if e.graph.ctx != 0 {
+		e.a.freeCtx(e.graph.ctx)
+	}
+	e.graph = graph{sig: e.graph.sig[:0]}
+}
+
+// signature is what build's graph depends on besides the cache: the token
+// and sampled-row counts, the gathered span, and per sequence its share of
+// attention (seqAttention); equal signatures build the same graph.
+func (e *Executor) signature(sig []int64, n, span, ns int) []int64 {
+	sig = append(sig[:0], int64(n), int64(span), int64(ns), int64(len(e.s.blocks)))
+	if e.flash {
+		for _, a := range e.s.seqs {
+			in := int64(0)
+			if a.inPlace {
+				in = 1
+			}
+			sig = append(sig, int64(a.t0), int64(a.n), int64(a.span), in, int64(a.first), int64(a.gather), int64(a.mask))
+		}
+	}
+	return sig
+}
+
+// run builds the iteration's compute graph (or reuses the last one, see
+// graph), allocates its intermediate tensors, uploads the inputs, computes
+// and reads the logits back.
 func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	span := e.prepare(b, n)
 	s := &e.s
 	ns := len(s.outRows)
-	ctx := e.a.initCtx(initParams{MemSize: e.ctxBytes, NoAlloc: true})
-	if ctx == 0 {
-		return fmt.Errorf("ggml_init of %d bytes failed", e.ctxBytes)
+	e.sig = e.signature(e.sig, n, span, ns)
+	if e.graph.ctx != 0 && slices.Equal(e.sig, e.graph.sig) {
+		e.graphsReused++
+	} else {
+		e.freeGraph()
+		size := e.graphNodes(len(b.Seqs))
+		ctxBytes := e.a.tensorOverhead()*uintptr(size) + e.a.graphOverhead(uintptr(size), false)
+		ctx := e.a.initCtx(initParams{MemSize: ctxBytes, NoAlloc: true})
+		if ctx == 0 {
+			return fmt.Errorf("ggml_init of %d bytes failed", ctxBytes)
+		}
+		g := e.a.newGraphCustom(ctx, uintptr(size), false)
+		in, logits := e.build(ctx, g, n, span, ns)
+		if !e.a.gallocrAlloc(e.galloc, g) {
+			e.a.freeCtx(ctx)
+			// The allocator could not grow its buffer: out of device memory
+			// for this batch's activations. The batch fails; the engine goes
+			// on.
+			return fmt.Errorf("out of %s memory for the compute graph of %d tokens over %d KV slots", e.be.Name, n, span)
+		}
+		e.graph = graph{ctx: ctx, g: g, in: in, logits: logits, sig: append(e.graph.sig[:0], e.sig...)}
+		e.graphsBuilt++
 	}
-	defer e.a.freeCtx(ctx)
-	g := e.a.newGraphCustom(ctx, uintptr(e.graphSize), false)
-	in, logits := e.build(ctx, g, n, span, ns)
-	if !e.a.gallocrAlloc(e.galloc, g) {
-		// The allocator could not grow its buffer: out of device memory for
-		// this batch's activations. The batch fails; the engine goes on.
-		return fmt.Errorf("out of %s memory for the compute graph of %d tokens over %d KV slots", e.be.Name, n, span)
-	}
+	in, logits, g := e.graph.in, e.graph.logits, e.graph.g
 	set := func(t cTensor, p unsafe.Pointer, bytes int) {
 		e.a.tensorSet(t, p, 0, uintptr(bytes))
 	}
 	set(in.ids, unsafe.Pointer(&s.ids[0]), 4*n)
 	set(in.pos, unsafe.Pointer(&s.pos[0]), 4*n)
 	set(in.kIdx, unsafe.Pointer(&s.kIdx[0]), 8*n)
-	if !s.inPlace {
+	if in.blocks != 0 {
 		set(in.blocks, unsafe.Pointer(&s.blocks[0]), 4*len(s.blocks))
+	}
+	if in.rowIdx != 0 {
+		set(in.rowIdx, unsafe.Pointer(&s.rowIdx[0]), 8*n)
 	}
 	if e.flash {
 		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
@@ -50,8 +109,8 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	if ns > 0 {
 		set(in.outRows, unsafe.Pointer(&s.outRows[0]), 4*ns)
 	}
-	if st := e.a.graphCompute(e.be.h, g); st != gStatusSuccess {
-		return fmt.Errorf("graph compute failed with ggml status %d", st)
+	if err := e.compute(g, n); err != nil {
+		return err
 	}
 	if ns == 0 {
 		return nil
@@ -64,6 +123,36 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	e.a.tensorGet(logits, unsafe.Pointer(&host[0]), 0, uintptr(4*ns*vocab))
 	batch.ShareLogits(b, out, host, vocab)
 	return nil
+}
+
+// compute runs the graph of n tokens, on as many CPU threads as the tuner
+// picks when it has one.
+func (e *Executor) compute(g cGraph, n int) error {
+	var i int
+	var start time.Time
+	if e.tuner != nil {
+		i = e.tuner.pick(n)
+		e.be.setThreads(e.tuner.counts[i])
+		start = time.Now()
+	}
+	if st := e.a.graphCompute(e.be.h, g); st != gStatusSuccess {
+		return fmt.Errorf("graph compute failed with ggml status %d", st)
+	}
+	if e.tuner != nil {
+		e.tuner.observe(i, n, time.Since(start))
+	}
+	return nil
+}
+
+// graphNodes bounds the nodes of a graph over seqs sequences: about 40 a
+// layer and their views, and with attention per sequence ~16 more per
+// sequence and layer.
+func (e *Executor) graphNodes(seqs int) int {
+	n := 64*e.cfg.Layers + 256
+	if e.flash {
+		n += 24 * e.cfg.Layers * seqs
+	}
+	return n
 }
 
 // build describes the forward pass of n tokens in ctx and adds it to g. It
@@ -90,26 +179,22 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		pos:  input(typeI32, nt, 0),
 		kIdx: input(typeI64, nt, 0),
 	}
-	inPlace := e.s.inPlace
-	if !inPlace {
-		in.blocks = input(typeI32, sp/int64(e.blockSize), 0)
-	}
 	if e.flash {
-		in.mask = input(typeF16, sp, nt)
+		if len(e.s.blocks) > 0 {
+			in.blocks = input(typeI32, int64(len(e.s.blocks)), 0)
+		}
+		in.mask = input(typeF16, int64(len(e.s.mask16)), 0)
+		in.rowIdx = input(typeI64, nt, 0)
 	} else {
+		in.blocks = input(typeI32, sp/int64(e.blockSize), 0)
 		in.mask = input(typeF32, sp, nt)
 	}
 	// gather takes the rows of the batch's blocks from a cache tensor (the
 	// result of this iteration's write into it, so that the write comes
-	// first): [kvDim, slots] seen as one row per block, get_rows, and back
-	// to [hd, kvHeads, span].
+	// first): [kvDim, slots] seen as one row per block, get_rows (which
+	// widens any type to F32), and back to [hd, kvHeads, span].
 	blockRow := int64(kvDim) * int64(e.blockSize)
-	// In place (prepare's choice), it is a view of the cache's first span
-	// slots.
 	gather := func(written cTensor) cTensor {
-		if inPlace {
-			return a.view3d(ctx, written, hd, kvHeads, sp, uintptr(4*hd), uintptr(4*kvDim), 0)
-		}
 		rows := a.getRows(ctx, a.reshape2d(ctx, written, blockRow, int64(e.numBlocks)), in.blocks) // [kvDim·bs, blocks]
 		return a.reshape3d(ctx, rows, hd, kvHeads, sp)
 	}
@@ -141,20 +226,20 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		q, k = rope(q), rope(k)
 
 		// Write this iteration's keys and values into their slots, then
-		// attend over the slots of the blocks the batch reaches, gathered
-		// from the cache into one contiguous run (a copy of what the batch
-		// reads, not of the cache; a block shared by several sequences is
-		// gathered once and read by each of them).
+		// attend: per sequence over its own blocks (flash attention), or
+		// over the slots of the blocks the batch reaches, gathered from the
+		// cache into one contiguous run (a copy of what the batch reads, not
+		// of the cache; a block shared by several sequences is gathered once
+		// and read by each of them).
 		kw := a.setRows(ctx, e.kc[li], a.reshape2d(ctx, k, kvDim, nt), in.kIdx)
 		vw := a.setRows(ctx, e.vc[li], v, in.kIdx)
-		keys := a.permute(ctx, gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
-		qp := a.permute(ctx, q, 0, 2, 1, 3)            // [hd, n, heads]
 		var attn cTensor
 		if e.flash {
-			vals := a.permute(ctx, gather(vw), 0, 2, 1, 3)                                               // [hd, span, kvHeads]
-			attn = a.reshape2d(ctx, a.flashAttnExt(ctx, qp, keys, vals, in.mask, scale, 0, 0), qDim, nt) // [hd, heads, n] → [qDim, n]
+			attn = e.seqAttention(ctx, in, q, kw, vw, scale)
 		} else {
-			kq := a.mulMat(ctx, keys, qp) // [span, n, heads]
+			qp := a.permute(ctx, q, 0, 2, 1, 3)            // [hd, n, heads]
+			keys := a.permute(ctx, gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
+			kq := a.mulMat(ctx, keys, qp)                  // [span, n, heads]
 			kq = a.softMaxExt(ctx, kq, in.mask, scale, 0)
 			vals := a.cont(ctx, a.permute(ctx, gather(vw), 1, 2, 0, 3))     // [span, hd, kvHeads]
 			kqv := a.mulMat(ctx, vals, kq)                                  // [hd, n, heads]
@@ -176,4 +261,41 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 	a.setOutput(logits)
 	a.buildForward(g, logits)
 	return in, logits
+}
+
+// seqAttention is one layer's flash attention run per sequence (see
+// attn_seq.go): each sequence's query rows attend its own context, read in
+// place or gathered (then, as in build's gather, in the cache's type), and
+// the outputs are written into their rows of one [qDim, n] tensor with
+// set_rows, one after the other. written are the key and value caches after
+// this iteration's writes; q is [hd, heads, n].
+func (e *Executor) seqAttention(ctx cCtx, in inputs, q, kw, vw cTensor, scale float32) cTensor {
+	a, c := e.a, e.cfg
+	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
+	qDim, bs := hd*heads, e.blockSize
+	headRow, kvRow := a.rowSize(e.kvType, hd), uintptr(e.kvRow)
+	context := func(written cTensor, sa *seqAttention) cTensor {
+		span := int64(sa.span)
+		if sa.inPlace {
+			return a.view3d(ctx, written, hd, kvHeads, span, headRow, kvRow, uintptr(sa.first)*kvRow)
+		}
+		ids := a.view1d(ctx, in.blocks, int64(sa.span/bs), uintptr(4*sa.gather))
+		rows := a.getRows(ctx, a.reshape2d(ctx, written, int64(e.kvDim*bs), int64(e.numBlocks)), ids)
+		if e.kvType != typeF32 {
+			rows = a.cast(ctx, rows, e.kvType)
+		}
+		return a.reshape3d(ctx, rows, hd, kvHeads, span)
+	}
+	out := a.newTensor2d(ctx, typeF32, qDim, int64(len(e.s.rowIdx)))
+	for i := range e.s.seqs {
+		sa := &e.s.seqs[i]
+		n := int64(sa.n)
+		qs := a.permute(ctx, a.view3d(ctx, q, hd, heads, n, uintptr(4*hd), uintptr(4*qDim), uintptr(4*qDim)*uintptr(sa.t0)), 0, 2, 1, 3) // [hd, n, heads]
+		keys := a.permute(ctx, context(kw, sa), 0, 2, 1, 3)                                                                              // [hd, span, kvHeads]
+		vals := a.permute(ctx, context(vw, sa), 0, 2, 1, 3)
+		mask := a.view2d(ctx, in.mask, int64(sa.span), n, uintptr(2*sa.span), uintptr(2*sa.mask))
+		o := a.reshape2d(ctx, a.flashAttnExt(ctx, qs, keys, vals, mask, scale, 0, 0), qDim, n) // [hd, heads, n] → [qDim, n]
+		out = a.setRows(ctx, out, o, a.view1d(ctx, in.rowIdx, n, uintptr(8*sa.t0)))
+	}
+	return out
 }

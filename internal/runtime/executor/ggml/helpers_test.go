@@ -54,11 +54,17 @@ func testDevice() string {
 // devices use; tests that cover attention run with both.
 var plainAttention bool
 
+// testKV is the KV cache type newTestExec asks for (auto: the model's).
+var testKV kvcache.DType
+
+// plainWeights makes newTestExec keep every weight in plain buffers.
+var plainWeights bool
+
 func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	t.Helper()
 	// One CPU thread: these models are tiny, and ggml's threads spin at
 	// barriers, which on a shared machine costs more than it gains.
-	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention})
+	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, PlainWeights: plainWeights, KVCacheDType: testKV})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,5 +115,26 @@ func bothAttentions(t *testing.T, f func(t *testing.T)) {
 			defer func() { plainAttention = false }()
 			f(t)
 		})
+	}
+}
+
+// kvTypes are the KV cache types the executor keeps.
+var allKVTypes = []kvcache.DType{kvcache.DTypeF32, kvcache.DTypeF16, kvcache.DTypeBF16, kvcache.DTypeQ8_0}
+
+// withKV runs f with newTestExec's KV cache in type d.
+func withKV(t *testing.T, d kvcache.DType, f func(t *testing.T)) {
+	t.Run("kv="+d.String(), func(t *testing.T) {
+		testKV = d
+		defer func() { testKV = kvcache.DTypeAuto }()
+		f(t)
+	})
+}
+
+// wideHeads are small random models whose heads hold 32 elements, a whole
+// Q8_0 block, so that every KV cache type applies.
+func wideHeads() map[string]model.Config {
+	return map[string]model.Config{
+		"llama": {Arch: model.ArchLlama, VocabSize: 320, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, FFN: 192},
+		"qwen2": {Arch: model.ArchQwen2, VocabSize: 320, Dim: 128, Layers: 2, Heads: 4, KVHeads: 1, FFN: 160, QKVBias: true, TiedEmbeddings: true, RopeTheta: 1e6},
 	}
 }

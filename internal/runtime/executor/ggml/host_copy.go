@@ -5,17 +5,20 @@ package ggml
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
-var _ batch.BlockCopier = (*Executor)(nil)
+var _ batch.OverlappingCopier = (*Executor)(nil)
 
 // ReserveHostBlocks allocates the host tier: n blocks of every layer's keys
-// and values, in page-locked memory on a GPU (hostFloats). (Page-locked
-// host memory has not run on a GPU here: it came after the H100 run.)
+// and values in the cache's own type (a q8_0 block costs the host what it
+// costs the device), in page-locked memory on a GPU (hostBytes).
+// (Page-locked host memory has not run on a GPU here: it came after the
+// H100 run.)
 func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
 	if err := batch.ValidateHostReserve(n, blockSize, e.blockSize); err != nil {
 		return fmt.Errorf("ggml executor: %w", err)
@@ -24,7 +27,7 @@ func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
 		e.a.bufferFree(e.hostBuf)
 		e.hostBuf, e.host = 0, nil
 	}
-	buf, host, err := e.hostFloats(n * e.hostBlockFloats())
+	buf, host, err := e.hostBytes(n * e.hostBlockBytes())
 	if err != nil {
 		return fmt.Errorf("ggml executor: %d host blocks: %w", n, err)
 	}
@@ -33,8 +36,9 @@ func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
 	return nil
 }
 
-// hostBlockFloats is one block's KV across all layers: keys, then values.
-func (e *Executor) hostBlockFloats() int { return 2 * e.cfg.Layers * e.blockSize * e.kvDim }
+// hostBlockBytes is one block's KV across all layers: keys, then values
+// (kvcache's BytesPerBlock of the cache's geometry).
+func (e *Executor) hostBlockBytes() int { return int(e.kv.BytesPerBlock(e.blockSize)) }
 
 // CopyBlocks copies whole blocks, every layer's keys and values, in order.
 // A block's keys are one contiguous run of the key tensor, and so are its
@@ -46,23 +50,55 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 	if err := batch.ValidateTransfers(ts, e.numBlocks, e.hostBlocks); err != nil {
 		return fmt.Errorf("ggml executor: %w", err)
 	}
-	bs, kv := e.blockSize, e.kvDim
+	run := e.blockSize * e.kvRow // one block of one layer's keys (or values)
 	for _, t := range ts {
-		h := e.host[int(t.Host)*e.hostBlockFloats():]
-		move := func(tensor cTensor, off int, dst []float32) {
-			p, size := unsafe.Pointer(&dst[0]), uintptr(4*len(dst))
+		h := e.host[int(t.Host)*e.hostBlockBytes():]
+		move := func(tensor cTensor, dst []byte) {
+			p, off := unsafe.Pointer(&dst[0]), uintptr(int(t.Device)*run)
 			if t.Kind == kvcache.CopyOut {
-				e.a.tensorGet(tensor, p, uintptr(4*off), size)
+				e.a.tensorGet(tensor, p, off, uintptr(run))
 			} else {
-				e.a.tensorSet(tensor, p, uintptr(4*off), size)
+				e.a.tensorSet(tensor, p, off, uintptr(run))
 			}
 		}
-		d := int(t.Device) * bs
 		for l := range e.cfg.Layers {
-			lk := h[2*l*bs*kv:]
-			move(e.kc[l], d*kv, lk[:bs*kv])
-			move(e.vc[l], d*kv, lk[bs*kv:2*bs*kv])
+			lk := h[2*l*run:]
+			move(e.kc[l], lk[:run])
+			move(e.vc[l], lk[run:2*run])
 		}
 	}
 	return nil
+}
+
+// CopyBudget is no limit: the engine starts every queued copy beside the
+// iteration and waits, after it, for what the iteration did not hide.
+func (e *Executor) CopyBudget(*batch.Batch) int { return 0 }
+
+// StartCopyBlocks runs the copies on a goroutine of its own, locked to its
+// OS thread, while Execute computes; the engine guarantees the iteration
+// touches none of the blocks they name. On the CPU they are memory copies
+// on the other cores. On CUDA ggml copies a tensor's bytes with
+// cudaMemcpyAsync on the calling thread's default stream
+// (cudaStreamPerThread), which is not the backend's compute stream, from
+// the page-locked host tier: so the copy engines move the blocks while the
+// SMs run the batch. (Not yet run on a GPU.)
+func (e *Executor) StartCopyBlocks(ctx context.Context, ts []kvcache.Transfer) {
+	if e.copyDone == nil {
+		e.copyDone = make(chan error, 1)
+	}
+	e.copying = true
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		e.copyDone <- e.CopyBlocks(ctx, ts)
+	}()
+}
+
+// WaitCopyBlocks waits for the copies StartCopyBlocks started.
+func (e *Executor) WaitCopyBlocks(context.Context) error {
+	if !e.copying {
+		return nil
+	}
+	e.copying = false
+	return <-e.copyDone
 }

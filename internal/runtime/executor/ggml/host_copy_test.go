@@ -72,3 +72,18 @@ func testPrefixRestoredFromHost(t *testing.T) {
 func TestCopyBlocksRejectsOutOfRange(t *testing.T) {
 	exectest.CheckCopyBlocksRejectsOutOfRange(t, newTestExec(t, randomModel(t, parityConfigs()["llama"], model.F32, 4), 8), testBlockSize)
 }
+
+// TestEngineRestoresBesideIterations: see
+// exectest.CheckEngineRestoresBesideIterations; ggml's copies run on a
+// goroutine of their own while the graph computes, for every KV cache type
+// (the host tier holds blocks in the cache's type).
+func TestEngineRestoresBesideIterations(t *testing.T) {
+	m := randomModel(t, wideHeads()["llama"], model.Q8_0, 31)
+	for _, d := range allKVTypes {
+		withKV(t, d, func(t *testing.T) {
+			exectest.CheckEngineRestoresBesideIterations(t, m, testBlockSize, func(t testing.TB, blocks int) batch.Executor {
+				return newTestExec(t, m, blocks)
+			})
+		})
+	}
+}

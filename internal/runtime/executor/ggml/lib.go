@@ -41,10 +41,12 @@ type initParams struct {
 // ggml_type values used here (ggml.h, enum ggml_type; the same numbers as
 // GGUF's tensor types).
 const (
-	typeF32 int32 = 0
-	typeF16 int32 = 1
-	typeI32 int32 = 26
-	typeI64 int32 = 27
+	typeF32  int32 = 0
+	typeF16  int32 = 1
+	typeQ8_0 int32 = 8
+	typeI32  int32 = 26
+	typeI64  int32 = 27
+	typeBF16 int32 = 30
 )
 
 // Rope modes (ggml.h): 0 rotates adjacent pairs, GGML_ROPE_TYPE_NEOX pairs
@@ -87,11 +89,14 @@ type api struct {
 	mulMat          func(cCtx, cTensor, cTensor) cTensor
 	reshape2d       func(cCtx, cTensor, int64, int64) cTensor
 	reshape3d       func(cCtx, cTensor, int64, int64, int64) cTensor
+	view1d          func(cCtx, cTensor, int64, uintptr) cTensor
+	view2d          func(cCtx, cTensor, int64, int64, uintptr, uintptr) cTensor
 	view3d          func(cCtx, cTensor, int64, int64, int64, uintptr, uintptr, uintptr) cTensor
 	permute         func(cCtx, cTensor, int32, int32, int32, int32) cTensor
 	transpose       func(cCtx, cTensor) cTensor
 	cont            func(cCtx, cTensor) cTensor
 	cont2d          func(cCtx, cTensor, int64, int64) cTensor
+	cast            func(cCtx, cTensor, int32) cTensor
 	softMaxExt      func(cCtx, cTensor, cTensor, float32, float32) cTensor
 	swigluSplit     func(cCtx, cTensor, cTensor) cTensor
 	flashAttnExt    func(ctx cCtx, q, k, v, mask cTensor, scale, maxBias, logitSoftcap float32) cTensor
@@ -108,6 +113,9 @@ type api struct {
 	backendName      func(cBack) string
 	defaultBuft      func(cBack) cBuft
 	allocCtxTensors  func(cCtx, cBack) cBuf
+	allocCtxFromBuft func(cCtx, cBuft) cBuf
+	buftName         func(cBuft) string
+	devSupportsOp    func(cDev, cTensor) bool
 	bufferFree       func(cBuf)
 	bufferSize       func(cBuf) uintptr
 	bufferClear      func(cBuf, uint8)
@@ -265,11 +273,14 @@ func (l *Library) bind() error {
 	sym(&a.mulMat, "ggml_mul_mat")
 	sym(&a.reshape2d, "ggml_reshape_2d")
 	sym(&a.reshape3d, "ggml_reshape_3d")
+	sym(&a.view1d, "ggml_view_1d")
+	sym(&a.view2d, "ggml_view_2d")
 	sym(&a.view3d, "ggml_view_3d")
 	sym(&a.permute, "ggml_permute")
 	sym(&a.transpose, "ggml_transpose")
 	sym(&a.cont, "ggml_cont")
 	sym(&a.cont2d, "ggml_cont_2d")
+	sym(&a.cast, "ggml_cast")
 	sym(&a.softMaxExt, "ggml_soft_max_ext")
 	sym(&a.swigluSplit, "ggml_swiglu_split")
 	sym(&a.flashAttnExt, "ggml_flash_attn_ext")
@@ -285,6 +296,9 @@ func (l *Library) bind() error {
 	sym(&a.backendName, "ggml_backend_name")
 	sym(&a.defaultBuft, "ggml_backend_get_default_buffer_type")
 	sym(&a.allocCtxTensors, "ggml_backend_alloc_ctx_tensors")
+	sym(&a.allocCtxFromBuft, "ggml_backend_alloc_ctx_tensors_from_buft")
+	sym(&a.buftName, "ggml_backend_buft_name")
+	sym(&a.devSupportsOp, "ggml_backend_dev_supports_op")
 	sym(&a.bufferFree, "ggml_backend_buffer_free")
 	sym(&a.bufferSize, "ggml_backend_buffer_get_size")
 	sym(&a.bufferClear, "ggml_backend_buffer_clear")
@@ -328,3 +342,6 @@ func (l *Library) loadBackend(path string) (cReg, error) {
 	l.backends[path] = r
 	return r, nil
 }
+
+// registerFunc binds fn, a C function pointer, to the Go function *fptr.
+func registerFunc(fptr any, fn uintptr) { purego.RegisterFunc(fptr, fn) }

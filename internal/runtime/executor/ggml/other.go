@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // Devices the executor runs on.
@@ -23,7 +24,10 @@ type Options struct {
 	LibDir         string
 	Device         string
 	Threads        int
+	Poll           int
 	PlainAttention bool
+	PlainWeights   bool
+	KVCacheDType   kvcache.DType
 }
 
 // Executor is unavailable on this platform.
@@ -33,11 +37,6 @@ var errPlatform = errors.New("ggml executor: runs on linux/amd64 and linux/arm64
 
 // New fails: the executor is built for linux/amd64 and linux/arm64 only.
 func New(*model.Model, int, int, Options) (*Executor, error) { return nil, errPlatform }
-
-// KVBytesPerBlock is the KV memory one block takes (float32 keys and values).
-func KVBytesPerBlock(cfg model.Config, blockSize int) int64 {
-	return 2 * int64(cfg.Layers) * int64(blockSize) * int64(cfg.KVHeads*cfg.HeadDim) * 4
-}
 
 // Device describes where the executor runs.
 func (e *Executor) Device() string { return "" }

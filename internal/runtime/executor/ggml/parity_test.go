@@ -225,11 +225,17 @@ func TestMappedModelFile(t *testing.T) {
 // TestAttentionSpansOnlyTheBatchBlocks: a sequence whose blocks lie far
 // apart in a large cache gives the logits of the same sequence in the first
 // blocks, and its step attends over its own blocks' slots only (not up to
-// the highest block id it holds).
-func TestAttentionSpansOnlyTheBatchBlocks(t *testing.T) { bothAttentions(t, testAttentionSpan) }
+// the highest block id it holds). With every KV cache type: gathered
+// blocks reach flash attention in the cache's type, as blocks read in
+// place do.
+func TestAttentionSpansOnlyTheBatchBlocks(t *testing.T) {
+	for _, d := range allKVTypes {
+		withKV(t, d, func(t *testing.T) { bothAttentions(t, testAttentionSpan) })
+	}
+}
 
 func testAttentionSpan(t *testing.T) {
-	m := randomModel(t, parityConfigs()["qwen2"], model.F16, 9)
+	m := randomModel(t, wideHeads()["qwen2"], model.F16, 9)
 	e := newTestExec(t, m, 256)
 	prompt := []int32{5, 17, 2, 99, 3, 64, 8, 1, 250, 7}
 	run := func(blocks []kvcache.BlockID) []float32 {
@@ -244,7 +250,11 @@ func testAttentionSpan(t *testing.T) {
 		t.Errorf("blocks %v give logits %.3g of their scale away from blocks 0-2", far, d)
 	}
 	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{1}, Pos: len(prompt), Blocks: far, Sample: true}}, NumTokens: 1, BlockSize: testBlockSize}
-	if span := e.prepare(b, 1); span != 3*testBlockSize {
+	span := e.prepare(b, 1)
+	if e.flash {
+		span = e.s.seqs[0].span // per sequence: its own context
+	}
+	if span != 3*testBlockSize {
 		t.Errorf("attention spans %d slots for a sequence of 3 blocks of %d", span, testBlockSize)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 func newTestExec(t *testing.T, acc, model string, opts Options) *Executor {
@@ -157,5 +158,43 @@ func TestVocabularyEncode(t *testing.T) {
 	}
 	if len(v.Encode("")) != 1 {
 		t.Error("empty text must still give one token")
+	}
+}
+
+// TestKVDTypeSizesTheCache: the KV cache's type sets the blocks a device
+// holds and the KV bytes a long-context step reads: F32 holds half of the
+// model's BF16 blocks, Q8_0 32/17 of them (kvcache's accounting), and a
+// decode step at 8k tokens of context is faster with Q8_0 than with F32.
+func TestKVDTypeSizesTheCache(t *testing.T) {
+	a, _ := LookupAccelerator("H100-SXM")
+	g, _ := LookupGeometry("llama-3.1-8b")
+	blocks := map[kvcache.DType]int{}
+	step := map[kvcache.DType]time.Duration{}
+	for _, d := range []kvcache.DType{kvcache.DTypeAuto, kvcache.DTypeBF16, kvcache.DTypeF32, kvcache.DTypeQ8_0} {
+		g.KVDType = d
+		// The KV budget left by the weights and the reserve, fixed so
+		// that the ratios are exact: 8 GiB.
+		n, err := KVBlocksForDevice(a, g, 1, float64(g.WeightBytes()+2<<30+8<<30)/float64(a.MemoryBytes), 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks[d] = n
+		x, err := New(Options{Accelerator: a, Geometry: g, StepOverhead: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step[d] = x.StepTime(decodeBatch(64, 8000))
+	}
+	if blocks[kvcache.DTypeAuto] != blocks[kvcache.DTypeBF16] {
+		t.Errorf("auto holds %d blocks, BF16 (the model's type) %d", blocks[kvcache.DTypeAuto], blocks[kvcache.DTypeBF16])
+	}
+	if bf, f32 := blocks[kvcache.DTypeBF16], blocks[kvcache.DTypeF32]; bf < 2*f32 || bf > 2*f32+1 {
+		t.Errorf("BF16 holds %d blocks, F32 %d: want twice as many", bf, f32)
+	}
+	if bf, q8 := blocks[kvcache.DTypeBF16], blocks[kvcache.DTypeQ8_0]; q8 < bf*32/17-1 || q8 > bf*32/17+1 {
+		t.Errorf("Q8_0 holds %d blocks, want 32/17 of BF16's %d", q8, bf)
+	}
+	if !(step[kvcache.DTypeQ8_0] < step[kvcache.DTypeBF16] && step[kvcache.DTypeBF16] < step[kvcache.DTypeF32]) {
+		t.Errorf("64 decodes at 8k context: Q8_0 %v, BF16 %v, F32 %v; want fewer KV bytes to be faster", step[kvcache.DTypeQ8_0], step[kvcache.DTypeBF16], step[kvcache.DTypeF32])
 	}
 }

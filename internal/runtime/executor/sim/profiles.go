@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // Accelerator is one device's peak rates and memory.
@@ -53,8 +55,13 @@ type Geometry struct {
 	Vocab                                        int
 	// Params is the parameter count.
 	Params int64
-	// DTypeBytes is the weight and KV element size (2 for BF16).
+	// DTypeBytes is the weight element size (2 for BF16), and the KV's
+	// when KVDType is auto.
 	DTypeBytes int
+	// KVDType is the KV cache's element type; kvcache.DTypeAuto (the zero
+	// value) means the model's own, as vLLM's cache_dtype "auto": F32 for
+	// 4-byte weights, else BF16.
+	KVDType kvcache.DType
 	// ContextLen is the model's maximum context.
 	ContextLen int
 }
@@ -95,10 +102,18 @@ func names[V any](m map[string]V) []string {
 	return out
 }
 
-// KVBytesPerToken is 2 (K and V) × layers × kv_heads × head_dim × dtype.
-func (g Geometry) KVBytesPerToken() int64 {
-	return 2 * int64(g.Layers) * int64(g.KVHeads) * int64(g.HeadDim) * int64(g.DTypeBytes)
+// KV is the model's KV cache geometry, its type resolved.
+func (g Geometry) KV() kvcache.Geometry {
+	model := kvcache.DTypeBF16
+	if g.DTypeBytes == 4 {
+		model = kvcache.DTypeF32
+	}
+	return kvcache.Geometry{Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim, DType: g.KVDType.ResolveAuto(model)}
 }
+
+// KVBytesPerToken is the KV cache footprint of one token (kvcache's
+// accounting of the KV geometry).
+func (g Geometry) KVBytesPerToken() int64 { return g.KV().BytesPerToken() }
 
 // WeightBytes is the size of the weights.
 func (g Geometry) WeightBytes() int64 { return g.Params * int64(g.DTypeBytes) }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs llama.cpp as node-llama-cpp ships it (the npm package and its
+# prebuilt linux-x64 CPU binaries: the same release bundle, and so the same
+# ggml, as hack/setup-ggml.sh's libraries) into a cache outside the work tree
+# and prints the directory holding its node_modules. `make bench-executors`
+# runs it beside the ggml executor on the same GGUF (hack/llama-cpp-bench.mjs).
+#
+# Install scripts are not run (--ignore-scripts): node-llama-cpp's would try
+# to download or build llama.cpp, and the prebuilt binaries it needs come as
+# the @node-llama-cpp/linux-x64 package; other platforms' optional packages
+# (CUDA, Vulkan, Arm: 600 MB) are left out.
+#
+# Usage: hack/setup-llama-cpp.sh            (prints the directory)
+# Env:   KVPILOT_GGML_NLC_VERSION, KVPILOT_LLAMA_CPP_CACHE
+set -euo pipefail
+
+VERSION="${KVPILOT_GGML_NLC_VERSION:-3.22.1}"
+CACHE_ROOT="${KVPILOT_LLAMA_CPP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvpilot/node-llama-cpp}"
+DIR="${CACHE_ROOT}/${VERSION}"
+
+log() { echo "setup-llama-cpp: $*" >&2; }
+
+have() { [[ -f "${DIR}/.complete" && -d "${DIR}/node_modules/node-llama-cpp" ]]; }
+if have; then
+	echo "${DIR}"
+	exit 0
+fi
+if [[ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]]; then
+	log "the prebuilt llama.cpp is installed for linux/x86_64 only (this is $(uname -s)/$(uname -m))"
+	exit 1
+fi
+for tool in node npm; do
+	if ! command -v "${tool}" >/dev/null; then
+		log "${tool} is needed to install node-llama-cpp@${VERSION} (install Node.js 20 or later)"
+		exit 1
+	fi
+done
+mkdir -p "${CACHE_ROOT}"
+exec 9>"${DIR}.lock"
+flock 9
+if have; then
+	echo "${DIR}"
+	exit 0
+fi
+rm -rf "${DIR}"
+mkdir -p "${DIR}"
+echo '{"private": true}' >"${DIR}/package.json"
+log "installing node-llama-cpp@${VERSION} and @node-llama-cpp/linux-x64@${VERSION} from the npm registry"
+if ! (cd "${DIR}" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error --omit=optional \
+	"node-llama-cpp@${VERSION}" "@node-llama-cpp/linux-x64@${VERSION}" >&2); then
+	log "npm install failed"
+	exit 1
+fi
+touch "${DIR}/.complete"
+log "node-llama-cpp ready in ${DIR}"
+echo "${DIR}"
