@@ -99,8 +99,10 @@ type InferencePoolSpec struct {
 	Service ServiceSpec `json:"service,omitempty"`
 
 	// apiKeySecretRef names a key of a Secret in the pool's namespace that
-	// holds the API key clients must send as a bearer token. Without it the
-	// OpenAI-compatible API is open to anyone who can reach the Service.
+	// holds the API keys clients must send (Authorization: Bearer, or
+	// x-api-key), one per line; each key is a tenant whose programs the
+	// others cannot see, release or join. Without it the API is open to
+	// anyone who can reach the Service.
 	// +optional
 	APIKeySecretRef *SecretKeyReference `json:"apiKeySecretRef,omitempty"`
 
@@ -113,6 +115,16 @@ type InferencePoolSpec struct {
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	MaxProgramsPerKey *int32 `json:"maxProgramsPerKey,omitempty"`
+
+	// enablePromptTokensDetails reports prefix-cache hits in responses'
+	// usage (the runtime's --enable-prompt-tokens-details, as vLLM's:
+	// prompt_tokens_details.cached_tokens and its Responses and Messages
+	// equivalents). Off by default, since a client's hits can tell it
+	// whether another client sent the same prompt; turn it on for a pool
+	// whose clients trust each other (or that isolates them with
+	// cache_salt).
+	// +optional
+	EnablePromptTokensDetails bool `json:"enablePromptTokensDetails,omitempty"`
 
 	// image is the runtime container image. Empty means the image the
 	// manager was started with (its --runtime-image flag).

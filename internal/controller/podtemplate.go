@@ -101,6 +101,9 @@ func podTemplate(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.Sc
 	if n := spec.MaxProgramsPerKey; n != nil {
 		args = append(args, fmt.Sprintf("--max-programs-per-key=%d", *n))
 	}
+	if spec.EnablePromptTokensDetails {
+		args = append(args, "--enable-prompt-tokens-details")
+	}
 
 	resources, gpus := containerResources(spec.Resources)
 	nodeSelector := map[string]string{}

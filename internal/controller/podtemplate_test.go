@@ -121,6 +121,10 @@ func TestPodTemplateArgs(t *testing.T) {
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--api-key-file=/var/run/kvpilot/api-key/openai",
 				"--max-programs-per-key=50"),
 		},
+		"prompt tokens details": {
+			pool: utiltesting.MakeInferencePool("p", "ns").EnablePromptTokensDetails().Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--enable-prompt-tokens-details"),
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

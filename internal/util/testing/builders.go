@@ -159,6 +159,12 @@ func (w *InferencePoolWrapper) MaxProgramsPerKey(n int32) *InferencePoolWrapper 
 	return w
 }
 
+// EnablePromptTokensDetails sets spec.enablePromptTokensDetails.
+func (w *InferencePoolWrapper) EnablePromptTokensDetails() *InferencePoolWrapper {
+	w.Spec.EnablePromptTokensDetails = true
+	return w
+}
+
 // Image sets spec.image.
 func (w *InferencePoolWrapper) Image(image string) *InferencePoolWrapper {
 	w.Spec.Image = image
