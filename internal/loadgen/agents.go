@@ -186,9 +186,15 @@ type agentSim struct {
 	start  time.Time
 	capTok int64
 	// room is each pod's remaining capacity after the last round (the
-	// placement's Room): where a pod's gate forwards a new program it has
-	// no room for. Nil until the first round.
+	// placement's Room), indexed like pods: where a pod's gate forwards a
+	// new program it has no room for. Nil until the first round.
 	room []int64
+	// podIndex maps a pod's name to its index in pods: a Decision lists
+	// pods sorted by name, which is not their order here from 11 pods on
+	// ("pod-10" sorts before "pod-2").
+	podIndex map[string]int
+	// onRound, if set, runs after every round has been applied (tests).
+	onRound func(*placement.Decision, map[string]*agentProgram)
 	// slotFreed: a program ended, so a program waiting under ProgramCap
 	// may start.
 	slotFreed bool
@@ -218,7 +224,7 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &agentSim{w: w, s: s, sched: sched, res: &AgentResult{Mode: s.Policy.Mode}, start: time.Unix(0, 0)}
+	a := &agentSim{w: w, s: s, sched: sched, res: &AgentResult{Mode: s.Policy.Mode}, start: time.Unix(0, 0), podIndex: map[string]int{}}
 	for i := range s.Pods {
 		x, clk, blocks, err := s.Replica.build(nil) // lengths come from the workload
 		if err != nil {
@@ -239,6 +245,7 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 		if err != nil {
 			return nil, err
 		}
+		a.podIndex[fmt.Sprintf("pod-%d", i)] = i
 		a.pods = append(a.pods, &agentPod{name: fmt.Sprintf("pod-%d", i), eng: eng, clk: clk, x: x})
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, 99))
@@ -556,10 +563,12 @@ func (a *agentSim) round() error {
 		a.res.FairnessPauses += len(dec.FairnessPaused)
 	}
 	a.room = a.room[:0]
-	for _, pdDec := range dec.Pods {
-		a.room = append(a.room, pdDec.Capacity.Total-pdDec.Capacity.Used)
+	for _, pd := range a.pods {
+		c := dec.Pod(pd.name).Capacity
+		a.room = append(a.room, c.Total-c.Used)
 	}
-	for i, pdDec := range dec.Pods {
+	for _, pdDec := range dec.Pods {
+		i := a.podIndex[pdDec.Pod]
 		for _, id := range pdDec.Pause {
 			a.pause(byID[id], a.now)
 		}
@@ -586,6 +595,9 @@ func (a *agentSim) round() error {
 				}
 			}
 		}
+	}
+	if a.onRound != nil {
+		a.onRound(dec, byID)
 	}
 	return nil
 }

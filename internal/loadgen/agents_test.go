@@ -282,3 +282,40 @@ func TestAgentsDeviceBlocksOverridesTheAccelerator(t *testing.T) {
 	t.Logf("steps/min %.1f → %.1f, hit rate %.3f → %.3f, recomputed %d → %d tokens",
 		own.StepsPerMinute, big.StepsPerMinute, own.PrefixHitRate, big.PrefixHitRate, own.RecomputedTokens, big.RecomputedTokens)
 }
+
+// TestAgentsDecisionsLandOnTheNamedPods: a Decision lists pods sorted by
+// name, so from 11 pods on ("pod-10" sorts before "pod-2") its order is
+// not the pool's. Every program a round places, and every pod's room,
+// must land on the pod the decision names.
+func TestAgentsDecisionsLandOnTheNamedPods(t *testing.T) {
+	s := agentSetup(placement.ModeProgramAware, 12)
+	s.Replica.Accelerator = "L4"
+	s.Warmup, s.Window = 0, 90*time.Second
+	w := smallAgents()
+	w.Programs = 12 * 20
+	a, err := newAgentSim(w, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := 0
+	a.onRound = func(dec *placement.Decision, byID map[string]*agentProgram) {
+		for _, pd := range dec.Pods {
+			for _, id := range pd.Place {
+				placed++
+				if p := byID[id]; p.pod < 0 || a.pods[p.pod].name != pd.Pod {
+					t.Fatalf("%s placed on %s, runs on %d", id, pd.Pod, p.pod)
+				}
+			}
+			i := a.podIndex[pd.Pod]
+			if got, want := a.room[i], pd.Capacity.Total-pd.Capacity.Used; got != want {
+				t.Fatalf("room of %s: %d, the decision says %d", pd.Pod, got, want)
+			}
+		}
+	}
+	if err := a.run(); err != nil {
+		t.Fatal(err)
+	}
+	if placed == 0 {
+		t.Fatal("no round placed a program: the test checks nothing")
+	}
+}
