@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/fleet"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -145,8 +146,8 @@ func TestAgentsUnfinishedStepsCount(t *testing.T) {
 	r := a.res
 	end := a.s.Warmup + a.s.Window
 	held, longest := 0, time.Duration(0)
-	for _, p := range a.progs {
-		if p.held && !p.released {
+	for _, p := range a.live {
+		if p.held || p.queued {
 			held++
 			longest = max(longest, end-p.issuedAt)
 		}
@@ -168,80 +169,35 @@ func TestAgentsUnfinishedStepsCount(t *testing.T) {
 	}
 }
 
-// The controller sees what the runtime reports: a running step at its
-// prompt, an acting program at its last step's prompt + output, a held
-// request not at all (its program at its previous step; a new program at 0),
-// and no program that has not sent a request yet.
-func TestAgentsPlacementSeesReportedSizes(t *testing.T) {
-	s := smallPool(placement.ModeProgramAware)
-	s.Warmup, s.Window = 0, 90*time.Second
-	a, err := newAgentSim(smallAgents(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.run(); err != nil {
-		t.Fatal(err)
-	}
-	snap, byID := a.snapshot()
-	var sawHeld, sawRunning bool
-	for _, pr := range snap.Programs {
-		p := byID[pr.ID]
-		var want int64
-		switch {
-		case p.reasoning:
-			sawRunning = true
-			want = int64(p.promptLen)
-		case p.held:
-			sawHeld = true
-			if p.step > 0 {
-				want = int64(len(p.tokens) - p.lastTool) // before the tool result
-			}
-		default:
-			want = int64(len(p.tokens))
-		}
-		if pr.ContextTokens != want {
-			t.Errorf("%s (step %d, reasoning %v, held %v): reported %d tokens, want %d (context now %d)",
-				p.id, p.step, p.reasoning, p.held, pr.ContextTokens, want, len(p.tokens))
-		}
-	}
-	if !sawHeld || !sawRunning {
-		t.Fatalf("the snapshot needs held and running programs: held %v, running %v", sawHeld, sawRunning)
-	}
-	for _, p := range a.progs {
-		if _, known := byID[p.id]; !known && !p.released && (p.step > 0 || p.reasoning || (p.held && p.paused)) {
-			t.Errorf("%s sent a request but is not in the snapshot", p.id)
-		}
-	}
-}
-
-// Default behind a per-pod program cap never runs more programs on a pod
-// than the cap; the others wait in arrival order and start as programs end.
-func TestAgentsProgramCap(t *testing.T) {
+// Behind a worker cap the client never runs more programs at once than
+// WorkerCap × Pods; the others wait in arrival order and start as programs
+// are released.
+func TestAgentsWorkerCap(t *testing.T) {
 	s := smallPool(placement.ModeDefault)
-	s.ProgramCap = 4
+	s.WorkerCap = 4
 	a, err := newAgentSim(smallAgents(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	maxLive := 0
+	most := 0
 	a.onEvent = func() {
-		counts := map[int]int{}
-		for _, p := range a.progs {
-			if p.pod >= 0 && !p.released {
-				counts[p.pod]++
-				maxLive = max(maxLive, counts[p.pod])
+		running := 0
+		for _, p := range a.live {
+			if p.started {
+				running++
 			}
 		}
+		most = max(most, running)
 	}
 	if err := a.run(); err != nil {
 		t.Fatal(err)
 	}
-	if maxLive != s.ProgramCap {
-		t.Errorf("at most %d programs on a pod, want the cap, %d", maxLive, s.ProgramCap)
+	if want := s.WorkerCap * s.Pods; most != want {
+		t.Errorf("at most %d programs at once, want the cap, %d", most, want)
 	}
 	r := a.res
 	if r.Steps == 0 || r.HeldAtEnd == 0 || r.MaxWait == 0 || r.Pauses != 0 {
-		t.Errorf("steps %d, held at end %d, max wait %v, pauses %d: 32 programs on 8 slots must wait, not pause",
+		t.Errorf("steps %d, held at end %d, max wait %v, pauses %d: 32 programs on 8 workers must wait, not pause",
 			r.Steps, r.HeldAtEnd, r.MaxWait, r.Pauses)
 	}
 	uncapped, err := RunAgents(smallAgents(), smallPool(placement.ModeDefault))
@@ -285,8 +241,8 @@ func TestAgentsDeviceBlocksOverridesTheAccelerator(t *testing.T) {
 
 // TestAgentsDecisionsLandOnTheNamedPods: a Decision lists pods sorted by
 // name, so from 11 pods on ("pod-10" sorts before "pod-2") its order is
-// not the pool's. Every program a round places, and every pod's room,
-// must land on the pod the decision names.
+// not the pool's. After every round, each pod's gate must run exactly the
+// programs the round placed on that pod by name.
 func TestAgentsDecisionsLandOnTheNamedPods(t *testing.T) {
 	s := agentSetup(placement.ModeProgramAware, 12)
 	s.Replica.Accelerator = "L4"
@@ -297,25 +253,25 @@ func TestAgentsDecisionsLandOnTheNamedPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed := 0
-	a.onRound = func(dec *placement.Decision, byID map[string]*agentProgram) {
-		for _, pd := range dec.Pods {
-			for _, id := range pd.Place {
-				placed++
-				if p := byID[id]; p.pod < 0 || a.pods[p.pod].name != pd.Pod {
-					t.Fatalf("%s placed on %s, runs on %d", id, pd.Pod, p.pod)
+	checked := 0
+	a.onRound = func(sum *fleet.Summary) {
+		for _, ps := range sum.Pods {
+			placed := 0
+			for _, pr := range a.pods[a.byName[ps.Name]].table.Report().Programs {
+				if pr.Placed && pr.State == placement.StateActive.String() {
+					placed++
 				}
 			}
-			i := a.podIndex[pd.Pod]
-			if got, want := a.room[i], pd.Capacity.Total-pd.Capacity.Used; got != want {
-				t.Fatalf("room of %s: %d, the decision says %d", pd.Pod, got, want)
+			if placed != ps.Programs {
+				t.Fatalf("round %d: %s runs %d programs, the round placed %d there", sum.Version, ps.Name, placed, ps.Programs)
 			}
+			checked += placed
 		}
 	}
 	if err := a.run(); err != nil {
 		t.Fatal(err)
 	}
-	if placed == 0 {
-		t.Fatal("no round placed a program: the test checks nothing")
+	if checked == 0 || a.res.Resumes == 0 {
+		t.Fatalf("%d placements checked, %d resumes: the test needs both", checked, a.res.Resumes)
 	}
 }
