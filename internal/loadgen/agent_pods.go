@@ -73,7 +73,13 @@ func (a *agentSim) newPod(i int) (*agentPod, error) {
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
 				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
 		},
-		Offload: func(tokens []int32) { eng.OffloadPrefix(tokens) },
+		Offload: func(tokens []int32) {
+			if host == 0 && a.s.PauseDeprioritizes {
+				eng.DeprioritizePrefix(tokens)
+				return
+			}
+			eng.OffloadPrefix(tokens)
+		},
 		Restore: func(tokens []int32) { eng.RestorePrefix(tokens) },
 	})
 	return pd, nil

@@ -111,6 +111,10 @@ type AgentSetup struct {
 	// per pod, in pod order); else every pod is Replica.Accelerator with
 	// HostBlocks.
 	Profiles []PodProfile
+	// PauseDeprioritizes, on a pod without a host tier, puts a paused
+	// program's cached blocks first in line for eviction, as the engine's
+	// OffloadPrefix did before it left them in LRU order: for comparisons.
+	PauseDeprioritizes bool
 	// SerialCopies runs every copy between the tiers before the iteration
 	// (engine.Config.SerialCopies): for comparisons.
 	SerialCopies bool

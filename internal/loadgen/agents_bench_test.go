@@ -83,6 +83,18 @@ var (
 		s.Policy = placement.DefaultPolicy()
 		s.Policy.FairnessBound, s.Policy.WaitAging = 30*time.Second, time.Minute
 	}}
+	// armKvpilotNoHost is kvpilot on the same pods without their host
+	// tier: a paused program's blocks stay in LRU order on the device.
+	armKvpilotNoHost = agentArm{name: "kvpilot no host tier", apply: func(s *AgentSetup) {
+		s.Policy = placement.DefaultPolicy()
+		noHostTier(s)
+	}}
+	// armKvpilotNoHostDeprioritize is the same with pause deprioritizing
+	// the paused program's blocks, as the engine did before.
+	armKvpilotNoHostDeprioritize = agentArm{name: "kvpilot no host tier, pause deprioritizes", apply: func(s *AgentSetup) {
+		armKvpilotNoHost.apply(s)
+		s.PauseDeprioritizes = true
+	}}
 	// armOracle bounds steps/min from above: Default placement with device
 	// KV that never fills (2^19 blocks a pod, checked: nothing is evicted
 	// or preempted), so every step's prompt hits the cache.
@@ -139,7 +151,7 @@ func agentScenarios() []agentScenario {
 	long := LongToolOutputs(0)
 	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
-		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair}})
+		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostDeprioritize}})
 
 	// S2: a mixed pool, 2×H100 and 2×H200, 25 GiB of host each.
 	s2 := agentSetup(placement.ModeDefault, 4)
