@@ -41,12 +41,12 @@ type agentPod struct {
 // engines keep their own, see agentPod).
 func (a *agentSim) Now() time.Time { return a.start.Add(a.now) }
 
-func (a *agentSim) newPod(i int) (*agentPod, error) {
+func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 	r, host := a.s.Replica, a.s.HostBlocks
 	if len(a.s.Profiles) > 0 {
 		r.Accelerator, host = a.s.Profiles[i].Accelerator, a.s.Profiles[i].HostBlocks
 	}
-	x, clk, blocks, err := r.build(nil) // lengths come from the workload
+	x, clk, blocks, err := r.buildWith(nil, links) // lengths come from the workload
 	if err != nil {
 		return nil, err
 	}

@@ -111,6 +111,10 @@ type AgentSetup struct {
 	// per pod, in pod order); else every pod is Replica.Accelerator with
 	// HostBlocks.
 	Profiles []PodProfile
+	// Topology, if GPUsPerSwitch is set, makes pods (one GPU each, in pod
+	// order) share host links: copies between the KV tiers are charged on
+	// each pod's own link and on its switch's and node's (sim.HostLink).
+	Topology HostTopology
 	// PauseDeprioritizes, on a pod without a host tier, puts a paused
 	// program's cached blocks first in line for eviction, as the engine's
 	// OffloadPrefix did before it left them in LRU order: for comparisons.
@@ -127,6 +131,40 @@ type AgentSetup struct {
 	// it requests, the fleet loop moves its programs off it, and it leaves
 	// the pool once nothing runs or waits there.
 	DrainAt time.Duration
+}
+
+// HostTopology is how the pool's GPUs reach host memory: GPUsPerSwitch
+// GPUs behind a PCIe switch whose uplink carries SwitchBandwidth bytes/s
+// each way, GPUsPerNode GPUs on a node whose host memory serves
+// NodeBandwidth.
+type HostTopology struct {
+	GPUsPerSwitch   int
+	SwitchBandwidth float64
+	GPUsPerNode     int
+	NodeBandwidth   float64
+}
+
+// links returns, for each of n GPUs, the shared links on its way to host
+// memory.
+func (t HostTopology) links(n int) [][]*sim.HostLink {
+	out := make([][]*sim.HostLink, n)
+	if t.GPUsPerSwitch <= 0 {
+		return out
+	}
+	var sw, node *sim.HostLink
+	for i := range out {
+		if i%t.GPUsPerSwitch == 0 {
+			sw = &sim.HostLink{Bandwidth: t.SwitchBandwidth}
+		}
+		if t.GPUsPerNode > 0 && i%t.GPUsPerNode == 0 {
+			node = &sim.HostLink{Bandwidth: t.NodeBandwidth}
+		}
+		out[i] = append(out[i], sw)
+		if node != nil {
+			out[i] = append(out[i], node)
+		}
+	}
+	return out
 }
 
 // AgentResult summarises one run.
@@ -272,8 +310,9 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 		return nil, err
 	}
 	a.fleet = f
+	links := s.Topology.links(s.Pods)
 	for i := range s.Pods {
-		pd, err := a.newPod(i)
+		pd, err := a.newPod(i, links[i])
 		if err != nil {
 			return nil, err
 		}

@@ -27,6 +27,12 @@ func agentSetup(mode placement.Mode, pods int) AgentSetup {
 		Warmup: 3 * time.Minute, Window: 10 * time.Minute, Seed: 1}
 }
 
+// benchTopology is an 8-GPU node (HGX H100/H200): a PCIe Gen5 x16 switch
+// per 2 GPUs, whose 64 GB/s uplink they share, and two sockets of 8-channel
+// DDR5-4800 (~600 GB/s), more than the 4 uplinks carry, so the switches
+// bind. A pod is one GPU.
+var benchTopology = HostTopology{GPUsPerSwitch: 2, SwitchBandwidth: 64e9, GPUsPerNode: 8, NodeBandwidth: 600e9}
+
 // hostBlocksPerGiB is how many KV blocks of the benchmark's model and block
 // size one GiB of host memory holds (the sim geometry's KV bytes per
 // token).
@@ -82,6 +88,13 @@ var (
 	armKvpilotFair = agentArm{name: "kvpilot fairnessBound=30s", apply: func(s *AgentSetup) {
 		s.Policy = placement.DefaultPolicy()
 		s.Policy.FairnessBound, s.Policy.WaitAging = 30*time.Second, time.Minute
+	}}
+	// armKvpilotDeviceAndHost is kvpilot with non-default knobs: every
+	// token charged (no ACTING tokens on the host tier) against the device
+	// plus the whole host tier (overcommit up to 8×, bounded by the tier).
+	armKvpilotDeviceAndHost = agentArm{name: "kvpilot actingOnHost=false deviceOvercommit=8", apply: func(s *AgentSetup) {
+		s.Policy = placement.DefaultPolicy()
+		s.Policy.ActingOnHost, s.Policy.DeviceOvercommit = false, 8
 	}}
 	// armKvpilotNoHost is kvpilot on the same pods without their host
 	// tier: a paused program's blocks stay in LRU order on the device.
@@ -145,17 +158,18 @@ func agentScenarios() []agentScenario {
 
 	// S1: workload shift on scarce host memory.
 	s1 := agentSetup(placement.ModeDefault, 4)
-	s1.HostBlocks = hostBlocks(25)
+	s1.HostBlocks, s1.Topology = hostBlocks(25), benchTopology
 	s1.Warmup, s1.Window = scale(3*time.Minute), scale(20*time.Minute)
 	w1 := SWEBenchLike(256)
 	long := LongToolOutputs(0)
 	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
-		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostDeprioritize}})
+		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotDeviceAndHost, armKvpilotNoHost, armKvpilotNoHostDeprioritize}})
 
 	// S2: a mixed pool, 2×H100 and 2×H200, 25 GiB of host each.
 	s2 := agentSetup(placement.ModeDefault, 4)
 	s2.Warmup, s2.Window = scale(3*time.Minute), scale(10*time.Minute)
+	s2.Topology = benchTopology
 	for _, acc := range []string{"H100-SXM", "H100-SXM", "H200", "H200"} {
 		s2.Profiles = append(s2.Profiles, PodProfile{Accelerator: acc, HostBlocks: hostBlocks(25)})
 	}
@@ -168,7 +182,7 @@ func agentScenarios() []agentScenario {
 		pods3, progs3 = 8, 512
 	}
 	s3 := agentSetup(placement.ModeDefault, pods3)
-	s3.HostBlocks = hostBlocks(25)
+	s3.HostBlocks, s3.Topology = hostBlocks(25), benchTopology
 	s3.Warmup, s3.Window = 0, 3*time.Hour
 	s3.DrainAt = 10 * time.Minute
 	w3 := SWEBenchLike(progs3)
@@ -191,6 +205,7 @@ func agentScenarios() []agentScenario {
 		{"long tool outputs", LongToolOutputs(32 * pods4), 32, []int{16, 24}},
 	} {
 		s4 := agentSetup(placement.ModeDefault, pods4)
+		s4.Topology = benchTopology
 		s4.HostBlocks = hostBlocks(128)
 		s4.Warmup, s4.Window = scale(2*time.Minute), scale(4*time.Minute)
 		out = append(out, agentScenario{name: fmt.Sprintf("S4 %s, %d pods", wl.name, pods4), workload: wl.w, setup: s4,

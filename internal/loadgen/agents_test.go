@@ -275,3 +275,25 @@ func TestAgentsDecisionsLandOnTheNamedPods(t *testing.T) {
 		t.Fatalf("%d placements checked, %d resumes: the test needs both", checked, a.res.Resumes)
 	}
 }
+
+// Pods behind one PCIe switch share its uplink: the same run with a host
+// tier spends more time copying (and stalls longer) when the two pods
+// share a switch than when each has its own link.
+func TestAgentsSharedHostLinksSlowCopies(t *testing.T) {
+	s := smallPool(placement.ModeProgramAware)
+	s.HostBlocks = 8192
+	own, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Topology = HostTopology{GPUsPerSwitch: 2, SwitchBandwidth: 32e9}
+	shared, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.CopyTime == 0 || shared.CopyTime <= own.CopyTime {
+		t.Errorf("copy time %v with own links, %v behind a shared switch: sharing must cost", own.CopyTime, shared.CopyTime)
+	}
+	t.Logf("copy time %v → %v, copy stall %v → %v, %.1f → %.1f steps/min",
+		own.CopyTime, shared.CopyTime, own.CopyStall, shared.CopyStall, own.StepsPerMinute, shared.StepsPerMinute)
+}
