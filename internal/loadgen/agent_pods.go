@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +20,10 @@ import (
 )
 
 var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// retryBackoff is how long a client waits before sending again a request
+// that failed because its pod left the pool.
+const retryBackoff = time.Second
 
 // agentPod is one runtime pod: its engine on the sim executor (with its own
 // virtual clock, which runs ahead of the pool's by at most one iteration)
@@ -128,10 +133,13 @@ func (a *agentSim) dispatch(p *agentProgram, i int, forwarded bool) error {
 	for range 2*len(a.pods) + 2 {
 		pd := a.pods[i]
 		if pd.gone {
-			// The pod left the pool: the client's retry reaches a pod
-			// through the Service.
-			i, forwarded = a.serviceNext(), false
-			continue
+			// The pod left the pool: the request fails (the forwarding pod
+			// answers 502, or the connection is refused), and the client
+			// sends it again through the Service after a back-off, by
+			// when the fleet loop has routed the program elsewhere.
+			p.retry, p.readyAt = true, a.now+retryBackoff
+			heap.Push(&a.ready, p)
+			return nil
 		}
 		rt := pd.table.Route(p.id, forwarded)
 		switch rt.Kind {

@@ -243,6 +243,9 @@ type agentProgram struct {
 	heldAt  int
 	heldFwd bool
 	wait    <-chan struct{}
+	// retry: the request failed to reach a pod (it left the pool) and is
+	// sent again at readyAt.
+	retry bool
 	// running: the request is in pod's engine.
 	running   bool
 	pod       int
@@ -519,6 +522,10 @@ func (a *agentSim) closeWindow(end time.Duration) {
 
 // issue is a program's next request at a.now, sent by its client.
 func (a *agentSim) issue(p *agentProgram) error {
+	if p.retry {
+		p.retry = false
+		return a.dispatch(p, a.serviceNext(), false)
+	}
 	if p.step > 0 {
 		// The tool result joins the context.
 		p.tokens = a.appendRandom(p, p.tokens, p.shape.ToolResult.Sample(p.rng.Uint64()))

@@ -96,6 +96,12 @@ var (
 		s.Policy = placement.DefaultPolicy()
 		s.Policy.ActingOnHost, s.Policy.DeviceOvercommit = false, 8
 	}}
+	// armKvpilotReserve is kvpilot admitting new programs only where a
+	// typical program fits (placement.Policy.NewProgramReserve).
+	armKvpilotReserve = agentArm{name: "kvpilot newProgramReserve=true", apply: func(s *AgentSetup) {
+		s.Policy = placement.DefaultPolicy()
+		s.Policy.NewProgramReserve = true
+	}}
 	// armKvpilotNoHost is kvpilot on the same pods without their host
 	// tier: a paused program's blocks stay in LRU order on the device.
 	armKvpilotNoHost = agentArm{name: "kvpilot no host tier", apply: func(s *AgentSetup) {
@@ -221,7 +227,7 @@ func (sc agentScenario) arms() []agentArm {
 	for _, c := range sc.caps {
 		arms = append(arms, capArm(c))
 	}
-	arms = append(arms, armKvpilot)
+	arms = append(arms, armKvpilot, armKvpilotReserve)
 	arms = append(arms, sc.extra...)
 	arms = append(arms, armOracle)
 	return selectByName(arms, os.Getenv("AGENTS_ARMS"), func(a agentArm) string { return a.name })
