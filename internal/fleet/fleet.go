@@ -404,7 +404,7 @@ func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, un
 		Room: r.room, MaxPauseSeconds: int64(f.policy.MaxPauseDuration / time.Second),
 		BufferTokensPerProgram: f.policy.BufferTokensPerProgram,
 		Capacity: &wire.CapacityModel{ActingTokenWeight: f.policy.ActingTokenWeight, ActingOnHost: f.policy.ActingOnHost,
-			DeviceOvercommit: f.policy.DeviceOvercommit, NewProgramReserve: f.policy.NewProgramReserve},
+			DeviceOvercommit: f.policy.DeviceOvercommit},
 	}
 	if last := f.pushed[pr.pod.Name]; last > 0 && last == f.version-1 {
 		pl.Routes, pl.Unroute = delta, unroute

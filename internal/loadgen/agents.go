@@ -215,6 +215,7 @@ type AgentResult struct {
 	// virtual): the placement's own cost at this pool size.
 	Rounds                  int
 	RoundTime, MaxRoundTime time.Duration
+	pods                    int
 }
 
 // P is a step-latency percentile.
@@ -306,7 +307,7 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 	if len(s.Profiles) != 0 && len(s.Profiles) != s.Pods {
 		return nil, fmt.Errorf("agent setup: %d pod profiles for %d pods", len(s.Profiles), s.Pods)
 	}
-	a := &agentSim{w: w, s: s, res: &AgentResult{}, start: time.Unix(0, 0),
+	a := &agentSim{w: w, s: s, res: &AgentResult{pods: s.Pods}, start: time.Unix(0, 0),
 		byName: map[string]int{}, byAddr: map[string]int{}}
 	f, err := fleet.New(s.Policy, simPodClient{a}, discardLogger)
 	if err != nil {

@@ -96,12 +96,6 @@ var (
 		s.Policy = placement.DefaultPolicy()
 		s.Policy.ActingOnHost, s.Policy.DeviceOvercommit = false, 8
 	}}
-	// armKvpilotReserve is kvpilot admitting new programs only where a
-	// typical program fits (placement.Policy.NewProgramReserve).
-	armKvpilotReserve = agentArm{name: "kvpilot newProgramReserve=true", apply: func(s *AgentSetup) {
-		s.Policy = placement.DefaultPolicy()
-		s.Policy.NewProgramReserve = true
-	}}
 	// armKvpilotNoHost is kvpilot on the same pods without their host
 	// tier: a paused program's blocks stay in LRU order on the device.
 	armKvpilotNoHost = agentArm{name: "kvpilot no host tier", apply: func(s *AgentSetup) {
@@ -227,7 +221,7 @@ func (sc agentScenario) arms() []agentArm {
 	for _, c := range sc.caps {
 		arms = append(arms, capArm(c))
 	}
-	arms = append(arms, armKvpilot, armKvpilotReserve)
+	arms = append(arms, armKvpilot)
 	arms = append(arms, sc.extra...)
 	arms = append(arms, armOracle)
 	return selectByName(arms, os.Getenv("AGENTS_ARMS"), func(a agentArm) string { return a.name })
@@ -416,6 +410,27 @@ func scenarioSummary(sc agentScenario, results map[string]*armResult, order []st
 				r.mean(stepsPerMin)/best.mean(stepsPerMin), r.p99().Seconds()/max(best.p99().Seconds(), 1e-9)))
 		}
 	}
+	var rounds int
+	var roundTime, maxRound time.Duration
+	for _, r := range kv.runs {
+		rounds += r.Rounds
+		roundTime += r.RoundTime
+		maxRound = max(maxRound, r.MaxRoundTime)
+	}
+	if rounds > 0 {
+		window := sc.setup.Window.Minutes()
+		if open {
+			window = kv.mean(makespanMin)
+		}
+		out = append(out, fmt.Sprintf("  kvpilot's fleet rounds: %v mean, %v max (wall, this machine, %d rounds); %.1f pauses and %.1f resumes a minute",
+			(roundTime / time.Duration(rounds)).Round(time.Microsecond), maxRound.Round(time.Microsecond), rounds,
+			kv.mean(func(r *AgentResult) float64 { return float64(r.Pauses) })/window,
+			kv.mean(func(r *AgentResult) float64 { return float64(r.Resumes) })/window))
+	}
+	if open {
+		out = append(out, fmt.Sprintf("  tail GPU idle (pods idle between their last iteration and the makespan, of pod time): kvpilot %.1f%%, best baseline %.1f%%",
+			tailIdlePct(kv), tailIdlePct(best)))
+	}
 	if o := results[armOracle.name]; o != nil && best != nil {
 		out = append(out, fmt.Sprintf("  ceiling: %s %.1f steps/min, %.2f× the best baseline; kvpilot is %.0f%% of it",
 			armOracle.name, o.mean(stepsPerMin), o.mean(stepsPerMin)/best.mean(stepsPerMin), 100*kv.mean(stepsPerMin)/o.mean(stepsPerMin)))
@@ -458,4 +473,18 @@ func makespanCol(r *armResult, n float64) string {
 	}
 	lo, hi := r.spread(makespanMin)
 	return fmt.Sprintf("%.1fm(%.1f–%.1f)", r.mean(makespanMin), lo, hi)
+}
+
+// tailIdlePct is the pods' idle time at the end of an open-loop run as a
+// share of their time over the makespan.
+func tailIdlePct(r *armResult) float64 {
+	if r == nil {
+		return 0
+	}
+	return 100 * r.mean(func(x *AgentResult) float64 {
+		if x.Makespan == 0 || len(x.StepLatency) == 0 {
+			return 0
+		}
+		return float64(x.TailIdle) / float64(x.Makespan*time.Duration(x.pods))
+	})
 }

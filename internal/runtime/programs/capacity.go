@@ -14,9 +14,7 @@ type capacityState struct {
 	set   bool
 	model placement.CapacityModel
 	sched *placement.Scheduler
-	// effective is the model sched runs, buffer included.
-	effective placement.CapacityModel
-	progs     []placement.Program // scratch
+	progs []placement.Program // scratch
 }
 
 // applyCapacityLocked takes the capacity model of a placement (nil keeps
@@ -26,7 +24,7 @@ func (t *Table) applyCapacityLocked(m *wire.CapacityModel) {
 	if m != nil {
 		c.set = true
 		c.model = placement.CapacityModel{ActingTokenWeight: m.ActingTokenWeight, ActingOnHost: m.ActingOnHost,
-			DeviceOvercommit: m.DeviceOvercommit, NewProgramReserve: m.NewProgramReserve}
+			DeviceOvercommit: m.DeviceOvercommit}
 	}
 	c.sched = nil // rebuilt with the buffer too
 }
@@ -46,7 +44,7 @@ func (t *Table) schedLocked() (*placement.Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.sched, c.effective = s, m
+	c.sched = s
 	return s, nil
 }
 
@@ -64,29 +62,8 @@ func (t *Table) selfName() string {
 // programs placed here as this pod reports them, and the paused ones whose
 // KV it keeps.
 func (t *Table) localRoomLocked() int64 {
-	room, _ := t.capacityLocked()
-	return room
-}
-
-// admitsNewLocked reports whether this pod has room to run a new program:
-// the new-program reserve of the pool's model over the programs placed
-// here (placement.CapacityModel.NewProgramTokens; the buffer without it).
-func (t *Table) admitsNewLocked() bool {
-	room, reserve := t.capacityLocked()
-	return room >= reserve
-}
-
-// newReserveLocked is the room a new program needs (admitsNewLocked),
-// on any pod.
-func (t *Table) newReserveLocked() int64 {
-	_, reserve := t.capacityLocked()
-	return reserve
-}
-
-// capacityLocked is localRoomLocked's room and the new-program reserve.
-func (t *Table) capacityLocked() (room, reserve int64) {
 	if t.cfg.KV == nil {
-		return 0, t.cfg.Buffer
+		return 0
 	}
 	kv := t.cfg.KV()
 	pod := placement.Pod{Name: t.selfName(), Ready: true, CapacityTokens: kv.CapacityTokens(),
@@ -108,18 +85,18 @@ func (t *Table) capacityLocked() (room, reserve int64) {
 		}
 		c.progs = append(c.progs, p)
 	}
-	defer clear(c.progs) // drop the ids until the next call
 	s, err := t.schedLocked()
 	if err != nil {
 		t.cfg.Logger.Error("gate capacity model refused", "err", err)
-		return 0, t.cfg.Buffer
+		return 0
 	}
 	capa, err := s.PodCapacity(pod, c.progs, t.cfg.Clock.Now())
+	clear(c.progs) // drop the ids until the next call
 	if err != nil {
 		t.cfg.Logger.Error("gate capacity", "err", err)
-		return 0, t.cfg.Buffer
+		return 0
 	}
-	return capa.Total - capa.Used, c.effective.NewProgramTokens(c.progs)
+	return capa.Total - capa.Used
 }
 
 // Room is this pod's remaining capacity now, by the capacity model of the

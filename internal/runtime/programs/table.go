@@ -173,7 +173,7 @@ func (t *Table) Route(id string, forwarded bool) Route {
 			return t.holdLocked(e)
 		case known:
 			return Route{Kind: Forward, Addr: addr}
-		case t.admitsNewLocked() && t.nHeld == 0:
+		case t.localRoomLocked() >= t.cfg.Buffer && t.nHeld == 0:
 		default:
 			if best := t.mostRoomLocked(); best != "" {
 				return Route{Kind: Forward, Addr: best}
@@ -227,7 +227,7 @@ func (t *Table) mayHoldLocked() bool {
 // program ending or released must not leave them waiting for the next
 // placement (or, without one, the pause limit).
 func (t *Table) admitWaitingLocked() {
-	for t.admitsNewLocked() {
+	for t.localRoomLocked() >= t.cfg.Buffer {
 		var next *entry
 		for _, e := range t.progs {
 			if e.waitingRoom && e.held > 0 && e.state == placement.StatePaused &&
@@ -557,7 +557,7 @@ func (t *Table) Version() int64 {
 // mostRoomLocked is the other pod with the most room for a new program in
 // the last placement, or "".
 func (t *Table) mostRoomLocked() string {
-	best, most := "", t.newReserveLocked()-1
+	best, most := "", t.cfg.Buffer-1
 	for addr, r := range t.room {
 		if addr != t.cfg.Addr && (r > most || (r == most && best != "" && addr < best)) {
 			best, most = addr, r

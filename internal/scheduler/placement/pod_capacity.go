@@ -11,13 +11,12 @@ type CapacityModel struct {
 	BufferTokensPerProgram int64
 	ActingOnHost           bool
 	DeviceOvercommit       float64
-	NewProgramReserve      bool
 }
 
 // CapacityModel returns the policy's capacity model.
 func (p Policy) CapacityModel() CapacityModel {
 	return CapacityModel{ActingTokenWeight: p.ActingTokenWeight, BufferTokensPerProgram: p.BufferTokensPerProgram,
-		ActingOnHost: p.ActingOnHost, DeviceOvercommit: p.DeviceOvercommit, NewProgramReserve: p.NewProgramReserve}
+		ActingOnHost: p.ActingOnHost, DeviceOvercommit: p.DeviceOvercommit}
 }
 
 // RawCapacityModel charges every token of a placed program and does not
@@ -31,7 +30,7 @@ func RawCapacityModel(buffer int64) CapacityModel {
 func (m CapacityModel) policy() Policy {
 	p := DefaultPolicy()
 	p.ActingTokenWeight, p.BufferTokensPerProgram = m.ActingTokenWeight, m.BufferTokensPerProgram
-	p.ActingOnHost, p.DeviceOvercommit, p.NewProgramReserve = m.ActingOnHost, m.DeviceOvercommit, m.NewProgramReserve
+	p.ActingOnHost, p.DeviceOvercommit = m.ActingOnHost, m.DeviceOvercommit
 	return p
 }
 

@@ -88,15 +88,6 @@ type Policy struct {
 	// turns it off; pods without a host tier are never overcommitted.
 	// DefaultPolicy's 2 is the SchedulerPolicy default (see its field).
 	DeviceOvercommit float64
-	// NewProgramReserve admits a new program (one that has not run a step
-	// where its KV could still be) only where a typical program fits: its
-	// footprint, and the room a pod's gate needs to run it, is at least
-	// the mean context of the placed programs plus the buffer
-	// (CapacityModel.NewProgramTokens). It is what makes the pool's
-	// admission need no tuning: the number of programs a pod takes follows
-	// the size programs actually reach, where a fixed program cap fits one
-	// workload. DefaultPolicy turns it on.
-	NewProgramReserve bool
 }
 
 // Defaults of DefaultPolicy.

@@ -86,9 +86,6 @@ type progState struct {
 	// makes room for an overdue program from being dropped as spare.
 	runningSince time.Time
 	keepMark     bool
-	// newWaiting: waiting, and it has not run a step anywhere that could
-	// keep its KV (Policy.NewProgramReserve).
-	newWaiting bool
 }
 
 // candidate is a program in a sort: by class, then tokens, then id.
@@ -201,9 +198,6 @@ func (s *Scheduler) load(snap Snapshot, now time.Time) error {
 			s.addProgram(p, now)
 		}
 	}
-	if s.policy.NewProgramReserve {
-		s.reserveForNew(&snap)
-	}
 	if s.policy.ActingOnHost {
 		s.chargeActingOnHost()
 	}
@@ -295,7 +289,6 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		}
 		ps.charge = ps.footprint
 		ps.waitSince = p.PausedSince
-		ps.newWaiting = p.Steps <= 1 && ps.cachedOn < 0
 		if ps.cachedOn >= 0 {
 			s.pods[ps.cachedOn].hostKept += ps.footprint
 		}

@@ -118,9 +118,6 @@ type CapacityModel struct {
 	ActingOnHost bool `json:"actingOnHost,omitempty"`
 	// DeviceOvercommit, in [1, 8], raises a pod with a host tier's total.
 	DeviceOvercommit float64 `json:"deviceOvercommit"`
-	// NewProgramReserve admits a new program only where a typical
-	// program's context fits.
-	NewProgramReserve bool `json:"newProgramReserve,omitempty"`
 }
 
 // PlacementResult answers a PUT: the version now in force and whether this
