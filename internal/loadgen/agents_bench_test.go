@@ -89,13 +89,6 @@ var (
 		s.Policy = placement.DefaultPolicy()
 		s.Policy.FairnessBound, s.Policy.WaitAging = 30*time.Second, time.Minute
 	}}
-	// armKvpilotDeviceAndHost is kvpilot with non-default knobs: every
-	// token charged (no ACTING tokens on the host tier) against the device
-	// plus the whole host tier (overcommit up to 8×, bounded by the tier).
-	armKvpilotDeviceAndHost = agentArm{name: "kvpilot actingOnHost=false deviceOvercommit=8", apply: func(s *AgentSetup) {
-		s.Policy = placement.DefaultPolicy()
-		s.Policy.ActingOnHost, s.Policy.DeviceOvercommit = false, 8
-	}}
 	// armKvpilotNoHost is kvpilot on the same pods without their host
 	// tier: a paused program's blocks stay in LRU order on the device.
 	armKvpilotNoHost = agentArm{name: "kvpilot no host tier", apply: func(s *AgentSetup) {
@@ -116,6 +109,18 @@ var (
 		noHostTier(s)
 	}}
 )
+
+// knobArm is kvpilot with non-default capacity knobs, labelled with them.
+func knobArm(overcommit float64, actingOnHost bool) agentArm {
+	name := fmt.Sprintf("kvpilot deviceOvercommit=%g", overcommit)
+	if !actingOnHost {
+		name += " actingOnHost=false"
+	}
+	return agentArm{name: name, apply: func(s *AgentSetup) {
+		s.Policy = placement.DefaultPolicy()
+		s.Policy.DeviceOvercommit, s.Policy.ActingOnHost = overcommit, actingOnHost
+	}}
+}
 
 // capArm is Default+spill behind a worker cap of perPod programs a pod.
 func capArm(perPod int) agentArm {
@@ -164,7 +169,8 @@ func agentScenarios() []agentScenario {
 	long := LongToolOutputs(0)
 	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
-		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotDeviceAndHost, armKvpilotNoHost, armKvpilotNoHostDeprioritize}})
+		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostDeprioritize,
+			knobArm(1, true), knobArm(8, false)}})
 
 	// S2: a mixed pool, 2×H100 and 2×H200, 25 GiB of host each.
 	s2 := agentSetup(placement.ModeDefault, 4)
