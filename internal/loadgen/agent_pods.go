@@ -134,11 +134,8 @@ func (a *agentSim) dispatch(p *agentProgram, i int, forwarded bool) error {
 		pd := a.pods[i]
 		if pd.gone {
 			// The pod left the pool: the request fails (the forwarding pod
-			// answers 502, or the connection is refused), and the client
-			// sends it again through the Service after a back-off, by
-			// when the fleet loop has routed the program elsewhere.
-			p.retry, p.readyAt = true, a.now+retryBackoff
-			heap.Push(&a.ready, p)
+			// answers 502, or the connection is refused).
+			a.retryLater(p)
 			return nil
 		}
 		rt := pd.table.Route(p.id, forwarded)
@@ -155,10 +152,14 @@ func (a *agentSim) dispatch(p *agentProgram, i int, forwarded bool) error {
 		}
 		if pd.draining {
 			// The server answers a request held on a draining pod at once
-			// (releaseHeld): forwarded to its program's pod, or a 503 the
-			// client retries through the Service.
+			// (releaseHeld): forwarded to its program's pod, or a 503.
 			pd.table.Unhold(p.id)
-			i, forwarded = a.drainedTo(pd, p, forwarded)
+			j, ok := a.drainedTo(pd, p, forwarded)
+			if !ok {
+				a.retryLater(p)
+				return nil
+			}
+			i, forwarded = j, true
 			continue
 		}
 		p.held, p.heldAt, p.heldFwd, p.wait = true, i, forwarded, rt.Wait
@@ -168,14 +169,24 @@ func (a *agentSim) dispatch(p *agentProgram, i int, forwarded bool) error {
 	return fmt.Errorf("program %s: its request found no pod to run or wait on", p.id)
 }
 
-// drainedTo is where a request held on draining pod pd goes next.
+// drainedTo is the pod a request held on draining pod pd is forwarded to,
+// false when the server answers it 503 instead.
 func (a *agentSim) drainedTo(pd *agentPod, p *agentProgram, forwarded bool) (int, bool) {
 	if addr, ok := pd.table.RouteOf(p.id); ok && !forwarded {
 		if j, known := a.byAddr[addr]; known {
 			return j, true
 		}
 	}
-	return a.serviceNext(), false
+	return -1, false
+}
+
+// retryLater is the client's answer to a failed request (a 503 from a
+// draining pod, a pod gone): it sends it again through the Service after
+// a back-off, by when the fleet loop has placed its program elsewhere.
+// The step's latency runs on.
+func (a *agentSim) retryLater(p *agentProgram) {
+	p.retry, p.readyAt = true, a.now+retryBackoff
+	heap.Push(&a.ready, p)
 }
 
 // submit starts p's step on pod i's engine, as the server does once the
@@ -302,8 +313,12 @@ func (a *agentSim) drain(i int) error {
 		}
 		pd.table.Unhold(p.id)
 		p.held, p.wait = false, nil
-		j, fwd := a.drainedTo(pd, p, p.heldFwd)
-		if err := a.dispatch(p, j, fwd); err != nil {
+		j, ok := a.drainedTo(pd, p, p.heldFwd)
+		if !ok {
+			a.retryLater(p)
+			continue
+		}
+		if err := a.dispatch(p, j, true); err != nil {
 			return err
 		}
 	}

@@ -297,3 +297,43 @@ func TestAgentsSharedHostLinksSlowCopies(t *testing.T) {
 	t.Logf("copy time %v → %v, copy stall %v → %v, %.1f → %.1f steps/min",
 		own.CopyTime, shared.CopyTime, own.CopyStall, shared.CopyStall, own.StepsPerMinute, shared.StepsPerMinute)
 }
+
+// An open-loop wave with a drain: every program runs to its end (none is
+// lost when its pod leaves the pool), the drained pod leaves once nothing
+// runs there, and the run ends at the makespan, with the pods' idle tail
+// counted.
+func TestAgentsOpenLoopWaveWithDrain(t *testing.T) {
+	for _, mode := range []placement.Mode{placement.ModeDefault, placement.ModeProgramAware} {
+		t.Run(string(mode), func(t *testing.T) {
+			s := smallPool(mode)
+			s.Pods, s.Warmup, s.Window, s.DrainAt = 3, 0, time.Hour, 40*time.Second
+			w := smallAgents()
+			w.Programs, w.OpenLoop, w.StepsAlpha, w.MinSteps, w.MaxSteps = 24, true, 1.5, 3, 30
+			a, err := newAgentSim(w, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var steps int
+			for _, p := range a.live {
+				steps += p.steps
+			}
+			if err := a.run(); err != nil {
+				t.Fatal(err)
+			}
+			r := a.res
+			if len(a.live) != 0 || r.Makespan == 0 || r.Makespan <= s.DrainAt {
+				t.Fatalf("%d programs live at the end, makespan %v (drain at %v)", len(a.live), r.Makespan, s.DrainAt)
+			}
+			if !a.pods[0].gone {
+				t.Error("the drained pod is still in the pool")
+			}
+			if r.Steps != steps || r.Unfinished != 0 {
+				t.Errorf("%d steps done of %d drawn, %d unfinished", r.Steps, steps, r.Unfinished)
+			}
+			if r.TailIdle <= 0 {
+				t.Errorf("tail idle %v: the pods that finished first idle until the makespan", r.TailIdle)
+			}
+			t.Logf("makespan %v, %d steps, tail idle %v, %d moves", r.Makespan, r.Steps, r.TailIdle, r.Moves)
+		})
+	}
+}
