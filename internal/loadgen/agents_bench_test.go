@@ -225,8 +225,8 @@ func agentScenarios() []agentScenario {
 	return out
 }
 
-// arms is a scenario's arms, AGENTS_ARMS (comma-separated names) keeping
-// only those named.
+// arms is a scenario's arms, AGENTS_ARMS (comma-separated names; a name
+// ending in * selects every arm it starts) keeping only those named.
 func (sc agentScenario) arms() []agentArm {
 	var arms []agentArm
 	for _, a := range []agentArm{armDefault, armSpill} {
@@ -253,7 +253,8 @@ func selectByName[T any](all []T, names string, name func(T) string) []T {
 	for _, x := range all {
 		for _, n := range strings.Split(names, ",") {
 			n, full := strings.ToLower(strings.TrimSpace(n)), strings.ToLower(name(x))
-			if n == full || strings.HasPrefix(full, n+" ") {
+			prefix, isPrefix := strings.CutSuffix(n, "*")
+			if n == full || (isPrefix && strings.HasPrefix(full, prefix)) {
 				out = append(out, x)
 				break
 			}
@@ -356,7 +357,7 @@ func runArms(b *testing.B, sc agentScenario, arms []agentArm, seeds []uint64) []
 // (make bench-agents).
 func BenchmarkAgents(b *testing.B) {
 	seeds := benchSeeds()
-	scenarios := selectByName(agentScenarios(), os.Getenv("AGENTS_SCENARIOS"), func(s agentScenario) string { return s.name })
+	scenarios := selectByName(agentScenarios(), os.Getenv("AGENTS_SCENARIOS"), func(s agentScenario) string { return strings.Fields(s.name)[0] })
 	for range b.N {
 		var summary []string
 		for _, sc := range scenarios {
