@@ -442,7 +442,7 @@ func scenarioSummary(sc agentScenario, results map[string]*armResult, order []st
 			window = kv.mean(makespanMin)
 		}
 		out = append(out, fmt.Sprintf("  kvpilot's fleet rounds: %v mean, %v max (wall, this machine, %d rounds); %.1f pauses and %.1f resumes a minute",
-			(roundTime / time.Duration(rounds)).Round(time.Microsecond), maxRound.Round(time.Microsecond), rounds,
+			(roundTime/time.Duration(rounds)).Round(time.Microsecond), maxRound.Round(time.Microsecond), rounds,
 			kv.mean(func(r *AgentResult) float64 { return float64(r.Pauses) })/window,
 			kv.mean(func(r *AgentResult) float64 { return float64(r.Resumes) })/window))
 	}
