@@ -79,8 +79,7 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
 		},
 		Offload: func(tokens []int32) {
-			if host == 0 && a.s.PauseDeprioritizes {
-				eng.DeprioritizePrefix(tokens)
+			if host == 0 && a.s.PauseKeepsLRU {
 				return
 			}
 			eng.OffloadPrefix(tokens)

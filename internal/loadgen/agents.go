@@ -115,10 +115,10 @@ type AgentSetup struct {
 	// order) share host links: copies between the KV tiers are charged on
 	// each pod's own link and on its switch's and node's (sim.HostLink).
 	Topology HostTopology
-	// PauseDeprioritizes, on a pod without a host tier, puts a paused
-	// program's cached blocks first in line for eviction, as the engine's
-	// OffloadPrefix did before it left them in LRU order: for comparisons.
-	PauseDeprioritizes bool
+	// PauseKeepsLRU, on a pod without a host tier, leaves a paused
+	// program's cached blocks in LRU order instead of putting them first in
+	// line for eviction (engine.OffloadPrefix): for comparisons.
+	PauseKeepsLRU bool
 	// SerialCopies runs every copy between the tiers before the iteration
 	// (engine.Config.SerialCopies): for comparisons.
 	SerialCopies bool

@@ -90,16 +90,17 @@ var (
 		s.Policy.FairnessBound, s.Policy.WaitAging = 30*time.Second, time.Minute
 	}}
 	// armKvpilotNoHost is kvpilot on the same pods without their host
-	// tier: a paused program's blocks stay in LRU order on the device.
+	// tier: pausing puts a paused program's blocks first in line for
+	// eviction (engine.OffloadPrefix).
 	armKvpilotNoHost = agentArm{name: "kvpilot no host tier", apply: func(s *AgentSetup) {
 		s.Policy = placement.DefaultPolicy()
 		noHostTier(s)
 	}}
-	// armKvpilotNoHostDeprioritize is the same with pause deprioritizing
-	// the paused program's blocks, as the engine did before.
-	armKvpilotNoHostDeprioritize = agentArm{name: "kvpilot no host tier, pause deprioritizes", apply: func(s *AgentSetup) {
+	// armKvpilotNoHostLRU is the same with a paused program's blocks left
+	// in LRU order, as the issue proposed (measured: it does not help).
+	armKvpilotNoHostLRU = agentArm{name: "kvpilot no host tier, pause keeps LRU order", apply: func(s *AgentSetup) {
 		armKvpilotNoHost.apply(s)
-		s.PauseDeprioritizes = true
+		s.PauseKeepsLRU = true
 	}}
 	// armOracle bounds steps/min from above: Default placement with device
 	// KV that never fills (2^19 blocks a pod, checked: nothing is evicted
@@ -172,7 +173,7 @@ func agentScenarios() []agentScenario {
 	long := LongToolOutputs(0)
 	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
-		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostDeprioritize,
+		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
 			knobArm(1, true), knobArm(8, false)}})
 
 	// S2: a mixed pool, 2×H100 and 2×H200, 25 GiB of host each.

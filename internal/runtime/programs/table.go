@@ -34,8 +34,8 @@ type Config struct {
 	// KV reads the engine's KV cache size and use.
 	KV func() wire.KVReport
 	// Offload moves a paused program's cached KV blocks out of the way of
-	// the programs that run: to the host tier when the engine has one
-	// (engine.OffloadPrefix; without one the blocks stay in LRU order).
+	// the programs that run: to the host tier when the engine has one, else
+	// to the front of the eviction order (engine.OffloadPrefix).
 	Offload func(tokens []int32)
 	// Restore brings a resumed program's offloaded KV blocks back to the
 	// device ahead of its next request (engine.RestorePrefix).

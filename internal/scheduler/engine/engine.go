@@ -884,17 +884,9 @@ func (e *Engine) DeprioritizePrefix(tokens []int32) {
 // OffloadPrefix moves the free cached KV blocks of tokens' prefix to the host
 // tier (kvcache.Manager.Offload): a paused program's cache leaves the device
 // for the programs that run, and comes back without recompute when the
-// program resumes. Without a host tier it leaves the blocks where they are
-// in the eviction order: a paused program usually resumes on this pod
-// (the placement waits for room here first), and deprioritizing its blocks
-// made it recompute them (measured: docs/benchmarks.md, "Pause without a
-// host tier"); DeprioritizePrefix is still there for callers that want it.
-// The copies run at the start of the next iteration; it returns the blocks
-// moved.
+// program resumes. Without a host tier it is DeprioritizePrefix. The copies
+// run at the start of the next iteration; it returns the blocks moved.
 func (e *Engine) OffloadPrefix(tokens []int32) int {
-	if e.cfg.KV.HostBlocks <= 0 {
-		return 0
-	}
 	e.mu.Lock()
 	n := e.kv.Offload(tokens)
 	e.mu.Unlock()

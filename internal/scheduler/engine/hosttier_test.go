@@ -220,32 +220,3 @@ func TestRestoredSequenceLoadsBesideTheBatch(t *testing.T) {
 		t.Fatalf("restored request produced %v overlapped, %v serially", outs[1], outs[0])
 	}
 }
-
-// TestOffloadWithoutHostTierKeepsLRUOrder: a pod without a host tier that
-// pauses a program leaves the program's cached blocks where LRU put them,
-// so a program that ran more recently than another keeps its cache when
-// the other's is evicted (deprioritizing them made a resumed program
-// recompute).
-func TestOffloadWithoutHostTierKeepsLRUOrder(t *testing.T) {
-	o := defaultOpts()
-	o.numBlocks = 16
-	env := newEnv(t, o)
-	older := prompt(20, 7)
-	s := mustSubmit(t, env.e, req("older", older, 1))
-	env.runUntilIdle(t, 50)
-	collect(t, s)
-	paused, _ := firstStep(t, env, o) // the paused program ran last
-	if n := env.e.OffloadPrefix(paused); n != 0 {
-		t.Fatalf("OffloadPrefix moved %d blocks without a host tier", n)
-	}
-	// Another request needs most of the device: the oldest cache goes.
-	other := mustSubmit(t, env.e, req("other", prompt(44, 3), 1))
-	env.runUntilIdle(t, 100)
-	collect(t, other)
-	if got, want := env.e.KV().CachedPrefix(paused), (len(paused)-1)/o.blockSize*o.blockSize; got != want {
-		t.Errorf("the paused program's cache after pressure: %d tokens, want %d (LRU keeps the newer cache)", got, want)
-	}
-	if got := env.e.KV().CachedPrefix(older); got != 0 {
-		t.Errorf("the older program's cache survived (%d tokens) while LRU should evict it first", got)
-	}
-}
