@@ -10,7 +10,8 @@ GOFLAGS_TEST ?= -count=1
 # explores further.
 FUZZTIME ?= 30s
 # Size of `make bench-agents`: full (the scenarios as docs/benchmarks.md
-# defines them) or small (half-length runs, smaller pools for S3 and S4).
+# defines them, S4 on 16 pods), large (S4 on 64 pods: hours on 2 cores) or
+# small (half-length runs, S3 and S4 on 8 pods).
 AGENTS_SIZE ?= full
 
 # Image built by `make docker-build`; it holds both the manager and the runtime.
@@ -109,7 +110,7 @@ test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for thi
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-agents
-bench-agents: ## Agent scenarios S1-S4: kvpilot vs the best hand-tuned baseline on simulated pools (virtual time). AGENTS_SIZE=small|full, AGENTS_SEEDS, AGENTS_SCENARIOS, AGENTS_ARMS (docs/benchmarks.md).
+bench-agents: ## Agent scenarios S1-S4: kvpilot vs the best hand-tuned baseline on simulated pools (virtual time). AGENTS_SIZE=small|full|large, AGENTS_SEEDS, AGENTS_SCENARIOS, AGENTS_ARMS (docs/benchmarks.md).
 	AGENTS_SIZE=$(AGENTS_SIZE) $(GO) test -run '^$$' -bench Agents -benchtime=1x -timeout 0 ./internal/loadgen/
 
 .PHONY: fuzz

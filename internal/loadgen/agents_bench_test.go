@@ -146,7 +146,9 @@ type agentScenario struct {
 }
 
 // benchSize scales the scenarios (AGENTS_SIZE): "full" is the issue's
-// definition, "small" the same pools and loads over shorter runs.
+// definition but for S4, which runs on 16 pods; "large" runs S4 on the
+// issue's 64 (10–20 minutes of a 2-core machine a run); "small" halves
+// S1's and S2's runs and runs S3 on 8 pods and S4 on 8.
 func benchSize() string {
 	if v := os.Getenv("AGENTS_SIZE"); v != "" {
 		return v
@@ -200,10 +202,13 @@ func agentScenarios() []agentScenario {
 	out = append(out, agentScenario{name: "S3 wave and drain", workload: w3, setup: s3,
 		caps: []int{32, 48}})
 
-	// S4: the two existing workloads at 64 pods, 128 GiB of host each.
-	pods4 := 64
-	if small {
-		pods4 = 16
+	// S4: the two existing workloads at scale, 128 GiB of host each.
+	pods4 := 16
+	switch benchSize() {
+	case "large":
+		pods4 = 64
+	case "small":
+		pods4 = 8
 	}
 	for _, wl := range []struct {
 		name    string
