@@ -226,7 +226,7 @@ func agentScenarios() []agentScenario {
 		s4.HostBlocks = hostBlocks(128)
 		s4.Warmup, s4.Window = 2*time.Minute, 3*time.Minute
 		out = append(out, agentScenario{name: fmt.Sprintf("S4 %s, %d pods", wl.name, pods4), workload: wl.w, setup: s4,
-			caps: wl.capsPer, only: []string{armSpill.name, armKvpilot.name}})
+			caps: wl.capsPer, only: []string{armSpill.name, armKvpilot.name}, extra: []agentArm{knobArm(2, true)}})
 	}
 	return out
 }
