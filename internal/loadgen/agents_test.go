@@ -59,6 +59,9 @@ func TestAgentsHostTierCutsRecompute(t *testing.T) {
 	}
 	s := smallPool(placement.ModeProgramAware)
 	s.HostBlocks = 8192
+	// Overcommit off, so the pool still pauses: at the default a host tier
+	// of 3.5× the device's KV would hold every program.
+	s.Policy.DeviceOvercommit = 1
 	with, err := RunAgents(smallAgents(), s)
 	if err != nil {
 		t.Fatal(err)
