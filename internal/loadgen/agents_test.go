@@ -340,3 +340,25 @@ func TestAgentsOpenLoopWaveWithDrain(t *testing.T) {
 		})
 	}
 }
+
+// Per-pod profiles: each pod gets its own accelerator's device KV and its
+// own host tier, and its gate reports them to the fleet loop.
+func TestAgentsPodProfiles(t *testing.T) {
+	s := agentSetup(placement.ModeProgramAware, 2)
+	s.Profiles = []PodProfile{{Accelerator: "H100-SXM", HostBlocks: 1000}, {Accelerator: "H200"}}
+	a, err := newAgentSim(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h100, h200 := a.pods[0].table.Report().KV, a.pods[1].table.Report().KV
+	if h200.TotalBlocks < 19*h100.TotalBlocks/10 {
+		t.Errorf("H200 pod has %d device blocks, H100 pod %d: want about twice", h200.TotalBlocks, h100.TotalBlocks)
+	}
+	if h100.HostTotalBlocks != 1000 || h200.HostTotalBlocks != 0 {
+		t.Errorf("host tiers %d and %d blocks, want 1000 and 0", h100.HostTotalBlocks, h200.HostTotalBlocks)
+	}
+	s.Profiles = s.Profiles[:1]
+	if _, err := newAgentSim(smallAgents(), s); err == nil {
+		t.Error("one profile for two pods was accepted")
+	}
+}
