@@ -9,6 +9,10 @@ GOFLAGS_TEST ?= -count=1
 # Fuzz targets' seed corpora run as ordinary tests in `make test`; `make fuzz`
 # explores further.
 FUZZTIME ?= 30s
+# Size of `make bench-agents`: full (the scenarios as docs/benchmarks.md
+# defines them, S4 on 16 pods), large (S4 on 64 pods: hours on 2 cores) or
+# small (half-length runs, S3 and S4 on 8 pods).
+AGENTS_SIZE ?= full
 
 # Image built by `make docker-build`; it holds both the manager and the runtime.
 IMG ?= kvpilot:latest
@@ -136,8 +140,8 @@ bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same rel
 		$(GO) test -run '^$$' -bench GPUVsLlamaServer -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-agents
-bench-agents: ## Agentic workload: ProgramAware vs Default placement on a simulated pool (virtual time).
-	$(GO) test -run '^$$' -bench Agents -benchtime=1x ./internal/loadgen/
+bench-agents: ## Agent scenarios S1-S4: kvpilot vs the best hand-tuned baseline on simulated pools (virtual time). AGENTS_SIZE=small|full|large, AGENTS_SEEDS, AGENTS_SCENARIOS, AGENTS_ARMS (docs/benchmarks.md).
+	AGENTS_SIZE=$(AGENTS_SIZE) $(GO) test -run '^$$' -bench Agents -benchtime=1x -timeout 0 ./internal/loadgen/
 
 .PHONY: fuzz
 fuzz: ## Explore every fuzz target for FUZZTIME each (their seed corpora already run in `make test`).

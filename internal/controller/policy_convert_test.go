@@ -24,7 +24,7 @@ func TestConvertPolicy(t *testing.T) {
 		WaitAging:              time.Minute,
 		CacheAffinityWait:      time.Minute,
 		ActingOnHost:           true,
-		DeviceOvercommit:       2,
+		DeviceOvercommit:       4,
 	}
 	with := func(f func(*placement.Policy)) placement.Policy {
 		p := defaults
@@ -68,7 +68,7 @@ func TestConvertPolicy(t *testing.T) {
 				WaitAging:        20 * time.Second, FairnessBound: 45 * time.Second,
 				CacheAffinityWait: placement.DefaultCacheAffinityWait,
 				ActingOnHost:      true,
-				DeviceOvercommit:  2,
+				DeviceOvercommit:  4,
 			},
 			wantInterval: 2 * time.Second,
 		},

@@ -403,6 +403,8 @@ func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, un
 		Version: f.version, Mode: string(f.policy.Mode), Place: d.Place, Pause: d.Pause, Mark: d.Mark, Unmark: d.Unmark, Release: release,
 		Room: r.room, MaxPauseSeconds: int64(f.policy.MaxPauseDuration / time.Second),
 		BufferTokensPerProgram: f.policy.BufferTokensPerProgram,
+		Capacity: &wire.CapacityModel{ActingTokenWeight: f.policy.ActingTokenWeight, ActingOnHost: f.policy.ActingOnHost,
+			DeviceOvercommit: f.policy.DeviceOvercommit},
 	}
 	if last := f.pushed[pr.pod.Name]; last > 0 && last == f.version-1 {
 		pl.Routes, pl.Unroute = delta, unroute

@@ -102,6 +102,9 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 	// affinity wait a program paused on a waits up to a minute for a's
 	// room (its KV is in a's host tier) instead of going to b.
 	policy.CacheAffinityWait = 0
+	// And pod a must overflow: at the default overcommit (400%) its host
+	// tier (2,048 tokens) would take all six programs.
+	policy.DeviceOvercommit = 2
 	client := control.NewClient(token, 2*time.Second)
 	f, err := New(policy, client, nil)
 	if err != nil {

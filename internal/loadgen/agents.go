@@ -1,13 +1,15 @@
 package loadgen
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/fleet"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
-	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
@@ -16,16 +18,30 @@ import (
 // AgentWorkload describes agent programs shaped like coding agents on
 // SWE-bench: each step sends the whole conversation so far (the context
 // grows by the last output plus a tool result), then acts (runs a tool) for
-// a sampled time; a program runs many steps and is then released, and a new
-// one takes its place, so N programs are always live.
+// a sampled time; a program runs many steps and is then released. Closed
+// loop (the default), a new program takes a released one's place, so
+// Programs are always live; OpenLoop, Programs start at once and none
+// replaces them.
 type AgentWorkload struct {
-	Programs       int
-	MinSteps       int
-	MaxSteps       int
+	Programs int
+	MinSteps int
+	MaxSteps int
+	// StepsAlpha, if positive, draws a program's step count from a Pareto
+	// distribution of that shape starting at MinSteps, capped at MaxSteps
+	// (a few programs run far longer than most); else uniformly in
+	// [MinSteps, MaxSteps].
+	StepsAlpha     float64
 	InitialContext sim.LogNormal // system prompt + task, tokens
 	Output         sim.LogNormal // tokens per reasoning step
 	ToolResult     sim.LogNormal // tokens a tool call adds
 	ToolTime       sim.LogNormal // milliseconds per tool call
+	// OpenLoop starts every program at t=0 and replaces none: the run
+	// ends when the last one is released (its makespan).
+	OpenLoop bool
+	// Then, if set, is the shape of the programs created from ThenAt on
+	// (a workload shift; its Programs and OpenLoop are ignored).
+	Then   *AgentWorkload
+	ThenAt time.Duration
 }
 
 // SWEBenchLike is the default agent shape: contexts start near 4k tokens and
@@ -48,46 +64,111 @@ func LongToolOutputs(programs int) AgentWorkload {
 	return w
 }
 
-// AgentSetup is the simulated pool.
+// steps draws a program's step count.
+func (w *AgentWorkload) steps(rng *rand.Rand) int {
+	if w.StepsAlpha <= 0 {
+		return w.MinSteps + rng.IntN(w.MaxSteps-w.MinSteps+1)
+	}
+	u := 1 - rng.Float64() // (0, 1]
+	n := float64(w.MinSteps) * math.Pow(u, -1/w.StepsAlpha)
+	return int(min(n, float64(w.MaxSteps)))
+}
+
+// PodProfile is one pod's hardware where a pool mixes them.
+type PodProfile struct {
+	// Accelerator is a sim profile name ("H100-SXM", "H200").
+	Accelerator string
+	// HostBlocks is the pod's host-memory KV tier in blocks (0: none).
+	HostBlocks int
+}
+
+// AgentSetup is the simulated pool: one runtime pod per replica, each with
+// the real engine on the sim executor and the real program table (the
+// pod's gate), and the controller's real fleet loop placing programs every
+// Interval. Requests reach a pod through a round-robin Service and go
+// through its gate exactly as in the runtime's HTTP server: run, forward
+// once, or hold until the program is resumed.
 type AgentSetup struct {
 	Replica  Setup
 	Pods     int
 	Policy   placement.Policy
 	Interval time.Duration // controller round interval
 	Warmup   time.Duration // not measured
-	Window   time.Duration // measured
+	Window   time.Duration // measured (OpenLoop: the longest a run may take)
 	Seed     uint64
-	// ProgramCap, in Default mode, is a per-pod limit on live programs (0:
-	// none): a new program whose least-loaded pod is at the cap waits, in
-	// arrival order, until a program ends somewhere. It is the hand-tuned
-	// baseline — an agent framework capping its worker count in front of
-	// vLLM — that ProgramAware must beat without a cap to tune.
-	ProgramCap int
-	// HostBlocks is each pod's host-memory KV tier in blocks (0: none).
-	// Paused programs' KV moves there and comes back when they resume on
-	// the same pod; in Default mode, which never pauses, every tool call
-	// offloads the program's KV (an idle program's cache waits in host
-	// memory, as with vLLM's CPU offloading). Blocks that a pod evicts from
-	// the device spill there too (a program in a tool call finds its KV on
-	// the host), unless HostDropEvicted (kvcache.Config.DropEvicted).
+	// WorkerCap, if positive, is what a user sets in front of a pool that
+	// schedules nothing: the agent framework runs at most WorkerCap ×
+	// Pods programs at once, and a new program waits, in arrival order,
+	// until one is released. It is the hand-tuned baseline.
+	WorkerCap int
+	// HostBlocks is each pod's host-memory KV tier in blocks (0: none):
+	// the engine copies blocks it evicts from the device there and back
+	// on a hit (spill on eviction), and the gate offloads a paused
+	// program's KV there. Profiles override it per pod.
 	HostBlocks      int
 	HostDropEvicted bool
+	// Profiles, if set, gives each pod its accelerator and host tier (one
+	// per pod, in pod order); else every pod is Replica.Accelerator with
+	// HostBlocks.
+	Profiles []PodProfile
+	// Topology, if GPUsPerSwitch is set, makes pods (one GPU each, in pod
+	// order) share host links: copies between the KV tiers are charged on
+	// each pod's own link and on its switch's and node's (sim.HostLink).
+	Topology HostTopology
+	// PauseKeepsLRU, on a pod without a host tier, leaves a paused
+	// program's cached blocks in LRU order instead of putting them first in
+	// line for eviction (engine.OffloadPrefix): for comparisons.
+	PauseKeepsLRU bool
 	// SerialCopies runs every copy between the tiers before the iteration
-	// (engine.Config.SerialCopies) instead of overlapping the restores
-	// with it: for comparisons.
+	// (engine.Config.SerialCopies): for comparisons.
 	SerialCopies bool
 	// DeviceBlocks, if positive, replaces each pod's device KV capacity in
-	// blocks (by default what the accelerator's memory holds after the
-	// weights), everything else unchanged: the step-time model still
-	// charges the KV each batch reads. The benchmark's oracle arm sets it
-	// beyond anything a run can fill, so nothing is ever evicted, preempted
-	// or recomputed.
+	// blocks, everything else unchanged: the step-time model still
+	// charges the KV each batch reads. The oracle arm sets it beyond
+	// anything a run can fill.
 	DeviceBlocks int
+	// DrainAt, if positive, drains pod-0 then: the Service stops sending
+	// it requests, the fleet loop moves its programs off it, and it leaves
+	// the pool once nothing runs or waits there.
+	DrainAt time.Duration
+}
+
+// HostTopology is how the pool's GPUs reach host memory: GPUsPerSwitch
+// GPUs behind a PCIe switch whose uplink carries SwitchBandwidth bytes/s
+// each way, GPUsPerNode GPUs on a node whose host memory serves
+// NodeBandwidth.
+type HostTopology struct {
+	GPUsPerSwitch   int
+	SwitchBandwidth float64
+	GPUsPerNode     int
+	NodeBandwidth   float64
+}
+
+// links returns, for each of n GPUs, the shared links on its way to host
+// memory.
+func (t HostTopology) links(n int) [][]*sim.HostLink {
+	out := make([][]*sim.HostLink, n)
+	if t.GPUsPerSwitch <= 0 {
+		return out
+	}
+	var sw, node *sim.HostLink
+	for i := range out {
+		if i%t.GPUsPerSwitch == 0 {
+			sw = &sim.HostLink{Bandwidth: t.SwitchBandwidth}
+		}
+		if t.GPUsPerNode > 0 && i%t.GPUsPerNode == 0 {
+			node = &sim.HostLink{Bandwidth: t.NodeBandwidth}
+		}
+		out[i] = append(out[i], sw)
+		if node != nil {
+			out[i] = append(out[i], node)
+		}
+	}
+	return out
 }
 
 // AgentResult summarises one run.
 type AgentResult struct {
-	Mode           placement.Mode
 	Steps          int // program steps completed in the window
 	StepsPerMinute float64
 	// PrefixHitRate is PrefixHits / PrefixQueries: prompt tokens served
@@ -102,31 +183,39 @@ type AgentResult struct {
 	RecomputedTokens, FreshTokens int64
 	// StepLatency is issue to completion, including time held, of every
 	// step completed in the window, and of every step still unfinished when
-	// the window closes at its wait so far (Unfinished of them), so that
-	// steps held past the window are not left out of the percentiles.
-	StepLatency     []time.Duration
-	Unfinished      int
-	Pauses, Resumes int
-	// HeldAtEnd counts programs whose request was held (paused, or waiting
-	// for a slot under ProgramCap) when the window closed; MaxWait is the
-	// longest any step in the window waited before it reached an engine,
-	// those still waiting counted at their wait so far.
+	// the window closes at its wait so far (Unfinished of them).
+	StepLatency []time.Duration
+	Unfinished  int
+	// Pauses, Resumes, Moves and FairnessPauses are the fleet loop's
+	// counts (fleet.Summary) over the window's rounds.
+	Pauses, Resumes, Moves, FairnessPauses int
+	// HeldAtEnd counts programs whose request was held (by a gate, or
+	// waiting for a worker under WorkerCap) when the window closed;
+	// MaxWait is the longest any step in the window waited before it
+	// reached an engine, those still waiting counted at their wait so far.
 	HeldAtEnd int
 	MaxWait   time.Duration
-	// FairnessPauses are pauses and marks the fairness bound asked for;
 	// OffloadedBlocks and RestoredBlocks count host-tier transfers,
-	// SpilledBlocks the offloaded blocks that were device evictions.
+	// SpilledBlocks the offloaded blocks that were device evictions;
 	// EvictedBlocks counts every device eviction of cached contents in the
-	// whole run, warm-up included (kvcache.Stats.Evicted).
-	FairnessPauses                                 int
+	// whole run, warm-up included.
 	OffloadedBlocks, RestoredBlocks, SpilledBlocks int64
 	EvictedBlocks                                  int64
 	// ComputeTime and CopyTime are the pods' modelled time in the window
 	// (summed over pods) running iterations and copying KV blocks between
-	// the tiers; CopyStall is the part of CopyTime no iteration hid (all
-	// of it with SerialCopies). Pods × Window less ComputeTime and
-	// CopyStall is the pods' idle time.
+	// the tiers; CopyStall is the part of CopyTime no iteration hid.
 	ComputeTime, CopyTime, CopyStall time.Duration
+	// Makespan (OpenLoop) is when the last program was released, 0 if
+	// some were still live at the end of the window; TailIdle is the
+	// pods' idle time between each pod's last iteration and the makespan,
+	// summed over pods.
+	Makespan, TailIdle time.Duration
+	// Rounds is the number of fleet rounds run, RoundTime their total
+	// and MaxRoundTime the longest wall-clock time (this machine's, not
+	// virtual): the placement's own cost at this pool size.
+	Rounds                  int
+	RoundTime, MaxRoundTime time.Duration
+	pods                    int
 }
 
 // P is a step-latency percentile.
@@ -134,42 +223,38 @@ func (r *AgentResult) P(q float64) time.Duration {
 	return (&Result{Latencies: r.StepLatency}).Percentile(q)
 }
 
-type agentPod struct {
-	name string
-	eng  *engine.Engine
-	clk  *clock.Virtual
-	x    *sim.Executor
-	live []*agentProgram // programs with a request in flight here
-}
-
+// agentProgram is one program as its client (the agent framework) runs it.
 type agentProgram struct {
-	id string
-	// reported is the program's context as the runtime reports it to the
-	// controller: the last step's prompt + output once a step ended, its
-	// prompt while a step runs; a held request is not tokenized yet, so a
-	// held program counts at its previous step (a new one at 0).
-	reported  int64
-	rng       *rand.Rand
-	tokens    []int32 // the context so far
-	computed  int     // tokens of the context computed at least once
-	step      int
-	steps     int
-	pod       int // -1: none
-	lastPod   int // where its KV cache may still be, -1: none
-	paused    bool
-	marked    bool
-	reasoning bool
-	held      bool
-	heldAt    int // the pod holding its request (ProgramAware), -1: none
-	released  bool
+	id    string
+	shape *AgentWorkload
+	rng   *rand.Rand
+	// tokens is the context so far; computed the tokens of it computed at
+	// least once.
+	tokens   []int32
+	computed int
+	step     int
+	steps    int
+	// started: past the worker cap (it counts against it until released).
+	started  bool
+	released bool
+	// held: the request waits on a gate (heldAt's, asked with heldFwd)
+	// until wait closes; queued: it waits for a worker under WorkerCap.
+	held    bool
+	queued  bool
+	heldAt  int
+	heldFwd bool
+	wait    <-chan struct{}
+	// retry: the request failed to reach a pod (it left the pool) and is
+	// sent again at readyAt.
+	retry bool
+	// running: the request is in pod's engine.
+	running   bool
+	pod       int
 	stream    *engine.Stream
 	issuedAt  time.Duration
 	readyAt   time.Duration // when the tool finishes
-	lastTrans time.Duration
-	pausedAt  time.Duration
-	runSince  time.Duration // last placed or resumed
 	promptLen int
-	lastTool  int // tokens of the last tool result
+	heapIdx   int
 }
 
 type agentSim struct {
@@ -177,31 +262,36 @@ type agentSim struct {
 	s      AgentSetup
 	vocab  *sim.Vocabulary
 	pods   []*agentPod
-	progs  []*agentProgram
-	sched  *placement.Scheduler
-	now    time.Duration
-	nextID int
-	rr     int // round-robin position of the Service in front of the pods
-	res    *AgentResult
-	start  time.Time
-	capTok int64
-	// room is each pod's remaining capacity after the last round (the
-	// placement's Room): where a pod's gate forwards a new program it has
-	// no room for. Nil until the first round.
-	room []int64
-	// slotFreed: a program ended, so a program waiting under ProgramCap
-	// may start.
-	slotFreed bool
+	byName map[string]int // pod name → index in pods
+	byAddr map[string]int // pod address → index in pods
+	fleet  *fleet.Fleet
+	// live are the programs not yet released, in creation order; ready
+	// orders those acting (or not started) by when they send their next
+	// request; held are those whose request waits on a gate, queued those
+	// waiting for a worker (WorkerCap).
+	live    []*agentProgram
+	ready   readyHeap
+	held    []*agentProgram
+	queued  []*agentProgram
+	workers int // programs started and not released
+	now     time.Duration
+	nextID  int
+	rr      int // round-robin position of the Service in front of the pods
+	res     *AgentResult
+	start   time.Time
 	// windowStats are the pods' KV statistics and executor busy times when
 	// the window opened.
 	windowStats []kvcache.Stats
 	windowBusy  []sim.Busy
-	// onEvent, if set, runs after every event (tests check invariants).
+	// onEvent, if set, runs after every event; onRound after every fleet
+	// round (tests check invariants).
 	onEvent func()
+	onRound func(*fleet.Summary)
 }
 
 // RunAgents simulates the pool in virtual time: real engines on the sim
-// executor, one per pod, and the real placement algorithm every Interval.
+// executor, real program tables as the pods' gates, and the real fleet
+// loop every Interval.
 func RunAgents(w AgentWorkload, s AgentSetup) (*AgentResult, error) {
 	a, err := newAgentSim(w, s)
 	if err != nil {
@@ -214,51 +304,53 @@ func RunAgents(w AgentWorkload, s AgentSetup) (*AgentResult, error) {
 }
 
 func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
-	sched, err := placement.New(s.Policy)
+	if len(s.Profiles) != 0 && len(s.Profiles) != s.Pods {
+		return nil, fmt.Errorf("agent setup: %d pod profiles for %d pods", len(s.Profiles), s.Pods)
+	}
+	a := &agentSim{w: w, s: s, res: &AgentResult{pods: s.Pods}, start: time.Unix(0, 0),
+		byName: map[string]int{}, byAddr: map[string]int{}}
+	f, err := fleet.New(s.Policy, simPodClient{a}, discardLogger)
 	if err != nil {
 		return nil, err
 	}
-	a := &agentSim{w: w, s: s, sched: sched, res: &AgentResult{Mode: s.Policy.Mode}, start: time.Unix(0, 0)}
+	a.fleet = f
+	links := s.Topology.links(s.Pods)
 	for i := range s.Pods {
-		x, clk, blocks, err := s.Replica.build(nil) // lengths come from the workload
+		pd, err := a.newPod(i, links[i])
 		if err != nil {
 			return nil, err
 		}
-		a.vocab = x.Vocabulary()
-		if s.DeviceBlocks > 0 {
-			blocks = s.DeviceBlocks
-		}
-		a.capTok = int64(blocks * s.Replica.BlockSize)
-		eng, err := engine.New(engine.Config{
-			MaxNumSeqs: s.Replica.MaxNumSeqs, MaxNumBatchedTokens: s.Replica.MaxNumBatchedTokens,
-			MaxQueue: 1 << 20, MaxModelLen: s.Replica.MaxModelLen, VocabSize: x.Vocabulary().Size(),
-			KV: kvcache.Config{NumBlocks: blocks, BlockSize: s.Replica.BlockSize, EnablePrefixCache: true, HostBlocks: s.HostBlocks,
-				DropEvicted: s.HostDropEvicted},
-			EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk, SerialCopies: s.SerialCopies,
-		}, x)
-		if err != nil {
-			return nil, err
-		}
-		a.pods = append(a.pods, &agentPod{name: fmt.Sprintf("pod-%d", i), eng: eng, clk: clk, x: x})
+		a.byName[pd.name], a.byAddr[pd.addr] = i, i
+		a.pods = append(a.pods, pd)
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, 99))
 	for range w.Programs {
-		// Stagger starts over the first interval so programs are out of phase.
-		a.newProgram(time.Duration(rng.Int64N(int64(10 * time.Second))))
+		at := time.Duration(0)
+		if !w.OpenLoop {
+			// Stagger starts over the first interval so programs are out
+			// of phase.
+			at = time.Duration(rng.Int64N(int64(10 * time.Second)))
+		}
+		a.newProgram(at)
 	}
 	return a, nil
 }
 
 func (a *agentSim) newProgram(at time.Duration) {
 	a.nextID++
+	shape := &a.w
+	if a.w.Then != nil && at >= a.w.ThenAt {
+		shape = a.w.Then
+	}
 	seed := a.s.Seed*1_000_003 + uint64(a.nextID)
 	p := &agentProgram{
-		id:  fmt.Sprintf("prog-%05d", a.nextID),
-		rng: rand.New(rand.NewPCG(seed, 7)), pod: -1, lastPod: -1, heldAt: -1, readyAt: at, lastTrans: at,
+		id: fmt.Sprintf("prog-%05d", a.nextID), shape: shape,
+		rng: rand.New(rand.NewPCG(seed, 7)), pod: -1, heldAt: -1, readyAt: at,
 	}
-	p.steps = a.w.MinSteps + p.rng.IntN(a.w.MaxSteps-a.w.MinSteps+1)
-	p.tokens = a.appendRandom(p, nil, a.w.InitialContext.Sample(p.rng.Uint64()))
-	a.progs = append(a.progs, p)
+	p.steps = shape.steps(p.rng)
+	p.tokens = a.appendRandom(p, nil, shape.InitialContext.Sample(p.rng.Uint64()))
+	a.live = append(a.live, p)
+	heap.Push(&a.ready, p)
 }
 
 func (a *agentSim) appendRandom(p *agentProgram, toks []int32, n int) []int32 {
@@ -272,72 +364,111 @@ func (a *agentSim) measuring() bool {
 	return a.now >= a.s.Warmup && a.now < a.s.Warmup+a.s.Window
 }
 
+// Events of the loop, in the order they run when due at the same time.
+const (
+	evWindow = iota
+	evDrain
+	evRound
+	evTick
+	evReady
+	evPod
+)
+
+// tickInterval is how often a runtime pod runs its program table's timers
+// (cmd/runtime ticks every second).
+const tickInterval = time.Second
+
 func (a *agentSim) run() error {
 	end := a.s.Warmup + a.s.Window
-	nextTick := a.s.Interval
+	nextRound, nextTick := a.s.Interval, tickInterval
+	drainAt := a.s.DrainAt
 	ctx := context.Background()
-	for {
-		// The next event: a pod iteration, a tool finishing, a round, or
-		// the window opening.
-		t, podIdx := nextTick, -1
-		if a.windowStats == nil && a.s.Warmup < t {
-			t, podIdx = a.s.Warmup, -3
+	for !(a.w.OpenLoop && len(a.live) == 0) {
+		t, kind, podIdx := nextRound, evRound, -1
+		due := func(at time.Duration, k int) {
+			if at < t || (at == t && k < kind) {
+				t, kind = at, k
+			}
+		}
+		if a.windowStats == nil {
+			due(a.s.Warmup, evWindow)
+		}
+		if drainAt > 0 {
+			due(drainAt, evDrain)
+		}
+		due(nextTick, evTick)
+		if len(a.ready) > 0 {
+			due(a.ready[0].readyAt, evReady)
 		}
 		for i, pd := range a.pods {
 			if run, wait := pd.eng.Pending(); run+wait > 0 {
 				if c := pd.clk.Now().Sub(a.start); c < t {
-					t, podIdx = c, i
+					t, kind, podIdx = c, evPod, i
 				}
-			}
-		}
-		for _, p := range a.progs {
-			if !p.reasoning && !p.held && !p.released && p.readyAt < t {
-				t, podIdx = p.readyAt, -2
 			}
 		}
 		if t >= end {
 			break
 		}
 		a.now = max(a.now, t)
-		switch {
-		case podIdx >= 0:
+		switch kind {
+		case evPod:
 			pd := a.pods[podIdx]
 			r := pd.eng.Step(ctx)
 			if r.Err != nil {
 				return r.Err
 			}
+			pd.lastBusy = pd.clk.Now().Sub(a.start)
 			if a.measuring() {
 				a.res.Preemptions += r.Preempted
 			}
-			a.collect(podIdx)
-		case podIdx == -2:
-			for _, p := range a.progs {
-				if !p.reasoning && !p.held && !p.released && p.readyAt <= a.now {
-					if err := a.issue(p); err != nil {
-						return err
-					}
+			if err := a.collect(podIdx); err != nil {
+				return err
+			}
+		case evReady:
+			for len(a.ready) > 0 && a.ready[0].readyAt <= a.now {
+				p := heap.Pop(&a.ready).(*agentProgram)
+				if err := a.issue(p); err != nil {
+					return err
 				}
 			}
-		case podIdx == -3:
+		case evWindow:
 			// Counters from here on are the window's: snapshot the caches'
 			// so the warm-up's hits do not count.
 			for _, pd := range a.pods {
 				a.windowStats = append(a.windowStats, pd.eng.KVStats())
 				a.windowBusy = append(a.windowBusy, pd.x.Busy())
 			}
-		default:
-			if err := a.round(); err != nil {
+		case evDrain:
+			drainAt = 0
+			if err := a.drain(0); err != nil {
 				return err
 			}
-			nextTick += a.s.Interval
-		}
-		if a.slotFreed {
-			if err := a.admitWaiting(); err != nil {
+		case evTick:
+			for _, pd := range a.pods {
+				if !pd.gone {
+					pd.table.Tick()
+				}
+			}
+			nextTick += tickInterval
+			if err := a.wakeHeld(); err != nil {
 				return err
 			}
+		case evRound:
+			if err := a.round(ctx); err != nil {
+				return err
+			}
+			nextRound += a.s.Interval
 		}
 		if a.onEvent != nil {
 			a.onEvent()
+		}
+	}
+	if a.w.OpenLoop && len(a.live) == 0 {
+		end = a.now
+		a.res.Makespan = end
+		for _, pd := range a.pods {
+			a.res.TailIdle += max(0, end-pd.lastBusy)
 		}
 	}
 	a.closeWindow(end)
@@ -345,16 +476,16 @@ func (a *agentSim) run() error {
 }
 
 // closeWindow counts the steps still unfinished at the end of the window
-// at their wait so far, and the window's prefix-cache hit rate.
+// at their wait so far, and the window's cache and busy statistics.
 func (a *agentSim) closeWindow(end time.Duration) {
-	for _, p := range a.progs {
-		if p.released || (!p.reasoning && !p.held) {
+	for _, p := range a.live {
+		if !p.running && !p.held && !p.queued {
 			continue
 		}
 		wait := end - p.issuedAt
 		a.res.StepLatency = append(a.res.StepLatency, wait)
 		a.res.Unfinished++
-		if p.held {
+		if !p.running {
 			a.res.HeldAtEnd++
 			a.res.MaxWait = max(a.res.MaxWait, wait)
 		}
@@ -384,121 +515,39 @@ func (a *agentSim) closeWindow(end time.Duration) {
 	if queries > 0 {
 		a.res.PrefixHitRate = float64(hits) / float64(queries)
 	}
-	a.res.StepsPerMinute = float64(a.res.Steps) / a.s.Window.Minutes()
+	window := end - min(a.s.Warmup, end)
+	if window > 0 {
+		a.res.StepsPerMinute = float64(a.res.Steps) / window.Minutes()
+	}
 }
 
-// issue is a program's next request at a.now: the gate.
+// issue is a program's next request at a.now, sent by its client.
 func (a *agentSim) issue(p *agentProgram) error {
+	if p.retry {
+		p.retry = false
+		return a.dispatch(p, a.serviceNext(), false)
+	}
 	if p.step > 0 {
 		// The tool result joins the context.
-		p.lastTool = a.w.ToolResult.Sample(p.rng.Uint64())
-		p.tokens = a.appendRandom(p, p.tokens, p.lastTool)
+		p.tokens = a.appendRandom(p, p.tokens, p.shape.ToolResult.Sample(p.rng.Uint64()))
 	}
 	p.issuedAt = a.now
-	if p.paused {
-		a.hold(p, a.serviceNext())
-		return nil
-	}
-	if p.pod < 0 {
-		if a.s.Policy.Mode == placement.ModeDefault {
-			i, ok := a.leastPrograms()
-			if !ok {
-				a.hold(p, -1) // waits for a slot under ProgramCap
-				return nil
-			}
-			p.pod, p.runSince = i, a.now
-		} else if i, holder := a.gateNew(); i >= 0 {
-			p.pod, p.runSince = i, a.now
-		} else {
-			p.paused, p.pausedAt = true, a.now
-			a.hold(p, holder)
+	if !p.started {
+		if a.s.WorkerCap > 0 && a.workers >= a.s.WorkerCap*a.s.Pods {
+			p.queued = true
+			a.queued = append(a.queued, p)
 			return nil
 		}
+		p.started = true
+		a.workers++
 	}
-	return a.submit(p)
+	return a.dispatch(p, a.serviceNext(), false)
 }
 
-func (a *agentSim) hold(p *agentProgram, pod int) {
-	p.held, p.heldAt = true, pod
-}
-
-func (a *agentSim) submit(p *agentProgram) error {
-	if p.held && a.measuring() {
-		a.res.MaxWait = max(a.res.MaxWait, a.now-p.issuedAt)
-	}
-	p.held, p.heldAt = false, -1
-	pd := a.pods[p.pod]
-	pd.clk.Set(a.start.Add(a.now)) // an idle pod wakes now; a busy one at its next step
-	out := a.w.Output.Sample(p.rng.Uint64())
-	st, err := pd.eng.Submit(context.Background(), &engine.Request{
-		ID: p.id, ProgramID: p.id, Prompt: p.tokens,
-		Params: engine.Params{MaxTokens: min(out, a.s.Replica.MaxModelLen-len(p.tokens)), IgnoreEOS: true},
-	})
-	if err != nil {
-		return fmt.Errorf("program %s step %d: %w", p.id, p.step, err)
-	}
-	p.stream, p.promptLen, p.reasoning, p.lastTrans = st, len(p.tokens), true, a.now
-	p.reported = max(p.reported, int64(len(p.tokens))) // the runtime's Started
-	pd.live = append(pd.live, p)
-	return nil
-}
-
-// admitWaiting starts programs waiting under ProgramCap, oldest first,
-// while a pod has a free slot.
-func (a *agentSim) admitWaiting() error {
-	a.slotFreed = false
-	for {
-		var next *agentProgram
-		for _, p := range a.progs {
-			if p.held && !p.paused && !p.released && (next == nil || p.issuedAt < next.issuedAt) {
-				next = p
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		i, ok := a.leastPrograms()
-		if !ok {
-			return nil
-		}
-		next.pod, next.runSince = i, a.now
-		if err := a.submit(next); err != nil {
-			return err
-		}
-	}
-}
-
-// collect drains the pod's streams after an iteration.
-func (a *agentSim) collect(podIdx int) {
-	pd := a.pods[podIdx]
-	done, cancel := context.WithCancel(context.Background())
-	cancel()
-	at := pd.clk.Now().Sub(a.start)
-	j := 0
-	for _, p := range pd.live {
-		finished := false
-		for {
-			c, err := p.stream.Next(done)
-			if err != nil {
-				break
-			}
-			p.tokens = append(p.tokens, c.TokenIDs...)
-			if c.Done {
-				finished = true
-				a.finishStep(p, c, at, pd)
-				break
-			}
-		}
-		if !finished {
-			pd.live[j] = p
-			j++
-		}
-	}
-	clear(pd.live[j:])
-	pd.live = pd.live[:j]
-}
-
-func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration, pd *agentPod) {
+// finishStep records a completed step: the pod's table learns the
+// program's new context (as the runtime's server tells it), and the client
+// runs the tool, or releases the program after its last step.
+func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration, pd *agentPod) error {
 	fresh := int64(max(0, p.promptLen-p.computed))
 	computed := int64(c.Usage.PromptTokens - c.Usage.CachedTokens)
 	if a.measuring() {
@@ -507,183 +556,83 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 		a.res.FreshTokens += fresh
 		a.res.RecomputedTokens += max(0, computed-fresh)
 	}
-	p.computed = len(p.tokens) - 1    // the last output token is computed by the next step
-	p.reported = int64(len(p.tokens)) // the runtime's End: prompt + output
-	p.reasoning, p.lastTrans, p.stream = false, at, nil
+	pd.table.End(p.id, int64(c.Usage.PromptTokens+c.Usage.CompletionTokens), int64(c.Usage.SharedTokens), p.tokens)
+	p.computed = len(p.tokens) - 1 // the last output token is computed by the next step
+	p.running, p.stream, p.pod = false, nil, -1
 	p.step++
-	if p.step >= p.steps || len(p.tokens)+a.w.ToolResult.Max+a.w.Output.Max >= a.s.Replica.MaxModelLen {
-		// Released (done, or its context is full): a new program takes its place.
-		p.released, p.pod = true, -1
-		a.slotFreed = true
-		a.newProgram(at)
-		return
+	if p.step >= p.steps || len(p.tokens)+p.shape.ToolResult.Max+p.shape.Output.Max >= a.s.Replica.MaxModelLen {
+		// Done, or its context is full.
+		return a.release(p, at)
 	}
-	p.readyAt = at + time.Duration(a.w.ToolTime.Sample(p.rng.Uint64()))*time.Millisecond
-	if p.marked {
-		a.pause(p, at)
-	} else if a.s.Policy.Mode == placement.ModeDefault && a.s.HostBlocks > 0 {
-		pd.eng.OffloadPrefix(p.tokens)
-	}
-}
-
-func (a *agentSim) pause(p *agentProgram, at time.Duration) {
-	if p.pod >= 0 {
-		a.pods[p.pod].eng.OffloadPrefix(p.tokens)
-	}
-	p.paused, p.marked, p.lastPod, p.pod, p.pausedAt = true, false, p.pod, -1, at
-	if a.measuring() {
-		a.res.Pauses++
-	}
-}
-
-// round is one controller round: snapshot, decide, apply.
-func (a *agentSim) round() error {
-	// Drop released programs.
-	j := 0
-	for _, p := range a.progs {
-		if !p.released {
-			a.progs[j] = p
-			j++
-		}
-	}
-	a.progs = a.progs[:j]
-	snap, byID := a.snapshot()
-	dec, err := a.sched.Decide(snap, a.start.Add(a.now))
-	if err != nil {
-		return err
-	}
-	if a.measuring() {
-		a.res.FairnessPauses += len(dec.FairnessPaused)
-	}
-	a.room = a.room[:0]
-	for _, pdDec := range dec.Pods {
-		a.room = append(a.room, pdDec.Capacity.Total-pdDec.Capacity.Used)
-	}
-	for i, pdDec := range dec.Pods {
-		for _, id := range pdDec.Pause {
-			a.pause(byID[id], a.now)
-		}
-		for _, id := range pdDec.Mark {
-			byID[id].marked = true
-		}
-		for _, id := range pdDec.Unmark {
-			byID[id].marked = false
-		}
-		for _, id := range pdDec.Place {
-			p := byID[id]
-			if p.paused && a.measuring() {
-				a.res.Resumes++
-			}
-			if p.paused && p.lastPod == i {
-				// Back where its KV was offloaded: restore it now, ahead
-				// of its next request.
-				a.pods[i].eng.RestorePrefix(p.tokens)
-			}
-			p.paused, p.pod, p.runSince = false, i, a.now
-			if p.held {
-				if err := a.submit(p); err != nil {
-					return err
-				}
-			}
-		}
-	}
+	p.readyAt = at + time.Duration(p.shape.ToolTime.Sample(p.rng.Uint64()))*time.Millisecond
+	heap.Push(&a.ready, p)
 	return nil
 }
 
-// snapshot is what the controller reads from the pods: the programs they
-// know, at the sizes they report.
-func (a *agentSim) snapshot() (placement.Snapshot, map[string]*agentProgram) {
-	snap := placement.Snapshot{}
-	for _, pd := range a.pods {
-		snap.Pods = append(snap.Pods, placement.Pod{Name: pd.name, Ready: true, CapacityTokens: a.capTok,
-			HostTokens: int64(a.s.HostBlocks * a.s.Replica.BlockSize)})
-	}
-	byID := map[string]*agentProgram{}
-	for _, p := range a.progs {
-		if p.step == 0 && !p.reasoning && (!p.held || !p.paused) {
-			// No pod knows it yet: its first request has not been sent, or
-			// waits client-side for a slot under ProgramCap.
-			continue
-		}
-		byID[p.id] = p
-		pr := placement.Program{
-			ID: p.id, ContextTokens: p.reported, Steps: p.step + 1,
-			LastTransition: a.start.Add(p.lastTrans), HasHeldRequest: p.held, MarkedForPause: p.marked,
-			RunningSince: a.start.Add(p.runSince),
-			Status:       placement.StatusActing, State: placement.StateActive,
-		}
-		if p.reasoning {
-			pr.Status = placement.StatusReasoning
-		}
-		switch {
-		case p.paused:
-			pr.State, pr.PausedSince = placement.StatePaused, a.start.Add(p.pausedAt)
-			if p.lastPod >= 0 {
-				pr.CachedOn = a.pods[p.lastPod].name
-			}
-		case p.pod >= 0:
-			pr.Pod = a.pods[p.pod].name
-		}
-		snap.Programs = append(snap.Programs, pr)
-	}
-	return snap, byID
-}
-
-// leastPrograms is Default mode's pod for a new program: the one with the
-// fewest programs; false when that pod is at ProgramCap.
-func (a *agentSim) leastPrograms() (int, bool) {
-	counts := make([]int, len(a.pods))
-	for _, p := range a.progs {
-		if p.pod >= 0 {
-			counts[p.pod]++
+// release ends p as its client does: a release call through the Service
+// (POST /programs/release), then, closed loop, a new program in its place
+// and, under WorkerCap, the longest-queued program starts.
+func (a *agentSim) release(p *agentProgram, at time.Duration) error {
+	p.released = true
+	a.releaseCall(p.id)
+	a.workers--
+	for i, q := range a.live {
+		if q == p {
+			a.live = append(a.live[:i], a.live[i+1:]...)
+			break
 		}
 	}
-	best := 0
-	for i, c := range counts {
-		if c < counts[best] {
-			best = i
+	if !a.w.OpenLoop {
+		a.newProgram(at)
+	}
+	if len(a.queued) > 0 && (a.s.WorkerCap <= 0 || a.workers < a.s.WorkerCap*a.s.Pods) {
+		q := a.queued[0]
+		a.queued = a.queued[1:]
+		q.queued, q.started = false, true
+		a.workers++
+		if err := a.dispatch(q, a.serviceNext(), false); err != nil {
+			return err
 		}
 	}
-	return best, a.s.ProgramCap <= 0 || counts[best] < a.s.ProgramCap
+	return a.wakeHeld() // a release may admit programs waiting for room
 }
 
 // serviceNext is the pod the Service in front of the pool hands the next
-// request to: round robin.
+// request to: round robin over the pods still serving.
 func (a *agentSim) serviceNext() int {
-	a.rr++
+	for range a.pods {
+		a.rr++
+		if pd := a.pods[a.rr%len(a.pods)]; !pd.draining && !pd.gone {
+			return a.rr % len(a.pods)
+		}
+	}
 	return a.rr % len(a.pods)
 }
 
-// gateNew is the runtime's gate (programs.Table.Route) for a new program in
-// ProgramAware mode, with the pod's own view of sizes (the programs'
-// reported contexts; the new one is not tokenized yet): the pod the Service
-// picked runs it if it has room for a program's buffer and holds no
-// request; else it goes to the other pod with the most room in the last
-// round's placement, if that is at least a buffer; else the picked pod
-// holds it (-1, and the holding pod) until a round places it.
-func (a *agentSim) gateNew() (pod, holder int) {
-	first := a.serviceNext()
-	buffer := a.s.Policy.BufferTokensPerProgram
-	room, held := a.capTok, 0
-	for _, p := range a.progs {
-		if p.pod == first && !p.paused && !p.released {
-			room -= p.reported + buffer
-		}
-		if p.held && p.heldAt == first {
-			held++
-		}
+// readyHeap orders programs by the time of their next request.
+type readyHeap []*agentProgram
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	if h[i].readyAt != h[j].readyAt {
+		return h[i].readyAt < h[j].readyAt
 	}
-	if room >= buffer && held == 0 {
-		return first, -1
-	}
-	best, most := -1, buffer-1
-	for i, r := range a.room {
-		if i != first && r > most {
-			best, most = i, r
-		}
-	}
-	if best >= 0 {
-		return best, -1
-	}
-	return -1, first
+	return h[i].id < h[j].id
+}
+func (h readyHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *readyHeap) Push(x any) {
+	p := x.(*agentProgram)
+	p.heapIdx = len(*h)
+	*h = append(*h, p)
+}
+func (h *readyHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	p.heapIdx = -1
+	return p
 }

@@ -2,13 +2,22 @@ package loadgen
 
 import (
 	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
+// agentSetup is a pool of pods H100s serving Llama-3.1-8B with the shipped
+// SchedulerPolicy defaults, no host tier, rounds every 5 s.
 func agentSetup(mode placement.Mode, pods int) AgentSetup {
 	replica := DefaultSetup()
 	replica.MaxModelLen = 65536
@@ -18,197 +27,368 @@ func agentSetup(mode placement.Mode, pods int) AgentSetup {
 		Warmup: 3 * time.Minute, Window: 10 * time.Minute, Seed: 1}
 }
 
-// agentConfig is one arm of the agentic comparison: a name for the tables
-// and what it changes in the simulated pool. New arms (another policy, a
-// host KV tier) are one more entry in agentLoadConfigs.
-type agentConfig struct {
-	name  string
-	apply func(*AgentSetup)
-}
+// benchTopology is an 8-GPU node (HGX H100/H200): a PCIe Gen5 x16 switch
+// per 2 GPUs, whose 64 GB/s uplink they share, and two sockets of 8-channel
+// DDR5-4800 (~600 GB/s), more than the 4 uplinks carry, so the switches
+// bind. A pod is one GPU.
+var benchTopology = HostTopology{GPUsPerSwitch: 2, SwitchBandwidth: 64e9, GPUsPerNode: 8, NodeBandwidth: 600e9}
 
-func modeConfig(m placement.Mode) agentConfig {
-	return agentConfig{name: string(m), apply: func(s *AgentSetup) { s.Policy.Mode = m }}
-}
-
-// cappedDefault is Default placement behind a per-pod program cap: what a
-// user gets from vLLM by capping the agent framework's worker count.
-func cappedDefault(perPod int) agentConfig {
-	return agentConfig{name: fmt.Sprintf("Default cap %d/pod", perPod), apply: func(s *AgentSetup) {
-		s.Policy.Mode, s.ProgramCap = placement.ModeDefault, perPod
-	}}
-}
-
-// benchHostBlocks is each pod's host KV tier in the host-tier arms: 128 GiB
-// of host memory per H100 (a node of 8 with 1–2 TiB), in 2 MiB blocks of 16
-// Llama-3.1-8B tokens.
-const benchHostBlocks = 128 << 30 / (16 * 131072)
-
-// benchFairnessBound is the fairness bound of the "+fair" arm.
-const benchFairnessBound = 30 * time.Second
-
-// hostArm is a mode with the host KV tier, and optionally the fairness
-// bound (wait aging at twice the bound), without device overcommit (the
-// "+oc" arm adds it, as the SchedulerPolicy default does).
-func hostArm(name string, m placement.Mode, bound time.Duration) agentConfig {
-	return agentConfig{name: name, apply: func(s *AgentSetup) {
-		s.Policy.Mode, s.HostBlocks = m, benchHostBlocks
-		s.Policy.FairnessBound, s.Policy.WaitAging = bound, 2*bound
-		s.Policy.DeviceOvercommit = 1
-	}}
-}
-
-// benchDeviceOvercommit is the last arm's placement.Policy.DeviceOvercommit.
-const benchDeviceOvercommit = 2
-
-// overcommitArm is PA+host+fair whose pods with a host tier take programs
-// up to benchDeviceOvercommit times their device KV.
-func overcommitArm() agentConfig {
-	fair := hostArm("", placement.ModeProgramAware, benchFairnessBound)
-	return agentConfig{name: "PA+host+fair+oc", apply: func(s *AgentSetup) {
-		fair.apply(s)
-		s.Policy.DeviceOvercommit = benchDeviceOvercommit
-	}}
-}
-
-// agentLoadConfigs run at every program count; the first is the baseline
-// of the "X/Default at high load" ratios, and the last is kvpilot as it
-// serves agents (ProgramAware, host tier, fairness bound, device
-// overcommit): the "ProgramAware" of the summary lines. Each mechanism's
-// gain is the difference between two rows.
-var agentLoadConfigs = []agentConfig{
-	modeConfig(placement.ModeDefault),
-	hostArm("Default+host", placement.ModeDefault, 0),
-	modeConfig(placement.ModeProgramAware),
-	hostArm("PA+host", placement.ModeProgramAware, 0),
-	hostArm("PA+host+fair", placement.ModeProgramAware, benchFairnessBound),
-	overcommitArm(),
-}
-
-// oracleDeviceBlocks is each pod's device KV in the oracle arm: 2^19
-// blocks (8.4M tokens, 18× an H100's after the weights), more than twice
-// every token a pod of the benchmark's highest load computes in a run, so
-// no block is ever evicted (the benchmark checks it).
-const oracleDeviceBlocks = 1 << 19
-
-// oracleArm bounds steps/min from above on this pool: Default placement
-// (never pauses) on the same pods, compute model, workload and seeds, with
-// device KV that never fills, so no cached block is evicted and no request
-// is preempted or held: every step's prompt hits the cache up to its last,
-// partial block. No placement or caching policy can beat it
-// by keeping caches warm; it leaves only the compute and the tool times.
-var oracleArm = agentConfig{name: "Oracle (KV never full)", apply: func(s *AgentSetup) {
-	s.Policy.Mode, s.DeviceBlocks = placement.ModeDefault, oracleDeviceBlocks
-}}
-
-// serialCopiesArm is kvpilot's arm with every copy between the tiers run
-// before its iteration (engine.Config.SerialCopies): the gain of
-// overlapping them.
-var serialCopiesArm = agentConfig{name: "PA+host+fair+oc serial", apply: func(s *AgentSetup) {
-	overcommitArm().apply(s)
-	s.SerialCopies = true
-}}
-
-// agentCaps is the per-pod program caps swept for the capped-Default
-// baseline at each workload's highest load. One list for both workloads, so
-// each workload's best cap has also been run on the other.
-var agentCaps = []int{12, 16, 20, 24, 28, 32}
-
-// BenchmarkAgents runs agentic workloads on a simulated pool of H100s
-// serving Llama-3.1-8B, in virtual time through the real engine and the real
-// placement algorithm, ProgramAware against Default, sweeping the number of
-// programs per pod; each point is the mean of two workload seeds. Then, at
-// the highest load, Default behind a per-pod program cap, sweeping the cap:
-// the best cap is the tuned baseline ProgramAware must match without one,
-// and each workload's best cap is shown on the other workload too. Two
-// workload shapes: SWE-bench-like steps of ~850 new tokens, and the same
-// with long tool outputs (~1,850 new tokens a step). Deterministic: run
-// once with -benchtime=1x (make bench-agents).
-func BenchmarkAgents(b *testing.B) {
-	const pods = 4
-	seeds := []uint64{1, 2}
-	workloads := []struct {
-		name    string
-		make    func(int) AgentWorkload
-		perPods []int
-	}{
-		{"swe-bench-like", SWEBenchLike, []int{8, 24, 32, 64}},
-		{"long tool outputs", LongToolOutputs, []int{8, 16, 32}},
+// hostBlocksPerGiB is how many KV blocks of the benchmark's model and block
+// size one GiB of host memory holds (the sim geometry's KV bytes per
+// token).
+func hostBlocks(gib int) int {
+	geo, err := sim.LookupGeometry(DefaultSetup().Model)
+	if err != nil {
+		panic(err)
 	}
+	return int(int64(gib) << 30 / (geo.KVBytesPerToken() * int64(DefaultSetup().BlockSize)))
+}
+
+// agentArm is one arm of the comparison, named by what it runs; arms are
+// chosen by name (AGENTS_ARMS), never by position.
+type agentArm struct {
+	name string
+	// baseline arms are what a user configures by hand on a pool that
+	// schedules nothing; best-baseline is the best of them.
+	baseline bool
+	apply    func(*AgentSetup)
+}
+
+// noHostTier removes every pod's host tier.
+func noHostTier(s *AgentSetup) {
+	s.HostBlocks = 0
+	for i := range s.Profiles {
+		s.Profiles[i].HostBlocks = 0
+	}
+}
+
+// Arms. Each scenario gives its pods their hardware (host tier sizes,
+// accelerators); an arm changes only what it names.
+var (
+	// armDefault: the pool's pods with no host tier, nothing scheduled
+	// (Default mode: the gate runs a new program where the Service sends
+	// it unless another pod has more room).
+	armDefault = agentArm{name: "Default", baseline: true, apply: func(s *AgentSetup) {
+		s.Policy.Mode = placement.ModeDefault
+		noHostTier(s)
+	}}
+	// armSpill: Default with the engine's host tier, spill on eviction
+	// (completed blocks the device evicts are copied to host memory and
+	// come back on a hit): what vLLM's OffloadingConnector or LMCache give.
+	armSpill = agentArm{name: "Default+spill", baseline: true, apply: func(s *AgentSetup) {
+		s.Policy.Mode = placement.ModeDefault
+	}}
+	// armKvpilot: the shipped SchedulerPolicy defaults (placement.DefaultPolicy)
+	// with the same host tier.
+	armKvpilot = agentArm{name: "kvpilot", apply: func(s *AgentSetup) {
+		s.Policy = placement.DefaultPolicy()
+	}}
+	// armKvpilotFair is kvpilot with a non-default knob: the fairness bound
+	// at 30 s (wait aging at 60 s).
+	armKvpilotFair = agentArm{name: "kvpilot fairnessBound=30s", apply: func(s *AgentSetup) {
+		s.Policy = placement.DefaultPolicy()
+		s.Policy.FairnessBound, s.Policy.WaitAging = 30*time.Second, time.Minute
+	}}
+	// armKvpilotNoHost is kvpilot on the same pods without their host
+	// tier: pausing puts a paused program's blocks first in line for
+	// eviction (engine.OffloadPrefix).
+	armKvpilotNoHost = agentArm{name: "kvpilot no host tier", apply: func(s *AgentSetup) {
+		s.Policy = placement.DefaultPolicy()
+		noHostTier(s)
+	}}
+	// armKvpilotNoHostLRU is the same with a paused program's blocks left
+	// in LRU order, as the issue proposed (measured: it does not help).
+	armKvpilotNoHostLRU = agentArm{name: "kvpilot no host tier, pause keeps LRU order", apply: func(s *AgentSetup) {
+		armKvpilotNoHost.apply(s)
+		s.PauseKeepsLRU = true
+	}}
+	// armOracle bounds steps/min from above: Default placement with device
+	// KV that never fills (2^19 blocks a pod, checked: nothing is evicted
+	// or preempted), so every step's prompt hits the cache.
+	armOracle = agentArm{name: "Oracle (KV never full)", apply: func(s *AgentSetup) {
+		s.Policy.Mode, s.DeviceBlocks = placement.ModeDefault, 1<<19
+		noHostTier(s)
+	}}
+)
+
+// knobArm is kvpilot with non-default capacity knobs, labelled with them.
+func knobArm(overcommit float64, actingOnHost bool) agentArm {
+	name := fmt.Sprintf("kvpilot deviceOvercommit=%g", overcommit)
+	if !actingOnHost {
+		name += " actingOnHost=false"
+	}
+	return agentArm{name: name, apply: func(s *AgentSetup) {
+		s.Policy = placement.DefaultPolicy()
+		s.Policy.DeviceOvercommit, s.Policy.ActingOnHost = overcommit, actingOnHost
+	}}
+}
+
+// capArm is Default+spill behind a worker cap of perPod programs a pod.
+func capArm(perPod int) agentArm {
+	return agentArm{name: fmt.Sprintf("Default+spill cap %d/pod", perPod), baseline: true, apply: func(s *AgentSetup) {
+		armSpill.apply(s)
+		s.WorkerCap = perPod
+	}}
+}
+
+// agentScenario is one pool and workload where scheduling decides.
+type agentScenario struct {
+	name     string
+	workload AgentWorkload
+	setup    AgentSetup
+	// caps are the worker caps swept for the capped baseline.
+	caps []int
+	// extra arms run in this scenario only.
+	extra []agentArm
+	// only, if set, keeps the named arms (and the caps) of the common
+	// ones: at 64 pods a run costs minutes of this machine.
+	only []string
+}
+
+// benchSize scales the scenarios (AGENTS_SIZE): "full" is the issue's
+// definition but for S4, which runs on 16 pods; "large" runs S4 on the
+// issue's 64 (10–20 minutes of a 2-core machine a run); "small" halves
+// S1's and S2's runs and runs S3 on 8 pods and S4 on 8.
+func benchSize() string {
+	if v := os.Getenv("AGENTS_SIZE"); v != "" {
+		return v
+	}
+	return "full"
+}
+
+// agentScenarios are S1–S4 (docs/benchmarks.md lists their parameters).
+func agentScenarios() []agentScenario {
+	small := benchSize() == "small"
+	scale := func(d time.Duration) time.Duration {
+		if small {
+			return d / 2
+		}
+		return d
+	}
+	var out []agentScenario
+
+	// S1: workload shift on scarce host memory.
+	s1 := agentSetup(placement.ModeDefault, 4)
+	s1.HostBlocks, s1.Topology = hostBlocks(25), benchTopology
+	s1.Warmup, s1.Window = scale(3*time.Minute), scale(20*time.Minute)
+	w1 := SWEBenchLike(256)
+	long := LongToolOutputs(0)
+	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
+	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
+		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
+			knobArm(1, true), knobArm(8, false)}})
+
+	// S2: a mixed pool, 2×H100 and 2×H200, 25 GiB of host each.
+	s2 := agentSetup(placement.ModeDefault, 4)
+	s2.Warmup, s2.Window = scale(3*time.Minute), scale(10*time.Minute)
+	s2.Topology = benchTopology
+	for _, acc := range []string{"H100-SXM", "H100-SXM", "H200", "H200"} {
+		s2.Profiles = append(s2.Profiles, PodProfile{Accelerator: acc, HostBlocks: hostBlocks(25)})
+	}
+	out = append(out, agentScenario{name: "S2 mixed H100/H200", workload: LongToolOutputs(192), setup: s2,
+		caps: []int{16, 24, 32, 48}})
+
+	// S3: a rollout wave, open loop, and a drain.
+	pods3, progs3 := 16, 1024
+	if small {
+		pods3, progs3 = 8, 512
+	}
+	s3 := agentSetup(placement.ModeDefault, pods3)
+	s3.HostBlocks, s3.Topology = hostBlocks(25), benchTopology
+	s3.Warmup, s3.Window = 0, 3*time.Hour
+	s3.DrainAt = 10 * time.Minute
+	w3 := SWEBenchLike(progs3)
+	w3.OpenLoop, w3.MinSteps, w3.MaxSteps, w3.StepsAlpha = true, 10, 150, 1.5
+	out = append(out, agentScenario{name: "S3 wave and drain", workload: w3, setup: s3,
+		caps: []int{32, 48}})
+
+	// S4: the two existing workloads at scale, 128 GiB of host each.
+	pods4 := 16
+	switch benchSize() {
+	case "large":
+		pods4 = 64
+	case "small":
+		pods4 = 8
+	}
+	for _, wl := range []struct {
+		name    string
+		w       AgentWorkload
+		capsPer []int
+	}{
+		// The loads and caps are the best of the 4-pod sweeps of the
+		// earlier benchmark (docs/benchmarks.md): 64 programs a pod with
+		// a cap of 24, and 32 with 12 or 16.
+		{"swe-bench-like", SWEBenchLike(64 * pods4), []int{24}},
+		{"long tool outputs", LongToolOutputs(32 * pods4), []int{12, 16}},
+	} {
+		s4 := agentSetup(placement.ModeDefault, pods4)
+		s4.Topology = benchTopology
+		s4.HostBlocks = hostBlocks(128)
+		s4.Warmup, s4.Window = 2*time.Minute, 3*time.Minute
+		out = append(out, agentScenario{name: fmt.Sprintf("S4 %s, %d pods", wl.name, pods4), workload: wl.w, setup: s4,
+			caps: wl.capsPer, only: []string{armSpill.name, armKvpilot.name}, extra: []agentArm{knobArm(2, true)}})
+	}
+	return out
+}
+
+// arms is a scenario's arms, AGENTS_ARMS (comma-separated names; a name
+// ending in * selects every arm it starts) keeping only those named.
+func (sc agentScenario) arms() []agentArm {
+	var arms []agentArm
+	for _, a := range []agentArm{armDefault, armSpill} {
+		if len(sc.only) == 0 || slices.Contains(sc.only, a.name) {
+			arms = append(arms, a)
+		}
+	}
+	for _, c := range sc.caps {
+		arms = append(arms, capArm(c))
+	}
+	arms = append(arms, armKvpilot)
+	arms = append(arms, sc.extra...)
+	if len(sc.only) == 0 || slices.Contains(sc.only, armOracle.name) {
+		arms = append(arms, armOracle)
+	}
+	return selectByName(arms, os.Getenv("AGENTS_ARMS"), func(a agentArm) string { return a.name })
+}
+
+func selectByName[T any](all []T, names string, name func(T) string) []T {
+	if names == "" {
+		return all
+	}
+	var out []T
+	for _, x := range all {
+		for _, n := range strings.Split(names, ",") {
+			n, full := strings.ToLower(strings.TrimSpace(n)), strings.ToLower(name(x))
+			prefix, isPrefix := strings.CutSuffix(n, "*")
+			if n == full || (isPrefix && strings.HasPrefix(full, prefix)) {
+				out = append(out, x)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// benchSeeds is the number of workload seeds per point (AGENTS_SEEDS,
+// default 5).
+func benchSeeds() []uint64 {
+	n := 5
+	if v, err := strconv.Atoi(os.Getenv("AGENTS_SEEDS")); err == nil && v > 0 {
+		n = v
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = uint64(i + 1)
+	}
+	return seeds
+}
+
+// armResult is one arm over the seeds: each seed's result, and the pooled
+// step latencies.
+type armResult struct {
+	arm  agentArm
+	runs []*AgentResult
+	lat  []time.Duration
+}
+
+func (r *armResult) mean(f func(*AgentResult) float64) float64 {
+	var s float64
+	for _, x := range r.runs {
+		s += f(x)
+	}
+	return s / float64(len(r.runs))
+}
+
+func (r *armResult) spread(f func(*AgentResult) float64) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, x := range r.runs {
+		lo, hi = min(lo, f(x)), max(hi, f(x))
+	}
+	return lo, hi
+}
+
+func stepsPerMin(r *AgentResult) float64 { return r.StepsPerMinute }
+func p99Seconds(r *AgentResult) float64  { return r.P(0.99).Seconds() }
+func makespanMin(r *AgentResult) float64 { return r.Makespan.Minutes() }
+
+// p99 is the pooled p99 step latency over the seeds.
+func (r *armResult) p99() time.Duration { return (&Result{Latencies: r.lat}).Percentile(0.99) }
+
+// runArms runs every arm over the seeds, as many runs at once as there are
+// CPUs.
+func runArms(b *testing.B, sc agentScenario, arms []agentArm, seeds []uint64) []*armResult {
+	out := make([]*armResult, len(arms))
+	errs := make([][]error, len(arms))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for k, arm := range arms {
+		out[k] = &armResult{arm: arm, runs: make([]*AgentResult, len(seeds))}
+		errs[k] = make([]error, len(seeds))
+		for i, seed := range seeds {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				s := sc.setup
+				s.Profiles = slices.Clone(s.Profiles)
+				arm.apply(&s)
+				s.Seed = seed
+				out[k].runs[i], errs[k][i] = RunAgents(sc.workload, s)
+			}()
+		}
+	}
+	wg.Wait()
+	for k, r := range out {
+		for i, err := range errs[k] {
+			if err != nil {
+				b.Fatalf("%s, %s, seed %d: %v", sc.name, r.arm.name, seeds[i], err)
+			}
+		}
+		for _, x := range r.runs {
+			r.lat = append(r.lat, x.StepLatency...)
+		}
+	}
+	return out
+}
+
+// BenchmarkAgents runs the scenarios where program scheduling decides
+// (S1–S4, docs/benchmarks.md) on simulated pools in virtual time, through
+// the real engine, the pods' real program tables and the controller's real
+// fleet loop. Each arm runs AGENTS_SEEDS workload seeds (default 5); rows
+// show the mean and the seeds' range. Per scenario it prints kvpilot over
+// the best baseline (the best of Default, Default+spill and Default+spill
+// at its best worker cap) and over Default+spill, and the oracle ceiling.
+// AGENTS_SCENARIOS and AGENTS_ARMS select by name; AGENTS_SIZE=small runs
+// shorter and smaller pools. Deterministic: run once with -benchtime=1x
+// (make bench-agents).
+func BenchmarkAgents(b *testing.B) {
+	seeds := benchSeeds()
+	scenarios := selectByName(agentScenarios(), os.Getenv("AGENTS_SCENARIOS"), func(s agentScenario) string { return strings.Fields(s.name)[0] })
 	for range b.N {
 		var summary []string
-		bestCap := map[string]int{}
-		capped := map[string]map[int]float64{} // workload → cap → steps/min
-		for _, wl := range workloads {
-			s := agentSetup(placement.ModeDefault, pods)
-			fmt.Printf("\nworkload %q: %d pods (H100-SXM, llama-3.1-8b, sim); %v warm-up, %v measured, mean of %d seeds\n",
-				wl.name, pods, s.Warmup, s.Window, len(seeds))
+		for _, sc := range scenarios {
+			start := time.Now()
+			fmt.Printf("\nscenario %q: %d pods, %d programs%s; %v warm-up, %v measured, %d seeds (size %s)\n",
+				sc.name, sc.setup.Pods, sc.workload.Programs, map[bool]string{true: " open loop", false: ""}[sc.workload.OpenLoop],
+				sc.setup.Warmup, sc.setup.Window, len(seeds), benchSize())
 			printAgentHeader()
-			var high []float64 // steps/min per config at the highest load
-			var lowRows, highRows []AgentResult
-			for k, perPod := range wl.perPods {
-				high = high[:0]
-				var rows []AgentResult
-				for _, c := range agentLoadConfigs {
-					agg := runSeeds(b, wl.make(perPod*pods), c, pods, seeds)
-					printAgentRow(perPod*pods, c.name, agg, len(seeds))
-					high = append(high, agg.StepsPerMinute)
-					rows = append(rows, agg)
-				}
-				if k == 0 {
-					lowRows = rows
-				}
-				highRows = rows
-				for i, c := range agentLoadConfigs[1:] {
-					fmt.Printf("%s/Default (uncapped) steps/min at %d programs: %.2f×\n", c.name, perPod*pods, high[i+1]/high[0])
+			results := map[string]*armResult{}
+			var order []string
+			for _, r := range runArms(b, sc, sc.arms(), seeds) {
+				results[r.arm.name] = r
+				order = append(order, r.arm.name)
+				printAgentRow(r)
+			}
+			if o := results[armOracle.name]; o != nil {
+				for _, r := range o.runs {
+					if r.EvictedBlocks != 0 || r.Preemptions != 0 {
+						b.Fatalf("%s: the oracle evicted %d blocks and preempted %d requests: its device KV must never fill",
+							sc.name, r.EvictedBlocks, r.Preemptions)
+					}
 				}
 			}
-			n := wl.perPods[len(wl.perPods)-1] * pods
-			oracle := runSeeds(b, wl.make(n), oracleArm, pods, seeds)
-			printAgentRow(n, oracleArm.name, oracle, len(seeds))
-			if oracle.EvictedBlocks != 0 || oracle.Preemptions != 0 {
-				b.Fatalf("oracle arm at %d programs evicted %d blocks and preempted %d requests: its device KV must never fill",
-					n, oracle.EvictedBlocks, oracle.Preemptions)
-			}
-			serial := runSeeds(b, wl.make(n), serialCopiesArm, pods, seeds)
-			printAgentRow(n, serialCopiesArm.name, serial, len(seeds))
-			fmt.Printf("capped Default at %d programs:\n", n)
-			capped[wl.name] = map[int]float64{}
-			best := 0
-			for _, perPod := range agentCaps {
-				agg := runSeeds(b, wl.make(n), cappedDefault(perPod), pods, seeds)
-				printAgentRow(n, cappedDefault(perPod).name, agg, len(seeds))
-				capped[wl.name][perPod] = agg.StepsPerMinute
-				if best == 0 || agg.StepsPerMinute > capped[wl.name][best] {
-					best = perPod
-				}
-			}
-			bestCap[wl.name] = best
-			pa := high[len(high)-1]
-			uncapped := pa / high[0]
-			summary = append(summary, agentSummary(wl.name, n, lowRows, highRows, len(seeds))...)
-			summary = append(summary, fmt.Sprintf("  ceiling at %d programs: %s %.1f steps/min, %.2f× Default; ProgramAware %.2f× Default is %.0f%% of it",
-				n, oracleArm.name, oracle.StepsPerMinute, oracle.StepsPerMinute/high[0], uncapped, 100*pa/oracle.StepsPerMinute))
-			podTime := time.Duration(pods*len(seeds)) * agentSetup(placement.ModeDefault, pods).Window
-			stall := func(r AgentResult) float64 { return 100 * float64(r.CopyStall) / float64(podTime) }
-			summary = append(summary, fmt.Sprintf("  copies beside the iterations at %d programs: ProgramAware %.1f steps/min (copy stall %.1f%% of pod time), serially %.1f (%.1f%%): %.2f×",
-				n, pa, stall(highRows[len(highRows)-1]), serial.StepsPerMinute, stall(serial), pa/serial.StepsPerMinute))
-			summary = append(summary,
-				fmt.Sprintf("ProgramAware/best-capped-Default steps/min: %.2f× (%s)", pa/capped[wl.name][best], wl.name),
-				fmt.Sprintf("  at %d programs: ProgramAware %.1f, best cap %d/pod %.1f", n, pa, best, capped[wl.name][best]))
-			b.ReportMetric(uncapped, "programaware/default-"+strings.ReplaceAll(wl.name, " ", "-"))
-			b.ReportMetric(pa/capped[wl.name][best], "programaware/best-capped-"+strings.ReplaceAll(wl.name, " ", "-"))
-		}
-		// A cap is tuned for one workload: the other workload's best cap,
-		// applied here, against this workload's own best.
-		for _, wl := range workloads {
-			for _, other := range workloads {
-				if other.name == wl.name {
-					continue
-				}
-				c := bestCap[other.name]
-				summary = append(summary, fmt.Sprintf("cap %d/pod (best for %s) on %s: %.1f steps/min, %.2f× of its own best cap %d/pod",
-					c, other.name, wl.name, capped[wl.name][c], capped[wl.name][c]/capped[wl.name][bestCap[wl.name]], bestCap[wl.name]))
-			}
+			summary = append(summary, scenarioSummary(sc, results, order)...)
+			summary = append(summary, fmt.Sprintf("  (%s: %v wall on this machine)", sc.name, time.Since(start).Round(time.Second)))
 		}
 		fmt.Println()
 		for _, l := range summary {
@@ -217,75 +397,119 @@ func BenchmarkAgents(b *testing.B) {
 	}
 }
 
-func printAgentHeader() {
-	fmt.Printf("%-9s %-22s %9s %7s %8s %12s %12s %9s %9s %7s %9s %7s %6s %9s\n",
-		"programs", "mode", "steps/min", "hit", "preempt", "recomputed", "fresh", "p50", "p99", "held@end", "max wait", "pauses", "fair", "offloaded")
-}
-
-func printAgentRow(programs int, name string, agg AgentResult, seeds int) {
-	n := int64(seeds)
-	fmt.Printf("%-9d %-22s %9.1f %6.1f%% %8d %12d %12d %9v %9v %7.1f %9v %7d %6d %9d\n", programs, name, agg.StepsPerMinute,
-		100*agg.PrefixHitRate, agg.Preemptions/seeds, agg.RecomputedTokens/n, agg.FreshTokens/n,
-		agg.P(0.5).Round(time.Millisecond), agg.P(0.99).Round(time.Millisecond),
-		float64(agg.HeldAtEnd)/float64(seeds), agg.MaxWait.Round(time.Second), agg.Pauses/seeds,
-		agg.FairnessPauses/seeds, agg.OffloadedBlocks/n)
-}
-
-// agentSummary is a workload's lines against the issue's targets: kvpilot
-// for agents (the last arm) over Default (the first) in steps/min and p99
-// step latency at high load, parity at low load, each mechanism's share,
-// recomputed tokens, and the fairness bound off and on.
-func agentSummary(name string, programs int, low, high []AgentResult, seeds int) []string {
-	const hostOnly, paAlone, paHost, paFair = 1, 2, 3, 4
-	last := len(high) - 1
-	sm := func(rows []AgentResult, i int) float64 { return rows[i].StepsPerMinute / rows[0].StepsPerMinute }
-	p99 := func(i int) float64 { return float64(high[i].P(0.99)) / float64(max(high[0].P(0.99), 1)) }
-	n := int64(seeds)
-	return []string{
-		fmt.Sprintf("ProgramAware/Default steps/min at high load: %.2f× (%s)", sm(high, last), name),
-		fmt.Sprintf("ProgramAware/Default p99 step latency at high load: %.2f× (%s)", p99(last), name),
-		fmt.Sprintf("ProgramAware/Default steps/min at low load: %.2f× (%s)", sm(low, last), name),
-		fmt.Sprintf("  at %d programs, steps/min over Default: Default+host %.2f×, ProgramAware alone %.2f×, PA+host %.2f×, PA+host+fair %.2f×, PA+host+fair+oc (%v× device) %.2f×",
-			programs, sm(high, hostOnly), sm(high, paAlone), sm(high, paHost), sm(high, paFair), benchDeviceOvercommit, sm(high, last)),
-		fmt.Sprintf("  p99 step latency at %d programs over Default: PA+host+fair %.2f×, PA+host+fair+oc %.2f×", programs, p99(paFair), p99(last)),
-		fmt.Sprintf("  recomputed tokens at %d programs: ProgramAware %d, PA+host %d, PA+host+fair %d, PA+host+fair+oc %d (%.1f× fewer than ProgramAware)",
-			programs, high[paAlone].RecomputedTokens/n, high[paHost].RecomputedTokens/n, high[paFair].RecomputedTokens/n, high[last].RecomputedTokens/n,
-			float64(high[paAlone].RecomputedTokens)/float64(max(high[last].RecomputedTokens, 1))),
-		fmt.Sprintf("  fairness bound at %d programs (PA+host): off p99 %v, max wait %v, %.1f steps/min; on (%v) p99 %v, max wait %v, %.1f steps/min",
-			programs, high[paHost].P(0.99).Round(time.Second), high[paHost].MaxWait.Round(time.Second), high[paHost].StepsPerMinute,
-			benchFairnessBound, high[paFair].P(0.99).Round(time.Second), high[paFair].MaxWait.Round(time.Second), high[paFair].StepsPerMinute),
+// scenarioSummary is the scenario's lines: kvpilot over the best baseline
+// and over Default+spill, and the ceiling.
+func scenarioSummary(sc agentScenario, results map[string]*armResult, order []string) []string {
+	kv := results[armKvpilot.name]
+	if kv == nil {
+		return nil
 	}
-}
-
-// runSeeds averages steps/min and hit rate over seeds, pools latencies,
-// sums counts (the caller divides by the seeds) and keeps the longest wait.
-func runSeeds(b *testing.B, w AgentWorkload, c agentConfig, pods int, seeds []uint64) AgentResult {
-	var agg AgentResult
-	for _, seed := range seeds {
-		s := agentSetup(placement.ModeDefault, pods)
-		c.apply(&s)
-		s.Seed = seed
-		r, err := RunAgents(w, s)
-		if err != nil {
-			b.Fatal(err)
+	open := sc.workload.OpenLoop
+	var best *armResult
+	for _, name := range order {
+		r := results[name]
+		if r.arm.baseline && (best == nil || r.mean(stepsPerMin) > best.mean(stepsPerMin)) {
+			best = r
 		}
-		agg.StepsPerMinute += r.StepsPerMinute / float64(len(seeds))
-		agg.PrefixHitRate += r.PrefixHitRate / float64(len(seeds))
-		agg.Preemptions += r.Preemptions
-		agg.RecomputedTokens += r.RecomputedTokens
-		agg.FreshTokens += r.FreshTokens
-		agg.Pauses += r.Pauses
-		agg.HeldAtEnd += r.HeldAtEnd
-		agg.FairnessPauses += r.FairnessPauses
-		agg.OffloadedBlocks += r.OffloadedBlocks
-		agg.RestoredBlocks += r.RestoredBlocks
-		agg.SpilledBlocks += r.SpilledBlocks
-		agg.EvictedBlocks += r.EvictedBlocks
-		agg.ComputeTime += r.ComputeTime
-		agg.CopyTime += r.CopyTime
-		agg.CopyStall += r.CopyStall
-		agg.MaxWait = max(agg.MaxWait, r.MaxWait)
-		agg.StepLatency = append(agg.StepLatency, r.StepLatency...)
 	}
-	return agg
+	var out []string
+	ratio := func(label string, base *armResult) {
+		if base == nil {
+			return
+		}
+		out = append(out,
+			fmt.Sprintf("kvpilot/%s steps/min: %.2f× (%s)", label, kv.mean(stepsPerMin)/base.mean(stepsPerMin), sc.name),
+			fmt.Sprintf("kvpilot/%s p99 step latency: %.2f× (%s)", label, kv.p99().Seconds()/max(base.p99().Seconds(), 1e-9), sc.name))
+		if open {
+			out = append(out, fmt.Sprintf("kvpilot/%s makespan: %.2f× (%s)", label, kv.mean(makespanMin)/base.mean(makespanMin), sc.name))
+		}
+	}
+	ratio("best-baseline", best)
+	if best != nil {
+		out = append(out, fmt.Sprintf("  best baseline: %s, %.1f steps/min", best.arm.name, best.mean(stepsPerMin)))
+	}
+	ratio(armSpill.name, results[armSpill.name])
+	for _, r := range results {
+		if !r.arm.baseline && r.arm.name != armKvpilot.name && r.arm.name != armOracle.name && best != nil {
+			out = append(out, fmt.Sprintf("  %s/best-baseline steps/min: %.2f×, p99 %.2f×", r.arm.name,
+				r.mean(stepsPerMin)/best.mean(stepsPerMin), r.p99().Seconds()/max(best.p99().Seconds(), 1e-9)))
+		}
+	}
+	var rounds int
+	var roundTime, maxRound time.Duration
+	for _, r := range kv.runs {
+		rounds += r.Rounds
+		roundTime += r.RoundTime
+		maxRound = max(maxRound, r.MaxRoundTime)
+	}
+	if rounds > 0 {
+		window := sc.setup.Window.Minutes()
+		if open {
+			window = kv.mean(makespanMin)
+		}
+		out = append(out, fmt.Sprintf("  kvpilot's fleet rounds: %v mean, %v max (wall, this machine, %d rounds); %.1f pauses and %.1f resumes a minute",
+			(roundTime/time.Duration(rounds)).Round(time.Microsecond), maxRound.Round(time.Microsecond), rounds,
+			kv.mean(func(r *AgentResult) float64 { return float64(r.Pauses) })/window,
+			kv.mean(func(r *AgentResult) float64 { return float64(r.Resumes) })/window))
+	}
+	if open {
+		out = append(out, fmt.Sprintf("  tail GPU idle (pods idle between their last iteration and the makespan, of pod time): kvpilot %.1f%%, best baseline %.1f%%",
+			tailIdlePct(kv), tailIdlePct(best)))
+	}
+	if o := results[armOracle.name]; o != nil && best != nil {
+		out = append(out, fmt.Sprintf("  ceiling: %s %.1f steps/min, %.2f× the best baseline; kvpilot is %.0f%% of it",
+			armOracle.name, o.mean(stepsPerMin), o.mean(stepsPerMin)/best.mean(stepsPerMin), 100*kv.mean(stepsPerMin)/o.mean(stepsPerMin)))
+	}
+	return out
+}
+
+func printAgentHeader() {
+	fmt.Printf("%-28s %9s %15s %6s %8s %11s %11s %8s %8s %13s %7s %7s %7s %9s %9s\n",
+		"arm", "steps/min", "(seeds' range)", "hit", "preempt", "recomputed", "fresh", "p50", "p99", "(p99 range)",
+		"pauses", "resumes", "held", "max wait", "makespan")
+}
+
+func printAgentRow(r *armResult) {
+	n := float64(len(r.runs))
+	lo, hi := r.spread(stepsPerMin)
+	plo, phi := r.spread(p99Seconds)
+	sum := func(f func(*AgentResult) float64) float64 { return r.mean(f) }
+	var maxWait time.Duration
+	for _, x := range r.runs {
+		maxWait = max(maxWait, x.MaxWait)
+	}
+	fmt.Printf("%-28s %9.1f %15s %5.1f%% %8.0f %11.0f %11.0f %8v %8v %13s %7.0f %7.0f %7.1f %9v %9s\n",
+		r.arm.name, r.mean(stepsPerMin), fmt.Sprintf("%.1f–%.1f", lo, hi),
+		100*sum(func(x *AgentResult) float64 { return x.PrefixHitRate }),
+		sum(func(x *AgentResult) float64 { return float64(x.Preemptions) }),
+		sum(func(x *AgentResult) float64 { return float64(x.RecomputedTokens) }),
+		sum(func(x *AgentResult) float64 { return float64(x.FreshTokens) }),
+		(&Result{Latencies: r.lat}).Percentile(0.5).Round(time.Millisecond), r.p99().Round(time.Millisecond),
+		fmt.Sprintf("%.0f–%.0fs", plo, phi),
+		sum(func(x *AgentResult) float64 { return float64(x.Pauses) }),
+		sum(func(x *AgentResult) float64 { return float64(x.Resumes) }),
+		sum(func(x *AgentResult) float64 { return float64(x.HeldAtEnd) }),
+		maxWait.Round(time.Second), makespanCol(r, n))
+}
+
+func makespanCol(r *armResult, n float64) string {
+	if r.runs[0].Makespan == 0 {
+		return "-"
+	}
+	lo, hi := r.spread(makespanMin)
+	return fmt.Sprintf("%.1fm(%.1f–%.1f)", r.mean(makespanMin), lo, hi)
+}
+
+// tailIdlePct is the pods' idle time at the end of an open-loop run as a
+// share of their time over the makespan.
+func tailIdlePct(r *armResult) float64 {
+	if r == nil {
+		return 0
+	}
+	return 100 * r.mean(func(x *AgentResult) float64 {
+		if x.Makespan == 0 || len(x.StepLatency) == 0 {
+			return 0
+		}
+		return float64(x.TailIdle) / float64(x.Makespan*time.Duration(x.pods))
+	})
 }

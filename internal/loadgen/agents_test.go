@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/fleet"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -58,6 +59,9 @@ func TestAgentsHostTierCutsRecompute(t *testing.T) {
 	}
 	s := smallPool(placement.ModeProgramAware)
 	s.HostBlocks = 8192
+	// Overcommit off, so the pool still pauses: at the default a host tier
+	// of 3.5× the device's KV would hold every program.
+	s.Policy.DeviceOvercommit = 1
 	with, err := RunAgents(smallAgents(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +149,8 @@ func TestAgentsUnfinishedStepsCount(t *testing.T) {
 	r := a.res
 	end := a.s.Warmup + a.s.Window
 	held, longest := 0, time.Duration(0)
-	for _, p := range a.progs {
-		if p.held && !p.released {
+	for _, p := range a.live {
+		if p.held || p.queued {
 			held++
 			longest = max(longest, end-p.issuedAt)
 		}
@@ -168,80 +172,35 @@ func TestAgentsUnfinishedStepsCount(t *testing.T) {
 	}
 }
 
-// The controller sees what the runtime reports: a running step at its
-// prompt, an acting program at its last step's prompt + output, a held
-// request not at all (its program at its previous step; a new program at 0),
-// and no program that has not sent a request yet.
-func TestAgentsPlacementSeesReportedSizes(t *testing.T) {
-	s := smallPool(placement.ModeProgramAware)
-	s.Warmup, s.Window = 0, 90*time.Second
-	a, err := newAgentSim(smallAgents(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.run(); err != nil {
-		t.Fatal(err)
-	}
-	snap, byID := a.snapshot()
-	var sawHeld, sawRunning bool
-	for _, pr := range snap.Programs {
-		p := byID[pr.ID]
-		var want int64
-		switch {
-		case p.reasoning:
-			sawRunning = true
-			want = int64(p.promptLen)
-		case p.held:
-			sawHeld = true
-			if p.step > 0 {
-				want = int64(len(p.tokens) - p.lastTool) // before the tool result
-			}
-		default:
-			want = int64(len(p.tokens))
-		}
-		if pr.ContextTokens != want {
-			t.Errorf("%s (step %d, reasoning %v, held %v): reported %d tokens, want %d (context now %d)",
-				p.id, p.step, p.reasoning, p.held, pr.ContextTokens, want, len(p.tokens))
-		}
-	}
-	if !sawHeld || !sawRunning {
-		t.Fatalf("the snapshot needs held and running programs: held %v, running %v", sawHeld, sawRunning)
-	}
-	for _, p := range a.progs {
-		if _, known := byID[p.id]; !known && !p.released && (p.step > 0 || p.reasoning || (p.held && p.paused)) {
-			t.Errorf("%s sent a request but is not in the snapshot", p.id)
-		}
-	}
-}
-
-// Default behind a per-pod program cap never runs more programs on a pod
-// than the cap; the others wait in arrival order and start as programs end.
-func TestAgentsProgramCap(t *testing.T) {
+// Behind a worker cap the client never runs more programs at once than
+// WorkerCap × Pods; the others wait in arrival order and start as programs
+// are released.
+func TestAgentsWorkerCap(t *testing.T) {
 	s := smallPool(placement.ModeDefault)
-	s.ProgramCap = 4
+	s.WorkerCap = 4
 	a, err := newAgentSim(smallAgents(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	maxLive := 0
+	most := 0
 	a.onEvent = func() {
-		counts := map[int]int{}
-		for _, p := range a.progs {
-			if p.pod >= 0 && !p.released {
-				counts[p.pod]++
-				maxLive = max(maxLive, counts[p.pod])
+		running := 0
+		for _, p := range a.live {
+			if p.started {
+				running++
 			}
 		}
+		most = max(most, running)
 	}
 	if err := a.run(); err != nil {
 		t.Fatal(err)
 	}
-	if maxLive != s.ProgramCap {
-		t.Errorf("at most %d programs on a pod, want the cap, %d", maxLive, s.ProgramCap)
+	if want := s.WorkerCap * s.Pods; most != want {
+		t.Errorf("at most %d programs at once, want the cap, %d", most, want)
 	}
 	r := a.res
 	if r.Steps == 0 || r.HeldAtEnd == 0 || r.MaxWait == 0 || r.Pauses != 0 {
-		t.Errorf("steps %d, held at end %d, max wait %v, pauses %d: 32 programs on 8 slots must wait, not pause",
+		t.Errorf("steps %d, held at end %d, max wait %v, pauses %d: 32 programs on 8 workers must wait, not pause",
 			r.Steps, r.HeldAtEnd, r.MaxWait, r.Pauses)
 	}
 	uncapped, err := RunAgents(smallAgents(), smallPool(placement.ModeDefault))
@@ -281,4 +240,125 @@ func TestAgentsDeviceBlocksOverridesTheAccelerator(t *testing.T) {
 	}
 	t.Logf("steps/min %.1f → %.1f, hit rate %.3f → %.3f, recomputed %d → %d tokens",
 		own.StepsPerMinute, big.StepsPerMinute, own.PrefixHitRate, big.PrefixHitRate, own.RecomputedTokens, big.RecomputedTokens)
+}
+
+// TestAgentsDecisionsLandOnTheNamedPods: a Decision lists pods sorted by
+// name, so from 11 pods on ("pod-10" sorts before "pod-2") its order is
+// not the pool's. After every round, each pod's gate must run exactly the
+// programs the round placed on that pod by name.
+func TestAgentsDecisionsLandOnTheNamedPods(t *testing.T) {
+	s := agentSetup(placement.ModeProgramAware, 12)
+	s.Replica.Accelerator = "L4"
+	s.Warmup, s.Window = 0, 90*time.Second
+	w := smallAgents()
+	w.Programs = 12 * 20
+	a, err := newAgentSim(w, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	a.onRound = func(sum *fleet.Summary) {
+		for _, ps := range sum.Pods {
+			placed := 0
+			for _, pr := range a.pods[a.byName[ps.Name]].table.Report().Programs {
+				if pr.Placed && pr.State == placement.StateActive.String() {
+					placed++
+				}
+			}
+			if placed != ps.Programs {
+				t.Fatalf("round %d: %s runs %d programs, the round placed %d there", sum.Version, ps.Name, placed, ps.Programs)
+			}
+			checked += placed
+		}
+	}
+	if err := a.run(); err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 || a.res.Resumes == 0 {
+		t.Fatalf("%d placements checked, %d resumes: the test needs both", checked, a.res.Resumes)
+	}
+}
+
+// Pods behind one PCIe switch share its uplink: the same run with a host
+// tier spends more time copying (and stalls longer) when the two pods
+// share a switch than when each has its own link.
+func TestAgentsSharedHostLinksSlowCopies(t *testing.T) {
+	s := smallPool(placement.ModeProgramAware)
+	s.HostBlocks = 8192
+	own, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Topology = HostTopology{GPUsPerSwitch: 2, SwitchBandwidth: 32e9}
+	shared, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.CopyTime == 0 || shared.CopyTime <= own.CopyTime {
+		t.Errorf("copy time %v with own links, %v behind a shared switch: sharing must cost", own.CopyTime, shared.CopyTime)
+	}
+	t.Logf("copy time %v → %v, copy stall %v → %v, %.1f → %.1f steps/min",
+		own.CopyTime, shared.CopyTime, own.CopyStall, shared.CopyStall, own.StepsPerMinute, shared.StepsPerMinute)
+}
+
+// An open-loop wave with a drain: every program runs to its end (none is
+// lost when its pod leaves the pool), the drained pod leaves once nothing
+// runs there, and the run ends at the makespan, with the pods' idle tail
+// counted.
+func TestAgentsOpenLoopWaveWithDrain(t *testing.T) {
+	for _, mode := range []placement.Mode{placement.ModeDefault, placement.ModeProgramAware} {
+		t.Run(string(mode), func(t *testing.T) {
+			s := smallPool(mode)
+			s.Pods, s.Warmup, s.Window, s.DrainAt = 3, 0, time.Hour, 40*time.Second
+			w := smallAgents()
+			w.Programs, w.OpenLoop, w.StepsAlpha, w.MinSteps, w.MaxSteps = 24, true, 1.5, 3, 30
+			a, err := newAgentSim(w, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var steps int
+			for _, p := range a.live {
+				steps += p.steps
+			}
+			if err := a.run(); err != nil {
+				t.Fatal(err)
+			}
+			r := a.res
+			if len(a.live) != 0 || r.Makespan == 0 || r.Makespan <= s.DrainAt {
+				t.Fatalf("%d programs live at the end, makespan %v (drain at %v)", len(a.live), r.Makespan, s.DrainAt)
+			}
+			if !a.pods[0].gone {
+				t.Error("the drained pod is still in the pool")
+			}
+			if r.Steps != steps || r.Unfinished != 0 {
+				t.Errorf("%d steps done of %d drawn, %d unfinished", r.Steps, steps, r.Unfinished)
+			}
+			if r.TailIdle <= 0 {
+				t.Errorf("tail idle %v: the pods that finished first idle until the makespan", r.TailIdle)
+			}
+			t.Logf("makespan %v, %d steps, tail idle %v, %d moves", r.Makespan, r.Steps, r.TailIdle, r.Moves)
+		})
+	}
+}
+
+// Per-pod profiles: each pod gets its own accelerator's device KV and its
+// own host tier, and its gate reports them to the fleet loop.
+func TestAgentsPodProfiles(t *testing.T) {
+	s := agentSetup(placement.ModeProgramAware, 2)
+	s.Profiles = []PodProfile{{Accelerator: "H100-SXM", HostBlocks: 1000}, {Accelerator: "H200"}}
+	a, err := newAgentSim(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h100, h200 := a.pods[0].table.Report().KV, a.pods[1].table.Report().KV
+	if h200.TotalBlocks < 19*h100.TotalBlocks/10 {
+		t.Errorf("H200 pod has %d device blocks, H100 pod %d: want about twice", h200.TotalBlocks, h100.TotalBlocks)
+	}
+	if h100.HostTotalBlocks != 1000 || h200.HostTotalBlocks != 0 {
+		t.Errorf("host tiers %d and %d blocks, want 1000 and 0", h100.HostTotalBlocks, h200.HostTotalBlocks)
+	}
+	s.Profiles = s.Profiles[:1]
+	if _, err := newAgentSim(smallAgents(), s); err == nil {
+		t.Error("one profile for two pods was accepted")
+	}
 }

@@ -30,6 +30,11 @@ func DefaultSetup() Setup {
 }
 
 func (s Setup) build(outputLen sim.LengthDist) (*sim.Executor, *clock.Virtual, int, error) {
+	return s.buildWith(outputLen, nil)
+}
+
+// buildWith is build with the shared host links the device's copies cross.
+func (s Setup) buildWith(outputLen sim.LengthDist, links []*sim.HostLink) (*sim.Executor, *clock.Virtual, int, error) {
 	acc, err := sim.LookupAccelerator(s.Accelerator)
 	if err != nil {
 		return nil, nil, 0, err
@@ -43,7 +48,7 @@ func (s Setup) build(outputLen sim.LengthDist) (*sim.Executor, *clock.Virtual, i
 		return nil, nil, 0, err
 	}
 	clk := clock.NewVirtual(time.Unix(0, 0))
-	x, err := sim.New(sim.Options{Accelerator: acc, Geometry: geo, Virtual: clk, OutputLen: outputLen})
+	x, err := sim.New(sim.Options{Accelerator: acc, Geometry: geo, Virtual: clk, OutputLen: outputLen, HostLinks: links})
 	return x, clk, blocks, err
 }
 

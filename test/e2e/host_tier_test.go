@@ -18,7 +18,7 @@ import (
 // hostTierPool is a ProgramAware pool of two simulated H100 pods with
 // 1,024 device KV tokens each (64 blocks of 16) and a host KV tier of 256
 // blocks each, under a policy that leaves actingOnHost and
-// deviceOvercommitPercent to their defaults (true, 200).
+// deviceOvercommitPercent to their defaults (true, 400).
 var hostTierPool = simPool{name: "agents-host", kvBlocks: 64, hostBlocks: 256, policy: "agents-defaults"}
 
 // TestHostTierDefaultsRunPastDeviceKV runs, under the SchedulerPolicy
@@ -26,7 +26,7 @@ var hostTierPool = simPool{name: "agents-host", kvBlocks: 64, hostBlocks: 256, p
 // pod whose contexts reach 3 × 536 = 1,608 tokens on 1,024-token devices.
 // With actingOnHost, programs in a tool call are charged only their
 // 100-token buffer (their KV fits the 4,096-token host tier), and with the
-// 200% overcommit a pod may be charged 2,048 tokens, more than three
+// 400% overcommit a pod may be charged 4,096 tokens, more than three
 // reasoning programs ever take (3 × (488 + 100) = 1,764): no program is
 // paused or marked, every step completes once with its tokens, and the
 // device's overflow goes through the host tier (blocks spilled there and
@@ -46,8 +46,8 @@ func TestHostTierDefaultsRunPastDeviceKV(t *testing.T) {
 	if p := policy.Spec.ActingOnHost; p == nil || !*p {
 		t.Fatalf("spec.actingOnHost read back as %v, want the default true", fmtPtr(p))
 	}
-	if p := policy.Spec.DeviceOvercommitPercent; p == nil || *p != 200 {
-		t.Fatalf("spec.deviceOvercommitPercent read back as %v, want the default 200", fmtPtr(p))
+	if p := policy.Spec.DeviceOvercommitPercent; p == nil || *p != 400 {
+		t.Fatalf("spec.deviceOvercommitPercent read back as %v, want the default 400", fmtPtr(p))
 	}
 
 	pods := readyPods(t, ns, hostTierPool.name, 2)

@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -78,6 +79,14 @@ func ValidatePlacement(p *wire.Placement) error {
 	}
 	if p.BufferTokensPerProgram < 0 || p.BufferTokensPerProgram > MaxBufferTokens {
 		return fieldErr("bufferTokensPerProgram", "must be between 0 (keep the current value) and %d, got %d", MaxBufferTokens, p.BufferTokensPerProgram)
+	}
+	if c := p.Capacity; c != nil {
+		if math.IsNaN(c.ActingTokenWeight) || c.ActingTokenWeight < 0 || c.ActingTokenWeight > 1 {
+			return fieldErr("capacity.actingTokenWeight", "must be in [0, 1], got %v", c.ActingTokenWeight)
+		}
+		if math.IsNaN(c.DeviceOvercommit) || c.DeviceOvercommit < 1 || c.DeviceOvercommit > placement.MaxDeviceOvercommit {
+			return fieldErr("capacity.deviceOvercommit", "must be in [1, %d], got %v", placement.MaxDeviceOvercommit, c.DeviceOvercommit)
+		}
 	}
 	return nil
 }

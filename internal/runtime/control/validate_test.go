@@ -53,6 +53,10 @@ func TestPlacementValidation(t *testing.T) {
 		{"negative maxPauseSeconds", `{"version":2,"maxPauseSeconds":-5}`, "maxPauseSeconds"},
 		{"buffer too large", `{"version":2,"bufferTokensPerProgram":1099511627776}`, "bufferTokensPerProgram"},
 		{"negative buffer", `{"version":2,"bufferTokensPerProgram":-1}`, "bufferTokensPerProgram"},
+		{"acting weight above 1", `{"version":2,"capacity":{"actingTokenWeight":1.5,"deviceOvercommit":2}}`, "capacity.actingTokenWeight"},
+		{"negative acting weight", `{"version":2,"capacity":{"actingTokenWeight":-0.1,"deviceOvercommit":2}}`, "capacity.actingTokenWeight"},
+		{"overcommit below 1", `{"version":2,"capacity":{"actingTokenWeight":1,"deviceOvercommit":0.5}}`, "capacity.deviceOvercommit"},
+		{"overcommit above 8", `{"version":2,"capacity":{"actingTokenWeight":1,"deviceOvercommit":9}}`, "capacity.deviceOvercommit"},
 		{"zero version", `{"place":["x"]}`, "version"},
 		{"unknown mode", `{"version":2,"mode":"Greedy"}`, "mode"},
 	} {
@@ -95,7 +99,8 @@ func TestPlacementTrailingData(t *testing.T) {
 func TestPlacementAcceptsValid(t *testing.T) {
 	tab := programs.New(programs.Config{Pod: "a", Addr: "10.0.0.9:8000"})
 	body := `{"version":2,"place":["p0"],"routes":{"p1":"10.0.0.1:8000","p2":"[fd00::1]:8000","p3":"pod-b.pool.ns.svc:8000","p4":""},` +
-		`"room":{"10.0.0.1:8000":100,"10.0.0.9:8000":-20},"maxPauseSeconds":86400,"bufferTokensPerProgram":1048576}`
+		`"room":{"10.0.0.1:8000":100,"10.0.0.9:8000":-20},"maxPauseSeconds":86400,"bufferTokensPerProgram":1048576,` +
+		`"capacity":{"actingTokenWeight":0,"actingOnHost":true,"deviceOvercommit":8}}`
 	if status, out := putPlacement(t, Handler(tab, testToken), body); status != http.StatusOK {
 		t.Fatalf("status %d: %v", status, out)
 	}

@@ -140,6 +140,8 @@ type Table struct {
 	// mode is the placement mode of the controller's last placement, ""
 	// before the first one.
 	mode placement.Mode
+	// capacity is the gate's capacity model (capacity.go).
+	capacity capacityState
 }
 
 // New builds an empty table.
@@ -461,6 +463,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	if p.BufferTokensPerProgram > 0 {
 		t.cfg.Buffer = p.BufferTokensPerProgram
 	}
+	t.applyCapacityLocked(p.Capacity)
 	var offload, restore []kvContext
 	for _, id := range p.Release {
 		if e := t.progs[id]; e != nil {
@@ -631,22 +634,6 @@ func (t *Table) Version() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.version
-}
-
-// localRoomLocked is this pod's remaining capacity by the placement
-// formula (acting weight 1, no decay): capacity − Σ (context − shared +
-// buffer) over the active programs placed here.
-func (t *Table) localRoomLocked() int64 {
-	if t.cfg.KV == nil {
-		return 0
-	}
-	room := t.cfg.KV().CapacityTokens()
-	for _, e := range t.progs {
-		if e.placed && e.state == placement.StateActive {
-			room -= e.contextTokens - e.sharedTokens + t.cfg.Buffer
-		}
-	}
-	return room
 }
 
 // mostRoomLocked is the other pod with the most room for a new program in

@@ -185,8 +185,11 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 	}
 	released := false
 	if s.cfg.Programs != nil {
+		// The route first: releasing a program this pod only routes
+		// forgets its route.
+		addr, routed := s.cfg.Programs.RouteOf(prog.ID)
 		released = s.cfg.Programs.Release(prog.ID)
-		if addr, ok := s.cfg.Programs.RouteOf(prog.ID); ok && !s.verifyForwarded(r, prog.ID, body) {
+		if routed && !s.verifyForwarded(r, prog.ID, body) {
 			// Tell the pod running it too (as the same key); best effort,
 			// bounded.
 			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)

@@ -133,3 +133,23 @@ func TestReleaseEndpoint(t *testing.T) {
 		t.Errorf("release of an unknown program: %d %s", r.status, r.body)
 	}
 }
+
+// A release sent to a pod that only routes the program (it runs on pod b)
+// ends it on pod b too: the route is read before the local release
+// forgets it.
+func TestReleaseReachesThePodRunningTheProgram(t *testing.T) {
+	b := newEnv(t, envOpts{programs: newTable("b", 8192), forwardKey: poolKey})
+	bAddr := strings.TrimPrefix(b.ts.URL, "http://")
+	tab := newTable("a:1", 8192)
+	a := newEnv(t, envOpts{programs: tab, forwardKey: poolKey})
+	tab.Apply(&wire.Placement{Version: 1, Routes: map[string]string{"moved": bAddr}})
+	if r := a.post("/v1/completions", gateBody, "X-Program-Id", "moved"); r.status != 200 {
+		t.Fatalf("forwarded step: %d %s", r.status, r.body)
+	}
+	if r := a.post("/programs/release", `{"program_id":"moved"}`); r.status != 200 || !strings.Contains(string(r.body), `"released":true`) {
+		t.Fatalf("release: %d %s", r.status, r.body)
+	}
+	if p := findProgram(b.srv.cfg.Programs, "moved"); p.State != "TERMINATED" {
+		t.Errorf("on pod b, where it runs, the released program is %s", p.State)
+	}
+}

@@ -86,7 +86,7 @@ type Policy struct {
 	// device between requests at every iteration, where pausing at the
 	// placement waits for a program's tool call and the next round. 1
 	// turns it off; pods without a host tier are never overcommitted.
-	// DefaultPolicy's 2 is the SchedulerPolicy default (see its field).
+	// DefaultPolicy's 4 is the SchedulerPolicy default (see its field).
 	DeviceOvercommit float64
 }
 
@@ -122,7 +122,7 @@ func DefaultPolicy() Policy {
 		MaxPauseDuration:       DefaultMaxPauseDuration,
 		CacheAffinityWait:      DefaultCacheAffinityWait,
 		ActingOnHost:           true,
-		DeviceOvercommit:       2,
+		DeviceOvercommit:       4,
 	}
 }
 

@@ -102,6 +102,22 @@ type Placement struct {
 	MaxPauseSeconds int64 `json:"maxPauseSeconds,omitempty"`
 	// BufferTokensPerProgram is the policy's per-program headroom.
 	BufferTokensPerProgram int64 `json:"bufferTokensPerProgram,omitempty"`
+	// Capacity is the policy's capacity model, so the pod's gate charges
+	// programs as the controller does; absent keeps the pod's current one.
+	Capacity *CapacityModel `json:"capacity,omitempty"`
+}
+
+// CapacityModel is what a program charges a pod (placement.CapacityModel;
+// the buffer is Placement.BufferTokensPerProgram).
+type CapacityModel struct {
+	// ActingTokenWeight, in [0, 1], is the share of an ACTING program's
+	// tokens charged.
+	ActingTokenWeight float64 `json:"actingTokenWeight"`
+	// ActingOnHost charges ACTING programs only for what the host tier
+	// cannot hold.
+	ActingOnHost bool `json:"actingOnHost,omitempty"`
+	// DeviceOvercommit, in [1, 8], raises a pod with a host tier's total.
+	DeviceOvercommit float64 `json:"deviceOvercommit"`
 }
 
 // PlacementResult answers a PUT: the version now in force and whether this

@@ -39,6 +39,11 @@ type Options struct {
 	// OutputLen, when set, ends each request with EOS after a length drawn
 	// from its seed; otherwise requests run to max_tokens.
 	OutputLen LengthDist
+	// HostLinks are the links to host memory this device shares with
+	// others on its way there (its PCIe switch's uplink, its node's host
+	// memory): copies between the KV tiers cross each of them after the
+	// device's own link (see HostLink). None: the device's own link only.
+	HostLinks []*HostLink
 }
 
 // Executor is the simulated accelerator.

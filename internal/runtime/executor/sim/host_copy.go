@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -41,6 +42,71 @@ func (e *Executor) TransferTime(out, in int) time.Duration {
 	bw := e.opts.Accelerator.HostLinkBandwidth * e.opts.BandwidthEfficiency
 	sec := float64(max(out, in)) * perBlock / bw
 	return time.Duration(math.Ceil(sec*float64(time.Second))) + transferLatency
+}
+
+// HostLink is a link to host memory that several devices share: the uplink
+// of a PCIe switch with two GPUs behind it, or a node's host memory. Each
+// direction carries one device's copy at a time at Bandwidth × the
+// executor's BandwidthEfficiency, in the order the copies start, so two
+// devices copying at once each get about half. A copy ends when its bytes
+// have crossed the device's own link and every shared link on its path.
+// Devices of one simulation share a HostLink from their own virtual clocks,
+// which the caller keeps within an iteration of each other; it is safe for
+// concurrent use.
+type HostLink struct {
+	// Bandwidth is bytes/s in each direction.
+	Bandwidth float64
+
+	mu   sync.Mutex
+	free [2]time.Time // when each direction (out, in) is next free
+}
+
+// reserve books d of the link's direction dir from at (or from when it is
+// free, if later) and returns when that ends.
+func (l *HostLink) reserve(dir int, at time.Time, d time.Duration) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	start := at
+	if l.free[dir].After(start) {
+		start = l.free[dir]
+	}
+	l.free[dir] = start.Add(d)
+	return l.free[dir]
+}
+
+// now is the executor's time: its virtual clock's when it has one that
+// tells the time, else the wall clock.
+func (e *Executor) now() time.Time {
+	if c, ok := e.opts.Virtual.(interface{ Now() time.Time }); ok {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// linkTime is how long copies of out blocks to the host and in blocks back,
+// starting now, take over the device's own link and the shared ones
+// (Options.HostLinks), which it books.
+func (e *Executor) linkTime(out, in int) time.Duration {
+	d := e.TransferTime(out, in)
+	if len(e.opts.HostLinks) == 0 || d == 0 {
+		return d
+	}
+	now := e.now()
+	end := now.Add(d)
+	perBlock := float64(e.blockSize) * float64(e.opts.Geometry.KVBytesPerToken()) / e.tp
+	for _, l := range e.opts.HostLinks {
+		bw := l.Bandwidth * e.opts.BandwidthEfficiency
+		for dir, n := range [2]int{out, in} {
+			if n == 0 || bw <= 0 {
+				continue
+			}
+			busy := time.Duration(math.Ceil(float64(n) * perBlock / bw * float64(time.Second)))
+			if t := l.reserve(dir, now, busy); t.After(end) {
+				end = t
+			}
+		}
+	}
+	return end.Sub(now)
 }
 
 // CopyBlocks charges the copies' time on the host link; the simulated KV has
@@ -124,5 +190,5 @@ func (e *Executor) copyTime(ts []kvcache.Transfer) (time.Duration, error) {
 			return 0, fmt.Errorf("sim: transfer of kind %v", t.Kind)
 		}
 	}
-	return e.TransferTime(out, in), nil
+	return e.linkTime(out, in), nil
 }

@@ -56,3 +56,56 @@ func TestCopyBlocksChecksTheReservation(t *testing.T) {
 		t.Fatalf("CopyBlocks to slot 4 of 4 = %v", err)
 	}
 }
+
+// TestSharedHostLinkSplitsItsBandwidth: two H100s behind one PCIe switch
+// (a shared 64 GB/s uplink) copying 100 blocks out at the same moment: the
+// first copy takes what it takes alone, the second waits for the uplink
+// and ends at twice that; copies in the other direction do not wait
+// (full duplex), and a device on another switch is not slowed.
+func TestSharedHostLinkSplitsItsBandwidth(t *testing.T) {
+	const perBlock = 16 * 131072.0
+	alone := time.Duration(100*perBlock/(64e9*0.8)*1e9) + transferLatency
+	uplink := &HostLink{Bandwidth: 64e9}
+	other := &HostLink{Bandwidth: 64e9}
+	newDev := func(links ...*HostLink) (*Executor, *clock.Virtual) {
+		clk := clock.NewVirtual(time.Unix(0, 0))
+		x := newTestExec(t, "H100-SXM", "llama-3.1-8b", Options{Virtual: clk, HostLinks: links})
+		if err := x.ReserveHostBlocks(200, 16); err != nil {
+			t.Fatal(err)
+		}
+		return x, clk
+	}
+	blocks := func(kind kvcache.TransferKind) []kvcache.Transfer {
+		var ts []kvcache.Transfer
+		for i := range 100 {
+			ts = append(ts, kvcache.Transfer{Kind: kind, Device: kvcache.BlockID(i), Host: kvcache.HostSlot(i)})
+		}
+		return ts
+	}
+	took := func(x *Executor, clk *clock.Virtual, kind kvcache.TransferKind) time.Duration {
+		start := clk.Now()
+		if err := x.CopyBlocks(context.Background(), blocks(kind)); err != nil {
+			t.Fatal(err)
+		}
+		return clk.Now().Sub(start)
+	}
+	near := func(got, want time.Duration) bool {
+		return got > want-10*time.Microsecond && got < want+10*time.Microsecond
+	}
+	a, ca := newDev(uplink)
+	b, cb := newDev(uplink)
+	c, cc := newDev(uplink)
+	d, cd := newDev(other)
+	if got := took(a, ca, kvcache.CopyOut); !near(got, alone) {
+		t.Errorf("first copy over the uplink took %v, want %v (alone)", got, alone)
+	}
+	if got := took(b, cb, kvcache.CopyOut); !near(got, 2*(alone-transferLatency)) {
+		t.Errorf("second copy out at the same time took %v, want about %v", got, 2*alone)
+	}
+	if got := took(c, cc, kvcache.CopyIn); !near(got, alone) {
+		t.Errorf("a copy in beside them took %v, want %v (the other direction is free)", got, alone)
+	}
+	if got := took(d, cd, kvcache.CopyOut); !near(got, alone) {
+		t.Errorf("a device behind another switch took %v, want %v", got, alone)
+	}
+}
