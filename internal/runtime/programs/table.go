@@ -142,6 +142,8 @@ type Table struct {
 	mode placement.Mode
 	// capacity is the gate's capacity model (capacity.go).
 	capacity capacityState
+	// moved keeps the contexts of programs that moved away (kv_move.go).
+	moved movedContexts
 }
 
 // New builds an empty table.
@@ -517,6 +519,9 @@ func (t *Table) Apply(p *wire.Placement) bool {
 			continue
 		}
 		// Placed on another pod: its requests go there now.
+		if e.placed {
+			t.moved.put(id, kvContext{e.salt, e.tokens})
+		}
 		e.placed, e.marked, e.waitingRoom = false, false, false
 		e.state, e.pausedSince = placement.StateActive, time.Time{}
 		if e.held > 0 {
