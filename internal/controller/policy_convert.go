@@ -89,6 +89,12 @@ func convertPolicy(spec *servingv1alpha1.SchedulerPolicySpec) (fleetPolicy, erro
 	p.WaitAging = durationOr(spec.Fairness.WaitAging, defaultWaitAging)
 	p.FairnessBound = durationOr(spec.Fairness.Bound, defaultFairnessBound)
 	p.CacheAffinityWait = durationOr(spec.Fairness.CacheAffinityWait, defaultCacheAffinityWait)
+	if g := spec.KVTransfer.BandwidthGbps; g != nil {
+		p.KVTransferBandwidth = float64(*g) * 1e9 / 8
+	}
+	if r := spec.KVTransfer.PrefillTokensPerSecond; r != nil {
+		p.PrefillTokensPerSecond = float64(*r)
+	}
 	if err := p.Validate(); err != nil {
 		return fleetPolicy{}, err
 	}

@@ -1,6 +1,9 @@
 package programs
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // Moving a program's KV to another pod: the pod the program leaves serves
 // its cached context over the control port (control's KV transfer), which
@@ -52,4 +55,21 @@ func (t *Table) KVContext(id string) (cacheSalt string, tokens []int32, ok bool)
 		return c.salt, append([]int32(nil), c.tokens...), true
 	}
 	return "", nil, false
+}
+
+// fetchJob is a placement's Fetch of one program.
+type fetchJob struct{ id, addr string }
+
+// fetch runs Config.FetchKV for one program, bounded by FetchTimeout, and
+// then lets its held requests run.
+func (t *Table) fetch(f fetchJob) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.FetchTimeout)
+	defer cancel()
+	t.cfg.FetchKV(ctx, f.id, f.addr)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.progs[f.id]; e != nil && e.fetching {
+		e.fetching = false
+		t.wakeLocked(e)
+	}
 }
