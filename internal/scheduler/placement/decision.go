@@ -152,6 +152,7 @@ func (d *Decision) reset(pods []podState) {
 		p.Pause = p.Pause[:0]
 		p.Mark = p.Mark[:0]
 		p.Unmark = p.Unmark[:0]
+		p.Fetch = p.Fetch[:0]
 		p.Capacity = Capacity{}
 	}
 	d.Paused = d.Paused[:0]

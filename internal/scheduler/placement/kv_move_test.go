@@ -95,3 +95,22 @@ func TestKVMovePolicyValidation(t *testing.T) {
 		t.Fatal("negative bandwidth: valid")
 	}
 }
+
+// A scheduler reused for the next round forgets the last round's fetches.
+func TestKVFetchesAreOneRounds(t *testing.T) {
+	s, err := New(DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := Snapshot{Pods: moving(llama8B, drainingPod("a", 10_000), pod("b", 10_000)),
+		Programs: programs(prog("a1", 500).on("a").acting(t0))}
+	d, err := s.Decide(snap, t0)
+	if err != nil || len(d.Pod("b").Fetch) != 1 {
+		t.Fatalf("first round: %+v, %v", d.Pod("b"), err)
+	}
+	snap.Programs = programs(prog("a1", 500).on("b").acting(t0))
+	d, err = s.Decide(snap, t0.Add(time.Second))
+	if err != nil || len(d.Pod("b").Fetch) != 0 {
+		t.Fatalf("second round: %+v, %v", d.Pod("b"), err)
+	}
+}
