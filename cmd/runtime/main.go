@@ -185,16 +185,19 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		},
 		Offload: func(salt string, tokens []int32) { eng.OffloadSaltedPrefix(salt, tokens) },
 		Restore: func(salt string, tokens []int32) { eng.RestoreSaltedPrefix(salt, tokens) },
-		FetchKV: func(ctx context.Context, id, addr string) {
-			start := time.Now()
-			n, err := kvMove.Fetch(ctx, control.NewClient(controlToken, programs.DefaultFetchTimeout), addr, id)
-			if err != nil {
-				log.Warn("KV fetch from another pod failed or was cut short; the rest is recomputed",
-					"program", id, "from", addr, "blocks", n, "err", err)
-				return
-			}
-			log.Info("fetched a program's KV from another pod", "program", id, "from", addr, "blocks", n,
-				"elapsed", time.Since(start).Round(time.Millisecond))
+		FetchKV: func(ctx context.Context, id, addr string, done func()) {
+			go func() {
+				defer done()
+				start := time.Now()
+				n, err := kvMove.Fetch(ctx, control.NewClient(controlToken, programs.DefaultFetchTimeout), addr, id)
+				if err != nil {
+					log.Warn("KV fetch from another pod failed or was cut short; the rest is recomputed",
+						"program", id, "from", addr, "blocks", n, "err", err)
+					return
+				}
+				log.Info("fetched a program's KV from another pod", "program", id, "from", addr, "blocks", n,
+					"elapsed", time.Since(start).Round(time.Millisecond))
+			}()
 		},
 	})
 	kvMetrics, err := control.NewKVMetrics(reg)

@@ -3,6 +3,7 @@ package programs
 import (
 	"context"
 	"slices"
+	"sync"
 )
 
 // Moving a program's KV to another pod: the pod the program leaves serves
@@ -60,16 +61,20 @@ func (t *Table) KVContext(id string) (cacheSalt string, tokens []int32, ok bool)
 // fetchJob is a placement's Fetch of one program.
 type fetchJob struct{ id, addr string }
 
-// fetch runs Config.FetchKV for one program, bounded by FetchTimeout, and
-// then lets its held requests run.
+// fetch starts Config.FetchKV for one program, bounded by FetchTimeout;
+// when it is done the program's held requests run.
 func (t *Table) fetch(f fetchJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.FetchTimeout)
-	defer cancel()
-	t.cfg.FetchKV(ctx, f.id, f.addr)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e := t.progs[f.id]; e != nil && e.fetching {
-		e.fetching = false
-		t.wakeLocked(e)
-	}
+	var once sync.Once
+	t.cfg.FetchKV(ctx, f.id, f.addr, func() {
+		once.Do(func() {
+			cancel()
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if e := t.progs[f.id]; e != nil && e.fetching {
+				e.fetching = false
+				t.wakeLocked(e)
+			}
+		})
+	})
 }

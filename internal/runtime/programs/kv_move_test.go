@@ -14,9 +14,12 @@ import (
 // context to serve.
 func TestFetchHoldsRequestsUntilTheKVArrives(t *testing.T) {
 	started, release := make(chan string, 1), make(chan struct{})
-	b := New(Config{Pod: "b", Addr: "b:8000", FetchKV: func(ctx context.Context, id, addr string) {
+	b := New(Config{Pod: "b", Addr: "b:8000", FetchKV: func(ctx context.Context, id, addr string, done func()) {
 		started <- id + "@" + addr
-		<-release
+		go func() {
+			<-release
+			done()
+		}()
 	}})
 	b.Apply(&wire.Placement{Version: 1, Place: []string{"p"}, Fetch: map[string]string{"p": "a:9000"}})
 	if got := <-started; got != "p@a:9000" {
@@ -52,8 +55,11 @@ func TestFetchHoldsRequestsUntilTheKVArrives(t *testing.T) {
 
 // A fetch that never returns is cut at FetchTimeout and the requests run.
 func TestFetchIsBounded(t *testing.T) {
-	b := New(Config{Pod: "b", Addr: "b:8000", FetchTimeout: 20 * time.Millisecond, FetchKV: func(ctx context.Context, id, addr string) {
-		<-ctx.Done()
+	b := New(Config{Pod: "b", Addr: "b:8000", FetchTimeout: 20 * time.Millisecond, FetchKV: func(ctx context.Context, id, addr string, done func()) {
+		go func() {
+			<-ctx.Done()
+			done()
+		}()
 	}})
 	b.Apply(&wire.Placement{Version: 1, Place: []string{"p"}, Fetch: map[string]string{"p": "a:9000"}})
 	r := b.Route("p", true)

@@ -46,12 +46,15 @@ type Config struct {
 	// Restore brings a resumed program's offloaded KV blocks back to the
 	// device ahead of its next request (engine.RestoreSaltedPrefix).
 	Restore func(cacheSalt string, tokens []int32)
-	// FetchKV fetches program id's KV from the pod whose control API is at
-	// controlAddr (control.KVTransfer.Fetch), for a placement's Fetch: the
-	// program's requests are held until it returns or FetchTimeout passes
-	// (ctx), then run, recomputing what did not arrive. nil: placements'
-	// Fetch is ignored and the programs recompute.
-	FetchKV func(ctx context.Context, id, controlAddr string)
+	// FetchKV starts fetching program id's KV from the pod whose control
+	// API is at controlAddr (control.KVTransfer.Fetch), for a placement's
+	// Fetch, and returns at once; it calls done once the fetch has ended,
+	// whichever way (done may run before FetchKV returns). The program's
+	// requests are held until then, and then run, recomputing what did not
+	// arrive. ctx ends at FetchTimeout: the fetch must stop (and call done)
+	// by then. nil: placements' Fetch is ignored and the programs
+	// recompute.
+	FetchKV func(ctx context.Context, id, controlAddr string, done func())
 	// FetchTimeout bounds one FetchKV (default DefaultFetchTimeout).
 	FetchTimeout time.Duration
 	// IdleTimeout ends a program that has been ACTING this long with no
@@ -597,7 +600,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 		t.cfg.Restore(c.salt, c.tokens)
 	}
 	for _, f := range fetch {
-		go t.fetch(f)
+		t.fetch(f)
 	}
 	return true
 }
