@@ -125,10 +125,10 @@ type SchedulerPolicySpec struct {
 	// +optional
 	Fairness Fairness `json:"fairness,omitempty"`
 
-	// kvTransfer moves a program's KV between pods over the pod network
-	// (ProgramAware mode): a program resumed on, or moved off a draining pod
-	// to, a pod other than the one holding its KV has its blocks fetched
-	// from there instead of recomputing its context, when that is faster.
+	// kvTransfer moves a program's KV between pods over the pod network,
+	// when enabled: a program resumed on, or moved off a draining pod to,
+	// a pod other than the one holding its KV has its blocks fetched from
+	// there instead of recomputing its context, when that is faster.
 	// +kubebuilder:default={}
 	// +optional
 	KVTransfer KVTransfer `json:"kvTransfer,omitempty"`
@@ -205,9 +205,17 @@ type Fairness struct {
 // KVTransfer is how the controller weighs moving a program's KV between
 // pods against recomputing it.
 type KVTransfer struct {
+	// enabled turns transfers on. Off by default: on the simulated agent
+	// scenarios they cut the tokens recomputed by a quarter but not the
+	// steps/min, and lengthened the slowest steps on two of three
+	// (docs/benchmarks.md).
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
 	// bandwidthGbps is what one transfer between two pods gets of the pod
 	// network, in Gb/s: the default is a node's two 200 Gb/s NICs. "0"
-	// turns transfers off.
+	// turns transfers off like enabled: false.
 	// +kubebuilder:default=400
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100000

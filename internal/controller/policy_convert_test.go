@@ -25,7 +25,6 @@ func TestConvertPolicy(t *testing.T) {
 		CacheAffinityWait:      time.Minute,
 		ActingOnHost:           true,
 		DeviceOvercommit:       4,
-		KVTransferBandwidth:    50e9,
 		PrefillTokensPerSecond: 20000,
 	}
 	with := func(f func(*placement.Policy)) placement.Policy {
@@ -72,7 +71,7 @@ func TestConvertPolicy(t *testing.T) {
 				ActingOnHost:      true,
 				DeviceOvercommit:  4,
 
-				KVTransferBandwidth: placement.DefaultKVTransferBandwidth, PrefillTokensPerSecond: placement.DefaultPrefillTokensPerSecond,
+				PrefillTokensPerSecond: placement.DefaultPrefillTokensPerSecond,
 			},
 			wantInterval: 2 * time.Second,
 		},
@@ -113,15 +112,27 @@ func TestConvertPolicy(t *testing.T) {
 		},
 		{
 			name: "KV transfers at 100 Gb/s, prefill at 5,000 tokens/s",
-			spec: servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{
+			spec: servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{Enabled: true,
 				BandwidthGbps: ptr.To[int32](100), PrefillTokensPerSecond: ptr.To[int32](5000)}},
 			want:         with(func(p *placement.Policy) { p.KVTransferBandwidth, p.PrefillTokensPerSecond = 12.5e9, 5000 }),
 			wantInterval: 5 * time.Second,
 		},
 		{
-			name:         "KV transfers off",
-			spec:         servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{BandwidthGbps: ptr.To[int32](0)}},
-			want:         with(func(p *placement.Policy) { p.KVTransferBandwidth = 0 }),
+			name:         "KV transfers enabled at the default bandwidth",
+			spec:         servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{Enabled: true}},
+			want:         with(func(p *placement.Policy) { p.KVTransferBandwidth = placement.DefaultKVTransferBandwidth }),
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name:         "KV transfers enabled at 0 Gb/s are off",
+			spec:         servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{Enabled: true, BandwidthGbps: ptr.To[int32](0)}},
+			want:         defaults,
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name:         "a bandwidth without enabled changes nothing",
+			spec:         servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{BandwidthGbps: ptr.To[int32](100)}},
+			want:         defaults,
 			wantInterval: 5 * time.Second,
 		},
 		{

@@ -118,8 +118,8 @@ func TestProcessesResumePausedProgramWithItsKV(t *testing.T) {
 			policy := placement.DefaultPolicy()
 			// Pod a's host tier must not make room on its device.
 			policy.DeviceOvercommit, policy.ActingOnHost = 1, false
-			if !transfer {
-				policy.KVTransferBandwidth = 0
+			if transfer {
+				policy.KVTransferBandwidth = placement.DefaultKVTransferBandwidth
 			}
 			client := control.NewClient(token, 2*time.Second)
 			f, err := New(policy, client, nil)

@@ -72,6 +72,7 @@ func TestKVMoves(t *testing.T) {
 		edit := cases[i].policy
 		cases[i].policy = func(p *Policy) {
 			p.DeviceOvercommit = 1
+			p.KVTransferBandwidth = DefaultKVTransferBandwidth
 			if edit != nil {
 				edit(p)
 			}
@@ -82,6 +83,10 @@ func TestKVMoves(t *testing.T) {
 
 func TestKVMovePolicyValidation(t *testing.T) {
 	p := DefaultPolicy()
+	if p.KVTransferBandwidth != 0 {
+		t.Fatal("transfers are on by default; docs/benchmarks.md says why they are not")
+	}
+	p.KVTransferBandwidth = DefaultKVTransferBandwidth
 	p.PrefillTokensPerSecond = 0
 	if p.Validate() == nil {
 		t.Fatal("transfers on with no prefill rate: valid")
@@ -98,7 +103,9 @@ func TestKVMovePolicyValidation(t *testing.T) {
 
 // A scheduler reused for the next round forgets the last round's fetches.
 func TestKVFetchesAreOneRounds(t *testing.T) {
-	s, err := New(DefaultPolicy())
+	p := DefaultPolicy()
+	p.KVTransferBandwidth = DefaultKVTransferBandwidth
+	s, err := New(p)
 	if err != nil {
 		t.Fatal(err)
 	}

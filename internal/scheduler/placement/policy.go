@@ -96,7 +96,9 @@ type Policy struct {
 	// recomputing the context (PrefillTokensPerSecond); and a program
 	// waiting for room on the pod holding its KV (CacheAffinityWait) stops
 	// waiting and moves once the transfer takes less than the wait it has
-	// left. DefaultPolicy's is a node's 2×200 Gb/s.
+	// left. DefaultPolicy's is 0, off: measured on the agent scenarios it
+	// cut recompute but did not raise throughput (docs/benchmarks.md);
+	// DefaultKVTransferBandwidth is a node's 2×200 Gb/s.
 	KVTransferBandwidth float64
 	// PrefillTokensPerSecond is how fast a pod recomputes a context (its
 	// prefill throughput): what moving a program's KV saves. It must be
@@ -121,7 +123,9 @@ const (
 	DefaultCacheAffinityWait = time.Minute
 	// MaxDeviceOvercommit bounds Policy.DeviceOvercommit.
 	MaxDeviceOvercommit = 8
-	// DefaultKVTransferBandwidth is a node's two 200 Gb/s NICs, in bytes/s.
+	// DefaultKVTransferBandwidth is a node's two 200 Gb/s NICs, in bytes/s:
+	// SchedulerPolicy kvTransfer.bandwidthGbps's default, used when
+	// transfers are enabled.
 	DefaultKVTransferBandwidth = 2 * 200e9 / 8
 	// DefaultPrefillTokensPerSecond is a prefill throughput of an 8B model
 	// on an H100 class GPU, kept low: at it a transfer pays whenever a
@@ -133,7 +137,8 @@ const (
 // DefaultPolicy returns ProgramAware mode with the seed's settings: acting
 // weight 1, 100 buffer tokens per program, decay off (half-life 60 s when
 // turned on), a 30-minute pause limit, a one-minute cache affinity wait, and
-// ACTING programs' KV counted on a pod's host tier where it has one.
+// ACTING programs' KV counted on a pod's host tier where it has one, and no
+// KV transfers between pods.
 func DefaultPolicy() Policy {
 	return Policy{
 		Mode:                   ModeProgramAware,
@@ -144,7 +149,6 @@ func DefaultPolicy() Policy {
 		CacheAffinityWait:      DefaultCacheAffinityWait,
 		ActingOnHost:           true,
 		DeviceOvercommit:       4,
-		KVTransferBandwidth:    DefaultKVTransferBandwidth,
 		PrefillTokensPerSecond: DefaultPrefillTokensPerSecond,
 	}
 }
