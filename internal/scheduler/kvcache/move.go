@@ -90,17 +90,8 @@ func (m *Manager) Import(dst []ImportedBlock, salt Salt, tokens []int32, from, n
 	if len(chain) == from+n {
 		return dst, nil
 	}
-	// Hold the chain's free device blocks and pin its host blocks, as
-	// Restore does: taking blocks for the import must not evict the chain
-	// it extends.
-	held := m.restoreScratch[:0]
-	for _, l := range chain {
-		if id := BlockID(l); !l.onHost() && m.blocks[id].ref == 0 {
-			m.acquire(id)
-			held = append(held, id)
-		}
-	}
-	m.pinHost(chain)
+	// Taking blocks for the import must not evict the chain it extends.
+	held := m.holdChain(chain)
 	parent, parentUID := root, uint64(0)
 	if k := len(chain); k > 0 {
 		r := m.regAt(chain[k-1])
@@ -145,12 +136,7 @@ func (m *Manager) Import(dst []ImportedBlock, salt Salt, tokens []int32, from, n
 		m.imported++
 	}
 	m.unpinHost()
-	for i := len(held) - 1; i >= 0; i-- {
-		if m.release(held[i]) {
-			m.pushTail(held[i])
-		}
-	}
-	m.restoreScratch = held[:0]
+	m.releaseHeld(held)
 	return dst, nil
 }
 

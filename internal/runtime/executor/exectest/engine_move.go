@@ -143,22 +143,3 @@ func CheckEngineMovesKV(t *testing.T, m *model.Model, blockSize int, newExec New
 		}
 	})
 }
-
-// drainUsage reads a stream to its end and returns its tokens and usage.
-func drainUsage(t *testing.T, s *engine.Stream) ([]int32, engine.Usage) {
-	t.Helper()
-	var toks []int32
-	for {
-		c, err := s.Next(context.Background())
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		toks = append(toks, c.TokenIDs...)
-		if c.Done {
-			if c.Err != nil {
-				t.Fatalf("request failed: %v", c.Err)
-			}
-			return toks, c.Usage
-		}
-	}
-}
