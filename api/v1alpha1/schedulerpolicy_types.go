@@ -125,6 +125,14 @@ type SchedulerPolicySpec struct {
 	// +optional
 	Fairness Fairness `json:"fairness,omitempty"`
 
+	// kvTransfer moves a program's KV between pods over the pod network,
+	// when enabled: a program resumed on, or moved off a draining pod to,
+	// a pod other than the one holding its KV has its blocks fetched from
+	// there instead of recomputing its context, when that is faster.
+	// +kubebuilder:default={}
+	// +optional
+	KVTransfer KVTransfer `json:"kvTransfer,omitempty"`
+
 	// queue tunes each pod's request queue.
 	// +optional
 	Queue *QueueSpec `json:"queue,omitempty"`
@@ -192,6 +200,38 @@ type Fairness struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="cacheAffinityWait must be between 0s and 24h"
 	// +optional
 	CacheAffinityWait *metav1.Duration `json:"cacheAffinityWait,omitempty"`
+}
+
+// KVTransfer is how the controller weighs moving a program's KV between
+// pods against recomputing it.
+type KVTransfer struct {
+	// enabled turns transfers on. Off by default: on the simulated agent
+	// scenarios they cut the tokens recomputed by a quarter but not the
+	// steps/min, and lengthened the slowest steps on two of three
+	// (docs/benchmarks.md).
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// bandwidthGbps is what one transfer between two pods gets of the pod
+	// network, in Gb/s: the default is a node's two 200 Gb/s NICs. "0"
+	// turns transfers off like enabled: false.
+	// +kubebuilder:default=400
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	BandwidthGbps *int32 `json:"bandwidthGbps,omitempty"`
+
+	// prefillTokensPerSecond is how fast a pod recomputes a context (its
+	// prefill throughput): a transfer is asked for when it takes less than
+	// recomputing, and a program waiting for room on the pod holding its
+	// KV (fairness.cacheAffinityWait) moves once the transfer takes less
+	// than the wait left.
+	// +kubebuilder:default=20000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000000
+	// +optional
+	PrefillTokensPerSecond *int32 `json:"prefillTokensPerSecond,omitempty"`
 }
 
 // QueueSpec tunes a pod's request queue.

@@ -168,17 +168,43 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err != nil {
 		return err
 	}
+	// kvMove serves this pod's programs' KV to the other pods and fetches
+	// theirs (the control port's GET /v1/kv, placements' fetch).
+	var kvMove *control.KVTransfer
+	var bytesPerToken int64
+	if f, ok := eng.BlockFormat(); ok {
+		bytesPerToken = f.Geometry.BytesPerToken()
+	}
 	table := programs.New(programs.Config{
 		Pod: podName(o), Addr: advertiseAddr(o, ln.Addr()), IdleTimeout: o.ProgramIdle, Logger: log,
 		MaxProgramsPerOwner: o.MaxProgramsPerKey,
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
-				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken}
 		},
 		Offload: func(salt string, tokens []int32) { eng.OffloadSaltedPrefix(salt, tokens) },
 		Restore: func(salt string, tokens []int32) { eng.RestoreSaltedPrefix(salt, tokens) },
+		FetchKV: func(ctx context.Context, id, addr string, done func()) {
+			go func() {
+				defer done()
+				start := time.Now()
+				n, err := kvMove.Fetch(ctx, control.NewClient(controlToken, programs.DefaultFetchTimeout), addr, id)
+				if err != nil {
+					log.Warn("KV fetch from another pod failed or was cut short; the rest is recomputed",
+						"program", id, "from", addr, "blocks", n, "err", err)
+					return
+				}
+				log.Info("fetched a program's KV from another pod", "program", id, "from", addr, "blocks", n,
+					"elapsed", time.Since(start).Round(time.Millisecond))
+			}()
+		},
 	})
+	kvMetrics, err := control.NewKVMetrics(reg)
+	if err != nil {
+		return err
+	}
+	kvMove = &control.KVTransfer{Engine: eng, Table: table, Metrics: kvMetrics, Logger: log}
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
@@ -191,7 +217,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		_ = ln.Close()
 		return err
 	}
-	stopControl, err := serveControl(ctx, o, table, controlToken, log)
+	stopControl, err := serveControl(ctx, o, table, kvMove, controlToken, log)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -293,7 +319,7 @@ func curlCommand(addr net.Addr, model string, auth bool) string {
 
 // serveControl starts the control API (when a token is configured) and the
 // program table's timers; the returned func stops both.
-func serveControl(ctx context.Context, o *options, table *programs.Table, token string, log *slog.Logger) (func(), error) {
+func serveControl(ctx context.Context, o *options, table *programs.Table, kv *control.KVTransfer, token string, log *slog.Logger) (func(), error) {
 	tickCtx, stopTick := context.WithCancel(ctx)
 	go func() {
 		t := time.NewTicker(time.Second)
@@ -316,7 +342,9 @@ func serveControl(ctx context.Context, o *options, table *programs.Table, token 
 		stopTick()
 		return nil, fmt.Errorf("control API: %w", err)
 	}
-	srv := control.NewServer(control.Handler(table, token), log)
+	routes := control.Routes(table)
+	kv.AddRoutes(routes)
+	srv := control.NewServer(control.Authorize(token, routes), log)
 	go func() { _ = srv.Serve(control.GuardListener(ln, control.MaxUnauthenticatedConns)) }()
 	log.Info("control API listening", "addr", ln.Addr().String())
 	return func() {

@@ -89,6 +89,15 @@ func convertPolicy(spec *servingv1alpha1.SchedulerPolicySpec) (fleetPolicy, erro
 	p.WaitAging = durationOr(spec.Fairness.WaitAging, defaultWaitAging)
 	p.FairnessBound = durationOr(spec.Fairness.Bound, defaultFairnessBound)
 	p.CacheAffinityWait = durationOr(spec.Fairness.CacheAffinityWait, defaultCacheAffinityWait)
+	if kt := spec.KVTransfer; kt.Enabled {
+		p.KVTransferBandwidth = placement.DefaultKVTransferBandwidth
+		if kt.BandwidthGbps != nil {
+			p.KVTransferBandwidth = float64(*kt.BandwidthGbps) * 1e9 / 8
+		}
+		if kt.PrefillTokensPerSecond != nil {
+			p.PrefillTokensPerSecond = float64(*kt.PrefillTokensPerSecond)
+		}
+	}
 	if err := p.Validate(); err != nil {
 		return fleetPolicy{}, err
 	}

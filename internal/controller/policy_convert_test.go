@@ -25,6 +25,7 @@ func TestConvertPolicy(t *testing.T) {
 		CacheAffinityWait:      time.Minute,
 		ActingOnHost:           true,
 		DeviceOvercommit:       4,
+		PrefillTokensPerSecond: 20000,
 	}
 	with := func(f func(*placement.Policy)) placement.Policy {
 		p := defaults
@@ -69,6 +70,8 @@ func TestConvertPolicy(t *testing.T) {
 				CacheAffinityWait: placement.DefaultCacheAffinityWait,
 				ActingOnHost:      true,
 				DeviceOvercommit:  4,
+
+				PrefillTokensPerSecond: placement.DefaultPrefillTokensPerSecond,
 			},
 			wantInterval: 2 * time.Second,
 		},
@@ -105,6 +108,31 @@ func TestConvertPolicy(t *testing.T) {
 			name:         "device overcommit 250%",
 			spec:         servingv1alpha1.SchedulerPolicySpec{DeviceOvercommitPercent: ptr.To[int32](250)},
 			want:         with(func(p *placement.Policy) { p.DeviceOvercommit = 2.5 }),
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name: "KV transfers at 100 Gb/s, prefill at 5,000 tokens/s",
+			spec: servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{Enabled: true,
+				BandwidthGbps: ptr.To[int32](100), PrefillTokensPerSecond: ptr.To[int32](5000)}},
+			want:         with(func(p *placement.Policy) { p.KVTransferBandwidth, p.PrefillTokensPerSecond = 12.5e9, 5000 }),
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name:         "KV transfers enabled at the default bandwidth",
+			spec:         servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{Enabled: true}},
+			want:         with(func(p *placement.Policy) { p.KVTransferBandwidth = placement.DefaultKVTransferBandwidth }),
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name:         "KV transfers enabled at 0 Gb/s are off",
+			spec:         servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{Enabled: true, BandwidthGbps: ptr.To[int32](0)}},
+			want:         defaults,
+			wantInterval: 5 * time.Second,
+		},
+		{
+			name:         "a bandwidth without enabled changes nothing",
+			spec:         servingv1alpha1.SchedulerPolicySpec{KVTransfer: servingv1alpha1.KVTransfer{BandwidthGbps: ptr.To[int32](100)}},
+			want:         defaults,
 			wantInterval: 5 * time.Second,
 		},
 		{

@@ -65,7 +65,10 @@ type Summary struct {
 	// Pauses counts programs paused; Moves those moved off a draining pod
 	// to another in the same round (paused there, placed elsewhere).
 	Pauses, Marks, Resumes, Moves int
-	ForceResumed                  int
+	// KVFetches counts the programs placed with their KV fetched from the
+	// pod that held it (placement.PodDecision.Fetch).
+	KVFetches    int
+	ForceResumed int
 	// FairnessPauses counts the programs the fairness bound paused or
 	// marked this round; OldestWait is how long the longest-waiting
 	// paused program has waited (0 when none waits).
@@ -232,7 +235,7 @@ func (f *Fleet) merge(r *round) {
 		pr.summary.HostTokens = int64(rep.KV.HostTotalBlocks) * int64(rep.KV.BlockSize)
 		pr.summary.HostUsedTokens = int64(rep.KV.HostUsedBlocks) * int64(rep.KV.BlockSize)
 		r.snap.Pods = append(r.snap.Pods, placement.Pod{Name: name, Ready: pr.pod.Ready, Draining: pr.pod.Draining,
-			CapacityTokens: pr.summary.CapacityTokens, HostTokens: pr.summary.HostTokens})
+			CapacityTokens: pr.summary.CapacityTokens, HostTokens: pr.summary.HostTokens, KVBytesPerToken: rep.KV.BytesPerToken})
 		for j := range rep.Programs {
 			mergeProgram(r.merged, &rep.Programs[j], name)
 		}
@@ -341,6 +344,7 @@ func (f *Fleet) count(r *round) {
 			}
 		}
 		sum.Marks += len(d.Mark)
+		sum.KVFetches += len(d.Fetch)
 		for _, id := range d.Place {
 			if r.wasPaused[id] {
 				sum.Resumes++
@@ -405,6 +409,14 @@ func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, un
 		BufferTokensPerProgram: f.policy.BufferTokensPerProgram,
 		Capacity: &wire.CapacityModel{ActingTokenWeight: f.policy.ActingTokenWeight, ActingOnHost: f.policy.ActingOnHost,
 			DeviceOvercommit: f.policy.DeviceOvercommit},
+	}
+	for _, fe := range d.Fetch {
+		if src := r.pods[fe.From]; src != nil && src.pod.ControlAddr != "" {
+			if pl.Fetch == nil {
+				pl.Fetch = map[string]string{}
+			}
+			pl.Fetch[fe.Program] = src.pod.ControlAddr
+		}
 	}
 	if last := f.pushed[pr.pod.Name]; last > 0 && last == f.version-1 {
 		pl.Routes, pl.Unroute = delta, unroute

@@ -50,6 +50,7 @@ type stepResult struct {
 	step     int
 	servedBy string
 	tokens   int
+	cached   int // prompt tokens found in the prefix cache (--enable-prompt-tokens-details)
 	err      error
 }
 
@@ -65,7 +66,7 @@ func step(ctx context.Context, addr, program string, n, stepNo int) stepResult {
 
 func stepN(ctx context.Context, addr, program string, n, stepNo, maxTokens int) stepResult {
 	r, err := utiltesting.AgentStep(ctx, addr, program, n, maxTokens)
-	return stepResult{program: program, step: stepNo, servedBy: r.ServedBy, tokens: r.Tokens, err: err}
+	return stepResult{program: program, step: stepNo, servedBy: r.ServedBy, tokens: r.Tokens, cached: r.CachedTokens, err: err}
 }
 
 // loop runs fleet rounds every interval until stopped.

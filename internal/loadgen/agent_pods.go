@@ -40,6 +40,9 @@ type agentPod struct {
 	draining, gone bool
 	// lastBusy is when its last iteration ended.
 	lastBusy time.Duration
+	// nic is its node's network link (AgentSetup.NICBandwidth), nil when
+	// transfers are not charged.
+	nic *sim.NetLink
 }
 
 // Now is the pool's virtual time: the clock of the program tables (the
@@ -71,13 +74,18 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 	}
 	name := fmt.Sprintf("pod-%d", i)
 	pd := &agentPod{name: name, addr: name + ":8000", eng: eng, clk: clk, x: x}
+	var bytesPerToken int64
+	if f, ok := eng.BlockFormat(); ok {
+		bytesPerToken = f.Geometry.BytesPerToken()
+	}
 	pd.table = programs.New(programs.Config{
 		Pod: name, Addr: pd.addr, Clock: a, Logger: discardLogger,
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
-				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed}
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken}
 		},
+		FetchKV: func(_ context.Context, id, addr string, done func()) { a.fetchKV(pd, id, addr, done) },
 		Offload: func(salt string, tokens []int32) {
 			if host == 0 && a.s.PauseKeepsLRU {
 				return

@@ -131,6 +131,13 @@ type AgentSetup struct {
 	// it requests, the fleet loop moves its programs off it, and it leaves
 	// the pool once nothing runs or waits there.
 	DrainAt time.Duration
+	// NICBandwidth is each node's network bandwidth, bytes/s each way,
+	// over which pods move programs' KV when the placement tells a pod to
+	// fetch it (Policy.KVTransferBandwidth): a transfer takes its turn on
+	// the sending node's link and the receiving one's (sim.NetLink), while
+	// the program's request waits. Nodes are Topology.GPUsPerNode pods
+	// (one a pod when unset). 0: transfers are not charged.
+	NICBandwidth float64
 }
 
 // HostTopology is how the pool's GPUs reach host memory: GPUsPerSwitch
@@ -189,6 +196,12 @@ type AgentResult struct {
 	// Pauses, Resumes, Moves and FairnessPauses are the fleet loop's
 	// counts (fleet.Summary) over the window's rounds.
 	Pauses, Resumes, Moves, FairnessPauses int
+	// KVFetches counts the programs whose KV a pod fetched from another
+	// in the window, KVMovedBlocks the blocks that arrived, and KVMoveTime
+	// the transfers' time on the network (summed).
+	KVFetches     int
+	KVMovedBlocks int64
+	KVMoveTime    time.Duration
 	// HeldAtEnd counts programs whose request was held (by a gate, or
 	// waiting for a worker under WorkerCap) when the window closed;
 	// MaxWait is the longest any step in the window waited before it
@@ -283,6 +296,9 @@ type agentSim struct {
 	// the window opened.
 	windowStats []kvcache.Stats
 	windowBusy  []sim.Busy
+	// fetches are the KV transfers between pods under way, ending at
+	// their at.
+	fetches []pendingFetch
 	// onEvent, if set, runs after every event; onRound after every fleet
 	// round (tests check invariants).
 	onEvent func()
@@ -315,11 +331,16 @@ func newAgentSim(w AgentWorkload, s AgentSetup) (*agentSim, error) {
 	}
 	a.fleet = f
 	links := s.Topology.links(s.Pods)
+	var nic *sim.NetLink
 	for i := range s.Pods {
 		pd, err := a.newPod(i, links[i])
 		if err != nil {
 			return nil, err
 		}
+		if per := max(s.Topology.GPUsPerNode, 1); i%per == 0 && s.NICBandwidth > 0 {
+			nic = &sim.NetLink{Bandwidth: s.NICBandwidth}
+		}
+		pd.nic = nic
 		a.byName[pd.name], a.byAddr[pd.addr] = i, i
 		a.pods = append(a.pods, pd)
 	}
@@ -371,6 +392,7 @@ const (
 	evRound
 	evTick
 	evReady
+	evFetch
 	evPod
 )
 
@@ -399,6 +421,9 @@ func (a *agentSim) run() error {
 		due(nextTick, evTick)
 		if len(a.ready) > 0 {
 			due(a.ready[0].readyAt, evReady)
+		}
+		for _, f := range a.fetches {
+			due(f.at, evFetch)
 		}
 		for i, pd := range a.pods {
 			if run, wait := pd.eng.Pending(); run+wait > 0 {
@@ -431,6 +456,10 @@ func (a *agentSim) run() error {
 				if err := a.issue(p); err != nil {
 					return err
 				}
+			}
+		case evFetch:
+			if err := a.fetchesLanded(); err != nil {
+				return err
 			}
 		case evWindow:
 			// Counters from here on are the window's: snapshot the caches'

@@ -24,8 +24,13 @@ func agentSetup(mode placement.Mode, pods int) AgentSetup {
 	policy := placement.DefaultPolicy()
 	policy.Mode = mode
 	return AgentSetup{Replica: replica, Pods: pods, Policy: policy, Interval: 5 * time.Second,
-		Warmup: 3 * time.Minute, Window: 10 * time.Minute, Seed: 1}
+		Warmup: 3 * time.Minute, Window: 10 * time.Minute, Seed: 1, NICBandwidth: benchNIC}
 }
+
+// benchNIC is a node's two 200 Gb/s NICs, bytes/s each way: what moving a
+// program's KV between pods is charged (pods of one node too, which would
+// use NVLink: an overcharge).
+const benchNIC = 2 * 200e9 / 8
 
 // benchTopology is an 8-GPU node (HGX H100/H200): a PCIe Gen5 x16 switch
 // per 2 GPUs, whose 64 GB/s uplink they share, and two sockets of 8-channel
@@ -62,6 +67,13 @@ func noHostTier(s *AgentSetup) {
 	}
 }
 
+// baselineMode is Default mode as a pool without kvpilot's scheduling
+// runs: no KV moves between pods either (the product's Default mode would
+// still move a drained program's KV when the policy turns transfers on).
+func baselineMode(s *AgentSetup) {
+	s.Policy.Mode, s.Policy.KVTransferBandwidth = placement.ModeDefault, 0
+}
+
 // Arms. Each scenario gives its pods their hardware (host tier sizes,
 // accelerators); an arm changes only what it names.
 var (
@@ -69,15 +81,13 @@ var (
 	// (Default mode: the gate runs a new program where the Service sends
 	// it unless another pod has more room).
 	armDefault = agentArm{name: "Default", baseline: true, apply: func(s *AgentSetup) {
-		s.Policy.Mode = placement.ModeDefault
+		baselineMode(s)
 		noHostTier(s)
 	}}
 	// armSpill: Default with the engine's host tier, spill on eviction
 	// (completed blocks the device evicts are copied to host memory and
 	// come back on a hit): what vLLM's OffloadingConnector or LMCache give.
-	armSpill = agentArm{name: "Default+spill", baseline: true, apply: func(s *AgentSetup) {
-		s.Policy.Mode = placement.ModeDefault
-	}}
+	armSpill = agentArm{name: "Default+spill", baseline: true, apply: baselineMode}
 	// armKvpilot: the shipped SchedulerPolicy defaults (placement.DefaultPolicy)
 	// with the same host tier.
 	armKvpilot = agentArm{name: "kvpilot", apply: func(s *AgentSetup) {
@@ -102,11 +112,28 @@ var (
 		armKvpilotNoHost.apply(s)
 		s.PauseKeepsLRU = true
 	}}
+	// armKvTransfer is kvpilot with KV transfers between pods set the
+	// other way from the shipped default (SchedulerPolicy kvTransfer):
+	// labelled with what it runs.
+	armKvTransfer = func() agentArm {
+		if placement.DefaultPolicy().KVTransferBandwidth > 0 {
+			return agentArm{name: "kvpilot kvTransfer=off", apply: func(s *AgentSetup) {
+				s.Policy = placement.DefaultPolicy()
+				s.Policy.KVTransferBandwidth = 0
+			}}
+		}
+		return agentArm{name: "kvpilot kvTransfer=400Gb/s", apply: func(s *AgentSetup) {
+			s.Policy = placement.DefaultPolicy()
+			s.Policy.KVTransferBandwidth = placement.DefaultKVTransferBandwidth
+			s.Policy.PrefillTokensPerSecond = placement.DefaultPrefillTokensPerSecond
+		}}
+	}()
 	// armOracle bounds steps/min from above: Default placement with device
 	// KV that never fills (2^19 blocks a pod, checked: nothing is evicted
 	// or preempted), so every step's prompt hits the cache.
 	armOracle = agentArm{name: "Oracle (KV never full)", apply: func(s *AgentSetup) {
-		s.Policy.Mode, s.DeviceBlocks = placement.ModeDefault, 1<<19
+		baselineMode(s)
+		s.DeviceBlocks = 1 << 19
 		noHostTier(s)
 	}}
 )
@@ -244,6 +271,9 @@ func (sc agentScenario) arms() []agentArm {
 		arms = append(arms, capArm(c))
 	}
 	arms = append(arms, armKvpilot)
+	if len(sc.only) == 0 || slices.Contains(sc.only, armKvTransfer.name) {
+		arms = append(arms, armKvTransfer)
+	}
 	arms = append(arms, sc.extra...)
 	if len(sc.only) == 0 || slices.Contains(sc.only, armOracle.name) {
 		arms = append(arms, armOracle)
@@ -464,9 +494,9 @@ func scenarioSummary(sc agentScenario, results map[string]*armResult, order []st
 }
 
 func printAgentHeader() {
-	fmt.Printf("%-28s %9s %15s %6s %8s %11s %11s %8s %8s %13s %7s %7s %7s %9s %9s\n",
+	fmt.Printf("%-28s %9s %15s %6s %8s %11s %11s %8s %8s %13s %7s %7s %7s %9s %9s %8s %10s\n",
 		"arm", "steps/min", "(seeds' range)", "hit", "preempt", "recomputed", "fresh", "p50", "p99", "(p99 range)",
-		"pauses", "resumes", "held", "max wait", "makespan")
+		"pauses", "resumes", "held", "max wait", "makespan", "kv moves", "kv blocks")
 }
 
 func printAgentRow(r *armResult) {
@@ -478,7 +508,7 @@ func printAgentRow(r *armResult) {
 	for _, x := range r.runs {
 		maxWait = max(maxWait, x.MaxWait)
 	}
-	fmt.Printf("%-28s %9.1f %15s %5.1f%% %8.0f %11.0f %11.0f %8v %8v %13s %7.0f %7.0f %7.1f %9v %9s\n",
+	fmt.Printf("%-28s %9.1f %15s %5.1f%% %8.0f %11.0f %11.0f %8v %8v %13s %7.0f %7.0f %7.1f %9v %9s %8.0f %10.0f\n",
 		r.arm.name, r.mean(stepsPerMin), fmt.Sprintf("%.1f–%.1f", lo, hi),
 		100*sum(func(x *AgentResult) float64 { return x.PrefixHitRate }),
 		sum(func(x *AgentResult) float64 { return float64(x.Preemptions) }),
@@ -489,7 +519,9 @@ func printAgentRow(r *armResult) {
 		sum(func(x *AgentResult) float64 { return float64(x.Pauses) }),
 		sum(func(x *AgentResult) float64 { return float64(x.Resumes) }),
 		sum(func(x *AgentResult) float64 { return float64(x.HeldAtEnd) }),
-		maxWait.Round(time.Second), makespanCol(r, n))
+		maxWait.Round(time.Second), makespanCol(r, n),
+		sum(func(x *AgentResult) float64 { return float64(x.KVFetches) }),
+		sum(func(x *AgentResult) float64 { return float64(x.KVMovedBlocks) }))
 }
 
 func makespanCol(r *armResult, n float64) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -62,6 +63,17 @@ func ValidatePlacement(p *wire.Placement) error {
 		}
 		if err := checkAddr(addr); err != nil {
 			return fieldErr(fmt.Sprintf("routes[%q]", id), "%s", err)
+		}
+	}
+	for id, addr := range p.Fetch {
+		if err := programs.CheckScopedID(id); err != nil {
+			return fieldErr("fetch", "program id %q: %s", id, err)
+		}
+		if !slices.Contains(p.Place, id) {
+			return fieldErr(fmt.Sprintf("fetch[%q]", id), "the program is not in place")
+		}
+		if err := checkAddr(addr); err != nil {
+			return fieldErr(fmt.Sprintf("fetch[%q]", id), "%s", err)
 		}
 	}
 	for addr := range p.Room {

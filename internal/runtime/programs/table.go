@@ -7,6 +7,7 @@
 package programs
 
 import (
+	"context"
 	"log/slog"
 	"sort"
 	"sync"
@@ -22,6 +23,10 @@ const (
 	DefaultIdleTimeout = 10 * time.Minute
 	DefaultMaxPause    = placement.DefaultMaxPauseDuration
 	DefaultBuffer      = placement.DefaultBufferTokensPerProgram
+	// DefaultFetchTimeout bounds a KV fetch from another pod: a 30k-token
+	// context of Llama-3-8B is 4 GB, 0.1 s at 2×200 Gb/s and 3 s at 10
+	// Gb/s; past the bound, recomputing is the faster way.
+	DefaultFetchTimeout = 30 * time.Second
 )
 
 // Config configures a Table.
@@ -41,6 +46,17 @@ type Config struct {
 	// Restore brings a resumed program's offloaded KV blocks back to the
 	// device ahead of its next request (engine.RestoreSaltedPrefix).
 	Restore func(cacheSalt string, tokens []int32)
+	// FetchKV starts fetching program id's KV from the pod whose control
+	// API is at controlAddr (control.KVTransfer.Fetch), for a placement's
+	// Fetch, and returns at once; it calls done once the fetch has ended,
+	// whichever way (done may run before FetchKV returns). The program's
+	// requests are held until then, and then run, recomputing what did not
+	// arrive. ctx ends at FetchTimeout: the fetch must stop (and call done)
+	// by then. nil: placements' Fetch is ignored and the programs
+	// recompute.
+	FetchKV func(ctx context.Context, id, controlAddr string, done func())
+	// FetchTimeout bounds one FetchKV (default DefaultFetchTimeout).
+	FetchTimeout time.Duration
 	// IdleTimeout ends a program that has been ACTING this long with no
 	// request (default 10 min).
 	IdleTimeout time.Duration
@@ -125,6 +141,9 @@ type entry struct {
 	// waitingRoom: a new program held because no pod had room; it runs
 	// here as soon as this pod has room again (see admitWaitingLocked).
 	waitingRoom bool
+	// fetching: its KV is being fetched from another pod (Config.FetchKV);
+	// its requests wait for it.
+	fetching bool
 }
 
 // Table is the pod's program table. It is safe for concurrent use.
@@ -142,6 +161,8 @@ type Table struct {
 	mode placement.Mode
 	// capacity is the gate's capacity model (capacity.go).
 	capacity capacityState
+	// moved keeps the contexts of programs that moved away (kv_move.go).
+	moved movedContexts
 }
 
 // New builds an empty table.
@@ -160,6 +181,9 @@ func New(cfg Config) *Table {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = DefaultFetchTimeout
 	}
 	if cfg.Offload == nil {
 		cfg.Offload = func(string, []int32) {}
@@ -233,6 +257,12 @@ func (t *Table) RouteFor(owner Owner, id string, forwarded bool) Route {
 		e.placed, e.runningSince = true, now
 	}
 	switch {
+	case e.fetching && e.placed && e.state == placement.StateActive:
+		// Its KV is on its way from another pod: running now would
+		// recompute it. Held without a pause: the fetch is bounded.
+		e.held++
+		t.nHeld++
+		return Route{Kind: Hold, Wait: e.wake}
 	case e.state == placement.StatePaused:
 		if forwarded && !e.placed {
 			break // the sender resumed it here; our view is stale
@@ -465,6 +495,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	}
 	t.applyCapacityLocked(p.Capacity)
 	var offload, restore []kvContext
+	var fetch []fetchJob
 	for _, id := range p.Release {
 		if e := t.progs[id]; e != nil {
 			e.state, e.marked = placement.StateTerminated, false
@@ -517,6 +548,9 @@ func (t *Table) Apply(p *wire.Placement) bool {
 			continue
 		}
 		// Placed on another pod: its requests go there now.
+		if e.placed {
+			t.moved.put(id, kvContext{e.salt, e.tokens})
+		}
 		e.placed, e.marked, e.waitingRoom = false, false, false
 		e.state, e.pausedSince = placement.StateActive, time.Time{}
 		if e.held > 0 {
@@ -530,6 +564,10 @@ func (t *Table) Apply(p *wire.Placement) bool {
 		e := t.progs[id]
 		if e == nil {
 			e = t.newEntry(id, ownerOfID(id), now)
+		}
+		if addr := p.Fetch[id]; addr != "" && t.cfg.FetchKV != nil && !e.fetching {
+			e.fetching = true
+			fetch = append(fetch, fetchJob{id, addr})
 		}
 		if e.placed && e.state == placement.StatePaused && len(e.tokens) > 0 {
 			// Resumed where its KV was offloaded: bring it back now, so the
@@ -560,6 +598,9 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	}
 	for _, c := range restore {
 		t.cfg.Restore(c.salt, c.tokens)
+	}
+	for _, f := range fetch {
+		t.fetch(f)
 	}
 	return true
 }

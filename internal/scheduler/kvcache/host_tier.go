@@ -273,16 +273,7 @@ func (m *Manager) RestoreSalted(salt Salt, tokens []int32) (restored int) {
 		return 0
 	}
 	chain := m.matchPrefix(m.root(salt), tokens, len(tokens)/m.blockSize)
-	held := m.restoreScratch[:0]
-	// Hold the chain's free device blocks so allocating cannot evict them,
-	// and pin its host blocks so the spills of those allocations cannot.
-	for _, l := range chain {
-		if id := BlockID(l); !l.onHost() && m.blocks[id].ref == 0 {
-			m.acquire(id)
-			held = append(held, id)
-		}
-	}
-	m.pinHost(chain)
+	held := m.holdChain(chain)
 	defer m.unpinHost()
 	for _, l := range chain {
 		if !l.onHost() {
@@ -294,15 +285,37 @@ func (m *Manager) RestoreSalted(salt Salt, tokens []int32) (restored int) {
 		held = append(held, m.restore(l.slot()))
 		restored++
 	}
-	// Back to the free list as cached contents, the deepest block nearest
-	// the head, as Free leaves a finished sequence's chain.
+	m.releaseHeld(held)
+	return restored
+}
+
+// holdChain holds chain's free device blocks, so allocating cannot evict
+// them, and pins its host blocks, so the spills of those allocations
+// cannot (until unpinHost); it returns the held blocks (scratch), to which
+// the caller may append the blocks it allocates and then hands them to
+// releaseHeld.
+func (m *Manager) holdChain(chain []loc) []BlockID {
+	held := m.restoreScratch[:0]
+	for _, l := range chain {
+		if id := BlockID(l); !l.onHost() && m.blocks[id].ref == 0 {
+			m.acquire(id)
+			held = append(held, id)
+		}
+	}
+	m.pinHost(chain)
+	return held
+}
+
+// releaseHeld puts held blocks back on the free list as cached contents,
+// the deepest block nearest the head, as Free leaves a finished sequence's
+// chain.
+func (m *Manager) releaseHeld(held []BlockID) {
 	for i := len(held) - 1; i >= 0; i-- {
 		if m.release(held[i]) {
 			m.pushTail(held[i])
 		}
 	}
 	m.restoreScratch = held[:0]
-	return restored
 }
 
 // restore moves the registration in host slot into a newly allocated device

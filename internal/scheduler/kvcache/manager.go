@@ -86,6 +86,7 @@ type Manager struct {
 	offloaded, restored     int64 // blocks moved to and from the host tier
 	spilled                 int64 // offloaded blocks that were device evictions
 	evicted                 int64 // cached contents allocate took a block from
+	imported                int64 // blocks registered by Import
 }
 
 // New returns a Manager with all blocks free.

@@ -23,6 +23,8 @@ type Stats struct {
 	// from (spilled to the host tier or dropped): zero means every prefix
 	// ever registered stayed on the device until reused or released.
 	Evicted int64
+	// Imported counts blocks another pod's KV was written into (Import).
+	Imported int64
 }
 
 // Stats returns the current statistics.
@@ -42,6 +44,7 @@ func (m *Manager) Stats() Stats {
 		Restored:  m.restored,
 		Spilled:   m.spilled,
 		Evicted:   m.evicted,
+		Imported:  m.imported,
 	}
 }
 

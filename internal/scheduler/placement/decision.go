@@ -49,8 +49,17 @@ type PodDecision struct {
 	Mark []string
 	// Unmark lists programs whose earlier mark no longer holds.
 	Unmark []string
+	// Fetch lists, by program id, the programs of Place whose KV this pod
+	// fetches from another pod before they run (Policy.KVTransferBandwidth).
+	Fetch []Fetch
 	// Capacity is the pod's capacity after the decision.
 	Capacity Capacity
+}
+
+// Fetch is a program to fetch the KV of.
+type Fetch struct {
+	// Program is the program's id; From the pod that holds its KV.
+	Program, From string
 }
 
 // Capacity is a pod's KV capacity in tokens:
@@ -116,6 +125,7 @@ func (d *Decision) Clone() *Decision {
 			Pause:    cloneIDs(p.Pause),
 			Mark:     cloneIDs(p.Mark),
 			Unmark:   cloneIDs(p.Unmark),
+			Fetch:    slices.Clone(p.Fetch),
 			Capacity: p.Capacity,
 		}
 	}
@@ -142,6 +152,7 @@ func (d *Decision) reset(pods []podState) {
 		p.Pause = p.Pause[:0]
 		p.Mark = p.Mark[:0]
 		p.Unmark = p.Unmark[:0]
+		p.Fetch = p.Fetch[:0]
 		p.Capacity = Capacity{}
 	}
 	d.Paused = d.Paused[:0]

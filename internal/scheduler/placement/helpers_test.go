@@ -116,6 +116,8 @@ type outcome struct {
 	Place, Pause, Mark, Unmark map[string][]string
 	Paused, ForceResumed       []string
 	FairnessPaused             []string
+	// Fetch is each pod's KV fetches (Policy.KVTransferBandwidth).
+	Fetch map[string][]Fetch
 }
 
 func outcomeOf(d *Decision) outcome {
@@ -134,6 +136,12 @@ func outcomeOf(d *Decision) outcome {
 		add(&o.Pause, p.Pod, p.Pause)
 		add(&o.Mark, p.Pod, p.Mark)
 		add(&o.Unmark, p.Pod, p.Unmark)
+		if len(p.Fetch) > 0 {
+			if o.Fetch == nil {
+				o.Fetch = map[string][]Fetch{}
+			}
+			o.Fetch[p.Pod] = p.Fetch
+		}
 	}
 	o.Paused, o.ForceResumed, o.FairnessPaused = d.Paused, d.ForceResumed, d.FairnessPaused
 	return o

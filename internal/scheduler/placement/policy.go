@@ -88,6 +88,22 @@ type Policy struct {
 	// turns it off; pods without a host tier are never overcommitted.
 	// DefaultPolicy's 4 is the SchedulerPolicy default (see its field).
 	DeviceOvercommit float64
+	// KVTransferBandwidth is what moving a paused program's KV between two
+	// pods gets of the pod network, in bytes/s; 0 turns moves off. When a
+	// program resumes (or leaves a draining pod) on a pod other than the
+	// one holding its KV, the placement tells the new pod to fetch the
+	// blocks from the old one (PodDecision.Fetch) if that takes less than
+	// recomputing the context (PrefillTokensPerSecond); and a program
+	// waiting for room on the pod holding its KV (CacheAffinityWait) stops
+	// waiting and moves once the transfer takes less than the wait it has
+	// left. DefaultPolicy's is 0, off: measured on the agent scenarios it
+	// cut recompute but did not raise throughput (docs/benchmarks.md);
+	// DefaultKVTransferBandwidth is a node's 2×200 Gb/s.
+	KVTransferBandwidth float64
+	// PrefillTokensPerSecond is how fast a pod recomputes a context (its
+	// prefill throughput): what moving a program's KV saves. It must be
+	// positive when KVTransferBandwidth is.
+	PrefillTokensPerSecond float64
 }
 
 // Defaults of DefaultPolicy.
@@ -107,12 +123,22 @@ const (
 	DefaultCacheAffinityWait = time.Minute
 	// MaxDeviceOvercommit bounds Policy.DeviceOvercommit.
 	MaxDeviceOvercommit = 8
+	// DefaultKVTransferBandwidth is a node's two 200 Gb/s NICs, in bytes/s:
+	// SchedulerPolicy kvTransfer.bandwidthGbps's default, used when
+	// transfers are enabled.
+	DefaultKVTransferBandwidth = 2 * 200e9 / 8
+	// DefaultPrefillTokensPerSecond is a prefill throughput of an 8B model
+	// on an H100 class GPU, kept low: at it a transfer pays whenever a
+	// token's KV is under DefaultKVTransferBandwidth/it = 2.5 MB (every
+	// model served on one GPU).
+	DefaultPrefillTokensPerSecond = 20000
 )
 
 // DefaultPolicy returns ProgramAware mode with the seed's settings: acting
 // weight 1, 100 buffer tokens per program, decay off (half-life 60 s when
 // turned on), a 30-minute pause limit, a one-minute cache affinity wait, and
-// ACTING programs' KV counted on a pod's host tier where it has one.
+// ACTING programs' KV counted on a pod's host tier where it has one, and no
+// KV transfers between pods.
 func DefaultPolicy() Policy {
 	return Policy{
 		Mode:                   ModeProgramAware,
@@ -123,6 +149,7 @@ func DefaultPolicy() Policy {
 		CacheAffinityWait:      DefaultCacheAffinityWait,
 		ActingOnHost:           true,
 		DeviceOvercommit:       4,
+		PrefillTokensPerSecond: DefaultPrefillTokensPerSecond,
 	}
 }
 
@@ -145,6 +172,10 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("placement policy: cache affinity wait %v: must not be negative", p.CacheAffinityWait)
 	case math.IsNaN(p.DeviceOvercommit) || p.DeviceOvercommit < 1 || p.DeviceOvercommit > MaxDeviceOvercommit:
 		return fmt.Errorf("placement policy: device overcommit %v: want a value in [1, %d]", p.DeviceOvercommit, MaxDeviceOvercommit)
+	case math.IsNaN(p.KVTransferBandwidth) || p.KVTransferBandwidth < 0:
+		return fmt.Errorf("placement policy: KV transfer bandwidth %v: must not be negative", p.KVTransferBandwidth)
+	case p.KVTransferBandwidth > 0 && !(p.PrefillTokensPerSecond > 0):
+		return fmt.Errorf("placement policy: prefill tokens per second %v: must be positive when KV transfers are on", p.PrefillTokensPerSecond)
 	case p.FairnessBound < 0:
 		return fmt.Errorf("placement policy: fairness bound %v: must not be negative", p.FairnessBound)
 	}

@@ -98,7 +98,34 @@ func (s *Scheduler) waitsForCache(ps *progState, at int32, now time.Time) bool {
 	if k < 0 || k == at || w <= 0 || !s.pods[k].serving || s.pods[k].host <= 0 {
 		return false
 	}
-	return !ps.waitSince.IsZero() && now.Sub(ps.waitSince) < w
+	if ps.waitSince.IsZero() {
+		return false
+	}
+	left := w - now.Sub(ps.waitSince)
+	// Moving its KV to at costs the transfer; waiting, up to what is left
+	// of the wait. (An unknown wait start never waits, above.)
+	if s.movesKV(k, at) && s.transferTime(ps, k) < left {
+		return false
+	}
+	return left > 0
+}
+
+// movesKV reports whether a program's KV is worth moving from pod from to
+// pod at rather than recomputed there: both pods move blocks of the same
+// size, and one token's KV crosses the network faster than a pod
+// recomputes it (Policy.KVTransferBandwidth, PrefillTokensPerSecond). Both
+// times grow with the context alike, so the comparison is per token.
+func (s *Scheduler) movesKV(from, at int32) bool {
+	bpt := s.pods[from].kvBytesPerToken
+	bw := s.policy.KVTransferBandwidth
+	return bw > 0 && bpt > 0 && bpt == s.pods[at].kvBytesPerToken &&
+		float64(bpt)/bw < 1/s.policy.PrefillTokensPerSecond
+}
+
+// transferTime is how long moving ps's context from pod from takes.
+func (s *Scheduler) transferTime(ps *progState, from int32) time.Duration {
+	sec := float64(ps.footprint) * float64(s.pods[from].kvBytesPerToken) / s.policy.KVTransferBandwidth
+	return time.Duration(sec * float64(time.Second))
 }
 
 // mostRemaining returns the serving pod other than skip with at least

@@ -52,6 +52,8 @@ type podState struct {
 	draining    bool
 	// serving pods take new programs: ready and not draining.
 	serving bool
+	// kvBytesPerToken is Pod.KVBytesPerToken (0: moves no KV).
+	kvBytesPerToken int64
 }
 
 func (p *podState) remaining() int64 { return p.total - p.used }
@@ -72,9 +74,10 @@ type progState struct {
 	// pod is the program's pod, -1 while waiting.
 	pod int32
 	// cachedOn is the pod that may hold its KV cache while it waits, -1
-	// when unknown.
-	cachedOn int32
-	class    uint8
+	// when unknown. kvOn is the same, or the draining pod it is moved off:
+	// where a fetch of its KV comes from.
+	cachedOn, kvOn int32
+	class          uint8
 	// acting: the reported status is ACTING.
 	acting bool
 	// markedIn is the reported mark; marked is the mark after the round.
@@ -166,6 +169,8 @@ func (s *Scheduler) load(snap Snapshot, now time.Time) error {
 			name:  p.Name,
 			total: p.CapacityTokens,
 			host:  p.HostTokens,
+
+			kvBytesPerToken: p.KVBytesPerToken,
 			// All ACTING tokens count until chargeActingOnHost says otherwise.
 			actingShare: 1,
 			ready:       p.Ready,
@@ -271,6 +276,7 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		footprint: s.footprint(p),
 		pod:       -1,
 		cachedOn:  -1,
+		kvOn:      -1,
 		class:     classOf(p),
 		acting:    p.Status == StatusActing,
 		markedIn:  p.MarkedForPause,
@@ -285,7 +291,7 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 	}
 	if at < 0 {
 		if i, ok := s.podIndex[p.CachedOn]; ok && p.CachedOn != "" {
-			ps.cachedOn = i
+			ps.cachedOn, ps.kvOn = i, i
 		}
 		ps.charge = ps.footprint
 		ps.waitSince = p.PausedSince
@@ -301,7 +307,7 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		// very round. Its wait starts now, so it is not force-resumed. Its
 		// cache is on the draining pod: no affinity.
 		s.dec.Pods[at].Pause = append(s.dec.Pods[at].Pause, p.ID)
-		ps.cachedOn = -1
+		ps.cachedOn, ps.kvOn = -1, at
 		ps.charge = ps.footprint
 		s.progs = append(s.progs, ps)
 		return
@@ -370,6 +376,9 @@ func (s *Scheduler) place(idx, at int32) {
 	pod.resumeUsed += ps.charge
 	pod.programs++
 	s.dec.Pods[at].Place = append(s.dec.Pods[at].Place, ps.id)
+	if from := ps.kvOn; from >= 0 && from != at && s.movesKV(from, at) {
+		s.dec.Pods[at].Fetch = append(s.dec.Pods[at].Fetch, Fetch{Program: ps.id, From: s.pods[from].name})
+	}
 }
 
 // report fills in capacity, the waiting programs and the replica count
@@ -385,6 +394,7 @@ func (s *Scheduler) report() {
 		slices.Sort(d.Pause)
 		slices.Sort(d.Mark)
 		slices.Sort(d.Unmark)
+		slices.SortFunc(d.Fetch, func(a, b Fetch) int { return strings.Compare(a.Program, b.Program) })
 	}
 	for i := range s.progs {
 		if ps := &s.progs[i]; ps.pod < 0 {

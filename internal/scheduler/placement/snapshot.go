@@ -81,6 +81,13 @@ type Pod struct {
 	// room on that pod (Policy.CacheAffinityWait) only when it has one;
 	// without one the paused KV is likely evicted and waiting buys nothing.
 	HostTokens int64
+	// KVBytesPerToken is what one token of KV takes on the pod when it can
+	// send and receive programs' KV blocks over the pod network (the
+	// control port's transfer); 0 when it cannot (a pod of an older
+	// version, or an executor that cannot move blocks). A program moves
+	// with its KV only between pods of equal KVBytesPerToken (same model,
+	// KV type and geometry; block size is checked by the pods themselves).
+	KVBytesPerToken int64
 }
 
 // Program is one agent program as reported by the pods: placed ones by the
@@ -161,6 +168,8 @@ func (p *Pod) validate() error {
 		return fmt.Errorf("%w: pod with no name", ErrInvalidSnapshot)
 	case p.CapacityTokens < 0:
 		return fmt.Errorf("%w: pod %q: negative capacity %d", ErrInvalidSnapshot, p.Name, p.CapacityTokens)
+	case p.KVBytesPerToken < 0:
+		return fmt.Errorf("%w: pod %q: negative KV bytes per token %d", ErrInvalidSnapshot, p.Name, p.KVBytesPerToken)
 	case p.HostTokens < 0:
 		return fmt.Errorf("%w: pod %q: negative host tokens %d", ErrInvalidSnapshot, p.Name, p.HostTokens)
 	}

@@ -32,6 +32,11 @@ type KVReport struct {
 	// device room to resume.
 	HostTotalBlocks int `json:"hostTotalBlocks,omitempty"`
 	HostUsedBlocks  int `json:"hostUsedBlocks,omitempty"`
+	// BytesPerToken is one token's KV in bytes when the pod can send and
+	// receive programs' KV blocks (GET /v1/kv on its control port, and
+	// Placement.Fetch); absent (0) from a pod that cannot, including pods
+	// older than the KV transfer, so the controller never asks them to.
+	BytesPerToken int64 `json:"bytesPerToken,omitempty"`
 }
 
 // CapacityTokens is blocks × block size.
@@ -105,6 +110,13 @@ type Placement struct {
 	// Capacity is the policy's capacity model, so the pod's gate charges
 	// programs as the controller does; absent keeps the pod's current one.
 	Capacity *CapacityModel `json:"capacity,omitempty"`
+	// Fetch maps programs of Place to the control address (host:port) of
+	// the pod holding their KV: this pod fetches the blocks from there
+	// (GET /v1/kv) before their requests run, and recomputes what does not
+	// arrive. The controller sends it only to pods that report
+	// KVReport.BytesPerToken: a pod older than this field refuses a
+	// placement naming it (unknown field, 400).
+	Fetch map[string]string `json:"fetch,omitempty"`
 }
 
 // CapacityModel is what a program charges a pod (placement.CapacityModel;

@@ -137,6 +137,14 @@ func submit(t *testing.T, e *engine.Engine, r *engine.Request) *engine.Stream {
 // drain reads a finished request's stream to its end.
 func drain(t *testing.T, s *engine.Stream) []int32 {
 	t.Helper()
+	toks, _ := drainUsage(t, s)
+	return toks
+}
+
+// drainUsage reads a finished request's stream to its end and returns its
+// tokens and usage.
+func drainUsage(t *testing.T, s *engine.Stream) ([]int32, engine.Usage) {
+	t.Helper()
 	var toks []int32
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -150,7 +158,7 @@ func drain(t *testing.T, s *engine.Stream) []int32 {
 			if c.Err != nil {
 				t.Fatalf("request failed: %v", c.Err)
 			}
-			return toks
+			return toks, c.Usage
 		}
 	}
 }

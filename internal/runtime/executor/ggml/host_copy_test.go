@@ -87,3 +87,16 @@ func TestEngineRestoresBesideIterations(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineMovesKV: see exectest.CheckEngineMovesKV; ggml's blocks move
+// as backend tensor runs, for every KV cache type.
+func TestEngineMovesKV(t *testing.T) {
+	m := randomModel(t, wideHeads()["llama"], model.Q8_0, 31)
+	for _, d := range allKVTypes {
+		withKV(t, d, func(t *testing.T) {
+			exectest.CheckEngineMovesKV(t, m, testBlockSize, func(t testing.TB, blocks int) batch.Executor {
+				return newTestExec(t, m, blocks)
+			})
+		})
+	}
+}

@@ -198,3 +198,22 @@ func TestKVDTypeSizesTheCache(t *testing.T) {
 		t.Errorf("64 decodes at 8k context: Q8_0 %v, BF16 %v, F32 %v; want fewer KV bytes to be faster", step[kvcache.DTypeQ8_0], step[kvcache.DTypeBF16], step[kvcache.DTypeF32])
 	}
 }
+
+// A KV transfer between pods takes its bytes over the slower of the two
+// nodes' links, and transfers through one link take turns.
+func TestKVTransferTime(t *testing.T) {
+	x := newTestExec(t, "H100-SXM", "llama-3.1-8b", Options{Virtual: clock.NewVirtual(time.Unix(0, 0))})
+	a, b := &NetLink{Bandwidth: 50e9}, &NetLink{Bandwidth: 25e9}
+	// 30,000 tokens of 128 KiB: 3.93 GB, 157 ms at 25 GB/s.
+	want := time.Duration(math.Ceil(30000*131072/25e9*1e9)) + netLatency
+	if got := x.KVTransferTime(30000, a, b); got != want {
+		t.Fatalf("first transfer: %v, want %v", got, want)
+	}
+	// A second one through b waits for the first.
+	if got := x.KVTransferTime(30000, a, b); got != 2*want-netLatency {
+		t.Fatalf("second transfer: %v, want %v", got, 2*want-netLatency)
+	}
+	if got := x.KVTransferTime(0, a, b); got != 0 {
+		t.Fatalf("empty transfer: %v", got)
+	}
+}

@@ -1,0 +1,228 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/control/kvstream"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// KVPath serves a program's cached KV blocks to another pod of the pool:
+// GET /v1/kv?program=<id> streams them in the kvstream format. Like every
+// control endpoint it needs the pool's token.
+const KVPath = "/v1/kv"
+
+// KVEngine is what moving KV needs of the engine (engine.Engine).
+type KVEngine interface {
+	BlockFormat() (batch.BlockFormat, bool)
+	CachedChainBlocks(salt kvcache.Salt, tokens []int32) int
+	ExportBlocks(ctx context.Context, salt kvcache.Salt, tokens []int32, from, n int, dst []byte) (int, []byte, error)
+	ImportBlocks(ctx context.Context, format batch.BlockFormat, salt kvcache.Salt, tokens []int32, from, n int, data []byte) (int, error)
+}
+
+// KVTransfer moves programs' KV between this pod and the others: it serves
+// the blocks of the programs this pod ran (AddRoutes) and fetches those of
+// programs that resume here (Fetch).
+type KVTransfer struct {
+	Engine  KVEngine
+	Table   *programs.Table
+	Metrics *KVMetrics // nil: none
+	Logger  *slog.Logger
+}
+
+// AddRoutes adds the KV endpoint to a control API mux (Routes'), to be
+// served behind Authorize.
+func (k *KVTransfer) AddRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+KVPath, k.serve)
+}
+
+func (k *KVTransfer) log() *slog.Logger {
+	if k.Logger == nil {
+		return slog.Default()
+	}
+	return k.Logger
+}
+
+// serve streams program's cached chain, chunk by chunk: each chunk holds
+// the engine between two iterations only while it is read, and the write
+// deadline moves on with each chunk, so a long context streams within the
+// server's bounds; a client that leaves stops the stream.
+func (k *KVTransfer) serve(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("program")
+	if id == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "kv: the program query parameter is required", "field": "program"})
+		return
+	}
+	format, ok := k.Engine.BlockFormat()
+	if !ok {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "kv: this pod's executor cannot move KV blocks"})
+		return
+	}
+	cacheSalt, tokens, ok := k.Table.KVContext(id)
+	salt := kvcache.SaltOf(cacheSalt)
+	n := 0
+	if ok {
+		n = k.Engine.CachedChainBlocks(salt, tokens)
+	}
+	if n == 0 {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("kv: no cached KV of program %q on this pod", id)})
+		return
+	}
+	tokens = tokens[:n*format.BlockSize]
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	sent, err := k.stream(r.Context(), w, rc, format, salt, tokens)
+	k.Metrics.observe("out", sent, format.BlockBytes(), err)
+	if err != nil {
+		k.log().Warn("KV transfer to another pod cut short", "program", id, "blocks", sent, "of", n, "err", err)
+	}
+}
+
+func (k *KVTransfer) stream(ctx context.Context, w io.Writer, rc *http.ResponseController, format batch.BlockFormat,
+	salt kvcache.Salt, tokens []int32) (int, error) {
+	// Headers, token ids and each chunk get WriteTimeout each.
+	_ = rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	enc, err := kvstream.NewEncoder(w, &kvstream.Header{Format: format, Salt: salt, Tokens: tokens})
+	if err != nil {
+		return 0, err
+	}
+	total, chunk := len(tokens)/format.BlockSize, kvstream.ChunkBlocks(format)
+	var buf []byte
+	sent := 0
+	for sent < total {
+		if err := ctx.Err(); err != nil {
+			return sent, err
+		}
+		n, data, err := k.Engine.ExportBlocks(ctx, salt, tokens, sent, min(chunk, total-sent), buf)
+		if err != nil {
+			return sent, err
+		}
+		if n == 0 {
+			break // evicted since the header: the receiver gets a shorter chain
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+		if err := enc.Chunk(n, data); err != nil {
+			return sent, err
+		}
+		sent += n
+		buf = data
+	}
+	if err := enc.End(); err != nil {
+		return sent, err
+	}
+	return sent, rc.Flush()
+}
+
+// Fetch pulls program id's KV from the pod whose control API is at addr
+// into this pod's engine, chunk by chunk as it arrives (memory is bounded
+// by one chunk). It returns how many blocks are now cached here. A failed,
+// refused or cut transfer is not fatal: what arrived whole is a usable
+// prefix, and the program's next request recomputes the rest. The
+// transfer stops when ctx is done, when the source leaves, or when this
+// pod's cache has no room for more.
+func (k *KVTransfer) Fetch(ctx context.Context, c *Client, addr, id string) (int, error) {
+	got, blockBytes, err := k.fetch(ctx, c, addr, id)
+	k.Metrics.observe("in", got, blockBytes, err)
+	return got, err
+}
+
+// fetch is Fetch; it also returns the bytes of one block.
+func (k *KVTransfer) fetch(ctx context.Context, c *Client, addr, id string) (blocks, blockBytes int, err error) {
+	own, ok := k.Engine.BlockFormat()
+	if !ok {
+		return 0, 0, errors.New("kv fetch: this pod's executor cannot move KV blocks")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // closes the connection: the source stops
+	u := "http://" + addr + KVPath + "?program=" + url.QueryEscape(id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kv fetch %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return 0, 0, &StatusError{Method: http.MethodGet, URL: addr + KVPath, Code: resp.StatusCode, Status: resp.Status,
+			Message: strings.TrimSpace(string(msg))}
+	}
+	dec, err := kvstream.NewDecoder(resp.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kv fetch %s: %w", addr, err)
+	}
+	h := dec.Header()
+	if err := own.Compatible(h.Format); err != nil {
+		return 0, 0, fmt.Errorf("kv fetch %s: refusing the blocks: %w", addr, err)
+	}
+	have, size := 0, h.Format.BlockBytes()
+	for {
+		n, data, err := dec.Next()
+		if err == io.EOF {
+			return have, size, nil
+		}
+		if err != nil {
+			return have, size, fmt.Errorf("kv fetch %s: after %d blocks: %w", addr, have, err)
+		}
+		got, err := k.Engine.ImportBlocks(ctx, h.Format, h.Salt, h.Tokens, have, n, data)
+		have += got
+		if err != nil {
+			return have, size, fmt.Errorf("kv fetch %s: %w", addr, err)
+		}
+		if got < n {
+			return have, size, nil // no room for more here
+		}
+	}
+}
+
+// KVMetrics count the blocks moved between pods.
+type KVMetrics struct {
+	blocks, bytes, transfers, failures *prometheus.CounterVec
+}
+
+// NewKVMetrics registers the KV transfer metrics on reg.
+func NewKVMetrics(reg prometheus.Registerer) (*KVMetrics, error) {
+	vec := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"direction"})
+	}
+	m := &KVMetrics{
+		blocks:    vec("kvpilot_kv_transfer_blocks_total", "KV blocks moved between pods: out (served to another pod), in (fetched into this one)."),
+		bytes:     vec("kvpilot_kv_transfer_bytes_total", "Bytes of KV block contents moved between pods, by direction."),
+		transfers: vec("kvpilot_kv_transfers_total", "Programs' KV transfers between pods, by direction."),
+		failures:  vec("kvpilot_kv_transfer_failures_total", "KV transfers between pods that failed or were cut short (the rest is recomputed), by direction."),
+	}
+	for _, c := range []prometheus.Collector{m.blocks, m.bytes, m.transfers, m.failures} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register KV transfer metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *KVMetrics) observe(dir string, blocks, blockBytes int, err error) {
+	if m == nil {
+		return
+	}
+	m.transfers.WithLabelValues(dir).Inc()
+	m.blocks.WithLabelValues(dir).Add(float64(blocks))
+	m.bytes.WithLabelValues(dir).Add(float64(blocks * blockBytes))
+	if err != nil {
+		m.failures.WithLabelValues(dir).Inc()
+	}
+}
