@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
@@ -42,10 +41,7 @@ func TestGateAndControllerComputeTheSameRoom(t *testing.T) {
 			a.table.Started("thinking", 7000, "")
 			policy := placement.DefaultPolicy()
 			tc.policy(&policy)
-			f, err := New(policy, control.NewClient(token, 2*time.Second), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := newFleet(t, policy)
 			pods := []Pod{a.fleetPod(), b.fleetPod()}
 			for round := range 3 {
 				sum, err := f.Round(context.Background(), pods, clk.Now())

@@ -56,6 +56,17 @@ func find(r wire.Report, id string) wire.ProgramReport {
 	return wire.ProgramReport{}
 }
 
+// newFleet is a fleet loop for policy that talks to the test pods with
+// their control token.
+func newFleet(t *testing.T, policy placement.Policy) *Fleet {
+	t.Helper()
+	f, err := New(policy, control.NewClient(token, 2*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func TestRoundPausesOverflowAndResumesElsewhere(t *testing.T) {
 	clk := clock.NewVirtual(time.Unix(10_000, 0))
 	a := newPod(t, "a", 16000, clk)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -37,11 +36,7 @@ func TestProcessesMoveKVOffADrainingPod(t *testing.T) {
 			b := startPod(t, "pod-b", 64, "--enable-prompt-tokens-details")
 			policy := placement.DefaultPolicy()
 			policy.KVTransferBandwidth = tc.bandwidth
-			client := control.NewClient(token, 2*time.Second)
-			f, err := New(policy, client, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := newFleet(t, policy)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			const prog = "agent-m"
@@ -121,11 +116,7 @@ func TestProcessesResumePausedProgramWithItsKV(t *testing.T) {
 			if transfer {
 				policy.KVTransferBandwidth = placement.DefaultKVTransferBandwidth
 			}
-			client := control.NewClient(token, 2*time.Second)
-			f, err := New(policy, client, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := newFleet(t, policy)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			pods := []Pod{a.fleetPod(), b.fleetPod()}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
@@ -24,10 +23,7 @@ func TestRoundReportsOldestWaitAndHostTier(t *testing.T) {
 	// device overcommit the host tier would hold them and nobody would wait.
 	policy := placement.DefaultPolicy()
 	policy.ActingOnHost, policy.DeviceOvercommit = false, 1
-	f, err := New(policy, control.NewClient(token, 2*time.Second), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFleet(t, policy)
 	pods := []Pod{a.fleetPod()}
 	sum, err := f.Round(context.Background(), pods, clk.Now())
 	if err != nil {
