@@ -158,6 +158,15 @@ func capArm(perPod int) agentArm {
 	}}
 }
 
+// kvpilotCapArm is kvpilot's shipped defaults behind the agent framework's
+// worker cap of perPod programs a pod: both, as a user could run them.
+func kvpilotCapArm(perPod int) agentArm {
+	return agentArm{name: fmt.Sprintf("kvpilot cap %d/pod", perPod), apply: func(s *AgentSetup) {
+		armKvpilot.apply(s)
+		s.WorkerCap = perPod
+	}}
+}
+
 // agentScenario is one pool and workload where scheduling decides.
 type agentScenario struct {
 	name     string
@@ -203,7 +212,7 @@ func agentScenarios() []agentScenario {
 	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
 		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
-			knobArm(1, true), knobArm(8, false)}})
+			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32)}})
 
 	// S2: a mixed pool, 2×H100 and 2×H200, 25 GiB of host each.
 	s2 := agentSetup(placement.ModeDefault, 4)
@@ -213,7 +222,7 @@ func agentScenarios() []agentScenario {
 		s2.Profiles = append(s2.Profiles, PodProfile{Accelerator: acc, HostBlocks: hostBlocks(25)})
 	}
 	out = append(out, agentScenario{name: "S2 mixed H100/H200", workload: LongToolOutputs(192), setup: s2,
-		caps: []int{16, 24, 32, 48}})
+		caps: []int{16, 24, 32, 48}, extra: []agentArm{kvpilotCapArm(24), kvpilotCapArm(32)}})
 
 	// S3: a rollout wave, open loop, and a drain.
 	pods3, progs3 := 16, 1024

@@ -28,9 +28,13 @@
 //     not, longest-waiting first.
 //  3. Resume. The other waiting programs are ordered by class (held: a
 //     request is waiting and step > 1; then new: step ≤ 1; then idle: ACTING
-//     with no request), then by footprint, largest first, then by id. Each
+//     with no request), then by footprint, smallest first, then by id. Each
 //     goes to the pod with the most remaining capacity, if it fits there;
-//     that pod is re-chosen after every placement (best-fit decreasing).
+//     that pod is re-chosen after every placement. Smallest first, unlike
+//     the seed's best-fit decreasing, resumes the most programs the room
+//     holds: every running program adds steps, whatever its context, so
+//     on the agent scenarios it did more steps a minute (docs/benchmarks.md,
+//     "Resume order"), at the cost of a longer wait for the largest.
 //     One exception, beyond the seed: a program whose KV cache may still be
 //     on a pod (Program.CachedOn, where it last ran) goes back there when it
 //     fits, since resuming elsewhere recomputes its whole context; and
@@ -79,9 +83,9 @@
 // enough for it with the most remaining capacity. Programs of lower classes
 // are not placed on the reserved pod in that round, so capacity freed there
 // accumulates for the waiting program, while lower classes keep using every
-// other pod. Programs of the same class still backfill smaller gaps (the
-// seed's best-fit decreasing). A program larger than every pod reserves
-// nothing: only a force-resume places it.
+// other pod. Programs of the same class still take the gaps left on other
+// pods. A program larger than every pod reserves nothing: only a
+// force-resume places it.
 //
 // # Default mode
 //

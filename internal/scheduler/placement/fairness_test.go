@@ -130,9 +130,9 @@ func TestWaitAging(t *testing.T) {
 		return func(p *Policy) { p.BufferTokensPerProgram = 0; p.WaitAging = a }
 	}
 	snap := []*programBuilder{
-		prog("held", 600).held().paused(t0.Add(-time.Minute)),
+		prog("held", 900).held().paused(t0.Add(-time.Minute)),
 		// New (class 1) but waiting 10 minutes.
-		prog("fresh", 900).steps(1).held().paused(t0.Add(-10 * time.Minute)),
+		prog("fresh", 600).steps(1).held().paused(t0.Add(-10 * time.Minute)),
 	}
 	runRounds(t, []roundCase{{
 		name:   "off: classes alone order the resume",
@@ -141,7 +141,7 @@ func TestWaitAging(t *testing.T) {
 		progs:  snap,
 		want:   outcome{Place: onPod("a", "held"), Paused: ids("fresh")},
 	}, {
-		name:   "a program that waited long enough is aged into the held class, larger first",
+		name:   "a program that waited long enough is aged into the held class, smaller first",
 		policy: aging(5 * time.Minute),
 		pods:   []Pod{pod("a", 1000)},
 		progs:  snap,

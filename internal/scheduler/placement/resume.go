@@ -31,7 +31,8 @@ func (s *Scheduler) forceResume(now time.Time) {
 	}
 }
 
-// resume places waiting programs by class, then best-fit decreasing, with one
+// resume places waiting programs by class, then smallest first (the most
+// programs in the room there is), each where it fits best, with one
 // reservation against starvation (step 3; see the package comment).
 func (s *Scheduler) resume(now time.Time) {
 	s.cands = s.cands[:0]
@@ -43,7 +44,7 @@ func (s *Scheduler) resume(now time.Time) {
 	if len(s.cands) == 0 {
 		return
 	}
-	slices.SortFunc(s.cands, byClassLargestFirst)
+	slices.SortFunc(s.cands, byClassSmallestFirst)
 
 	reserved, reservedFor := int32(-1), uint8(0)
 	// best and bestOther (best but the reserved pod) change only when a

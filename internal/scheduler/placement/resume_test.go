@@ -36,7 +36,7 @@ func TestResume(t *testing.T) {
 		},
 		want: outcome{Place: onPod("a", "held"), Paused: ids("new")},
 	}, {
-		name:   "largest first onto the pod with the most room, re-chosen after each placement",
+		name:   "smallest first onto the pod with the most room, re-chosen after each placement",
 		policy: noBuffer,
 		pods:   []Pod{pod("a", 1000), pod("b", 800)},
 		progs: []*programBuilder{
@@ -45,8 +45,11 @@ func TestResume(t *testing.T) {
 			prog("p500", 500).paused(ago),
 			prog("p600", 600).paused(ago),
 		},
-		// p600→a (a 400, b 800), p500→b (b 300), p300→a (a 100), p200→b.
-		want: outcome{Place: map[string][]string{"a": {"p300", "p600"}, "b": {"p200", "p500"}}},
+		// p200→a (a 800, b 800), p300→a (first by name on the tie; a 500),
+		// p500→b (b 300), p600 fits nowhere and waits: three programs run
+		// where largest first would run p600 and p500 and leave p300 and
+		// p200 for the gaps.
+		want: outcome{Place: map[string][]string{"a": {"p200", "p300"}, "b": {"p500"}}, Paused: ids("p600")},
 	}, {
 		name:   "a program goes back to the pod holding its cache when it fits there",
 		policy: noBuffer,
@@ -56,9 +59,9 @@ func TestResume(t *testing.T) {
 			prog("p500", 500).paused(ago).cachedOn("b"),
 			prog("p300", 300).paused(ago).cachedOn("gone"),
 		},
-		// p600→b (its cache; b 200 left), p500 does not fit b: most room, a
-		// (a 500); p300's pod is gone: most room, a.
-		want: outcome{Place: map[string][]string{"a": {"p300", "p500"}, "b": {"p600"}}},
+		// p300's pod is gone: most room, a (a 700); p500→b (its cache; b
+		// 300 left); p600 does not fit b: most room, a.
+		want: outcome{Place: map[string][]string{"a": {"p300", "p600"}, "b": {"p500"}}},
 	}, {
 		name:   "cache affinity does not take a pod reserved for a higher class",
 		policy: noBuffer,
