@@ -214,6 +214,16 @@ func agentScenarios() []agentScenario {
 		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
 			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32)}})
 
+	// S1a, S1b: S1's pool and load with one phase each, for the best
+	// fixed cap of each phase (S1's single cap must serve both).
+	for _, ph := range []struct {
+		name string
+		w    AgentWorkload
+	}{{"S1a S1's pool, swe-bench-like only", SWEBenchLike(256)}, {"S1b S1's pool, long tool outputs only", LongToolOutputs(256)}} {
+		out = append(out, agentScenario{name: ph.name, workload: ph.w, setup: s1,
+			caps: []int{16, 24, 32}, only: []string{armSpill.name, armKvpilot.name}})
+	}
+
 	// S2: a mixed pool, 2×H100 and 2×H200, 25 GiB of host each.
 	s2 := agentSetup(placement.ModeDefault, 4)
 	s2.Warmup, s2.Window = scale(3*time.Minute), scale(10*time.Minute)
