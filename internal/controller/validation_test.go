@@ -107,6 +107,16 @@ var _ = Describe("API validation", func() {
 			"waitAging must be between 0s and 24h"),
 		Entry("a negative aging rate", func() client.Object { return policy().AgingRate("-1").Obj() },
 			"agingRate must be a non-negative decimal number"),
+		Entry("a negative KV transfer bandwidth", func() client.Object {
+			sp := policy().Obj()
+			sp.Spec.KVTransfer = servingv1alpha1.KVTransfer{Enabled: true, BandwidthGbps: ptr.To[int32](-1)}
+			return sp
+		}, "spec.kvTransfer.bandwidthGbps: Invalid value: -1"),
+		Entry("a zero prefill rate for KV transfers", func() client.Object {
+			sp := policy().Obj()
+			sp.Spec.KVTransfer = servingv1alpha1.KVTransfer{Enabled: true, PrefillTokensPerSecond: ptr.To[int32](0)}
+			return sp
+		}, "spec.kvTransfer.prefillTokensPerSecond: Invalid value: 0"),
 		Entry("too many stop strings", func() client.Object {
 			return policy().Stop("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17").Obj()
 		}, "must have at most 16 items"),
@@ -131,6 +141,9 @@ var _ = Describe("API validation", func() {
 		Expect(sp.Spec.ActingTokenDecay.HalfLife).To(HaveValue(Equal(metav1.Duration{Duration: time.Minute})))
 		Expect(sp.Spec.Fairness.WaitAging).To(HaveValue(Equal(metav1.Duration{Duration: time.Minute})))
 		Expect(sp.Spec.Fairness.Bound).To(HaveValue(Equal(metav1.Duration{Duration: 0})))
+		Expect(sp.Spec.KVTransfer.Enabled).To(BeFalse(), "KV transfers are off by default")
+		Expect(sp.Spec.KVTransfer.BandwidthGbps).To(HaveValue(BeEquivalentTo(400)))
+		Expect(sp.Spec.KVTransfer.PrefillTokensPerSecond).To(HaveValue(BeEquivalentTo(20000)))
 
 		fair := utiltesting.MakeSchedulerPolicy("fair", ns).Fairness(30*time.Second, 2*time.Minute).Obj()
 		Expect(k8sClient.Create(ctx, fair)).To(Succeed(), "a bound between interval and maxPauseDuration is valid")
