@@ -180,6 +180,16 @@ type Fairness struct {
 	// +optional
 	WaitAging *metav1.Duration `json:"waitAging,omitempty"`
 
+	// resumeFirstAfter bounds waiting without pausing anyone: within a
+	// class, paused programs resume smallest first (the room runs the most
+	// programs), so the largest would wait longest; one that has waited
+	// longer than resumeFirstAfter resumes before the others of its class.
+	// "0s" turns it off.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="resumeFirstAfter must be between 0s and 24h"
+	// +optional
+	ResumeFirstAfter *metav1.Duration `json:"resumeFirstAfter,omitempty"`
+
 	// bound is time-sliced fairness between programs: a program with a
 	// request waiting that has been paused longer than bound is resumed
 	// first, and if it fits on no pod, the program that has run longest

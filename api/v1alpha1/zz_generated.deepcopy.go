@@ -157,6 +157,11 @@ func (in *Fairness) DeepCopyInto(out *Fairness) {
 		*out = new(metav1.Duration)
 		**out = **in
 	}
+	if in.ResumeFirstAfter != nil {
+		in, out := &in.ResumeFirstAfter, &out.ResumeFirstAfter
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	if in.Bound != nil {
 		in, out := &in.Bound, &out.Bound
 		*out = new(metav1.Duration)

@@ -21,7 +21,8 @@ const (
 	defaultMaxPauseDuration  = placement.DefaultMaxPauseDuration
 	defaultBufferPerProgram  = placement.DefaultBufferTokensPerProgram
 	defaultActingTokenWeight = placement.DefaultActingTokenWeight
-	defaultWaitAging         = 60 * time.Second
+	defaultWaitAging         = placement.DefaultWaitAging
+	defaultResumeFirstAfter  = placement.DefaultResumeFirstAfter
 	defaultFairnessBound     = 0
 	defaultCacheAffinityWait = placement.DefaultCacheAffinityWait
 )
@@ -87,6 +88,7 @@ func convertPolicy(spec *servingv1alpha1.SchedulerPolicySpec) (fleetPolicy, erro
 	}
 	p.MaxPauseDuration = durationOr(spec.MaxPauseDuration, defaultMaxPauseDuration)
 	p.WaitAging = durationOr(spec.Fairness.WaitAging, defaultWaitAging)
+	p.ResumeFirstAfter = durationOr(spec.Fairness.ResumeFirstAfter, defaultResumeFirstAfter)
 	p.FairnessBound = durationOr(spec.Fairness.Bound, defaultFairnessBound)
 	p.CacheAffinityWait = durationOr(spec.Fairness.CacheAffinityWait, defaultCacheAffinityWait)
 	if kt := spec.KVTransfer; kt.Enabled {

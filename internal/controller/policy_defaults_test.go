@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -59,6 +60,28 @@ func TestPlacementDefaultsAreTheCRDs(t *testing.T) {
 	}
 	if got := crdDefault(t, "cacheAffinityWait"); p.CacheAffinityWait != got || defaultCacheAffinityWait != got {
 		t.Errorf("cache affinity wait: placement %v, controller %v, CRD %v", p.CacheAffinityWait, defaultCacheAffinityWait, got)
+	}
+	if got := crdDefault(t, "waitAging"); p.WaitAging != got || defaultWaitAging != got {
+		t.Errorf("wait aging: placement %v, controller %v, CRD %v", p.WaitAging, defaultWaitAging, got)
+	}
+	if got := crdDefault(t, "resumeFirstAfter"); p.ResumeFirstAfter != got || defaultResumeFirstAfter != got {
+		t.Errorf("resume first after: placement %v, controller %v, CRD %v", p.ResumeFirstAfter, defaultResumeFirstAfter, got)
+	}
+	if got := crdDefault(t, "bound"); p.FairnessBound != got || defaultFairnessBound != got {
+		t.Errorf("fairness bound: placement %v, controller %v, CRD %v", p.FairnessBound, defaultFairnessBound, got)
+	}
+}
+
+// A ProgramAware SchedulerPolicy with nothing else set runs exactly
+// placement.DefaultPolicy(): what the agent benchmark calls "the shipped
+// defaults" is what a user gets.
+func TestEmptyProgramAwarePolicyIsTheDefaultPolicy(t *testing.T) {
+	got, err := convertPolicy(&servingv1alpha1.SchedulerPolicySpec{Mode: servingv1alpha1.SchedulingModeProgramAware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := placement.DefaultPolicy(); got.placement != want {
+		t.Errorf("converted %+v\nDefaultPolicy %+v", got.placement, want)
 	}
 }
 

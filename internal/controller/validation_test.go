@@ -105,6 +105,11 @@ var _ = Describe("API validation", func() {
 		}, "fairness.bound must be 0s (off), or at least interval and shorter than maxPauseDuration"),
 		Entry("a negative wait aging", func() client.Object { return policy().Fairness(-time.Second, 0).Obj() },
 			"waitAging must be between 0s and 24h"),
+		Entry("a negative resume-first-after", func() client.Object {
+			sp := policy().Obj()
+			sp.Spec.Fairness.ResumeFirstAfter = &metav1.Duration{Duration: -time.Second}
+			return sp
+		}, "resumeFirstAfter must be between 0s and 24h"),
 		Entry("a negative aging rate", func() client.Object { return policy().AgingRate("-1").Obj() },
 			"agingRate must be a non-negative decimal number"),
 		Entry("a negative KV transfer bandwidth", func() client.Object {
@@ -141,6 +146,7 @@ var _ = Describe("API validation", func() {
 		Expect(sp.Spec.ActingTokenDecay.HalfLife).To(HaveValue(Equal(metav1.Duration{Duration: time.Minute})))
 		Expect(sp.Spec.Fairness.WaitAging).To(HaveValue(Equal(metav1.Duration{Duration: time.Minute})))
 		Expect(sp.Spec.Fairness.Bound).To(HaveValue(Equal(metav1.Duration{Duration: 0})))
+		Expect(sp.Spec.Fairness.ResumeFirstAfter).To(HaveValue(Equal(metav1.Duration{Duration: 5 * time.Minute})))
 		Expect(sp.Spec.KVTransfer.Enabled).To(BeFalse(), "KV transfers are off by default")
 		Expect(sp.Spec.KVTransfer.BandwidthGbps).To(HaveValue(BeEquivalentTo(400)))
 		Expect(sp.Spec.KVTransfer.PrefillTokensPerSecond).To(HaveValue(BeEquivalentTo(20000)))

@@ -62,6 +62,12 @@ func TestProcessesMoveKVOffADrainingPod(t *testing.T) {
 				t.Fatalf("step 2: served by %q (pod b is %s), %v", r.servedBy, b.API, r.err)
 			}
 			in, out := kvTransferBlocks(t, b.API), kvTransferBlocks(t, a.API)
+			// a counts what it sent when its handler returns, which can be
+			// after b has read the last byte.
+			for deadline := time.Now().Add(5 * time.Second); tc.wantBlocks && out["out"] < 12 && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+				out = kvTransferBlocks(t, a.API)
+			}
 			wantCached := 0
 			if tc.wantBlocks {
 				wantCached = 192

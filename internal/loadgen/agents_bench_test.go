@@ -167,6 +167,13 @@ func kvpilotCapArm(perPod int) agentArm {
 	}}
 }
 
+// armResumeFirstOff is kvpilot with fairness.resumeFirstAfter off: waiting
+// programs resume smallest first with no limit on the largest's wait.
+var armResumeFirstOff = agentArm{name: "kvpilot resumeFirstAfter=0", apply: func(s *AgentSetup) {
+	s.Policy = placement.DefaultPolicy()
+	s.Policy.ResumeFirstAfter = 0
+}}
+
 // agentScenario is one pool and workload where scheduling decides.
 type agentScenario struct {
 	name     string
@@ -212,7 +219,7 @@ func agentScenarios() []agentScenario {
 	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
 		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
-			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32)}})
+			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff}})
 
 	// S1a, S1b: S1's pool and load with one phase each, for the best
 	// fixed cap of each phase (S1's single cap must serve both).
@@ -232,7 +239,7 @@ func agentScenarios() []agentScenario {
 		s2.Profiles = append(s2.Profiles, PodProfile{Accelerator: acc, HostBlocks: hostBlocks(25)})
 	}
 	out = append(out, agentScenario{name: "S2 mixed H100/H200", workload: LongToolOutputs(192), setup: s2,
-		caps: []int{16, 24, 32, 48}, extra: []agentArm{kvpilotCapArm(24), kvpilotCapArm(32)}})
+		caps: []int{16, 24, 32, 48}, extra: []agentArm{kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff}})
 
 	// S3: a rollout wave, open loop, and a drain.
 	pods3, progs3 := 16, 1024
@@ -246,7 +253,7 @@ func agentScenarios() []agentScenario {
 	w3 := SWEBenchLike(progs3)
 	w3.OpenLoop, w3.MinSteps, w3.MaxSteps, w3.StepsAlpha = true, 10, 150, 1.5
 	out = append(out, agentScenario{name: "S3 wave and drain", workload: w3, setup: s3,
-		caps: []int{32, 48}})
+		caps: []int{32, 48}, extra: []agentArm{armResumeFirstOff}})
 
 	// S4: the two existing workloads at scale, 128 GiB of host each.
 	pods4 := 16

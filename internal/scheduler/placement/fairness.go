@@ -7,7 +7,7 @@ import (
 )
 
 // rankOverdue orders a program that waited past Policy.FairnessBound before
-// every class in resume; the classes follow, shifted by one.
+// every class in resume; the classes follow, two ranks each (resumeRank).
 const rankOverdue uint8 = 0
 
 // overdue reports whether a waiting program that wants to run has waited
@@ -20,18 +20,25 @@ func (s *Scheduler) overdue(ps *progState, now time.Time) bool {
 // resumeRank is a waiting program's place in resume order: overdue programs
 // first, then the classes, each raised one level for every Policy.WaitAging
 // the program has waited (never above classHeld), so the longer a program
-// waits, the earlier it is resumed.
+// waits, the earlier it is resumed; within a class, programs that have
+// waited longer than Policy.ResumeFirstAfter come before the others.
 func (s *Scheduler) resumeRank(ps *progState, now time.Time) uint8 {
 	if s.overdue(ps, now) {
 		return rankOverdue
 	}
 	class := ps.class
-	if a := s.policy.WaitAging; a > 0 && !ps.waitSince.IsZero() {
-		if w := now.Sub(ps.waitSince); w > 0 {
-			class -= uint8(min(int64(class), int64(w/a)))
-		}
+	var w time.Duration
+	if !ps.waitSince.IsZero() {
+		w = now.Sub(ps.waitSince)
 	}
-	return class + 1
+	if a := s.policy.WaitAging; a > 0 && w > 0 {
+		class -= uint8(min(int64(class), int64(w/a)))
+	}
+	rank := 2*(class+1) + 1
+	if f := s.policy.ResumeFirstAfter; f > 0 && w > f {
+		rank-- // waited long: ahead of its class
+	}
+	return rank
 }
 
 // fairness bounds waiting (step 3b): a program that wants to run and has

@@ -125,6 +125,37 @@ func TestFairnessBound(t *testing.T) {
 	}})
 }
 
+// ResumeFirstAfter: within a class programs resume smallest first, so the
+// largest waits longest; one that has waited past the limit goes first.
+func TestResumeFirstAfter(t *testing.T) {
+	first := func(d time.Duration) func(*Policy) {
+		return func(p *Policy) { p.BufferTokensPerProgram, p.WaitAging, p.ResumeFirstAfter = 0, 0, d }
+	}
+	snap := []*programBuilder{
+		prog("small", 300).held().paused(t0.Add(-time.Minute)),
+		prog("large", 800).held().paused(t0.Add(-6 * time.Minute)),
+	}
+	runRounds(t, []roundCase{{
+		name:   "off: smallest first, the large one waits",
+		policy: first(0),
+		pods:   []Pod{pod("a", 1000)},
+		progs:  snap,
+		want:   outcome{Place: onPod("a", "small"), Paused: ids("large")},
+	}, {
+		name:   "the large one waited past the limit and goes first",
+		policy: first(5 * time.Minute),
+		pods:   []Pod{pod("a", 1000)},
+		progs:  snap,
+		want:   outcome{Place: onPod("a", "large"), Paused: ids("small")},
+	}, {
+		name:   "not past the limit yet",
+		policy: first(10 * time.Minute),
+		pods:   []Pod{pod("a", 1000)},
+		progs:  snap,
+		want:   outcome{Place: onPod("a", "small"), Paused: ids("large")},
+	}})
+}
+
 func TestWaitAging(t *testing.T) {
 	aging := func(a time.Duration) func(*Policy) {
 		return func(p *Policy) { p.BufferTokensPerProgram = 0; p.WaitAging = a }
@@ -159,6 +190,7 @@ func TestPolicyRejectsNegativeFairness(t *testing.T) {
 	for _, edit := range []func(*Policy){
 		func(p *Policy) { p.WaitAging = -time.Second },
 		func(p *Policy) { p.FairnessBound = -time.Second },
+		func(p *Policy) { p.ResumeFirstAfter = -time.Second },
 	} {
 		if _, err := New(policyWith(edit)); err == nil {
 			t.Errorf("New accepted %+v", policyWith(edit))

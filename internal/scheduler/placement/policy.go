@@ -53,6 +53,11 @@ type Policy struct {
 	// waited, it moves one class ahead in resume order (never ahead of the
 	// held class). Zero turns aging off; it must not be negative.
 	WaitAging time.Duration
+	// ResumeFirstAfter bounds waiting without pausing anyone: a waiting
+	// program that has waited longer than this resumes before the others
+	// of its class (which otherwise go smallest first, so the largest
+	// would wait longest). Zero turns it off; it must not be negative.
+	ResumeFirstAfter time.Duration
 	// FairnessBound is time-sliced fairness between programs: a program
 	// that wants to run and has waited longer than FairnessBound is resumed
 	// first, and if it fits nowhere, the program that has run longest since
@@ -116,6 +121,13 @@ const (
 	// faster decay cannot be observed), which the seed's 1 s was not.
 	DefaultDecayHalfLife    = time.Minute
 	DefaultMaxPauseDuration = 30 * time.Minute
+	// DefaultWaitAging is the SchedulerPolicy's fairness.waitAging default.
+	DefaultWaitAging = time.Minute
+	// DefaultResumeFirstAfter is the SchedulerPolicy's
+	// fairness.resumeFirstAfter default: on the agent scenarios it cut the
+	// longest wait from 12–22 min to 5 min for 0–3% of the steps/min
+	// (docs/benchmarks.md, "Resume the long-waiting first").
+	DefaultResumeFirstAfter = 5 * time.Minute
 	// DefaultCacheAffinityWait is a minute: recomputing a long agent context
 	// elsewhere costs the other pod seconds of prefill and the room of a
 	// whole context, while a pod's room frees as soon as one of its
@@ -146,6 +158,8 @@ func DefaultPolicy() Policy {
 		BufferTokensPerProgram: DefaultBufferTokensPerProgram,
 		ActingDecay:            Decay{HalfLife: DefaultDecayHalfLife},
 		MaxPauseDuration:       DefaultMaxPauseDuration,
+		WaitAging:              DefaultWaitAging,
+		ResumeFirstAfter:       DefaultResumeFirstAfter,
 		CacheAffinityWait:      DefaultCacheAffinityWait,
 		ActingOnHost:           true,
 		DeviceOvercommit:       4,
@@ -168,6 +182,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("placement policy: max pause duration %v: must be positive", p.MaxPauseDuration)
 	case p.WaitAging < 0:
 		return fmt.Errorf("placement policy: wait aging %v: must not be negative", p.WaitAging)
+	case p.ResumeFirstAfter < 0:
+		return fmt.Errorf("placement policy: resume-first-after %v: must not be negative", p.ResumeFirstAfter)
 	case p.CacheAffinityWait < 0:
 		return fmt.Errorf("placement policy: cache affinity wait %v: must not be negative", p.CacheAffinityWait)
 	case math.IsNaN(p.DeviceOvercommit) || p.DeviceOvercommit < 1 || p.DeviceOvercommit > MaxDeviceOvercommit:

@@ -19,7 +19,7 @@ func TestResume(t *testing.T) {
 		want: outcome{Place: onPod("a", "held"), Paused: ids("idle", "new")},
 	}, {
 		name:   "new programs before idle ones",
-		policy: noBuffer,
+		policy: noAging,
 		pods:   []Pod{pod("a", 1000)},
 		progs: []*programBuilder{
 			prog("idle", 900).acting(ago).paused(ago),
@@ -104,7 +104,7 @@ func TestResume(t *testing.T) {
 		want: outcome{Place: onPod("a", "small"), Paused: ids("big")},
 	}, {
 		name:   "a waiting program reserves its pod against lower classes",
-		policy: noBuffer,
+		policy: noAging,
 		pods:   []Pod{pod("a", 1000)},
 		progs: []*programBuilder{
 			prog("r0", 500).on("a"),
@@ -215,6 +215,10 @@ func TestResume(t *testing.T) {
 // fullMeansFull is noBuffer without device overcommit: these cases are about
 // a pod whose device is full, which with overcommit its host tier would
 // relieve at once.
+// noAging is noBuffer with classes that do not age: the cases that wait a
+// minute (ago) would otherwise move up a class (DefaultWaitAging).
+func noAging(p *Policy) { noBuffer(p); p.WaitAging = 0 }
+
 func fullMeansFull(p *Policy) { noBuffer(p); p.DeviceOvercommit = 1 }
 
 func TestResumeWaitsForCache(t *testing.T) {
