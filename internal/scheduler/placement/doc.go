@@ -34,7 +34,9 @@
 //     the seed's best-fit decreasing, resumes the most programs the room
 //     holds: every running program adds steps, whatever its context, so
 //     on the agent scenarios it did more steps a minute (docs/benchmarks.md,
-//     "Resume order"), at the cost of a longer wait for the largest.
+//     "Resume order"), at the cost of a longer wait for the largest, which
+//     Policy.ResumeFirstAfter bounds: a program that has waited longer
+//     goes ahead of the others of its class.
 //     One exception, beyond the seed: a program whose KV cache may still be
 //     on a pod (Program.CachedOn, where it last ran) goes back there when it
 //     fits, since resuming elsewhere recomputes its whole context; and
