@@ -177,6 +177,10 @@ func (t HostTopology) links(n int) [][]*sim.HostLink {
 // AgentResult summarises one run.
 type AgentResult struct {
 	Steps          int // program steps completed in the window
+	// ThenSteps is the part of Steps taken by programs of the workload's
+	// second shape (AgentWorkload.Then): what a workload shift changed of
+	// the mix.
+	ThenSteps int
 	StepsPerMinute float64
 	// PrefixHitRate is PrefixHits / PrefixQueries: prompt tokens served
 	// from the prefix cache among those that could have been, admitted in
@@ -581,6 +585,9 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 	computed := int64(c.Usage.PromptTokens - c.Usage.CachedTokens)
 	if a.measuring() {
 		a.res.Steps++
+		if a.w.Then != nil && p.shape == a.w.Then {
+			a.res.ThenSteps++
+		}
 		a.res.StepLatency = append(a.res.StepLatency, at-p.issuedAt)
 		a.res.FreshTokens += fresh
 		a.res.RecomputedTokens += max(0, computed-fresh)

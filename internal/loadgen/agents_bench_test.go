@@ -435,6 +435,9 @@ func BenchmarkAgents(b *testing.B) {
 				order = append(order, r.arm.name)
 				printAgentRow(r)
 			}
+			if sc.workload.Then != nil {
+				printThenShare(results, order)
+			}
 			if o := results[armOracle.name]; o != nil {
 				for _, r := range o.runs {
 					if r.EvictedBlocks != 0 || r.Preemptions != 0 {
@@ -517,6 +520,22 @@ func scenarioSummary(sc agentScenario, results map[string]*armResult, order []st
 			armOracle.name, o.mean(stepsPerMin), o.mean(stepsPerMin)/best.mean(stepsPerMin), 100*kv.mean(stepsPerMin)/o.mean(stepsPerMin)))
 	}
 	return out
+}
+
+// printThenShare prints, per arm, the share of the window's steps taken by
+// programs of the workload's second shape: arms that start programs in a
+// different order run a different mix, which steps/min does not weigh.
+func printThenShare(results map[string]*armResult, order []string) {
+	fmt.Println("  steps by programs of the second workload (created after the shift), share of the window's steps:")
+	for _, name := range order {
+		var then, all int
+		for _, x := range results[name].runs {
+			then, all = then+x.ThenSteps, all+x.Steps
+		}
+		if all > 0 {
+			fmt.Printf("    %-28s %5.1f%%\n", name, 100*float64(then)/float64(all))
+		}
+	}
 }
 
 func printAgentHeader() {
