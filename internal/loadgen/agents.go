@@ -176,11 +176,11 @@ func (t HostTopology) links(n int) [][]*sim.HostLink {
 
 // AgentResult summarises one run.
 type AgentResult struct {
-	Steps          int // program steps completed in the window
+	Steps int // program steps completed in the window
 	// ThenSteps is the part of Steps taken by programs of the workload's
 	// second shape (AgentWorkload.Then): what a workload shift changed of
 	// the mix.
-	ThenSteps int
+	ThenSteps      int
 	StepsPerMinute float64
 	// PrefixHitRate is PrefixHits / PrefixQueries: prompt tokens served
 	// from the prefix cache among those that could have been, admitted in
