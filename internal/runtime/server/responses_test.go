@@ -95,7 +95,7 @@ func postResponse(t *testing.T, env *testEnv, body string, header ...string) (op
 
 func TestResponsesText(t *testing.T) {
 	env, _ := newCPUEnv(t)
-	resp, out := postResponse(t, env, `{"model":"test-model","instructions":"be brief","input":"hi","max_output_tokens":6}`)
+	resp, out := postResponse(t, env, `{"model":"test-model","instructions":"be brief","input":"hi","max_output_tokens":6,"temperature":0}`)
 	if resp.Object != "response" || !strings.HasPrefix(resp.ID, "resp_") || resp.Status != "incomplete" ||
 		resp.IncompleteDetails == nil || resp.IncompleteDetails.Reason != "max_output_tokens" ||
 		len(out) != 1 || out[0]["type"] != "message" || out[0]["role"] != "assistant" {
@@ -108,7 +108,7 @@ func TestResponsesText(t *testing.T) {
 		t.Errorf("usage %+v; the chat request has %d prompt tokens", resp.Usage, chat)
 	}
 
-	evs := env.namedEvents("/v1/responses", `{"input":"hi","max_output_tokens":6,"stream":true}`)
+	evs := env.namedEvents("/v1/responses", `{"input":"hi","max_output_tokens":6,"temperature":0,"stream":true}`)
 	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
 		"response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done",
 		"response.incomplete"}
