@@ -29,7 +29,7 @@ func postMessage(t *testing.T, env *testEnv, body string, header ...string) anth
 func TestMessagesText(t *testing.T) {
 	env, _ := newCPUEnv(t)
 	resp := postMessage(t, env, `{"model":"test-model","system":[{"type":"text","text":"be"},{"type":"text","text":"brief","cache_control":{"type":"ephemeral"}}],`+
-		`"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":6,"metadata":{"user_id":"u1"}}`)
+		`"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":6,"temperature":0,"metadata":{"user_id":"u1"}}`)
 	if resp.Type != "message" || resp.Role != "assistant" || !strings.HasPrefix(resp.ID, "msg_") || len(resp.Content) > 1 ||
 		*resp.StopReason != "max_tokens" || resp.StopSequence != nil || resp.Usage.OutputTokens != 6 {
 		t.Fatalf("reply %+v", resp)
@@ -39,7 +39,7 @@ func TestMessagesText(t *testing.T) {
 		t.Errorf("usage %+v; the chat request has %d prompt tokens", u, chat)
 	}
 
-	evs := env.namedEvents("/v1/messages", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":6,"stream":true}`)
+	evs := env.namedEvents("/v1/messages", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":6,"temperature":0,"stream":true}`)
 	want := []string{"message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
 	if diff := cmp.Diff(want, eventNames(evs)); diff != "" {
 		t.Errorf("event sequence (-want +got):\n%s", diff)
