@@ -94,11 +94,8 @@ var (
 		s.Policy = placement.DefaultPolicy()
 	}}
 	// armKvpilotFair is kvpilot with a non-default knob: the fairness bound
-	// at 30 s (wait aging at 60 s).
-	armKvpilotFair = agentArm{name: "kvpilot fairnessBound=30s", apply: func(s *AgentSetup) {
-		s.Policy = placement.DefaultPolicy()
-		s.Policy.FairnessBound, s.Policy.WaitAging = 30*time.Second, time.Minute
-	}}
+	// at 30 s (wait aging at its default 60 s).
+	armKvpilotFair = kvpilotWith("kvpilot fairnessBound=30s", func(p *placement.Policy) { p.FairnessBound = 30 * time.Second })
 	// armKvpilotNoHost is kvpilot on the same pods without their host
 	// tier: pausing puts a paused program's blocks first in line for
 	// eviction (engine.OffloadPrefix).
@@ -117,16 +114,12 @@ var (
 	// labelled with what it runs.
 	armKvTransfer = func() agentArm {
 		if placement.DefaultPolicy().KVTransferBandwidth > 0 {
-			return agentArm{name: "kvpilot kvTransfer=off", apply: func(s *AgentSetup) {
-				s.Policy = placement.DefaultPolicy()
-				s.Policy.KVTransferBandwidth = 0
-			}}
+			return kvpilotWith("kvpilot kvTransfer=off", func(p *placement.Policy) { p.KVTransferBandwidth = 0 })
 		}
-		return agentArm{name: "kvpilot kvTransfer=400Gb/s", apply: func(s *AgentSetup) {
-			s.Policy = placement.DefaultPolicy()
-			s.Policy.KVTransferBandwidth = placement.DefaultKVTransferBandwidth
-			s.Policy.PrefillTokensPerSecond = placement.DefaultPrefillTokensPerSecond
-		}}
+		return kvpilotWith("kvpilot kvTransfer=400Gb/s", func(p *placement.Policy) {
+			p.KVTransferBandwidth = placement.DefaultKVTransferBandwidth
+			p.PrefillTokensPerSecond = placement.DefaultPrefillTokensPerSecond
+		})
 	}()
 	// armOracle bounds steps/min from above: Default placement with device
 	// KV that never fills (2^19 blocks a pod, checked: nothing is evicted
@@ -144,9 +137,15 @@ func knobArm(overcommit float64, actingOnHost bool) agentArm {
 	if !actingOnHost {
 		name += " actingOnHost=false"
 	}
+	return kvpilotWith(name, func(p *placement.Policy) { p.DeviceOvercommit, p.ActingOnHost = overcommit, actingOnHost })
+}
+
+// kvpilotWith is kvpilot with edit applied to the shipped defaults; name
+// says what edit changes.
+func kvpilotWith(name string, edit func(*placement.Policy)) agentArm {
 	return agentArm{name: name, apply: func(s *AgentSetup) {
 		s.Policy = placement.DefaultPolicy()
-		s.Policy.DeviceOvercommit, s.Policy.ActingOnHost = overcommit, actingOnHost
+		edit(&s.Policy)
 	}}
 }
 
@@ -169,10 +168,7 @@ func kvpilotCapArm(perPod int) agentArm {
 
 // armResumeFirstOff is kvpilot with fairness.resumeFirstAfter off: waiting
 // programs resume smallest first with no limit on the largest's wait.
-var armResumeFirstOff = agentArm{name: "kvpilot resumeFirstAfter=0", apply: func(s *AgentSetup) {
-	s.Policy = placement.DefaultPolicy()
-	s.Policy.ResumeFirstAfter = 0
-}}
+var armResumeFirstOff = kvpilotWith("kvpilot resumeFirstAfter=0", func(p *placement.Policy) { p.ResumeFirstAfter = 0 })
 
 // agentScenario is one pool and workload where scheduling decides.
 type agentScenario struct {
