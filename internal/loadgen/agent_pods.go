@@ -62,6 +62,9 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 	if a.s.DeviceBlocks > 0 {
 		blocks = a.s.DeviceBlocks
 	}
+	if a.s.HostAsDevice {
+		blocks, host = blocks+host, 0
+	}
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: r.MaxNumSeqs, MaxNumBatchedTokens: r.MaxNumBatchedTokens,
 		MaxQueue: 1 << 20, MaxModelLen: r.MaxModelLen, VocabSize: x.Vocabulary().Size(),

@@ -127,6 +127,10 @@ type AgentSetup struct {
 	// charges the KV each batch reads. The oracle arm sets it beyond
 	// anything a run can fill.
 	DeviceBlocks int
+	// HostAsDevice adds each pod's host tier to its device KV and removes
+	// the tier: the pool's memory as if it were all device memory, with no
+	// copies between tiers. For a ceiling, not a configuration.
+	HostAsDevice bool
 	// DrainAt, if positive, drains pod-0 then: the Service stops sending
 	// it requests, the fleet loop moves its programs off it, and it leaves
 	// the pool once nothing runs or waits there.
@@ -180,7 +184,10 @@ type AgentResult struct {
 	// ThenSteps is the part of Steps taken by programs of the workload's
 	// second shape (AgentWorkload.Then): what a workload shift changed of
 	// the mix.
-	ThenSteps      int
+	ThenSteps int
+	// SliceSteps counts Steps by SliceLength of the window, in order:
+	// when in the window an arm gains or loses its steps.
+	SliceSteps     []int
 	StepsPerMinute float64
 	// PrefixHitRate is PrefixHits / PrefixQueries: prompt tokens served
 	// from the prefix cache among those that could have been, admitted in
@@ -234,6 +241,10 @@ type AgentResult struct {
 	RoundTime, MaxRoundTime time.Duration
 	pods                    int
 }
+
+// SliceLength is the length of the window's slices in
+// AgentResult.SliceSteps.
+const SliceLength = 5 * time.Minute
 
 // P is a step-latency percentile.
 func (r *AgentResult) P(q float64) time.Duration {
@@ -585,6 +596,12 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 	computed := int64(c.Usage.PromptTokens - c.Usage.CachedTokens)
 	if a.measuring() {
 		a.res.Steps++
+		if k := int((a.now - a.s.Warmup) / SliceLength); k >= 0 {
+			for len(a.res.SliceSteps) <= k {
+				a.res.SliceSteps = append(a.res.SliceSteps, 0)
+			}
+			a.res.SliceSteps[k]++
+		}
 		if a.w.Then != nil && p.shape == a.w.Then {
 			a.res.ThenSteps++
 		}

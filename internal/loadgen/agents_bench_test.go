@@ -56,7 +56,10 @@ type agentArm struct {
 	// baseline arms are what a user configures by hand on a pool that
 	// schedules nothing; best-baseline is the best of them.
 	baseline bool
-	apply    func(*AgentSetup)
+	// whatIf arms run on memory no pool has (host memory as device KV):
+	// what scheduling would reach if the pool's memory were all device KV.
+	whatIf bool
+	apply  func(*AgentSetup)
 }
 
 // noHostTier removes every pod's host tier.
@@ -166,6 +169,32 @@ func kvpilotCapArm(perPod int) agentArm {
 	}}
 }
 
+// poolMemoryArms run the pool with each pod's host tier added to its device
+// KV (no tier, no copies): Default mode uncapped and behind each of caps,
+// and kvpilot's shipped defaults. What a scheduler reaches with the pool's
+// memory if none of it were behind a PCIe link. Not a bound: kvpilot's
+// capacity model can place more on the real pool (S2), but on S1 it shows
+// how much the host link costs the best arms.
+func poolMemoryArms(caps []int) []agentArm {
+	mem := func(s *AgentSetup) { s.HostAsDevice = true }
+	arms := []agentArm{{name: "Pool memory as device KV: Default", whatIf: true, apply: func(s *AgentSetup) {
+		baselineMode(s)
+		mem(s)
+	}}}
+	for _, c := range caps {
+		arms = append(arms, agentArm{name: fmt.Sprintf("Pool memory as device KV: Default cap %d/pod", c), whatIf: true,
+			apply: func(s *AgentSetup) {
+				baselineMode(s)
+				mem(s)
+				s.WorkerCap = c
+			}})
+	}
+	return append(arms, agentArm{name: "Pool memory as device KV: kvpilot", whatIf: true, apply: func(s *AgentSetup) {
+		armKvpilot.apply(s)
+		mem(s)
+	}})
+}
+
 // armResumeFirstOff is kvpilot with fairness.resumeFirstAfter off: waiting
 // programs resume smallest first with no limit on the largest's wait.
 var armResumeFirstOff = kvpilotWith("kvpilot resumeFirstAfter=0", func(p *placement.Policy) { p.ResumeFirstAfter = 0 })
@@ -216,6 +245,7 @@ func agentScenarios() []agentScenario {
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
 		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
 			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff}})
+	out[len(out)-1].extra = append(out[len(out)-1].extra, poolMemoryArms([]int{24, 32, 40, 48})...)
 
 	// S1a, S1b: S1's pool and load with one phase each, for the best
 	// fixed cap of each phase (S1's single cap must serve both).
@@ -235,7 +265,8 @@ func agentScenarios() []agentScenario {
 		s2.Profiles = append(s2.Profiles, PodProfile{Accelerator: acc, HostBlocks: hostBlocks(25)})
 	}
 	out = append(out, agentScenario{name: "S2 mixed H100/H200", workload: LongToolOutputs(192), setup: s2,
-		caps: []int{16, 24, 32, 48}, extra: []agentArm{kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff}})
+		caps: []int{16, 24, 32, 48}, extra: append([]agentArm{kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff},
+			poolMemoryArms([]int{24, 32, 40})...)})
 
 	// S3: a rollout wave, open loop, and a drain.
 	pods3, progs3 := 16, 1024
@@ -434,6 +465,9 @@ func BenchmarkAgents(b *testing.B) {
 			if sc.workload.Then != nil {
 				printThenShare(results, order)
 			}
+			if !sc.workload.OpenLoop {
+				printSlices(results, order)
+			}
 			if o := results[armOracle.name]; o != nil {
 				for _, r := range o.runs {
 					if r.EvictedBlocks != 0 || r.Preemptions != 0 {
@@ -484,8 +518,8 @@ func scenarioSummary(sc agentScenario, results map[string]*armResult, order []st
 		out = append(out, fmt.Sprintf("  best baseline: %s, %.1f steps/min", best.arm.name, best.mean(stepsPerMin)))
 	}
 	ratio(armSpill.name, results[armSpill.name])
-	for _, r := range results {
-		if !r.arm.baseline && r.arm.name != armKvpilot.name && r.arm.name != armOracle.name && best != nil {
+	for _, name := range order {
+		if r := results[name]; !r.arm.baseline && r.arm.name != armKvpilot.name && r.arm.name != armOracle.name && best != nil {
 			out = append(out, fmt.Sprintf("  %s/best-baseline steps/min: %.2f×, p99 %.2f×", r.arm.name,
 				r.mean(stepsPerMin)/best.mean(stepsPerMin), r.p99().Seconds()/max(best.p99().Seconds(), 1e-9)))
 		}
@@ -511,6 +545,17 @@ func scenarioSummary(sc agentScenario, results map[string]*armResult, order []st
 		out = append(out, fmt.Sprintf("  tail GPU idle (pods idle between their last iteration and the makespan, of pod time): kvpilot %.1f%%, best baseline %.1f%%",
 			tailIdlePct(kv), tailIdlePct(best)))
 	}
+	var mem *armResult
+	for _, name := range order {
+		if r := results[name]; r.arm.whatIf && (mem == nil || r.mean(stepsPerMin) > mem.mean(stepsPerMin)) {
+			mem = r
+		}
+	}
+	if mem != nil && best != nil {
+		out = append(out, fmt.Sprintf("  the pool's memory as device KV (a what-if, not a bound), best arm: %s %.1f steps/min, %.2f× the best baseline (p99 %.2f×); kvpilot is %.0f%% of it",
+			mem.arm.name, mem.mean(stepsPerMin), mem.mean(stepsPerMin)/best.mean(stepsPerMin),
+			mem.p99().Seconds()/max(best.p99().Seconds(), 1e-9), 100*kv.mean(stepsPerMin)/mem.mean(stepsPerMin)))
+	}
 	if o := results[armOracle.name]; o != nil && best != nil {
 		out = append(out, fmt.Sprintf("  ceiling: %s %.1f steps/min, %.2f× the best baseline; kvpilot is %.0f%% of it",
 			armOracle.name, o.mean(stepsPerMin), o.mean(stepsPerMin)/best.mean(stepsPerMin), 100*kv.mean(stepsPerMin)/o.mean(stepsPerMin)))
@@ -531,6 +576,30 @@ func printThenShare(results map[string]*armResult, order []string) {
 		if all > 0 {
 			fmt.Printf("    %-28s %5.1f%%\n", name, 100*float64(then)/float64(all))
 		}
+	}
+}
+
+// printSlices prints, per arm, steps/min in each SliceLength of the window
+// (the mean over seeds): a cold start or a workload shift shows as the
+// slices where arms part.
+func printSlices(results map[string]*armResult, order []string) {
+	fmt.Printf("  steps/min by %v of the window (mean over seeds):\n", SliceLength)
+	for _, name := range order {
+		r := results[name]
+		var sums []float64
+		for _, x := range r.runs {
+			for k, n := range x.SliceSteps {
+				for len(sums) <= k {
+					sums = append(sums, 0)
+				}
+				sums[k] += float64(n)
+			}
+		}
+		var cols []string
+		for _, v := range sums {
+			cols = append(cols, fmt.Sprintf("%7.1f", v/float64(len(r.runs))/SliceLength.Minutes()))
+		}
+		fmt.Printf("    %-48s %s\n", name, strings.Join(cols, " "))
 	}
 }
 

@@ -136,6 +136,20 @@ func TestAgentsWindowCountsExcludeWarmup(t *testing.T) {
 	if got, want := window.Steps, whole.Steps-warm.Steps; got != want {
 		t.Errorf("window steps %d, want %d", got, want)
 	}
+	// The slices split the window's steps by time: they add up to Steps,
+	// and the last slice ends with the window.
+	for _, r := range []*AgentResult{whole, window} {
+		sum := 0
+		for _, n := range r.SliceSteps {
+			sum += n
+		}
+		if sum != r.Steps || len(r.SliceSteps) == 0 {
+			t.Errorf("slices %v add up to %d steps, want %d", r.SliceSteps, sum, r.Steps)
+		}
+	}
+	if n := len(whole.SliceSteps); time.Duration(n-1)*SliceLength >= w+x {
+		t.Errorf("%d slices of %v for a %v window", n, SliceLength, w+x)
+	}
 }
 
 // Steps still unfinished when the window closes count at their wait so
@@ -243,6 +257,36 @@ func TestAgentsDeviceBlocksOverridesTheAccelerator(t *testing.T) {
 	}
 	t.Logf("steps/min %.1f → %.1f, hit rate %.3f → %.3f, recomputed %d → %d tokens",
 		own.StepsPerMinute, big.StepsPerMinute, own.PrefixHitRate, big.PrefixHitRate, own.RecomputedTokens, big.RecomputedTokens)
+}
+
+// HostAsDevice gives each pod its host tier's blocks as device KV and no
+// tier: the engines hold more and copy nothing.
+func TestAgentsHostAsDevice(t *testing.T) {
+	s := smallPool(placement.ModeDefault)
+	s.HostBlocks = 1024
+	tiered, err := newAgentSim(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.HostAsDevice = true
+	merged, err := newAgentSim(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range merged.pods {
+		a, b := tiered.pods[i].eng.KVStats(), merged.pods[i].eng.KVStats()
+		if a.HostTotal != 1024 || b.HostTotal != 0 || b.Total != a.Total+1024 {
+			t.Errorf("pod %d: tiered %d device + %d host blocks, merged %d + %d; want %d + 0",
+				i, a.Total, a.HostTotal, b.Total, b.HostTotal, a.Total+1024)
+		}
+	}
+	r, err := RunAgents(smallAgents(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CopyTime != 0 || r.OffloadedBlocks != 0 || r.Steps == 0 {
+		t.Errorf("merged pool: %d steps, copied for %v, offloaded %d blocks; want steps and no copies", r.Steps, r.CopyTime, r.OffloadedBlocks)
+	}
 }
 
 // TestAgentsDecisionsLandOnTheNamedPods: a Decision lists pods sorted by
