@@ -466,7 +466,7 @@ func BenchmarkAgents(b *testing.B) {
 				printThenShare(results, order)
 			}
 			if !sc.workload.OpenLoop {
-				printSlices(results, order)
+				printSlices(results, order, sc.setup.Window)
 			}
 			if o := results[armOracle.name]; o != nil {
 				for _, r := range o.runs {
@@ -582,7 +582,7 @@ func printThenShare(results map[string]*armResult, order []string) {
 // printSlices prints, per arm, steps/min in each SliceLength of the window
 // (the mean over seeds): a cold start or a workload shift shows as the
 // slices where arms part.
-func printSlices(results map[string]*armResult, order []string) {
+func printSlices(results map[string]*armResult, order []string, window time.Duration) {
 	fmt.Printf("  steps/min by %v of the window (mean over seeds):\n", SliceLength)
 	for _, name := range order {
 		r := results[name]
@@ -596,8 +596,11 @@ func printSlices(results map[string]*armResult, order []string) {
 			}
 		}
 		var cols []string
-		for _, v := range sums {
-			cols = append(cols, fmt.Sprintf("%7.1f", v/float64(len(r.runs))/SliceLength.Minutes()))
+		for k, v := range sums {
+			// The last slice is shorter when the window is not a
+			// multiple of SliceLength.
+			length := min(SliceLength, window-time.Duration(k)*SliceLength)
+			cols = append(cols, fmt.Sprintf("%7.1f", v/float64(len(r.runs))/length.Minutes()))
 		}
 		fmt.Printf("    %-48s %s\n", name, strings.Join(cols, " "))
 	}
