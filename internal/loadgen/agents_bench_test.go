@@ -176,23 +176,19 @@ func kvpilotCapArm(perPod int) agentArm {
 // capacity model can place more on the real pool (S2), but on S1 it shows
 // how much the host link costs the best arms.
 func poolMemoryArms(caps []int) []agentArm {
-	mem := func(s *AgentSetup) { s.HostAsDevice = true }
-	arms := []agentArm{{name: "Pool memory as device KV: Default", whatIf: true, apply: func(s *AgentSetup) {
-		baselineMode(s)
-		mem(s)
-	}}}
-	for _, c := range caps {
-		arms = append(arms, agentArm{name: fmt.Sprintf("Pool memory as device KV: Default cap %d/pod", c), whatIf: true,
-			apply: func(s *AgentSetup) {
-				baselineMode(s)
-				mem(s)
-				s.WorkerCap = c
-			}})
+	// whatIf is base on the merged memory, named for what runs there (no
+	// tier is left to spill to).
+	whatIf := func(name string, base agentArm) agentArm {
+		return agentArm{name: "Pool memory as device KV: " + name, whatIf: true, apply: func(s *AgentSetup) {
+			base.apply(s)
+			s.HostAsDevice = true
+		}}
 	}
-	return append(arms, agentArm{name: "Pool memory as device KV: kvpilot", whatIf: true, apply: func(s *AgentSetup) {
-		armKvpilot.apply(s)
-		mem(s)
-	}})
+	arms := []agentArm{whatIf("Default", armSpill)}
+	for _, c := range caps {
+		arms = append(arms, whatIf(fmt.Sprintf("Default cap %d/pod", c), capArm(c)))
+	}
+	return append(arms, whatIf("kvpilot", armKvpilot))
 }
 
 // armResumeFirstOff is kvpilot with fairness.resumeFirstAfter off: waiting
@@ -243,9 +239,9 @@ func agentScenarios() []agentScenario {
 	long := LongToolOutputs(0)
 	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
-		caps: []int{16, 24, 32, 48}, extra: []agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
-			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff}})
-	out[len(out)-1].extra = append(out[len(out)-1].extra, poolMemoryArms([]int{24, 32, 40, 48})...)
+		caps: []int{16, 24, 32, 48}, extra: append([]agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
+			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff},
+			poolMemoryArms([]int{24, 32, 40, 48})...)})
 
 	// S1a, S1b: S1's pool and load with one phase each, for the best
 	// fixed cap of each phase (S1's single cap must serve both).

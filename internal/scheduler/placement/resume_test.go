@@ -212,13 +212,13 @@ func TestResume(t *testing.T) {
 // TestResumeWaitsForCache: a paused program whose KV cache is on a pod
 // without room now waits for that pod (up to Policy.CacheAffinityWait)
 // instead of being resumed elsewhere and recomputing its whole context.
-// fullMeansFull is noBuffer without device overcommit: these cases are about
-// a pod whose device is full, which with overcommit its host tier would
-// relieve at once.
 // noAging is noBuffer with classes that do not age: the cases that wait a
 // minute (ago) would otherwise move up a class (DefaultWaitAging).
 func noAging(p *Policy) { noBuffer(p); p.WaitAging = 0 }
 
+// fullMeansFull is noBuffer without device overcommit: these cases are about
+// a pod whose device is full, which with overcommit its host tier would
+// relieve at once.
 func fullMeansFull(p *Policy) { noBuffer(p); p.DeviceOvercommit = 1 }
 
 func TestResumeWaitsForCache(t *testing.T) {
