@@ -136,7 +136,7 @@ bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same rel
 	fi; \
 	lib="$${KVPILOT_GGML_LIB:-$$(hack/build-ggml-cuda.sh)}" || exit 1; \
 	server="$${KVPILOT_LLAMA_SERVER:-$$(hack/build-llama-server-cuda.sh)}" || exit 1; \
-	KVPILOT_GGML_LIB="$$lib" KVPILOT_LLAMA_SERVER="$$server" KVPILOT_BENCH_GPU=1 KVPILOT_BENCH_REPS=$(BENCH_REPS) \
+	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_LLAMA_SERVER="$$server" KVPILOT_BENCH_GPU=1 KVPILOT_BENCH_REPS=$(BENCH_REPS) \
 		$(GO) test -run '^$$' -bench GPUVsLlamaServer -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-agents

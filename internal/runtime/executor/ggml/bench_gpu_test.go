@@ -98,7 +98,7 @@ func (s httpServer) streams(b *testing.B, n, promptLen, gen, vocab int) float64 
 func (s httpServer) prefill(b *testing.B, n, vocab, salt int) float64 {
 	p := make([]int32, n)
 	for j := range p {
-		p[j] = int32((salt*7919 + j*104729) % vocab)
+		p[j] = int32(((salt*7919+j*104729)%vocab + vocab) % vocab) // salt is -1 for the warm-up
 	}
 	start := time.Now()
 	if _, err := s.complete(p, 1); err != nil {
@@ -140,7 +140,8 @@ func startLlamaServer(b *testing.B, bin, gguf string) httpServer {
 
 // BenchmarkGPUVsLlamaServer serves one GGUF (a random Qwen2-0.5B-shaped
 // model in Q8_0, 16k context) on one NVIDIA GPU with kvpilot's runtime
-// (--executor ggml --device cuda, the libraries of hack/build-ggml-cuda.sh)
+// (--executor ggml on the device KVPILOT_GGML_DEVICE names, cuda under make
+// bench-gpu, the libraries of hack/build-ggml-cuda.sh)
 // and with llama.cpp's llama-server of the same release
 // (hack/build-llama-server-cuda.sh), both over HTTP on loopback and driven
 // by the same client: 1, 8, 32 and 128 concurrent greedy completions (32
@@ -170,7 +171,7 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 	addr := runtimeproc.FreeAddr(b)
 	host, port, _ := strings.Cut(addr, ":")
 	kv := runtimeproc.Start(b, runtimeproc.Options{Name: "kvpilot", Args: []string{
-		"--executor", "ggml", "--device", "cuda", "--ggml-lib", lib, "--model", gguf, "--host", host, "--port", port,
+		"--executor", "ggml", "--device", testDevice(), "--ggml-lib", lib, "--model", gguf, "--served-model-name", "bench", "--host", host, "--port", port,
 		"--kv-cache-memory", "8Gi", "--max-num-seqs", "128", "--max-num-batched-tokens", "2048", "--max-model-len", strconv.Itoa(cfg.ContextLen),
 	}})
 	kv.WaitReady(b, addr, 5*time.Minute)

@@ -39,12 +39,24 @@ var build struct {
 	err  error
 }
 
+// EnvBinary names a runtime binary built beforehand, which Binary returns
+// instead of building one: for a test binary (`go test -c`) carried to a
+// machine without Go, such as a GPU machine.
+const EnvBinary = "KVPILOT_RUNTIME_BIN"
+
 // Binary returns the runtime binary, built with `go build` on first use and
-// shared by every test of the test binary. It skips t under -short.
+// shared by every test of the test binary, or the one $KVPILOT_RUNTIME_BIN
+// names. It skips t under -short.
 func Binary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the runtime binary")
+	}
+	if p := os.Getenv(EnvBinary); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s: %v", EnvBinary, err)
+		}
+		return p
 	}
 	build.once.Do(func() {
 		dir, err := os.MkdirTemp("", "kvpilot-runtime-bin")
