@@ -129,13 +129,13 @@ test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for thi
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-gpu
-bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same release, same GGUF, one GPU: 1/8/32/128 streams, prefill 512 and 8k (builds both with nvcc, ~15 min the first time); skipped without an NVIDIA GPU.
+bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same release, same GGUF, same ggml build, one GPU: 1/8/32/128 streams, prefill 512 and 8k (builds llama.cpp with nvcc, ~3 min on 16 cores for one GPU architecture); skipped without an NVIDIA GPU.
 	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
 		echo "bench-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped (it runs on a machine with one)"; \
 		exit 0; \
 	fi; \
-	lib="$${KVPILOT_GGML_LIB:-$$(hack/build-ggml-cuda.sh)}" || exit 1; \
 	server="$${KVPILOT_LLAMA_SERVER:-$$(hack/build-llama-server-cuda.sh)}" || exit 1; \
+	lib="$${KVPILOT_GGML_LIB:-$$(dirname "$$server")}"; \
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_LLAMA_SERVER="$$server" KVPILOT_BENCH_GPU=1 KVPILOT_BENCH_REPS=$(BENCH_REPS) \
 		$(GO) test -run '^$$' -bench GPUVsLlamaServer -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 

@@ -26,51 +26,79 @@ type NewExec func(t testing.TB, numBlocks int) batch.Executor
 func CheckEngineRestoresBesideIterations(t *testing.T, m *model.Model, blockSize int, newExec NewExec) {
 	t.Helper()
 	h := hostEngines{m: m, blockSize: blockSize, newExec: newExec}
-	rng := rand.New(rand.NewPCG(31, 32))
-	a1 := randomTokens(rng, 24, m.Config.VocabSize)
-	b := randomTokens(rng, 60, m.Config.VocabSize)
-	c := randomTokens(rng, 8, m.Config.VocabSize)
-	const gen = 6
-
-	aloneA1 := h.runEngine(t, 64, 0, false, []*engine.Request{greedy("a1", a1, gen)})["a1"]
-	a2 := append(append(slices.Clone(a1), aloneA1...), 7, 8, 9)
+	a1, _, c := restorePrompts(m)
+	aloneA1 := h.runEngine(t, 64, 0, false, []*engine.Request{greedy("a1", a1, restoreGen)})["a1"]
 	want := map[string][]int32{
-		"a2": h.runEngine(t, 64, 0, false, []*engine.Request{greedy("a2", a2, gen)})["a2"],
+		"a1": aloneA1,
+		"a2": h.runEngine(t, 64, 0, false, []*engine.Request{greedy("a2", restoreA2(a1, aloneA1), restoreGen)})["a2"],
 		"c":  h.runEngine(t, 64, 0, false, []*engine.Request{greedy("c", c, 20)})["c"],
 	}
 	for _, serial := range []bool{true, false} {
-		e := h.newEngine(t, 20, 32, serial)
-		got := map[string][]int32{}
-		run(t, e, got, greedy("a1", a1, gen))
-		run(t, e, got, greedy("b", b, 4))
-		if st := e.KVStats(); st.Spilled == 0 {
-			t.Fatalf("serial=%v: b's prompt spilled nothing of a's context to the host: %+v", serial, st)
-		}
-		sc := submit(t, e, greedy("c", c, 20))
-		e.Step(context.Background())
-		sa := submit(t, e, greedy("a2", a2, gen))
-		loading := 0
-		for range 200 {
-			r := e.Step(context.Background())
-			if r.Err != nil {
-				t.Fatal(r.Err)
+		got := RestoresBesideIterations(t, m, blockSize, newExec, serial)
+		for _, id := range []string{"a1", "a2", "c"} {
+			if !slices.Equal(got[id], want[id]) {
+				t.Fatalf("serial=%v: %s %v, alone %v (a1 %v, a2 %v, c %v)", serial, id, got[id], want[id], got["a1"], got["a2"], got["c"])
 			}
-			loading += r.Loading
-			if run, wait := e.Pending(); run+wait == 0 {
-				break
-			}
-		}
-		got["c"], got["a2"] = drain(t, sc), drain(t, sa)
-		if !slices.Equal(got["a2"], want["a2"]) || !slices.Equal(got["c"], want["c"]) {
-			t.Fatalf("serial=%v: a2 %v and c %v, alone %v and %v", serial, got["a2"], got["c"], want["a2"], want["c"])
-		}
-		if st := e.KVStats(); st.HostHits == 0 || st.Restored == 0 {
-			t.Fatalf("serial=%v: a2 restored nothing from the host: %+v", serial, st)
-		}
-		if serial != (loading == 0) {
-			t.Fatalf("serial=%v: a2 spent %d iterations loading beside c", serial, loading)
 		}
 	}
+}
+
+// restoreGen is how many tokens a1 and a2 generate in the scenario of
+// CheckEngineRestoresBesideIterations.
+const restoreGen = 6
+
+// restoreA2 is a2's prompt: a1's, a1's output and three more tokens.
+func restoreA2(a1, out []int32) []int32 {
+	return append(append(slices.Clone(a1), out...), 7, 8, 9)
+}
+
+// restorePrompts are the scenario's prompts a1, b and c.
+func restorePrompts(m *model.Model) (a1, b, c []int32) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	a1 = randomTokens(rng, 24, m.Config.VocabSize)
+	b = randomTokens(rng, 60, m.Config.VocabSize)
+	c = randomTokens(rng, 8, m.Config.VocabSize)
+	return a1, b, c
+}
+
+// RestoresBesideIterations runs the scenario of
+// CheckEngineRestoresBesideIterations once, overlapped or serial, checks
+// that a2's context went to the host and came back (beside c's iterations
+// when overlapped), and returns the tokens of a1, a2 and c.
+func RestoresBesideIterations(t *testing.T, m *model.Model, blockSize int, newExec NewExec, serial bool) map[string][]int32 {
+	t.Helper()
+	h := hostEngines{m: m, blockSize: blockSize, newExec: newExec}
+	a1, b, c := restorePrompts(m)
+	e := h.newEngine(t, 20, 32, serial)
+	got := map[string][]int32{}
+	run(t, e, got, greedy("a1", a1, restoreGen))
+	run(t, e, got, greedy("b", b, 4))
+	if st := e.KVStats(); st.Spilled == 0 {
+		t.Fatalf("serial=%v: b's prompt spilled nothing of a's context to the host: %+v", serial, st)
+	}
+	a2 := restoreA2(a1, got["a1"])
+	sc := submit(t, e, greedy("c", c, 20))
+	e.Step(context.Background())
+	sa := submit(t, e, greedy("a2", a2, restoreGen))
+	loading := 0
+	for range 200 {
+		r := e.Step(context.Background())
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		loading += r.Loading
+		if run, wait := e.Pending(); run+wait == 0 {
+			break
+		}
+	}
+	got["c"], got["a2"] = drain(t, sc), drain(t, sa)
+	if st := e.KVStats(); st.HostHits == 0 || st.Restored == 0 {
+		t.Fatalf("serial=%v: a2 restored nothing from the host: %+v", serial, st)
+	}
+	if serial != (loading == 0) {
+		t.Fatalf("serial=%v: a2 spent %d iterations loading beside c", serial, loading)
+	}
+	return got
 }
 
 func greedy(id string, prompt []int32, n int) *engine.Request {

@@ -4,6 +4,7 @@ package ggml
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -61,6 +62,9 @@ func (l *Library) newBackend(device string, threads, poll int) (*backend, error)
 		if !fileExists(path) {
 			return nil, fmt.Errorf("%w: %s has no libggml-cuda.so; install the CUDA build with `hack/setup-ggml.sh cuda`", ErrLibraryMissing, l.Dir)
 		}
+		if err := cudaPDLOffByDefault(); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("ggml device %q: want %s or %s", device, DeviceCPU, DeviceCUDA)
 	}
@@ -101,6 +105,29 @@ func (l *Library) newBackend(device string, threads, poll int) (*backend, error)
 		}
 	}
 	return b, nil
+}
+
+// EnvCUDAPDL is ggml's switch for programmatic dependent launch on Hopper
+// and newer GPUs: a kernel starts before the one it depends on has ended
+// and waits for it inside.
+const EnvCUDAPDL = "GGML_CUDA_PDL"
+
+// cudaPDLOffByDefault turns programmatic dependent launch off unless the
+// environment sets EnvCUDAPDL, before the CUDA backend reads it (at its
+// first kernel launch). On an H100 with ggml 0.25.1 built by
+// hack/build-ggml-cuda.sh, the runtime aborted with "an illegal
+// instruction was encountered" under 128 concurrent streams in both
+// benchmark runs with it on, and completed the run with it off
+// (docs/benchmarks.md, "make bench-gpu"); the cause inside ggml is not
+// isolated. GGML_CUDA_PDL=1 turns it back on.
+func cudaPDLOffByDefault() error {
+	if _, set := os.LookupEnv(EnvCUDAPDL); set {
+		return nil
+	}
+	if err := os.Setenv(EnvCUDAPDL, "0"); err != nil {
+		return fmt.Errorf("set %s: %w", EnvCUDAPDL, err)
+	}
+	return nil
 }
 
 // Offsets in struct ggml_threadpool_params (ggml.h: bool

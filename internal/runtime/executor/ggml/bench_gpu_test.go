@@ -141,9 +141,9 @@ func startLlamaServer(b *testing.B, bin, gguf string) httpServer {
 // BenchmarkGPUVsLlamaServer serves one GGUF (a random Qwen2-0.5B-shaped
 // model in Q8_0, 16k context) on one NVIDIA GPU with kvpilot's runtime
 // (--executor ggml on the device KVPILOT_GGML_DEVICE names, cuda under make
-// bench-gpu, the libraries of hack/build-ggml-cuda.sh)
-// and with llama.cpp's llama-server of the same release
-// (hack/build-llama-server-cuda.sh), both over HTTP on loopback and driven
+// bench-gpu) and with llama.cpp's llama-server of the same release, both on
+// the ggml libraries hack/build-llama-server-cuda.sh builds beside
+// llama-server, over HTTP on loopback and driven
 // by the same client: 1, 8, 32 and 128 concurrent greedy completions (32
 // prompt tokens, 128 output tokens: output tokens per second) and single
 // prefills of 512 and 8,192 tokens (prompt tokens per second to the first

@@ -4,6 +4,7 @@ package ggml
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,5 +71,26 @@ func TestProbeLeavesNoTrace(t *testing.T) {
 	got, want := execute(t, probed, seq)[0], execute(t, fresh, seq)[0]
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("logits after the probe differ (-fresh +probed):\n%s", diff)
+	}
+}
+
+// TestCUDAPDLOffUnlessSet: the CUDA backend starts with ggml's programmatic
+// dependent launch off, unless the environment says otherwise.
+func TestCUDAPDLOffUnlessSet(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		set  bool
+		want string
+	}{{want: "0"}, {env: "1", set: true, want: "1"}, {env: "0", set: true, want: "0"}, {env: "", set: true, want: ""}} {
+		t.Setenv(EnvCUDAPDL, tc.env) // restored after the test
+		if !tc.set {
+			os.Unsetenv(EnvCUDAPDL)
+		}
+		if err := cudaPDLOffByDefault(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.LookupEnv(EnvCUDAPDL); got != tc.want {
+			t.Errorf("%s=%q (set %v): after start %q, want %q", EnvCUDAPDL, tc.env, tc.set, got, tc.want)
+		}
 	}
 }

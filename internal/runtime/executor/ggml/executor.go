@@ -101,6 +101,9 @@ type Executor struct {
 	// beside an iteration while copying is set.
 	copyDone chan error
 	copying  bool
+	// inlineCopies makes StartCopyBlocks copy before it returns (tests:
+	// the engine's schedule of overlapped copies without the copy thread).
+	inlineCopies bool
 
 	galloc cAlloc
 	// tuner picks each graph's CPU thread count when Options.Threads was
@@ -262,6 +265,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 		if err := e.probe(); err != nil {
 			return nil, fmt.Errorf("first forward pass on %s: %w", be.Name, err)
 		}
+		e.graphsBuilt = 0 // count the graphs of the batches after start
 	}
 	ok = true
 	return e, nil
