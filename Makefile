@@ -128,6 +128,10 @@ test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for thi
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_REQUIRE_GGML=1 KVPILOT_GGML_DEVICE=cuda $(GO) test $(GOFLAGS_TEST) -v ./internal/runtime/executor/ggml/ && \
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
+.PHONY: gpu-bundle
+gpu-bundle: ## Pack test-gpu and bench-gpu for a GPU machine without Go (bin/gpu-bundle: binaries, llama.cpp source, run.sh; see hack/gpu-bundle.sh).
+	hack/gpu-bundle.sh
+
 .PHONY: bench-gpu
 bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same release, same GGUF, same ggml build, one GPU: 1/8/32/128 streams, prefill 512 and 8k (builds llama.cpp with nvcc, ~3 min on 16 cores for one GPU architecture); skipped without an NVIDIA GPU.
 	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
