@@ -444,3 +444,32 @@ func drawnIDs(s *Sampler, logits []float32, p *Params, seed uint64, n int) []int
 	slices.Sort(got)
 	return got
 }
+
+// TestArgmaxMatchesOnePass: argmax picks what the single pass picks (the
+// first of the largest, NaN ignored, -1 when nothing is above -Inf) on rows
+// of every length mod 8, with ties, NaN and both infinities.
+func TestArgmaxMatchesOnePass(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 50_000 {
+		l := make([]float32, r.IntN(40))
+		for i := range l {
+			switch r.IntN(7) {
+			case 0:
+				l[i] = float32(math.NaN())
+			case 1:
+				l[i] = negInf
+			case 2:
+				l[i] = float32(math.Inf(1))
+			case 3:
+				l[i] = float32(math.Copysign(0, -1))
+			default:
+				l[i] = float32(r.IntN(4))
+			}
+		}
+		wantID, wantTop := argmaxOnePass(l)
+		id, top := argmax(l)
+		if id != wantID || (id >= 0 && math.Float32bits(top) != math.Float32bits(l[id])) || (id >= 0 && top != wantTop) {
+			t.Fatalf("argmax(%v) = %d, %v; the single pass gives %d, %v", l, id, top, wantID, wantTop)
+		}
+	}
+}
