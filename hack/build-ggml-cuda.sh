@@ -36,8 +36,9 @@
 #   GGML_PREBUILT     directory of the prebuilt package whose CPU backends are
 #                     copied beside the build (default: hack/setup-ggml.sh cpu)
 #   GGML_CUDA_FA      ON builds ggml's flash-attention kernels (default OFF: the
-#                     executor's CUDA attention does not use them, and they are
-#                     most of the build time)
+#                     executor's CUDA attention uses them only with
+#                     --ggml-flash-max-seqs, not yet measured on a GPU, and
+#                     they are most of the build time)
 #   JOBS              parallel build jobs (default: nproc)
 set -euo pipefail
 

@@ -81,7 +81,9 @@ func TestParseOptionsErrors(t *testing.T) {
 	}{
 		{args: []string{"--executor", "gpu"}},
 		{args: []string{"--executor", "ggml", "--device", "gpu"}},
-		{args: []string{"--device", "cpu"}}, // --device is the ggml executor's
+		{args: []string{"--device", "cpu"}},                                   // --device is the ggml executor's
+		{args: []string{"--ggml-flash-max-seqs", "4"}},                        // the ggml executor's too
+		{args: []string{"--executor", "ggml", "--ggml-flash-max-seqs", "-1"}}, // 0 is the device's default
 		{args: []string{"--port", "70000"}},
 		{args: []string{"--max-num-seqs", "0"}},
 		{args: []string{"--kv-cache-memory", "lots"}},

@@ -168,14 +168,30 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 	gguf := filepath.Join(b.TempDir(), "qwen2-0.5b-shape-q8_0.gguf")
 	writeGGUF(b, model.Random(cfg, 1), model.Q8_0, gguf)
 
-	addr := runtimeproc.FreeAddr(b)
-	host, port, _ := strings.Cut(addr, ":")
-	kv := runtimeproc.Start(b, runtimeproc.Options{Name: "kvpilot", Args: []string{
-		"--executor", "ggml", "--device", testDevice(), "--ggml-lib", lib, "--model", gguf, "--served-model-name", "bench", "--host", host, "--port", port,
-		"--kv-cache-memory", "8Gi", "--max-num-seqs", "128", "--max-num-batched-tokens", "2048", "--max-model-len", strconv.Itoa(cfg.ContextLen),
-	}})
-	kv.WaitReady(b, addr, 5*time.Minute)
-	kvp := httpServer{name: "kvpilot", url: "http://" + addr}
+	// kvpilot as shipped, and (KVPILOT_BENCH_FLASH_SEQS, default 8; 0 leaves
+	// it out) with flash attention for batches of at most that many
+	// sequences (--ggml-flash-max-seqs), the prefill path llama-server's
+	// kernels take.
+	startKV := func(name string, extra ...string) httpServer {
+		addr := runtimeproc.FreeAddr(b)
+		host, port, _ := strings.Cut(addr, ":")
+		kv := runtimeproc.Start(b, runtimeproc.Options{Name: name, Args: append([]string{
+			"--executor", "ggml", "--device", testDevice(), "--ggml-lib", lib, "--model", gguf, "--served-model-name", "bench", "--host", host, "--port", port,
+			"--kv-cache-memory", "8Gi", "--max-num-seqs", "128", "--max-num-batched-tokens", "2048", "--max-model-len", strconv.Itoa(cfg.ContextLen),
+		}, extra...)})
+		kv.WaitReady(b, addr, 5*time.Minute)
+		return httpServer{name: name, url: "http://" + addr}
+	}
+	kvps := []httpServer{startKV("kvpilot")}
+	flashSeqs := "8"
+	if v, ok := os.LookupEnv("KVPILOT_BENCH_FLASH_SEQS"); ok {
+		flashSeqs = v
+	}
+	if n, err := strconv.Atoi(flashSeqs); err != nil || n < 0 {
+		b.Fatalf("KVPILOT_BENCH_FLASH_SEQS=%q: want a count of sequences, 0 for none", flashSeqs)
+	} else if n > 0 {
+		kvps = append(kvps, startKV("kvpilot, flash attention ≤ "+flashSeqs+" seqs", "--ggml-flash-max-seqs", flashSeqs))
+	}
 	ls := startLlamaServer(b, bin, gguf)
 
 	type arm struct {
@@ -190,27 +206,39 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 	for _, n := range []int{512, 8192} {
 		arms = append(arms, arm{fmt.Sprintf("prefill %d", n), func(s httpServer, round int) float64 { return s.prefill(b, n, vocab, round) }})
 	}
-	// Warm both: CUDA graphs, allocator growth.
+	servers := append(slices.Clone(kvps), ls)
+	// Warm every server: CUDA graphs, allocator growth.
 	for _, a := range arms {
-		a.run(kvp, -1)
-		a.run(ls, -1)
+		for _, s := range servers {
+			a.run(s, -1)
+		}
 	}
-	ratios := map[string][]float64{}
+	ratios := map[string][]float64{} // by kvpilot server and arm
 	for r := range reps {
 		for _, a := range arms {
-			k, l := a.run(kvp, r), a.run(ls, r)
-			ratios[a.name] = append(ratios[a.name], k/l)
-			fmt.Printf("round %d %s: kvpilot %.1f, llama-server %.1f tok/s (%.2f×)\n", r+1, a.name, k, l, k/l)
+			got := make([]float64, len(servers))
+			for i, s := range servers {
+				got[i] = a.run(s, r)
+			}
+			l := got[len(servers)-1]
+			line := fmt.Sprintf("round %d %s:", r+1, a.name)
+			for i, k := range got[:len(kvps)] {
+				ratios[kvps[i].name+"|"+a.name] = append(ratios[kvps[i].name+"|"+a.name], k/l)
+				line += fmt.Sprintf(" %s %.1f (%.2f×),", kvps[i].name, k, k/l)
+			}
+			fmt.Printf("%s llama-server %.1f tok/s\n", line, l)
 		}
 	}
-	for _, stat := range []struct {
-		name string
-		f    func([]float64) float64
-	}{{"median", median}, {"min", slices.Min[[]float64]}} {
-		parts := make([]string, len(arms))
-		for i, a := range arms {
-			parts[i] = fmt.Sprintf("%s: %.2f×", a.name, stat.f(ratios[a.name]))
+	for _, kv := range kvps {
+		for _, stat := range []struct {
+			name string
+			f    func([]float64) float64
+		}{{"median", median}, {"min", slices.Min[[]float64]}} {
+			parts := make([]string, len(arms))
+			for i, a := range arms {
+				parts[i] = fmt.Sprintf("%s: %.2f×", a.name, stat.f(ratios[kv.name+"|"+a.name]))
+			}
+			fmt.Printf("%s/llama-server %s (Q8_0, %s of %d rounds)\n", kv.name, strings.Join(parts, ", "), stat.name, reps)
 		}
-		fmt.Printf("kvpilot/llama-server %s (Q8_0, %s of %d rounds)\n", strings.Join(parts, ", "), stat.name, reps)
 	}
 }

@@ -4,6 +4,7 @@ package ggml
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -33,6 +34,15 @@ type Options struct {
 	// PlainAttention uses the mul_mat/soft_max/mul_mat attention, the
 	// path of non-CPU devices, on the CPU too (tests check it there).
 	PlainAttention bool
+	// FlashMaxSeqs runs flash attention per sequence (attn_seq.go) for
+	// batches of at most this many sequences and the plain attention for
+	// larger ones. 0 is the device's default: every batch on the CPU
+	// (unless PlainAttention), none on a GPU, where ggml's flash-attention
+	// kernels have not yet been measured against the plain path here; on a
+	// GPU it needs a ggml built with them for the cache's type
+	// (hack/build-llama-server-cuda.sh builds them for F16), which New
+	// checks.
+	FlashMaxSeqs int
 	// PlainWeights keeps every weight in the device's default buffer (on
 	// the CPU the GGUF file's mapping) instead of the extra buffer types
 	// ggml offers (see weights.go): for comparisons.
@@ -85,12 +95,14 @@ type Executor struct {
 	// where maps a block id to its index among the blocks the iteration's
 	// batch reaches (-1: not reached); reset after each prepare.
 	where []int32
-	// flash: attention is ggml_flash_attn_ext per sequence (see
-	// attn_seq.go), the CPU's. Elsewhere (CUDA; build-ggml-cuda.sh builds it
-	// without flash attention, GGML_CUDA_FA off) attention is the plain
-	// mul_mat/soft_max/mul_mat chain over the batch's gathered blocks, whose
-	// ops every backend has.
-	flash bool
+	// flashMax: batches of at most this many sequences run attention as
+	// ggml_flash_attn_ext per sequence (see attn_seq.go), the CPU's (every
+	// batch there); larger ones, and every batch on a GPU by default
+	// (build-ggml-cuda.sh builds ggml without flash attention, GGML_CUDA_FA
+	// off), the plain mul_mat/soft_max/mul_mat chain over the batch's
+	// gathered blocks, whose ops every backend has. The current batch's
+	// choice is s.flash.
+	flashMax int
 
 	// host is the host tier of ReserveHostBlocks: hostBlocks blocks of
 	// hostBlockBytes, in the cache's type.
@@ -143,6 +155,8 @@ type scratch struct {
 	rowIdx []int64
 	mask   []float32
 	mask16 []uint16 // the mask in F16, as flash attention takes it
+	// flash: this batch's attention runs per sequence (flashMax).
+	flash bool
 	// logits receives the sampled rows' logits, which the engine reads in
 	// place (batch.ShareLogits). On a GPU it lies in the device's pinned
 	// host buffer (logitsBuf), so the copy back runs at the host link's
@@ -244,7 +258,15 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	if e.onCPU() && opts.Threads <= 0 && be.Threads > 1 {
 		e.tuner = newThreadTuner(be.Threads)
 	}
-	e.flash = e.onCPU() && !opts.PlainAttention
+	switch {
+	case opts.FlashMaxSeqs > 0:
+		e.flashMax = opts.FlashMaxSeqs
+		if err := e.checkFlash(); err != nil {
+			return nil, err
+		}
+	case e.onCPU() && !opts.PlainAttention:
+		e.flashMax = math.MaxInt
+	}
 	if err := e.loadWeights(opts.PlainWeights); err != nil {
 		return nil, err
 	}
@@ -269,6 +291,34 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	}
 	ok = true
 	return e, nil
+}
+
+// ErrNoFlashAttention: the backend has no flash-attention kernel for the
+// cache's type (New with Options.FlashMaxSeqs).
+var ErrNoFlashAttention = errors.New("no flash attention")
+
+// checkFlash reports whether the backend runs flash attention as
+// seqAttention builds it: F32 queries over a view of the cache's keys and
+// values, an F16 mask. A ggml built without its flash-attention kernels
+// (CUDA's GGML_CUDA_FA off), or without them for the cache's type, says no.
+func (e *Executor) checkFlash() error {
+	a, c := e.a, e.cfg
+	hd, heads, kvHeads, bs := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads), int64(e.blockSize)
+	size := 16 * a.tensorOverhead()
+	ctx := a.initCtx(initParams{MemSize: size, NoAlloc: true})
+	if ctx == 0 {
+		return fmt.Errorf("ggml_init of %d bytes failed", size)
+	}
+	defer a.freeCtx(ctx)
+	q := a.permute(ctx, a.reshape3d(ctx, a.newTensor2d(ctx, typeF32, hd*heads, 1), hd, heads, 1), 0, 2, 1, 3)
+	kv := func() cTensor {
+		return a.permute(ctx, a.reshape3d(ctx, a.newTensor2d(ctx, e.kvType, int64(e.kvDim), bs), hd, kvHeads, bs), 0, 2, 1, 3)
+	}
+	mask := a.newTensor2d(ctx, typeF16, bs, 1)
+	if fa := a.flashAttnExt(ctx, q, kv(), kv(), mask, 1, 0, 0); !a.devSupportsOp(e.be.dev, fa) {
+		return fmt.Errorf("%w (FlashMaxSeqs, --ggml-flash-max-seqs): ggml's %s backend cannot run it over a %s KV cache with heads of %d; build ggml with its flash-attention kernels for that type (hack/build-llama-server-cuda.sh builds them for f16) or leave it off", ErrNoFlashAttention, e.be.Name, e.kv.DType, hd)
+	}
+	return nil
 }
 
 // probe runs one token through the model in block 0 (whose slot it writes
@@ -602,7 +652,7 @@ func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
 // prepare fills the host inputs for n tokens: ids, positions, KV slots,
 // the rows whose logits are wanted, and what attention reads.
 //
-// With flash attention (the CPU) attention runs per sequence
+// With flash attention (the CPU's, flashMax) attention runs per sequence
 // (preparePerSeq), and span is 0. Otherwise (the plain chain, other
 // devices) it is the unified-cache rule: token t of sequence s may attend
 // slot j only when j holds one of s's positions ≤ t's position. Shared
@@ -631,7 +681,8 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 			s.outRows = append(s.outRows, int32(t-1))
 		}
 	}
-	if e.flash {
+	s.flash = len(b.Seqs) <= e.flashMax
+	if s.flash {
 		e.preparePerSeq(b, n)
 		return 0
 	}

@@ -45,8 +45,12 @@ func (e *Executor) freeGraph() {
 // and sampled-row counts, the gathered span, and per sequence its share of
 // attention (seqAttention); equal signatures build the same graph.
 func (e *Executor) signature(sig []int64, n, span, ns int) []int64 {
-	sig = append(sig[:0], int64(n), int64(span), int64(ns), int64(len(e.s.blocks)))
-	if e.flash {
+	flash := int64(0)
+	if e.s.flash {
+		flash = 1
+	}
+	sig = append(sig[:0], flash, int64(n), int64(span), int64(ns), int64(len(e.s.blocks)))
+	if e.s.flash {
 		for _, a := range e.s.seqs {
 			in := int64(0)
 			if a.inPlace {
@@ -101,7 +105,7 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	if in.rowIdx != 0 {
 		set(in.rowIdx, unsafe.Pointer(&s.rowIdx[0]), 8*n)
 	}
-	if e.flash {
+	if s.flash {
 		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
 	} else {
 		set(in.mask, unsafe.Pointer(&s.mask[0]), 4*len(s.mask))
@@ -149,7 +153,7 @@ func (e *Executor) compute(g cGraph, n int) error {
 // sequence and layer.
 func (e *Executor) graphNodes(seqs int) int {
 	n := 64*e.cfg.Layers + 256
-	if e.flash {
+	if e.s.flash {
 		n += 24 * e.cfg.Layers * seqs
 	}
 	return n
@@ -179,7 +183,7 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		pos:  input(typeI32, nt, 0),
 		kIdx: input(typeI64, nt, 0),
 	}
-	if e.flash {
+	if e.s.flash {
 		if len(e.s.blocks) > 0 {
 			in.blocks = input(typeI32, int64(len(e.s.blocks)), 0)
 		}
@@ -234,7 +238,7 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		kw := a.setRows(ctx, e.kc[li], a.reshape2d(ctx, k, kvDim, nt), in.kIdx)
 		vw := a.setRows(ctx, e.vc[li], v, in.kIdx)
 		var attn cTensor
-		if e.flash {
+		if e.s.flash {
 			attn = e.seqAttention(ctx, in, q, kw, vw, scale)
 		} else {
 			qp := a.permute(ctx, q, 0, 2, 1, 3)            // [hd, n, heads]

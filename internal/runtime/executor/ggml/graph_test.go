@@ -41,3 +41,67 @@ func TestGraphReusedForTheSameShape(t *testing.T) {
 		}
 	})
 }
+
+// TestFlashMaxSeqsChoosesPerBatch: with FlashMaxSeqs 2, batches of one or
+// two sequences run flash attention and larger ones the plain chain: over
+// a history of two-sequence batches the logits are exactly flash
+// attention's, over one of three-sequence batches exactly the plain
+// chain's. Alternating the two kinds at the same token count gives the
+// logits of a graph built afresh each step (a graph of one kind is never
+// reused for the other).
+func TestFlashMaxSeqsChoosesPerBatch(t *testing.T) {
+	m := randomModel(t, wideHeads()["qwen2"], model.F16, 4)
+	a, b, c := contiguous(0, 4), contiguous(8, 4), contiguous(16, 4)
+	prompts := []batch.Seq{
+		{Tokens: []int32{1, 2, 3, 4, 5}, Blocks: a, Sample: true},
+		{Tokens: []int32{9, 8, 7, 6, 5}, Blocks: b, Sample: true},
+		{Tokens: []int32{4, 4, 2, 7, 1}, Blocks: c, Sample: true},
+	}
+	// Three tokens either way: two sequences (flash) or three (plain).
+	two := []batch.Seq{{Tokens: []int32{6}, Pos: 5, Blocks: a, Sample: true}, {Tokens: []int32{6, 7}, Pos: 5, Blocks: b, Sample: true}}
+	three := []batch.Seq{{Tokens: []int32{6}, Pos: 5, Blocks: a, Sample: true}, {Tokens: []int32{6}, Pos: 5, Blocks: b, Sample: true}, {Tokens: []int32{3}, Pos: 5, Blocks: c, Sample: true}}
+	for _, d := range allKVTypes {
+		withKV(t, d, func(t *testing.T) {
+			hybrid := func() *Executor {
+				e, err := New(m, 64, testBlockSize, Options{LibDir: testLibDir(t), Device: DeviceCPU, Threads: 1, KVCacheDType: testKV, FlashMaxSeqs: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(e.Close)
+				return e
+			}
+			flash := newTestExec(t, m, 64)
+			plainAttention = true
+			plain := newTestExec(t, m, 64)
+			plainAttention = false
+			for _, k := range []struct {
+				name  string
+				ref   *Executor
+				steps [][]batch.Seq
+			}{{"flash", flash, [][]batch.Seq{prompts[:2], two}}, {"plain", plain, [][]batch.Seq{prompts, three}}} {
+				e := hybrid()
+				for i, step := range k.steps {
+					want, got := execute(t, k.ref, step), execute(t, e, step)
+					if diff := cmp.Diff(want, got); diff != "" {
+						t.Errorf("%d sequences, step %d: logits differ from %s attention's", len(step), i, k.name)
+					}
+					if e.s.flash != (k.name == "flash") {
+						t.Errorf("%d sequences, step %d: flash %v", len(step), i, e.s.flash)
+					}
+				}
+			}
+			reused, fresh := hybrid(), hybrid()
+			execute(t, reused, prompts)
+			execute(t, fresh, prompts)
+			for i, step := range [][]batch.Seq{two, three, two, three, three} {
+				fresh.freeGraph()
+				if diff := cmp.Diff(execute(t, fresh, step), execute(t, reused, step)); diff != "" {
+					t.Errorf("step %d (%d sequences): logits differ from a graph built afresh", i, len(step))
+				}
+			}
+			if reused.graphsReused != 1 {
+				t.Errorf("%d graphs reused, want 1 (the last step's)", reused.graphsReused)
+			}
+		})
+	}
+}

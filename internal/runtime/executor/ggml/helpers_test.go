@@ -3,6 +3,8 @@
 package ggml
 
 import (
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -54,6 +56,10 @@ func testDevice() string {
 // devices use; tests that cover attention run with both.
 var plainAttention bool
 
+// flashAttention makes newTestExec run flash attention on every batch on
+// other devices too (the CPU's default).
+var flashAttention bool
+
 // testKV is the KV cache type newTestExec asks for (auto: the model's).
 var testKV kvcache.DType
 
@@ -64,7 +70,16 @@ func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	t.Helper()
 	// One CPU thread: these models are tiny, and ggml's threads spin at
 	// barriers, which on a shared machine costs more than it gains.
-	e, err := New(m, numBlocks, testBlockSize, Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, PlainWeights: plainWeights, KVCacheDType: testKV})
+	opts := Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, PlainWeights: plainWeights, KVCacheDType: testKV}
+	if flashAttention && testDevice() != DeviceCPU {
+		// The flash subtests of bothAttentions run flash attention on
+		// every batch there too, where ggml has the kernels.
+		opts.FlashMaxSeqs = math.MaxInt
+	}
+	e, err := New(m, numBlocks, testBlockSize, opts)
+	if errors.Is(err, ErrNoFlashAttention) {
+		t.Skipf("flash attention on %s: %v", testDevice(), err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +126,8 @@ func bothAttentions(t *testing.T, f func(t *testing.T)) {
 			name = "plain"
 		}
 		t.Run(name, func(t *testing.T) {
-			plainAttention = plain
-			defer func() { plainAttention = false }()
+			plainAttention, flashAttention = plain, !plain
+			defer func() { plainAttention, flashAttention = false, false }()
 			f(t)
 		})
 	}

@@ -251,7 +251,7 @@ func testAttentionSpan(t *testing.T) {
 	}
 	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{1}, Pos: len(prompt), Blocks: far, Sample: true}}, NumTokens: 1, BlockSize: testBlockSize}
 	span := e.prepare(b, 1)
-	if e.flash {
+	if e.s.flash {
 		span = e.s.seqs[0].span // per sequence: its own context
 	}
 	if span != 3*testBlockSize {
