@@ -114,7 +114,7 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and threads, interleaved, BENCH_REPS rounds) and vs the cpu executor (GGML_THREADS=n to set the CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, 32 streams (~20 min on 2 cores).
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" KVPILOT_BENCH_EXECUTORS=1 \
 		KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) KVPILOT_BENCH_REPS=$(BENCH_REPS) \
-		$(GO) test -run '^$$' -bench 'VsLlamaCpp|ThreadsUnderLoad|Executors|StepVsHTTP' -benchtime=1x -timeout 90m ./internal/runtime/executor/ggml/
+		$(GO) test -run '^$$' -bench 'VsLlamaCpp|ThreadsUnderLoad|Executors|StepVsHTTP|ServingPath|GraphReuse' -benchtime=1x -timeout 90m ./internal/runtime/executor/ggml/
 
 .PHONY: test-gpu
 test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for this GPU with nvcc when present, ~3 min; else the prebuilt); skipped without an NVIDIA GPU.
@@ -126,7 +126,7 @@ test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for thi
 	elif command -v nvcc >/dev/null && command -v cmake >/dev/null; then lib="$$(hack/build-ggml-cuda.sh)" || exit 1; \
 	else echo "test-gpu: no nvcc/cmake: using the prebuilt CUDA library, which cannot run on every GPU (see hack/build-ggml-cuda.sh)"; lib="$$($(SETUP_GGML) cuda)"; fi; \
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_REQUIRE_GGML=1 KVPILOT_GGML_DEVICE=cuda $(GO) test $(GOFLAGS_TEST) -v ./internal/runtime/executor/ggml/ && \
-	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
+	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP|ServingPath' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: gpu-bundle
 gpu-bundle: ## Pack test-gpu and bench-gpu for a GPU machine without Go (bin/gpu-bundle: binaries, llama.cpp source, run.sh; see hack/gpu-bundle.sh).

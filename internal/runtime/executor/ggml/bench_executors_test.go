@@ -206,6 +206,110 @@ func BenchmarkStepVsHTTP(b *testing.B) {
 		ge.Device(), step[1], step[32], h1, h32, h1/step[1], h32/step[32])
 }
 
+// freeExec is an executor that costs nothing: every sampled sequence gets
+// one of a few fixed rows of logits (of a 151,936-token vocabulary), so
+// that what is timed is the serving path alone: the engine, sampling and
+// HTTP.
+type freeExec struct {
+	rows  [][]float32
+	steps int
+}
+
+func (f *freeExec) Execute(_ context.Context, b *batch.Batch, out *batch.Output) error {
+	f.steps++
+	j := 0
+	for i := range b.Seqs {
+		if b.Seqs[i].Sample {
+			out.Logits[i] = f.rows[j%len(f.rows)]
+			j++
+		}
+	}
+	return nil
+}
+
+// BenchmarkServingPath runs aggregateDecode's load (1, 8 and 32 streams of
+// 16-token prompts and 32-token outputs through the HTTP server) over an
+// executor that costs nothing, with Qwen2's vocabulary: how fast the
+// serving path alone goes, and how many steps the load takes (its requests
+// are short, so its steps hold fewer sequences than it has streams). Part
+// of `make bench-executors`.
+func BenchmarkServingPath(b *testing.B) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("run `make bench-executors`")
+	}
+	cfg := qwen05Config
+	cfg.Layers = 1 // the model only names the vocabulary and the tokenizer here
+	m := model.Random(cfg, 1)
+	rows := make([][]float32, 8)
+	for i := range rows {
+		rows[i] = make([]float32, cfg.VocabSize)
+		for k := range rows[i] {
+			rows[i][k] = float32((k*7919+i*31)%1000) / 1000
+		}
+		rows[i][(i*977+5)%cfg.VocabSize] = 2 // the greedy token
+	}
+	for _, n := range []int{1, 8, 32} {
+		f := &freeExec{rows: rows}
+		start := time.Now()
+		tps := aggregateDecode(b, f, m, n)
+		el := time.Since(start)
+		fmt.Printf("serving path alone, %d streams: %.1f tok/s, %d steps (%.1f output tokens a step, %.3f ms a step)\n",
+			n, tps, f.steps, float64(n*32)/float64(f.steps), float64(el.Microseconds())/1000/float64(f.steps))
+	}
+}
+
+// BenchmarkGraphReuse counts the graphs built and reused while an engine
+// decodes 32 sequences whose prompts differ in length by a token each (so
+// that some sequence enters a new KV block nearly every step), 256 steps
+// on a small model, with flash attention per sequence (the CPU's) and with
+// the plain attention (a GPU's), whose gathered blocks are padded to a
+// bucket (paddedBlocks). Part of `make bench-executors`.
+func BenchmarkGraphReuse(b *testing.B) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("run `make bench-executors`")
+	}
+	cfg := wideHeads()["qwen2"]
+	cfg.VocabSize, cfg.ContextLen = 512, 4096
+	m, err := model.Random(cfg, 1).Convert(model.F16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, plain := range []bool{false, true} {
+		e, err := New(m, 1024, benchBlockSize, Options{LibDir: testLibDir(b), Device: DeviceCPU, Threads: 1, PlainAttention: plain})
+		if err != nil {
+			b.Fatal(err)
+		}
+		eng, err := engine.New(engine.Config{
+			MaxNumSeqs: 32, MaxModelLen: 4096, VocabSize: cfg.VocabSize, MaxNumBatchedTokens: 2048, MaxQueue: 64,
+			KV:  kvcache.Config{NumBlocks: 1024, BlockSize: benchBlockSize, EnablePrefixCache: true},
+			EOS: m.Config.EOS, Decoder: m.Tokenizer, Logger: slog.New(slog.DiscardHandler),
+		}, e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range 32 {
+			p := make([]int32, 16+i)
+			for j := range p {
+				p[j] = int32((i*31 + j*7) % 500)
+			}
+			if _, err := eng.Submit(context.Background(), &engine.Request{Prompt: p, Params: engine.Params{MaxTokens: 256, IgnoreEOS: true}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		steps := 0
+		for r, w := eng.Pending(); r+w > 0; r, w = eng.Pending() {
+			eng.Step(context.Background())
+			steps++
+		}
+		name := "flash attention per sequence"
+		if plain {
+			name = "plain attention, padded span"
+		}
+		fmt.Printf("graph reuse, %s: %d steps, %d graphs built, %d reused\n", name, steps, e.graphsBuilt, e.graphsReused)
+		e.Close()
+	}
+}
+
 // BenchmarkThreadsUnderLoad measures, on whatever else the machine runs at
 // the time, the ggml executor's decode rate with 1 CPU thread, with the
 // default (up to one thread per core, each graph on the count measured

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"unsafe"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -116,6 +117,9 @@ type Executor struct {
 	// inlineCopies makes StartCopyBlocks copy before it returns (tests:
 	// the engine's schedule of overlapped copies without the copy thread).
 	inlineCopies bool
+	// exactSpan leaves the plain attention's gathered blocks unpadded
+	// (tests: the reference for the padding; see prepare).
+	exactSpan bool
 
 	galloc cAlloc
 	// tuner picks each graph's CPU thread count when Options.Threads was
@@ -702,6 +706,17 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 			}
 		}
 	}
+	// The gathered run is padded to a bucket of blocks (a repeat of its
+	// first block, masked out for every token): the graph's shapes then
+	// stay the same from step to step while the sequences' contexts grow,
+	// so that it is reused (and replayed as a CUDA graph) until the batch
+	// outgrows the bucket, instead of being built anew whenever some
+	// sequence enters a new block.
+	if !e.exactSpan {
+		for pad := paddedBlocks(len(s.blocks)); len(s.blocks) < pad; {
+			s.blocks = append(s.blocks, s.blocks[0])
+		}
+	}
 	span = len(s.blocks) * bs
 	// The mask in F32: 0 visible, -inf hidden.
 	inf := float32(math.Inf(-1))
@@ -723,6 +738,19 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 		e.where[id] = -1
 	}
 	return span
+}
+
+// paddedBlocks is the bucket n gathered blocks are padded to: n rounded
+// up to a multiple of an eighth of the largest power of two not above it
+// (at least 4), so that the padding adds at most an eighth to the
+// attention's span beyond 32 blocks, and a batch whose contexts grow by a
+// block or two a step keeps its shape for several steps.
+func paddedBlocks(n int) int {
+	step := 4
+	if n >= 64 {
+		step = 1 << (bits.Len(uint(n)) - 1) / 8
+	}
+	return (n + step - 1) / step * step
 }
 
 // logitsBuffer returns room for n logits: Go memory on the CPU, else the

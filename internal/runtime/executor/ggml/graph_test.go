@@ -105,3 +105,51 @@ func TestFlashMaxSeqsChoosesPerBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestPlainSpanPaddedForReuse: the plain attention pads the batch's
+// gathered blocks to a bucket (paddedBlocks), masked out, so that decode
+// steps whose contexts grow into new blocks keep the graph's shape. Four
+// sequences at staggered positions decoding 40 steps enter a new block
+// almost every step: unpadded every step builds a graph, padded one in
+// four does, and the logits agree with the unpadded ones to rounding.
+func TestPlainSpanPaddedForReuse(t *testing.T) {
+	for n, want := range map[int]int{1: 4, 4: 4, 5: 8, 63: 64, 64: 64, 65: 72, 200: 208, 300: 320} {
+		if got := paddedBlocks(n); got != want {
+			t.Errorf("paddedBlocks(%d) = %d, want %d", n, got, want)
+		}
+	}
+	// F32 weights and cache: the CPU then rounds no activation to F16, and
+	// what padding changes is the order of the attention's sums only.
+	m := randomModel(t, wideHeads()["qwen2"], model.F32, 4)
+	plainAttention = true
+	defer func() { plainAttention = false }()
+	padded, exact := newTestExec(t, m, 256), newTestExec(t, m, 256)
+	exact.exactSpan = true
+	var seqs []batch.Seq
+	for i := range 4 {
+		prompt := make([]int32, 3+i) // staggered: each enters its blocks at another step
+		for j := range prompt {
+			prompt[j] = int32(1 + (i*7+j*3)%300)
+		}
+		seqs = append(seqs, batch.Seq{Tokens: prompt, Blocks: contiguous(i*60, 60), Sample: true})
+	}
+	for step := range 40 {
+		want, got := execute(t, exact, seqs), execute(t, padded, seqs)
+		if d := maxRelDiff(want, got); d > 1e-5 {
+			t.Fatalf("step %d: logits of the padded span differ from the exact span's by %.3g of their scale", step, d)
+		}
+		for i := range seqs {
+			if argmax(want[i]) != argmax(got[i]) {
+				t.Fatalf("step %d, sequence %d: padded span picks token %d, exact %d", step, i, argmax(got[i]), argmax(want[i]))
+			}
+			seqs[i].Pos += len(seqs[i].Tokens)
+			seqs[i].Tokens = []int32{argmax(got[i])}
+		}
+	}
+	// Blocks of 4 tokens: the batch reaches one more block a step, and
+	// below 64 blocks the bucket is 4 blocks wide.
+	if exact.graphsBuilt < 40 || padded.graphsBuilt > 12 {
+		t.Errorf("graphs built over 41 steps: %d with the exact span, %d padded; want every step but one, and one in four", exact.graphsBuilt, padded.graphsBuilt)
+	}
+	t.Logf("graphs built over 41 steps: exact span %d, padded %d", exact.graphsBuilt, padded.graphsBuilt)
+}

@@ -225,7 +225,8 @@ func TestMappedModelFile(t *testing.T) {
 // TestAttentionSpansOnlyTheBatchBlocks: a sequence whose blocks lie far
 // apart in a large cache gives the logits of the same sequence in the first
 // blocks, and its step attends over its own blocks' slots only (not up to
-// the highest block id it holds). With every KV cache type: gathered
+// the highest block id it holds; the plain attention pads them to their
+// bucket, paddedBlocks). With every KV cache type: gathered
 // blocks reach flash attention in the cache's type, as blocks read in
 // place do.
 func TestAttentionSpansOnlyTheBatchBlocks(t *testing.T) {
@@ -250,11 +251,11 @@ func testAttentionSpan(t *testing.T) {
 		t.Errorf("blocks %v give logits %.3g of their scale away from blocks 0-2", far, d)
 	}
 	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: []int32{1}, Pos: len(prompt), Blocks: far, Sample: true}}, NumTokens: 1, BlockSize: testBlockSize}
-	span := e.prepare(b, 1)
+	span, wantSpan := e.prepare(b, 1), paddedBlocks(3)*testBlockSize // plain: the batch's blocks, padded to their bucket
 	if e.s.flash {
-		span = e.s.seqs[0].span // per sequence: its own context
+		span, wantSpan = e.s.seqs[0].span, 3*testBlockSize // per sequence: its own context
 	}
-	if span != 3*testBlockSize {
-		t.Errorf("attention spans %d slots for a sequence of 3 blocks of %d", span, testBlockSize)
+	if span != wantSpan {
+		t.Errorf("attention spans %d slots for a sequence of 3 blocks of %d, want %d", span, testBlockSize, wantSpan)
 	}
 }
