@@ -117,13 +117,13 @@ bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and thread
 		$(GO) test -run '^$$' -bench 'VsLlamaCpp|ThreadsUnderLoad|Executors|StepVsHTTP|ServingPath|GraphReuse' -benchtime=1x -timeout 90m ./internal/runtime/executor/ggml/
 
 .PHONY: test-gpu
-test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for this GPU with nvcc when present, ~3 min; else the prebuilt); skipped without an NVIDIA GPU.
+test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for this GPU with nvcc when present, with its flash-attention kernels, as make bench-gpu builds it: ~3 min; else the prebuilt); skipped without an NVIDIA GPU.
 	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
 		echo "test-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped (it runs on a machine with one)"; \
 		exit 0; \
 	fi; \
 	if [ -n "$(KVPILOT_GGML_LIB)" ]; then lib="$(KVPILOT_GGML_LIB)"; \
-	elif command -v nvcc >/dev/null && command -v cmake >/dev/null; then lib="$$(hack/build-ggml-cuda.sh)" || exit 1; \
+	elif command -v nvcc >/dev/null && command -v cmake >/dev/null; then server="$$(hack/build-llama-server-cuda.sh)" || exit 1; lib="$$(dirname "$$server")"; \
 	else echo "test-gpu: no nvcc/cmake: using the prebuilt CUDA library, which cannot run on every GPU (see hack/build-ggml-cuda.sh)"; lib="$$($(SETUP_GGML) cuda)"; fi; \
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_REQUIRE_GGML=1 KVPILOT_GGML_DEVICE=cuda $(GO) test $(GOFLAGS_TEST) -v ./internal/runtime/executor/ggml/ && \
 	KVPILOT_GGML_LIB="$$lib" KVPILOT_GGML_DEVICE=cuda KVPILOT_BENCH_EXECUTORS=1 $(GO) test -run '^$$' -bench 'Executors|StepVsHTTP|ServingPath' -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
