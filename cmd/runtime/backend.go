@@ -115,7 +115,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 // newGGML starts the ggml executor on --device, or without it on the GPU
 // when NVML found one and the CUDA backend loads, else on the CPU.
 func newGGML(o *options, m *model.Model, blocks int, devs []device.Device, log *slog.Logger) (*ggml.Executor, error) {
-	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType, FlashMaxSeqs: o.GGMLFlashMaxSeqs}
+	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType, FlashMaxSeqs: o.GGMLFlashMaxSeqs, DeviceArgmax: o.GGMLDeviceArgmax}
 	if o.Device != "" {
 		return ggml.New(m, blocks, o.BlockSize, opts)
 	}

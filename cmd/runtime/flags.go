@@ -30,8 +30,10 @@ type options struct {
 	CPUThreads      int
 	Device          string
 	GGMLLib         string
-	// GGMLFlashMaxSeqs is ggml.Options.FlashMaxSeqs.
+	// GGMLFlashMaxSeqs is ggml.Options.FlashMaxSeqs, GGMLDeviceArgmax
+	// ggml.Options.DeviceArgmax.
 	GGMLFlashMaxSeqs int
+	GGMLDeviceArgmax bool
 	KVCacheDType     kvcache.DType
 	PprofAddr        string
 
@@ -93,6 +95,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.Executor, "executor", executorCPU, "executor: cpu (pure-Go transformer), ggml (ggml's CPU or CUDA kernels; libraries from hack/setup-ggml.sh) or sim (roofline model of an accelerator)")
 	fs.StringVar(&o.Device, "device", "", "ggml executor: cuda or cpu (default: cuda when NVML finds a GPU and the CUDA backend loads, else cpu)")
 	fs.StringVar(&o.GGMLLib, "ggml-lib", "", "ggml executor: directory of the ggml libraries (default: $KVPILOT_GGML_LIB; hack/setup-ggml.sh prints it)")
+	fs.BoolVar(&o.GGMLDeviceArgmax, "ggml-device-argmax", false, "ggml executor: take the argmax of greedy rows (no logprobs, processors or constraint) on the device and read back their token instead of their logits (not yet measured on a GPU)")
 	fs.IntVar(&o.GGMLFlashMaxSeqs, "ggml-flash-max-seqs", 0, "ggml executor: batches of at most this many sequences run flash attention per sequence, larger ones the plain attention (0: every batch on the cpu device, none on cuda, where it is not yet measured; needs ggml built with flash-attention kernels for the KV cache's type)")
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
 	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
@@ -221,6 +224,7 @@ func (o *options) validate() error {
 	check(o.CPUThreads >= 0, "--cpu-threads must be >= 0")
 	check(o.GGMLFlashMaxSeqs >= 0, "--ggml-flash-max-seqs must be >= 0")
 	check(o.GGMLFlashMaxSeqs == 0 || o.Executor == executorGGML, "--ggml-flash-max-seqs applies to --executor ggml only")
+	check(!o.GGMLDeviceArgmax || o.Executor == executorGGML, "--ggml-device-argmax applies to --executor ggml only")
 	check(o.Executor != executorCPU || o.KVCacheDType.ResolveAuto(kvcache.DTypeF32) == kvcache.DTypeF32,
 		"--kv-cache-dtype %s: the cpu executor keeps its KV cache in f32 (use auto or f32, or --executor ggml)", o.KVCacheDType)
 	for _, s := range o.Stop {

@@ -84,6 +84,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{args: []string{"--device", "cpu"}},                                   // --device is the ggml executor's
 		{args: []string{"--ggml-flash-max-seqs", "4"}},                        // the ggml executor's too
 		{args: []string{"--executor", "ggml", "--ggml-flash-max-seqs", "-1"}}, // 0 is the device's default
+		{args: []string{"--ggml-device-argmax"}},                              // the ggml executor's
 		{args: []string{"--port", "70000"}},
 		{args: []string{"--max-num-seqs", "0"}},
 		{args: []string{"--kv-cache-memory", "lots"}},

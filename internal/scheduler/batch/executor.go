@@ -69,6 +69,13 @@ type Seq struct {
 	// Sample is true when this step reaches the end of the known tokens, so
 	// the next token must be produced.
 	Sample bool
+	// ArgmaxOnly (with Sample) says the engine would take the row's
+	// largest logit and nothing else of it: greedy, no logprobs, no logit
+	// processor, no output constraint, no banned token. An executor may
+	// then fill out.Tokens[i] with the id of the largest logit instead of
+	// out.Logits[i]. (Among exactly equal largest logits the engine takes
+	// the lowest id; an executor's kernel may take another of them.)
+	ArgmaxOnly bool
 	// PromptLen is the number of prompt tokens of the request.
 	PromptLen int
 	// Seed is the request's sampling seed (executors that sample themselves

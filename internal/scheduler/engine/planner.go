@@ -120,18 +120,29 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 
 func (e *Engine) scheduleLocked(s *sequence, n int) {
 	end := s.numComputed + n
+	sample := end == len(s.tokens)
 	e.b.Seqs = append(e.b.Seqs, batch.Seq{
-		SeqID:     s.id,
-		Tokens:    s.tokens[s.numComputed:end],
-		Pos:       s.numComputed,
-		Blocks:    s.blocks,
-		Sample:    end == len(s.tokens),
-		PromptLen: s.promptLen,
-		Seed:      s.seed,
-		MaxTokens: s.req.Params.MaxTokens,
+		SeqID:      s.id,
+		Tokens:     s.tokens[s.numComputed:end],
+		Pos:        s.numComputed,
+		Blocks:     s.blocks,
+		Sample:     sample,
+		ArgmaxOnly: sample && e.argmaxOnly(s),
+		PromptLen:  s.promptLen,
+		Seed:       s.seed,
+		MaxTokens:  s.req.Params.MaxTokens,
 	})
 	e.b.NumTokens += n
 	e.sched = append(e.sched, s)
+}
+
+// argmaxOnly reports whether sampling s's next token takes the largest
+// logit and reads nothing else of the row (see sample): greedy, no
+// logprobs, no logit processor, no constraint, no banned tokens yet.
+func (e *Engine) argmaxOnly(s *sequence) bool {
+	p := &s.req.Params
+	return s.sp.Greedy() && !p.Logprobs && !s.sp.Processes() && s.constraint == nil &&
+		(s.outTokens >= p.MinTokens || len(s.banned) == 0)
 }
 
 // runsBefore orders running sequences: higher priority, then earlier

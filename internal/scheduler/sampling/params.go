@@ -55,6 +55,9 @@ func (p *Params) greedy() bool {
 	return !(p.Temperature > 0) || p.TopK == 1
 }
 
+// Greedy reports whether p picks the most likely token without a draw.
+func (p *Params) Greedy() bool { return p.greedy() }
+
 // topP reports whether p restricts the draw to a nucleus.
 func (p *Params) topP() bool {
 	return p.TopP > 0 && p.TopP < 1

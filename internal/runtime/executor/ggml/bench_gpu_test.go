@@ -168,10 +168,11 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 	gguf := filepath.Join(b.TempDir(), "qwen2-0.5b-shape-q8_0.gguf")
 	writeGGUF(b, model.Random(cfg, 1), model.Q8_0, gguf)
 
-	// kvpilot as shipped, and (KVPILOT_BENCH_FLASH_SEQS, default 8; 0 leaves
+	// kvpilot as shipped; (KVPILOT_BENCH_FLASH_SEQS, default 8; 0 leaves
 	// it out) with flash attention for batches of at most that many
 	// sequences (--ggml-flash-max-seqs), the prefill path llama-server's
-	// kernels take.
+	// kernels take; and (KVPILOT_BENCH_DEVICE_ARGMAX, default 1; 0 leaves
+	// it out) with the greedy argmax on the device (--ggml-device-argmax).
 	startKV := func(name string, extra ...string) httpServer {
 		addr := runtimeproc.FreeAddr(b)
 		host, port, _ := strings.Cut(addr, ":")
@@ -191,6 +192,9 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 		b.Fatalf("KVPILOT_BENCH_FLASH_SEQS=%q: want a count of sequences, 0 for none", flashSeqs)
 	} else if n > 0 {
 		kvps = append(kvps, startKV("kvpilot, flash attention ≤ "+flashSeqs+" seqs", "--ggml-flash-max-seqs", flashSeqs))
+	}
+	if os.Getenv("KVPILOT_BENCH_DEVICE_ARGMAX") != "0" {
+		kvps = append(kvps, startKV("kvpilot, argmax on the device", "--ggml-device-argmax"))
 	}
 	ls := startLlamaServer(b, bin, gguf)
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
@@ -153,4 +154,78 @@ func wait(t *testing.T, s *engine.Stream) []int32 {
 		t.Fatalf("stream %s: %v", s.ID(), err)
 	}
 	return toks
+}
+
+// TestDeviceArgmax: with DeviceArgmax, the rows the engine wants only the
+// argmax of come back as that token, the others as their logits, equal to
+// the logits without it; and the engine's batching equivalence holds with
+// the greedy tokens taken on the device.
+func TestDeviceArgmax(t *testing.T) {
+	m := randomModel(t, wideHeads()["qwen2"], model.F32, 9)
+	ref := newTestExec(t, m, 64)
+	deviceArgmax = true
+	dev := newTestExec(t, m, 64)
+	deviceArgmax = false
+	seqs := []batch.Seq{
+		{Tokens: []int32{5, 9, 2, 7}, Blocks: contiguous(0, 2), Sample: true, ArgmaxOnly: true},
+		{Tokens: []int32{3, 1}, Blocks: contiguous(4, 2), Sample: true},
+		{Tokens: []int32{8, 8, 8}, Blocks: contiguous(8, 2), Sample: false},
+		{Tokens: []int32{4}, Blocks: contiguous(12, 2), Sample: true, ArgmaxOnly: true},
+	}
+	run := func(e *Executor) *batch.Output {
+		b := &batch.Batch{Seqs: seqs, NumTokens: 10, BlockSize: testBlockSize}
+		out := &batch.Output{Logits: make([][]float32, len(seqs)), Tokens: make([]int32, len(seqs)), Sampled: make([]bool, len(seqs))}
+		if err := e.Execute(context.Background(), b, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want, got := run(ref), run(dev)
+	for i, sq := range seqs {
+		switch {
+		case !sq.Sample:
+		case sq.ArgmaxOnly:
+			if !got.Sampled[i] || got.Logits[i] != nil || got.Tokens[i] != argmax(want.Logits[i]) {
+				t.Errorf("row %d: sampled %v, token %d, logits %v; want token %d and no logits", i, got.Sampled[i], got.Tokens[i], got.Logits[i] != nil, argmax(want.Logits[i]))
+			}
+		default:
+			if got.Sampled[i] || !cmp.Equal(want.Logits[i], got.Logits[i]) {
+				t.Errorf("row %d: sampled %v; want the logits without the device argmax", i, got.Sampled[i])
+			}
+		}
+	}
+	if dev.argmaxRows != 2 {
+		t.Errorf("%d rows answered with their token, want 2", dev.argmaxRows)
+	}
+	// Through the engine: the same greedy requests batched together give
+	// the same tokens with the argmax on the device as sampled by the
+	// engine, and the equivalence with each alone holds.
+	tokens := func() map[string][]int32 {
+		e, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 8, maxBatched: 32, prefix: true})
+		streams := map[string]*engine.Stream{}
+		for i := range 6 {
+			p := []int32{int32(1 + i), int32(7 * i % 300), 3, int32(50 + i)}
+			r := &engine.Request{ID: fmt.Sprintf("r%d", i), Prompt: p, Params: engine.Params{MaxTokens: 8 + i, IgnoreEOS: true}}
+			s, err := e.Submit(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams[r.ID] = s
+		}
+		for r, w := e.Pending(); r+w > 0; r, w = e.Pending() {
+			e.Step(context.Background())
+		}
+		got := map[string][]int32{}
+		for id, s := range streams {
+			got[id] = wait(t, s)
+		}
+		return got
+	}
+	host := tokens()
+	deviceArgmax = true
+	defer func() { deviceArgmax = false }()
+	if diff := cmp.Diff(host, tokens()); diff != "" {
+		t.Errorf("tokens with the argmax on the device differ from the engine's (-engine +device):\n%s", diff)
+	}
+	testEngineBatchingEquivalence(t)
 }

@@ -44,6 +44,13 @@ type Options struct {
 	// (hack/build-llama-server-cuda.sh builds them for F16), which New
 	// checks.
 	FlashMaxSeqs int
+	// DeviceArgmax takes the largest logit of every row the engine wants
+	// only that of (batch.Seq.ArgmaxOnly: greedy, nothing else read) on
+	// the device, with ggml_argmax, and reads back its token instead of
+	// the row (a 151,936-token row is 600 KB): off by default, not yet
+	// measured on a GPU. Among exactly equal largest logits ggml's kernel
+	// may pick another than the lowest id, which the engine picks.
+	DeviceArgmax bool
 	// PlainWeights keeps every weight in the device's default buffer (on
 	// the CPU the GGUF file's mapping) instead of the extra buffer types
 	// ggml offers (see weights.go): for comparisons.
@@ -117,6 +124,10 @@ type Executor struct {
 	// inlineCopies makes StartCopyBlocks copy before it returns (tests:
 	// the engine's schedule of overlapped copies without the copy thread).
 	inlineCopies bool
+	// deviceArgmax: Options.DeviceArgmax; argmaxRows counts the rows
+	// answered with their token.
+	deviceArgmax bool
+	argmaxRows   int
 	// exactSpan leaves the plain attention's gathered blocks unpadded
 	// (tests: the reference for the padding; see prepare).
 	exactSpan bool
@@ -159,6 +170,7 @@ type scratch struct {
 	rowIdx []int64
 	mask   []float32
 	mask16 []uint16 // the mask in F16, as flash attention takes it
+	tokens []int32  // the sampled rows' argmax (deviceArgmax)
 	// flash: this batch's attention runs per sequence (flashMax).
 	flash bool
 	// logits receives the sampled rows' logits, which the engine reads in
@@ -262,6 +274,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	if e.onCPU() && opts.Threads <= 0 && be.Threads > 1 {
 		e.tuner = newThreadTuner(be.Threads)
 	}
+	e.deviceArgmax = opts.DeviceArgmax
 	switch {
 	case opts.FlashMaxSeqs > 0:
 		e.flashMax = opts.FlashMaxSeqs

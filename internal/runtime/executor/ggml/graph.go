@@ -31,6 +31,7 @@ type graph struct {
 	g      cGraph
 	in     inputs
 	logits cTensor
+	argmax cTensor // the logits' argmax per row (deviceArgmax), or 0
 	sig    []int64
 }
 
@@ -82,6 +83,12 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 		}
 		g := e.a.newGraphCustom(ctx, uintptr(size), false)
 		in, logits := e.build(ctx, g, n, span, ns)
+		var argmax cTensor
+		if e.deviceArgmax && logits != 0 {
+			argmax = e.a.argmax(ctx, logits) // [ns] I32
+			e.a.setOutput(argmax)
+			e.a.buildForward(g, argmax)
+		}
 		if !e.a.gallocrAlloc(e.galloc, g) {
 			e.a.freeCtx(ctx)
 			// The allocator could not grow its buffer: out of device memory
@@ -89,7 +96,7 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 			// on.
 			return fmt.Errorf("out of %s memory for the compute graph of %d tokens over %d KV slots", e.be.Name, n, span)
 		}
-		e.graph = graph{ctx: ctx, g: g, in: in, logits: logits, sig: append(e.graph.sig[:0], e.sig...)}
+		e.graph = graph{ctx: ctx, g: g, in: in, logits: logits, argmax: argmax, sig: append(e.graph.sig[:0], e.sig...)}
 		e.graphsBuilt++
 	}
 	in, logits, g := e.graph.in, e.graph.logits, e.graph.g
@@ -124,9 +131,44 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	if err != nil {
 		return err
 	}
-	e.a.tensorGet(logits, unsafe.Pointer(&host[0]), 0, uintptr(4*ns*vocab))
-	batch.ShareLogits(b, out, host, vocab)
+	if e.graph.argmax == 0 || !argmaxOnly(b) {
+		e.a.tensorGet(logits, unsafe.Pointer(&host[0]), 0, uintptr(4*ns*vocab))
+		batch.ShareLogits(b, out, host, vocab)
+		return nil
+	}
+	// The tokens of the rows the engine wants only the argmax of, the
+	// logits of the others, row by row (row k is the k-th sampled
+	// sequence's).
+	s.tokens = grow(s.tokens, ns)
+	e.a.tensorGet(e.graph.argmax, unsafe.Pointer(&s.tokens[0]), 0, uintptr(4*ns))
+	k := 0
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		if !sq.Sample {
+			continue
+		}
+		if sq.ArgmaxOnly {
+			out.Tokens[i], out.Sampled[i] = s.tokens[k], true
+			e.argmaxRows++
+		} else {
+			row := host[k*vocab : (k+1)*vocab : (k+1)*vocab]
+			e.a.tensorGet(logits, unsafe.Pointer(&row[0]), uintptr(4*k*vocab), uintptr(4*vocab))
+			out.Logits[i] = row
+		}
+		k++
+	}
 	return nil
+}
+
+// argmaxOnly reports whether some sampled sequence of b wants only its
+// argmax.
+func argmaxOnly(b *batch.Batch) bool {
+	for i := range b.Seqs {
+		if b.Seqs[i].Sample && b.Seqs[i].ArgmaxOnly {
+			return true
+		}
+	}
+	return false
 }
 
 // compute runs the graph of n tokens, on as many CPU threads as the tuner

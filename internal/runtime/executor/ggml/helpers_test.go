@@ -56,6 +56,9 @@ func testDevice() string {
 // devices use; tests that cover attention run with both.
 var plainAttention bool
 
+// deviceArgmax makes newTestExec take greedy rows' argmax on the device.
+var deviceArgmax bool
+
 // flashAttention makes newTestExec run flash attention on every batch on
 // other devices too (the CPU's default).
 var flashAttention bool
@@ -70,7 +73,7 @@ func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	t.Helper()
 	// One CPU thread: these models are tiny, and ggml's threads spin at
 	// barriers, which on a shared machine costs more than it gains.
-	opts := Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, PlainWeights: plainWeights, KVCacheDType: testKV}
+	opts := Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, PlainWeights: plainWeights, KVCacheDType: testKV, DeviceArgmax: deviceArgmax}
 	if flashAttention && testDevice() != DeviceCPU {
 		// The flash subtests of bothAttentions run flash attention on
 		// every batch there too, where ggml has the kernels.

@@ -82,6 +82,7 @@ type api struct {
 	setOutput       func(cTensor)
 	rowSize         func(int32, int64) uintptr
 	getRows         func(cCtx, cTensor, cTensor) cTensor
+	argmax          func(cCtx, cTensor) cTensor
 	setRows         func(cCtx, cTensor, cTensor, cTensor) cTensor
 	rmsNorm         func(cCtx, cTensor, float32) cTensor
 	mul             func(cCtx, cTensor, cTensor) cTensor
@@ -266,6 +267,7 @@ func (l *Library) bind() error {
 	sym(&a.setOutput, "ggml_set_output")
 	sym(&a.rowSize, "ggml_row_size")
 	sym(&a.getRows, "ggml_get_rows")
+	sym(&a.argmax, "ggml_argmax")
 	sym(&a.setRows, "ggml_set_rows")
 	sym(&a.rmsNorm, "ggml_rms_norm")
 	sym(&a.mul, "ggml_mul")
