@@ -114,8 +114,11 @@ func startLlamaServer(b *testing.B, bin, gguf string) httpServer {
 	addr := runtimeproc.FreeAddr(b)
 	host, port, _ := strings.Cut(addr, ":")
 	var log bytes.Buffer
-	cmd := exec.Command(bin, "-m", gguf, "--host", host, "--port", port, "-ngl", "999", "-np", "128", "-kvu",
-		"-c", "262144", "--no-webui")
+	args := []string{"-m", gguf, "--host", host, "--port", port, "-ngl", "999", "-np", "128", "-kvu", "-c", "262144", "--no-webui"}
+	// KVPILOT_BENCH_LLAMA_ARGS adds llama-server flags (space-separated),
+	// e.g. "--cache-ram 0" to try its prompt cache off.
+	args = append(args, strings.Fields(os.Getenv("KVPILOT_BENCH_LLAMA_ARGS"))...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
