@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"os"
 	"unsafe"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -354,7 +355,7 @@ func (e *Executor) Device() string {
 		}
 		return fmt.Sprintf("%s (%s, %s, %s, polling %d; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, threads, e.be.Poll, e.lib.Version, e.lib.Commit)
 	}
-	return fmt.Sprintf("%s (%s, %s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, e.lib.Version, e.lib.Commit)
+	return fmt.Sprintf("%s (%s, %s, %s=%s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, EnvCUDAPDL, os.Getenv(EnvCUDAPDL), e.lib.Version, e.lib.Commit)
 }
 
 // Weights says in which buffer types the weights lie (see weights.go), for
