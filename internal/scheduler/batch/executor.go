@@ -26,7 +26,8 @@ import (
 //   - out.Logits[i] may point into the executor's own memory instead of a
 //     copy (a vocabulary of 152k is 600 KB per sequence and step): the engine
 //     reads the logits, and may change them in place while sampling, only
-//     until it calls Execute again.
+//     until it calls Execute again. The rows of different sequences must
+//     not overlap: the engine samples them concurrently.
 //   - An error fails the requests of this batch (they finish with reason
 //     "error"); the engine frees their blocks and goes on with the next
 //     iteration. Execute must return promptly when ctx is done.

@@ -206,10 +206,10 @@ func BenchmarkStepVsHTTP(b *testing.B) {
 		ge.Device(), step[1], step[32], h1, h32, h1/step[1], h32/step[32])
 }
 
-// freeExec is an executor that costs nothing: every sampled sequence gets
-// one of a few fixed rows of logits (of a 151,936-token vocabulary), so
-// that what is timed is the serving path alone: the engine, sampling and
-// HTTP.
+// freeExec is an executor that costs nothing: every sampled sequence of a
+// batch gets a fixed row of logits of its own (of a 151,936-token
+// vocabulary), so that what is timed is the serving path alone: the
+// engine, sampling and HTTP.
 type freeExec struct {
 	rows  [][]float32
 	steps int
@@ -220,7 +220,7 @@ func (f *freeExec) Execute(_ context.Context, b *batch.Batch, out *batch.Output)
 	j := 0
 	for i := range b.Seqs {
 		if b.Seqs[i].Sample {
-			out.Logits[i] = f.rows[j%len(f.rows)]
+			out.Logits[i] = f.rows[j] // one per sampled sequence (aggregateDecode runs at most 32)
 			j++
 		}
 	}
@@ -240,7 +240,7 @@ func BenchmarkServingPath(b *testing.B) {
 	cfg := qwen05Config
 	cfg.Layers = 1 // the model only names the vocabulary and the tokenizer here
 	m := model.Random(cfg, 1)
-	rows := make([][]float32, 8)
+	rows := make([][]float32, 32)
 	for i := range rows {
 		rows[i] = make([]float32, cfg.VocabSize)
 		for k := range rows[i] {
