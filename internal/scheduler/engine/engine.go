@@ -669,10 +669,7 @@ func (e *Engine) prepareOutput() {
 // processLocked applies an iteration's results.
 func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished int) {
 	if execErr == nil {
-		e.sampleAhead()
-	} else {
-		clear(e.ahead)
-		e.ahead = e.ahead[:0]
+		e.sampleAhead() // the loop below reads e.ahead only then
 	}
 	for i, s := range e.sched {
 		sq := &e.b.Seqs[i]
@@ -787,10 +784,7 @@ func (e *Engine) sample(sm *sampling.Sampler, s *sequence, logits []float32) (in
 	if p.Logprobs {
 		lse, lps = sm.Logprobs(logits, p.TopLogprobs, append(lps, sampling.TokenLogprob{}))
 	}
-	h := sampling.History{Prompt: s.tokens[:s.promptLen], Output: s.tokens[s.promptLen:]}
-	if s.outTokens < p.MinTokens {
-		h.Banned = s.banned
-	}
+	h := sampling.History{Prompt: s.tokens[:s.promptLen], Output: s.tokens[s.promptLen:], Banned: s.bannedNow()}
 	sm.Process(logits, &s.sp, &h)
 	// The token mask (constrained decoding): after the processors, before
 	// the draw.
@@ -893,6 +887,15 @@ func samplePool() chan<- sampleJob {
 		}
 	})
 	return samplingPool.jobs
+}
+
+// bannedNow is what s may not generate next: its banned ids until it has
+// MinTokens tokens, then nothing.
+func (s *sequence) bannedNow() []int32 {
+	if s.outTokens < s.req.Params.MinTokens {
+		return s.banned
+	}
+	return nil
 }
 
 // remaining is how many tokens s may still generate, the next included.

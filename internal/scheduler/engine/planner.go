@@ -141,8 +141,7 @@ func (e *Engine) scheduleLocked(s *sequence, n int) {
 // logprobs, no logit processor, no constraint, no banned tokens yet.
 func (e *Engine) argmaxOnly(s *sequence) bool {
 	p := &s.req.Params
-	return s.sp.Greedy() && !p.Logprobs && !s.sp.Processes() && s.constraint == nil &&
-		(s.outTokens >= p.MinTokens || len(s.banned) == 0)
+	return s.sp.Greedy() && !p.Logprobs && !s.sp.Processes() && s.constraint == nil && len(s.bannedNow()) == 0
 }
 
 // runsBefore orders running sequences: higher priority, then earlier
