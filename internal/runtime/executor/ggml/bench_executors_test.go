@@ -158,6 +158,18 @@ func BenchmarkExecutors(b *testing.B) {
 	}
 }
 
+// decodeStep is a batch of ns sequences decoding one token each, 16 tokens
+// into their context (sequence i in blocks 4i to 4i+3), every one sampled
+// (and argmaxOnly: wanting only its argmax), with an output sized for it.
+func decodeStep(ns int, argmaxOnly bool) (*batch.Batch, *batch.Output) {
+	seqs := make([]batch.Seq, ns)
+	for i := range seqs {
+		seqs[i] = batch.Seq{SeqID: uint64(i), Tokens: []int32{int32(i)}, Pos: 16, Blocks: contiguous(i*4, 4), Sample: true, ArgmaxOnly: argmaxOnly}
+	}
+	return &batch.Batch{Seqs: seqs, NumTokens: ns, BlockSize: benchBlockSize},
+		&batch.Output{Logits: make([][]float32, ns), Tokens: make([]int32, ns), Sampled: make([]bool, ns)}
+}
+
 // BenchmarkStepVsHTTP splits ggml's decode throughput on the Qwen2-0.5B
 // shape (Q8_0) into the executor's step alone (Execute of 1 and of 32
 // decoding sequences, 16 tokens into their context) and the same through
@@ -182,12 +194,7 @@ func BenchmarkStepVsHTTP(b *testing.B) {
 	}
 	step := map[int]float64{}
 	for _, ns := range []int{1, 32} {
-		seqs := make([]batch.Seq, ns)
-		for i := range seqs {
-			seqs[i] = batch.Seq{SeqID: uint64(i), Tokens: []int32{int32(i)}, Pos: 16, Blocks: contiguous(i*4, 4), Sample: true}
-		}
-		bt := &batch.Batch{Seqs: seqs, NumTokens: ns, BlockSize: benchBlockSize}
-		out := &batch.Output{Logits: make([][]float32, ns)}
+		bt, out := decodeStep(ns, false)
 		run := func() {
 			clear(out.Logits) // as the engine does
 			if err := ge.Execute(context.Background(), bt, out); err != nil {
@@ -401,5 +408,101 @@ func BenchmarkThreadsUnderLoad(b *testing.B) {
 	}
 	for _, a := range arms[1:] {
 		fmt.Printf("  %s / 1 thread (medians): 1 sequence %.2f×, 32 sequences %.2f×\n", a.name, median(a.one)/median(arms[0].one), median(a.many)/median(arms[0].many))
+	}
+}
+
+// BenchmarkGraphBuild times building and allocating one decode step's
+// graph (no compute) of 32 and 128 sequences on the Qwen2-0.5B shape, with
+// flash attention per sequence (the CPU's) and with the plain attention:
+// what a step pays when it cannot reuse the last graph. Part of `make
+// bench-executors`.
+func BenchmarkGraphBuild(b *testing.B) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("run `make bench-executors`")
+	}
+	m, err := model.Random(qwen05Config, 1).Convert(model.Q8_0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, plain := range []bool{false, true} {
+		ge, err := New(m, 4096, benchBlockSize, Options{LibDir: testLibDir(b), Device: DeviceCPU, Threads: 1, PlainAttention: plain})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, ns := range []int{32, 128} {
+			bt, _ := decodeStep(ns, false)
+			span := ge.prepare(bt, ns)
+			const reps = 20
+			start := time.Now()
+			for range reps {
+				ge.freeGraph()
+				size := ge.graphNodes(ns)
+				ctx := ge.a.initCtx(initParams{MemSize: ge.a.tensorOverhead()*uintptr(size) + ge.a.graphOverhead(uintptr(size), false), NoAlloc: true})
+				g := ge.a.newGraphCustom(ctx, uintptr(size), false)
+				ge.build(ctx, g, ns, span, ns)
+				if !ge.a.gallocrAlloc(ge.galloc, g) {
+					b.Fatal("gallocr")
+				}
+				ge.graph = graph{ctx: ctx, g: g}
+			}
+			attn := "flash attention per sequence"
+			if plain {
+				attn = "plain attention"
+			}
+			fmt.Printf("graph build, %s, %d sequences: %.2f ms\n", attn, ns, float64(time.Since(start).Microseconds())/1000/reps)
+		}
+		ge.Close()
+	}
+}
+
+// BenchmarkDeviceArgmax times 32-sequence greedy decode steps on the CPU
+// backend, Qwen2-0.5B shape, with the engine's own argmax over the copied
+// logits and with DeviceArgmax, the two executors alternating for 4 rounds
+// of 10 steps. Part of `make bench-executors`.
+func BenchmarkDeviceArgmax(b *testing.B) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("run `make bench-executors`")
+	}
+	m, err := model.Random(qwen05Config, 1).Convert(model.Q8_0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	arms := []struct {
+		name string
+		e    *Executor
+	}{{"host argmax", nil}, {"device argmax", nil}}
+	for i := range arms {
+		e, err := New(m, 1024, benchBlockSize, Options{LibDir: testLibDir(b), Device: DeviceCPU, Threads: benchGGMLThreads(), DeviceArgmax: i == 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer e.Close()
+		arms[i].e = e
+	}
+	const ns = 32
+	bt, out := decodeStep(ns, true)
+	step := func(e *Executor) {
+		clear(out.Logits)
+		clear(out.Sampled)
+		if err := e.Execute(context.Background(), bt, out); err != nil {
+			b.Fatal(err)
+		}
+		for i := range ns {
+			if out.Logits[i] != nil {
+				out.Tokens[i] = argmax(out.Logits[i]) // what the engine's greedy draw does
+			}
+		}
+	}
+	for _, a := range arms {
+		step(a.e)
+	}
+	for r := range 4 {
+		for _, a := range arms {
+			start := time.Now()
+			for range 10 {
+				step(a.e)
+			}
+			fmt.Printf("round %d, %s: %.2f ms a step\n", r+1, a.name, float64(time.Since(start).Microseconds())/10000)
+		}
 	}
 }
