@@ -11,12 +11,14 @@ package runtimeproc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -177,21 +179,35 @@ func (p *Process) Log() string { return p.log.String() }
 // the process's log, when the process exits first or timeout passes.
 func (p *Process) WaitReady(t testing.TB, addr string, timeout time.Duration) {
 	t.Helper()
+	if err := p.waitReady(addr, timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyClient polls /ready: a poll that hangs (something else listens on
+// the address) gives up and the process is looked at again.
+var readyClient = &http.Client{Timeout: time.Second}
+
+// errExitedDuringStart is waitReady's error when the process exits before
+// it is ready.
+var errExitedDuringStart = errors.New("exited during start")
+
+func (p *Process) waitReady(addr string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + addr + "/ready"); err == nil {
+		if resp, err := readyClient.Get("http://" + addr + "/ready"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("%s exited during start (%v):\n%s", p.Name, p.exitErr, p.Log())
+			return fmt.Errorf("%s %w (%v):\n%s", p.Name, errExitedDuringStart, p.exitErr, p.Log())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("%s not ready after %v", p.Name, timeout)
+	return fmt.Errorf("%s not ready after %v", p.Name, timeout)
 }
 
 // PodOptions says how to run a pod: a runtime process serving the sim
@@ -219,30 +235,47 @@ type Pod struct {
 }
 
 // StartPod starts a pod on two free loopback addresses and waits until it
-// is ready.
+// is ready. FreeAddr's addresses are free when it returns, not when the
+// pod binds them (another process of a parallel test run may take one in
+// between), so a pod that exits at start because an address is in use is
+// started again on new ones, up to startAttempts times.
 func StartPod(t testing.TB, o PodOptions) *Pod {
 	t.Helper()
-	p := &Pod{API: FreeAddr(t), Control: FreeAddr(t)}
 	tokenFile := filepath.Join(t.TempDir(), "control-token")
 	// With the newline a file written by hand or by `echo` has: the
 	// runtime trims it.
 	if err := os.WriteFile(tokenFile, []byte(o.ControlToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, apiPort, _ := net.SplitHostPort(p.API)
-	_, ctlPort, _ := net.SplitHostPort(p.Control)
-	run := o.Options
-	run.Args = append([]string{"--executor", "sim", "--host", "127.0.0.1", "--port", apiPort,
-		"--control-port", ctlPort, "--control-token-file", tokenFile, "--advertise-addr", p.API,
-		"--pod-name", o.Name, "--log-level", "info"}, o.Args...)
-	p.Process = Start(t, run)
 	ready := o.ReadyTimeout
 	if ready == 0 {
 		ready = DefaultReadyTimeout
 	}
-	p.WaitReady(t, p.API, ready)
-	return p
+	for attempt := 1; ; attempt++ {
+		p := &Pod{API: podAddr(t), Control: podAddr(t)}
+		_, apiPort, _ := net.SplitHostPort(p.API)
+		_, ctlPort, _ := net.SplitHostPort(p.Control)
+		run := o.Options
+		run.Args = append([]string{"--executor", "sim", "--host", "127.0.0.1", "--port", apiPort,
+			"--control-port", ctlPort, "--control-token-file", tokenFile, "--advertise-addr", p.API,
+			"--pod-name", o.Name, "--log-level", "info"}, o.Args...)
+		p.Process = Start(t, run)
+		err := p.waitReady(p.API, ready)
+		if err == nil {
+			return p
+		}
+		if attempt == startAttempts || !errors.Is(err, errExitedDuringStart) || !strings.Contains(p.Log(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("%s: an address was taken before the pod bound it; starting it again on others", o.Name)
+	}
 }
+
+// startAttempts bounds StartPod's starts.
+const startAttempts = 3
+
+// podAddr is where StartPod takes its addresses (a test takes some).
+var podAddr = FreeAddr
 
 // logBuffer is a bytes.Buffer that the process's output goroutine writes
 // while the test reads.

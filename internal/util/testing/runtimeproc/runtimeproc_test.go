@@ -3,6 +3,7 @@ package runtimeproc
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"syscall"
@@ -84,5 +85,29 @@ func TestStartPodFailsWhenTheProcessExits(t *testing.T) {
 	}
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("the early exit was reported after %v", took)
+	}
+}
+
+// TestStartPodRetriesATakenAddress: when an address StartPod picked is
+// taken before the pod binds it, the pod exits at start and StartPod starts
+// it again on other addresses.
+func TestStartPodRetriesATakenAddress(t *testing.T) {
+	Binary(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken, calls := l.Addr().String(), 0
+	podAddr = func(t testing.TB) string {
+		if calls++; calls == 1 {
+			return taken // the first attempt's API address is in use
+		}
+		return FreeAddr(t)
+	}
+	defer func() { podAddr = FreeAddr }()
+	p := StartPod(t, PodOptions{Options: Options{Name: "pod-r", Args: []string{"--kv-cache-blocks", "64"}}, ControlToken: "t"})
+	if p.API == taken || calls != 4 {
+		t.Errorf("pod on %s after %d addresses; want a second start on addresses other than %s", p.API, calls, taken)
 	}
 }
