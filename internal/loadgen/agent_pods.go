@@ -205,6 +205,7 @@ func (a *agentSim) submit(p *agentProgram, i int) error {
 	if a.measuring() {
 		a.res.MaxWait = max(a.res.MaxWait, a.now-p.issuedAt)
 	}
+	p.submittedAt = a.now
 	pd := a.pods[i]
 	pd.clk.Set(a.Now()) // an idle pod wakes now; a busy one at its next step
 	out := p.shape.Output.Sample(p.rng.Uint64())

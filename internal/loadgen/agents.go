@@ -203,7 +203,11 @@ type AgentResult struct {
 	// step completed in the window, and of every step still unfinished when
 	// the window closes at its wait so far (Unfinished of them).
 	StepLatency []time.Duration
-	Unfinished  int
+	// StepWait is, for each of StepLatency in the same order, the part the
+	// step waited before it reached an engine: held by a gate, or queued
+	// for a worker under WorkerCap (what a pause or a cap adds to a step).
+	StepWait   []time.Duration
+	Unfinished int
 	// Pauses, Resumes, Moves and FairnessPauses are the fleet loop's
 	// counts (fleet.Summary) over the window's rounds.
 	Pauses, Resumes, Moves, FairnessPauses int
@@ -276,13 +280,15 @@ type agentProgram struct {
 	// sent again at readyAt.
 	retry bool
 	// running: the request is in pod's engine.
-	running   bool
-	pod       int
-	stream    *engine.Stream
-	issuedAt  time.Duration
-	readyAt   time.Duration // when the tool finishes
-	promptLen int
-	heapIdx   int
+	running  bool
+	pod      int
+	stream   *engine.Stream
+	issuedAt time.Duration
+	// submittedAt is when the step reached an engine (issuedAt until it does).
+	submittedAt time.Duration
+	readyAt     time.Duration // when the tool finishes
+	promptLen   int
+	heapIdx     int
 }
 
 type agentSim struct {
@@ -529,7 +535,10 @@ func (a *agentSim) closeWindow(end time.Duration) {
 		wait := end - p.issuedAt
 		a.res.StepLatency = append(a.res.StepLatency, wait)
 		a.res.Unfinished++
-		if !p.running {
+		if p.running {
+			a.res.StepWait = append(a.res.StepWait, p.submittedAt-p.issuedAt)
+		} else {
+			a.res.StepWait = append(a.res.StepWait, wait)
 			a.res.HeldAtEnd++
 			a.res.MaxWait = max(a.res.MaxWait, wait)
 		}
@@ -606,6 +615,7 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 			a.res.ThenSteps++
 		}
 		a.res.StepLatency = append(a.res.StepLatency, at-p.issuedAt)
+		a.res.StepWait = append(a.res.StepWait, p.submittedAt-p.issuedAt)
 		a.res.FreshTokens += fresh
 		a.res.RecomputedTokens += max(0, computed-fresh)
 	}

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -191,6 +192,12 @@ func poolMemoryArms(caps []int) []agentArm {
 	return append(arms, whatIf("kvpilot", armKvpilot))
 }
 
+// armActingHalf is kvpilot charging ACTING programs half their tokens
+// (SchedulerPolicy actingTokenWeight 0.5, default 1): it pauses fewer
+// programs, so fewer steps wait on a gate, and lets the engines preempt
+// instead. S3 shows what that trades.
+var armActingHalf = kvpilotWith("kvpilot actingTokenWeight=0.5", func(p *placement.Policy) { p.ActingTokenWeight = 0.5 })
+
 // armResumeFirstOff is kvpilot with fairness.resumeFirstAfter off: waiting
 // programs resume smallest first with no limit on the largest's wait.
 var armResumeFirstOff = kvpilotWith("kvpilot resumeFirstAfter=0", func(p *placement.Policy) { p.ResumeFirstAfter = 0 })
@@ -276,7 +283,7 @@ func agentScenarios() []agentScenario {
 	w3 := SWEBenchLike(progs3)
 	w3.OpenLoop, w3.MinSteps, w3.MaxSteps, w3.StepsAlpha = true, 10, 150, 1.5
 	out = append(out, agentScenario{name: "S3 wave and drain", workload: w3, setup: s3,
-		caps: []int{32, 48}, extra: []agentArm{armResumeFirstOff}})
+		caps: []int{32, 48}, extra: []agentArm{armResumeFirstOff, armActingHalf}})
 
 	// S4: the two existing workloads at scale, 128 GiB of host each.
 	pods4 := 16
@@ -368,6 +375,9 @@ type armResult struct {
 	arm  agentArm
 	runs []*AgentResult
 	lat  []time.Duration
+	// wait is, for each of lat, the part the step waited before it reached
+	// an engine (AgentResult.StepWait).
+	wait []time.Duration
 }
 
 func (r *armResult) mean(f func(*AgentResult) float64) float64 {
@@ -425,6 +435,7 @@ func runArms(b *testing.B, sc agentScenario, arms []agentArm, seeds []uint64) []
 		}
 		for _, x := range r.runs {
 			r.lat = append(r.lat, x.StepLatency...)
+			r.wait = append(r.wait, x.StepWait...)
 		}
 	}
 	return out
@@ -464,6 +475,7 @@ func BenchmarkAgents(b *testing.B) {
 			if !sc.workload.OpenLoop {
 				printSlices(results, order, sc.setup.Window)
 			}
+			printSlowest(results, order)
 			if o := results[armOracle.name]; o != nil {
 				for _, r := range o.runs {
 					if r.EvictedBlocks != 0 || r.Preemptions != 0 {
@@ -571,6 +583,44 @@ func printThenShare(results map[string]*armResult, order []string) {
 		}
 		if all > 0 {
 			fmt.Printf("    %-28s %5.1f%%\n", name, 100*float64(then)/float64(all))
+		}
+	}
+}
+
+// slowest is what the slowest 1% of r's steps (pooled over seeds: those
+// at or above the p99) spent before they reached an engine: the share of
+// them that waited at all (held by a gate or queued for a worker) and
+// their mean wait.
+func (r *armResult) slowest() (n int, waited float64, meanWait time.Duration) {
+	idx := make([]int, len(r.lat))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(r.lat[b], r.lat[a]) })
+	n = (len(idx) + 99) / 100
+	var k int
+	var sum time.Duration
+	for _, i := range idx[:n] {
+		if r.wait[i] > 0 {
+			k++
+		}
+		sum += r.wait[i]
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return n, float64(k) / float64(n), sum / time.Duration(n)
+}
+
+// printSlowest prints, per arm, where its p99 comes from: how many of its
+// slowest 1% of steps waited before reaching an engine, and for how long
+// (a paused program's next step waits on the gate; a capped program's
+// first step waits for a worker).
+func printSlowest(results map[string]*armResult, order []string) {
+	fmt.Println("  the slowest 1% of steps (pooled over seeds): share that waited before reaching an engine, mean wait:")
+	for _, name := range order {
+		if n, share, mean := results[name].slowest(); n > 0 {
+			fmt.Printf("    %-28s %5.1f%% of %d, %v\n", name, 100*share, n, mean.Round(100*time.Millisecond))
 		}
 	}
 }

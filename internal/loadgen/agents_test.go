@@ -35,12 +35,18 @@ func TestAgentsProgramAwarePausesAndResumesUnderOverload(t *testing.T) {
 	if len(r.StepLatency) != r.Steps+r.Unfinished {
 		t.Errorf("%d latencies for %d steps and %d unfinished", len(r.StepLatency), r.Steps, r.Unfinished)
 	}
+	if waited := checkStepWaits(t, r); waited == 0 {
+		t.Error("no step waited on a gate in a run that paused programs")
+	}
 	d, err := RunAgents(smallAgents(), smallPool(placement.ModeDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Pauses != 0 || d.Resumes != 0 {
 		t.Errorf("Default mode paused %d and resumed %d programs", d.Pauses, d.Resumes)
+	}
+	if waited := checkStepWaits(t, d); waited != 0 {
+		t.Errorf("%d steps waited before an engine in Default mode, which holds none", waited)
 	}
 	if r.RecomputedTokens >= d.RecomputedTokens {
 		t.Errorf("ProgramAware recomputed %d tokens, Default %d: pausing should keep caches warm",
@@ -219,6 +225,9 @@ func TestAgentsWorkerCap(t *testing.T) {
 	if r.Steps == 0 || r.HeldAtEnd == 0 || r.MaxWait == 0 || r.Pauses != 0 {
 		t.Errorf("steps %d, held at end %d, max wait %v, pauses %d: 32 programs on 8 workers must wait, not pause",
 			r.Steps, r.HeldAtEnd, r.MaxWait, r.Pauses)
+	}
+	if waited := checkStepWaits(t, r); waited == 0 {
+		t.Error("no step waited for a worker behind the cap")
 	}
 	uncapped, err := RunAgents(smallAgents(), smallPool(placement.ModeDefault))
 	if err != nil {
@@ -408,4 +417,22 @@ func TestAgentsPodProfiles(t *testing.T) {
 	if _, err := newAgentSim(smallAgents(), s); err == nil {
 		t.Error("one profile for two pods was accepted")
 	}
+}
+
+// checkStepWaits checks that r has a wait for each step latency, within it,
+// and returns how many steps waited at all.
+func checkStepWaits(t *testing.T, r *AgentResult) (waited int) {
+	t.Helper()
+	if len(r.StepWait) != len(r.StepLatency) {
+		t.Fatalf("%d waits for %d step latencies", len(r.StepWait), len(r.StepLatency))
+	}
+	for i, w := range r.StepWait {
+		if w < 0 || w > r.StepLatency[i] {
+			t.Fatalf("step %d waited %v of its %v", i, w, r.StepLatency[i])
+		}
+		if w > 0 {
+			waited++
+		}
+	}
+	return waited
 }
