@@ -56,7 +56,8 @@ type InferencePoolList struct {
 
 // InferencePoolSpec is the desired state of an InferencePool.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.engine) || !has(self.engine.tensorParallelSize) || self.engine.tensorParallelSize == 1 || self.executor.type == 'Sim' || (has(self.resources) && has(self.resources.accelerators) && self.engine.tensorParallelSize <= self.resources.accelerators)",message="engine.tensorParallelSize above 1 needs at least that many resources.accelerators (or the Sim executor)"
+// +kubebuilder:validation:XValidation:rule="!has(self.engine) || !has(self.engine.tensorParallelSize) || self.engine.tensorParallelSize == 1 || self.executor.type == 'Sim'",message="engine.tensorParallelSize above 1 needs the Sim executor: the CPU and GGML executors run the model on one device"
+// +kubebuilder:validation:XValidation:rule="!has(self.engine) || !has(self.engine.kvCacheMemoryFraction) || self.executor.type == 'Sim' || (self.executor.type == 'GGML' && has(self.resources) && has(self.resources.accelerators) && self.resources.accelerators > 0)",message="engine.kvCacheMemoryFraction sizes the KV cache from a GPU's memory: it needs the Sim executor, or GGML with resources.accelerators above zero; on CPUs set kvCacheMemory or kvCacheBlocks"
 // +kubebuilder:validation:XValidation:rule="!has(self.engine) || !has(self.engine.kvCacheDType) || self.engine.kvCacheDType in ['auto', 'f32'] || self.executor.type != 'CPU'",message="engine.kvCacheDType: the CPU executor keeps its KV cache in f32 (auto or f32); f16, bf16 and q8_0 need the GGML or Sim executor"
 type InferencePoolSpec struct {
 	// replicas is the number of runtime pods. It is the scale subresource's
@@ -205,7 +206,10 @@ type ModelSource struct {
 	// +optional
 	PersistentVolumeClaim *PVCModelSource `json:"persistentVolumeClaim,omitempty"`
 
-	// hostPath loads the model file from the node's filesystem.
+	// hostPath loads the model file from the node's filesystem. Pod
+	// Security Admission's baseline and restricted levels forbid hostPath
+	// volumes, so in a namespace that enforces either the pods are refused
+	// (the pool reports Degraded); use persistentVolumeClaim or image there.
 	// +optional
 	HostPath *HostPathModelSource `json:"hostPath,omitempty"`
 
@@ -283,9 +287,12 @@ type RelativePath string
 type ExecutorSpec struct {
 	// type of executor: CPU runs the model in pure Go on the pod's CPUs;
 	// GGML runs it with ggml's kernels, on the pod's NVIDIA GPU when it has
-	// one (and the image carries ggml's CUDA build: make docker-build-cuda),
-	// else on its CPUs; Sim simulates an accelerator with a roofline cost
-	// model (for benchmarks and for clusters without accelerators).
+	// one, else on its CPUs; Sim simulates an accelerator with a roofline
+	// cost model (for benchmarks and for clusters without accelerators).
+	// GGML needs an image that carries ggml's libraries, such as the CUDA
+	// image (make docker-build-cuda; set image), which holds both its CUDA
+	// and its CPU kernels: the default image has none, and its GGML pods
+	// exit with "ggml libraries not found".
 	// +kubebuilder:default=CPU
 	// +optional
 	Type ExecutorType `json:"type,omitempty"`
@@ -355,16 +362,17 @@ type PodResources struct {
 // is optional; unset fields take the runtime's defaults.
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.kvCacheBlocks), has(self.kvCacheMemory), has(self.kvCacheMemoryFraction)].filter(x, x).size() <= 1",message="set at most one of kvCacheBlocks, kvCacheMemory and kvCacheMemoryFraction"
-// +kubebuilder:validation:XValidation:rule="!has(self.maxNumSeqs) || !has(self.maxNumBatchedTokens) || self.maxNumBatchedTokens >= self.maxNumSeqs",message="maxNumBatchedTokens must be at least maxNumSeqs, or some scheduled sequences could not get a token in an iteration"
+// +kubebuilder:validation:XValidation:rule="(has(self.maxNumBatchedTokens) ? self.maxNumBatchedTokens : 2048) >= (has(self.maxNumSeqs) ? self.maxNumSeqs : 256)",message="maxNumBatchedTokens must be at least maxNumSeqs (unset, the runtime's defaults: 2048 and 256), or some scheduled sequences could not get a token in an iteration"
 type EngineSpec struct {
-	// maxNumSeqs is the most sequences in one iteration's batch.
+	// maxNumSeqs is the most sequences in one iteration's batch. Unset: the
+	// runtime's 256.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4096
 	// +optional
 	MaxNumSeqs *int32 `json:"maxNumSeqs,omitempty"`
 
 	// maxNumBatchedTokens is the most tokens (prefill and decode) in one
-	// iteration.
+	// iteration; at least maxNumSeqs. Unset: the runtime's 2048.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1048576
 	// +optional
@@ -407,10 +415,17 @@ type EngineSpec struct {
 	// +optional
 	KVCacheMemory *resource.Quantity `json:"kvCacheMemory,omitempty"`
 
-	// kvCacheMemoryFraction is the fraction of an accelerator's memory the
-	// runtime may use for weights, activations and KV cache (vLLM's
-	// gpu_memory_utilization), for example "0.9"; the KV cache gets what the
-	// rest leaves.
+	// kvCacheMemoryFraction is the fraction of a GPU's memory the runtime
+	// may use for weights, activations and KV cache (vLLM's
+	// gpu_memory_utilization), above 0, for example "0.9"; the KV cache gets
+	// what the weights and a 2 GiB reserve for activations leave. It applies
+	// to the Sim executor (the pod's GPU, else the simulated profile's
+	// memory) and to GGML on a GPU (resources.accelerators above zero; the
+	// runtime then refuses to fall back to the CPU). The CPU executor and
+	// GGML on CPUs size the KV cache with kvCacheMemory or kvCacheBlocks.
+	// Unset, with neither of those: the Sim executor uses 0.9, the others
+	// 1Gi of KV cache.
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^0([.]0*)?$')",message="kvCacheMemoryFraction must be above 0"
 	// +optional
 	KVCacheMemoryFraction *Fraction `json:"kvCacheMemoryFraction,omitempty"`
 
@@ -421,7 +436,9 @@ type EngineSpec struct {
 	// +optional
 	MaxQueue *int32 `json:"maxQueue,omitempty"`
 
-	// tensorParallelSize splits the model across this many accelerators.
+	// tensorParallelSize is the number of accelerators one replica of the
+	// model spans, in the Sim executor's cost model and KV sizing. The CPU
+	// and GGML executors run the model on one device and accept only 1.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=16
 	// +optional
@@ -497,17 +514,22 @@ type InferencePoolStatus struct {
 
 	// replicas is the number of runtime pods that exist (the scale
 	// subresource's status path).
+	// +kubebuilder:default=0
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas int32 `json:"replicas"`
 
-	// readyReplicas is the number of runtime pods that are ready.
+	// readyReplicas is the number of runtime pods that are ready. The
+	// replica counts are always written, so zero shows as 0 in the print
+	// columns.
+	// +kubebuilder:default=0
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas"`
 
 	// updatedReplicas is the number of runtime pods that run the current
 	// pod template.
+	// +kubebuilder:default=0
 	// +optional
-	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	UpdatedReplicas int32 `json:"updatedReplicas"`
 
 	// selector is the label selector of the pods, in string form (the scale
 	// subresource's selector path, which autoscalers read).

@@ -307,9 +307,11 @@ type SchedulerPolicyStatus struct {
 	// +optional
 	Pools []string `json:"pools,omitempty"`
 
-	// poolCount is the number of InferencePools that use this policy.
+	// poolCount is the number of InferencePools that use this policy,
+	// always written, so zero shows as 0 in the print columns.
+	// +kubebuilder:default=0
 	// +optional
-	PoolCount int32 `json:"poolCount,omitempty"`
+	PoolCount int32 `json:"poolCount"`
 }
 
 func init() {

@@ -18,7 +18,8 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
-// defaultCPUKVMemory is the cpu executor's KV cache without a size flag.
+// defaultCPUKVMemory is the KV cache of the cpu executor, and of ggml
+// without --kv-cache-memory-fraction, when no size flag is given.
 const defaultCPUKVMemory = 1 << 30
 
 // backend is an executor with what the engine and the server need from it.
@@ -74,21 +75,34 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	}
 	perBlock := kv.BytesPerBlock(o.BlockSize)
 	blocks := o.KVCacheBlocks
+	// gpuOnly: the KV cache was sized from the GPU's memory, so ggml must
+	// not fall back to the CPU with it.
+	gpuOnly := false
 	if blocks == 0 {
 		budget := int64(o.KVCacheMemory)
+		if budget == 0 && o.KVCacheMemoryFractionSet {
+			// validate refused the fraction for the cpu executor and for
+			// ggml on --device cpu.
+			budget, err = ggmlKVMemoryForFraction(o, m, devs, log)
+			if err != nil {
+				_ = m.Close()
+				return nil, err
+			}
+			gpuOnly = true
+		}
 		if budget == 0 {
 			budget = defaultCPUKVMemory
 		}
 		blocks = kvcache.BlocksForMemory(budget, kv, o.BlockSize)
 		if blocks == 0 {
 			_ = m.Close()
-			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes", budget, perBlock)
+			return nil, fmt.Errorf("a KV cache of %d bytes holds no block of %d bytes", budget, perBlock)
 		}
 	}
 	var exec modelExecutor
 	name := "cpu executor"
 	if o.Executor == executorGGML {
-		g, err := newGGML(o, m, blocks, devs, log)
+		g, err := newGGML(o, m, blocks, devs, gpuOnly, log)
 		if err != nil {
 			_ = m.Close()
 			return nil, err
@@ -113,8 +127,10 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 }
 
 // newGGML starts the ggml executor on --device, or without it on the GPU
-// when NVML found one and the CUDA backend loads, else on the CPU.
-func newGGML(o *options, m *model.Model, blocks int, devs []device.Device, log *slog.Logger) (*ggml.Executor, error) {
+// when NVML found one and the CUDA backend loads, else on the CPU. gpuOnly
+// (a KV cache sized from the GPU's memory) makes a failure on the GPU an
+// error instead of a fallback to the CPU.
+func newGGML(o *options, m *model.Model, blocks int, devs []device.Device, gpuOnly bool, log *slog.Logger) (*ggml.Executor, error) {
 	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType, FlashMaxSeqs: o.GGMLFlashMaxSeqs, DeviceArgmax: o.GGMLDeviceArgmax}
 	if o.Device != "" {
 		return ggml.New(m, blocks, o.BlockSize, opts)
@@ -125,10 +141,62 @@ func newGGML(o *options, m *model.Model, blocks int, devs []device.Device, log *
 		if err == nil {
 			return e, nil
 		}
+		if gpuOnly {
+			return nil, fmt.Errorf("--kv-cache-memory-fraction sized the KV cache from the GPU's memory, so the runtime does not fall back to ggml's CPU kernels (an image with ggml's CUDA build runs on the GPU; --kv-cache-memory sizes a cache for the CPU): %w", err)
+		}
 		log.Warn("NVML found a GPU but the ggml CUDA backend did not start; running on the CPU", "err", err)
 	}
 	opts.Device = ggml.DeviceCPU
 	return ggml.New(m, blocks, o.BlockSize, opts)
+}
+
+// ggmlKVMemoryForFraction sizes ggml's KV cache on the GPU from
+// --kv-cache-memory-fraction (kvMemoryForFraction), and logs the numbers it
+// used: this path runs only on a GPU, so the log is how to check it.
+func ggmlKVMemoryForFraction(o *options, m *model.Model, devs []device.Device, log *slog.Logger) (int64, error) {
+	if len(devs) == 0 {
+		return 0, fmt.Errorf("--kv-cache-memory-fraction sizes the KV cache from a GPU's memory, and NVML found no GPU (ggml would run on the CPU): size it with --kv-cache-memory or --kv-cache-blocks")
+	}
+	// ggml runs on its CUDA backend's first device. NVML need not number
+	// the devices as CUDA does, so with several the smallest one sizes the
+	// cache.
+	gpu := devs[0]
+	for _, d := range devs[1:] {
+		if d.MemoryBytes < gpu.MemoryBytes {
+			gpu = d
+		}
+	}
+	weights := modelWeightBytes(m)
+	kv, err := kvMemoryForFraction(gpu.MemoryBytes, o.KVCacheMemoryFraction, weights, sim.ActivationReserve)
+	if err != nil {
+		return 0, fmt.Errorf("GPU %d (%s): %w", gpu.Index, gpu.Name, err)
+	}
+	log.Info("KV cache sized from the GPU's memory", "gpu", gpu.Index, "gpu_name", gpu.Name,
+		"gpu_memory_mib", gpu.MemoryBytes>>20, "fraction", o.KVCacheMemoryFraction, "weights_mib", weights>>20,
+		"compute_reserve_mib", int64(sim.ActivationReserve)>>20, "kv_cache_mib", kv>>20)
+	return kv, nil
+}
+
+// kvMemoryForFraction is the KV cache's share of a GPU of deviceBytes when
+// the runtime may use fraction of it (vLLM's gpu_memory_utilization):
+// fraction × deviceBytes, less the weights and the compute reserve.
+func kvMemoryForFraction(deviceBytes uint64, fraction float64, weightBytes, reserve int64) (int64, error) {
+	usable := int64(float64(deviceBytes) * fraction)
+	if kv := usable - weightBytes - reserve; kv > 0 {
+		return kv, nil
+	}
+	return 0, fmt.Errorf("--kv-cache-memory-fraction %g of %d MiB is %d MiB, which the weights (%d MiB) and the compute reserve (%d MiB) fill: "+
+		"raise the fraction, use a smaller quantization or a GPU with more memory", fraction, deviceBytes>>20, usable>>20, weightBytes>>20, reserve>>20)
+}
+
+// modelWeightBytes is the size of m's weights as stored, which is what the
+// ggml executor copies to the device.
+func modelWeightBytes(m *model.Model) int64 {
+	var n int64
+	for _, t := range m.Weights.Tensors() {
+		n += int64(len(t.Data))
+	}
+	return n
 }
 
 // loadProgress logs loading at most every 10 %.

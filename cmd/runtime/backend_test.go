@@ -5,9 +5,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/ggml"
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -62,4 +65,70 @@ func TestKVCapacityFollowsDType(t *testing.T) {
 func fileExistsAt(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+func TestKVMemoryForFraction(t *testing.T) {
+	const gib = int64(1) << 30
+	for _, tt := range []struct {
+		name     string
+		device   uint64
+		fraction float64
+		weights  int64
+		want     int64 // 0: an error
+	}{
+		{name: "L4, 8B at Q4_K_M", device: 24 << 30, fraction: 0.75, weights: 4 * gib, want: 18*gib - 4*gib - 2*gib},
+		{name: "H100, 8B at F16, all of it", device: 80 << 30, fraction: 1, weights: 15 * gib, want: 63 * gib},
+		{name: "weights fill the fraction", device: 24 << 30, fraction: 0.5, weights: 15 * gib},
+		{name: "exactly full", device: 16 << 30, fraction: 1, weights: 14 * gib},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := kvMemoryForFraction(tt.device, tt.fraction, tt.weights, sim.ActivationReserve)
+			if tt.want == 0 {
+				if err == nil {
+					t.Fatalf("got %d bytes, want an error", got)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("got %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestGGMLFractionNeedsAGPU: ggml sizes a KV cache from
+// --kv-cache-memory-fraction only on a GPU NVML found, says why otherwise,
+// and does not fall back to the CPU with a cache sized for the GPU.
+func TestGGMLFractionNeedsAGPU(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gpu := func(name string, mem uint64) []device.Device {
+		return []device.Device{{Index: 0, Vendor: "nvidia", Name: name, MemoryBytes: mem}}
+	}
+	for _, tt := range []struct {
+		name string
+		devs []device.Device
+		want string
+	}{
+		{name: "no GPU", want: "NVML found no GPU"},
+		// Half of 1 GiB is less than the compute reserve alone.
+		{name: "a GPU too small", devs: gpu("small GPU", 1<<30), want: "GPU 0 (small GPU): --kv-cache-memory-fraction 0.5 of 1024 MiB is 512 MiB"},
+		// No ggml libraries at all, so the CUDA backend cannot start.
+		{name: "no CUDA backend", devs: gpu("big GPU", 80<<30), want: "does not fall back to ggml's CPU kernels"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"--executor", "ggml", "--kv-cache-memory-fraction", "0.5", "--ggml-lib", t.TempDir()}
+			o, err := parseOptions(args, env(nil), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be, err := buildBackend(o, tt.devs, log)
+			if err == nil {
+				be.close()
+				t.Fatal("want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q, want it to say %q", err, tt.want)
+			}
+		})
+	}
 }

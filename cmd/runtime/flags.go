@@ -56,6 +56,10 @@ type options struct {
 	KVHostBlocks          int
 	KVCacheMemory         byteSize
 	KVCacheMemoryFraction float64
+	// KVCacheMemoryFractionSet: --kv-cache-memory-fraction was given (flag
+	// or environment), not left at the sim executor's default.
+	KVCacheMemoryFractionSet bool
+
 	MaxQueue              int
 	AgingRate             float64
 	MaxModelLen           int
@@ -99,7 +103,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.GGMLFlashMaxSeqs, "ggml-flash-max-seqs", 0, "ggml executor: batches of at most this many sequences run flash attention per sequence, larger ones the plain attention (0: every batch on the cpu device, none on cuda, where it is not yet measured; needs ggml built with flash-attention kernels for the KV cache's type)")
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
 	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
-	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans")
+	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans (the cpu and ggml executors run on one device: 1 only)")
 	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml up to one per physical core of the CPUs this process is given, its cgroup's CPU quota, then its CPU affinity, each graph on the count measured fastest)")
 	fs.TextVar(&o.KVCacheDType, "kv-cache-dtype", kvcache.DTypeAuto, "KV cache element type: auto, f16, bf16, q8_0 or f32 (auto: the model's activation type, as vLLM's; ggml: f16 unless the weights are F32 or BF16; cpu keeps f32 and refuses the others; sim: the geometry's bf16)")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address, e.g. 127.0.0.1:6060 (off when empty; keep it off public interfaces)")
@@ -120,8 +124,8 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&o.KVCacheBlocks, "kv-cache-blocks", 0, "KV cache size in blocks (0: from --kv-cache-memory, or from device memory)")
 	fs.IntVar(&o.KVHostBlocks, "kv-host-blocks", 0, "host-memory KV tier in blocks: paused programs' KV, and cached blocks the device evicts, move there instead of being dropped, and come back without recompute at the program's next request (0: none)")
-	fs.Var(&o.KVCacheMemory, "kv-cache-memory", "KV cache size in bytes, e.g. 512Mi or 8Gi (0: cpu 1Gi; sim --kv-cache-memory-fraction of device memory)")
-	fs.Float64Var(&o.KVCacheMemoryFraction, "kv-cache-memory-fraction", 0.9, "sim executor: fraction of device memory for weights, activations and KV cache")
+	fs.Var(&o.KVCacheMemory, "kv-cache-memory", "KV cache size in bytes, e.g. 512Mi or 8Gi (0: sim and, when given, ggml on cuda: --kv-cache-memory-fraction of device memory; otherwise 1Gi)")
+	fs.Float64Var(&o.KVCacheMemoryFraction, "kv-cache-memory-fraction", 0.9, "sim executor, and ggml on cuda when given: fraction of the GPU's memory for weights, activations and KV cache (the cpu executor and ggml on the cpu refuse it)")
 	fs.IntVar(&o.MaxQueue, "max-queue", 4096, "most waiting requests; more get 429")
 	fs.Float64Var(&o.AgingRate, "aging-rate", 0.1, "priority levels a waiting request gains per second (negative: no aging)")
 	fs.IntVar(&o.MaxModelLen, "max-model-len", 0, "context length in tokens (0: the model's)")
@@ -178,10 +182,12 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 		if err := fs.Set(f.Name, v); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
 		}
+		set[f.Name] = true
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	o.KVCacheMemoryFractionSet = set["kv-cache-memory-fraction"]
 	return o, o.validate()
 }
 
@@ -204,12 +210,22 @@ func (o *options) validate() error {
 	check(o.Port >= 0 && o.Port <= 65535, "--port %d out of range", o.Port)
 	check(o.ControlPort >= 0 && o.ControlPort <= 65535, "--control-port %d out of range", o.ControlPort)
 	check(o.TensorParallel >= 1, "--tensor-parallel must be >= 1")
+	check(o.TensorParallel <= 1 || o.Executor == executorSim,
+		"--tensor-parallel %d: only the sim executor spans several devices; the %s executor runs the model on one device (use 1)", o.TensorParallel, o.Executor)
 	check(o.MaxNumSeqs >= 1, "--max-num-seqs must be >= 1")
 	check(o.MaxNumBatchedTokens >= 1, "--max-num-batched-tokens must be >= 1")
 	check(o.BlockSize >= 1, "--block-size must be >= 1")
 	check(o.KVCacheBlocks >= 0, "--kv-cache-blocks must be >= 0")
 	check(o.KVHostBlocks >= 0, "--kv-host-blocks must be >= 0")
 	check(o.KVCacheMemoryFraction > 0 && o.KVCacheMemoryFraction <= 1, "--kv-cache-memory-fraction must be in (0, 1]")
+	if o.KVCacheMemoryFractionSet {
+		check(o.Executor != executorCPU,
+			"--kv-cache-memory-fraction sizes the KV cache from a GPU's memory, which the cpu executor does not use: size it with --kv-cache-memory or --kv-cache-blocks")
+		check(o.Executor != executorGGML || o.Device != "cpu",
+			"--kv-cache-memory-fraction sizes the KV cache from a GPU's memory, which ggml on --device cpu does not use: size it with --kv-cache-memory or --kv-cache-blocks")
+		check(o.KVCacheMemory == 0 && o.KVCacheBlocks == 0,
+			"set at most one of --kv-cache-blocks, --kv-cache-memory and --kv-cache-memory-fraction")
+	}
 	check(o.MaxQueue >= 1, "--max-queue must be >= 1")
 	check(o.MaxProgramsPerKey >= 0, "--max-programs-per-key must be >= 0")
 	check(o.MaxModelLen >= 0, "--max-model-len must be >= 0")

@@ -2,9 +2,11 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,10 +99,61 @@ func TestParseOptionsErrors(t *testing.T) {
 		{args: []string{"--kv-cache-dtype", "fp8"}},
 		{args: []string{"--kv-cache-dtype", "f16"}}, // the cpu executor keeps f32
 		{args: []string{"--executor", "cpu", "--kv-cache-dtype", "q8_0"}},
+		{args: []string{"--executor", "sim", "--kv-cache-memory-fraction", "0"}},
+		// The fraction sizes the KV cache from a GPU's memory.
+		{args: []string{"--kv-cache-memory-fraction", "0.5"}},
+		{env: map[string]string{"KVPILOT_KV_CACHE_MEMORY_FRACTION": "0.5"}},
+		{args: []string{"--executor", "ggml", "--device", "cpu", "--kv-cache-memory-fraction", "0.5"}},
+		{args: []string{"--executor", "sim", "--kv-cache-memory-fraction", "0.5", "--kv-cache-memory", "1Gi"}},
+		{args: []string{"--executor", "ggml", "--kv-cache-blocks", "100"}, env: map[string]string{"KVPILOT_KV_CACHE_MEMORY_FRACTION": "0.9"}},
+		// Only the sim executor spans devices.
+		{args: []string{"--tensor-parallel", "2"}},
+		{args: []string{"--executor", "ggml", "--tensor-parallel", "2"}},
 	} {
 		if _, err := parseOptions(tt.args, env(tt.env), io.Discard); err == nil {
 			t.Errorf("args %q env %v: want an error", tt.args, tt.env)
 		}
+	}
+}
+
+// TestParseOptionsGPUSettings: the settings only some executors use are
+// accepted there, and a given fraction is told apart from the default.
+func TestParseOptionsGPUSettings(t *testing.T) {
+	for _, tt := range []struct {
+		args        []string
+		env         map[string]string
+		fractionSet bool
+	}{
+		{args: []string{"--executor", "sim"}},
+		{args: []string{"--executor", "sim", "--tensor-parallel", "4", "--kv-cache-memory-fraction", "0.8"}, fractionSet: true},
+		{args: []string{"--executor", "ggml", "--kv-cache-memory-fraction", "0.9"}, fractionSet: true},
+		{args: []string{"--executor", "ggml", "--device", "cuda"}, env: map[string]string{"KVPILOT_KV_CACHE_MEMORY_FRACTION": "1"}, fractionSet: true},
+		{args: []string{"--executor", "ggml", "--tensor-parallel", "1", "--kv-cache-memory", "8Gi"}},
+	} {
+		o, err := parseOptions(tt.args, env(tt.env), io.Discard)
+		if err != nil {
+			t.Errorf("%q env %v: %v", tt.args, tt.env, err)
+			continue
+		}
+		if o.KVCacheMemoryFractionSet != tt.fractionSet {
+			t.Errorf("%q env %v: fraction set = %v, want %v", tt.args, tt.env, o.KVCacheMemoryFractionSet, tt.fractionSet)
+		}
+	}
+}
+
+// TestCRDEngineDefaultsMatchFlags: the InferencePool CEL rule that compares
+// maxNumBatchedTokens with maxNumSeqs falls back to the runtime's defaults
+// when one is unset, and must name the defaults these flags have.
+func TestCRDEngineDefaultsMatchFlags(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "api", "v1alpha1", "inferencepool_types.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := newFlagSet(&options{}, io.Discard)
+	rule := fmt.Sprintf("(has(self.maxNumBatchedTokens) ? self.maxNumBatchedTokens : %s) >= (has(self.maxNumSeqs) ? self.maxNumSeqs : %s)",
+		fs.Lookup("max-num-batched-tokens").DefValue, fs.Lookup("max-num-seqs").DefValue)
+	if !strings.Contains(string(src), rule) {
+		t.Errorf("api/v1alpha1/inferencepool_types.go has no rule %s: update its defaults to the flags'", rule)
 	}
 }
 

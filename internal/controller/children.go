@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,10 @@ import (
 
 const (
 	deploymentRevisionHistoryLimit = 3
-	deploymentProgressDeadline     = 600
+	// deploymentProgressDeadline is the startup probe's budget for loading
+	// the model plus the time to schedule the pod and pull its image: a
+	// rollout is reported stalled only once a pod has overrun both.
+	deploymentProgressDeadline = int32((modelLoadBudget + imagePullAllowance) / time.Second)
 )
 
 // ownerReference makes a child belong to its pool: it is deleted with the

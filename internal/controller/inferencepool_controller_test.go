@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -21,6 +22,17 @@ import (
 	"github.com/kvpilot/kvpilot/internal/controller"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
+
+// storedStatus reads an object's status as the API server stores it, which
+// is what kubectl's print columns read: a field left out prints <none>.
+func storedStatus(g Gomega, ctx SpecContext, kind, namespace, name string) map[string]any {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(servingv1alpha1.GroupVersion.WithKind(kind))
+	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, u)).To(Succeed())
+	status, _, err := unstructured.NestedMap(u.Object, "status")
+	g.Expect(err).NotTo(HaveOccurred())
+	return status
+}
 
 var _ = Describe("InferencePool controller", func() {
 	var ns string
@@ -129,6 +141,17 @@ var _ = Describe("InferencePool controller", func() {
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 		Expect(k8sClient.Get(ctx, key(controller.ControlSecretName("chat")), secret)).To(Succeed())
 		Expect(string(secret.Data["token"])).To(Equal(token))
+	})
+
+	It("writes zero replica counts as 0, so kubectl prints 0 ready", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("idle", ns).Obj())).To(Succeed())
+		Eventually(func(g Gomega) {
+			condition(g, ctx, "idle", servingv1alpha1.PoolAvailable)
+			st := storedStatus(g, ctx, "InferencePool", ns, "idle")
+			for _, f := range []string{"replicas", "readyReplicas", "updatedReplicas"} {
+				g.Expect(st).To(HaveKeyWithValue(f, BeEquivalentTo(0)), "status.%s", f)
+			}
+		}, reconcileTimeout, pollInterval).Should(Succeed())
 	})
 
 	It("rolls the pods when the spec changes, and not when only replicas do", func(ctx SpecContext) {
@@ -331,6 +354,8 @@ var _ = Describe("SchedulerPolicy controller", func() {
 		Expect(k8sClient.Create(ctx, utiltesting.MakeSchedulerPolicy("b", ns).Obj())).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(policyStatus(g, ctx, "a").Pools).To(BeEmpty())
+			g.Expect(storedStatus(g, ctx, "SchedulerPolicy", ns, "a")).To(HaveKeyWithValue("poolCount", BeEquivalentTo(0)),
+				"an unused policy's poolCount is stored, so kubectl prints 0")
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
 		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("p1", ns).Policy("a").Obj())).To(Succeed())

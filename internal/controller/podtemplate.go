@@ -34,6 +34,16 @@ const (
 	// endpoint and for the fleet loop to move its paused programs: traffic
 	// stops arriving before the listener closes.
 	preStopDelay = 5 * time.Second
+
+	// modelLoadBudget is how long a runtime pod may take to load its model
+	// before its server answers: the startup probe allows it, and the
+	// Deployment's progress deadline (deploymentProgressDeadline) adds the
+	// time to pull an image of several GB before it, so a pod still loading
+	// within its budget never reports the rollout stalled.
+	modelLoadBudget      = 10 * time.Minute
+	startupProbePeriod   = 5 * time.Second
+	imagePullAllowance   = 20 * time.Minute
+	startupProbeFailures = int32(modelLoadBudget / startupProbePeriod)
 )
 
 // podTemplate builds the runtime pods' template of a pool. policy is nil
@@ -144,7 +154,7 @@ func podTemplate(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.Sc
 		VolumeMounts: mounts,
 		// Loading a large model can take minutes; the startup probe holds
 		// the liveness probe off until the server answers at all.
-		StartupProbe:   httpProbe("/health", 5, 120),
+		StartupProbe:   httpProbe("/health", int32(startupProbePeriod/time.Second), startupProbeFailures),
 		LivenessProbe:  httpProbe("/health", 10, 3),
 		ReadinessProbe: httpProbe("/ready", 5, 2),
 		SecurityContext: &corev1.SecurityContext{

@@ -87,12 +87,14 @@ func TestPodTemplateArgs(t *testing.T) {
 				"--max-num-seqs=64", "--max-num-batched-tokens=4096", "--block-size=32",
 				"--kv-cache-memory=8Gi", "--max-queue=500", "--tensor-parallel=2"),
 		},
-		"KV cache as blocks and as a fraction": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
-				KVCacheBlocks:         ptr.To[int32](1000),
-				KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.9")),
-			}).Obj(),
-			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-cache-memory-fraction=0.9"),
+		"KV cache as blocks": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{KVCacheBlocks: ptr.To[int32](1000)}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000"),
+		},
+		"KV cache as a fraction of the GPU": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Accelerators(1, "").
+				Engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.9"))}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml", "--kv-cache-memory-fraction=0.9"),
 		},
 		"host KV tier": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
@@ -340,5 +342,26 @@ func TestTemplateHash(t *testing.T) {
 		if h != ref {
 			t.Errorf("%s: hash changed, the pods would roll for nothing", name)
 		}
+	}
+}
+
+// TestProgressDeadlineOutlastsModelLoad: a pod may load its model for as
+// long as its startup probe allows, and pull its image before that, without
+// the Deployment reporting the rollout stalled (and the pool Degraded).
+func TestProgressDeadlineOutlastsModelLoad(t *testing.T) {
+	pool := utiltesting.MakeInferencePool("chat", "ns").Obj()
+	tmpl := podTemplate(pool, nil, testImage)
+	probe := runtimeContainer(t, tmpl).StartupProbe
+	loadBudget := time.Duration(probe.PeriodSeconds) * time.Duration(probe.FailureThreshold) * time.Second
+	if loadBudget < 10*time.Minute {
+		t.Errorf("startup probe allows %s to load the model, want at least 10m", loadBudget)
+	}
+	d, err := desiredDeployment(pool, tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Duration(ptr.Deref(d.Spec.ProgressDeadlineSeconds, 0)) * time.Second
+	if deadline < loadBudget+15*time.Minute {
+		t.Errorf("progress deadline %s, want the startup probe's %s plus at least 15m to pull the image", deadline, loadBudget)
 	}
 }

@@ -61,20 +61,47 @@ var _ = Describe("API validation", func() {
 			"spec.replicas: Invalid value: -1"),
 		Entry("an accelerator product without accelerators", func() client.Object { return pool("p").Accelerators(0, "NVIDIA-L4").Obj() },
 			"acceleratorProduct needs accelerators above zero"),
-		Entry("tensor parallelism beyond the accelerators", func() client.Object {
-			return pool("p").Accelerators(1, "").Engine(servingv1alpha1.EngineSpec{TensorParallelSize: ptr.To[int32](2)}).Obj()
-		}, "engine.tensorParallelSize above 1 needs at least that many resources.accelerators"),
+		Entry("tensor parallelism on the CPU executor", func() client.Object {
+			return pool("p").Accelerators(2, "").Engine(servingv1alpha1.EngineSpec{TensorParallelSize: ptr.To[int32](2)}).Obj()
+		}, "engine.tensorParallelSize above 1 needs the Sim executor"),
+		Entry("tensor parallelism on the GGML executor, with the accelerators for it", func() client.Object {
+			return pool("p").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Accelerators(2, "").
+				Engine(servingv1alpha1.EngineSpec{TensorParallelSize: ptr.To[int32](2)}).Obj()
+		}, "engine.tensorParallelSize above 1 needs the Sim executor"),
 		Entry("two KV cache sizes", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{KVCacheBlocks: ptr.To[int32](10), KVCacheMemory: ptr.To(resource.MustParse("1Gi"))})
 		}, "set at most one of kvCacheBlocks, kvCacheMemory and kvCacheMemoryFraction"),
 		Entry("a KV cache fraction above 1", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("1.5"))})
 		}, "must be a decimal number from 0 to 1"),
+		Entry("a KV cache fraction of 0", func() client.Object {
+			return pool("p").Sim("H100-SXM", "llama-3.1-8b").Engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0"))}).Obj()
+		}, "kvCacheMemoryFraction must be above 0"),
+		Entry("a KV cache fraction of 0.000", func() client.Object {
+			return pool("p").Sim("H100-SXM", "llama-3.1-8b").Engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.000"))}).Obj()
+		}, "kvCacheMemoryFraction must be above 0"),
+		Entry("a KV cache fraction on the CPU executor", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.5"))})
+		}, "engine.kvCacheMemoryFraction sizes the KV cache from a GPU's memory"),
+		Entry("a KV cache fraction on the GGML executor without accelerators", func() client.Object {
+			return pool("p").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).
+				Engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.9"))}).Obj()
+		}, "engine.kvCacheMemoryFraction sizes the KV cache from a GPU's memory"),
+		Entry("a KV cache fraction on the GGML executor with zero accelerators", func() client.Object {
+			return pool("p").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Accelerators(0, "").
+				Engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.9"))}).Obj()
+		}, "engine.kvCacheMemoryFraction sizes the KV cache from a GPU's memory"),
 		Entry("a negative KV cache size", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{KVCacheMemory: ptr.To(resource.MustParse("-1Gi"))})
 		}, "kvCacheMemory must be positive"),
 		Entry("fewer batched tokens than sequences", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{MaxNumSeqs: ptr.To[int32](64), MaxNumBatchedTokens: ptr.To[int32](32)})
+		}, "maxNumBatchedTokens must be at least maxNumSeqs"),
+		Entry("more sequences than the runtime's default batched tokens", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{MaxNumSeqs: ptr.To[int32](4096)})
+		}, "maxNumBatchedTokens must be at least maxNumSeqs"),
+		Entry("fewer batched tokens than the runtime's default sequences", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{MaxNumBatchedTokens: ptr.To[int32](128)})
 		}, "maxNumBatchedTokens must be at least maxNumSeqs"),
 		Entry("an unsupported block size", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{BlockSize: ptr.To[int32](12)})
@@ -153,6 +180,22 @@ var _ = Describe("API validation", func() {
 
 		fair := utiltesting.MakeSchedulerPolicy("fair", ns).Fairness(30*time.Second, 2*time.Minute).Obj()
 		Expect(k8sClient.Create(ctx, fair)).To(Succeed(), "a bound between interval and maxPauseDuration is valid")
+	})
+
+	It("accepts the engine settings the runtime runs", func(ctx SpecContext) {
+		ggml := func(name string) *utiltesting.InferencePoolWrapper {
+			return pool(name).Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML})
+		}
+		for _, p := range []*servingv1alpha1.InferencePool{
+			ggml("ggml-gpu-fraction").Accelerators(1, "").Engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.9"))}).Obj(),
+			pool("sim-fraction").Sim("L4", "llama-3.1-8b").Engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("1"))}).Obj(),
+			pool("sim-tp").Sim("H100-SXM", "llama-3.1-70b").Engine(servingv1alpha1.EngineSpec{TensorParallelSize: ptr.To[int32](4)}).Obj(),
+			ggml("ggml-tp1").Accelerators(1, "").Engine(servingv1alpha1.EngineSpec{TensorParallelSize: ptr.To[int32](1)}).Obj(),
+			pool("few-seqs").Engine(servingv1alpha1.EngineSpec{MaxNumSeqs: ptr.To[int32](2048)}).Obj(),
+			pool("many-tokens").Engine(servingv1alpha1.EngineSpec{MaxNumBatchedTokens: ptr.To[int32](256)}).Obj(),
+		} {
+			Expect(k8sClient.Create(ctx, p, client.DryRunAll)).To(Succeed(), p.Name)
+		}
 	})
 
 	It("refuses to change a pool's executor", func(ctx SpecContext) {

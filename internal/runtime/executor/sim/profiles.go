@@ -118,16 +118,21 @@ func (g Geometry) KVBytesPerToken() int64 { return g.KV().BytesPerToken() }
 // WeightBytes is the size of the weights.
 func (g Geometry) WeightBytes() int64 { return g.Params * int64(g.DTypeBytes) }
 
+// ActivationReserve is the device memory a KV cache sized from a fraction
+// of it leaves for what is neither weights nor KV: the CUDA context, the
+// BLAS workspace and the compute graph's buffers. The runtime's ggml
+// executor on a GPU reads --kv-cache-memory-fraction with it too.
+const ActivationReserve = 2 << 30
+
 // KVBlocksForDevice sizes the KV cache of one tensor-parallel group: the
 // fraction memFraction of each device's memory, less its shard of the
-// weights and a fixed activation reserve, divided by the KV bytes per
-// block (KV heads are split across the group too).
+// weights and ActivationReserve, divided by the KV bytes per block (KV
+// heads are split across the group too).
 func KVBlocksForDevice(a Accelerator, g Geometry, tp int, memFraction float64, blockSize int) (int, error) {
 	if tp < 1 {
 		tp = 1
 	}
-	const activationReserve = 2 << 30
-	budget := int64(float64(a.MemoryBytes)*memFraction) - g.WeightBytes()/int64(tp) - activationReserve
+	budget := int64(float64(a.MemoryBytes)*memFraction) - g.WeightBytes()/int64(tp) - ActivationReserve
 	perBlock := g.KVBytesPerToken() / int64(tp) * int64(blockSize)
 	if budget <= 0 || perBlock <= 0 {
 		return 0, fmt.Errorf("%s does not fit on %d× %s at memory fraction %.2f", g.Name, tp, a.Name, memFraction)
