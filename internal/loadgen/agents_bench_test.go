@@ -195,7 +195,7 @@ func poolMemoryArms(caps []int) []agentArm {
 // armActingHalf is kvpilot charging ACTING programs half their tokens
 // (SchedulerPolicy actingTokenWeight 0.5, default 1): it pauses fewer
 // programs, so fewer steps wait on a gate, and lets the engines preempt
-// instead. S3 shows what that trades.
+// instead: what that trades for a shorter p99.
 var armActingHalf = kvpilotWith("kvpilot actingTokenWeight=0.5", func(p *placement.Policy) { p.ActingTokenWeight = 0.5 })
 
 // armResumeFirstOff is kvpilot with fairness.resumeFirstAfter off: waiting
@@ -247,7 +247,7 @@ func agentScenarios() []agentScenario {
 	w1.Then, w1.ThenAt = &long, s1.Warmup+scale(10*time.Minute)
 	out = append(out, agentScenario{name: "S1 shift, 25 GiB host", workload: w1, setup: s1,
 		caps: []int{16, 24, 32, 48}, extra: append([]agentArm{armKvpilotFair, armKvpilotNoHost, armKvpilotNoHostLRU,
-			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff},
+			knobArm(1, true), knobArm(8, false), kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff, armActingHalf},
 			poolMemoryArms([]int{24, 32, 40, 48})...)})
 
 	// S1a, S1b: S1's pool and load with one phase each, for the best
@@ -268,7 +268,7 @@ func agentScenarios() []agentScenario {
 		s2.Profiles = append(s2.Profiles, PodProfile{Accelerator: acc, HostBlocks: hostBlocks(25)})
 	}
 	out = append(out, agentScenario{name: "S2 mixed H100/H200", workload: LongToolOutputs(192), setup: s2,
-		caps: []int{16, 24, 32, 48}, extra: append([]agentArm{kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff},
+		caps: []int{16, 24, 32, 48}, extra: append([]agentArm{kvpilotCapArm(24), kvpilotCapArm(32), armResumeFirstOff, armActingHalf},
 			poolMemoryArms([]int{24, 32, 40})...)})
 
 	// S3: a rollout wave, open loop, and a drain.
