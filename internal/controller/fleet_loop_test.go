@@ -61,8 +61,9 @@ func startFakeRuntimePod(ns, name, token string, kv wire.KVReport) *fakeRuntimeP
 // run has a program take one step on the pod and go ACTING with a context
 // of tokens.
 func (fp *fakeRuntimePod) run(id string, tokens int64) {
-	Expect(fp.table.Route(id, false).Kind).To(Equal(programs.Local), "program %s runs locally", id)
-	fp.table.End(id, tokens, 0, nil)
+	r := fp.table.Route(id, false)
+	Expect(r.Kind).To(Equal(programs.Local), "program %s runs locally", id)
+	fp.table.End(r.Ticket, tokens, 0, nil)
 }
 
 func (fp *fakeRuntimePod) programsIn(state string) []string {

@@ -35,10 +35,11 @@ func TestGateAndControllerComputeTheSameRoom(t *testing.T) {
 			run(a, "acting-1", 6000)
 			run(a, "acting-2", 9000)
 			run(b, "acting-3", 3000)
-			if r := a.table.Route("thinking", false); r.Kind != programs.Local {
+			r := a.table.Route("thinking", false)
+			if r.Kind != programs.Local {
 				t.Fatalf("route: %v", r.Kind)
 			}
-			a.table.Started("thinking", 7000, "")
+			a.table.Started(r.Ticket, 7000, "")
 			policy := placement.DefaultPolicy()
 			tc.policy(&policy)
 			f := newFleet(t, policy)

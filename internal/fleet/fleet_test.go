@@ -41,10 +41,11 @@ func (p *testPod) fleetPod() Pod {
 }
 
 func run(p *testPod, id string, context int64) {
-	if r := p.table.Route(id, false); r.Kind != programs.Local {
+	r := p.table.Route(id, false)
+	if r.Kind != programs.Local {
 		panic("expected local: " + r.Kind.String())
 	}
-	p.table.End(id, context, 0, nil)
+	p.table.End(r.Ticket, context, 0, nil)
 }
 
 func find(r wire.Report, id string) wire.ProgramReport {
@@ -119,7 +120,7 @@ func TestRoundPausesOverflowAndResumesElsewhere(t *testing.T) {
 	default:
 		t.Fatal("held request not woken")
 	}
-	a.table.Unhold(paused)
+	a.table.Unhold(r.Ticket)
 	if r := a.table.Route(paused, false); r.Kind != programs.Forward || r.Addr != "b:8000" {
 		t.Fatalf("after resume elsewhere: %+v", r)
 	}
@@ -212,8 +213,7 @@ func TestReportConvertsForThePlacementAlgorithm(t *testing.T) {
 	tab := programs.New(programs.Config{Pod: "pod-a", Addr: "pod-a:8000",
 		KV: func() wire.KVReport { return wire.KVReport{BlockSize: 16, TotalBlocks: 1000} }})
 	tab.Route("run", false)
-	tab.Route("cached", false)
-	tab.End("cached", 300, 16, nil)
+	tab.End(tab.Route("cached", false).Ticket, 300, 16, nil)
 	tab.Apply(&wire.Placement{Version: 1, Pause: []string{"cached"}})
 	got := map[string]string{}
 	for _, p := range tab.Report().Programs {

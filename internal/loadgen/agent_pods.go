@@ -151,6 +151,7 @@ func (a *agentSim) dispatch(p *agentProgram, i int, forwarded bool) error {
 		rt := pd.table.Route(p.id, forwarded)
 		switch rt.Kind {
 		case programs.Local:
+			p.ticket = rt.Ticket
 			return a.submit(p, i)
 		case programs.Forward:
 			j, ok := a.byAddr[rt.Addr]
@@ -163,7 +164,7 @@ func (a *agentSim) dispatch(p *agentProgram, i int, forwarded bool) error {
 		if pd.draining {
 			// The server answers a request held on a draining pod at once
 			// (releaseHeld): forwarded to its program's pod, or a 503.
-			pd.table.Unhold(p.id)
+			pd.table.Unhold(rt.Ticket)
 			j, ok := a.drainedTo(pd, p, forwarded)
 			if !ok {
 				a.retryLater(p)
@@ -172,7 +173,7 @@ func (a *agentSim) dispatch(p *agentProgram, i int, forwarded bool) error {
 			i, forwarded = j, true
 			continue
 		}
-		p.held, p.heldAt, p.heldFwd, p.wait = true, i, forwarded, rt.Wait
+		p.held, p.heldAt, p.heldFwd, p.wait, p.ticket = true, i, forwarded, rt.Wait, rt.Ticket
 		a.held = append(a.held, p)
 		return nil
 	}
@@ -216,7 +217,7 @@ func (a *agentSim) submit(p *agentProgram, i int) error {
 	if err != nil {
 		return fmt.Errorf("program %s step %d on %s: %w", p.id, p.step, pd.name, err)
 	}
-	pd.table.Started(p.id, int64(len(p.tokens)), "")
+	pd.table.Started(p.ticket, int64(len(p.tokens)), "")
 	p.stream, p.promptLen, p.running, p.pod = st, len(p.tokens), true, i
 	pd.live = append(pd.live, p)
 	return nil
@@ -268,8 +269,8 @@ func (a *agentSim) wakeHeld() error {
 	for _, p := range old {
 		select {
 		case <-p.wait:
-			a.pods[p.heldAt].table.Unhold(p.id)
-			p.held, p.wait = false, nil
+			a.pods[p.heldAt].table.Unhold(p.ticket)
+			p.held, p.wait, p.ticket = false, nil, programs.Ticket{}
 			if err := a.dispatch(p, p.heldAt, p.heldFwd); err != nil {
 				return err
 			}
@@ -322,8 +323,8 @@ func (a *agentSim) drain(i int) error {
 			a.held = append(a.held, p)
 			continue
 		}
-		pd.table.Unhold(p.id)
-		p.held, p.wait = false, nil
+		pd.table.Unhold(p.ticket)
+		p.held, p.wait, p.ticket = false, nil, programs.Ticket{}
 		j, ok := a.drainedTo(pd, p, p.heldFwd)
 		if !ok {
 			a.retryLater(p)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/fleet"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
@@ -276,6 +277,9 @@ type agentProgram struct {
 	heldAt  int
 	heldFwd bool
 	wait    <-chan struct{}
+	// ticket is the gate's for its request: its hold while held, its run
+	// while running.
+	ticket programs.Ticket
 	// retry: the request failed to reach a pod (it left the pool) and is
 	// sent again at readyAt.
 	retry bool
@@ -619,7 +623,8 @@ func (a *agentSim) finishStep(p *agentProgram, c engine.Chunk, at time.Duration,
 		a.res.FreshTokens += fresh
 		a.res.RecomputedTokens += max(0, computed-fresh)
 	}
-	pd.table.End(p.id, int64(c.Usage.PromptTokens+c.Usage.CompletionTokens), int64(c.Usage.SharedTokens), p.tokens)
+	pd.table.End(p.ticket, int64(c.Usage.PromptTokens+c.Usage.CompletionTokens), int64(c.Usage.SharedTokens), p.tokens)
+	p.ticket = programs.Ticket{}
 	p.computed = len(p.tokens) - 1 // the last output token is computed by the next step
 	p.running, p.stream, p.pod = false, nil, -1
 	p.step++

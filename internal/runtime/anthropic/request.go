@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 )
@@ -35,12 +36,19 @@ type Request struct {
 	Metadata *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
+	// OutputFormat (the structured-outputs beta's spelling) and
+	// OutputConfig.Format constrain the reply to a JSON schema, as chat's
+	// response_format json_schema does; give one of them.
+	OutputFormat *OutputFormat `json:"output_format"`
+	OutputConfig *OutputConfig `json:"output_config"`
 
-	// Refused unless they ask for nothing (Parse).
-	Thinking    *Thinking       `json:"thinking"`
-	ServiceTier string          `json:"service_tier"`
-	Container   json.RawMessage `json:"container"`
-	MCPServers  json.RawMessage `json:"mcp_servers"`
+	// Refused unless they ask for nothing (Parse). Fields Anthropic does
+	// not define are ignored, as on chat.
+	Thinking          *Thinking       `json:"thinking"`
+	ServiceTier       string          `json:"service_tier"`
+	Container         json.RawMessage `json:"container"`
+	MCPServers        json.RawMessage `json:"mcp_servers"`
+	ContextManagement json.RawMessage `json:"context_management"`
 
 	// Extensions, as on the other endpoints (cache_salt as on chat: a
 	// non-empty string that keeps the request's prefix-cache entries
@@ -48,6 +56,20 @@ type Request struct {
 	ProgramID openai.ProgramIDText `json:"program_id"`
 	CacheSalt *string              `json:"cache_salt"`
 	ExtraBody *openai.ExtraBody    `json:"extra_body"`
+}
+
+// OutputFormat is a structured-output format: {"type": "json_schema",
+// "schema": {…}}, the only type Anthropic defines.
+type OutputFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+// OutputConfig is "output_config": format, and effort (only "high",
+// Anthropic's default: the served models have no effort control).
+type OutputConfig struct {
+	Format *OutputFormat `json:"format"`
+	Effort *string       `json:"effort"`
 }
 
 // Thinking is "thinking": only {"type": "disabled"} is accepted.
@@ -107,12 +129,15 @@ type Block struct {
 }
 
 // Tool is a client tool: name, description, input_schema. Anthropic's
-// server tools (a versioned type such as web_search_20250305) are refused.
+// server tools (a versioned type such as web_search_20250305) are refused,
+// and so is strict: true (calls are held to their schema only when
+// tool_choice forces them, and then leniently).
 type Tool struct {
 	Type        string          `json:"type,omitempty"`
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	Strict      *bool           `json:"strict,omitempty"`
 }
 
 // ToolChoice is "tool_choice": auto, any, tool (with name) or none.
@@ -131,21 +156,9 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 func Parse(body []byte) (*Request, *openai.Error) { return parse(body, false) }
 
 func parse(body []byte, count bool) (*Request, *openai.Error) {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' {
-		return nil, openai.BadRequest("", "request body must be a JSON object")
-	}
 	var r Request
-	if err := json.Unmarshal(body, &r); err != nil {
-		var apiErr *openai.Error
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case asError(err, &apiErr):
-			return nil, apiErr
-		case asError(err, &typeErr):
-			return nil, openai.BadRequest(typeErr.Field, "%s: wrong type (got %s)", typeErr.Field, typeErr.Value)
-		}
-		return nil, openai.BadRequest("", "invalid JSON: %v", err)
+	if err := openai.Decode(body, &r); err != nil {
+		return nil, err
 	}
 	if count && r.MaxTokens == nil {
 		one := 1
@@ -160,14 +173,6 @@ func parse(body []byte, count bool) (*Request, *openai.Error) {
 // ParseCountTokens parses a POST /v1/messages/count_tokens body: a
 // Messages request without max_tokens (the count does not depend on it).
 func ParseCountTokens(body []byte) (*Request, *openai.Error) { return parse(body, true) }
-
-func asError[T error](err error, target *T) bool {
-	t, ok := err.(T)
-	if ok {
-		*target = t
-	}
-	return ok
-}
 
 func (r *Request) validate() *openai.Error {
 	switch {
@@ -185,10 +190,17 @@ func (r *Request) validate() *openai.Error {
 		return openai.BadRequest("thinking", "thinking %q is not supported; only {\"type\": \"disabled\"}", r.Thinking.Type)
 	case r.ServiceTier != "" && r.ServiceTier != "auto" && r.ServiceTier != "standard_only":
 		return openai.BadRequest("service_tier", "service_tier %q is not supported", r.ServiceTier)
-	case len(bytes.TrimSpace(r.Container)) > 0 && string(bytes.TrimSpace(r.Container)) != "null":
+	case !absent(r.Container):
 		return openai.BadRequest("container", "containers are not supported")
-	case len(bytes.TrimSpace(r.MCPServers)) > 0 && string(bytes.TrimSpace(r.MCPServers)) != "null":
+	case !absent(r.MCPServers):
 		return openai.BadRequest("mcp_servers", "MCP servers are not supported")
+	case !absent(r.ContextManagement):
+		return openai.BadRequest("context_management", "context_management is not supported: the server does not edit the conversation")
+	case r.OutputConfig != nil && r.OutputConfig.Effort != nil && *r.OutputConfig.Effort != "high":
+		return openai.BadRequest("output_config.effort", "output_config.effort %q is not supported; only \"high\"", *r.OutputConfig.Effort)
+	}
+	if _, _, err := r.outputFormat(); err != nil {
+		return err
 	}
 	for i, s := range r.StopSequences {
 		if s == "" {
@@ -208,6 +220,9 @@ func (r *Request) validate() *openai.Error {
 			return openai.BadRequest("tools", "tools[%d].name %q: want 1 to 128 letters, digits, '_' or '-'", i, t.Name)
 		case len(bytes.TrimSpace(t.InputSchema)) == 0 || bytes.TrimSpace(t.InputSchema)[0] != '{':
 			return openai.BadRequest("tools", "tools[%d].input_schema: a JSON schema object is required", i)
+		case t.Strict != nil && *t.Strict:
+			field := fmt.Sprintf("tools[%d].strict", i)
+			return openai.BadRequest(field, "%s: strict tool use is not supported (calls are held to their schema only when tool_choice forces them)", field)
 		}
 	}
 	if c := r.ToolChoice; c != nil {
@@ -241,6 +256,10 @@ func checkBlock(role string, b Block, where string) *openai.Error {
 		if b.ID == "" || b.Name == "" {
 			return openai.BadRequest("messages", "%s: a tool_use block needs id and name", where)
 		}
+		if in := bytes.TrimSpace(b.Input); len(in) == 0 || in[0] != '{' {
+			field := where + ".input"
+			return openai.BadRequest(field, "%s: a JSON object is required (the call's arguments)", field)
+		}
 	case b.Type == "tool_result" && role == "user":
 		if b.ToolUseID == "" {
 			return openai.BadRequest("messages", "%s: a tool_result block needs tool_use_id", where)
@@ -260,8 +279,10 @@ func checkBlock(role string, b Block, where string) *openai.Error {
 // system prompt as the system message; a user turn's tool_result blocks
 // as tool messages (first, in order) and its text as a user message; an
 // assistant turn's text and tool_use blocks as one assistant message with
-// tool calls; tools, tool_choice, stop_sequences and sampling as their
-// chat equivalents. Text blocks of one turn are joined with "\n".
+// tool calls; tools, tool_choice, stop_sequences, the output format and
+// sampling as their chat equivalents. Text blocks of one turn are joined
+// with "\n". A final assistant turn is a prefill: the reply continues its
+// text (continue_final_message), and is that continuation alone.
 func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 	c := &openai.ChatRequest{Common: openai.Common{
 		Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
@@ -270,24 +291,18 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 	if sys := joinText(r.System); sys != "" {
 		c.Messages = append(c.Messages, openai.Message{Role: "system", Content: openai.Content{Text: sys}})
 	}
-	for _, m := range r.Messages {
+	msgs, prefill, err := r.prefill()
+	if err != nil {
+		return nil, err
+	}
+	// results name each tool message as the block it came from.
+	results := map[int]string{}
+	for i, m := range msgs {
 		if m.Role == "assistant" {
-			msg := openai.Message{Role: "assistant", Content: openai.Content{Text: joinText(m.Content)}}
-			for _, b := range m.Content {
-				if b.Type != "tool_use" {
-					continue
-				}
-				args := "{}"
-				if in := bytes.TrimSpace(b.Input); len(in) > 0 && string(in) != "null" {
-					args = string(in)
-				}
-				msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: b.ID, Type: "function",
-					Function: openai.ToolCallFunction{Name: b.Name, Arguments: args}})
-			}
-			c.Messages = append(c.Messages, msg)
+			c.Messages = append(c.Messages, assistantMessage(m))
 			continue
 		}
-		for _, b := range m.Content {
+		for k, b := range m.Content {
 			if b.Type != "tool_result" {
 				continue
 			}
@@ -297,6 +312,7 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 				text = "Error: " + text
 			}
 			c.Messages = append(c.Messages, openai.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: openai.Content{Text: text}})
+			results[len(c.Messages)-1] = fmt.Sprintf("messages[%d].content[%d].tool_use_id", i, k)
 		}
 		hasText := false
 		for _, b := range m.Content {
@@ -305,6 +321,13 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 		if hasText || len(m.Content) == 0 {
 			c.Messages = append(c.Messages, openai.Message{Role: "user", Content: openai.Content{Text: joinText(m.Content)}})
 		}
+	}
+	if err := openai.CheckToolResults(c.Messages, func(k int) string { return results[k] }); err != nil {
+		return nil, err
+	}
+	if prefill {
+		no := false
+		c.ContinueFinalMessage, c.AddGenerationPrompt = true, &no
 	}
 	for i, t := range r.Tools {
 		fn := openai.FunctionDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
@@ -331,13 +354,112 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 			c.ParallelToolCalls = &no
 		}
 	}
+	if err := r.constrain(c, prefill); err != nil {
+		return nil, err
+	}
 	if err := c.Validate(); err != nil {
 		if err.Param == "stop" {
-			err.Param = "stop_sequences"
+			// Chat's stop checks, in this API's name for the field.
+			err.Param, err.Message = "stop_sequences", "stop_sequences"+strings.TrimPrefix(err.Message, "stop")
 		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// assistantMessage is an assistant turn as one chat message: its text and
+// its tool_use blocks as the message's tool calls.
+func assistantMessage(m Message) openai.Message {
+	msg := openai.Message{Role: "assistant", Content: openai.Content{Text: joinText(m.Content)}}
+	for _, b := range m.Content {
+		if b.Type == "tool_use" {
+			msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: b.ID, Type: "function",
+				Function: openai.ToolCallFunction{Name: b.Name, Arguments: string(bytes.TrimSpace(b.Input))}})
+		}
+	}
+	return msg
+}
+
+// prefill reads a final assistant turn as Anthropic does: text the reply
+// continues (prefill true). An empty one prefills nothing, so it is left
+// out and the reply is a new turn. Anthropic's refusals apply: text
+// ending in whitespace (the template would trim it, and the model would
+// continue other text than the client's), and tool_use blocks (a call
+// is answered by a user turn's tool_result, not continued).
+func (r *Request) prefill() (msgs []Message, prefill bool, err *openai.Error) {
+	msgs = r.Messages
+	last := len(msgs) - 1
+	if msgs[last].Role != "assistant" {
+		return msgs, false, nil
+	}
+	for k, b := range msgs[last].Content {
+		if b.Type == "tool_use" {
+			field := fmt.Sprintf("messages[%d].content[%d]", last, k)
+			return nil, false, openai.BadRequest(field, "%s: a final assistant message is continued (prefill) and cannot hold tool_use blocks; "+
+				"answer a call with a tool_result block in a user message", field)
+		}
+	}
+	text := joinText(msgs[last].Content)
+	switch {
+	case text == "" && last == 0:
+		return nil, false, openai.BadRequest("messages", "messages: an empty assistant message alone asks for nothing; give a user message")
+	case text == "":
+		return msgs[:last], false, nil
+	case strings.TrimRightFunc(text, unicode.IsSpace) != text:
+		field := fmt.Sprintf("messages[%d].content", last)
+		return nil, false, openai.BadRequest(field, "%s: final assistant content cannot end with trailing whitespace", field)
+	}
+	return msgs, true, nil
+}
+
+// outputFormat is the structured-output format asked for, with the
+// field that asked (nil when none): output_format or
+// output_config.format, whichever is given.
+func (r *Request) outputFormat() (*OutputFormat, string, *openai.Error) {
+	f, param := r.OutputFormat, "output_format"
+	if r.OutputConfig != nil && r.OutputConfig.Format != nil {
+		if f != nil {
+			return nil, "", openai.BadRequest("output_config.format", "output_format and output_config.format both set the output format; give one")
+		}
+		f, param = r.OutputConfig.Format, "output_config.format"
+	}
+	switch {
+	case f == nil:
+		return nil, "", nil
+	case f.Type != "json_schema":
+		return nil, "", openai.BadRequest(param+".type", "%s.type %q: want json_schema", param, f.Type)
+	case absent(f.Schema) || bytes.TrimSpace(f.Schema)[0] != '{':
+		return nil, "", openai.BadRequest(param+".schema", "%s.schema: a JSON schema object is required", param)
+	}
+	return f, param, nil
+}
+
+// constrain sets the output format as chat's response_format json_schema
+// (strict, as Anthropic's structured outputs are: a schema keyword the
+// decoder cannot enforce is a 400 naming the field), so it compiles with
+// chat's code and bounds. Like Anthropic, it refuses a prefill (the
+// schema holds the whole reply, the prefill's text included) and, here,
+// a forced tool call (both would constrain the one output).
+func (r *Request) constrain(c *openai.ChatRequest, prefill bool) *openai.Error {
+	f, param, err := r.outputFormat()
+	if err != nil || f == nil {
+		return err
+	}
+	if prefill {
+		return openai.BadRequest(param, "%s cannot be combined with a prefilled final assistant message", param)
+	}
+	if tc := r.ToolChoice; tc != nil && (tc.Type == "any" || tc.Type == "tool") {
+		return openai.BadRequest(param, "%s and tool_choice %s both constrain the output; give one", param, tc.Type)
+	}
+	strict := true
+	c.ResponseFormat = &openai.ResponseFormat{Type: "json_schema", Param: param + ".schema",
+		JSONSchema: &openai.JSONSchemaFormat{Name: "output", Schema: f.Schema, Strict: &strict}}
+	return nil
+}
+
+func absent(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
 }
 
 func joinText(bs Blocks) string {

@@ -195,3 +195,140 @@ func TestMessageShapeEvents(t *testing.T) {
 		t.Errorf("error event %v", last)
 	}
 }
+
+// translate parses body and translates it into a chat request.
+func translate(body string) (*openai.ChatRequest, *openai.Error) {
+	r, err := Parse([]byte(body))
+	if err != nil {
+		return nil, err
+	}
+	return r.ChatRequest()
+}
+
+// TestPrefill: a final assistant message is continued, as chat's
+// continue_final_message continues it; an empty one prefills nothing;
+// trailing whitespace and tool_use blocks there are refused, as
+// Anthropic refuses them.
+func TestPrefill(t *testing.T) {
+	c, err := translate(`{"max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"text","text":"The answer is"}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := c.Messages[len(c.Messages)-1]; !c.ContinueFinalMessage || c.GenerationPrompt() || last.Role != "assistant" || last.Content.Text != "The answer is" {
+		t.Errorf("prefill: continue %v, generation prompt %v, last message %+v", c.ContinueFinalMessage, c.GenerationPrompt(), last)
+	}
+	c, err = translate(`{"max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":""}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ContinueFinalMessage || !c.GenerationPrompt() || len(c.Messages) != 1 {
+		t.Errorf("empty prefill: continue %v, generation prompt %v, messages %+v", c.ContinueFinalMessage, c.GenerationPrompt(), c.Messages)
+	}
+	c, err = translate(`{"max_tokens":1,"messages":[{"role":"user","content":"x"}]}`)
+	if err != nil || c.ContinueFinalMessage || !c.GenerationPrompt() {
+		t.Errorf("user turn last: %+v, %v", c, err)
+	}
+	for body, param := range map[string]string{
+		`{"max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"The answer is "}]}`:                                     "messages[1].content",
+		`{"max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}]}`: "messages[1].content[0]",
+		`{"max_tokens":1,"messages":[{"role":"assistant","content":[]}]}`:                                                                                 "messages",
+	} {
+		if _, err := translate(body); err == nil || err.Param != param || !strings.Contains(err.Message, param) {
+			t.Errorf("%s: %v; want a 400 naming %s", body, err, param)
+		}
+	}
+}
+
+// TestOutputFormat: output_format and output_config.format become chat's
+// strict JSON-schema constraint, errors naming the Anthropic field;
+// fields that would change the reply and are not supported are refused.
+func TestOutputFormat(t *testing.T) {
+	const msgs = `"max_tokens":1,"messages":[{"role":"user","content":"x"}]`
+	const schema = `{"type":"object","properties":{"a":{"type":"integer"}}}`
+	for body, param := range map[string]string{
+		`{` + msgs + `,"output_format":{"type":"json_schema","schema":` + schema + `}}`:                            "output_format.schema",
+		`{` + msgs + `,"output_config":{"format":{"type":"json_schema","schema":` + schema + `}}}`:                 "output_config.format.schema",
+		`{` + msgs + `,"output_config":{"effort":"high","format":{"type":"json_schema","schema":` + schema + `}}}`: "output_config.format.schema",
+	} {
+		c, err := translate(body)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		oc, err := c.Constraint()
+		if err != nil || oc == nil || oc.Kind != openai.ConstraintJSONSchema || oc.Param != param || oc.Lenient || string(oc.Schema) != schema {
+			t.Errorf("%s: constraint %+v, %v; want the strict schema named %s", body, oc, err, param)
+		}
+	}
+	tools := `,"tools":[{"name":"f","input_schema":{"type":"object"}}]`
+	for body, param := range map[string]string{
+		`{` + msgs + `,"output_format":{"type":"json_schema","schema":{}},"output_config":{"format":{"type":"json_schema","schema":{}}}}`:                   "output_config.format",
+		`{` + msgs + `,"output_format":{"type":"json_object"}}`:                                                                                             "output_format.type",
+		`{` + msgs + `,"output_config":{"format":{"type":"json_schema"}}}`:                                                                                  "output_config.format.schema",
+		`{` + msgs + `,"output_format":{"type":"json_schema","schema":"{}"}}`:                                                                               "output_format.schema",
+		`{` + msgs + `,"output_config":{"effort":"low"}}`:                                                                                                   "output_config.effort",
+		`{` + msgs + `,"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]}}`:                                                               "context_management",
+		`{` + msgs + `,"tools":[{"name":"f","input_schema":{"type":"object"},"strict":true}]}`:                                                              "tools[0].strict",
+		`{` + msgs + tools + `,"tool_choice":{"type":"any"},"output_format":{"type":"json_schema","schema":{}}}`:                                            "output_format",
+		`{"max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"{"}],"output_format":{"type":"json_schema","schema":{}}}`: "output_format",
+	} {
+		if _, err := translate(body); err == nil || err.Status != http.StatusBadRequest || err.Param != param || !strings.Contains(err.Message, param) {
+			t.Errorf("%s: %v; want a 400 naming %s", body, err, param)
+		}
+	}
+}
+
+// TestInvalidUTF8: the body is read as chat's is: invalid UTF-8 in a
+// string is a 400 naming the field, on both endpoints.
+func TestInvalidUTF8(t *testing.T) {
+	for body, param := range map[string]string{
+		"{\"max_tokens\":3,\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}":                    "messages[0].content",
+		"{\"max_tokens\":3,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"program_id\":\"a\xffb\"}": "program_id",
+		"{\"max_tokens\":3,\"system\":\"s\xc3\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}":      "system",
+	} {
+		for name, parse := range map[string]func([]byte) (*Request, *openai.Error){"messages": Parse, "count_tokens": ParseCountTokens} {
+			if _, err := parse([]byte(body)); err == nil || err.Status != http.StatusBadRequest || err.Param != param || !strings.Contains(err.Message, param) {
+				t.Errorf("%s %q: %v; want a 400 naming %s", name, body, err, param)
+			}
+		}
+	}
+}
+
+// TestToolResultAnswersACall: a tool_result must answer a tool_use of an
+// earlier assistant turn, as chat's tool messages must.
+func TestToolResultAnswersACall(t *testing.T) {
+	const use = `{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]}`
+	if _, err := translate(`{"max_tokens":1,"messages":[{"role":"user","content":"q"},` + use + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"}]}]}`); err != nil {
+		t.Errorf("a result answering a call: %v", err)
+	}
+	for body, param := range map[string]string{
+		`{"max_tokens":1,"messages":[{"role":"user","content":"q"},{"role":"user","content":[{"type":"tool_result","tool_use_id":"nope","content":"r"}]}]}`: "messages[1].content[0].tool_use_id",
+		`{"max_tokens":1,"messages":[{"role":"user","content":"q"},` + use + `,{"role":"user","content":[{"type":"text","text":"a"},` +
+			`{"type":"tool_result","tool_use_id":"t1","content":"r"},{"type":"tool_result","tool_use_id":"t2","content":"r"}]}]}`: "messages[2].content[2].tool_use_id",
+	} {
+		if _, err := translate(body); err == nil || err.Status != http.StatusBadRequest || err.Param != param || !strings.Contains(err.Message, param) {
+			t.Errorf("%s: %v; want a 400 naming %s", body, err, param)
+		}
+	}
+}
+
+// TestFieldNames: chat's checks that this API shares are named in its
+// own terms (its error shape has no param: the message names the field).
+func TestFieldNames(t *testing.T) {
+	stops := make([]string, openai.MaxStopStrings+1)
+	for i := range stops {
+		stops[i] = "s"
+	}
+	many, _ := json.Marshal(stops)
+	for body, param := range map[string]string{
+		`{"max_tokens":1,"messages":[{"role":"user","content":"x"}],"stop_sequences":` + string(many) + `}`:                                                  "stop_sequences",
+		`{"max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":[1,2]}]},{"role":"user","content":"x"}]}`: "messages[0].content[0].input",
+		`{"max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":"str"}]},{"role":"user","content":"x"}]}`: "messages[0].content[0].input",
+		`{"max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":null}]},{"role":"user","content":"x"}]}`:  "messages[0].content[0].input",
+		`{"max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f"}]},{"role":"user","content":"x"}]}`:               "messages[0].content[0].input",
+	} {
+		_, err := translate(body)
+		if err == nil || err.Status != http.StatusBadRequest || err.Param != param || !strings.HasPrefix(err.Message, param) {
+			t.Errorf("%.120s: %v; want a 400 whose message starts with %s", body, err, param)
+		}
+	}
+}

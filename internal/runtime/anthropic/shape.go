@@ -199,7 +199,7 @@ func ErrorBody(err *openai.Error) map[string]any {
 // errorType is Anthropic's error type for an HTTP status.
 func errorType(status int) string {
 	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType:
 		return "invalid_request_error"
 	case http.StatusUnauthorized:
 		return "authentication_error"

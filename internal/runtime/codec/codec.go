@@ -18,9 +18,11 @@ type Codec interface {
 	EncodePrompt(text string) []int32
 	// EncodeChat renders a conversation as the model expects it and
 	// tokenizes it. c carries the messages, the tools and the rendering
-	// options (add_generation_prompt, continue_final_message). Errors wrap
-	// model.ErrTemplate when the template refuses the conversation.
-	EncodeChat(c *model.Chat) ([]int32, error)
+	// options (add_generation_prompt, continue_final_message); the text is
+	// tokenized with the model's special tokens (BOS) when addSpecial is
+	// set, as Encode. Errors wrap model.ErrTemplate when the template
+	// refuses the conversation.
+	EncodeChat(c *model.Chat, addSpecial bool) ([]int32, error)
 	// ToolFormat is how the model writes tool calls (model.ToolFormat*),
 	// "" when its template knows no tools.
 	ToolFormat() string
@@ -45,12 +47,14 @@ func (c Model) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(tex
 // EncodeChat implements Codec.
 // The template renders continue_final_message itself (it cuts the text
 // after the final message's content), so the options reach it unchanged.
-func (c Model) EncodeChat(chat *model.Chat) ([]int32, error) {
+// The rendered text does not start with the BOS (model.ChatTemplate): it
+// is the tokenizer's to add.
+func (c Model) EncodeChat(chat *model.Chat, addSpecial bool) ([]int32, error) {
 	text, err := c.Template.Render(chat)
 	if err != nil {
 		return nil, err
 	}
-	return c.Tokenizer.Encode(text, true), nil
+	return c.Tokenizer.Encode(text, addSpecial), nil
 }
 
 // ToolFormat implements Codec.
@@ -76,8 +80,9 @@ var _ Codec = Sim{}
 // EncodePrompt implements Codec.
 func (c Sim) EncodePrompt(text string) []int32 { return c.Vocab.Encode(text) }
 
-// EncodeChat implements Codec.
-func (c Sim) EncodeChat(chat *model.Chat) ([]int32, error) {
+// EncodeChat implements Codec: the synthetic vocabulary has no special
+// tokens.
+func (c Sim) EncodeChat(chat *model.Chat, _ bool) ([]int32, error) {
 	var b strings.Builder
 	for _, t := range chat.Tools {
 		b.WriteString("tool: ")

@@ -29,7 +29,7 @@ func TestSimEncodesChatAsRoleLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Sim{Vocab: x.Vocabulary()}
-	chat, err := c.EncodeChat(&model.Chat{Messages: []model.Message{{Role: "user", Content: "read the file"}}, AddGenerationPrompt: true})
+	chat, err := c.EncodeChat(&model.Chat{Messages: []model.Message{{Role: "user", Content: "read the file"}}, AddGenerationPrompt: true}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

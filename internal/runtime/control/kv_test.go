@@ -70,10 +70,11 @@ func (p *kvPod) serve(t *testing.T) *httptest.Server {
 // and how many prompt tokens were cached; the table records the context.
 func (p *kvPod) generate(t *testing.T, id string, prompt []int32, n int) ([]int32, int) {
 	t.Helper()
-	if r := p.tab.Route(id, false); r.Kind != programs.Local {
+	r := p.tab.Route(id, false)
+	if r.Kind != programs.Local {
 		t.Fatalf("route %v", r.Kind)
 	}
-	p.tab.Started(id, int64(len(prompt)), "salt-"+id)
+	p.tab.Started(r.Ticket, int64(len(prompt)), "salt-"+id)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st, err := p.eng.Submit(ctx, &engine.Request{ID: id, Prompt: prompt, CacheSalt: "salt-" + id,
@@ -93,7 +94,7 @@ func (p *kvPod) generate(t *testing.T, id string, prompt []int32, n int) ([]int3
 				t.Fatal(c.Err)
 			}
 			full := append(slices.Clone(prompt), toks...)
-			p.tab.End(id, int64(len(full)), 0, full)
+			p.tab.End(r.Ticket, int64(len(full)), 0, full)
 			return toks, c.Usage.CachedTokens
 		}
 	}

@@ -20,6 +20,7 @@ const (
 	CodeInvalidAPIKey    = "invalid_api_key"
 	CodeModelNotFound    = "model_not_found"
 	CodeRequestTooLarge  = "request_too_large"
+	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeQueueFull        = "queue_full"
 	CodeContextLength    = "context_length_exceeded"
@@ -113,6 +114,13 @@ func MethodNotAllowed(method, path string) *Error {
 func TooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: CodeRequestTooLarge,
 		Message: fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
+}
+
+// UnsupportedMediaType is the 415 for a body declared as something other
+// than JSON (Content-Type contentType).
+func UnsupportedMediaType(contentType string) *Error {
+	return &Error{Status: http.StatusUnsupportedMediaType, Type: TypeInvalidRequest, Code: CodeUnsupportedMedia,
+		Message: fmt.Sprintf("Content-Type %q is not accepted: send the JSON body with Content-Type: application/json", contentType)}
 }
 
 // QueueFull is the 429 when the engine's waiting queue is full.

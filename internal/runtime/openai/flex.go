@@ -3,6 +3,8 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -88,6 +90,9 @@ func (p *Prompt) unmarshal(b []byte, outer bool) error {
 	p.IsTokens = true
 	p.Tokens = make([]int32, len(items))
 	for i, it := range items {
+		if isNull(bytes.TrimSpace(it)) {
+			return BadRequest("prompt", "prompt token %d is null; want an integer token id", i)
+		}
 		var v int32
 		if err := json.Unmarshal(it, &v); err != nil {
 			return BadRequest("prompt", "prompt token %d: want an integer token id, got %s", i, clip(it))
@@ -231,4 +236,98 @@ func clip(b []byte) string {
 		return string(b[:max]) + "…"
 	}
 	return string(b)
+}
+
+// Lists whose elements Go's decoder would read from null as zero values
+// (token 0, the string "", a bias of 0) refuse a null element instead, as
+// a type error: the request's parser names the field.
+
+// TokenIDs is a list of token ids (stop_token_ids, allowed_token_ids,
+// /detokenize's tokens).
+type TokenIDs []int32
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *TokenIDs) UnmarshalJSON(b []byte) error {
+	var ids []*int32
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return retypeError(err)
+	}
+	if ids == nil {
+		*t = nil
+		return nil
+	}
+	out := make(TokenIDs, len(ids))
+	for i, id := range ids {
+		if id == nil {
+			return nullElement[int32]()
+		}
+		out[i] = *id
+	}
+	*t = out
+	return nil
+}
+
+// Strings is a list of strings (guided_choice).
+type Strings []string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *Strings) UnmarshalJSON(b []byte) error {
+	var ps []*string
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return retypeError(err)
+	}
+	if ps == nil {
+		*s = nil
+		return nil
+	}
+	out := make(Strings, len(ps))
+	for i, p := range ps {
+		if p == nil {
+			return nullElement[string]()
+		}
+		out[i] = *p
+	}
+	*s = out
+	return nil
+}
+
+// LogitBias is logit_bias: a token id (in decimal) → its bias.
+type LogitBias map[string]float64
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (l *LogitBias) UnmarshalJSON(b []byte) error {
+	var m map[string]*float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return retypeError(err)
+	}
+	if m == nil {
+		*l = nil
+		return nil
+	}
+	out := make(LogitBias, len(m))
+	for k, v := range m {
+		if v == nil {
+			return nullElement[float64]()
+		}
+		out[k] = *v
+	}
+	*l = out
+	return nil
+}
+
+// nullElement is the type error of a null where a T belongs; the decoder
+// adds the field's path.
+func nullElement[T any]() error {
+	return &json.UnmarshalTypeError{Value: "null", Type: reflect.TypeFor[T]()}
+}
+
+// retypeError drops what a type error of an inner decode says about its
+// place (an offset into the element, a field path within it): the decoder
+// of the whole body adds the field's path itself.
+func retypeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return &json.UnmarshalTypeError{Value: te.Value, Type: te.Type}
+	}
+	return err
 }

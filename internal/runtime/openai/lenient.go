@@ -18,25 +18,38 @@ var (
 	boolFields = []string{
 		"stream", "echo", "ignore_eos", "return_token_ids", "add_generation_prompt",
 		"continue_final_message", "add_special_tokens", "include_stop_str_in_output", "skip_special_tokens",
-		"spaces_between_special_tokens",
+		"spaces_between_special_tokens", "return_tokens_as_token_ids", "use_beam_search",
 	}
 )
+
+// prepare reads a request body's top-level object once, for what the
+// strict decode of it into dst cannot do: it refuses a key that names one
+// of dst's fields only case-insensitively (checkKeyCase), and rewrites the
+// lenient values (lenient). A body that is not a JSON object comes back
+// unchanged, for the strict decoder to refuse.
+func prepare(body []byte, dst any) ([]byte, *Error) {
+	if !bytes.Contains(body, []byte(`"`)) {
+		return body, nil // no keys
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return body, nil
+	}
+	if err := checkKeyCase(m, dst); err != nil {
+		return nil, err
+	}
+	return lenient(body, m), nil
+}
 
 // lenient rewrites the values vLLM's and OpenAI's clients send loosely into
 // their JSON types: a number or boolean field given as a string holding
 // one ("max_tokens":"16", "stream":"true",
 // "stream_options":{"include_usage":"true"}), and "logprobs" given as
 // "true"/"false" or a numeric string. A string that holds no such value is
-// left alone, so the strict decoder still answers 400 naming the field. A
-// body that is not a JSON object comes back unchanged.
-func lenient(body []byte) []byte {
-	if !bytes.Contains(body, []byte(`"`)) {
-		return body
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return body
-	}
+// left alone, so the strict decoder still answers 400 naming the field. m
+// is body's top-level object; body comes back unchanged when nothing was
+// rewritten.
+func lenient(body []byte, m map[string]json.RawMessage) []byte {
 	changed := false
 	for _, k := range numberFields {
 		changed = toNumber(m, k) || changed
@@ -47,9 +60,11 @@ func lenient(body []byte) []byte {
 	changed = toBool(m, "logprobs") || toNumber(m, "logprobs") || changed
 	if raw, ok := m["stream_options"]; ok {
 		var so map[string]json.RawMessage
-		if json.Unmarshal(raw, &so) == nil && toBool(so, "include_usage") {
-			if b, err := json.Marshal(so); err == nil {
-				m["stream_options"], changed = b, true
+		if json.Unmarshal(raw, &so) == nil {
+			if c := toBool(so, "include_usage"); toBool(so, "continuous_usage_stats") || c {
+				if b, err := json.Marshal(so); err == nil {
+					m["stream_options"], changed = b, true
+				}
 			}
 		}
 	}

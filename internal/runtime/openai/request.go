@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"strconv"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 )
@@ -15,6 +17,8 @@ import (
 type StreamOptions struct {
 	// IncludeUsage adds a last chunk with the usage and no choices.
 	IncludeUsage bool `json:"include_usage"`
+	// ContinuousUsageStats (vLLM's usage in every chunk) is refused.
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
 }
 
 // ExtraBody is "extra_body" as some clients send it literally (the OpenAI
@@ -44,13 +48,29 @@ func (p *ProgramIDText) UnmarshalJSON(b []byte) error {
 
 // hasLoneSurrogate reports whether a JSON string literal escapes a UTF-16
 // surrogate that is not half of a pair (high then low).
-func hasLoneSurrogate(b []byte) bool {
-	surrogate := func(i int) (v uint64, ok bool) {
+func hasLoneSurrogate(b []byte) bool { return loneSurrogateAt(b) >= 0 }
+
+// loneSurrogateAt is the offset in b (JSON text) of the first escape of a
+// UTF-16 surrogate that is not half of a pair (high then low), -1 if none.
+func loneSurrogateAt(b []byte) int {
+	// surrogate reads the escape at i, if it is one of a surrogate.
+	surrogate := func(i int) (v rune, ok bool) {
 		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
 			return 0, false
 		}
-		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
-		return v, err == nil && v >= 0xD800 && v <= 0xDFFF
+		for _, c := range b[i+2 : i+6] {
+			switch {
+			case c >= '0' && c <= '9':
+				v = v<<4 | rune(c-'0')
+			case c >= 'a' && c <= 'f':
+				v = v<<4 | rune(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				v = v<<4 | rune(c-'A'+10)
+			default:
+				return 0, false
+			}
+		}
+		return v, v >= 0xD800 && v <= 0xDFFF
 	}
 	for i := 0; i < len(b); i++ {
 		if b[i] != '\\' {
@@ -61,16 +81,16 @@ func hasLoneSurrogate(b []byte) bool {
 		case !ok:
 			i++ // skip the escaped character
 		case v >= 0xDC00:
-			return true // a low half first
+			return i // a low half first
 		default:
 			lo, ok := surrogate(i + 6)
 			if !ok || lo < 0xDC00 {
-				return true
+				return i
 			}
 			i += 11
 		}
 	}
-	return false
+	return -1
 }
 
 // Common are the fields both endpoints share. Pointers tell "absent" from
@@ -105,8 +125,16 @@ type Common struct {
 	// CacheSalt keeps the request's prefix-cache entries apart from those
 	// of other salts (vLLM's cache_salt); a non-empty string when given.
 	CacheSalt *string `json:"cache_salt"`
+	// AddSpecialTokens (default true) tokenizes the prompt with the
+	// model's special tokens (its BOS, where the model wants one); false
+	// tokenizes the text alone, as /tokenize does.
+	AddSpecialTokens *bool `json:"add_special_tokens"`
+	// ReturnTokensAsTokenIDs writes each logprob entry's token as
+	// "token_id:<id>" (vLLM's).
+	ReturnTokensAsTokenIDs bool `json:"return_tokens_as_token_ids"`
 
 	Sampling
+	Refused
 
 	// Structured outputs (structured.go).
 	Guided
@@ -158,8 +186,13 @@ type ChatRequest struct {
 	// (vLLM's), e.g. {"enable_thinking": false} for Qwen3's.
 	ChatTemplateKwargs TemplateKwargs `json:"chat_template_kwargs"`
 
+	// BestOf generates best_of choices and returns the n with the highest
+	// cumulative log-probability, as on completions.
+	BestOf *int `json:"best_of"`
+
 	// Tool calling (tools.go).
 	ToolFields
+	ChatRefused
 }
 
 // TemplateKwargs are chat_template_kwargs: variables handed to the chat
@@ -188,6 +221,10 @@ func (k TemplateKwargs) Check() *Error {
 func (r *ChatRequest) GenerationPrompt() bool {
 	return r.AddGenerationPrompt == nil || *r.AddGenerationPrompt
 }
+
+// SpecialTokens reports whether the prompt is tokenized with the model's
+// special tokens (add_special_tokens, default true).
+func (c *Common) SpecialTokens() bool { return c.AddSpecialTokens == nil || *c.AddSpecialTokens }
 
 // IncludeUsage reports whether a streaming response ends with a usage chunk.
 func (c *Common) IncludeUsage() bool { return c.StreamOptions != nil && c.StreamOptions.IncludeUsage }
@@ -225,6 +262,9 @@ func (c *Common) Choices() int {
 type Logprob struct {
 	On  bool
 	Top int
+	// TokenIDs: each token is written "token_id:<id>"
+	// (return_tokens_as_token_ids).
+	TokenIDs bool
 }
 
 // LogprobSettings resolves "logprobs" (an integer: the alternatives).
@@ -232,7 +272,7 @@ func (r *CompletionRequest) LogprobSettings() Logprob {
 	if r.Logprobs == nil {
 		return Logprob{}
 	}
-	return Logprob{On: true, Top: *r.Logprobs}
+	return Logprob{On: true, Top: *r.Logprobs, TokenIDs: r.ReturnTokensAsTokenIDs}
 }
 
 // LogprobSettings resolves "logprobs" and "top_logprobs".
@@ -240,7 +280,7 @@ func (r *ChatRequest) LogprobSettings() Logprob {
 	if r.Logprobs == nil || !*r.Logprobs {
 		return Logprob{}
 	}
-	l := Logprob{On: true}
+	l := Logprob{On: true, TokenIDs: r.ReturnTokensAsTokenIDs}
 	if r.TopLogprobs != nil {
 		l.Top = *r.TopLogprobs
 	}
@@ -249,11 +289,27 @@ func (r *ChatRequest) LogprobSettings() Logprob {
 
 // Candidates is best_of when set, else n: the sequences generated per
 // prompt.
-func (r *CompletionRequest) Candidates() int {
-	if r.BestOf != nil {
-		return *r.BestOf
+func (r *CompletionRequest) Candidates() int { return candidates(r.BestOf, &r.Common) }
+
+// Candidates is best_of when set, else n.
+func (r *ChatRequest) Candidates() int { return candidates(r.BestOf, &r.Common) }
+
+func candidates(bestOf *int, c *Common) int {
+	if bestOf != nil {
+		return *bestOf
 	}
-	return r.Choices()
+	return c.Choices()
+}
+
+// checkBestOf checks best_of against n and streaming.
+func checkBestOf(bestOf *int, c *Common) *Error {
+	switch {
+	case bestOf != nil && (*bestOf < c.Choices() || *bestOf > MaxN):
+		return BadRequest("best_of", "best_of must be in [n, %d], got %d with n %d", MaxN, *bestOf, c.Choices())
+	case bestOf != nil && *bestOf > c.Choices() && c.Stream:
+		return BadRequest("best_of", "best_of > n cannot be streamed")
+	}
+	return nil
 }
 
 // ParseCompletion parses and validates a completion request body.
@@ -265,11 +321,10 @@ func ParseCompletion(body []byte) (*CompletionRequest, *Error) {
 	if !r.Prompt.Set() {
 		return nil, BadRequest("prompt", "prompt is required")
 	}
+	if err := checkBestOf(r.BestOf, &r.Common); err != nil {
+		return nil, err
+	}
 	switch {
-	case r.BestOf != nil && (*r.BestOf < r.Choices() || *r.BestOf > MaxN):
-		return nil, BadRequest("best_of", "best_of must be in [n, %d], got %d with n %d", MaxN, *r.BestOf, r.Choices())
-	case r.BestOf != nil && *r.BestOf > r.Choices() && r.Stream:
-		return nil, BadRequest("best_of", "best_of > n cannot be streamed")
 	case r.Suffix != nil && *r.Suffix != "":
 		return nil, BadRequest("suffix", "suffix is not supported")
 	case r.Logprobs != nil && (*r.Logprobs < 0 || *r.Logprobs > MaxTopLogprobs):
@@ -308,6 +363,12 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 	if err := r.ChatTemplateKwargs.Check(); err != nil {
 		return nil, err
 	}
+	if err := checkBestOf(r.BestOf, &r.Common); err != nil {
+		return nil, err
+	}
+	if err := r.ChatRefused.check(); err != nil {
+		return nil, err
+	}
 	if r.MaxCompletionTokens != nil {
 		if r.MaxTokens != nil && *r.MaxTokens != *r.MaxCompletionTokens {
 			return nil, BadRequest("max_completion_tokens", "max_tokens (%d) and max_completion_tokens (%d) disagree",
@@ -324,8 +385,16 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 	return &r, nil
 }
 
+// Decode unmarshals a request body into dst as every endpoint's parser
+// does (decode): the other APIs' parsers (Anthropic's Messages) read their
+// bodies through it, so they answer the same 400s for the same bytes.
+func Decode(body []byte, dst any) *Error { return decode(body, dst) }
+
 // decode unmarshals a JSON object, mapping every failure to a 400 that
-// names the field when it can.
+// names the field when it can: a top-level key that matches a field only
+// case-insensitively is refused (checkKeyCase), the lenient number and
+// boolean strings are read as their values, and invalid UTF-8 or an
+// unpaired surrogate escape inside a string is refused (checkText).
 func decode(body []byte, dst any) *Error {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
@@ -334,19 +403,21 @@ func decode(body []byte, dst any) *Error {
 	if body[0] != '{' {
 		return BadRequest("", "request body must be a JSON object")
 	}
-	err := json.Unmarshal(lenient(body), dst)
-	if err == nil {
-		return checkUTF8(body)
+	in, apiErr := prepare(body, dst)
+	if apiErr != nil {
+		return apiErr
 	}
-	var apiErr *Error
+	err := json.Unmarshal(in, dst)
+	if err == nil {
+		return checkText(body)
+	}
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
 	case errors.As(err, &typeErr):
-		// Fields of the embedded Common are reported with its Go name.
-		field := strings.TrimPrefix(strings.TrimPrefix(typeErr.Field, "Common."), "Sampling.")
+		field := typeErrorField(in, typeErr)
 		if field == "" {
 			return BadRequest("", "request body: %s is not a valid %s", typeErr.Value, typeErr.Type)
 		}
@@ -355,6 +426,49 @@ func decode(body []byte, dst any) *Error {
 		return BadRequest("", "invalid JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
 	}
 	return BadRequest("", "invalid JSON: %v", err)
+}
+
+// typeErrorField is the JSON path (messages[1].role) of the field a type
+// error is about, in body, the document decoded. The decoder's own Field
+// has no array indexes and names embedded structs by their Go names
+// (Guided.response_format): the path is that of the first value in body
+// at that field, its indexes put back, that has the kind the error names.
+// An index at its end (an element of the field's array) is left out:
+// stop_token_ids, not stop_token_ids[0].
+func typeErrorField(body []byte, e *json.UnmarshalTypeError) string {
+	parts := strings.Split(e.Field, ".")
+	parts = slices.DeleteFunc(parts, func(p string) bool {
+		r, _ := utf8.DecodeRuneInString(p)
+		return unicode.IsUpper(r) // a Go struct name: the request's JSON names are lower case
+	})
+	field := strings.Join(parts, ".")
+	kind, _, _ := strings.Cut(e.Value, " ") // "number 1e999"
+	if p := valueOfKind(body, field, kind); p != "" {
+		field = p
+	}
+	for strings.HasSuffix(field, "]") {
+		field = field[:strings.LastIndexByte(field, '[')]
+	}
+	return field
+}
+
+// withoutIndexes drops a path's array indexes: messages[1].role becomes
+// messages.role.
+func withoutIndexes(path string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(path, '[')
+		if i < 0 {
+			b.WriteString(path)
+			return b.String()
+		}
+		b.WriteString(path[:i])
+		j := strings.IndexByte(path[i:], ']')
+		if j < 0 {
+			return b.String()
+		}
+		path = path[i+j+1:]
+	}
 }
 
 // jsonType names a Go type the way a JSON client thinks of it.
@@ -383,6 +497,12 @@ func (c *Common) Validate() *Error { return c.validate() }
 func (c *Common) validate() *Error {
 	if err := c.Sampling.validate(c.Choices()); err != nil {
 		return err
+	}
+	if err := c.Refused.check(); err != nil {
+		return err
+	}
+	if c.StreamOptions != nil && c.StreamOptions.ContinuousUsageStats {
+		return BadRequest("stream_options.continuous_usage_stats", "stream_options.continuous_usage_stats is not supported; include_usage gives the usage in a last chunk")
 	}
 	switch {
 	case c.MaxTokens != nil && *c.MaxTokens < 1:

@@ -30,8 +30,9 @@ type CompletionChoice struct {
 	Logprobs     *CompletionLogprobs `json:"logprobs"`
 	FinishReason *string             `json:"finish_reason"`
 	// StopReason is what stopped the choice, as vLLM reports it: the stop
-	// string or stop token id matched, or null (EOS, length).
-	StopReason any `json:"stop_reason,omitempty"`
+	// string or stop token id matched, or null (EOS, length); always
+	// written, as vLLM writes it.
+	StopReason any `json:"stop_reason"`
 	// PromptTokenIDs and TokenIDs answer return_token_ids.
 	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
 	TokenIDs       []int32 `json:"token_ids,omitempty"`
@@ -96,7 +97,7 @@ type ChatChoice struct {
 	Logprobs     *ChatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
 	// StopReason and TokenIDs: see CompletionChoice.
-	StopReason any     `json:"stop_reason,omitempty"`
+	StopReason any     `json:"stop_reason"`
 	TokenIDs   []int32 `json:"token_ids,omitempty"`
 }
 
@@ -198,8 +199,8 @@ type TokenizeResponse struct {
 
 // DetokenizeRequest is the body of POST /detokenize.
 type DetokenizeRequest struct {
-	Model  string  `json:"model"`
-	Tokens []int32 `json:"tokens"`
+	Model  string   `json:"model"`
+	Tokens TokenIDs `json:"tokens"`
 }
 
 // DetokenizeResponse is the body of a /detokenize answer.

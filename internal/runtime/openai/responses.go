@@ -318,6 +318,9 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 		c.Messages = append(c.Messages, prev...)
 	}
 	start := len(c.Messages)
+	// fields name each of this request's tool results as the input item
+	// it came from (by message index).
+	fields := map[int]string{}
 	for i, it := range r.Input.Items {
 		if it.kind() == ItemReference {
 			ref, ok := h.Item(it.ID)
@@ -328,6 +331,19 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 			it = ref
 		}
 		c.Messages = appendItem(c.Messages, start, it)
+		if it.kind() == ItemFunctionCallOutput {
+			fields[len(c.Messages)-1] = fmt.Sprintf("input[%d].call_id", i)
+		}
+	}
+	// The stored chain's results were checked when they were its input;
+	// its calls are answered here as well as this input's.
+	if err := CheckToolResults(c.Messages, func(k int) string {
+		if f, ok := fields[k]; ok {
+			return f
+		}
+		return "previous_response_id"
+	}); err != nil {
+		return nil, err
 	}
 	for i, t := range r.Tools {
 		fn := FunctionDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}

@@ -202,3 +202,42 @@ func TestResponseShapeEvents(t *testing.T) {
 		t.Errorf("failed stream: %v, %+v", got, s.Response())
 	}
 }
+
+// TestResponsesToolOutputAnswersACall: a function_call_output must answer
+// a call made earlier in the conversation, this input's or the stored
+// chain's (previous_response_id, item_reference), as chat requires; one
+// that answers none is a 400 naming input[i].call_id.
+func TestResponsesToolOutputAnswersACall(t *testing.T) {
+	calls := func(id string) []Message {
+		return []Message{{Role: "user", Content: Content{Text: "q"}},
+			{Role: "assistant", ToolCalls: []ToolCall{{ID: id, Type: "function", Function: ToolCallFunction{Name: "f", Arguments: "{}"}}}}}
+	}
+	h := history{
+		convs: map[string][]Message{"resp_call": calls("call_1"), "resp_text": {{Role: "user", Content: Content{Text: "q"}}}},
+		items: map[string]ResponseItem{"fc_1": {Type: ItemFunctionCall, CallID: "call_2", Name: "f", Arguments: "{}"}},
+	}
+	for _, tc := range []struct {
+		name, body, param string // param "": accepted
+	}{
+		{"answers no call", `{"input":[{"role":"user","content":"q"},{"type":"function_call_output","call_id":"nope","output":"r"}]}`, "input[1].call_id"},
+		{"answers a later call", `{"input":[{"type":"function_call_output","call_id":"c","output":"r"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`, "input[0].call_id"},
+		{"answers this input's call", `{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"r"}]}`, ""},
+		{"answers the stored chain's call", `{"previous_response_id":"resp_call","input":[{"type":"function_call_output","call_id":"call_1","output":"r"}]}`, ""},
+		{"the stored chain has no such call", `{"previous_response_id":"resp_text","input":[{"type":"function_call_output","call_id":"call_1","output":"r"}]}`, "input[0].call_id"},
+		{"answers a referenced call", `{"input":[{"type":"item_reference","id":"fc_1"},{"type":"function_call_output","call_id":"call_2","output":"r"}]}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseResponses([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.ChatRequest(h)
+			switch {
+			case tc.param == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.param != "" && (err == nil || err.Status != http.StatusBadRequest || err.Param != tc.param || !strings.Contains(err.Message, tc.param)):
+				t.Errorf("got %v; want a 400 naming %s", err, tc.param)
+			}
+		})
+	}
+}

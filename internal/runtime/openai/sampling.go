@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -30,13 +31,16 @@ const (
 // Sampling are the sampling fields beyond OpenAI's basic ones, shared by
 // both endpoints (vLLM's names and meanings).
 type Sampling struct {
-	PresencePenalty   *float64           `json:"presence_penalty"`
-	FrequencyPenalty  *float64           `json:"frequency_penalty"`
-	RepetitionPenalty *float64           `json:"repetition_penalty"`
-	MinP              *float64           `json:"min_p"`
-	LogitBias         map[string]float64 `json:"logit_bias"`
-	StopTokenIDs      []int32            `json:"stop_token_ids"`
-	BadWords          []string           `json:"bad_words"`
+	PresencePenalty   *float64  `json:"presence_penalty"`
+	FrequencyPenalty  *float64  `json:"frequency_penalty"`
+	RepetitionPenalty *float64  `json:"repetition_penalty"`
+	MinP              *float64  `json:"min_p"`
+	LogitBias         LogitBias `json:"logit_bias"`
+	StopTokenIDs      TokenIDs  `json:"stop_token_ids"`
+	BadWords          []string  `json:"bad_words"`
+	// AllowedTokenIDs restricts the output to these tokens (vLLM's; its
+	// end-of-sequence only when listed).
+	AllowedTokenIDs TokenIDs `json:"allowed_token_ids"`
 	// ReturnTokenIDs adds the prompt's and each choice's token ids to the
 	// response (vLLM's prompt_token_ids and token_ids).
 	ReturnTokenIDs bool `json:"return_token_ids"`
@@ -64,13 +68,25 @@ func (s *Sampling) validate(n int) *Error {
 	if len(s.LogitBias) > MaxLogitBiasEntries {
 		return BadRequest("logit_bias", "logit_bias has %d entries; at most %d", len(s.LogitBias), MaxLogitBiasEntries)
 	}
-	for k, v := range s.LogitBias {
-		if _, err := strconv.ParseInt(k, 10, 32); err != nil {
+	// Keys that spell one token differently ("65", "065", "+65") would
+	// add up past the bound; each token takes one bias.
+	keyOf := make(map[int64]string, len(s.LogitBias))
+	for _, k := range slices.Sorted(maps.Keys(s.LogitBias)) {
+		v := s.LogitBias[k]
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil {
 			return BadRequest("logit_bias", "logit_bias key %q is not a token id", k)
 		}
+		if other, dup := keyOf[id]; dup {
+			return BadRequest("logit_bias", "logit_bias keys %q and %q both name token %d; give each token one bias", other, k, id)
+		}
+		keyOf[id] = k
 		if !(math.Abs(v) <= MaxLogitBias) {
 			return BadRequest("logit_bias", "logit_bias of token %s must be in [-100, 100], got %g", k, v)
 		}
+	}
+	if s.AllowedTokenIDs != nil && len(s.AllowedTokenIDs) == 0 {
+		return BadRequest("allowed_token_ids", "allowed_token_ids is empty: no token could be generated")
 	}
 	for i, w := range s.BadWords {
 		if w == "" {

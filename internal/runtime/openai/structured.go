@@ -11,6 +11,10 @@ type ResponseFormat struct {
 	// Type is "text", "json_object" or "json_schema".
 	Type       string            `json:"type"`
 	JSONSchema *JSONSchemaFormat `json:"json_schema"`
+	// Param, when set, is the field of another API's request this format
+	// was translated from (Anthropic's output_format): errors about the
+	// format name it instead of response_format.
+	Param string `json:"-"`
 }
 
 // JSONSchemaFormat is response_format.json_schema.
@@ -29,8 +33,19 @@ type JSONSchemaFormat struct {
 type StructuredOutputs struct {
 	JSON    json.RawMessage `json:"json"`
 	Regex   *string         `json:"regex"`
-	Choice  []string        `json:"choice"`
+	Choice  Strings         `json:"choice"`
 	Grammar *string         `json:"grammar"`
+	// JSONObject true is response_format json_object.
+	JSONObject *bool `json:"json_object"`
+	// Refused when they would change the output (Constraint).
+	WhitespacePattern           *string         `json:"whitespace_pattern"`
+	StructuralTag               json.RawMessage `json:"structural_tag"`
+	DisableAnyWhitespace        bool            `json:"disable_any_whitespace"`
+	DisableAdditionalProperties bool            `json:"disable_additional_properties"`
+	// DisableFallback and Backend choose among vLLM's backends; there is
+	// one here, so they change nothing.
+	DisableFallback bool   `json:"disable_fallback"`
+	Backend         string `json:"backend"`
 }
 
 // Guided are the structured-output fields both endpoints accept: OpenAI's
@@ -39,11 +54,14 @@ type Guided struct {
 	ResponseFormat          *ResponseFormat    `json:"response_format"`
 	GuidedJSON              json.RawMessage    `json:"guided_json"`
 	GuidedRegex             *string            `json:"guided_regex"`
-	GuidedChoice            []string           `json:"guided_choice"`
+	GuidedChoice            Strings            `json:"guided_choice"`
 	GuidedGrammar           *string            `json:"guided_grammar"`
 	GuidedWhitespacePattern *string            `json:"guided_whitespace_pattern"`
 	GuidedDecodingBackend   string             `json:"guided_decoding_backend"`
 	StructuredOutputs       *StructuredOutputs `json:"structured_outputs"`
+	// StructuralTag is vLLM's older spelling of
+	// structured_outputs.structural_tag: refused.
+	StructuralTag json.RawMessage `json:"structural_tag"`
 }
 
 // Constraint kinds.
@@ -97,16 +115,22 @@ func (c *OutputConstraint) Key() string {
 func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 	var found []*OutputConstraint
 	if rf := g.ResponseFormat; rf != nil {
+		named := func(param string) string {
+			if rf.Param != "" {
+				return rf.Param
+			}
+			return param
+		}
 		switch rf.Type {
 		case "", "text":
 		case "json_object":
-			found = append(found, &OutputConstraint{Kind: ConstraintJSONObject, Param: "response_format"})
+			found = append(found, &OutputConstraint{Kind: ConstraintJSONObject, Param: named("response_format")})
 		case "json_schema":
 			if rf.JSONSchema == nil || isAbsent(rf.JSONSchema.Schema) {
 				return nil, BadRequest("response_format.json_schema", "response_format of type json_schema needs json_schema.schema")
 			}
 			strict := rf.JSONSchema.Strict != nil && *rf.JSONSchema.Strict
-			found = append(found, &OutputConstraint{Kind: ConstraintJSONSchema, Param: "response_format.json_schema.schema",
+			found = append(found, &OutputConstraint{Kind: ConstraintJSONSchema, Param: named("response_format.json_schema.schema"),
 				Schema: rf.JSONSchema.Schema, Lenient: !strict})
 		default:
 			return nil, BadRequest("response_format.type", "unknown response_format type %q; want text, json_object or json_schema", rf.Type)
@@ -122,7 +146,23 @@ func (g *Guided) Constraint() (*OutputConstraint, *Error) {
 	if g.GuidedWhitespacePattern != nil {
 		return nil, BadRequest("guided_whitespace_pattern", "guided_whitespace_pattern is not supported")
 	}
+	if !isAbsent(g.StructuralTag) {
+		return nil, BadRequest("structural_tag", "structural_tag is not supported")
+	}
 	if so := g.StructuredOutputs; so != nil {
+		switch {
+		case so.WhitespacePattern != nil:
+			return nil, BadRequest("structured_outputs.whitespace_pattern", "structured_outputs.whitespace_pattern is not supported")
+		case !isAbsent(so.StructuralTag):
+			return nil, BadRequest("structured_outputs.structural_tag", "structured_outputs.structural_tag is not supported")
+		case so.DisableAnyWhitespace:
+			return nil, BadRequest("structured_outputs.disable_any_whitespace", "structured_outputs.disable_any_whitespace is not supported")
+		case so.DisableAdditionalProperties:
+			return nil, BadRequest("structured_outputs.disable_additional_properties", "structured_outputs.disable_additional_properties is not supported")
+		}
+		if so.JSONObject != nil && *so.JSONObject {
+			found = append(found, &OutputConstraint{Kind: ConstraintJSONObject, Param: "structured_outputs.json_object"})
+		}
 		if found, err = appendConstraints(found, so.JSON, so.Regex, so.Choice,
 			"structured_outputs.json", "structured_outputs.regex", "structured_outputs.choice"); err != nil {
 			return nil, err

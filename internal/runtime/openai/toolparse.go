@@ -38,13 +38,16 @@ type ToolCallDelta struct {
 // output is calls: each JSON object {"name": …, "arguments"|"parameters":
 // …} is one call; text between objects (markers, separators) is dropped.
 // When that part of the output holds no call after all, it is returned as
-// content at the end.
+// content at the end only if no marker opened it (a bare "{" or "[" may
+// be a JSON answer); a part a marker opened is the template's call markup
+// (a call max_tokens cut before its name, say), never content.
 type ToolStreamer struct {
 	format string
 	idLen  int
 
 	decided bool // llama3_json / mistral: the first non-blank byte was seen
 	inCalls bool
+	marked  bool   // a marker (<tool_call>, <|python_tag|>, [TOOL_CALLS]) opened the calls
 	pending []byte // content held back (a possible marker start)
 	raw     []byte // the calls part
 	scan    int    // bytes of raw consumed
@@ -89,7 +92,7 @@ func (t *ToolStreamer) Feed(text []byte) (content []byte, deltas []ToolCallDelta
 	case ToolFormatHermes:
 		if i := bytes.Index(buf, []byte(hermesOpen)); i >= 0 {
 			content = buf[:i]
-			t.inCalls = true
+			t.inCalls, t.marked = true, true
 			t.raw = append(t.raw, buf[i:]...)
 			return trimRightCopy(content), t.advance(false)
 		}
@@ -105,6 +108,7 @@ func (t *ToolStreamer) Feed(text []byte) (content []byte, deltas []ToolCallDelta
 		for _, p := range []string{"<|python_tag|>", "[TOOL_CALLS]"} {
 			if bytes.HasPrefix(trimmed, []byte(p)) {
 				trimmed = bytes.TrimLeft(trimmed[len(p):], " \t\r\n")
+				t.marked = true
 			} else if len(trimmed) < len(p) && bytes.HasPrefix([]byte(p), trimmed) && len(trimmed) > 0 {
 				t.pending = append([]byte(nil), buf...)
 				return nil, nil
@@ -137,6 +141,11 @@ func (t *ToolStreamer) Finish() (content []byte, deltas []ToolCallDelta, called 
 	}
 	deltas = t.advance(true)
 	if len(t.calls) == 0 {
+		if t.marked {
+			// The template's markup of a call that never got a name:
+			// not text the model meant for the reader.
+			return nil, nil, false
+		}
 		// No call after all: what looked like one is content.
 		return t.raw, nil, false
 	}

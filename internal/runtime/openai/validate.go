@@ -28,15 +28,26 @@ func checkRole(i int, role string) *Error {
 }
 
 // checkMessages checks each message's role (checkRole) and that every
-// tool message answers a call: it names, in tool_call_id, a call of an
-// earlier assistant message, as OpenAI requires. A template would
-// otherwise render a result the model never asked for.
+// tool message answers a call (CheckToolResults).
 func checkMessages(msgs []Message) *Error {
-	var calls map[string]bool
 	for i, m := range msgs {
 		if err := checkRole(i, m.Role); err != nil {
 			return err
 		}
+	}
+	return CheckToolResults(msgs, func(i int) string { return fmt.Sprintf("messages[%d].tool_call_id", i) })
+}
+
+// CheckToolResults refuses a tool message that answers no call: its
+// tool_call_id must name a call of an earlier assistant message, as
+// OpenAI and Anthropic require. A template would otherwise render a
+// result the model never asked for. Every API whose request becomes a
+// chat request runs it on the whole conversation (a stored chain's
+// included); field names message i's call id in the request's own terms,
+// for the error's param and message.
+func CheckToolResults(msgs []Message, field func(i int) string) *Error {
+	var calls map[string]bool
+	for i, m := range msgs {
 		for _, c := range m.ToolCalls {
 			if calls == nil {
 				calls = map[string]bool{}
@@ -46,20 +57,40 @@ func checkMessages(msgs []Message) *Error {
 		if m.Role != "tool" {
 			continue
 		}
-		field := fmt.Sprintf("messages[%d].tool_call_id", i)
-		switch {
+		switch f := field(i); {
 		case m.ToolCallID == "":
-			return BadRequest(field, "a message with role tool needs tool_call_id")
+			return BadRequest(f, "%s is required: a tool result names the call it answers", f)
 		case !calls[m.ToolCallID]:
-			return BadRequest(field, "%s %q names no tool call of an earlier assistant message", field, m.ToolCallID)
+			return BadRequest(f, "%s %q names no tool call of an earlier assistant message", f, m.ToolCallID)
 		}
 	}
 	return nil
 }
 
-// checkUTF8 refuses a body with invalid UTF-8 inside a JSON string (Go's
-// decoder would silently turn the bytes into U+FFFD and the model would
-// see text the client never sent). The error names the field.
+// checkText refuses a body with invalid UTF-8 inside a JSON string, or
+// with an escaped UTF-16 surrogate that is not half of a pair ("\ud800"):
+// Go's decoder would silently turn either into U+FFFD and the model would
+// see text the client never sent. The error names the field.
+func checkText(body []byte) *Error {
+	if err := checkUTF8(body); err != nil {
+		return err
+	}
+	if !bytes.Contains(body, []byte(`\u`)) {
+		return nil
+	}
+	at := loneSurrogateAt(body)
+	if at < 0 {
+		return nil
+	}
+	field := fieldAt(body, at)
+	if field == "" {
+		return BadRequest("", "request body holds an unpaired UTF-16 surrogate escape at byte %d; not valid Unicode", at)
+	}
+	return BadRequest(field, "%s holds an unpaired UTF-16 surrogate escape (byte %d of the body); not valid Unicode", field, at)
+}
+
+// checkUTF8 refuses a body with invalid UTF-8 inside a JSON string, naming
+// the field.
 func checkUTF8(body []byte) *Error {
 	if utf8.Valid(body) {
 		return nil
@@ -82,6 +113,22 @@ func checkUTF8(body []byte) *Error {
 // fieldAt returns the JSON path (messages[0].content) of the token that
 // holds byte offset off of a valid JSON document, or "" if none does.
 func fieldAt(body []byte, off int) string {
+	field := ""
+	walkTokens(body, func(path func() string, _ json.Token, _ bool, end int64) bool {
+		if end > int64(off) {
+			field = path()
+			return false
+		}
+		return true
+	})
+	return field
+}
+
+// walkTokens calls visit with each token of a JSON document in order: the
+// path it is at (a key's is the path it names; computed on demand),
+// whether it is a key, and the offset just past it. It stops when visit
+// returns false or at the first syntax error.
+func walkTokens(body []byte, visit func(path func() string, tok json.Token, isKey bool, end int64) bool) {
 	type frame struct {
 		obj       bool
 		key       string
@@ -112,7 +159,7 @@ func fieldAt(body []byte, off int) string {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return ""
+			return
 		}
 		isKey := false
 		if n := len(stack); n > 0 {
@@ -123,8 +170,8 @@ func fieldAt(body []byte, off int) string {
 				top.idx++
 			}
 		}
-		if dec.InputOffset() > int64(off) {
-			return path()
+		if !visit(path, tok, isKey, dec.InputOffset()) {
+			return
 		}
 		switch d := tok.(type) {
 		case json.Delim:
@@ -143,4 +190,46 @@ func fieldAt(body []byte, off int) string {
 			}
 		}
 	}
+}
+
+// valueOfKind returns the path of the first value in body whose path,
+// without array indexes, is field and whose JSON kind is kind ("string",
+// "number", "bool", "null", "array", "object"), "" if none is.
+func valueOfKind(body []byte, field, kind string) string {
+	found := ""
+	walkTokens(body, func(path func() string, tok json.Token, isKey bool, _ int64) bool {
+		if isKey || kindOf(tok) != kind {
+			return true
+		}
+		if p := path(); withoutIndexes(p) == field {
+			found = p
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// kindOf is a token's JSON kind as json.UnmarshalTypeError.Value names
+// it; "" for closing delimiters.
+func kindOf(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		switch v {
+		case '{':
+			return "object"
+		case '[':
+			return "array"
+		}
+		return ""
+	case string:
+		return "string"
+	case float64, json.Number:
+		return "number"
+	case bool:
+		return "bool"
+	case nil:
+		return "null"
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -25,7 +26,9 @@ func CheckID(id string) error {
 		return fmt.Errorf("program id %q is not valid UTF-8", id)
 	}
 	for _, r := range id {
-		if r < 0x20 || r == 0x7f {
+		// C0, DEL and C1 (U+0080–U+009F, e.g. NEL, a line break to some
+		// log readers).
+		if unicode.IsControl(r) {
 			return fmt.Errorf("program id %q contains a control character", id)
 		}
 	}

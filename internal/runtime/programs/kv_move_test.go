@@ -35,17 +35,18 @@ func TestFetchHoldsRequestsUntilTheKVArrives(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the held request was not woken after the fetch")
 	}
-	b.Unhold("p")
+	b.Unhold(r.Ticket)
 	if r := b.Route("p", true); r.Kind != Local {
 		t.Fatalf("route after the fetch: %v", r.Kind)
 	}
 
 	a := New(Config{Pod: "a", Addr: "a:8000"})
-	if r := a.Route("q", false); r.Kind != Local {
-		t.Fatalf("route on a: %v", r.Kind)
+	q := a.Route("q", false)
+	if q.Kind != Local {
+		t.Fatalf("route on a: %v", q.Kind)
 	}
-	a.Started("q", 3, "s")
-	a.End("q", 3, 0, []int32{1, 2, 3})
+	a.Started(q.Ticket, 3, "s")
+	a.End(q.Ticket, 3, 0, []int32{1, 2, 3})
 	a.Apply(&wire.Placement{Version: 1, Routes: map[string]string{"q": "b:8000"}})
 	salt, toks, ok := a.KVContext("q")
 	if !ok || salt != "s" || !slices.Equal(toks, []int32{1, 2, 3}) {

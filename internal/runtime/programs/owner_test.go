@@ -51,18 +51,20 @@ func TestOwnerScopesIDs(t *testing.T) {
 func TestOwnersDoNotShareAProgram(t *testing.T) {
 	f := newFixture(16000)
 	a, b := OwnerOf("a", nil), OwnerOf("b", nil)
-	if r := f.t.RouteFor(a, a.Scope("p"), false); r.Kind != Local {
-		t.Fatalf("a: route %v", r.Kind)
+	ra := f.t.RouteFor(a, a.Scope("p"), false)
+	if ra.Kind != Local {
+		t.Fatalf("a: route %v", ra.Kind)
 	}
-	f.t.End(a.Scope("p"), 10, 0, nil)
+	f.t.End(ra.Ticket, 10, 0, nil)
 	f.t.Apply(&wire.Placement{Version: 1, Pause: []string{a.Scope("p")}})
-	if r := f.t.RouteFor(b, b.Scope("p"), false); r.Kind != Local {
-		t.Fatalf("b's p while a's p is paused: route %v, want local (its own program)", r.Kind)
+	rb := f.t.RouteFor(b, b.Scope("p"), false)
+	if rb.Kind != Local {
+		t.Fatalf("b's p while a's p is paused: route %v, want local (its own program)", rb.Kind)
 	}
 	if f.t.Release(b.Scope("x")) {
 		t.Error("released an id b never used")
 	}
-	f.t.End(b.Scope("p"), 10, 0, nil)
+	f.t.End(rb.Ticket, 10, 0, nil)
 	if !f.t.Release(b.Scope("p")) {
 		t.Fatal("b could not release its own program")
 	}
@@ -79,10 +81,11 @@ func TestProgramLimitPerOwner(t *testing.T) {
 	f.t.cfg.MaxProgramsPerOwner = 2
 	a, b := OwnerOf("a", nil), OwnerOf("b", nil)
 	for _, p := range []string{"p1", "p2"} {
-		if r := f.t.RouteFor(a, a.Scope(p), false); r.Kind != Local {
+		r := f.t.RouteFor(a, a.Scope(p), false)
+		if r.Kind != Local {
 			t.Fatalf("%s: route %v", p, r.Kind)
 		}
-		f.t.End(a.Scope(p), 10, 0, nil)
+		f.t.End(r.Ticket, 10, 0, nil)
 		f.clk.Advance(time.Minute)
 	}
 	r := f.t.RouteFor(a, a.Scope("p3"), false)
@@ -113,12 +116,12 @@ func TestProgramLimitPerOwner(t *testing.T) {
 // and a request that ended without a result leaves it as it was.
 func TestOffloadCarriesTheContextsSalt(t *testing.T) {
 	f := newFixture(16000)
-	f.t.Route("p", false)
-	f.t.Started("p", 2, "s1")
-	f.t.End("p", 2, 0, []int32{7, 8})
-	f.t.Route("p", false)
-	f.t.Started("p", 3, "s2")
-	f.t.Abandon("p")
+	r := f.t.Route("p", false)
+	f.t.Started(r.Ticket, 2, "s1")
+	f.t.End(r.Ticket, 2, 0, []int32{7, 8})
+	r = f.t.Route("p", false)
+	f.t.Started(r.Ticket, 3, "s2")
+	f.t.Abandon(r.Ticket)
 	f.t.Apply(&wire.Placement{Version: 1, Pause: []string{"p"}})
 	f.t.Apply(&wire.Placement{Version: 2, Place: []string{"p"}})
 	if diff := cmp.Diff([]string{"s1", "s1"}, f.salts); diff != "" {

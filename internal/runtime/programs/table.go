@@ -111,7 +111,17 @@ type Route struct {
 	// RetryAfter is when a retry may find room under the owner's limit
 	// (Limited only).
 	RetryAfter time.Duration
+	// Ticket is the request's hold on its program (Local and Hold): pass
+	// it to Started and End or Abandon (Local), or to Unhold (Hold).
+	Ticket Ticket
 }
+
+// Ticket ties one request to the program entry it was counted on. A
+// released id that comes back is a new program with a new entry while the
+// old one's requests may still run; their Started, End, Abandon and Unhold
+// apply to the old entry (gone from the table, or TERMINATED), never to
+// the new one. The zero Ticket applies to nothing.
+type Ticket struct{ e *entry }
 
 // kvContext is a program's context as the KV cache holds it.
 type kvContext struct {
@@ -137,7 +147,11 @@ type entry struct {
 	runningSince                time.Time // last placed or resumed here
 	inflight, held              int
 	wake                        chan struct{}
-	reported                    bool // TERMINATED entries go after one report
+	// reported: a Report listed it TERMINATED; terminatedAt: when it
+	// ended. Tick deletes a TERMINATED entry once reported (see
+	// terminatedRetention).
+	reported     bool
+	terminatedAt time.Time
 	// waitingRoom: a new program held because no pod had room; it runs
 	// here as soon as this pod has room again (see admitWaitingLocked).
 	waitingRoom bool
@@ -163,7 +177,17 @@ type Table struct {
 	capacity capacityState
 	// moved keeps the contexts of programs that moved away (kv_move.go).
 	moved movedContexts
+	// polled: a Report was taken (a controller polls the control API), so
+	// programs that end wait for a report before their entries go.
+	polled bool
 }
+
+// terminatedRetention bounds how long a TERMINATED entry waits to be
+// reported once a controller has polled: twelve rounds at the fleet
+// loop's default interval. A controller that stops polling must not make
+// ended programs pile up; one back later than this misses those ends, and
+// the pods where such a program still runs end it when it idles out.
+const terminatedRetention = time.Minute
 
 // New builds an empty table.
 func New(cfg Config) *Table {
@@ -200,17 +224,20 @@ func (t *Table) Route(id string, forwarded bool) Route { return t.RouteFor("", i
 // RouteFor decides where a request of program id goes; id is the table's
 // (owner.Scope of the client's), owner the API key's that sent it. forwarded
 // marks a request another pod already forwarded: it is never forwarded
-// again. A Local route counts the request in flight: call End when it
-// finishes. A Hold route counts it held: when Wait closes, call RouteFor
-// again (after Unhold), or Unhold if the client gives up. A Limited route
-// counts nothing.
+// again. A Local route counts the request in flight: call End (or Abandon)
+// with its Ticket when it finishes. A Hold route counts it held: when Wait
+// closes, call RouteFor again (after Unhold with its Ticket), or Unhold if
+// the client gives up. A Limited route counts nothing.
 func (t *Table) RouteFor(owner Owner, id string, forwarded bool) Route {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Clock.Now()
 	e := t.progs[id]
 	if e != nil && e.state == placement.StateTerminated {
-		delete(t.progs, id) // a released id that comes back is a new program
+		// A released id that comes back is a new program. Requests still
+		// in flight or held on the old entry keep it through their
+		// Tickets.
+		delete(t.progs, id)
 		e = nil
 	}
 	if e == nil {
@@ -262,7 +289,7 @@ func (t *Table) RouteFor(owner Owner, id string, forwarded bool) Route {
 		// recompute it. Held without a pause: the fetch is bounded.
 		e.held++
 		t.nHeld++
-		return Route{Kind: Hold, Wait: e.wake}
+		return Route{Kind: Hold, Wait: e.wake, Ticket: Ticket{e}}
 	case e.state == placement.StatePaused:
 		if forwarded && !e.placed {
 			break // the sender resumed it here; our view is stale
@@ -281,7 +308,7 @@ func (t *Table) RouteFor(owner Owner, id string, forwarded bool) Route {
 	}
 	e.inflight++
 	e.steps++
-	return Route{Kind: Local}
+	return Route{Kind: Local, Ticket: Ticket{e}}
 }
 
 // ownerFullLocked reports whether owner has MaxProgramsPerOwner live
@@ -349,45 +376,54 @@ func (t *Table) holdLocked(e *entry) Route {
 	if e.pausedSince.IsZero() {
 		e.pausedSince = t.cfg.Clock.Now()
 	}
-	return Route{Kind: Hold, Wait: e.wake}
+	return Route{Kind: Hold, Wait: e.wake, Ticket: Ticket{e}}
 }
 
-// Unhold takes back one held request of id (its wait ended: the client
+// Unhold takes back the held request of tk (its wait ended: the client
 // went away, or it is about to ask Route again).
-func (t *Table) Unhold(id string) {
+func (t *Table) Unhold(tk Ticket) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.progs[id]; e != nil && e.held > 0 {
+	if e := tk.e; e != nil && e.held > 0 {
 		e.held--
 		t.nHeld--
-		if e.held == 0 && !e.placed && e.inflight == 0 && e.state != placement.StatePaused {
-			delete(t.progs, id)
+		if e.held == 0 && !e.placed && e.inflight == 0 && e.state != placement.StatePaused && t.progs[e.id] == e {
+			delete(t.progs, e.id)
 		}
 	}
 }
 
-// End records that a Local request of id finished with the program's
+// End records that the Local request of tk finished with the program's
 // context now contextTokens long (prompt + output; tokens are those ids,
 // kept to offload the cache if the program is paused), sharedTokens
 // of it shared with other programs through the prefix cache.
-func (t *Table) End(id string, contextTokens, sharedTokens int64, tokens []int32) {
-	t.end(id, contextTokens, sharedTokens, tokens, false)
+func (t *Table) End(tk Ticket, contextTokens, sharedTokens int64, tokens []int32) {
+	t.end(tk, &stepResult{contextTokens, sharedTokens, tokens})
 }
 
-// end is End; keepSalt leaves the context's cache salt as it was (the
-// request did not change the context).
-func (t *Table) end(id string, contextTokens, sharedTokens int64, tokens []int32, keepSalt bool) {
+// stepResult is the program's context after a request (End's arguments).
+type stepResult struct {
+	contextTokens, sharedTokens int64
+	tokens                      []int32
+}
+
+// end counts the Local request of tk finished; res is nil when it left the
+// program's context as it was (Abandon).
+func (t *Table) end(tk Ticket, res *stepResult) {
 	t.mu.Lock()
-	e := t.progs[id]
+	e := tk.e
 	if e == nil || e.inflight == 0 {
 		t.mu.Unlock()
 		return
 	}
 	now := t.cfg.Clock.Now()
 	e.inflight--
-	e.contextTokens, e.sharedTokens = contextTokens, sharedTokens
-	e.tokens = append(e.tokens[:0], tokens...)
-	if !keepSalt {
+	if res != nil {
+		e.contextTokens, e.sharedTokens = res.contextTokens, res.sharedTokens
+		if e.state != placement.StateTerminated {
+			// An ended program's context is never offloaded or moved.
+			e.tokens = append(e.tokens[:0], res.tokens...)
+		}
 		e.salt = e.nextSalt
 	}
 	var pause *kvContext
@@ -405,15 +441,15 @@ func (t *Table) end(id string, contextTokens, sharedTokens int64, tokens []int32
 	}
 }
 
-// Started records the prompt length of a Local request of id: while it
+// Started records the prompt length of the Local request of tk: while it
 // runs, the program's context is at least its prompt, so capacity counts a
 // REASONING program at its current size, not its last step's. cacheSalt is
 // the request's (engine.Request.CacheSalt): the context End records is
 // cached under it.
-func (t *Table) Started(id string, promptTokens int64, cacheSalt string) {
+func (t *Table) Started(tk Ticket, promptTokens int64, cacheSalt string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.progs[id]
+	e := tk.e
 	if e == nil || e.inflight == 0 {
 		return
 	}
@@ -423,19 +459,9 @@ func (t *Table) Started(id string, promptTokens int64, cacheSalt string) {
 	}
 }
 
-// Abandon records that a Local request of id ended without a result
+// Abandon records that the Local request of tk ended without a result
 // (rejected, failed or cancelled): the program's context is unchanged.
-func (t *Table) Abandon(id string) {
-	t.mu.Lock()
-	e := t.progs[id]
-	if e == nil || e.inflight == 0 {
-		t.mu.Unlock()
-		return
-	}
-	ctxTokens, shared, tokens := e.contextTokens, e.sharedTokens, append([]int32(nil), e.tokens...)
-	t.mu.Unlock()
-	t.end(id, ctxTokens, shared, tokens, true)
-}
+func (t *Table) Abandon(tk Ticket) { t.end(tk, nil) }
 
 // RouteOf returns the address of the pod program id runs on, if that is
 // another pod.
@@ -460,11 +486,21 @@ func (t *Table) Release(id string) bool {
 		e = t.newEntry(id, ownerOfID(id), t.cfg.Clock.Now())
 		delete(t.routes, id)
 	}
-	e.state = placement.StateTerminated
-	e.marked = false
+	t.terminateLocked(e, t.cfg.Clock.Now())
 	t.wakeLocked(e)
 	t.admitWaitingLocked()
 	return true
+}
+
+// terminateLocked ends program e. Its context goes at once: a long-lived
+// pod sees many programs end, and only the entry's bookkeeping is kept
+// until the controller has seen the end (Tick).
+func (t *Table) terminateLocked(e *entry, now time.Time) {
+	if e.state != placement.StateTerminated {
+		e.terminatedAt = now
+	}
+	e.state, e.marked = placement.StateTerminated, false
+	e.tokens = nil
 }
 
 func (t *Table) wakeLocked(e *entry) {
@@ -498,7 +534,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	var fetch []fetchJob
 	for _, id := range p.Release {
 		if e := t.progs[id]; e != nil {
-			e.state, e.marked = placement.StateTerminated, false
+			t.terminateLocked(e, now)
 			t.wakeLocked(e)
 		}
 	}
@@ -617,7 +653,10 @@ func (t *Table) Tick() {
 	for id, e := range t.progs {
 		switch {
 		case e.state == placement.StateTerminated:
-			if e.reported && e.held == 0 {
+			// Kept only for a controller to see the end: once reported,
+			// at once when none reads reports, and for at most
+			// terminatedRetention; else every id ever seen would stay.
+			if e.held == 0 && (e.reported || !t.polled || now.Sub(e.terminatedAt) > terminatedRetention) {
 				delete(t.progs, id)
 			}
 		case !e.placed && e.held == 0 && e.inflight == 0:
@@ -637,7 +676,7 @@ func (t *Table) Tick() {
 			t.wakeLocked(e)
 		case e.state == placement.StateActive && e.status == placement.StatusActing && e.inflight == 0 &&
 			e.held == 0 && now.Sub(e.lastTransition) > t.cfg.IdleTimeout:
-			e.state = placement.StateTerminated
+			t.terminateLocked(e, now)
 		}
 	}
 }
@@ -650,6 +689,7 @@ func (t *Table) Report() wire.Report {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.polled = true
 	r := wire.Report{Pod: t.cfg.Pod, PlacementVersion: t.version, KV: kv, Programs: make([]wire.ProgramReport, 0, len(t.progs))}
 	for _, e := range t.progs {
 		status := e.status

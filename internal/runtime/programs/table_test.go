@@ -59,7 +59,7 @@ func TestNewProgramRunsHereWhenThereIsRoom(t *testing.T) {
 		t.Fatalf("after admission: %+v", p)
 	}
 	f.clk.Advance(time.Second)
-	f.t.End("p1", 700, 32, []int32{1, 2, 3})
+	f.t.End(r.Ticket, 700, 32, []int32{1, 2, 3})
 	p = f.program("p1")
 	if p.Status != "ACTING" || p.ContextTokens != 700 || p.SharedTokens != 32 || p.InFlight != 0 ||
 		!p.LastTransition.Equal(f.clk.Now()) {
@@ -72,8 +72,7 @@ func TestNewProgramRunsHereWhenThereIsRoom(t *testing.T) {
 
 func TestNewProgramGoesToThePodWithMostRoomOrIsHeld(t *testing.T) {
 	f := newFixture(1600)
-	f.t.Route("big", false)
-	f.t.End("big", 1500, 0, nil) // 1500 + 100 buffer: no room left here
+	f.t.End(f.t.Route("big", false).Ticket, 1500, 0, nil) // 1500 + 100 buffer: no room left here
 	f.t.Apply(&wire.Placement{Version: 1, Room: map[string]int64{"10.0.0.1:8000": 0, "10.0.0.2:8000": 900, "10.0.0.3:8000": 5000}})
 	if r := f.t.Route("new", false); r.Kind != Forward || r.Addr != "10.0.0.3:8000" {
 		t.Fatalf("route %+v, want forward to the pod with most room", r)
@@ -101,9 +100,8 @@ func TestNewProgramGoesToThePodWithMostRoomOrIsHeld(t *testing.T) {
 
 func TestPauseMarkAndResume(t *testing.T) {
 	f := newFixture(16000)
-	f.t.Route("acting", false)
-	f.t.End("acting", 500, 0, []int32{7, 8})
-	f.t.Route("reasoning", false)
+	f.t.End(f.t.Route("acting", false).Ticket, 500, 0, []int32{7, 8})
+	reasoning := f.t.Route("reasoning", false)
 
 	f.t.Apply(&wire.Placement{Version: 1, Pause: []string{"acting"}, Mark: []string{"reasoning"}})
 	if p := f.program("acting"); p.State != "PAUSED" || !p.Placed || p.PausedSince.IsZero() {
@@ -120,7 +118,7 @@ func TestPauseMarkAndResume(t *testing.T) {
 	if p := f.program("reasoning"); !p.MarkedForPause || p.State != "ACTIVE" {
 		t.Fatalf("marked: %+v", p)
 	}
-	f.t.End("reasoning", 900, 0, []int32{9})
+	f.t.End(reasoning.Ticket, 900, 0, []int32{9})
 	if p := f.program("reasoning"); p.State != "PAUSED" || p.MarkedForPause {
 		t.Fatalf("marked program after its request: %+v", p)
 	}
@@ -136,7 +134,7 @@ func TestPauseMarkAndResume(t *testing.T) {
 	if diff := cmp.Diff([][]int32{{7, 8}}, f.restores); diff != "" {
 		t.Errorf("resuming where the program paused must restore its cache (-want +got):\n%s", diff)
 	}
-	f.t.Unhold("acting")
+	f.t.Unhold(r.Ticket)
 	if r := f.t.Route("acting", false); r.Kind != Local {
 		t.Fatalf("after resume: %v", r.Kind)
 	}
@@ -151,15 +149,14 @@ func TestPauseMarkAndResume(t *testing.T) {
 
 func TestResumedElsewhereForwardsHeldRequests(t *testing.T) {
 	f := newFixture(16000)
-	f.t.Route("p", false)
-	f.t.End("p", 500, 0, nil)
+	f.t.End(f.t.Route("p", false).Ticket, 500, 0, nil)
 	f.t.Apply(&wire.Placement{Version: 1, Pause: []string{"p"}})
 	r := f.t.Route("p", false)
 	f.t.Apply(&wire.Placement{Version: 2, Routes: map[string]string{"p": "10.0.0.9:8000"}})
 	if !isClosed(r.Wait) {
 		t.Fatal("held request must wake when its program moves")
 	}
-	f.t.Unhold("p")
+	f.t.Unhold(r.Ticket)
 	if r := f.t.Route("p", false); r.Kind != Forward || r.Addr != "10.0.0.9:8000" {
 		t.Fatalf("route %+v, want forward", r)
 	}
@@ -172,8 +169,7 @@ func TestResumedElsewhereForwardsHeldRequests(t *testing.T) {
 func TestForceResumeAfterMaxPauseWithoutController(t *testing.T) {
 	f := newFixture(16000)
 	f.t.Apply(&wire.Placement{Version: 1, MaxPauseSeconds: 60, Room: map[string]int64{}})
-	f.t.Route("p", false)
-	f.t.End("p", 500, 0, nil)
+	f.t.End(f.t.Route("p", false).Ticket, 500, 0, nil)
 	f.t.Apply(&wire.Placement{Version: 2, Pause: []string{"p"}})
 	r := f.t.Route("p", false)
 	f.clk.Advance(59 * time.Second)
@@ -186,7 +182,7 @@ func TestForceResumeAfterMaxPauseWithoutController(t *testing.T) {
 	if !isClosed(r.Wait) {
 		t.Fatal("not force-resumed after the limit")
 	}
-	f.t.Unhold("p")
+	f.t.Unhold(r.Ticket)
 	if r := f.t.Route("p", false); r.Kind != Local {
 		t.Fatalf("force-resumed here (no other pod known): %v", r.Kind)
 	}
@@ -194,14 +190,13 @@ func TestForceResumeAfterMaxPauseWithoutController(t *testing.T) {
 
 func TestIdleTimeoutAndReleaseTerminate(t *testing.T) {
 	f := newFixture(16000)
-	f.t.Route("idle", false)
-	f.t.End("idle", 100, 0, nil)
-	f.t.Route("rel", false)
-	f.t.End("rel", 100, 0, nil)
+	f.t.Report() // a controller polls: ended programs wait for its next report
+	f.t.End(f.t.Route("idle", false).Ticket, 100, 0, nil)
+	f.t.End(f.t.Route("rel", false).Ticket, 100, 0, nil)
+	f.clk.Advance(DefaultIdleTimeout + time.Second)
 	if !f.t.Release("rel") || f.t.Release("unknown") {
 		t.Fatal("release of known/unknown programs")
 	}
-	f.clk.Advance(DefaultIdleTimeout + time.Second)
 	f.t.Tick()
 	for _, id := range []string{"idle", "rel"} {
 		if p := f.program(id); p.State != "TERMINATED" {
@@ -222,13 +217,12 @@ func TestIdleTimeoutAndReleaseTerminate(t *testing.T) {
 func TestUnholdByDepartingClientDropsHolderEntry(t *testing.T) {
 	f := newFixture(1600)
 	f.t.Apply(&wire.Placement{Version: 1, Routes: map[string]string{}, Room: map[string]int64{}})
-	f.t.Route("hog", false)
-	f.t.End("hog", 1550, 0, nil)
+	f.t.End(f.t.Route("hog", false).Ticket, 1550, 0, nil)
 	r := f.t.Route("waiting", false)
 	if r.Kind != Hold {
 		t.Fatalf("%v", r.Kind)
 	}
-	f.t.Unhold("waiting")
+	f.t.Unhold(r.Ticket)
 	if p := f.program("waiting"); p.HeldRequests != 0 {
 		t.Errorf("held %d after the client left", p.HeldRequests)
 	}
@@ -257,13 +251,13 @@ func TestRoutesAreDeltasUnlessFull(t *testing.T) {
 
 func TestStartedCountsTheRunningPrompt(t *testing.T) {
 	f := newFixture(16000)
-	f.t.Route("p", false)
-	f.t.Started("p", 1200, "")
+	r := f.t.Route("p", false)
+	f.t.Started(r.Ticket, 1200, "")
 	if p := f.program("p"); p.ContextTokens != 1200 || p.Status != "REASONING" {
 		t.Fatalf("%+v", p)
 	}
-	f.t.End("p", 1250, 0, nil)
-	f.t.Started("p", 5000, "") // not in flight: ignored
+	f.t.End(r.Ticket, 1250, 0, nil)
+	f.t.Started(r.Ticket, 5000, "") // not in flight: ignored
 	if p := f.program("p"); p.ContextTokens != 1250 {
 		t.Fatalf("%+v", p)
 	}
@@ -274,14 +268,12 @@ func TestStartedCountsTheRunningPrompt(t *testing.T) {
 func TestRunningSinceRestartsOnResume(t *testing.T) {
 	f := newFixture(16000)
 	start := f.clk.Now()
-	f.t.Route("p", false)
-	f.t.End("p", 500, 0, []int32{1})
+	f.t.End(f.t.Route("p", false).Ticket, 500, 0, []int32{1})
 	if got := f.program("p").RunningSince; !got.Equal(start) {
 		t.Fatalf("RunningSince = %v, want the first request's time %v", got, start)
 	}
 	f.clk.Advance(time.Minute)
-	f.t.Route("p", false) // a later step: still the same run
-	f.t.End("p", 600, 0, []int32{1, 2})
+	f.t.End(f.t.Route("p", false).Ticket, 600, 0, []int32{1, 2}) // a later step: still the same run
 	if got := f.program("p").RunningSince; !got.Equal(start) {
 		t.Fatalf("RunningSince moved to %v on a later step", got)
 	}

@@ -63,6 +63,36 @@ func TestResponsesStoreIsScopedToKey(t *testing.T) {
 	}
 }
 
+// TestResponsesStoreKeyCannotEvictAnothersShare: the store's bounds are
+// shared, but a key flooding it with cheap requests evicts its own
+// responses, not those of a key holding fewer.
+func TestResponsesStoreKeyCannotEvictAnothersShare(t *testing.T) {
+	env := newEnv(t, envOpts{keys: []string{"key-a", "key-b"}, responsesStoreEntries: 5})
+	asA, asB := []string{"Authorization", "Bearer key-a"}, []string{"Authorization", "Bearer key-b"}
+	a, _ := postResponse(t, env, `{"input":"key-a turn","max_output_tokens":2}`, asA...)
+	var bIDs []string
+	for range 8 {
+		b, _ := postResponse(t, env, `{"input":"x","max_output_tokens":1}`, asB...)
+		bIDs = append(bIDs, b.ID)
+	}
+	if r := env.do(http.MethodGet, "/v1/responses/"+a.ID, "", asA...); r.status != http.StatusOK {
+		t.Errorf("key-a's response after key-b's flood: %d %s", r.status, r.body)
+	}
+	if r := env.post("/v1/responses", `{"previous_response_id":"`+a.ID+`","input":"more","max_output_tokens":2,"store":false}`, asA...); r.status != http.StatusOK {
+		t.Errorf("continuing key-a's response after key-b's flood: %d %s", r.status, r.body)
+	}
+	// key-b evicted its own oldest and kept its newest four.
+	for i, id := range bIDs {
+		want := http.StatusNotFound
+		if i >= len(bIDs)-4 {
+			want = http.StatusOK
+		}
+		if r := env.do(http.MethodGet, "/v1/responses/"+id, "", asB...); r.status != want {
+			t.Errorf("key-b's response %d: %d; want %d", i, r.status, want)
+		}
+	}
+}
+
 // jsonNumber is the number at a path of object keys in v.
 func jsonNumber(v any, path ...string) (float64, bool) {
 	for _, k := range path {

@@ -63,14 +63,14 @@ func newKeySet(keys []string, secret []byte) *keySet {
 const HeaderAPIKey = "X-Api-Key"
 
 // presentedKey is the API key a request presents: the bearer token of its
-// Authorization header, else its x-api-key header.
+// Authorization header, else its x-api-key header. An Authorization header
+// of another scheme (Basic, added by a proxy or an SDK) carries no key of
+// ours, so it does not hide the x-api-key beside it.
 func presentedKey(h http.Header) (string, bool) {
-	if a := h.Get("Authorization"); a != "" {
-		scheme, token, ok := strings.Cut(a, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return "", false
-		}
-		return strings.TrimSpace(token), true
+	scheme, token, _ := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
+	if strings.EqualFold(scheme, "Bearer") {
+		token = strings.TrimSpace(token)
+		return token, token != ""
 	}
 	if k := strings.TrimSpace(h.Get(HeaderAPIKey)); k != "" {
 		return k, true

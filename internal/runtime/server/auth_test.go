@@ -56,6 +56,12 @@ func TestKeySetMatch(t *testing.T) {
 		{"", "", "", false},
 		{"alpha", "", "", false},
 		{"Basic alpha", "", "", false},
+		// Another scheme carries no key of ours: x-api-key still counts.
+		{"Basic Zm9v", "alpha", alpha, true},
+		{"Basic Zm9v", "gamma", "", false},
+		{"Digest x", "beta", beta, true},
+		// A Bearer header without a token is a wrong key, not no header.
+		{"Bearer ", "alpha", "", false},
 		{"Bearer alph", "", "", false},
 		{"", "gamma", "", false},
 	} {

@@ -23,27 +23,28 @@ const routeRelease = "/programs/release"
 const codeProgramLimit = "program_limit"
 
 // admitProgram runs the program gate for a request of program pid: it
-// returns true when the request is to run on this pod (the caller must then
-// call programDone or programAbandon), false when it was forwarded, or its
-// client went away while it was held, and the response is already written.
-func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog program, body []byte) bool {
+// returns true when the request is to run on this pod, with its ticket
+// (the caller must then call programDone with it), false when it was
+// forwarded, or its client went away while it was held, and the response
+// is already written.
+func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog program, body []byte) (programs.Ticket, bool) {
 	pid := prog.ID
 	forwarded := s.verifyForwarded(r, pid, body)
 	for {
 		rt := s.cfg.Programs.RouteFor(prog.Owner, pid, forwarded)
 		switch rt.Kind {
 		case programs.Local:
-			return true
+			return rt.Ticket, true
 		case programs.Forward:
 			s.forward(w, r, pid, rt.Addr, body)
-			return false
+			return programs.Ticket{}, false
 		case programs.Limited:
 			w.Header().Set("Retry-After", strconv.Itoa(int((rt.RetryAfter+time.Second-1)/time.Second)))
 			s.writeError(w, &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit,
 				Code: codeProgramLimit, Param: "program_id", Message: fmt.Sprintf(
 					"this API key has %d live programs on this pod, its limit; release one (POST %s) or retry when one has idled out",
 					s.cfg.Programs.MaxProgramsPerOwner(), routeRelease)})
-			return false
+			return programs.Ticket{}, false
 		}
 		// Held while the program is paused: wait for a placement (or the
 		// pod's own force-resume), then ask again.
@@ -51,17 +52,17 @@ func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog progr
 		select {
 		case <-rt.Wait:
 			s.heldGauge.Dec()
-			s.cfg.Programs.Unhold(pid)
+			s.cfg.Programs.Unhold(rt.Ticket)
 		case <-r.Context().Done():
 			s.heldGauge.Dec()
-			s.cfg.Programs.Unhold(pid)
+			s.cfg.Programs.Unhold(rt.Ticket)
 			w.WriteHeader(statusClientClosed)
-			return false
+			return programs.Ticket{}, false
 		case <-s.drainCtx.Done():
 			s.heldGauge.Dec()
-			s.cfg.Programs.Unhold(pid)
+			s.cfg.Programs.Unhold(rt.Ticket)
 			s.releaseHeld(w, r, pid, body, forwarded)
-			return false
+			return programs.Ticket{}, false
 		}
 	}
 }
@@ -157,7 +158,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 	}
 }
 
-// releaseProgram serves POST /programs/release {"program_id": "..."}.
+// releaseProgram serves POST /programs/release {"program_id": "..."}. The
+// program is named as on the generation endpoints (programOf): the header
+// X-Program-Id, else the body's program_id, else the header X-Session-ID;
+// a client naming it by header alone may send no body.
 func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 	body, apiErr := s.readBody(w, r)
 	if apiErr != nil {
@@ -167,13 +171,15 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ProgramID openai.ProgramIDText `json:"program_id"`
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		var e *openai.Error
-		if !errors.As(err, &e) {
-			e = openai.BadRequest("", "invalid JSON: %v", err)
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			var e *openai.Error
+			if !errors.As(err, &e) {
+				e = openai.BadRequest("", "invalid JSON: %v", err)
+			}
+			s.writeError(w, e)
+			return
 		}
-		s.writeError(w, e)
-		return
 	}
 	prog, apiErr := s.programOf(r, string(req.ProgramID))
 	if apiErr == nil && prog.ID == "" {

@@ -134,6 +134,58 @@ func TestReleaseEndpoint(t *testing.T) {
 	}
 }
 
+// TestReleaseNamedByHeader: the release endpoint names its program as the
+// generation endpoints do (X-Program-Id, else the body's program_id, else
+// X-Session-ID), so a header alone, with no body, is enough.
+func TestReleaseNamedByHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		body     string
+		header   []string
+		status   int
+		released string // the program released; "" for none
+		kept     string // a program that must still be active
+	}{
+		{name: "X-Program-Id, no body", header: []string{"X-Program-Id", "a"}, status: 200, released: "a", kept: "b"},
+		{name: "X-Session-ID, no body", header: []string{"X-Session-ID", "a"}, status: 200, released: "a", kept: "b"},
+		{name: "X-Program-Id, blank body", body: " \n", header: []string{"X-Program-Id", "a"}, status: 200, released: "a", kept: "b"},
+		{name: "X-Program-Id wins over the body", body: `{"program_id":"b"}`, header: []string{"X-Program-Id", "a"}, status: 200, released: "a", kept: "b"},
+		{name: "the body wins over X-Session-ID", body: `{"program_id":"b"}`, header: []string{"X-Session-ID", "a"}, status: 200, released: "b", kept: "a"},
+		{name: "no body, no header", status: 400, kept: "a"},
+		{name: "a header with a bad body", body: `{"program_id":`, header: []string{"X-Program-Id", "a"}, status: 400, kept: "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := newTable("a:1", 8192)
+			env := newEnv(t, envOpts{programs: tab})
+			for _, id := range []string{"a", "b"} {
+				if r := env.post("/v1/completions", gateBody, "X-Program-Id", id); r.status != 200 {
+					t.Fatalf("step of %s: %d %s", id, r.status, r.body)
+				}
+			}
+			r := env.post(routeRelease, tc.body, tc.header...)
+			if r.status != tc.status {
+				t.Fatalf("release: %d %s; want %d", r.status, r.body, tc.status)
+			}
+			if tc.released != "" {
+				var rel struct {
+					ProgramID string `json:"program_id"`
+					Released  bool   `json:"released"`
+				}
+				decodeStrict(t, r.body, &rel)
+				if rel.ProgramID != tc.released || !rel.Released {
+					t.Errorf("release answered %s; want %s released", r.body, tc.released)
+				}
+				if p := findProgram(tab, tc.released); p.State != "TERMINATED" {
+					t.Errorf("%s after the release: %s", tc.released, p.State)
+				}
+			}
+			if p := findProgram(tab, tc.kept); p.State != "ACTIVE" {
+				t.Errorf("%s after the release: %s; want ACTIVE", tc.kept, p.State)
+			}
+		})
+	}
+}
+
 // A release sent to a pod that only routes the program (it runs on pod b)
 // ends it on pod b too: the route is read before the local release
 // forgets it.
@@ -151,5 +203,17 @@ func TestReleaseReachesThePodRunningTheProgram(t *testing.T) {
 	}
 	if p := findProgram(b.srv.cfg.Programs, "moved"); p.State != "TERMINATED" {
 		t.Errorf("on pod b, where it runs, the released program is %s", p.State)
+	}
+
+	// Named by its header alone, with no body, it is released on pod b too.
+	tab.Apply(&wire.Placement{Version: 2, Routes: map[string]string{"moved2": bAddr}})
+	if r := a.post("/v1/completions", gateBody, "X-Program-Id", "moved2"); r.status != 200 {
+		t.Fatalf("forwarded step: %d %s", r.status, r.body)
+	}
+	if r := a.post("/programs/release", "", "X-Program-Id", "moved2"); r.status != 200 || !strings.Contains(string(r.body), `"released":true`) {
+		t.Fatalf("release by header: %d %s", r.status, r.body)
+	}
+	if p := findProgram(b.srv.cfg.Programs, "moved2"); p.State != "TERMINATED" {
+		t.Errorf("on pod b, the program released by header is %s", p.State)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
@@ -55,8 +56,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		toks := p.Tokens
-		if !p.IsTokens {
+		switch {
+		case p.IsTokens:
+		case req.SpecialTokens():
 			toks = s.cfg.Codec.EncodePrompt(p.Text)
+		default:
+			toks = s.cfg.Codec.Encode(p.Text, false)
 		}
 		j.prompts = append(j.prompts, toks)
 	}
@@ -89,7 +94,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 // are the names errors give the conversation and the output limit.
 func (s *Server) chatJob(ctx context.Context, h http.Header, req *openai.ChatRequest, promptParam, maxParam string) (job, *openai.Error) {
 	j := job{chat: true, promptParam: promptParam, maxParam: maxParam,
-		n: req.Choices(), candidates: req.Choices(), lp: req.LogprobSettings()}
+		n: req.Choices(), candidates: req.Candidates(), lp: req.LogprobSettings()}
 	if apiErr := s.outputGrammar(ctx, h, &req.Common, &j); apiErr != nil {
 		return j, apiErr
 	}
@@ -110,7 +115,7 @@ func (s *Server) renderChat(ctx context.Context, h http.Header, req *openai.Chat
 	if apiErr := s.planTools(ctx, h, req, chat, j); apiErr != nil {
 		return nil, apiErr
 	}
-	prompt, err := s.cfg.Codec.EncodeChat(chat)
+	prompt, err := s.cfg.Codec.EncodeChat(chat, req.SpecialTokens())
 	if err != nil {
 		return nil, openai.BadRequest(j.promptParam, "rendering the conversation with the model's chat template: %v", err)
 	}
@@ -186,10 +191,15 @@ type job struct {
 // by the room left in the context.
 func (s *Server) maxTokens(c *openai.Common, promptLen int, j *job) (int, *openai.Error) {
 	room := s.maxModelLen - promptLen
-	if c.MaxTokens == nil {
-		if room <= 0 {
-			return 0, s.contextError(j.promptParam, promptLen, 1)
+	if room <= 0 {
+		// The prompt alone fills the context: it is what must change.
+		want := 1
+		if c.MaxTokens != nil {
+			want = *c.MaxTokens
 		}
+		return 0, s.contextError(j.promptParam, promptLen, want)
+	}
+	if c.MaxTokens == nil {
 		if d := s.cfg.DefaultMaxTokens; d > 0 && d < room {
 			return d, nil
 		}
@@ -230,13 +240,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c
 	}
 	pid := prog.ID
 	if s.cfg.Programs != nil && pid != "" {
-		if !s.admitProgram(w, r, prog, body) {
+		tk, ok := s.admitProgram(w, r, prog, body)
+		if !ok {
 			return
 		}
 		prompt := j.prompts[0]
-		s.cfg.Programs.Started(pid, int64(len(prompt)), c.Salt())
+		s.cfg.Programs.Started(tk, int64(len(prompt)), c.Salt())
 		out := &programOutcome{}
-		defer s.programDone(pid, prompt, out)
+		defer s.programDone(tk, prompt, out)
 		s.run(w, r, c, &j, pid, out)
 		return
 	}
@@ -250,14 +261,14 @@ type programOutcome struct {
 	tokens []int32
 }
 
-func (s *Server) programDone(pid string, prompt []int32, out *programOutcome) {
+func (s *Server) programDone(tk programs.Ticket, prompt []int32, out *programOutcome) {
 	if out.final == nil {
-		s.cfg.Programs.Abandon(pid)
+		s.cfg.Programs.Abandon(tk)
 		return
 	}
 	u := out.final.Usage
 	ctx := append(append(make([]int32, 0, len(prompt)+len(out.tokens)), prompt...), out.tokens...)
-	s.cfg.Programs.End(pid, int64(u.PromptTokens+u.CompletionTokens), int64(u.SharedTokens), ctx)
+	s.cfg.Programs.End(tk, int64(u.PromptTokens+u.CompletionTokens), int64(u.SharedTokens), ctx)
 }
 
 // seq is one engine sequence of a job: candidate k of prompt p.
@@ -270,6 +281,8 @@ type seq struct {
 	text   []byte
 	lps    []sampling.TokenLogprob
 	final  *engine.Chunk
+	// offsets counts the streamed text for text_offset.
+	offsets textOffsets
 }
 
 // submit builds and submits the job's sequences. The first candidate of
@@ -291,6 +304,10 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			total, len(j.prompts), j.candidates, limit)
 	}
 	badWords, apiErr := s.compileBadWords(r.Context(), c.BadWords)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	allowed, apiErr := s.allowedTokens(c, j)
 	if apiErr != nil {
 		return nil, apiErr
 	}
@@ -326,10 +343,13 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			ID: rid, ProgramID: pid, Prompt: j.prompts[p], Params: ep, Priority: c.Priority.Priority(),
 			CacheSalt: c.Salt(),
 		}
-		if j.grammar != nil {
+		switch {
+		case j.grammar != nil:
 			// A matcher per sequence: it tracks that sequence's output.
 			ends := append(slices.Clone(s.eng.Config().EOS), ep.StopTokenIDs...)
 			req.Constraint = s.grammars.matcher(j.grammar, ends)
+		case allowed != nil:
+			req.Constraint = allowed.constraint(ep.MinTokens)
 		}
 		st, err := s.eng.Submit(r.Context(), req)
 		if err != nil {
@@ -363,6 +383,10 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 				}
 			}
 		}
+		// In index order: prompt × candidates + candidate.
+		slices.SortFunc(seqs, func(a, b *seq) int {
+			return cmp.Or(cmp.Compare(a.prompt, b.prompt), cmp.Compare(a.candidate, b.candidate))
+		})
 	}
 	return seqs, nil
 }
@@ -486,8 +510,11 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 			reason := q.final.FinishReason.String()
 			msg := openai.ChatMessage{Role: "assistant", Content: string(q.text)}
 			if j.tools != nil {
-				if content, calls := j.tools.readCalls(msg.Content); len(calls) > 0 {
-					msg.Content = content
+				// The content without the calls' markup, also when it holds
+				// no call (a forced call max_tokens cut before its name).
+				content, calls := j.tools.readCalls(msg.Content)
+				msg.Content = content
+				if len(calls) > 0 {
 					if j.tools.legacy {
 						msg.FunctionCall = &openai.FunctionCall{Name: calls[0].Function.Name, Arguments: calls[0].Function.Arguments}
 					} else {
@@ -500,7 +527,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 			}
 			ch := openai.ChatChoice{Index: i, Message: msg, FinishReason: &reason, StopReason: stopReason(q, c)}
 			if j.lp.On {
-				ch.Logprobs = &openai.ChatLogprobs{Content: s.chatLogprobs(q.lps, j.lp.Top)}
+				ch.Logprobs = &openai.ChatLogprobs{Content: s.chatLogprobs(q.lps, j.lp)}
 			}
 			if c.ReturnTokenIDs {
 				ch.TokenIDs = nonNil(q.tokens)
@@ -522,7 +549,9 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		}
 		ch := openai.CompletionChoice{Index: i, Text: prefix + string(q.text), FinishReason: &reason, StopReason: stopReason(q, c)}
 		if j.lp.On {
-			ch.Logprobs = s.completionLogprobs(q.lps, j.lp.Top, len(prefix))
+			var off textOffsets
+			off.addString(prefix)
+			ch.Logprobs = s.completionLogprobs(q.lps, j.lp, &off)
 		}
 		if c.ReturnTokenIDs {
 			ch.PromptTokenIDs, ch.TokenIDs = j.prompts[q.prompt], nonNil(q.tokens)
@@ -615,66 +644,6 @@ func validRequestID(v string) bool {
 		}
 	}
 	return true
-}
-
-// clampLogprob keeps a logprob JSON-encodable: -Inf (a token the model
-// gave no chance) becomes -9999, as vLLM writes it.
-func clampLogprob(v float32) float64 {
-	if !(v > -9999) {
-		return -9999
-	}
-	return float64(v)
-}
-
-func (s *Server) tokenText(id int32) (string, []int) {
-	b := s.eng.Config().Decoder.TokenBytes(id)
-	ints := make([]int, len(b))
-	for i, c := range b {
-		ints[i] = int(c)
-	}
-	return string(b), ints
-}
-
-// chatLogprobs renders logprob entries (1+top per token) in the chat format.
-func (s *Server) chatLogprobs(lps []sampling.TokenLogprob, top int) []openai.ChatTokenLogprob {
-	stride := 1 + top
-	out := make([]openai.ChatTokenLogprob, 0, len(lps)/stride)
-	for i := 0; i+stride <= len(lps); i += stride {
-		tok, b := s.tokenText(lps[i].ID)
-		e := openai.ChatTokenLogprob{Token: tok, Logprob: clampLogprob(lps[i].Logprob), Bytes: b,
-			TopLogprobs: make([]openai.ChatTopLogprob, 0, top)}
-		for _, x := range lps[i+1 : i+stride] {
-			t, tb := s.tokenText(x.ID)
-			e.TopLogprobs = append(e.TopLogprobs, openai.ChatTopLogprob{Token: t, Logprob: clampLogprob(x.Logprob), Bytes: tb})
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-// completionLogprobs renders logprob entries in the legacy completions
-// format; offset is where the generated text starts in the choice's text.
-func (s *Server) completionLogprobs(lps []sampling.TokenLogprob, top, offset int) *openai.CompletionLogprobs {
-	stride := 1 + top
-	n := len(lps) / stride
-	out := &openai.CompletionLogprobs{Tokens: make([]string, 0, n), TokenLogprobs: make([]float64, 0, n),
-		TopLogprobs: make([]map[string]float64, 0, n), TextOffset: make([]int, 0, n)}
-	for i := 0; i+stride <= len(lps); i += stride {
-		tok, _ := s.tokenText(lps[i].ID)
-		out.Tokens = append(out.Tokens, tok)
-		out.TokenLogprobs = append(out.TokenLogprobs, clampLogprob(lps[i].Logprob))
-		out.TextOffset = append(out.TextOffset, offset)
-		offset += len(tok)
-		alts := make(map[string]float64, stride)
-		for _, x := range lps[i+1 : i+stride] {
-			t, _ := s.tokenText(x.ID)
-			if _, dup := alts[t]; !dup {
-				alts[t] = clampLogprob(x.Logprob)
-			}
-		}
-		out.TopLogprobs = append(out.TopLogprobs, alts)
-	}
-	return out
 }
 
 // sumUsage is the usage of a request's sequences: every candidate's

@@ -99,6 +99,7 @@ type envOpts struct {
 	forwardKey                                   string
 	forwardConnect, forwardHeader                time.Duration
 	promptTokensDetails                          bool
+	responsesStoreEntries                        int
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -155,7 +156,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Requests: m, Logger: quiet, Devices: o.devices,
 		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
 		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
-		PromptTokensDetails: o.promptTokensDetails,
+		PromptTokensDetails: o.promptTokensDetails, ResponsesStoreEntries: o.responsesStoreEntries,
 	})
 	if err != nil {
 		t.Fatal(err)

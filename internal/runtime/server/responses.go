@@ -60,7 +60,7 @@ func (s *Server) storeResponse(owner programs.Owner, resp *openai.Response, pare
 		return
 	}
 	if !s.store.put(&storedResponse{owner: owner, id: resp.ID, parent: parent, input: input, output: resp.Output, body: b}) {
-		s.log.Info("response not stored: larger than the store", "id", resp.ID, "bytes", len(b))
+		s.log.Info("response not stored: larger than the store, or than its owner's share of it", "id", resp.ID, "bytes", len(b))
 	}
 }
 

@@ -17,26 +17,41 @@ const (
 // responseStore keeps the responses of POST /v1/responses that asked to
 // be stored, for previous_response_id, item_reference and GET/DELETE
 // /v1/responses/{id}. It holds at most maxEntries responses and maxBytes
-// of their text, evicting the least recently used first (reading a
-// conversation uses every response in its chain). Each response keeps
-// only its own turn (its input items and its output) and the id of the
-// response it continued, so a long chain costs memory linear in its
-// length; a chain one of whose responses was evicted can no longer be
-// continued.
+// of their text. Each response keeps only its own turn (its input items
+// and its output) and the id of the response it continued, so a long
+// chain costs memory linear in its length; a chain one of whose responses
+// was evicted can no longer be continued.
 //
 // Every response belongs to the owner of the API key that created it
 // (authenticate): it is found only under that owner, so to another key it
 // is as unknown as an id never stored, and ids that two owners happen to
-// share are two responses. It is safe for concurrent use.
+// share are two responses. The bounds are shared, but eviction is not one
+// LRU over all owners: over a bound, the store evicts the least recently used
+// response of the owner holding the most (responses for the entries
+// bound, bytes for the bytes bound; between owners holding equally much,
+// the older of their least recently used responses). So an owner evicts
+// another's responses only while that one holds at least as much as it,
+// one key's flood of cheap requests evicts its own, and an owner holding
+// at most an equal share of a bound (the bound divided among the owners
+// holding responses) never loses one: over the bound, the largest holds
+// more than that. With a single owner (a pod without API keys) this is
+// plain LRU. A response that would have to evict itself is not kept. It
+// is safe for concurrent use.
 type responseStore struct {
 	maxEntries int
 	maxBytes   int64
 
-	mu    sync.Mutex
-	bytes int64
-	lru   *list.List // of *storedResponse, most recent first
-	byID  map[storeKey]*list.Element
-	items map[storeKey]itemRef // output item id → where it is
+	mu      sync.Mutex
+	entries int
+	bytes   int64
+	// clock stamps each response when stored or used, to order the least
+	// recently used responses of owners holding equally much.
+	clock  uint64
+	owners map[programs.Owner]*ownerShare
+	// largest ranks the owners by what they hold, one heap per bound.
+	largest [2]ownerHeap
+	byID    map[storeKey]*list.Element
+	items   map[storeKey]itemRef // output item id → where it is
 }
 
 // storeKey is a response's or an output item's id under its owner.
@@ -52,6 +67,7 @@ type storedResponse struct {
 	output     []openai.OutputItem
 	body       []byte // the response's JSON, as GET returns it
 	size       int64
+	used       uint64 // responseStore.clock when last stored or used
 }
 
 type itemRef struct {
@@ -60,12 +76,15 @@ type itemRef struct {
 }
 
 func newResponseStore(maxEntries int, maxBytes int64) *responseStore {
-	return &responseStore{maxEntries: maxEntries, maxBytes: maxBytes, lru: list.New(),
-		byID: map[storeKey]*list.Element{}, items: map[storeKey]itemRef{}}
+	return &responseStore{maxEntries: maxEntries, maxBytes: maxBytes,
+		owners:  map[programs.Owner]*ownerShare{},
+		largest: [2]ownerHeap{{by: byEntries}, {by: byBytes}},
+		byID:    map[storeKey]*list.Element{}, items: map[storeKey]itemRef{}}
 }
 
-// put stores a response; it reports false when the response alone is
-// over the byte limit (it is then not stored).
+// put stores a response; it reports false when it is not stored: it alone
+// is over the byte limit, or keeping it would evict it (its owner holds
+// the most and has nothing older to give up).
 func (st *responseStore) put(r *storedResponse) bool {
 	r.size = int64(len(r.body)) + messagesSize(r.input)
 	for _, it := range r.output {
@@ -83,15 +102,40 @@ func (st *responseStore) put(r *storedResponse) bool {
 	if e, ok := st.byID[key]; ok { // a client reused its X-Request-Id
 		st.removeLocked(e)
 	}
-	st.byID[key] = st.lru.PushFront(r)
+	o, known := st.owners[r.owner]
+	if !known {
+		o = &ownerShare{owner: r.owner, lru: list.New()}
+		st.owners[r.owner] = o
+	}
+	st.clock++
+	r.used = st.clock
+	st.byID[key] = o.lru.PushFront(r)
+	o.bytes += r.size
+	st.entries++
 	st.bytes += r.size
+	if known {
+		st.largest[byEntries].fix(o)
+		st.largest[byBytes].fix(o)
+	} else {
+		st.largest[byEntries].push(o)
+		st.largest[byBytes].push(o)
+	}
 	for i, it := range r.output {
 		st.items[storeKey{r.owner, it.ID}] = itemRef{response: r.id, index: i}
 	}
-	for st.lru.Len() > st.maxEntries || st.bytes > st.maxBytes {
-		st.removeLocked(st.lru.Back())
+	stored := true
+	for st.entries > st.maxEntries || st.bytes > st.maxBytes {
+		bound := byEntries
+		if st.entries <= st.maxEntries {
+			bound = byBytes
+		}
+		victim := st.largest[bound].top().lru.Back()
+		if victim.Value == r {
+			stored = false
+		}
+		st.removeLocked(victim)
 	}
-	return true
+	return stored
 }
 
 func messagesSize(msgs []openai.Message) int64 {
@@ -107,14 +151,39 @@ func messagesSize(msgs []openai.Message) int64 {
 
 func (st *responseStore) removeLocked(e *list.Element) {
 	r := e.Value.(*storedResponse)
-	st.lru.Remove(e)
+	o := st.owners[r.owner]
+	o.lru.Remove(e)
+	o.bytes -= r.size
+	if o.lru.Len() == 0 {
+		st.largest[byEntries].remove(o)
+		st.largest[byBytes].remove(o)
+		delete(st.owners, r.owner)
+	} else {
+		st.largest[byEntries].fix(o)
+		st.largest[byBytes].fix(o)
+	}
 	delete(st.byID, storeKey{r.owner, r.id})
+	st.entries--
 	st.bytes -= r.size
 	for _, it := range r.output {
 		k := storeKey{r.owner, it.ID}
 		if ref, ok := st.items[k]; ok && ref.response == r.id {
 			delete(st.items, k)
 		}
+	}
+}
+
+// touchLocked marks a response used: its owner's most recently used.
+func (st *responseStore) touchLocked(e *list.Element) {
+	r := e.Value.(*storedResponse)
+	o := st.owners[r.owner]
+	st.clock++
+	r.used = st.clock
+	wasOldest := o.lru.Back() == e
+	o.lru.MoveToFront(e)
+	if wasOldest { // the owner's rank among equals changed
+		st.largest[byEntries].fix(o)
+		st.largest[byBytes].fix(o)
 	}
 }
 
@@ -126,7 +195,7 @@ func (st *responseStore) get(owner programs.Owner, id string) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	st.lru.MoveToFront(e)
+	st.touchLocked(e)
 	return e.Value.(*storedResponse).body, true
 }
 
@@ -164,10 +233,10 @@ func (h ownedHistory) Conversation(id string) ([]openai.Message, bool) {
 		e, ok := st.byID[storeKey{h.owner, next}]
 		// A chain is never longer than the store; a longer walk is a cycle
 		// (ids a client reused).
-		if !ok || len(chain) >= st.lru.Len() {
+		if !ok || len(chain) >= st.entries {
 			return nil, false
 		}
-		st.lru.MoveToFront(e)
+		st.touchLocked(e)
 		r := e.Value.(*storedResponse)
 		chain = append(chain, r)
 		next = r.parent
@@ -190,6 +259,6 @@ func (h ownedHistory) Item(id string) (openai.ResponseItem, bool) {
 		return openai.ResponseItem{}, false
 	}
 	e := st.byID[storeKey{h.owner, ref.response}]
-	st.lru.MoveToFront(e)
+	st.touchLocked(e)
 	return e.Value.(*storedResponse).output[ref.index].AsInput(), true
 }

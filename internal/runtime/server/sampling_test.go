@@ -60,7 +60,7 @@ func (letterCodec) Encode(text string, _ bool) []int32 {
 	return ids
 }
 func (c letterCodec) EncodePrompt(text string) []int32 { return c.Encode(text, true) }
-func (c letterCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
+func (c letterCodec) EncodeChat(chat *model.Chat, addSpecial bool) ([]int32, error) {
 	var b strings.Builder
 	for _, m := range chat.Messages {
 		b.WriteString(m.Content)
@@ -68,7 +68,7 @@ func (c letterCodec) EncodeChat(chat *model.Chat) ([]int32, error) {
 	if chat.AddGenerationPrompt && !chat.ContinueFinalMessage {
 		b.WriteString("z") // the "assistant header"
 	}
-	return c.Encode(b.String(), true), nil
+	return c.Encode(b.String(), addSpecial), nil
 }
 func (letterCodec) ToolFormat() string { return "" }
 func (letterCodec) Decode(ids []int32) string {

@@ -114,7 +114,8 @@ type Config struct {
 	ForwardHeaderTimeout time.Duration
 	// ResponsesStoreEntries and ResponsesStoreBytes bound the responses
 	// POST /v1/responses keeps for previous_response_id (defaults 1024
-	// and 64 MiB; least recently used evicted first). A negative
+	// and 64 MiB; the least recently used response of the API key holding
+	// the most is evicted first, see responseStore). A negative
 	// ResponsesStoreEntries keeps none.
 	ResponsesStoreEntries int
 	ResponsesStoreBytes   int64
@@ -373,6 +374,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.writeError(out, openai.Unauthorized())
 				return
 			}
+		}
+		if apiErr := checkContentType(r); apiErr != nil {
+			s.writeError(out, apiErr)
+			return
 		}
 		rt.handle(s, out, r)
 	}

@@ -126,7 +126,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 		}
 		ev = openai.ChoiceEvent{Index: i, Text: ch.Text, TokenIDs: ch.TokenIDs, HasTokenIDs: c.ReturnTokenIDs}
 		if j.lp.On && len(ch.Logprobs) > 0 {
-			lpBuf = s.appendLogprobs(lpBuf[:0], j, ch)
+			lpBuf = s.appendLogprobs(lpBuf[:0], j, q, ch)
 			ev.Logprobs = lpBuf
 		}
 		finishing := ch.Done && (ch.FinishReason == completion.Stop || ch.FinishReason == completion.Length)
@@ -134,7 +134,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 			content, deltas := readers[i].Feed(ch.Text)
 			called := false
 			if finishing {
-				c2, d2, fin := readers[i].Finish()
+				c2, d2, fin := j.tools.finish(readers[i])
 				content, deltas, called = append(content, c2...), append(deltas, d2...), fin
 			}
 			ev.Text = content
@@ -275,14 +275,14 @@ func appendStopReason(b []byte, q *seq, c *openai.Common) []byte {
 	return append(b, "null"...)
 }
 
-// appendLogprobs renders a chunk's logprobs as the choice's "logprobs"
-// JSON value.
-func (s *Server) appendLogprobs(b []byte, j *job, ch *engine.Chunk) []byte {
+// appendLogprobs renders a chunk of sequence q as the choice's
+// "logprobs" JSON value; text offsets go on from q's earlier chunks.
+func (s *Server) appendLogprobs(b []byte, j *job, q *seq, ch *engine.Chunk) []byte {
 	var v any
 	if j.chat {
-		v = openai.ChatLogprobs{Content: s.chatLogprobs(ch.Logprobs, j.lp.Top)}
+		v = openai.ChatLogprobs{Content: s.chatLogprobs(ch.Logprobs, j.lp)}
 	} else {
-		v = s.completionLogprobs(ch.Logprobs, j.lp.Top, 0)
+		v = s.completionLogprobs(ch.Logprobs, j.lp, &q.offsets)
 	}
 	out, err := json.Marshal(v)
 	if err != nil { // cannot happen: finite numbers and strings

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
@@ -26,7 +25,8 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	} else {
 		// Rendered as a chat request with the same fields renders it: the
 		// count is that request's prompt tokens.
-		chat := &openai.ChatRequest{Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt,
+		chat := &openai.ChatRequest{Common: openai.Common{AddSpecialTokens: req.AddSpecialTokens},
+			Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt,
 			ContinueFinalMessage: req.ContinueFinalMessage, ChatTemplateKwargs: req.ChatTemplateKwargs,
 			ToolFields: openai.ToolFields{Tools: req.Tools}}
 		apiErr := req.ChatTemplateKwargs.Check()
@@ -42,7 +42,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	if req.ReturnTokenStrs {
 		resp.TokenStrs = make([]string, len(toks))
 		for i, id := range toks {
-			resp.TokenStrs[i], _ = s.tokenText(id)
+			resp.TokenStrs[i], _ = s.tokenText(id, false)
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -64,15 +64,13 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, openai.DetokenizeResponse{Prompt: s.cfg.Codec.Decode(req.Tokens)})
 }
 
-// decodeBody decodes a JSON object body into a T, answering 400 on failure
-// (a parse function for readRequest).
+// decodeBody decodes a JSON object body into a T as the generation
+// endpoints decode theirs (openai.Decode), answering 400 naming the field
+// on failure (a parse function for readRequest).
 func decodeBody[T any](body []byte) (*T, *openai.Error) {
 	v := new(T)
-	if err := json.Unmarshal(body, v); err != nil {
-		if e, ok := err.(*openai.Error); ok {
-			return nil, e
-		}
-		return nil, openai.BadRequest("", "invalid request body: %v", err)
+	if err := openai.Decode(body, v); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

@@ -15,6 +15,9 @@ import (
 type toolCalling struct {
 	format string
 	legacy bool
+	// forced: constrained decoding enforces a call (tool_choice required or
+	// a named function), so the whole output is the template's call markup.
+	forced bool
 }
 
 // callFormats are the output shapes the constrained decoder writes for
@@ -76,6 +79,7 @@ func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatR
 	if plan.Choice != openai.ToolChoiceRequired && plan.Choice != openai.ToolChoiceNamed {
 		return nil
 	}
+	gen.tools.forced = true
 	if gen.grammar != nil {
 		return openai.BadRequest(param, "%s %s and a structured output format both constrain the output; give one", param, plan.Choice)
 	}
@@ -128,12 +132,27 @@ func (tc *toolCalling) finishReason() string {
 func (tc *toolCalling) readCalls(text string) (content string, calls []openai.ToolCall) {
 	ts := openai.NewToolStreamer(tc.format)
 	c1, _ := ts.Feed([]byte(text))
-	c2, _, called := ts.Finish()
+	c2, _, called := tc.finish(ts)
 	content = string(c1) + string(c2)
 	if !called {
+		if tc.forced {
+			return "", nil
+		}
 		return content, nil
 	}
 	return strings.TrimSpace(content), ts.Calls()
+}
+
+// finish ends ts's reading of an output (ToolStreamer.Finish). An enforced
+// call's output is all the template's markup: when it holds no call
+// (max_tokens cut it, even inside its marker, which ts held back as a
+// possible start of one) none of it is content.
+func (tc *toolCalling) finish(ts *openai.ToolStreamer) (content []byte, deltas []openai.ToolCallDelta, called bool) {
+	content, deltas, called = ts.Finish()
+	if tc.forced && !called {
+		content = nil
+	}
+	return content, deltas, called
 }
 
 // mergeDeltas joins consecutive pieces of the same call, so a chunk

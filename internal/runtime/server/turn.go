@@ -79,7 +79,7 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		if ts != nil && (!ch.Done || finishing) {
 			text, deltas = ts.Feed(ch.Text)
 			if finishing {
-				c2, d2, fin := ts.Finish()
+				c2, d2, fin := j.tools.finish(ts)
 				text, deltas, called = append(text, c2...), append(deltas, d2...), fin
 			}
 		}

@@ -30,6 +30,19 @@ func step(b []byte) (size int, ok bool) {
 	return 1, false
 }
 
+// TextStep is the length of the step of text that starts at b[0] (a rune,
+// or an ill-formed subsequence the text shows as one U+FFFD); complete is
+// false when b is all a well-formed prefix that more bytes may complete
+// (then size is len(b)). Callers that count a text's characters as its
+// tokens' bytes arrive count steps as the engine's text does.
+func TextStep(b []byte) (size int, complete bool) {
+	if !utf8.FullRune(b) {
+		return len(b), false
+	}
+	size, _ = step(b)
+	return size, true
+}
+
 // incompleteTail is the length of the well-formed but incomplete sequence at
 // the end of b (0 if b ends at a rune boundary or in ill-formed bytes): bytes
 // that may still become a rune when the next token arrives.
