@@ -123,6 +123,7 @@ func TestParseCompletionErrors(t *testing.T) {
 		{"logit_bias too many", `{"prompt":"x","logit_bias":{` + manyBiases(MaxLogitBiasEntries+1) + `}}`, "logit_bias"},
 		{"stop_token_ids type", `{"prompt":"x","stop_token_ids":["a"]}`, "stop_token_ids"},
 		{"bad_words empty", `{"prompt":"x","bad_words":[""]}`, "bad_words"},
+		{"bad_words word too long", `{"prompt":"x","bad_words":["a","` + strings.Repeat("z", MaxBadWordBytes+1) + `"]}`, "bad_words"},
 		{"truncate_prompt_tokens", `{"prompt":"x","truncate_prompt_tokens":0}`, "truncate_prompt_tokens"},
 		{"seed float", `{"prompt":"x","seed":1.5}`, "seed"},
 	}
@@ -139,6 +140,26 @@ func TestParseCompletionErrors(t *testing.T) {
 				t.Errorf("error %v: param %q, want %q", err, err.Param, tt.param)
 			}
 		})
+	}
+}
+
+// TestBadWordsBounded: a bad word of MaxBadWordBytes is taken, a longer
+// one is a 400 that names it, on both endpoints.
+func TestBadWordsBounded(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"x"}]`
+	words := func(n int) string { return `"bad_words":["a","` + strings.Repeat("z", n) + `"]` }
+	for name, parse := range parsers {
+		prompt := `"prompt":"x"`
+		if name == "chat" {
+			prompt = msgs
+		}
+		if err := parse([]byte(`{` + prompt + `,` + words(MaxBadWordBytes) + `}`)); err != nil {
+			t.Errorf("%s: a word of %d bytes: %v", name, MaxBadWordBytes, err)
+		}
+		err := parse([]byte(`{` + prompt + `,` + words(MaxBadWordBytes+1) + `}`))
+		if err == nil || err.Status != http.StatusBadRequest || err.Param != "bad_words" || !strings.Contains(err.Message, "bad_words[1]") {
+			t.Errorf("%s: a word of %d bytes: got %v, want a 400 naming bad_words[1]", name, MaxBadWordBytes+1, err)
+		}
 	}
 }
 

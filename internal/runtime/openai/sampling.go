@@ -26,6 +26,10 @@ const (
 	// that every request shares.
 	MaxStopStrings = 256
 	MaxStopBytes   = 64 << 10
+	// MaxBadWordBytes bounds each bad_words entry: a word is tokenized
+	// in one piece that a client leaving cannot stop, and a decoding step
+	// costs the longest word's tokens.
+	MaxBadWordBytes = 64 << 10
 )
 
 // Sampling are the sampling fields beyond OpenAI's basic ones, shared by
@@ -89,8 +93,11 @@ func (s *Sampling) validate(n int) *Error {
 		return BadRequest("allowed_token_ids", "allowed_token_ids is empty: no token could be generated")
 	}
 	for i, w := range s.BadWords {
-		if w == "" {
+		switch {
+		case w == "":
 			return BadRequest("bad_words", "bad_words[%d] is empty", i)
+		case len(w) > MaxBadWordBytes:
+			return BadRequest("bad_words", "bad_words[%d] is %d bytes; at most %d", i, len(w), MaxBadWordBytes)
 		}
 	}
 	return nil

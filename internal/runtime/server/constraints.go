@@ -101,11 +101,33 @@ func (gs *grammars) get(ctx context.Context, key string, compile func(context.Co
 }
 
 // compileInto compiles key, caches what is not cut short by ctx, and
-// releases those waiting on done.
+// releases those waiting on done. The compile includes the start
+// position's token mask (grammar.Prepare), built under the work bound of
+// a decoding step: a grammar whose rule stacks multiply past it from the
+// start is refused here, with a 400, instead of failing in the engine,
+// and the first step of a request finds its mask ready.
 func (gs *grammars) compileInto(ctx context.Context, key string, done chan struct{}, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
+	released := false
+	defer func() {
+		// A compile that panicked still releases those waiting on it (the
+		// panic goes on to the server's recovery): they compile the key
+		// themselves instead of waiting on it for as long as they last.
+		if !released {
+			gs.mu.Lock()
+			delete(gs.inflight, key)
+			close(done)
+			gs.mu.Unlock()
+		}
+	}()
 	g, dropped, err := compile(ctx)
+	if err == nil && gs.size > 0 && gs.decoder != nil { // no vocabulary otherwise (tests of the cache)
+		if err = g.Prepare(gs.vocabulary()); err != nil {
+			g, dropped = nil, nil
+		}
+	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	released = true
 	delete(gs.inflight, key)
 	close(done)
 	if err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -119,7 +141,9 @@ func (gs *grammars) compileInto(ctx context.Context, key string, done chan struc
 // evictLocked drops the least recently used entries past the entry
 // bound, and past the byte bound (grammars grow their masks as they are
 // used, so their sizes are read again at each insertion). The newest
-// entry stays.
+// entry stays. MemoryBytes does not wait for a grammar busy computing a
+// mask on the engine's goroutine, so neither does this, nor the requests
+// queued on gs.mu behind it.
 func (gs *grammars) evictLocked() {
 	for gs.lru.Len() > grammarCacheEntries {
 		gs.removeLocked(gs.lru.Back())
@@ -188,13 +212,43 @@ func (s *Server) reportDropped(h http.Header, param string, dropped []string) {
 	if len(dropped) == 0 {
 		return
 	}
-	list := strings.Join(dropped, ",")
-	if prev := h.Get(SchemaDroppedHeader); prev != "" {
-		list = prev + "," + list
+	list := h.Get(SchemaDroppedHeader)
+	for _, k := range dropped {
+		if strings.HasSuffix(list, "…") {
+			break // cut short already, by an earlier constraint
+		}
+		sep := ""
+		if list != "" {
+			sep = ","
+		}
+		if len(list)+len(sep)+len(k) > maxDroppedHeaderBytes {
+			list += sep + "…"
+			break
+		}
+		list += sep + k
 	}
 	h.Set(SchemaDroppedHeader, list)
-	s.log.Warn("schema keywords dropped: constrained decoding cannot enforce them", "param", param, "keywords", dropped)
+	logged := dropped
+	if len(logged) > maxDroppedLogged {
+		logged = logged[:maxDroppedLogged]
+	}
+	s.log.Warn("schema keywords dropped: constrained decoding cannot enforce them", "param", param,
+		"keywords", logged, "count", len(dropped))
 }
+
+// Bounds on what reportDropped writes: a schema may carry any number of
+// keywords the decoder drops, and each would otherwise lengthen the
+// response header and the log line (clients refuse headers past a few
+// KiB). The keywords that would take the header past
+// maxDroppedHeaderBytes are one "…".
+const (
+	maxDroppedHeaderBytes = 2048
+	maxDroppedLogged      = 32
+)
+
+// A grammar matcher fails its request, not the engine, when its automaton
+// passes its work bound at some position.
+var _ engine.FailingConstraint = (*grammar.Matcher)(nil)
 
 // matcher starts a request on g; ends are the model's EOS ids and the
 // request's stop token ids.

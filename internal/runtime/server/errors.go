@@ -7,6 +7,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
 )
 
 // statusClientClosed is recorded (never sent: nobody listens) for requests
@@ -52,9 +53,13 @@ func submitError(err error, promptParam string) *openai.Error {
 }
 
 // finishError is the error of a request the engine ended without a result:
-// aborted at the drain deadline, cancelled, or failed by the executor.
+// aborted at the drain deadline, cancelled, failed by its own output
+// constraint (a 400: the request's grammar is at fault, not the model), or
+// failed by the executor.
 func (s *Server) finishError(c engine.Chunk) *openai.Error {
 	switch {
+	case c.FinishReason == completion.Error && errors.Is(c.Err, grammar.ErrTooLarge):
+		return openai.BadRequest("", "%v", c.Err)
 	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrStopped):
 		return openai.Unavailable("the server shut down before the request finished")
 	case c.FinishReason == completion.Cancelled && errors.Is(c.Err, engine.ErrDraining):

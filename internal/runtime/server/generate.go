@@ -394,15 +394,16 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 // compileBadWords tokenizes bad_words, each with and without a leading
 // space (a word mid-text usually starts with one), and compiles them: in
 // time linear in the words' length, each distinct word tokenized once, and
-// stopped when the client leaves.
+// stopped when the client leaves, between two words (a word is at most
+// openai.MaxBadWordBytes, so that is soon).
 func (s *Server) compileBadWords(ctx context.Context, words []string) (*sampling.BadWords, *openai.Error) {
 	if len(words) == 0 {
 		return nil, nil
 	}
 	seen := make(map[string]struct{}, len(words))
 	toks := make([][]int32, 0, 2*len(words))
-	for i, w := range words {
-		if i%1024 == 1023 && ctx.Err() != nil {
+	for _, w := range words {
+		if ctx.Err() != nil {
 			return nil, cancelled()
 		}
 		if _, dup := seen[w]; dup {

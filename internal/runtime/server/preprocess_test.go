@@ -1,12 +1,16 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/codec"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
 // processCPU is the user and system CPU time this process used so far.
@@ -48,5 +52,44 @@ func TestBadWordsAtBodyLimit(t *testing.T) {
 	t.Logf("300k bad_words: %v wall, %v CPU", elapsed.Round(time.Millisecond), used.Round(time.Millisecond))
 	if used > time.Second {
 		t.Errorf("a request with 300k bad_words took %v of CPU, want < 1s", used)
+	}
+}
+
+// leavingCodec is a codec whose client leaves while the first text is
+// tokenized; it counts the texts tokenized.
+type leavingCodec struct {
+	codec.Codec
+	leave   context.CancelFunc
+	encoded int
+}
+
+func (c *leavingCodec) Encode(text string, addSpecial bool) []int32 {
+	c.encoded++
+	c.leave()
+	return c.Codec.Encode(text, addSpecial)
+}
+
+// TestBadWordsStopWhenTheClientLeaves: a client that leaves while its
+// bad_words are tokenized stops the tokenizing at the next word, however
+// few and long the words (each is at most openai.MaxBadWordBytes).
+func TestBadWordsStopWhenTheClientLeaves(t *testing.T) {
+	m, err := model.Open("builtin:tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &leavingCodec{Codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, leave: cancel}
+	s := &Server{cfg: Config{Codec: c}}
+	words := make([]string, 60)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%d-", i) + strings.Repeat("z", 1000)
+	}
+	if _, apiErr := s.compileBadWords(ctx, words); apiErr == nil || apiErr.Status != statusClientClosed {
+		t.Fatalf("compileBadWords after the client left: %v, want the request cancelled", apiErr)
+	}
+	// The word in hand, with and without its leading space.
+	if c.encoded > 2 {
+		t.Errorf("%d texts tokenized after the client left while the first was", c.encoded-1)
 	}
 }

@@ -363,3 +363,53 @@ func TestDisconnectStopsCompile(t *testing.T) {
 		t.Errorf("%d compiles cached after the client left: the compile ran to its end", cached)
 	}
 }
+
+// TestCompilePanicReleasesWaiters: a compile that panics still releases
+// the requests waiting on its key, which then compile it themselves
+// instead of waiting for as long as they last.
+func TestCompilePanicReleasesWaiters(t *testing.T) {
+	gs := newGrammars(300, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	panicking := func(context.Context) (*grammar.Grammar, []string, error) {
+		close(entered)
+		<-release
+		panic("compile bug")
+	}
+	go func() {
+		defer func() { _ = recover() }() // the server's recovery, for the panicking request
+		_, _ = gs.get(context.Background(), "k", panicking)
+	}()
+	<-entered
+	waiter := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := gs.get(ctx, "k", func(context.Context) (*grammar.Grammar, []string, error) {
+			g, err := grammar.Regex("a")
+			return g, nil, err
+		})
+		waiter <- err
+	}()
+	close(release)
+	if err := <-waiter; err != nil {
+		t.Fatalf("the request waiting on a compile that panicked: %v (want its own compile)", err)
+	}
+}
+
+// TestSchemaDroppedHeaderBounded: a schema with thousands of keywords the
+// decoder drops names them in a header of bounded length, cut with "…".
+func TestSchemaDroppedHeaderBounded(t *testing.T) {
+	env, _ := newCPUEnv(t)
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{"a":{"type":"integer"}}`)
+	for i := range 3000 {
+		fmt.Fprintf(&b, `,"x-vendor-keyword-%05d":1`, i)
+	}
+	b.WriteString(`}`)
+	r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":20,"seed":1,`+
+		`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":`+b.String()+`}}}`)
+	h := r.header.Get(SchemaDroppedHeader)
+	if r.status != 200 || !strings.HasPrefix(h, "x-vendor-keyword-00000,") || !strings.HasSuffix(h, ",…") || len(h) > maxDroppedHeaderBytes+len(",…") {
+		t.Fatalf("%d, %s of %d bytes: %.80q…: %s", r.status, SchemaDroppedHeader, len(h), h, r.body)
+	}
+}

@@ -718,7 +718,7 @@ func (e *Engine) processLocked(now time.Time, execErr error) (sampled, finished 
 			continue
 		}
 		if s.constraint != nil && !s.constraint.Advance(tok) {
-			e.finishLocked(s, completion.Error, fmt.Errorf("sampled token %d violates the output constraint (nothing else was allowed)", tok), now)
+			e.finishLocked(s, completion.Error, constraintError(s.constraint, tok), now)
 			finished++
 			continue
 		}
@@ -901,6 +901,17 @@ func (s *sequence) bannedNow() []int32 {
 // remaining is how many tokens s may still generate, the next included.
 func (e *Engine) remaining(s *sequence) int {
 	return min(s.req.Params.MaxTokens-s.outTokens, e.cfg.MaxModelLen-len(s.tokens))
+}
+
+// constraintError is why constraint c refused tok: its own failure, or
+// a token nothing else was allowed against.
+func constraintError(c sampling.Constraint, tok int32) error {
+	if fc, ok := c.(FailingConstraint); ok {
+		if err := fc.Err(); err != nil {
+			return fmt.Errorf("output constraint: %w", err)
+		}
+	}
+	return fmt.Errorf("sampled token %d violates the output constraint (nothing else was allowed)", tok)
 }
 
 // constrainSampled keeps a token an executor sampled by itself (it never

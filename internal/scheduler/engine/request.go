@@ -128,8 +128,20 @@ type Request struct {
 	// calls): its mask is applied to the logits before sampling, and the
 	// request finishes with reason stop when it is Done. It replaces
 	// MinTokens' ban on EOS (the constraint decides when the output may
-	// end). Nil costs nothing.
+	// end). Nil costs nothing. A constraint that can fail (a
+	// FailingConstraint) ends the request with its error when it refuses
+	// the token sampled.
 	Constraint sampling.Constraint
+}
+
+// FailingConstraint is a sampling.Constraint that can fail on its own,
+// for instance a grammar whose automaton passes its work bound at some
+// position. A failed constraint allows no token and advances on none; Err
+// (nil while it has not failed) says why, and the engine finishes the
+// request with reason error and that error, going on with the others.
+type FailingConstraint interface {
+	sampling.Constraint
+	Err() error
 }
 
 // Errors returned by Submit. The server maps ErrQueueFull to HTTP 429,

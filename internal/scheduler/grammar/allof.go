@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // maxRefChain bounds the references followed to merge one subschema.
@@ -15,18 +16,19 @@ const maxRefChain = 32
 // take the tightest, other keywords must agree. References are followed;
 // a recursive one cannot be merged. What does not merge fails naming
 // allOf.
-func (c *schemaConv) mergeAllOf(s *object, path string) *object {
+func (c *schemaConv) mergeAllOf(s *object, path *schemaPath) *object {
 	return c.mergeAll(s, path, 0)
 }
 
-func (c *schemaConv) mergeAll(s *object, path string, depth int) *object {
+func (c *schemaConv) mergeAll(s *object, path *schemaPath, depth int) *object {
 	subs, ok := s.vals["allOf"].([]any)
 	if !ok || len(subs) == 0 {
 		c.fail(path, "allOf", "must be a non-empty array")
 		return nil
 	}
 	all := append([]any{without(s, "allOf")}, subs...)
-	merged := &object{vals: map[string]any{}}
+	mg := &merger{merged: &object{vals: map[string]any{}}}
+	merged := mg.merged
 	var closed []*object // subschemas that bar properties beyond theirs
 	for i, sub := range all {
 		o := c.flatten(sub, path, depth)
@@ -40,8 +42,8 @@ func (c *schemaConv) mergeAll(s *object, path string, depth int) *object {
 			closed = append(closed, o)
 		}
 		for _, k := range o.keys {
-			if err := mergeKeyword(merged, k, o.vals[k]); err != "" {
-				c.fail(fmt.Sprintf("%s/allOf/%d", path, max(0, i-1)), "allOf", "does not merge: %s", err)
+			if err := mg.merge(k, o.vals[k]); err != "" {
+				c.fail(path.to("allOf", strconv.Itoa(max(0, i-1))), "allOf", "does not merge: %s", err)
 				return nil
 			}
 		}
@@ -64,7 +66,7 @@ func (c *schemaConv) mergeAll(s *object, path string, depth int) *object {
 
 // flatten returns sub as an object without references or allOf at its
 // top: nil for true.
-func (c *schemaConv) flatten(sub any, path string, depth int) *object {
+func (c *schemaConv) flatten(sub any, path *schemaPath, depth int) *object {
 	switch t := sub.(type) {
 	case bool:
 		if t {
@@ -80,6 +82,12 @@ func (c *schemaConv) flatten(sub any, path string, depth int) *object {
 		if c.nodes++; c.nodes > maxSchemaNodes {
 			c.fail(path, "", "more than %d subschemas to compile", maxSchemaNodes)
 			return nil
+		}
+		if c.nodes&63 == 0 {
+			if err := c.ctx.Err(); err != nil {
+				c.err = err
+				return nil
+			}
 		}
 		if ref, ok := t.vals["$ref"]; ok {
 			_, target, ok := c.resolve(ref, path)
@@ -98,8 +106,22 @@ func (c *schemaConv) flatten(sub any, path string, depth int) *object {
 	return nil
 }
 
-// mergeKeyword merges keyword k's value v into m; it returns why not.
-func mergeKeyword(m *object, k string, v any) string {
+// merger merges subschemas' keywords into merged. The properties and
+// required it merges are its own, and grow in place: merging n
+// subschemas costs their size, not n times the size merged so far.
+type merger struct {
+	merged *object
+	// ownProperties is merged's properties, a copy of the first
+	// subschema's that the others' are added to; nil before.
+	ownProperties *object
+	// required holds the names (as JSON) in merged's required once a
+	// second list has been merged into it; nil before.
+	required map[string]bool
+}
+
+// merge merges keyword k's value v into merged; it returns why not.
+func (mg *merger) merge(k string, v any) string {
+	m := mg.merged
 	old, ok := m.vals[k]
 	if !ok || ignoredKeywords[k] {
 		if !ok {
@@ -114,10 +136,14 @@ func mergeKeyword(m *object, k string, v any) string {
 		if !aok || !bok {
 			return "properties must be objects"
 		}
-		out := &object{vals: map[string]any{}}
-		for _, name := range a.keys {
-			out.set(name, a.vals[name])
+		if mg.ownProperties == nil {
+			mg.ownProperties = &object{keys: slices.Clone(a.keys), vals: make(map[string]any, len(a.keys))}
+			for _, name := range a.keys {
+				mg.ownProperties.vals[name] = a.vals[name]
+			}
+			m.vals[k] = mg.ownProperties
 		}
+		out := mg.ownProperties
 		for _, name := range b.keys {
 			if prev, ok := out.vals[name]; ok {
 				out.vals[name] = &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{prev, b.vals[name]}}}
@@ -125,13 +151,22 @@ func mergeKeyword(m *object, k string, v any) string {
 			}
 			out.set(name, b.vals[name])
 		}
-		m.vals[k] = out
 	case "required":
-		a, _ := old.([]any)
+		// Names compared as JSON: a list may hold anything (the schema
+		// is refused later), lists included, which == cannot compare.
+		if mg.required == nil {
+			a, _ := old.([]any)
+			mg.required = make(map[string]bool, len(a))
+			for _, e := range a {
+				mg.required[compactJSON(e)] = true
+			}
+			m.vals[k] = slices.Clone(a)
+		}
+		out := m.vals[k].([]any)
 		b, _ := v.([]any)
-		out := slices.Clone(a)
 		for _, e := range b {
-			if !slices.Contains(out, e) {
+			if j := compactJSON(e); !mg.required[j] {
+				mg.required[j] = true
 				out = append(out, e)
 			}
 		}
@@ -156,13 +191,14 @@ func mergeKeyword(m *object, k string, v any) string {
 	case "enum":
 		a, _ := old.([]any)
 		b, _ := v.([]any)
+		inB := make(map[string]bool, len(b))
+		for _, f := range b {
+			inB[compactJSON(f)] = true
+		}
 		var out []any
 		for _, e := range a {
-			for _, f := range b {
-				if compactJSON(e) == compactJSON(f) {
-					out = append(out, e)
-					break
-				}
+			if inB[compactJSON(e)] {
+				out = append(out, e)
 			}
 		}
 		if len(out) == 0 {

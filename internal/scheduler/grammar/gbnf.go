@@ -17,7 +17,12 @@ const maxGrammarBytes = 256 << 10
 type GBNFError struct {
 	Line, Col int
 	Reason    string
+	// Err is the compile error Reason spells, if one (ErrTooComplex, a
+	// context's): errors.Is sees through the GBNFError to it.
+	Err error
 }
+
+func (e *GBNFError) Unwrap() error { return e.Err }
 
 func (e *GBNFError) Error() string {
 	if e.Line == 0 {
@@ -56,7 +61,7 @@ func CompileGBNF(ctx context.Context, src string) (*Grammar, error) {
 	}
 	g, err := newGrammar(ctx, call(root))
 	if err != nil {
-		return nil, &GBNFError{Reason: err.Error()}
+		return nil, &GBNFError{Reason: err.Error(), Err: err}
 	}
 	return g, nil
 }

@@ -12,6 +12,9 @@ type Matcher struct {
 	v     *Vocab
 	state *dstate
 	done  bool
+	// err is the bound the automaton passed at this position (see
+	// work_bound.go); the matcher allows nothing after it.
+	err error
 	// ends are the end-of-sequence and stop token ids: allowed where the
 	// output is complete.
 	ends []int32
@@ -27,27 +30,53 @@ var _ sampling.Constraint = (*Matcher)(nil)
 // one vocabulary: a server has one.
 func (g *Grammar) NewMatcher(v *Vocab, ends []int32) *Matcher {
 	g.mu.Lock()
-	if g.vocab == nil {
-		g.vocab = v
-	} else if g.vocab != v {
-		panic("grammar: one grammar used with two vocabularies")
-	}
+	g.bindLocked(v)
 	init := g.init
 	g.mu.Unlock()
 	return &Matcher{g: g, v: v, state: init, ends: slices.Clone(ends), scratch: make([]uint64, v.words)}
 }
 
-// Mask implements sampling.Constraint.
+func (g *Grammar) bindLocked(v *Vocab) {
+	if g.vocab == nil {
+		g.vocab = v
+		g.noteMemory()
+	} else if g.vocab != v {
+		panic("grammar: one grammar used with two vocabularies")
+	}
+}
+
+// Prepare binds g to vocabulary v, as NewMatcher does, and computes the
+// start position's token mask under the bounds of a decoding step: a
+// server calls it when it compiles a constraint, so that a grammar that
+// passes the bounds at once is refused with the compile (the error wraps
+// ErrTooComplex), and the request's first step finds its mask cached.
+func (g *Grammar) Prepare(v *Vocab) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.bindLocked(v)
+	g.begin(v)
+	if g.maskFor(v, g.init, -1, nil) == nil {
+		return g.w.err
+	}
+	return nil
+}
+
+// Mask implements sampling.Constraint. When the automaton passes its
+// bounds at this position it allows no token, and Err says why.
 func (m *Matcher) Mask(remaining int) []uint64 {
 	g := m.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if m.done {
+	if m.done || m.err != nil {
 		clear(m.scratch)
 		return m.scratch
 	}
+	g.begin(m.v)
 	s := m.state
 	full := g.maskFor(m.v, s, -1, nil)
+	if full == nil {
+		return m.failLocked()
+	}
 	bits := full.bits
 	// With remaining tokens left, the one sampled now must leave the rest
 	// of the output at most remaining-1 tokens away (a token is at least
@@ -55,6 +84,9 @@ func (m *Matcher) Mask(remaining int) []uint64 {
 	// last steps of a long output pay for a budgeted walk.
 	if budget := int32(remaining - 1); budget >= 0 && full.maxDist > budget {
 		bm := g.maskFor(m.v, s, budget, m.scratch)
+		if bm == nil {
+			return m.failLocked()
+		}
 		if bm.count > 0 || s.accept {
 			bits = bm.bits
 		}
@@ -73,12 +105,21 @@ func (m *Matcher) Mask(remaining int) []uint64 {
 	return bits
 }
 
-// Advance implements sampling.Constraint.
+// failLocked records the bound the current call passed and returns the
+// empty mask.
+func (m *Matcher) failLocked() []uint64 {
+	m.err = m.g.w.err
+	clear(m.scratch)
+	return m.scratch
+}
+
+// Advance implements sampling.Constraint. It returns false once the
+// matcher has failed (Err).
 func (m *Matcher) Advance(tok int32) bool {
 	g := m.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if m.done {
+	if m.done || m.err != nil {
 		return false
 	}
 	if slices.Contains(m.ends, tok) {
@@ -92,9 +133,11 @@ func (m *Matcher) Advance(tok int32) bool {
 	if len(tb) == 0 {
 		return false
 	}
+	g.begin(m.v)
 	s := m.state
 	for _, c := range tb {
 		if s = g.step(s, c); s == nil {
+			m.err = g.w.err
 			return false
 		}
 	}
@@ -107,6 +150,16 @@ func (m *Matcher) Advance(tok int32) bool {
 
 // Done implements sampling.Constraint.
 func (m *Matcher) Done() bool { return m.done }
+
+// Err is why the matcher failed: nil, or an error wrapping ErrTooComplex
+// when the grammar's automaton passed the bounds of a decoding step at
+// this position. A failed matcher allows no token and advances on none;
+// the engine ends its request with this error.
+func (m *Matcher) Err() error {
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	return m.err
+}
 
 // Complete reports whether the output so far is accepted (tests).
 func (m *Matcher) Complete() bool {

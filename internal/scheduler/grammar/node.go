@@ -94,12 +94,24 @@ func lit(s string) *node {
 	return &node{op: opConcat, subs: subs}
 }
 
+// spliceMax is the most subs a sequence may have to be spliced into a
+// sequence that contains it; a longer one stays one node (the language is
+// the same). Splicing every sequence would copy each one built around the
+// one before (an object's members, a nested object, a GBNF group inside a
+// group) again at every step: time and memory quadratic in the schema or
+// grammar. Splicing only short ones keeps building linear, and an
+// expression whose sequences are all short compiles as it did when every
+// sequence was spliced.
+const spliceMax = 16
+
+// concat is its operands in sequence: operands that match only "" are
+// left out, short sequences spliced in.
 func concat(subs ...*node) *node {
 	var out []*node
 	for _, s := range subs {
-		switch s.op {
-		case opEmpty:
-		case opConcat:
+		switch {
+		case s.op == opEmpty:
+		case s.op == opConcat && len(s.subs) <= spliceMax:
 			out = append(out, s.subs...)
 		default:
 			out = append(out, s)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // maxCachedMasks bounds the token masks a grammar keeps for automaton
@@ -54,6 +55,9 @@ type dstate struct {
 	// next[b] is the state after byte b: nil not computed, deadState dead.
 	next [256]*dstate
 	mask *tokenMask
+	// tooComplex is the bound a call passed computing mask: later calls
+	// fail at once instead of paying for it again.
+	tooComplex error
 }
 
 // deadState marks a transition that no stack survives.
@@ -88,9 +92,17 @@ type Grammar struct {
 	positions map[int32]*positionMask
 	masks     int // masks cached in states
 	resets    int // times the tables started afresh
-	seen      map[seenKey]struct{}
-	scratch   []item
-	key       []byte
+	// refs counts the frames the interned states list (see maxFrames).
+	refs    int
+	w       work // the current call's, see work_bound.go
+	seen    map[seenKey]struct{}
+	scratch []item
+	key     []byte
+
+	// memory is MemoryBytes, updated where the grammar grows and read
+	// without g.mu: a cache evicting grammars must not wait for one busy
+	// computing a mask.
+	memory atomic.Int64
 }
 
 func newGrammar(ctx context.Context, n *node) (*Grammar, error) {
@@ -101,17 +113,25 @@ func newGrammar(ctx context.Context, n *node) (*Grammar, error) {
 	g := &Grammar{p: p, positions: map[int32]*positionMask{}, seen: map[seenKey]struct{}{}}
 	g.bottom = &frame{state: -1, id: 1}
 	g.nextID = 1
-	g.reset()
+	g.clearTables()
+	// The start state, under the bounds of a decoding step: a grammar
+	// whose first position already has too many stacks is refused here.
+	g.begin(nil)
+	g.acceptAll = g.intern(nil, true, false)
+	g.init = g.closure([]item{{g.p.starts[0], nil}})
+	if g.failed() {
+		return nil, g.w.err
+	}
 	return g, nil
 }
 
-// reset starts the interning tables afresh.
-func (g *Grammar) reset() {
+// clearTables starts the interning tables afresh. The states and frames
+// interned so far stay valid for the matchers that hold them.
+func (g *Grammar) clearTables() {
 	g.index = map[string]*dstate{}
 	g.frames = map[frameKey]*frame{}
 	g.masks = 0
-	g.acceptAll = g.intern(nil, true, false)
-	g.init = g.closure([]item{{g.p.starts[0], nil}})
+	g.refs = 0
 }
 
 func parentID(f *frame) uint64 {
@@ -137,13 +157,18 @@ func (g *Grammar) frame(state int32, parent *frame) *frame {
 
 // closure returns the state of the stacks reachable from items without
 // reading a byte: splits are followed, calls push their rule's start,
-// rule ends return to their caller.
+// rule ends return to their caller. It returns nil, and records why,
+// when the call passes its bounds (work_bound.go).
 func (g *Grammar) closure(items []item) *dstate {
+	if g.failed() {
+		return nil
+	}
 	clear(g.seen)
 	stack := append(g.scratch[:0], items...)
 	var frames []*frame
 	accept, returns := false, false
-	for len(stack) > 0 {
+	visited := 0
+	for len(stack) > 0 && !g.failed() {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		k := seenKey{it.state, parentID(it.parent)}
@@ -151,6 +176,10 @@ func (g *Grammar) closure(items []item) *dstate {
 			continue
 		}
 		g.seen[k] = struct{}{}
+		visited++
+		if g.w.items++; g.w.items > maxCallItems {
+			g.fail(errCallItems)
+		}
 		switch st := &g.p.nfa[it.state]; st.kind {
 		case nRange:
 			frames = append(frames, g.frame(it.state, it.parent))
@@ -174,6 +203,12 @@ func (g *Grammar) closure(items []item) *dstate {
 		}
 	}
 	g.scratch = stack
+	if visited > bigClosure { // do not keep a large seen set and stack
+		g.seen, g.scratch = map[seenKey]struct{}{}, nil
+	}
+	if g.failed() {
+		return nil
+	}
 	slices.SortFunc(frames, func(a, b *frame) int {
 		switch {
 		case a.id < b.id:
@@ -206,13 +241,11 @@ func (g *Grammar) intern(frames []*frame, accept, returns bool) *dstate {
 	if d, ok := g.index[string(key)]; ok {
 		return d
 	}
-	if len(g.index) >= maxStates {
-		// The old states stay valid for the matchers that hold them.
+	if len(g.index) >= maxStates || len(g.frames)+g.refs >= maxFrames {
 		g.resets++
-		g.index = map[string]*dstate{}
-		g.frames = map[frameKey]*frame{}
-		g.masks = 0
+		g.clearTables()
 	}
+	g.refs += len(frames)
 	d := &dstate{frames: frames, accept: accept, returns: returns, liveDist: inf}
 	for _, f := range frames {
 		d.liveDist = min(d.liveDist, f.dist)
@@ -222,15 +255,33 @@ func (g *Grammar) intern(frames []*frame, accept, returns bool) *dstate {
 		d.dist = 0
 	}
 	g.index[string(key)] = d
+	g.noteMemory()
 	return d
 }
 
-// step returns the state after byte c from d, or nil. The caller holds
-// g.mu.
+// step returns the state after byte c from d, or nil: no stack survives,
+// or the call passed its bounds (g.failed). The caller holds g.mu. A
+// transition already computed costs a few instructions (step inlines): a
+// token mask follows one per trie node it visits.
 func (g *Grammar) step(d *dstate, c byte) *dstate {
+	if n := d.next[c]; n != nil && n != deadState && g.w.stepsLeft > 0 {
+		g.w.stepsLeft--
+		return n
+	}
+	return g.stepSlow(d, c)
+}
+
+// stepSlow is step past its fast path: a dead state or transition, the
+// bound, or a transition to compute.
+func (g *Grammar) stepSlow(d *dstate, c byte) *dstate {
 	if d == deadState { // shared by every grammar: never written
 		return nil
 	}
+	if g.w.stepsLeft <= 0 { // zero too after any failure: the walks stop
+		g.fail(errCallSteps)
+		return nil
+	}
+	g.w.stepsLeft--
 	if n := d.next[c]; n != nil {
 		if n == deadState {
 			return nil
@@ -246,7 +297,9 @@ func (g *Grammar) step(d *dstate, c byte) *dstate {
 	}
 	n := deadState
 	if len(moved) > 0 {
-		n = g.closure(moved)
+		if n = g.closure(moved); n == nil {
+			return nil // not cached: the bound is the call's
+		}
 	}
 	d.next[c] = n
 	if n == deadState {
@@ -255,7 +308,8 @@ func (g *Grammar) step(d *dstate, c byte) *dstate {
 	return n
 }
 
-// resumeAt is the state after a rule returns to f (nil: the output ends).
+// resumeAt is the state after a rule returns to f (f nil: the output
+// ends), or nil when the call passed its bounds.
 func (g *Grammar) resumeAt(f *frame) *dstate {
 	if f == nil {
 		return g.acceptAll
@@ -269,12 +323,14 @@ func (g *Grammar) resumeAt(f *frame) *dstate {
 // isFinal reports whether d accepts and no byte may follow.
 func (d *dstate) isFinal() bool { return d.accept && len(d.frames) == 0 }
 
-// Accepts reports whether the grammar matches text exactly.
+// Accepts reports whether the grammar matches text exactly; false too
+// when a byte's step passes the bounds of work_bound.go.
 func (g *Grammar) Accepts(text []byte) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	d := g.init
 	for _, c := range text {
+		g.begin(nil)
 		if d = g.step(d, c); d == nil {
 			return false
 		}
@@ -297,13 +353,18 @@ func (g *Grammar) NumNFAStates() int { return len(g.p.nfa) }
 func (g *Grammar) NumRules() int { return len(g.p.starts) }
 
 // MemoryBytes estimates the memory the grammar holds: its automaton, the
-// states interned so far and their cached masks.
-func (g *Grammar) MemoryBytes() int64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := int64(len(g.p.nfa))*16 + int64(len(g.index))*(256*8+96) + int64(len(g.frames))*64
+// states and frames interned so far and the cached masks. It does not
+// wait for a call in progress: it returns the estimate as of the last
+// state the grammar interned or mask it cached.
+func (g *Grammar) MemoryBytes() int64 { return g.memory.Load() }
+
+// noteMemory updates MemoryBytes; it is called where the grammar grows
+// (a state interned, a mask cached, the vocabulary bound). The caller
+// holds g.mu.
+func (g *Grammar) noteMemory() {
+	n := int64(len(g.p.nfa))*16 + int64(len(g.index))*(256*8+96) + int64(len(g.frames))*64 + int64(g.refs)*8
 	if g.vocab != nil {
 		n += int64(g.masks+len(g.positions)) * int64(g.vocab.words) * 8
 	}
-	return n
+	g.memory.Store(n)
 }

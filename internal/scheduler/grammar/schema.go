@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // SchemaError is a schema the compiler refuses: Path is the JSON pointer of
@@ -66,6 +67,10 @@ const (
 	// maxSchemaNodes bounds the subschemas visited in one compile
 	// (allOf merging and anyOf distribution copy subschemas).
 	maxSchemaNodes = 1 << 16
+	// ctxCheckEvery is how often (in nodes built for one place, see
+	// stateFloor) a compile checks its context: an object member or a
+	// string is a few KiB at most.
+	ctxCheckEvery = 64
 )
 
 // object is a JSON object with its key order.
@@ -170,7 +175,12 @@ func JSONSchema(schema []byte) (*Grammar, error) {
 // generated in the schema's order; whitespace between tokens is bounded.
 // The compile stops with ctx's error when ctx ends.
 func CompileJSONSchema(ctx context.Context, schema []byte, opts SchemaOptions) (*Grammar, []string, error) {
-	n, dropped, err := schemaNode(ctx, schema, opts)
+	v, err := parseOrdered(schema)
+	if err != nil {
+		return nil, nil, &SchemaError{Reason: fmt.Sprintf("not valid JSON: %v", err)}
+	}
+	c := newSchemaConv(ctx, v, opts, nil)
+	n, dropped, err := c.convert()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -179,7 +189,7 @@ func CompileJSONSchema(ctx context.Context, schema []byte, opts SchemaOptions) (
 		return nil, nil, schemaCompileError(err)
 	}
 	if g.MinLength() >= int(inf) {
-		return nil, nil, &SchemaError{Keyword: "$ref", Reason: "accepts no finite document (a required reference never ends)"}
+		return nil, nil, c.acceptsNothing()
 	}
 	return g, dropped, nil
 }
@@ -193,19 +203,24 @@ func schemaCompileError(err error) error {
 	return err
 }
 
-// schemaNode is the expression of a schema, for building larger grammars.
-func schemaNode(ctx context.Context, schema []byte, opts SchemaOptions) (*node, []string, error) {
-	v, err := parseOrdered(schema)
-	if err != nil {
-		return nil, nil, &SchemaError{Reason: fmt.Sprintf("not valid JSON: %v", err)}
-	}
-	return valueNode(ctx, v, opts)
+// valueNode is the expression of a parsed schema, for building larger
+// grammars; floor counts its states toward the automaton it goes into
+// (nil: a floor of its own).
+func valueNode(ctx context.Context, v any, opts SchemaOptions, floor *stateFloor) (*node, []string, error) {
+	return newSchemaConv(ctx, v, opts, floor).convert()
 }
 
-// valueNode is schemaNode for a parsed schema.
-func valueNode(ctx context.Context, v any, opts SchemaOptions) (*node, []string, error) {
-	c := &schemaConv{ctx: ctx, root: v, lenient: opts.Lenient, refs: map[string]*rule{}, formats: map[string]*node{}, dropped: map[string]bool{}}
-	n := c.conv(v, "#")
+func newSchemaConv(ctx context.Context, root any, opts SchemaOptions, floor *stateFloor) *schemaConv {
+	if floor == nil {
+		floor = &stateFloor{}
+	}
+	return &schemaConv{ctx: ctx, root: root, lenient: opts.Lenient, refs: map[string]*rule{}, formats: map[string]*node{},
+		dropped: map[string]bool{}, floor: floor}
+}
+
+// convert is the expression of the whole schema and the keywords dropped.
+func (c *schemaConv) convert() (*node, []string, error) {
+	n := c.conv(c.root, rootPath("#"))
 	if c.err != nil {
 		return nil, nil, c.err
 	}
@@ -236,19 +251,133 @@ type schemaConv struct {
 	refs    map[string]*rule
 	formats map[string]*node
 	nodes   int
-	err     error
+	floor   *stateFloor
+	// narrowed are the values left by keywords that narrow others, in
+	// the order built.
+	narrowed []narrowing
+	err      error
 }
 
-func (c *schemaConv) fail(path, keyword, format string, args ...any) *node {
+// stateFloor counts, as nodes are built, the states of the nodes built
+// for one place only (an object member, an enum value, a const, a
+// string's or a number's characters), which the automaton compiles at
+// least once each: a lower bound of its size, shared by the schemas
+// compiled into one automaton (the tools of a tool call). Past
+// MaxNFAStates the compile would be refused, so it is refused then,
+// before the nodes take memory. (A part no document can use, such as
+// items past maxItems, is never compiled but counts too: building it
+// costs the same.)
+type stateFloor struct {
+	states int
+	// adds counts the additions, to check ctx every so often.
+	adds int
+}
+
+// compiledSize is the states n compiles to on its own: what a copy of n
+// built for one place adds to an automaton at least.
+func compiledSize(n *node) int {
+	b := newBuilder(context.Background())
+	b.compile(n, b.add(nstate{kind: nEnd}))
+	return len(b.states) - 1
+}
+
+// The sizes of the expressions built afresh for each string and number.
+var (
+	stringCharStates    = sync.OnceValue(func() int { return compiledSize(stringChar()) })
+	bmpStringCharStates = sync.OnceValue(func() int { return compiledSize(bmpStringChar()) })
+	integerStates       = sync.OnceValue(func() int { return compiledSize(integer()) })
+	numberStates        = sync.OnceValue(func() int { return compiledSize(number()) })
+)
+
+// narrowing is the values a keyword leaves of a subschema's (a format
+// beside a pattern, a length bound, a multipleOf beside a range): when
+// the whole schema accepts nothing, the first that leaves nothing is
+// named.
+type narrowing struct {
+	n       *node // regular
+	path    *schemaPath
+	keyword string
+	reason  string
+}
+
+func (c *schemaConv) narrow(n *node, path *schemaPath, keyword, format string, args ...any) {
+	c.narrowed = append(c.narrowed, narrowing{n: n, path: path, keyword: keyword, reason: fmt.Sprintf(format, args...)})
+}
+
+// acceptsNothing is the error of a schema that accepts no document: the
+// first keyword that leaves its subschema no value, else (none does) a
+// required reference that never ends. The keywords are checked one by
+// one, on this path only, within the state budget of one compile.
+func (c *schemaConv) acceptsNothing() error {
+	budget := MaxNFAStates
+	for _, nw := range c.narrowed {
+		p, err := compileProgram(c.ctx, nw.n)
+		if ctxErr := c.ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		if err != nil {
+			continue
+		}
+		if p.dist[p.starts[0]] >= inf {
+			return &SchemaError{Path: nw.path.String(), Keyword: nw.keyword, Reason: nw.reason}
+		}
+		if budget -= len(p.nfa); budget < 0 {
+			break
+		}
+	}
+	if len(c.refs) > 0 {
+		return &SchemaError{Keyword: "$ref", Reason: "accepts no finite document (a required reference never ends)"}
+	}
+	return &SchemaError{Reason: "accepts no document"}
+}
+
+// schemaPath is the JSON pointer of the subschema a compile is at, kept
+// as its last steps and the path above them and spelled out only for an
+// error: spelled out at every level, the pointers of a deep schema would
+// cost its depth times their length.
+type schemaPath struct {
+	up *schemaPath
+	// steps are "/"-prefixed steps below up, or, at the top, where the
+	// path starts ("#" or a reference).
+	steps string
+}
+
+func rootPath(start string) *schemaPath { return &schemaPath{steps: start} }
+
+// to is the path steps further down.
+func (p *schemaPath) to(steps ...string) *schemaPath {
+	n := 0
+	for _, s := range steps {
+		n += 1 + len(s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range steps {
+		b.WriteByte('/')
+		b.WriteString(s)
+	}
+	return &schemaPath{up: p, steps: b.String()}
+}
+
+func (p *schemaPath) String() string {
+	var parts []string
+	for q := p; q != nil; q = q.up {
+		parts = append(parts, q.steps)
+	}
+	slices.Reverse(parts)
+	return strings.Join(parts, "")
+}
+
+func (c *schemaConv) fail(path *schemaPath, keyword, format string, args ...any) *node {
 	if c.err == nil {
-		c.err = &SchemaError{Path: path, Keyword: keyword, Reason: fmt.Sprintf(format, args...)}
+		c.err = &SchemaError{Path: path.String(), Keyword: keyword, Reason: fmt.Sprintf(format, args...)}
 	}
 	return empty
 }
 
 // unsupported handles an assertion the compiler cannot enforce: dropped
 // (true) when lenient, else the compile fails.
-func (c *schemaConv) unsupported(path, keyword, format string, args ...any) bool {
+func (c *schemaConv) unsupported(path *schemaPath, keyword, format string, args ...any) bool {
 	if c.lenient {
 		c.dropped[keyword] = true
 		return true
@@ -257,7 +386,28 @@ func (c *schemaConv) unsupported(path, keyword, format string, args ...any) bool
 	return false
 }
 
-func (c *schemaConv) conv(v any, path string) *node {
+// own counts states of nodes about to be built for one place only (see
+// stateFloor): false, with c.err set, once they pass MaxNFAStates or when
+// ctx has ended.
+func (c *schemaConv) own(states int) bool {
+	if c.err != nil {
+		return false
+	}
+	f := c.floor
+	if f.states += states; f.states > MaxNFAStates {
+		c.err = fmt.Errorf("%w: more than %d automaton states", ErrTooLarge, MaxNFAStates)
+		return false
+	}
+	if f.adds++; f.adds%ctxCheckEvery == 0 {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			return false
+		}
+	}
+	return true
+}
+
+func (c *schemaConv) conv(v any, path *schemaPath) *node {
 	if c.err != nil {
 		return empty
 	}
@@ -295,23 +445,34 @@ func assertions(s *object, except ...string) bool {
 
 // without is s less the keywords listed.
 func without(s *object, drop ...string) *object {
+	return keeping(s, func(k string) bool { return !slices.Contains(drop, k) })
+}
+
+// keeping is s with only the keywords keep reports true for.
+func keeping(s *object, keep func(k string) bool) *object {
 	o := &object{vals: map[string]any{}}
 	for _, k := range s.keys {
-		if !slices.Contains(drop, k) {
+		if keep(k) {
 			o.set(k, s.vals[k])
 		}
 	}
 	return o
 }
 
-func (c *schemaConv) convObject(s *object, path string) *node {
+func (c *schemaConv) convObject(s *object, path *schemaPath) *node {
+	// Dropped in one pass: a copy of s per unknown keyword would be
+	// quadratic in a schema made of them.
+	unknown := false
 	for _, k := range s.keys {
 		if !handledKeywords[k] && !ignoredKeywords[k] {
 			if !c.unsupported(path, k, "is not supported by constrained decoding") {
 				return empty
 			}
-			s = without(s, k)
+			unknown = true
 		}
+	}
+	if unknown {
+		s = keeping(s, func(k string) bool { return handledKeywords[k] || ignoredKeywords[k] })
 	}
 	if _, ok := s.vals["allOf"]; ok {
 		merged := c.mergeAllOf(s, path)
@@ -329,7 +490,11 @@ func (c *schemaConv) convObject(s *object, path string) *node {
 		return c.convRef(ref, path)
 	}
 	if v, ok := s.vals["const"]; ok {
-		return lit(compactJSON(v))
+		text := compactJSON(v)
+		if !c.own(len(text)) {
+			return empty
+		}
+		return lit(text)
 	}
 	if v, ok := s.vals["enum"]; ok {
 		l, ok := v.([]any)
@@ -338,7 +503,11 @@ func (c *schemaConv) convObject(s *object, path string) *node {
 		}
 		parts := make([]*node, len(l))
 		for i, e := range l {
-			parts[i] = lit(compactJSON(e))
+			text := compactJSON(e)
+			if !c.own(len(text)) {
+				return empty
+			}
+			parts[i] = lit(text)
 		}
 		return alt(parts...)
 	}
@@ -355,7 +524,7 @@ func (c *schemaConv) convObject(s *object, path string) *node {
 					// Keywords beside the alternatives apply to each.
 					sub = &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{sub, rest}}}
 				}
-				parts[i] = c.conv(sub, fmt.Sprintf("%s/%s/%d", path, kw, i))
+				parts[i] = c.conv(sub, path.to(kw, strconv.Itoa(i)))
 			}
 			return alt(parts...)
 		}
@@ -402,7 +571,7 @@ func (c *schemaConv) convObject(s *object, path string) *node {
 }
 
 // resolve returns the subschema a local reference names.
-func (c *schemaConv) resolve(ref any, path string) (string, any, bool) {
+func (c *schemaConv) resolve(ref any, path *schemaPath) (string, any, bool) {
 	r, ok := ref.(string)
 	if !ok {
 		c.fail(path, "$ref", "must be a string")
@@ -432,7 +601,7 @@ func (c *schemaConv) resolve(ref any, path string) (string, any, bool) {
 }
 
 // convRef is a call of the reference's rule, compiled the first time.
-func (c *schemaConv) convRef(ref any, path string) *node {
+func (c *schemaConv) convRef(ref any, path *schemaPath) *node {
 	r, target, ok := c.resolve(ref, path)
 	if !ok {
 		return empty
@@ -442,11 +611,11 @@ func (c *schemaConv) convRef(ref any, path string) *node {
 	}
 	rl := &rule{name: r}
 	c.refs[r] = rl
-	rl.body = c.conv(target, r)
+	rl.body = c.conv(target, rootPath(r))
 	return call(rl)
 }
 
-func (c *schemaConv) intKeyword(s *object, path, kw string, def int) int {
+func (c *schemaConv) intKeyword(s *object, path *schemaPath, kw string, def int) int {
 	v, ok := s.vals[kw]
 	if !ok {
 		return def
@@ -468,7 +637,7 @@ func (c *schemaConv) intKeyword(s *object, path, kw string, def int) int {
 // minItems/maxItems, minProperties/maxProperties): lo defaults to 0, hi
 // to -1 (no bound). It fails when lo exceeds hi, or either is above limit
 // (unless lenient).
-func (c *schemaConv) countBounds(s *object, path, minKw, maxKw string, limit int) (lo, hi int, ok bool) {
+func (c *schemaConv) countBounds(s *object, path *schemaPath, minKw, maxKw string, limit int) (lo, hi int, ok bool) {
 	lo = c.intKeyword(s, path, minKw, 0)
 	hi = c.intKeyword(s, path, maxKw, -1)
 	if c.err != nil {
@@ -495,7 +664,7 @@ func (c *schemaConv) countBounds(s *object, path, minKw, maxKw string, limit int
 	return lo, hi, true
 }
 
-func (c *schemaConv) convType(s *object, t, path string) *node {
+func (c *schemaConv) convType(s *object, t string, path *schemaPath) *node {
 	switch t {
 	case "null":
 		return lit("null")
@@ -514,7 +683,7 @@ func (c *schemaConv) convType(s *object, t, path string) *node {
 }
 
 // numberKeyword reads a numeric keyword.
-func (c *schemaConv) numberKeyword(s *object, path, kw string) (*big.Rat, bool) {
+func (c *schemaConv) numberKeyword(s *object, path *schemaPath, kw string) (*big.Rat, bool) {
 	v, ok := s.vals[kw]
 	if !ok {
 		return nil, false
@@ -563,7 +732,7 @@ func pow10Int(n int) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewI
 // bounds reads one side of a range: the plain keyword (inclusive), the
 // exclusive one (a number, or draft 4's boolean turning the plain one
 // exclusive); the tighter wins.
-func (c *schemaConv) bounds(s *object, path, plain, excl string, lower bool) bound {
+func (c *schemaConv) bounds(s *object, path *schemaPath, plain, excl string, lower bool) bound {
 	var b bound
 	if v, ok := c.numberKeyword(s, path, plain); ok {
 		b = bound{set: true, v: v}
@@ -588,7 +757,7 @@ func (c *schemaConv) bounds(s *object, path, plain, excl string, lower bool) bou
 	return b
 }
 
-func (c *schemaConv) convNumber(s *object, t, path string) *node {
+func (c *schemaConv) convNumber(s *object, t string, path *schemaPath) *node {
 	lo := c.bounds(s, path, "minimum", "exclusiveMinimum", true)
 	hi := c.bounds(s, path, "maximum", "exclusiveMaximum", false)
 	if c.err != nil {
@@ -621,6 +790,11 @@ func (c *schemaConv) convNumber(s *object, t, path string) *node {
 	}
 	var n *node
 	switch {
+	case integral && !lo.set && !hi.set:
+		if !c.own(integerStates()) {
+			return empty
+		}
+		n = integer()
 	case integral:
 		first, last := intBounds(lo, hi)
 		f, l, ok := clampRange(first, last)
@@ -632,9 +806,6 @@ func (c *schemaConv) convNumber(s *object, t, path string) *node {
 			return c.fail(path, kw, "leaves no integer of at most %d digits", maxIntDigits)
 		}
 		n = intRange(f, l)
-		if !lo.set && !hi.set {
-			n = integer()
-		}
 	case lo.set || hi.set:
 		n = boundedNumber(lo, hi)
 		if n == nothing {
@@ -645,20 +816,28 @@ func (c *schemaConv) convNumber(s *object, t, path string) *node {
 			return c.fail(path, kw, "leaves no number")
 		}
 	default:
+		if !c.own(numberStates()) {
+			return empty
+		}
 		n = number()
 	}
 	if mult != nil {
 		n = and(n, mult)
+		if lo.set || hi.set {
+			c.narrow(n, path, "multipleOf", "leaves no multiple of %s within the bounds", s.vals["multipleOf"])
+		}
 	}
 	return n
 }
 
-func (c *schemaConv) convString(s *object, path string) *node {
+func (c *schemaConv) convString(s *object, path *schemaPath) *node {
 	minLen, maxLen, ok := c.countBounds(s, path, "minLength", "maxLength", maxRepeat)
 	if !ok {
 		return empty
 	}
 	var parts []*node
+	// what is what the string's values are narrowed to, for errors.
+	var what []string
 	if p, ok := s.vals["pattern"]; ok {
 		ps, ok := p.(string)
 		if !ok {
@@ -675,6 +854,8 @@ func (c *schemaConv) convString(s *object, path string) *node {
 			}
 		} else {
 			parts = append(parts, n)
+			what = append(what, "the pattern")
+			c.narrow(n, path, "pattern", "accepts no string")
 		}
 	}
 	if f, ok := s.vals["format"]; ok {
@@ -686,16 +867,23 @@ func (c *schemaConv) convString(s *object, path string) *node {
 				c.formats[fs] = mustRegex(pat)
 			}
 			parts = append(parts, c.formats[fs])
+			if len(parts) > 1 {
+				c.narrow(and(parts[0], parts[1]), path, "format", "%q accepts no string the pattern accepts", fs)
+			}
+			what = append(what, fmt.Sprintf("format %q", fs))
 		} else if !c.unsupported(path, "format", "%q is not supported (supported: %s)", fs, formatNames()) {
 			return empty
 		}
 	}
 	if len(parts) == 0 {
-		char := stringChar()
+		char, charStates := stringChar, stringCharStates
 		if maxLen >= 0 {
-			char = bmpStringChar()
+			char, charStates = bmpStringChar, bmpStringCharStates
 		}
-		return concat(oneByte('"'), repeat(char, minLen, maxLen), oneByte('"'))
+		if !c.own(2 + charStates()) {
+			return empty
+		}
+		return concat(oneByte('"'), repeat(char(), minLen, maxLen), oneByte('"'))
 	}
 	n := parts[0]
 	for _, p := range parts[1:] {
@@ -705,6 +893,18 @@ func (c *schemaConv) convString(s *object, path string) *node {
 		// Counted in characters of the unescaped text, which a pattern or
 		// format writes without escapes.
 		n = lengthOf(n, minLen, maxLen)
+		kw, count := "minLength", fmt.Sprintf("of %d to %d", minLen, maxLen)
+		switch {
+		case maxLen < 0:
+			count = fmt.Sprintf("of at least %d", minLen)
+		case minLen == 0:
+			kw, count = "maxLength", fmt.Sprintf("of at most %d", maxLen)
+		}
+		verb := "accepts"
+		if len(what) > 1 {
+			verb = "accept"
+		}
+		c.narrow(n, path, kw, "leaves no string %s characters that %s %s", count, strings.Join(what, " and "), verb)
 	}
 	return concat(oneByte('"'), n, oneByte('"'))
 }
@@ -782,7 +982,7 @@ func jsonSafeChar() *node {
 	return alt(parts...)
 }
 
-func (c *schemaConv) convArray(s *object, path string) *node {
+func (c *schemaConv) convArray(s *object, path *schemaPath) *node {
 	minItems, maxItems, ok := c.countBounds(s, path, "minItems", "maxItems", maxRepeat)
 	if !ok {
 		return empty
@@ -794,7 +994,7 @@ func (c *schemaConv) convArray(s *object, path string) *node {
 		// Draft 4 tuples: items is the list, additionalItems the rest.
 		prefix, prefixKw = nil, "items"
 		for i, sub := range l {
-			prefix = append(prefix, c.conv(sub, fmt.Sprintf("%s/items/%d", path, i)))
+			prefix = append(prefix, c.conv(sub, path.to("items", strconv.Itoa(i))))
 		}
 		restKw = "additionalItems"
 	} else if p, ok := s.vals["prefixItems"]; ok {
@@ -803,14 +1003,14 @@ func (c *schemaConv) convArray(s *object, path string) *node {
 			return c.fail(path, "prefixItems", "must be an array of schemas")
 		}
 		for i, sub := range l {
-			prefix = append(prefix, c.conv(sub, fmt.Sprintf("%s/prefixItems/%d", path, i)))
+			prefix = append(prefix, c.conv(sub, path.to("prefixItems", strconv.Itoa(i))))
 		}
 	}
 	if it, ok := s.vals[restKw]; ok {
 		if b, isBool := it.(bool); isBool && !b {
 			rest = nil
 		} else {
-			rest = c.conv(it, path+"/"+restKw)
+			rest = c.conv(it, path.to(restKw))
 		}
 	}
 	if c.err != nil {
@@ -874,7 +1074,7 @@ func separated(item, sep *node, lo, hi int, leading bool) *node {
 	return concat(item, repeat(more, lo-1, restHi))
 }
 
-func (c *schemaConv) convObjectType(s *object, path string) *node {
+func (c *schemaConv) convObjectType(s *object, path *schemaPath) *node {
 	props, _ := s.vals["properties"].(*object)
 	if _, ok := s.vals["properties"]; ok && props == nil {
 		return c.fail(path, "properties", "must be an object")
@@ -896,7 +1096,7 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 			extra = anyValue()
 		}
 	default:
-		extra = c.conv(ap, path+"/additionalProperties")
+		extra = c.conv(ap, path.to("additionalProperties"))
 	}
 	required := map[string]bool{}
 	// unlisted are required names properties does not list: they are
@@ -927,7 +1127,7 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 	if props != nil {
 		for _, name := range props.keys {
 			names = append(names, name)
-			values = append(values, c.conv(props.vals[name], path+"/properties/"+name))
+			values = append(values, c.conv(props.vals[name], path.to("properties", name)))
 		}
 	}
 	for _, name := range unlisted {
@@ -941,7 +1141,10 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 	if c.err != nil {
 		return empty
 	}
-	n := objectOf(names, values, required, extra, minProps, maxProps)
+	n := objectOf(names, values, required, extra, minProps, maxProps, c.own)
+	if c.err != nil {
+		return empty
+	}
 	if n == nil {
 		return c.fail(path, "minProperties", "and maxProperties cannot be met by the properties allowed")
 	}
@@ -951,12 +1154,22 @@ func (c *schemaConv) convObjectType(s *object, path string) *node {
 // objectOf builds an object whose properties appear in the given order,
 // required ones always and optional ones possibly not, then (when extra is
 // set) any further keys with extra values; between minProps and maxProps
-// (-1: no bound) members in all. nil when no object qualifies.
-func objectOf(names []string, values []*node, required map[string]bool, extra *node, minProps, maxProps int) *node {
+// (-1: no bound) members in all. nil when no object qualifies. own,
+// when set, is told before each member is built the fewest automaton
+// states the member's own nodes compile to; when it returns false the
+// build stops (its result is then to be discarded).
+func objectOf(names []string, values []*node, required map[string]bool, extra *node, minProps, maxProps int, own func(states int) bool) *node {
 	sep := concat(wsNode(), oneByte(','), wsNode())
-	kv := func(i int) *node {
-		return concat(lit(compactJSON(names[i])), wsNode(), oneByte(':'), wsNode(), values[i])
+	keys := make([]string, len(names))
+	for i, name := range names {
+		keys[i] = compactJSON(name)
 	}
+	// kv is built afresh for each member: its name, colon and whitespace
+	// compile to a state per byte and per optional byte at least.
+	kv := func(i int) *node {
+		return concat(lit(keys[i]), wsNode(), oneByte(':'), wsNode(), values[i])
+	}
+	kvStates := func(i int) int { return len(keys[i]) + 1 + 2*maxWhitespace }
 	var extraKV *node
 	if extra != nil {
 		extraKV = concat(jsonString(), wsNode(), oneByte(':'), wsNode(), extra)
@@ -975,9 +1188,10 @@ func objectOf(names []string, values []*node, required map[string]bool, extra *n
 	}
 	memo := map[key]*node{}
 	n := len(names)
+	stopped := false
 	var build func(i, k int, first bool) *node
 	build = func(i, k int, first bool) *node {
-		if maxProps >= 0 && k > maxProps {
+		if stopped || maxProps >= 0 && k > maxProps {
 			return nil
 		}
 		mk := key{i, k, first}
@@ -1000,6 +1214,10 @@ func objectOf(names []string, values []*node, required map[string]bool, extra *n
 			next := min(k+1, limit)
 			var alts []*node
 			if with := build(i+1, next, false); with != nil {
+				if own != nil && !own(kvStates(i)) {
+					stopped = true
+					return nil
+				}
 				m := concat(kv(i), with)
 				if !first {
 					m = concat(sep, m)
@@ -1014,6 +1232,9 @@ func objectOf(names []string, values []*node, required map[string]bool, extra *n
 			if len(alts) > 0 {
 				r = alt(alts...)
 			}
+		}
+		if stopped {
+			return nil
 		}
 		memo[mk] = r
 		return r
@@ -1079,13 +1300,13 @@ var jsonValue = &rule{name: "json value"}
 
 func init() {
 	jsonValue.body = alt(jsonString(), number(), lit("true"), lit("false"), lit("null"),
-		objectOf(nil, nil, nil, call(jsonValue), 0, -1), arrayOf(nil, call(jsonValue), 0, -1))
+		objectOf(nil, nil, nil, call(jsonValue), 0, -1, nil), arrayOf(nil, call(jsonValue), 0, -1))
 }
 
 // anyValue is any JSON value.
 func anyValue() *node { return call(jsonValue) }
 
-func anyObject() *node { return objectOf(nil, nil, nil, anyValue(), 0, -1) }
+func anyObject() *node { return objectOf(nil, nil, nil, anyValue(), 0, -1, nil) }
 
 // CanonicalJSON is data without insignificant whitespace, object keys
 // kept in their order (which decides the order properties are written

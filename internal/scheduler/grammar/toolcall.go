@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -55,8 +56,12 @@ func CompileToolCalls(ctx context.Context, f ToolCallFormat, tools []ToolSpec, p
 	}
 	calls := make([]*node, len(tools))
 	droppedSet := map[string]bool{}
+	floor := &stateFloor{} // the tools' arguments go into one automaton
 	for i, t := range tools {
-		args, dropped, err := argumentsNode(ctx, t.Parameters)
+		args, dropped, err := argumentsNode(ctx, t.Parameters, floor)
+		if errors.Is(err, ErrTooLarge) {
+			return nil, nil, err // the tools together, as the automaton would be
+		}
 		if err != nil {
 			return nil, nil, &ToolError{Index: i, Err: err}
 		}
@@ -85,7 +90,7 @@ func CompileToolCalls(ctx context.Context, f ToolCallFormat, tools []ToolSpec, p
 // argumentsNode is a call's arguments: an object, whatever the schema
 // leaves open. A schema that says nothing of the type ({}, only a
 // description) means an object, as vLLM reads empty parameters.
-func argumentsNode(ctx context.Context, params json.RawMessage) (*node, []string, error) {
+func argumentsNode(ctx context.Context, params json.RawMessage, floor *stateFloor) (*node, []string, error) {
 	if isAbsentSchema(params) {
 		return anyObject(), nil, nil
 	}
@@ -100,7 +105,7 @@ func argumentsNode(ctx context.Context, params json.RawMessage) (*node, []string
 		o.vals["oneOf"] == nil && o.vals["allOf"] == nil && o.vals["enum"] == nil && o.vals["const"] == nil {
 		o.set("type", "object")
 	}
-	return valueNode(ctx, v, SchemaOptions{Lenient: true})
+	return valueNode(ctx, v, SchemaOptions{Lenient: true}, floor)
 }
 
 func isAbsentSchema(raw json.RawMessage) bool {

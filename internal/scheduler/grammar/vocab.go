@@ -129,28 +129,43 @@ type positionMask struct {
 // maskFor returns the cached mask of state d, computing it on first use.
 // The caller holds g.mu. budget < 0 computes the full mask; otherwise only
 // tokens after which acceptance is at most budget bytes away are allowed,
-// written into dst (not cached).
+// written into dst (not cached). It returns nil when the call passes its
+// bounds (g.failed).
 func (g *Grammar) maskFor(v *Vocab, d *dstate, budget int32, dst []uint64) *tokenMask {
 	if budget >= 0 {
 		clear(dst)
 		m := &tokenMask{bits: dst}
-		g.walk(v, 0, d, budget, m)
+		if g.walk(v, 0, d, budget, m); g.failed() {
+			return nil
+		}
 		return m
 	}
 	if d.mask != nil {
 		return d.mask
 	}
+	if d.tooComplex != nil {
+		g.fail(d.tooComplex)
+		return nil
+	}
 	m := g.fullMask(v, d)
+	if m == nil {
+		if d != deadState { // shared by every grammar: never written
+			d.tooComplex = g.w.err
+		}
+		return nil
+	}
 	if g.masks < maxCachedMasks {
 		d.mask = m
 		g.masks++
+		g.noteMemory()
 	}
 	return m
 }
 
 // fullMask unites the masks of d's stacks: each top position's own
 // tokens, plus, where its rule may end inside a token, the rest of the
-// token read from the position returned to.
+// token read from the position returned to. It returns nil when the call
+// passes its bounds.
 func (g *Grammar) fullMask(v *Vocab, d *dstate) *tokenMask {
 	below := func(f *frame) int32 {
 		if p := f.parent; p != nil {
@@ -160,13 +175,18 @@ func (g *Grammar) fullMask(v *Vocab, d *dstate) *tokenMask {
 	}
 	if len(d.frames) == 1 {
 		f := d.frames[0]
-		if pm := g.positionMask(v, f.state); len(pm.returns) == 0 {
+		if pm := g.positionMask(v, f.state); pm == nil {
+			return nil
+		} else if len(pm.returns) == 0 {
 			return &tokenMask{bits: pm.bits, count: pm.count, maxDist: satAdd(pm.maxDist, below(f))}
 		}
 	}
 	m := &tokenMask{bits: make([]uint64, v.words)}
 	for _, f := range d.frames {
 		pm := g.positionMask(v, f.state)
+		if pm == nil {
+			return nil
+		}
 		if pm.count > 0 {
 			for i, w := range pm.bits {
 				m.bits[i] |= w
@@ -178,37 +198,53 @@ func (g *Grammar) fullMask(v *Vocab, d *dstate) *tokenMask {
 			continue
 		}
 		r := g.resumeAt(f.parent)
+		if r == nil {
+			return nil
+		}
 		if r == deadState {
 			continue
 		}
 		for _, node := range pm.returns {
 			m.addTokens(v, node, r.dist)
-			g.walk(v, node, r, -1, m)
+			if g.walk(v, node, r, -1, m); g.failed() {
+				return nil
+			}
 		}
 	}
 	return m
 }
 
 // positionMask returns the tokens of NFA state q (cached while the cache
-// has room).
+// has room), or nil when the call passes its bounds.
 func (g *Grammar) positionMask(v *Vocab, q int32) *positionMask {
 	if pm := g.positions[q]; pm != nil {
 		return pm
 	}
 	pm := &positionMask{tokenMask: tokenMask{bits: make([]uint64, v.words)}}
-	g.walkPosition(v, 0, g.closure([]item{{q, g.bottom}}), pm)
+	d := g.closure([]item{{q, g.bottom}})
+	if d == nil {
+		return nil
+	}
+	if g.walkPosition(v, 0, d, pm); g.failed() {
+		return nil
+	}
 	if len(g.positions) < maxCachedPositions {
 		g.positions[q] = pm
+		g.noteMemory()
 	}
 	return pm
 }
 
 // walkPosition visits the trie below node alongside d, a state of the
-// stacks above the unknown bottom.
+// stacks above the unknown bottom. It stops when the call passes its
+// bounds.
 func (g *Grammar) walkPosition(v *Vocab, node int32, d *dstate, pm *positionMask) {
 	for c := v.child[node]; c >= 0; c = v.sibling[c] {
 		n := g.step(d, v.b[c])
 		if n == nil {
+			if g.failed() {
+				return
+			}
 			continue
 		}
 		if n.returns {
@@ -222,10 +258,14 @@ func (g *Grammar) walkPosition(v *Vocab, node int32, d *dstate, pm *positionMask
 }
 
 // walk visits the trie below node alongside the automaton from state d.
+// It stops when the call passes its bounds.
 func (g *Grammar) walk(v *Vocab, node int32, d *dstate, budget int32, m *tokenMask) {
 	for c := v.child[node]; c >= 0; c = v.sibling[c] {
 		n := g.step(d, v.b[c])
 		if n == nil {
+			if g.failed() {
+				return
+			}
 			continue
 		}
 		if budget < 0 || n.dist <= budget {
