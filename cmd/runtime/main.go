@@ -181,7 +181,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
-				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken}
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken, MaxModelLen: maxModelLen}
 		},
 		Offload: func(salt string, tokens []int32) { eng.OffloadSaltedPrefix(salt, tokens) },
 		Restore: func(salt string, tokens []int32) { eng.RestoreSaltedPrefix(salt, tokens) },
@@ -204,7 +204,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err != nil {
 		return err
 	}
-	kvMove = &control.KVTransfer{Engine: eng, Table: table, Metrics: kvMetrics, Logger: log}
+	kvMove = &control.KVTransfer{Engine: eng, Table: table, MaxChainTokens: maxModelLen, Metrics: kvMetrics, Logger: log}
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,

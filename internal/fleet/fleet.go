@@ -94,6 +94,14 @@ type PodClient interface {
 
 var _ PodClient = (*control.Client)(nil)
 
+// maxContinuedVersion is the highest placement version the loop continues
+// from. A new leader continues from the highest version its pods report,
+// but one that a sender other than this loop put near the bound pods take
+// (control.MaxPlacementVersion) would soon leave it nothing to send any pod;
+// a pod past this one (2^52 rounds away from any loop's start) is left out
+// of step alone, and the loop keeps 2^52 versions before the bound.
+const maxContinuedVersion = control.MaxPlacementVersion / 2
+
 // Fleet is one pool's loop state. It is not safe for concurrent rounds.
 type Fleet struct {
 	client PodClient
@@ -229,13 +237,19 @@ func (f *Fleet) merge(r *round) {
 			continue
 		}
 		rep := pr.report
-		f.version = max(f.version, rep.PlacementVersion) // a new leader continues the pods' sequence
+		if rep.PlacementVersion > maxContinuedVersion {
+			r.sum.Errors = append(r.sum.Errors, fmt.Errorf("pod %s: placement version %d is beyond %d, which this loop never sends: the pod ignores placements until it restarts",
+				name, rep.PlacementVersion, maxContinuedVersion))
+		} else {
+			f.version = max(f.version, rep.PlacementVersion) // a new leader continues the pods' sequence
+		}
 		pr.summary.CapacityTokens = rep.KV.CapacityTokens()
 		pr.summary.KVUsedTokens = int64(rep.KV.UsedBlocks) * int64(rep.KV.BlockSize)
 		pr.summary.HostTokens = int64(rep.KV.HostTotalBlocks) * int64(rep.KV.BlockSize)
 		pr.summary.HostUsedTokens = int64(rep.KV.HostUsedBlocks) * int64(rep.KV.BlockSize)
 		r.snap.Pods = append(r.snap.Pods, placement.Pod{Name: name, Ready: pr.pod.Ready, Draining: pr.pod.Draining,
-			CapacityTokens: pr.summary.CapacityTokens, HostTokens: pr.summary.HostTokens, KVBytesPerToken: rep.KV.BytesPerToken})
+			CapacityTokens: pr.summary.CapacityTokens, HostTokens: pr.summary.HostTokens, KVBytesPerToken: rep.KV.BytesPerToken,
+			MaxModelLen: int64(max(rep.KV.MaxModelLen, 0))})
 		for j := range rep.Programs {
 			mergeProgram(r.merged, &rep.Programs[j], name)
 		}
@@ -357,6 +371,13 @@ func (f *Fleet) count(r *round) {
 
 // push is step 6: send each reachable pod its delta, in parallel.
 func (f *Fleet) push(ctx context.Context, r *round) {
+	if f.version >= control.MaxPlacementVersion {
+		// Not reached in 2^52 rounds (maxContinuedVersion); never wrap
+		// into versions every pod refuses.
+		r.sum.Version = f.version
+		r.sum.Errors = append(r.sum.Errors, fmt.Errorf("placement version %d is the highest pods take: no placement is pushed", f.version))
+		return
+	}
 	f.version++
 	r.sum.Version = f.version
 	delta, unroute := diffRoutes(f.routes, r.routes)
@@ -394,7 +415,10 @@ func (f *Fleet) push(ctx context.Context, r *round) {
 
 // placementFor is one pod's placement: its part of the decision, programs
 // released through another pod, and the routes as a delta when the pod
-// applied the previous version, else in full.
+// applied the previous version and still has it, else in full. The pod's
+// report says whether it still has it: a pod that restarted reports 0 and
+// has lost its routes, so a delta would leave it running programs placed
+// elsewhere.
 func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, unroute []string) *wire.Placement {
 	var release []string
 	for _, p := range pr.report.Programs {
@@ -418,7 +442,7 @@ func (f *Fleet) placementFor(r *round, pr *podRound, delta map[string]string, un
 			pl.Fetch[fe.Program] = src.pod.ControlAddr
 		}
 	}
-	if last := f.pushed[pr.pod.Name]; last > 0 && last == f.version-1 {
+	if last := f.pushed[pr.pod.Name]; last > 0 && last == f.version-1 && pr.report.PlacementVersion == last {
 		pl.Routes, pl.Unroute = delta, unroute
 	} else {
 		pl.Routes, pl.FullRoutes = r.routes, true // first push, or it missed one

@@ -5,8 +5,10 @@ import (
 
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,18 +24,36 @@ const token = "t0ken"
 // testPod is a program table behind a real control API on loopback.
 type testPod struct {
 	name  string
+	clk   clock.Clock
 	table *programs.Table
 	srv   *httptest.Server
 	kv    wire.KVReport
+
+	mu      sync.Mutex
+	handler http.Handler // the control API over table
 }
 
 func newPod(t *testing.T, name string, capacityTokens int, clk clock.Clock) *testPod {
-	p := &testPod{name: name, kv: wire.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
-	p.table = programs.New(programs.Config{Pod: name, Addr: name + ":8000", Clock: clk,
-		KV: func() wire.KVReport { return p.kv }})
-	p.srv = httptest.NewServer(control.Handler(p.table, token))
+	p := &testPod{name: name, clk: clk, kv: wire.KVReport{BlockSize: 16, TotalBlocks: capacityTokens / 16}}
+	p.restart()
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		h := p.handler
+		p.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(p.srv.Close)
 	return p
+}
+
+// restart gives the pod a new, empty program table at the same control
+// address, as a runtime process that restarts has.
+func (p *testPod) restart() {
+	tab := programs.New(programs.Config{Pod: p.name, Addr: p.name + ":8000", Clock: p.clk,
+		KV: func() wire.KVReport { return p.kv }})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.table, p.handler = tab, control.Handler(tab, token)
 }
 
 func (p *testPod) fleetPod() Pod {

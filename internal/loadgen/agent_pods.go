@@ -86,7 +86,7 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
-				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken}
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken, MaxModelLen: r.MaxModelLen}
 		},
 		FetchKV: func(_ context.Context, id, addr string, done func()) { a.fetchKV(pd, id, addr, done) },
 		Offload: func(salt string, tokens []int32) {

@@ -70,7 +70,16 @@ func Routes(t *programs.Table) *http.ServeMux {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement refused: " + err.Error(), "field": field})
 			return
 		}
-		applied := t.Apply(&p)
+		applied, err := t.ApplyPlacement(&p)
+		if err != nil {
+			var le *programs.LimitError
+			field := ""
+			if errors.As(err, &le) {
+				field = le.Field
+			}
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement refused: " + err.Error(), "field": field})
+			return
+		}
 		writeJSON(w, http.StatusOK, wire.PlacementResult{Version: t.Version(), Applied: applied})
 	})
 	return mux
@@ -115,7 +124,10 @@ func IsUnauthorized(err error) bool {
 	return IsUnauthorized(errors.Unwrap(err))
 }
 
-// Client talks to pods' control APIs.
+// Client talks to pods' control APIs. It never follows a redirect: the
+// bearer token is the pool's, and Go's client would send it on to wherever
+// a pod (or a peer serving KV) redirects on the same host. A pod's control
+// API never redirects, so a redirect is an error (StatusError with the 3xx).
 type Client struct {
 	HTTP  *http.Client
 	Token string
@@ -123,7 +135,21 @@ type Client struct {
 
 // NewClient returns a client with a bounded per-call timeout.
 func NewClient(token string, timeout time.Duration) *Client {
-	return &Client{HTTP: &http.Client{Timeout: timeout}, Token: token}
+	return &Client{HTTP: &http.Client{Timeout: timeout, CheckRedirect: refuseRedirect}, Token: token}
+}
+
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// send adds the token to req and sends it without following redirects,
+// whatever c.HTTP's CheckRedirect says.
+func (c *Client) send(req *http.Request) (*http.Response, error) {
+	var hc http.Client // a copy shares the transport and its connections
+	if c.HTTP != nil {
+		hc = *c.HTTP
+	}
+	hc.CheckRedirect = refuseRedirect
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	return hc.Do(req)
 }
 
 // State reads a pod's report; addr is host:port of its control API.
@@ -157,11 +183,10 @@ func (c *Client) do(ctx context.Context, method, addr, path string, in, out any)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.HTTP.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		return fmt.Errorf("control %s %s: %w", method, addr, err)
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // FuzzControlAPI sends arbitrary requests (method, path, Authorization
-// value, body) to the control API: without the token each one is a 401
+// value, body) to the control API: without the token (of the Bearer scheme,
+// in any case) each one is a 401
 // that closes the connection and changes nothing; with it the answer is
 // one of the API's statuses, never a 5xx.
 func FuzzControlAPI(f *testing.F) {
@@ -21,6 +22,8 @@ func FuzzControlAPI(f *testing.F) {
 		{"PUT", PlacementPath, "Bearer wrong", `{"version":1,"place":["a"]}`},
 		{"PUT", PlacementPath, "", `{"version":1,"release":["a"]}`},
 		{"PUT", PlacementPath, "bearer " + testToken, `{"version":1}`},
+		{"PUT", PlacementPath, "BEARER  " + testToken, `{"version":1}`},
+		{"PUT", PlacementPath, "Bearer" + testToken, `{"version":1}`},
 		{"POST", StatePath, "Bearer " + testToken, ""},
 		{"GET", "/v1/unknown", "Bearer " + testToken, ""},
 		{"PUT", PlacementPath, "Bearer " + testToken + " ", `{"version":1}`},
@@ -41,7 +44,10 @@ func FuzzControlAPI(f *testing.F) {
 		}
 		w := httptest.NewRecorder()
 		Handler(tab, testToken).ServeHTTP(w, req)
-		if auth != "Bearer "+testToken {
+		// The scheme is case-insensitive and one or more spaces follow it
+		// (RFC 7235); the token is compared exactly.
+		scheme, creds, _ := strings.Cut(auth, " ")
+		if !strings.EqualFold(scheme, "bearer") || strings.TrimLeft(creds, " ") != testToken {
 			if w.Code != http.StatusUnauthorized || w.Header().Get("Connection") != "close" || tab.Version() != 0 {
 				t.Fatalf("%s %s with Authorization %q: %d (Connection %q), version %d; want 401, close, nothing applied",
 					method, path, auth, w.Code, w.Header().Get("Connection"), tab.Version())

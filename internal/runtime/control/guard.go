@@ -52,15 +52,16 @@ func NewServer(h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // Authorize passes on requests that carry "Authorization: Bearer <token>"
-// and answers the others 401 at once, without reading their body, and
-// closes their connection (Connection: close): a client without the token
-// gets no more of the server than its headers. An empty token refuses
-// everything (the control API is never open). A connection's first
-// authenticated request lifts it out of GuardListener's bound.
+// (the scheme in any case) and answers the others 401 at once, without
+// reading their body, and closes their connection (Connection: close): a
+// client without the token gets no more of the server than its headers.
+// An empty token refuses everything (the control API is never open). A
+// connection's first authenticated request lifts it out of GuardListener's
+// bound.
 func Authorize(token string, next http.Handler) http.Handler {
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearer(r.Header.Get("Authorization"))
 		if token == "" || !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kvpilot-control"`)
 			w.Header().Set("Connection", "close")
@@ -72,6 +73,17 @@ func Authorize(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearer is the credentials of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 7235 §2.1: "bearer" is
+// "Bearer") and followed by one or more spaces.
+func bearer(header string) (string, bool) {
+	scheme, creds, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(creds, " "), true
 }
 
 // GuardListener bounds the connections of ln that have made no

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -98,5 +99,32 @@ func TestGuardListenerBoundsUnauthenticatedConns(t *testing.T) {
 	}
 	if _, err := NewClient("s3cret", 2*time.Second).State(t.Context(), addr); err != nil {
 		t.Errorf("a new authenticated connection: %v", err)
+	}
+}
+
+// TestAuthorizeSchemeIsCaseInsensitive: the auth scheme's name is
+// case-insensitive and one or more spaces follow it (RFC 7235 §2.1); the
+// token itself is compared exactly.
+func TestAuthorizeSchemeIsCaseInsensitive(t *testing.T) {
+	h := Handler(programs.New(programs.Config{Pod: "pod-a"}), "s3cret")
+	for auth, want := range map[string]int{
+		"Bearer s3cret":  http.StatusOK,
+		"bearer s3cret":  http.StatusOK,
+		"BEARER s3cret":  http.StatusOK,
+		"bEaReR  s3cret": http.StatusOK,
+		"Bearer S3CRET":  http.StatusUnauthorized,
+		"Bearer s3cret ": http.StatusUnauthorized,
+		"Bearers3cret":   http.StatusUnauthorized,
+		"Basic s3cret":   http.StatusUnauthorized,
+		"s3cret":         http.StatusUnauthorized,
+		"Bearer ":        http.StatusUnauthorized,
+	} {
+		req := httptest.NewRequest(http.MethodGet, StatePath, nil)
+		req.Header.Set("Authorization", auth)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("Authorization %q: %d, want %d", auth, rec.Code, want)
+		}
 	}
 }

@@ -36,10 +36,15 @@ type KVEngine interface {
 // the blocks of the programs this pod ran (AddRoutes) and fetches those of
 // programs that resume here (Fetch).
 type KVTransfer struct {
-	Engine  KVEngine
-	Table   *programs.Table
-	Metrics *KVMetrics // nil: none
-	Logger  *slog.Logger
+	Engine KVEngine
+	Table  *programs.Table
+	// MaxChainTokens bounds the chain a fetch takes: this pod's max model
+	// length, since no program's context here is longer, so more could only
+	// fill the cache with blocks no request uses. A source announcing more
+	// is refused before anything is imported; 0 refuses every fetch.
+	MaxChainTokens int
+	Metrics        *KVMetrics // nil: none
+	Logger         *slog.Logger
 }
 
 // AddRoutes adds the KV endpoint to a control API mux (Routes'), to be
@@ -132,7 +137,9 @@ func (k *KVTransfer) stream(ctx context.Context, w io.Writer, rc *http.ResponseC
 // refused or cut transfer is not fatal: what arrived whole is a usable
 // prefix, and the program's next request recomputes the rest. The
 // transfer stops when ctx is done, when the source leaves, or when this
-// pod's cache has no room for more.
+// pod's cache has no room for more without evicting other programs'
+// offloaded KV (kvcache.Manager.Import); a chain longer than
+// MaxChainTokens is refused whole.
 func (k *KVTransfer) Fetch(ctx context.Context, c *Client, addr, id string) (int, error) {
 	got, blockBytes, err := k.fetch(ctx, c, addr, id)
 	k.Metrics.observe("in", got, blockBytes, err)
@@ -152,8 +159,7 @@ func (k *KVTransfer) fetch(ctx context.Context, c *Client, addr, id string) (blo
 	if err != nil {
 		return 0, 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	resp, err := c.HTTP.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		return 0, 0, fmt.Errorf("kv fetch %s: %w", addr, err)
 	}
@@ -163,7 +169,7 @@ func (k *KVTransfer) fetch(ctx context.Context, c *Client, addr, id string) (blo
 		return 0, 0, &StatusError{Method: http.MethodGet, URL: addr + KVPath, Code: resp.StatusCode, Status: resp.Status,
 			Message: strings.TrimSpace(string(msg))}
 	}
-	dec, err := kvstream.NewDecoder(resp.Body)
+	dec, err := kvstream.NewBoundedDecoder(resp.Body, k.MaxChainTokens)
 	if err != nil {
 		return 0, 0, fmt.Errorf("kv fetch %s: %w", addr, err)
 	}

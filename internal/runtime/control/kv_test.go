@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/kvstream"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -21,7 +22,10 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
-const kvBlockSize = 4
+const (
+	kvBlockSize   = 4
+	kvMaxModelLen = 200
+)
 
 // kvPod is a pod's engine (cpu executor, its loop running), program
 // table and KV transfer.
@@ -39,7 +43,7 @@ func newKVPod(t *testing.T, m *model.Model, name string) *kvPod {
 		t.Fatal(err)
 	}
 	t.Cleanup(x.Close)
-	eng, err := engine.New(engine.Config{MaxModelLen: 200, VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer,
+	eng, err := engine.New(engine.Config{MaxModelLen: kvMaxModelLen, VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer,
 		KV: kvcache.Config{NumBlocks: 64, BlockSize: kvBlockSize, EnablePrefixCache: true}}, x)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +58,12 @@ func newKVPod(t *testing.T, m *model.Model, name string) *kvPod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &kvPod{eng: eng, tab: tab, kv: &KVTransfer{Engine: eng, Table: tab, Metrics: met}, reg: reg}
+	return &kvPod{eng: eng, tab: tab, kv: &KVTransfer{Engine: eng, Table: tab, MaxChainTokens: kvMaxModelLen, Metrics: met}, reg: reg}
+}
+
+// kvTestModel is a small random-weight model with KV contents to move.
+func kvTestModel() *model.Model {
+	return model.Random(model.Config{VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 96}, 21)
 }
 
 // serve is the pod's control API with the KV endpoint, behind the token.
@@ -138,7 +147,7 @@ func kvCount(t *testing.T, p *kvPod, name, dir string) float64 {
 // moves; a stream cut short leaves B a shorter prefix and the request
 // recomputes the rest, with the same tokens.
 func TestKVTransferBetweenPods(t *testing.T) {
-	m := model.Random(model.Config{VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 96}, 21)
+	m := kvTestModel()
 	rng := rand.New(rand.NewPCG(5, 6))
 	first := make([]int32, 37)
 	for i := range first {
@@ -246,4 +255,55 @@ func TestKVTransferBetweenPods(t *testing.T) {
 			t.Fatalf("failures counted: %v", f)
 		}
 	})
+}
+
+// A fetch takes a chain no longer than the pod's max model length: a
+// source announcing more (a peer with a longer --max-model-len, or a
+// broken one) is refused before anything is imported, since no request
+// here could use such a chain; a chain of exactly that length is taken.
+func TestKVFetchRefusesChainsLongerThanTheContext(t *testing.T) {
+	b := newKVPod(t, kvTestModel(), "b")
+	format, ok := b.eng.BlockFormat()
+	if !ok {
+		t.Fatal("the cpu executor moves no blocks")
+	}
+	maxBlocks := kvMaxModelLen / kvBlockSize
+	peer := func(blocks int) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			toks := make([]int32, blocks*kvBlockSize)
+			for i := range toks {
+				toks[i] = int32(i % 300)
+			}
+			enc, err := kvstream.NewEncoder(w, &kvstream.Header{Format: format, Salt: 9, Tokens: toks})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			chunk := kvstream.ChunkBlocks(format)
+			for sent := 0; sent < blocks; sent += chunk {
+				n := min(chunk, blocks-sent)
+				if err := enc.Chunk(n, make([]byte, n*format.BlockBytes())); err != nil {
+					return
+				}
+			}
+			_ = enc.End()
+		}))
+		t.Cleanup(srv.Close)
+		return strings.TrimPrefix(srv.URL, "http://")
+	}
+	c := NewClient(testToken, 5*time.Second)
+	got, err := b.kv.Fetch(context.Background(), c, peer(maxBlocks+1), "long")
+	if !errors.Is(err, kvstream.ErrTooLong) || got != 0 {
+		t.Fatalf("a chain of %d blocks on a pod of %d tokens: %d blocks, %v; want ErrTooLong", maxBlocks+1, kvMaxModelLen, got, err)
+	}
+	if st := b.eng.KVStats(); st.Imported != 0 || st.Cached != 0 {
+		t.Fatalf("a refused chain changed the cache: %+v", st)
+	}
+	if got, err := b.kv.Fetch(context.Background(), c, peer(maxBlocks), "fits"); err != nil || got != maxBlocks {
+		t.Fatalf("a chain of %d blocks, the pod's whole context: %d blocks, %v", maxBlocks, got, err)
+	}
+	unbounded := &KVTransfer{Engine: b.eng, Table: b.tab}
+	if got, err := unbounded.Fetch(context.Background(), c, peer(1), "any"); !errors.Is(err, kvstream.ErrTooLong) || got != 0 {
+		t.Fatalf("a transfer without a chain bound took %d blocks, %v", got, err)
+	}
 }

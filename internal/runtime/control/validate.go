@@ -17,9 +17,28 @@ import (
 // maxPauseDuration ≤ 24h, bufferTokensPerProgram ≤ 1Mi) are the largest a
 // correct controller sends; anything beyond is refused rather than wrapped
 // into a negative duration.
+//
+// MaxPlacementVersion is the highest version a pod applies: 2^53, exact as
+// a JSON number anywhere, and more rounds than a controller runs in a
+// hundred million years at one a second. A pod at a higher version could
+// never be sent a newer one, and the controller, which continues from the
+// highest version its pods report, would overflow.
+//
+// MaxPlacementPrograms bounds the program ids one placement names in its
+// lists (place, pause, mark, unmark, release, unroute, fetch, together) and
+// MaxPlacementRoutes its routes. A placement names the programs of one pod,
+// and routes every program of the pool: a pod holds tens to hundreds of
+// programs (each a context of thousands of tokens in its KV cache), so
+// these are hundreds of times what a real pool sends, yet they keep a
+// placement's work and the memory it can make a pod keep bounded. The
+// program table bounds what placements add to it (programs.MaxPlacedEntries,
+// programs.MaxRoutes).
 const (
 	MaxPauseSecondsLimit = int64(programs.MaxPauseLimit / time.Second)
 	MaxBufferTokens      = 1 << 20
+	MaxPlacementVersion  = int64(1) << 53
+	MaxPlacementPrograms = 1 << 16
+	MaxPlacementRoutes   = programs.MaxRoutes
 )
 
 // FieldError names the placement field that was refused and why.
@@ -38,16 +57,31 @@ func fieldErr(field, format string, args ...any) *FieldError {
 // returned and the whole placement must be refused (applying part of it
 // would leave the pod's view of the fleet half old, half new).
 func ValidatePlacement(p *wire.Placement) error {
-	if p.Version <= 0 {
-		return fieldErr("version", "must be > 0, got %d", p.Version)
+	if p.Version <= 0 || p.Version > MaxPlacementVersion {
+		return fieldErr("version", "must be in [1, %d], got %d", MaxPlacementVersion, p.Version)
 	}
-	for _, l := range []struct {
+	lists := []struct {
 		name string
 		ids  []string
 	}{
 		{"place", p.Place}, {"pause", p.Pause}, {"mark", p.Mark}, {"unmark", p.Unmark},
 		{"release", p.Release}, {"unroute", p.Unroute},
-	} {
+	}
+	// Too many: the error names the longest list, the one to look at.
+	named, field, longest := len(p.Fetch), "fetch", len(p.Fetch)
+	for _, l := range lists {
+		named += len(l.ids)
+		if len(l.ids) > longest {
+			field, longest = l.name, len(l.ids)
+		}
+	}
+	if named > MaxPlacementPrograms {
+		return fieldErr(field, "a placement names at most %d programs in place, pause, mark, unmark, release, unroute and fetch together, got %d", MaxPlacementPrograms, named)
+	}
+	if len(p.Routes) > MaxPlacementRoutes {
+		return fieldErr("routes", "at most %d routes, got %d", MaxPlacementRoutes, len(p.Routes))
+	}
+	for _, l := range lists {
 		for i, id := range l.ids {
 			if err := programs.CheckScopedID(id); err != nil {
 				return fieldErr(fmt.Sprintf("%s[%d]", l.name, i), "%s", err)

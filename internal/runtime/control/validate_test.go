@@ -2,8 +2,10 @@ package control
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +60,8 @@ func TestPlacementValidation(t *testing.T) {
 		{"overcommit below 1", `{"version":2,"capacity":{"actingTokenWeight":1,"deviceOvercommit":0.5}}`, "capacity.deviceOvercommit"},
 		{"overcommit above 8", `{"version":2,"capacity":{"actingTokenWeight":1,"deviceOvercommit":9}}`, "capacity.deviceOvercommit"},
 		{"zero version", `{"place":["x"]}`, "version"},
+		{"version 2^53+1", `{"version":9007199254740993}`, "version"},
+		{"version 2^63-1", `{"version":9223372036854775807}`, "version"},
 		{"unknown mode", `{"version":2,"mode":"Greedy"}`, "mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,6 +75,65 @@ func TestPlacementValidation(t *testing.T) {
 				t.Errorf("a refused placement was applied: version %d, report %+v", tab.Version(), tab.Report())
 			}
 		})
+	}
+}
+
+// TestPlacementVersionBound: 2^53 is the highest version a pod applies; at
+// it, later pushes are ignored as old, never wrapped into new ones.
+func TestPlacementVersionBound(t *testing.T) {
+	tab := programs.New(programs.Config{Pod: "a"})
+	h := Handler(tab, testToken)
+	if status, out := putPlacement(t, h, fmt.Sprintf(`{"version":%d}`, MaxPlacementVersion)); status != http.StatusOK {
+		t.Fatalf("version 2^53: %d %v", status, out)
+	}
+	if status, out := putPlacement(t, h, fmt.Sprintf(`{"version":%d}`, MaxPlacementVersion+1)); status != http.StatusBadRequest || out["field"] != "version" {
+		t.Fatalf("version 2^53+1: %d %v, want 400 naming version", status, out)
+	}
+	if tab.Version() != MaxPlacementVersion {
+		t.Fatalf("version %d after a refused push", tab.Version())
+	}
+}
+
+// TestPlacementProgramBounds: a placement names at most
+// MaxPlacementPrograms programs, and placements create at most
+// programs.MaxPlacedEntries entries in the table; beyond either, the
+// placement is refused whole with a 400 naming place and the limit.
+func TestPlacementProgramBounds(t *testing.T) {
+	ids := func(prefix string, n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"%s%d"`, prefix, i)
+		}
+		return b.String()
+	}
+	tab := programs.New(programs.Config{Pod: "a", Addr: "10.0.0.9:8000"})
+	h := Handler(tab, testToken)
+	body := `{"version":1,"pause":["x"],"place":[` + ids("p", MaxPlacementPrograms) + `]}`
+	if status, out := putPlacement(t, h, body); status != http.StatusBadRequest || out["field"] != "place" ||
+		!strings.Contains(out["error"], strconv.Itoa(MaxPlacementPrograms)) {
+		t.Fatalf("%d programs named: %d %v, want 400 naming place and the limit", MaxPlacementPrograms+1, status, out)
+	}
+	if tab.Version() != 0 || len(tab.Report().Programs) != 0 {
+		t.Fatalf("a refused placement was applied: version %d, %d programs", tab.Version(), len(tab.Report().Programs))
+	}
+
+	// The table: MaxPlacedEntries created by placements, then one more.
+	if status, out := putPlacement(t, h, `{"version":1,"place":[`+ids("p", programs.MaxPlacedEntries)+`]}`); status != http.StatusOK {
+		t.Fatalf("%d programs placed: %d %v", programs.MaxPlacedEntries, status, out)
+	}
+	status, out := putPlacement(t, h, `{"version":2,"place":["p0","one-more"]}`)
+	if status != http.StatusBadRequest || out["field"] != "place" || !strings.Contains(out["error"], strconv.Itoa(programs.MaxPlacedEntries)) {
+		t.Fatalf("one program past the table's bound: %d %v, want 400 naming place and the limit", status, out)
+	}
+	if tab.Version() != 1 || len(tab.Report().Programs) != programs.MaxPlacedEntries {
+		t.Fatalf("after a refused placement: version %d, %d programs", tab.Version(), len(tab.Report().Programs))
+	}
+	// Programs the table has already are no new entries.
+	if status, out := putPlacement(t, h, `{"version":3,"place":["p0","p1"]}`); status != http.StatusOK {
+		t.Fatalf("placing programs the table has: %d %v", status, out)
 	}
 }
 

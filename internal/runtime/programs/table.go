@@ -158,6 +158,8 @@ type entry struct {
 	// fetching: its KV is being fetched from another pod (Config.FetchKV);
 	// its requests wait for it.
 	fetching bool
+	// byPlacement: a placement's Place created it (MaxPlacedEntries).
+	byPlacement bool
 }
 
 // Table is the pod's program table. It is safe for concurrent use.
@@ -508,13 +510,26 @@ func (t *Table) wakeLocked(e *entry) {
 	e.wake = make(chan struct{})
 }
 
-// Apply applies a placement; an old or repeated version changes nothing.
-// It reports whether the placement was new.
+// Apply is ApplyPlacement without its error: it reports whether the
+// placement was applied.
 func (t *Table) Apply(p *wire.Placement) bool {
+	applied, _ := t.ApplyPlacement(p)
+	return applied
+}
+
+// ApplyPlacement applies a placement and reports whether it was new: an
+// old or repeated version changes nothing. A placement that would take the
+// table past MaxPlacedEntries or MaxRoutes is refused whole with a
+// *LimitError, changing nothing either.
+func (t *Table) ApplyPlacement(p *wire.Placement) (bool, error) {
 	t.mu.Lock()
 	if p.Version <= t.version {
 		t.mu.Unlock()
-		return false
+		return false, nil
+	}
+	if err := t.checkLimitsLocked(p); err != nil {
+		t.mu.Unlock()
+		return false, err
 	}
 	now := t.cfg.Clock.Now()
 	t.version = p.Version
@@ -600,6 +615,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 		e := t.progs[id]
 		if e == nil {
 			e = t.newEntry(id, ownerOfID(id), now)
+			e.byPlacement = true
 		}
 		if addr := p.Fetch[id]; addr != "" && t.cfg.FetchKV != nil && !e.fetching {
 			e.fetching = true
@@ -638,7 +654,7 @@ func (t *Table) Apply(p *wire.Placement) bool {
 	for _, f := range fetch {
 		t.fetch(f)
 	}
-	return true
+	return true, nil
 }
 
 // Tick runs the pod's own timers: programs idle past IdleTimeout end, and

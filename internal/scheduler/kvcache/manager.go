@@ -337,12 +337,17 @@ func (m *Manager) blocksFor(n int) int {
 
 // allocate takes the head of the free list, evicting its cached contents:
 // to the host tier when there is one (spill), otherwise dropped.
-func (m *Manager) allocate() BlockID {
+func (m *Manager) allocate() BlockID { return m.allocateSpilling(true) }
+
+// allocateSpilling is allocate; with evictHost false the evicted contents
+// spill only into an empty host slot, and are dropped when there is none,
+// so nothing the host tier holds is evicted.
+func (m *Manager) allocateSpilling(evictHost bool) BlockID {
 	id := m.head()
 	m.unlink(id)
 	if m.blocks[id].registered {
 		m.evicted++
-		if !m.spill(id) {
+		if !(evictHost || m.hostSlotEmpty()) || !m.spill(id) {
 			m.drop(id)
 		}
 	}

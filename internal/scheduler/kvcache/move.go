@@ -62,11 +62,14 @@ type ImportedBlock struct {
 // them; tokens must cover them. The chain's blocks before from must be
 // cached already (an earlier Import, or this Manager's own): a chain is only
 // useful from its start. Blocks that are cached already are kept and not
-// returned; each other one gets a device block while any is free (evicting,
-// with a spill, the least recently used cached contents, never this
-// chain's), else a host slot, else the import stops there. It returns the
-// blocks whose contents the caller must write, in chain order, and appends
-// them to dst.
+// returned; each other one gets a device block while any is free (evicting
+// the least recently used cached contents, never this chain's, which spill
+// only into an empty host slot), else an empty host slot, else the import
+// stops there and the program recomputes the rest. An import never evicts
+// what the host tier holds: that is paused programs' offloaded KV, worth
+// more than a chain another pod sends on the chance of a resume. It
+// returns the blocks whose contents the caller must write, in chain order,
+// and appends them to dst.
 //
 // The caller must carry out the Manager's Transfers (the spills of the
 // device blocks it took) before writing the contents, and must write them
@@ -108,14 +111,11 @@ func (m *Manager) Import(dst []ImportedBlock, salt Salt, tokens []int32, from, n
 		var l loc
 		took := false
 		if m.numFree > 0 {
-			id := m.allocate()
+			id := m.allocateSpilling(false)
 			held = append(held, id)
 			l, took = loc(id), true
-		} else if hs := &m.host.slots[m.host.slots[m.host.sentinel()].next]; m.host.n > 0 && !(hs.used && hs.pin == m.pinEpoch) {
-			// (A pinned slot at the head means every used slot is this
-			// chain's.)
+		} else if m.hostSlotEmpty() {
 			slot := m.host.take(m)
-			m.host.slots[slot].pin = m.pinEpoch
 			l, took = hostLoc(slot), true
 		}
 		if !took {
@@ -138,6 +138,13 @@ func (m *Manager) Import(dst []ImportedBlock, salt Salt, tokens []int32, from, n
 	m.unpinHost()
 	m.releaseHeld(held)
 	return dst, nil
+}
+
+// hostSlotEmpty reports whether the host tier has an empty slot (empty
+// slots sit at the head of its list).
+func (m *Manager) hostSlotEmpty() bool {
+	h := &m.host
+	return h.n > 0 && !h.slots[h.slots[h.sentinel()].next].used
 }
 
 // DropImported forgets imported blocks whose contents could not be written:

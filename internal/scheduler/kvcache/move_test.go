@@ -124,3 +124,55 @@ func TestImportKeepsItsOwnChainAndDrops(t *testing.T) {
 		t.Fatalf("cached prefix %d after dropping block 2, want 4", c)
 	}
 }
+
+// An import never evicts what the host tier holds (paused programs'
+// offloaded KV): it takes free device blocks, evicting cached contents
+// there, which spill only into empty host slots, and empty host slots;
+// with neither left it stops, and the program recomputes the rest.
+func TestImportNeverEvictsTheHostTier(t *testing.T) {
+	paused := span(0, 8) // two blocks, offloaded to the two host slots
+	for _, tc := range []struct {
+		name string
+		// cachedDevice fills the device with another chain's cached
+		// blocks (free, evictable); else a running sequence holds them.
+		cachedDevice bool
+		want         int
+	}{
+		{"device in use", false, 0},
+		{"device cached", true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager(t, Config{NumBlocks: 4, BlockSize: 4, EnablePrefixCache: true, HostBlocks: 2})
+			run(t, m, 1, paused)
+			m.Free(1, false)
+			if n := m.Offload(paused); n != 2 {
+				t.Fatalf("offloaded %d blocks, want 2", n)
+			}
+			m.ClearTransfers()
+			other := span(100, 16)
+			run(t, m, 2, other)
+			if tc.cachedDevice {
+				m.Free(2, false)
+			}
+			got, err := m.Import(nil, 0, span(500, 12), 0, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, m)
+			if len(got) != tc.want {
+				t.Fatalf("imported %d blocks, want %d", len(got), tc.want)
+			}
+			for _, b := range got {
+				if b.Place.OnHost {
+					t.Errorf("block %d imported into a full host tier", b.Index)
+				}
+			}
+			if c := m.CachedPrefix(append(paused, 1)); c != len(paused) {
+				t.Fatalf("the paused program's offloaded KV: %d tokens cached, want %d", c, len(paused))
+			}
+			if st := m.Stats(); st.HostUsed != 2 {
+				t.Fatalf("host tier after the import: %+v", st)
+			}
+		})
+	}
+}

@@ -15,6 +15,8 @@ func moving(bytesPerToken int64, pods ...Pod) []Pod {
 
 func withHost(p Pod, host int64) Pod { p.HostTokens = host; return p }
 
+func withMaxModelLen(p Pod, n int64) Pod { p.MaxModelLen = n; return p }
+
 // Llama-3-8B's KV in bf16: 128 KiB a token.
 const llama8B = 128 << 10
 
@@ -54,6 +56,17 @@ func TestKVMoves(t *testing.T) {
 		pods:  []Pod{{Name: "a", Ready: true, Draining: true, CapacityTokens: 10_000, KVBytesPerToken: llama8B}, {Name: "b", Ready: true, CapacityTokens: 10_000, KVBytesPerToken: 2 * llama8B}},
 		progs: []*programBuilder{prog("a1", 500).on("a").acting(waited)},
 		want:  outcome{Pause: onPod("a", "a1"), Place: onPod("b", "a1")},
+	}, {
+		name:  "a context longer than the receiving pod serves moves nothing: the pod would refuse it",
+		pods:  moving(llama8B, withMaxModelLen(drainingPod("a", 10_000), 8_192), withMaxModelLen(pod("b", 10_000), 499)),
+		progs: []*programBuilder{prog("a1", 500).on("a").acting(waited)},
+		want:  outcome{Pause: onPod("a", "a1"), Place: onPod("b", "a1")},
+	}, {
+		name:  "a context that fits moves to a pod of a shorter max model length",
+		pods:  moving(llama8B, withMaxModelLen(drainingPod("a", 10_000), 8_192), withMaxModelLen(pod("b", 10_000), 500)),
+		progs: []*programBuilder{prog("a1", 500).on("a").acting(waited)},
+		want: outcome{Pause: onPod("a", "a1"), Place: onPod("b", "a1"),
+			Fetch: map[string][]Fetch{"b": {{Program: "a1", From: "a"}}}},
 	}, {
 		name:   "moves off",
 		policy: func(p *Policy) { p.KVTransferBandwidth = 0 },

@@ -105,20 +105,25 @@ func (s *Scheduler) waitsForCache(ps *progState, at int32, now time.Time) bool {
 	left := w - now.Sub(ps.waitSince)
 	// Moving its KV to at costs the transfer; waiting, up to what is left
 	// of the wait. (An unknown wait start never waits, above.)
-	if s.movesKV(k, at) && s.transferTime(ps, k) < left {
+	if s.movesKV(ps, k, at) && s.transferTime(ps, k) < left {
 		return false
 	}
 	return left > 0
 }
 
-// movesKV reports whether a program's KV is worth moving from pod from to
-// pod at rather than recomputed there: both pods move blocks of the same
-// size, and one token's KV crosses the network faster than a pod
-// recomputes it (Policy.KVTransferBandwidth, PrefillTokensPerSecond). Both
-// times grow with the context alike, so the comparison is per token.
-func (s *Scheduler) movesKV(from, at int32) bool {
+// movesKV reports whether ps's KV is worth moving from pod from to pod at
+// rather than recomputed there: both pods move blocks of the same size, its
+// context is no longer than at serves (at refuses a longer chain; pods of
+// different max model lengths may still share a model), and one token's KV
+// crosses the network faster than a pod recomputes it
+// (Policy.KVTransferBandwidth, PrefillTokensPerSecond). Both times grow
+// with the context alike, so the comparison is per token.
+func (s *Scheduler) movesKV(ps *progState, from, at int32) bool {
 	bpt := s.pods[from].kvBytesPerToken
 	bw := s.policy.KVTransferBandwidth
+	if maxLen := s.pods[at].maxModelLen; maxLen > 0 && ps.contextTokens > maxLen {
+		return false
+	}
 	return bw > 0 && bpt > 0 && bpt == s.pods[at].kvBytesPerToken &&
 		float64(bpt)/bw < 1/s.policy.PrefillTokensPerSecond
 }

@@ -52,8 +52,9 @@ type podState struct {
 	draining    bool
 	// serving pods take new programs: ready and not draining.
 	serving bool
-	// kvBytesPerToken is Pod.KVBytesPerToken (0: moves no KV).
-	kvBytesPerToken int64
+	// kvBytesPerToken is Pod.KVBytesPerToken (0: moves no KV);
+	// maxModelLen is Pod.MaxModelLen (0: unknown).
+	kvBytesPerToken, maxModelLen int64
 }
 
 func (p *podState) remaining() int64 { return p.total - p.used }
@@ -66,8 +67,9 @@ type progState struct {
 	// charge is what the program costs the pod it is on, undecayed;
 	// resumeCharge the same, decayed (see Scheduler.resumeCharge).
 	charge, resumeCharge int64
-	// footprint is what the program would cost a pod it is placed on.
-	footprint int64
+	// footprint is what the program would cost a pod it is placed on;
+	// contextTokens is Program.ContextTokens, what a move of its KV sends.
+	footprint, contextTokens int64
 	// waitSince is when it started waiting; zero when unknown or when the
 	// round itself paused it.
 	waitSince time.Time
@@ -171,6 +173,7 @@ func (s *Scheduler) load(snap Snapshot, now time.Time) error {
 			host:  p.HostTokens,
 
 			kvBytesPerToken: p.KVBytesPerToken,
+			maxModelLen:     p.MaxModelLen,
 			// All ACTING tokens count until chargeActingOnHost says otherwise.
 			actingShare: 1,
 			ready:       p.Ready,
@@ -281,7 +284,8 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		acting:    p.Status == StatusActing,
 		markedIn:  p.MarkedForPause,
 
-		runningSince: p.RunningSince,
+		runningSince:  p.RunningSince,
+		contextTokens: p.ContextTokens,
 	}
 	at := int32(-1)
 	if p.State == StateActive && p.Pod != "" {
@@ -376,7 +380,7 @@ func (s *Scheduler) place(idx, at int32) {
 	pod.resumeUsed += ps.charge
 	pod.programs++
 	s.dec.Pods[at].Place = append(s.dec.Pods[at].Place, ps.id)
-	if from := ps.kvOn; from >= 0 && from != at && s.movesKV(from, at) {
+	if from := ps.kvOn; from >= 0 && from != at && s.movesKV(ps, from, at) {
 		s.dec.Pods[at].Fetch = append(s.dec.Pods[at].Fetch, Fetch{Program: ps.id, From: s.pods[from].name})
 	}
 }

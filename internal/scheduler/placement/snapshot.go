@@ -88,6 +88,10 @@ type Pod struct {
 	// with its KV only between pods of equal KVBytesPerToken (same model,
 	// KV type and geometry; block size is checked by the pods themselves).
 	KVBytesPerToken int64
+	// MaxModelLen is the longest context the pod serves, in tokens (0:
+	// unknown). A program's KV moves to the pod only when its context is
+	// no longer: the pod refuses a longer chain.
+	MaxModelLen int64
 }
 
 // Program is one agent program as reported by the pods: placed ones by the
@@ -170,6 +174,8 @@ func (p *Pod) validate() error {
 		return fmt.Errorf("%w: pod %q: negative capacity %d", ErrInvalidSnapshot, p.Name, p.CapacityTokens)
 	case p.KVBytesPerToken < 0:
 		return fmt.Errorf("%w: pod %q: negative KV bytes per token %d", ErrInvalidSnapshot, p.Name, p.KVBytesPerToken)
+	case p.MaxModelLen < 0:
+		return fmt.Errorf("%w: pod %q: negative max model length %d", ErrInvalidSnapshot, p.Name, p.MaxModelLen)
 	case p.HostTokens < 0:
 		return fmt.Errorf("%w: pod %q: negative host tokens %d", ErrInvalidSnapshot, p.Name, p.HostTokens)
 	}

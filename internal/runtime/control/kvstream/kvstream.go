@@ -154,8 +154,17 @@ type Decoder struct {
 	buf      []byte
 }
 
+// ErrTooLong is a header announcing a longer chain than the receiver
+// takes (NewBoundedDecoder).
+var ErrTooLong = errors.New("kvstream: chain too long")
+
 // NewDecoder reads and checks the header.
-func NewDecoder(r io.Reader) (*Decoder, error) {
+func NewDecoder(r io.Reader) (*Decoder, error) { return NewBoundedDecoder(r, MaxTokens) }
+
+// NewBoundedDecoder is NewDecoder for a receiver that takes chains of at
+// most maxTokens tokens (and never more than MaxTokens): a header
+// announcing more is refused with ErrTooLong before its token ids are read.
+func NewBoundedDecoder(r io.Reader, maxTokens int) (*Decoder, error) {
 	var fixed [36]byte
 	if _, err := io.ReadFull(r, fixed[:]); err != nil {
 		return nil, eof(err)
@@ -182,6 +191,9 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	blocks := u32(32)
 	if blocks > MaxTokens/f.BlockSize {
 		return nil, corrupt("%d blocks of %d tokens: more than %d tokens", blocks, f.BlockSize, MaxTokens)
+	}
+	if blocks*f.BlockSize > maxTokens {
+		return nil, fmt.Errorf("%w: %d blocks of %d tokens, more than the %d tokens taken here", ErrTooLong, blocks, f.BlockSize, max(maxTokens, 0))
 	}
 	size := f.BlockBytes()
 	if f.Contents && (size <= 0 || size > MaxChunkBytes) {

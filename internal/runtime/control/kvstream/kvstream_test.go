@@ -133,3 +133,39 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+// A bounded decoder refuses a header announcing a longer chain than the
+// receiver takes, and reads no further than its fixed part: nothing of the
+// token ids is read or allocated. A chain of exactly the bound is taken.
+func TestBoundedDecoderRefusesLongChains(t *testing.T) {
+	stream := encode(t, testFormat, 8, 4, true) // 16 tokens
+	r := bytes.NewReader(stream)
+	if _, err := NewBoundedDecoder(r, 15); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("16 tokens with a bound of 15: %v, want ErrTooLong", err)
+	}
+	if read := len(stream) - r.Len(); read != 36 {
+		t.Errorf("read %d bytes before refusing, want the 36 of the fixed header", read)
+	}
+	h, _, err := decodeAllBounded(bytes.NewReader(stream), 16)
+	if err != nil || len(h.Tokens) != 16 {
+		t.Fatalf("16 tokens with a bound of 16: %v", err)
+	}
+}
+
+func decodeAllBounded(r io.Reader, maxTokens int) (*Header, int, error) {
+	d, err := NewBoundedDecoder(r, maxTokens)
+	if err != nil {
+		return nil, 0, err
+	}
+	blocks := 0
+	for {
+		n, _, err := d.Next()
+		if err == io.EOF {
+			return d.Header(), blocks, nil
+		}
+		if err != nil {
+			return nil, blocks, err
+		}
+		blocks += n
+	}
+}

@@ -37,6 +37,11 @@ type KVReport struct {
 	// Placement.Fetch); absent (0) from a pod that cannot, including pods
 	// older than the KV transfer, so the controller never asks them to.
 	BytesPerToken int64 `json:"bytesPerToken,omitempty"`
+	// MaxModelLen is the longest context in tokens this pod serves (its
+	// --max-model-len), so also the longest KV chain it takes from another
+	// pod: the controller moves a program's KV here only when its context
+	// fits. Absent (0) from pods older than this field.
+	MaxModelLen int `json:"maxModelLen,omitempty"`
 }
 
 // CapacityTokens is blocks × block size.
