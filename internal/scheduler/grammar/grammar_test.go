@@ -46,6 +46,39 @@ func TestRegexAccepts(t *testing.T) {
 	}
 }
 
+// TestRegexAnchorsOnlyAtTheEnds: anchors where a match starts or ends
+// assert nothing (the whole output matches) and are accepted, in
+// alternatives and groups too; one with text before or after it matches
+// nothing in the pattern's own engines and is refused, where it used to be
+// dropped (the fuzzer's "^$00000\0*0" produced "000000").
+func TestRegexAnchorsOnlyAtTheEnds(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, yes string
+	}{
+		{`^a$`, "a"},
+		{`\Aab\z`, "ab"},
+		{`^a$|^b$`, "b"},
+		{`^(a|^b)(c$|d)$`, "bd"},
+		{`(^)a`, "a"},
+		{`^$`, ""},
+	} {
+		g, err := Regex(tc.pattern)
+		if err != nil {
+			t.Errorf("%s: %v", tc.pattern, err)
+			continue
+		}
+		if !g.Accepts([]byte(tc.yes)) {
+			t.Errorf("%s: rejects %q", tc.pattern, tc.yes)
+		}
+	}
+	for _, pattern := range []string{`^$00000\0*0`, `a^b`, `a$b`, `x*^b`, `(^a)+`, `(?m)a
+^b`} {
+		if _, err := Regex(pattern); err == nil || !strings.Contains(err.Error(), "unsupported") {
+			t.Errorf("%s: %v, want an anchor inside the pattern refused", pattern, err)
+		}
+	}
+}
+
 func TestChoice(t *testing.T) {
 	g, err := Choice([]string{"yes", "no", "maybe so"})
 	if err != nil {

@@ -45,12 +45,74 @@ func regexNode(pattern string, allow func(lo, hi rune) [][2]rune) (*node, error)
 	if err != nil {
 		return nil, fmt.Errorf("invalid regular expression: %w", err)
 	}
+	re = re.Simplify()
+	if err := anchorsAtEnds(re, true, true); err != nil {
+		return nil, err
+	}
 	c := regexConv{allow: allow}
-	n := c.conv(re.Simplify())
+	n := c.conv(re)
 	if c.err != nil {
 		return nil, c.err
 	}
 	return n, nil
+}
+
+// anchorsAtEnds refuses an anchor (^, $, \A, \z) that is not at the
+// start or the end of every match: the output must match the whole
+// pattern, so an anchor there asserts nothing and is dropped, while one
+// with text before or after it ("^$0", "a^b") would match nothing in the
+// pattern's own engines. start and end say whether nothing can come
+// before and after re in a match.
+func anchorsAtEnds(re *syntax.Regexp, start, end bool) error {
+	switch re.Op {
+	case syntax.OpBeginLine, syntax.OpBeginText:
+		if !start {
+			return fmt.Errorf("unsupported in guided regular expressions: ^ or \\A after the start of the pattern")
+		}
+	case syntax.OpEndLine, syntax.OpEndText:
+		if !end {
+			return fmt.Errorf("unsupported in guided regular expressions: $ or \\z before the end of the pattern")
+		}
+	case syntax.OpConcat:
+		for i, sub := range re.Sub {
+			s := start && allZeroWidth(re.Sub[:i])
+			e := end && allZeroWidth(re.Sub[i+1:])
+			if err := anchorsAtEnds(sub, s, e); err != nil {
+				return err
+			}
+		}
+	case syntax.OpAlternate, syntax.OpCapture, syntax.OpQuest:
+		for _, sub := range re.Sub {
+			if err := anchorsAtEnds(sub, start, end); err != nil {
+				return err
+			}
+		}
+	default:
+		// A repeated anchor may follow text of an earlier repetition.
+		for _, sub := range re.Sub {
+			if err := anchorsAtEnds(sub, false, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// allZeroWidth reports whether every one of res matches only the empty
+// string.
+func allZeroWidth(res []*syntax.Regexp) bool {
+	for _, re := range res {
+		switch re.Op {
+		case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText:
+		case syntax.OpConcat, syntax.OpAlternate, syntax.OpCapture, syntax.OpStar, syntax.OpPlus, syntax.OpQuest, syntax.OpRepeat:
+			if !allZeroWidth(re.Sub) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 type regexConv struct {
