@@ -248,23 +248,29 @@ type TokenIDs []int32
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (t *TokenIDs) UnmarshalJSON(b []byte) error {
-	var ids []*int32
-	if err := json.Unmarshal(b, &ids); err != nil {
-		return retypeError(err)
+	ids, err := listWithoutNulls[int32](b)
+	*t = ids
+	return err
+}
+
+// listWithoutNulls decodes a JSON list (null: a nil list) whose elements
+// may not be null.
+func listWithoutNulls[T any](b []byte) ([]T, error) {
+	var ps []*T
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return nil, retypeError(err)
 	}
-	if ids == nil {
-		*t = nil
-		return nil
+	if ps == nil {
+		return nil, nil
 	}
-	out := make(TokenIDs, len(ids))
-	for i, id := range ids {
-		if id == nil {
-			return nullElement[int32]()
+	out := make([]T, len(ps))
+	for i, p := range ps {
+		if p == nil {
+			return nil, nullElement[T]()
 		}
-		out[i] = *id
+		out[i] = *p
 	}
-	*t = out
-	return nil
+	return out, nil
 }
 
 // Strings is a list of strings (guided_choice).
@@ -272,23 +278,9 @@ type Strings []string
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (s *Strings) UnmarshalJSON(b []byte) error {
-	var ps []*string
-	if err := json.Unmarshal(b, &ps); err != nil {
-		return retypeError(err)
-	}
-	if ps == nil {
-		*s = nil
-		return nil
-	}
-	out := make(Strings, len(ps))
-	for i, p := range ps {
-		if p == nil {
-			return nullElement[string]()
-		}
-		out[i] = *p
-	}
-	*s = out
-	return nil
+	ps, err := listWithoutNulls[string](b)
+	*s = ps
+	return err
 }
 
 // LogitBias is logit_bias: a token id (in decimal) → its bias.
