@@ -212,6 +212,7 @@ func (o *options) validate() error {
 	check(o.TensorParallel >= 1, "--tensor-parallel must be >= 1")
 	check(o.TensorParallel <= 1 || o.Executor == executorSim,
 		"--tensor-parallel %d: only the sim executor spans several devices; the %s executor runs the model on one device (use 1)", o.TensorParallel, o.Executor)
+	check(!math.IsNaN(o.AgingRate) && !math.IsInf(o.AgingRate, 0), "--aging-rate must be a finite number (negative: no aging), got %v", o.AgingRate)
 	check(o.MaxNumSeqs >= 1, "--max-num-seqs must be >= 1")
 	check(o.MaxNumBatchedTokens >= 1, "--max-num-batched-tokens must be >= 1")
 	check(o.BlockSize >= 1, "--block-size must be >= 1")

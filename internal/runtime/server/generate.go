@@ -188,9 +188,14 @@ type job struct {
 }
 
 // maxTokens resolves the output limit: the request's, or the default capped
-// by the room left in the context.
+// by the room left in the context, and in the KV cache when the cache holds
+// less than a context (a request without max_tokens would otherwise ask
+// for more than the whole cache and be refused).
 func (s *Server) maxTokens(c *openai.Common, promptLen int, j *job) (int, *openai.Error) {
 	room := s.maxModelLen - promptLen
+	if c.MaxTokens == nil && s.kvTokens > 0 && s.kvTokens < s.maxModelLen {
+		room = s.kvTokens - promptLen
+	}
 	if room <= 0 {
 		// The prompt alone fills the context: it is what must change.
 		want := 1

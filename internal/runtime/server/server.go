@@ -136,6 +136,9 @@ type Server struct {
 	cfg         Config
 	eng         *engine.Engine
 	maxModelLen int
+	// kvTokens is what the whole device KV cache holds: one sequence
+	// longer than it can never run.
+	kvTokens int
 	keys        *keySet
 	metrics     *httpMetrics
 	promHandler http.Handler
@@ -212,6 +215,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:         cfg,
 		eng:         cfg.Engine,
 		maxModelLen: cfg.Engine.Config().MaxModelLen,
+		kvTokens:    cfg.Engine.Config().KV.NumBlocks * cfg.Engine.BlockSize(),
 		metrics:     m,
 		promHandler: promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}),
 		log:         cfg.Logger,

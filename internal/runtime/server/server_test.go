@@ -237,14 +237,19 @@ func TestDefaultMaxTokens(t *testing.T) {
 		defaultMaxTokens int
 		promptLen        int
 		want             int
+		// numBlocks of 16 tokens (0: newEnv's 512)
+		numBlocks int
 	}{
-		{"context room", 0, 100, 28},
-		{"flag below room", 10, 100, 10},
-		{"room below flag", 50, 120, 8},
+		{"context room", 0, 100, 28, 0},
+		{"flag below room", 10, 100, 10, 0},
+		{"room below flag", 50, 120, 8, 0},
+		// A KV cache of 64 tokens, under the context's 128: the default
+		// is what the whole cache holds, not a refused request.
+		{"cache room", 0, 40, 24, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := newEnv(t, envOpts{maxModelLen: 128, defaultMaxTokens: tt.defaultMaxTokens})
+			env := newEnv(t, envOpts{maxModelLen: 128, defaultMaxTokens: tt.defaultMaxTokens, numBlocks: tt.numBlocks})
 			ids := make([]string, tt.promptLen)
 			for i := range ids {
 				ids[i] = "1"
@@ -252,8 +257,8 @@ func TestDefaultMaxTokens(t *testing.T) {
 			r := env.post("/v1/completions", `{"prompt":[`+strings.Join(ids, ",")+`]}`)
 			var resp openai.CompletionResponse
 			decodeStrict(t, r.body, &resp)
-			if resp.Usage.CompletionTokens != tt.want {
-				t.Errorf("completion tokens %d, want %d", resp.Usage.CompletionTokens, tt.want)
+			if r.status != 200 || resp.Usage.CompletionTokens != tt.want {
+				t.Errorf("%d: completion tokens %d, want %d: %s", r.status, resp.Usage.CompletionTokens, tt.want, r.body)
 			}
 		})
 	}

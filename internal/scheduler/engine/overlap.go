@@ -46,7 +46,7 @@ type overlap struct {
 	flushed int      // backlog[:flushed] runs before this iteration's batch
 	started int      // backlog[:started] are with the executor
 	cand    [][2]int // ranges of this iteration's transfers that may wait
-	serial  []kvcache.Transfer
+	serial  []queued
 	async   []kvcache.Transfer // scratch: what is started
 	isAsync []bool
 	loading int // sequences still loading at the last plan
@@ -113,9 +113,9 @@ func (o *overlap) load(s *sequence, from, to int) {
 }
 
 // split numbers this iteration's transfers xf, queues those that may wait
-// and returns, in order, those that must run before the batch: the backlog
-// up to flushTo, then the rest of xf. With all (an iteration with no batch)
-// everything runs now.
+// and returns those that must run before the batch, in the order the
+// block manager issued them: the backlog up to flushTo and the rest of
+// xf. With all (an iteration with no batch) everything runs now.
 func (o *overlap) split(xf []kvcache.Transfer, all bool) []kvcache.Transfer {
 	o.isAsync = slices.Grow(o.isAsync[:0], len(xf))[:len(xf)]
 	clear(o.isAsync)
@@ -135,7 +135,7 @@ func (o *overlap) split(xf []kvcache.Transfer, all bool) []kvcache.Transfer {
 		if d := max(o.devLast[t.Device], o.hostLast[t.Host]); d > o.landed {
 			o.flushTo = max(o.flushTo, d)
 		}
-		o.serial = append(o.serial, t)
+		o.serial = append(o.serial, queued{t, n})
 	}
 	o.next = o.base + uint64(len(xf))
 	if all && len(o.backlog) > 0 {
@@ -148,11 +148,20 @@ func (o *overlap) split(xf []kvcache.Transfer, all bool) []kvcache.Transfer {
 		k++
 	}
 	o.flushed = k
+	// In transfer order: a flushed transfer of this iteration may come
+	// after a serial one that it conflicts with (it copies a block out to
+	// a host slot that the serial one first copies back in).
 	out := xf[:0]
-	for _, q := range o.backlog[:k] {
-		out = append(out, q.t)
+	for i, j := 0, 0; i < k || j < len(o.serial); {
+		if j == len(o.serial) || (i < k && o.backlog[i].n < o.serial[j].n) {
+			out = append(out, o.backlog[i].t)
+			i++
+			continue
+		}
+		out = append(out, o.serial[j].t)
+		j++
 	}
-	return append(out, o.serial...)
+	return out
 }
 
 // landedFlushed records that the transfers split returned have landed.
