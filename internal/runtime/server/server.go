@@ -138,7 +138,7 @@ type Server struct {
 	maxModelLen int
 	// kvTokens is what the whole device KV cache holds: one sequence
 	// longer than it can never run.
-	kvTokens int
+	kvTokens    int
 	keys        *keySet
 	metrics     *httpMetrics
 	promHandler http.Handler
