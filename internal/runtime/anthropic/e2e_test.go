@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,12 +18,9 @@ import (
 type pod struct{ base string }
 
 func startPod(t *testing.T) *pod {
-	addr := runtimeproc.FreeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	p := runtimeproc.Start(t, runtimeproc.Options{Name: "tiny",
-		Args: []string{"--host", "127.0.0.1", "--port", port, "--control-port", "0"}})
-	p.WaitReady(t, addr, runtimeproc.DefaultReadyTimeout)
-	return &pod{base: "http://" + addr}
+	p := runtimeproc.StartPod(t, runtimeproc.PodOptions{ControlToken: "e2e", Options: runtimeproc.Options{Name: "tiny",
+		Args: []string{"--executor", "cpu"}}})
+	return &pod{base: "http://" + p.API}
 }
 
 // post sends body and returns the status and the response body.

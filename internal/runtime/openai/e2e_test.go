@@ -3,7 +3,6 @@ package openai_test
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,11 +18,8 @@ import (
 // the stored chain's included, or is a 400 naming it; a forced call the
 // limit cut before its name is no output_text.
 func TestResponsesEndToEnd(t *testing.T) {
-	addr := runtimeproc.FreeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	p := runtimeproc.Start(t, runtimeproc.Options{Name: "tiny",
-		Args: []string{"--host", "127.0.0.1", "--port", port, "--control-port", "0"}})
-	p.WaitReady(t, addr, runtimeproc.DefaultReadyTimeout)
+	addr := runtimeproc.StartPod(t, runtimeproc.PodOptions{ControlToken: "e2e", Options: runtimeproc.Options{Name: "tiny",
+		Args: []string{"--executor", "cpu"}}}).API
 	post := func(t *testing.T, body string) (int, []byte) {
 		t.Helper()
 		c := http.Client{Timeout: 60 * time.Second}

@@ -214,7 +214,8 @@ func (p *Process) waitReady(addr string, timeout time.Duration) error {
 // executor with its API and its control API on loopback.
 type PodOptions struct {
 	// Options.Args follow the pod's own flags (executor, addresses,
-	// control token, pod name, log level), so they can add to them.
+	// control token, pod name, log level), so they can add to them or
+	// override them (--executor cpu serves the built-in tiny model).
 	Options
 	// ControlToken is the control API's bearer token, written to the
 	// --control-token-file the pod reads.
@@ -224,7 +225,8 @@ type PodOptions struct {
 	ReadyTimeout time.Duration
 }
 
-// Pod is a runtime process serving the sim executor.
+// Pod is a runtime process serving the sim executor, or the one its Args
+// name.
 type Pod struct {
 	*Process
 	// API is the address of the OpenAI API (and /ready, /metrics), which
