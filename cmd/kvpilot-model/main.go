@@ -26,7 +26,7 @@ func main() {
 }
 
 const usage = `usage:
-  kvpilot-model write --out FILE [--builtin tiny | geometry flags] [--dtype f32|f16|bf16|q8_0]
+  kvpilot-model write --out FILE [--builtin tiny | geometry flags] [--dtype f32|f16|bf16|q8_0] [--chat-template FILE]
   kvpilot-model info FILE|builtin:NAME
 
 Random-weight models use a byte vocabulary padded to --vocab tokens; their
@@ -71,6 +71,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	bias := fs.Bool("qkv-bias", false, "q/k/v projection biases (Qwen2-style)")
 	seed := fs.Int64("seed", 1, "weight seed")
 	dtype := fs.String("dtype", "f32", "matrix type: f32, f16, bf16 or q8_0")
+	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,6 +99,17 @@ func write(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--vocab %d is below the byte vocabulary's %d tokens", cfg.VocabSize, model.ByteVocabSize)
 		}
 		m = model.Random(cfg, *seed)
+	}
+	if *chatTemplate != "" {
+		src, err := os.ReadFile(*chatTemplate)
+		if err != nil {
+			return fmt.Errorf("--chat-template: %w", err)
+		}
+		j, err := model.NewJinjaTemplate(string(src), "", "")
+		if err != nil {
+			return fmt.Errorf("--chat-template %s: %w", *chatTemplate, err)
+		}
+		m.ChatTemplate = j
 	}
 	if m, err = m.Convert(typ); err != nil {
 		return err
