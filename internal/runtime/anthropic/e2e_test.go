@@ -118,7 +118,7 @@ func TestMessagesEndToEnd(t *testing.T) {
 		}
 		p.refused(t, "/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":"hi"}],"output_format":{"type":"json_schema","schema":{"type":"array","uniqueItems":true}}}`,
 			"output_format.schema")
-		p.refused(t, "/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":"hi"}],"context_management":{"edits":[]}}`, "context_management")
+		p.refused(t, "/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":"hi"}],"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]}}`, "context_management.edits[0].type")
 	})
 
 	t.Run("invalid UTF-8", func(t *testing.T) {

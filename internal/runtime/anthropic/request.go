@@ -41,14 +41,21 @@ type Request struct {
 	// response_format json_schema does; give one of them.
 	OutputFormat *OutputFormat `json:"output_format"`
 	OutputConfig *OutputConfig `json:"output_config"`
+	// Thinking is honoured: a model that does not reason (every chat
+	// format served today) thinks zero tokens, which every budget allows,
+	// and the reply has no thinking blocks; disabled also reaches the
+	// template as enable_thinking false (Thinking.templateKwargs).
+	Thinking *Thinking `json:"thinking"`
+	// ContextManagement is honoured for the edits that leave this
+	// server's prompt as it is (ContextManagement.validate); the others
+	// are refused.
+	ContextManagement *ContextManagement `json:"context_management"`
 
 	// Refused unless they ask for nothing (Parse). Fields Anthropic does
 	// not define are ignored, as on chat.
-	Thinking          *Thinking       `json:"thinking"`
-	ServiceTier       string          `json:"service_tier"`
-	Container         json.RawMessage `json:"container"`
-	MCPServers        json.RawMessage `json:"mcp_servers"`
-	ContextManagement json.RawMessage `json:"context_management"`
+	ServiceTier string          `json:"service_tier"`
+	Container   json.RawMessage `json:"container"`
+	MCPServers  json.RawMessage `json:"mcp_servers"`
 
 	// Extensions, as on the other endpoints (cache_salt as on chat: a
 	// non-empty string that keeps the request's prefix-cache entries
@@ -65,16 +72,78 @@ type OutputFormat struct {
 	Schema json.RawMessage `json:"schema"`
 }
 
-// OutputConfig is "output_config": format, and effort (only "high",
-// Anthropic's default: the served models have no effort control).
+// OutputConfig is "output_config": format, and effort (low, medium,
+// high, xhigh or max), which reaches the template as reasoning_effort
+// (templateKwargs); a template without one renders the same prompt.
 type OutputConfig struct {
 	Format *OutputFormat `json:"format"`
 	Effort *string       `json:"effort"`
 }
 
-// Thinking is "thinking": only {"type": "disabled"} is accepted.
+// efforts are output_config.effort's values, each with the
+// reasoning_effort a template gets: chat templates that read it (gpt-oss)
+// know low, medium and high.
+var efforts = map[string]string{"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
+
+// Thinking is "thinking": {"type": "enabled", "budget_tokens": N},
+// {"type": "adaptive"} or {"type": "disabled"}; display (summarized or
+// omitted) says how thinking blocks are shown.
 type Thinking struct {
-	Type string `json:"type"`
+	Type         string  `json:"type"`
+	BudgetTokens *int    `json:"budget_tokens"`
+	Display      *string `json:"display"`
+}
+
+// minThinkingBudget is Anthropic's smallest budget_tokens.
+const minThinkingBudget = 1024
+
+func (t *Thinking) validate() *openai.Error {
+	switch t.Type {
+	case "enabled":
+		switch {
+		case t.BudgetTokens == nil:
+			return openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: field required with type enabled")
+		case *t.BudgetTokens < minThinkingBudget:
+			return openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: must be at least %d, got %d", minThinkingBudget, *t.BudgetTokens)
+		}
+	case "adaptive", "disabled":
+		if t.BudgetTokens != nil {
+			return openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens is only for type enabled")
+		}
+	default:
+		return openai.BadRequest("thinking.type", "thinking.type %q: want enabled, adaptive or disabled", t.Type)
+	}
+	if d := t.Display; d != nil && *d != "summarized" && *d != "omitted" {
+		return openai.BadRequest("thinking.display", "thinking.display %q: want summarized or omitted", *d)
+	}
+	return nil
+}
+
+// ContextManagement is "context_management": edits Anthropic applies to
+// the conversation before the model reads it.
+type ContextManagement struct {
+	Edits []ContextEdit `json:"edits"`
+}
+
+// ContextEdit is one edit. clear_thinking_20251015 clears the thinking
+// blocks of earlier turns: this server renders none (it accepts no
+// thinking blocks in messages, and its models write none), so the
+// prompt is the same whatever it keeps. clear_tool_uses_20250919 would
+// replace old tool results and is refused: the server does not edit the
+// conversation.
+type ContextEdit struct {
+	Type string          `json:"type"`
+	Keep json.RawMessage `json:"keep"`
+}
+
+func (c *ContextManagement) validate() *openai.Error {
+	for i, e := range c.Edits {
+		if e.Type != "clear_thinking_20251015" {
+			field := fmt.Sprintf("context_management.edits[%d].type", i)
+			return openai.BadRequest(field, "%s %q is not supported: the server does not edit the conversation (only clear_thinking_20251015, which changes nothing here)", field, e.Type)
+		}
+	}
+	return nil
 }
 
 // Message is one turn: role user or assistant.
@@ -186,18 +255,27 @@ func (r *Request) validate() *openai.Error {
 		return openai.BadRequest("temperature", "temperature: must be in [0, 1], got %g", *r.Temperature)
 	case r.TopK != nil && *r.TopK < 1:
 		return openai.BadRequest("top_k", "top_k: must be at least 1, got %d", *r.TopK)
-	case r.Thinking != nil && r.Thinking.Type != "disabled":
-		return openai.BadRequest("thinking", "thinking %q is not supported; only {\"type\": \"disabled\"}", r.Thinking.Type)
 	case r.ServiceTier != "" && r.ServiceTier != "auto" && r.ServiceTier != "standard_only":
 		return openai.BadRequest("service_tier", "service_tier %q is not supported", r.ServiceTier)
 	case !absent(r.Container):
 		return openai.BadRequest("container", "containers are not supported")
 	case !absent(r.MCPServers):
 		return openai.BadRequest("mcp_servers", "MCP servers are not supported")
-	case !absent(r.ContextManagement):
-		return openai.BadRequest("context_management", "context_management is not supported: the server does not edit the conversation")
-	case r.OutputConfig != nil && r.OutputConfig.Effort != nil && *r.OutputConfig.Effort != "high":
-		return openai.BadRequest("output_config.effort", "output_config.effort %q is not supported; only \"high\"", *r.OutputConfig.Effort)
+	}
+	if r.Thinking != nil {
+		if err := r.Thinking.validate(); err != nil {
+			return err
+		}
+	}
+	if r.ContextManagement != nil {
+		if err := r.ContextManagement.validate(); err != nil {
+			return err
+		}
+	}
+	if oc := r.OutputConfig; oc != nil && oc.Effort != nil {
+		if _, ok := efforts[*oc.Effort]; !ok {
+			return openai.BadRequest("output_config.effort", "output_config.effort %q: want low, medium, high, xhigh or max", *oc.Effort)
+		}
 	}
 	if _, _, err := r.outputFormat(); err != nil {
 		return err
@@ -237,8 +315,19 @@ func (r *Request) validate() *openai.Error {
 		}
 	}
 	for i, m := range r.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
-			return openai.BadRequest("messages", "messages[%d].role %q: want user or assistant", i, m.Role)
+		switch {
+		case m.Role == "system":
+			// Claude Code's environment block: a system turn at its
+			// place in the conversation (text only, as the system field).
+			for k, b := range m.Content {
+				if b.Type != "text" {
+					field := fmt.Sprintf("messages[%d].content[%d].type", i, k)
+					return openai.BadRequest(field, "%s %q: a system message holds text blocks only", field, b.Type)
+				}
+			}
+			continue
+		case m.Role != "user" && m.Role != "assistant":
+			return openai.BadRequest("messages", "messages[%d].role %q: want user, assistant or system", i, m.Role)
 		}
 		for k, b := range m.Content {
 			if err := checkBlock(m.Role, b, fmt.Sprintf("messages[%d].content[%d]", i, k)); err != nil {
@@ -288,9 +377,10 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 		Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
 		Stop: r.StopSequences, Stream: r.Stream, ProgramID: r.ProgramID, CacheSalt: r.CacheSalt, ExtraBody: r.ExtraBody,
 	}}
-	if sys := joinText(r.System); sys != "" {
+	if sys := joinText(systemBlocks(r.System)); sys != "" {
 		c.Messages = append(c.Messages, openai.Message{Role: "system", Content: openai.Content{Text: sys}})
 	}
+	c.ChatTemplateKwargs = r.templateKwargs()
 	msgs, prefill, err := r.prefill()
 	if err != nil {
 		return nil, err
@@ -298,8 +388,14 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 	// results name each tool message as the block it came from.
 	results := map[int]string{}
 	for i, m := range msgs {
-		if m.Role == "assistant" {
+		switch m.Role {
+		case "assistant":
 			c.Messages = append(c.Messages, assistantMessage(m))
+			continue
+		case "system":
+			// Rendered where the template renders a later system turn,
+			// else merged into the system prompt (model.RenderAll).
+			c.Messages = append(c.Messages, openai.Message{Role: "system", Content: openai.Content{Text: joinText(m.Content)}})
 			continue
 		}
 		for k, b := range m.Content {
@@ -365,6 +461,40 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// billingHeader starts the system block Claude Code puts first in every
+// request: "x-anthropic-billing-header: cc_version=…; cc_entrypoint=…;",
+// whose version suffix differs between sessions. It is for Anthropic's
+// billing, not an instruction, and left where it is it would end the
+// prompt prefix that sessions of one agent share 74 bytes in.
+const billingHeader = "x-anthropic-billing-header:"
+
+// systemBlocks are the system prompt's blocks the model reads: all but
+// a client's billing header block.
+func systemBlocks(bs Blocks) Blocks {
+	if len(bs) == 0 || !strings.HasPrefix(bs[0].Text, billingHeader) {
+		return bs
+	}
+	return bs[1:]
+}
+
+// templateKwargs are the template variables the request's fields set:
+// enable_thinking false for thinking disabled (templates with a thinking
+// switch, e.g. Qwen3's, then render no thinking), and reasoning_effort
+// from output_config.effort (gpt-oss's "Reasoning: low|medium|high").
+func (r *Request) templateKwargs() openai.TemplateKwargs {
+	k := openai.TemplateKwargs{}
+	if r.Thinking != nil && r.Thinking.Type == "disabled" {
+		k["enable_thinking"] = json.RawMessage("false")
+	}
+	if oc := r.OutputConfig; oc != nil && oc.Effort != nil {
+		k["reasoning_effort"], _ = json.Marshal(efforts[*oc.Effort])
+	}
+	if len(k) == 0 {
+		return nil
+	}
+	return k
 }
 
 // assistantMessage is an assistant turn as one chat message: its text and

@@ -24,6 +24,15 @@ func TestChatRequest(t *testing.T) {
 	}{
 		{"tool_choice auto without tools", `{"max_tokens":1,"tool_choice":{"type":"auto"},"messages":[{"role":"user","content":"hi"}]}`,
 			[]openai.Message{msg("user", "hi")}},
+		{"a system turn in messages stays at its place", `{"max_tokens":1,"system":"s","messages":[{"role":"user","content":"hi"},` +
+			`{"role":"system","content":[{"type":"text","text":"env","cache_control":{"type":"ephemeral"}}]},{"role":"user","content":"go"}]}`,
+			[]openai.Message{msg("system", "s"), msg("user", "hi"), msg("system", "env"), msg("user", "go")}},
+		{"Claude Code's billing header block is left out", `{"max_tokens":1,"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.332.58d; cc_entrypoint=cli;"},` +
+			`{"type":"text","text":"You are Claude Code."}],"messages":[{"role":"user","content":"hi"}]}`,
+			[]openai.Message{msg("system", "You are Claude Code."), msg("user", "hi")}},
+		{"the billing header's text elsewhere is kept", `{"max_tokens":1,"system":[{"type":"text","text":"a"},{"type":"text","text":"x-anthropic-billing-header: b"}],` +
+			`"messages":[{"role":"user","content":"x-anthropic-billing-header: c"}]}`,
+			[]openai.Message{msg("system", "a\nx-anthropic-billing-header: b"), msg("user", "x-anthropic-billing-header: c")}},
 		{"system string", `{"max_tokens":1,"system":"sys","messages":[{"role":"user","content":"hi"}]}`,
 			[]openai.Message{msg("system", "sys"), msg("user", "hi")}},
 		{"system blocks and text blocks joined with newlines", `{"max_tokens":1,"system":[{"type":"text","text":"a"},{"type":"text","text":"b"}],` +
@@ -54,6 +63,33 @@ func TestChatRequest(t *testing.T) {
 				t.Errorf("tool fields: %v", err)
 			}
 		})
+	}
+}
+
+// TestThinkingAndEffort: thinking and output_config.effort are honoured
+// (no thinking blocks: the served formats do not reason), and reach the
+// template as its switches.
+func TestThinkingAndEffort(t *testing.T) {
+	msgs := `"max_tokens":32000,"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct{ body, want string }{
+		{`{` + msgs + `}`, `null`},
+		{`{` + msgs + `,"thinking":{"type":"enabled","budget_tokens":31999}}`, `null`},
+		{`{` + msgs + `,"thinking":{"type":"adaptive","display":"omitted"},"output_config":{"effort":"high"}}`, `{"reasoning_effort":"high"}`},
+		{`{` + msgs + `,"thinking":{"type":"disabled"},"output_config":{"effort":"max"}}`, `{"enable_thinking":false,"reasoning_effort":"high"}`},
+		{`{` + msgs + `,"output_config":{"effort":"low"},"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]}}`, `{"reasoning_effort":"low"}`},
+	} {
+		r, err := Parse([]byte(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		c, err := r.ChatRequest()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		got, _ := json.Marshal(c.ChatTemplateKwargs)
+		if string(got) != tc.want {
+			t.Errorf("%s: chat_template_kwargs %s; want %s", tc.body, got, tc.want)
+		}
 	}
 }
 
@@ -265,8 +301,14 @@ func TestOutputFormat(t *testing.T) {
 		`{` + msgs + `,"output_format":{"type":"json_object"}}`:                                                                                             "output_format.type",
 		`{` + msgs + `,"output_config":{"format":{"type":"json_schema"}}}`:                                                                                  "output_config.format.schema",
 		`{` + msgs + `,"output_format":{"type":"json_schema","schema":"{}"}}`:                                                                               "output_format.schema",
-		`{` + msgs + `,"output_config":{"effort":"low"}}`:                                                                                                   "output_config.effort",
-		`{` + msgs + `,"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]}}`:                                                               "context_management",
+		`{` + msgs + `,"output_config":{"effort":"extreme"}}`:                                                                                               "output_config.effort",
+		`{` + msgs + `,"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]}}`:                                                               "context_management.edits[0].type",
+		`{` + msgs + `,"thinking":{"type":"enabled"}}`:                                                                                                      "thinking.budget_tokens",
+		`{` + msgs + `,"thinking":{"type":"enabled","budget_tokens":1023}}`:                                                                                 "thinking.budget_tokens",
+		`{` + msgs + `,"thinking":{"type":"adaptive","budget_tokens":2048}}`:                                                                                "thinking.budget_tokens",
+		`{` + msgs + `,"thinking":{"type":"on"}}`:                                                                                                           "thinking.type",
+		`{` + msgs + `,"thinking":{"type":"adaptive","display":"full"}}`:                                                                                    "thinking.display",
+		`{"max_tokens":1,"messages":[{"role":"system","content":[{"type":"image"}]},{"role":"user","content":"x"}]}`:                                        "messages[0].content[0].type",
 		`{` + msgs + `,"tools":[{"name":"f","input_schema":{"type":"object"},"strict":true}]}`:                                                              "tools[0].strict",
 		`{` + msgs + tools + `,"tool_choice":{"type":"any"},"output_format":{"type":"json_schema","schema":{}}}`:                                            "output_format",
 		`{"max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"{"}],"output_format":{"type":"json_schema","schema":{}}}`: "output_format",

@@ -44,13 +44,14 @@ var _ Codec = Model{}
 // EncodePrompt implements Codec: the model's BOS is added when it wants one.
 func (c Model) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(text, true) }
 
-// EncodeChat implements Codec.
+// EncodeChat implements Codec: the chat is rendered by model.RenderAll,
+// so no message is left out of the prompt silently.
 // The template renders continue_final_message itself (it cuts the text
 // after the final message's content), so the options reach it unchanged.
 // The rendered text does not start with the BOS (model.ChatTemplate): it
 // is the tokenizer's to add.
 func (c Model) EncodeChat(chat *model.Chat, addSpecial bool) ([]int32, error) {
-	text, err := c.Template.Render(chat)
+	text, err := model.RenderAll(c.Template, chat)
 	if err != nil {
 		return nil, err
 	}

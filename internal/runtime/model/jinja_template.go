@@ -99,6 +99,13 @@ func (j *JinjaTemplate) Name() string { return "jinja" }
 // ToolFormat implements ChatTemplate.
 func (j *JinjaTemplate) ToolFormat() ToolFormat { return j.format }
 
+// RendersRole implements RoleRenderer: the template names the role in a
+// string literal (gpt-oss's and other recent templates test for
+// 'developer'; Qwen2.5's never does, and drops such messages).
+func (j *JinjaTemplate) RendersRole(role string) bool {
+	return strings.Contains(j.source, "'"+role+"'") || strings.Contains(j.source, `"`+role+`"`)
+}
+
 // Source is the template text.
 func (j *JinjaTemplate) Source() string { return j.source }
 

@@ -124,7 +124,7 @@ func TestMessagesErrors(t *testing.T) {
 		{"temperature over 1", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"temperature":1.5}`, http.StatusBadRequest, "invalid_request_error"},
 		{"image block", `{"messages":[{"role":"user","content":[{"type":"image","source":{}}]}],"max_tokens":2}`, http.StatusBadRequest, "invalid_request_error"},
 		{"server tool", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, http.StatusBadRequest, "invalid_request_error"},
-		{"thinking", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"thinking":{"type":"enabled","budget_tokens":1024}}`, http.StatusBadRequest, "invalid_request_error"},
+		{"thinking without a budget", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"thinking":{"type":"enabled"}}`, http.StatusBadRequest, "invalid_request_error"},
 		{"unknown tool named", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":[` + anthropicWeatherTool + `],"tool_choice":{"type":"tool","name":"nope"}}`, http.StatusBadRequest, "invalid_request_error"},
 		{"over the context", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":100000}`, http.StatusBadRequest, "invalid_request_error"},
 		{"unknown model", `{"model":"claude-x","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, http.StatusNotFound, "not_found_error"},
