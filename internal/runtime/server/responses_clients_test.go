@@ -130,6 +130,21 @@ func TestResponsesNamespacedToolCall(t *testing.T) {
 	if resp.Usage.InputTokens != chat {
 		t.Errorf("round trip: %d input tokens, the chat request %d", resp.Usage.InputTokens, chat)
 	}
+
+	// A stored call renders the same way: continuing the response that
+	// made it is the conversation sent back item by item.
+	tools := `"tools":[` + spawnNamespace + `]`
+	first, out := postResponse(t, env, `{"input":"spawn one","max_output_tokens":100,"parallel_tool_calls":false,`+tools+`,`+
+		`"tool_choice":{"type":"function","name":"spawn_agent","namespace":"multi_agent_v1"}}`)
+	check(t, out[0])
+	callID, args := out[0]["call_id"].(string), out[0]["arguments"].(string)
+	output := `{"type":"function_call_output","call_id":"` + callID + `","output":"spawned"}`
+	stored, _ := postResponse(t, env, `{"previous_response_id":"`+first.ID+`","input":[`+output+`],"max_output_tokens":2,`+tools+`}`)
+	sent, _ := postResponse(t, env, `{"input":[{"role":"user","content":"spawn one"},{"type":"function_call","call_id":"`+callID+
+		`","namespace":"multi_agent_v1","name":"spawn_agent","arguments":`+mustJSON(t, args)+`},`+output+`],"max_output_tokens":2,`+tools+`}`)
+	if stored.Usage.InputTokens != sent.Usage.InputTokens {
+		t.Errorf("previous_response_id: %d input tokens; the same items sent back: %d", stored.Usage.InputTokens, sent.Usage.InputTokens)
+	}
 }
 
 func TestResponsesBuiltinToolsDropped(t *testing.T) {
