@@ -125,6 +125,10 @@ type Common struct {
 	// CacheSalt keeps the request's prefix-cache entries apart from those
 	// of other salts (vLLM's cache_salt); a non-empty string when given.
 	CacheSalt *string `json:"cache_salt"`
+	// PromptCacheKey (OpenAI's, on chat and responses) groups requests
+	// that share a prefix; here it names the request's program when no
+	// program id does (ProgramID).
+	PromptCacheKey string `json:"prompt_cache_key"`
 	// AddSpecialTokens (default true) tokenizes the prompt with the
 	// model's special tokens (its BOS, where the model wants one); false
 	// tokenizes the text alone, as /tokenize does.
@@ -229,16 +233,22 @@ func (c *Common) SpecialTokens() bool { return c.AddSpecialTokens == nil || *c.A
 // IncludeUsage reports whether a streaming response ends with a usage chunk.
 func (c *Common) IncludeUsage() bool { return c.StreamOptions != nil && c.StreamOptions.IncludeUsage }
 
-// BodyProgramID is the program id from the body: program_id, else
-// extra_body.program_id.
-func (c *Common) BodyProgramID() string {
-	if c.ProgramID != "" {
-		return string(c.ProgramID)
+// BodyProgram is what a request body says of its program: its program
+// id, and its prompt_cache_key, which ProgramID ranks below the session
+// header X-Session-ID.
+type BodyProgram struct {
+	ID       string
+	CacheKey string
+}
+
+// BodyProgramID is the program the body names: program_id, else
+// extra_body.program_id; and prompt_cache_key.
+func (c *Common) BodyProgramID() BodyProgram {
+	b := BodyProgram{ID: string(c.ProgramID), CacheKey: c.PromptCacheKey}
+	if b.ID == "" && c.ExtraBody != nil {
+		b.ID = string(c.ExtraBody.ProgramID)
 	}
-	if c.ExtraBody != nil {
-		return string(c.ExtraBody.ProgramID)
-	}
-	return ""
+	return b
 }
 
 // Salt is cache_salt ("" when absent).
@@ -591,15 +601,37 @@ func (c *Common) EngineParams(maxTokens int, d Defaults) engine.Params {
 	return p
 }
 
-// ProgramID resolves the program a request belongs to: header X-Program-Id,
-// else bodyID (the body's program_id: BodyProgramID), else header
-// X-Session-ID (ThunderAgent-style clients), else "" (its own program).
-func ProgramID(header func(string) string, bodyID string) string {
+// ProgramSessionHeaders are the headers that name an agent client's
+// session, in the order ProgramID takes them after the body's
+// prompt_cache_key: Codex's and Claude Code's. Every request of one
+// session carries the same value, which is what a program is.
+var ProgramSessionHeaders = []string{"Session-Id", "X-Claude-Code-Session-Id"}
+
+// ProgramID resolves the program a request belongs to, the first of:
+// header X-Program-Id; the body's program id (program_id, else
+// extra_body.program_id); header X-Session-ID (ThunderAgent-style
+// clients); the body's prompt_cache_key (OpenAI's prefix-cache affinity
+// key: Codex sends its session id there); header session-id (Codex);
+// header x-claude-code-session-id (Claude Code); else "" (the request is
+// its own program). param is the field to name when the id is refused:
+// prompt_cache_key when the id came from it, else program_id.
+func ProgramID(header func(string) string, body BodyProgram) (id, param string) {
 	if v := strings.TrimSpace(header("X-Program-Id")); v != "" {
-		return v
+		return v, "program_id"
 	}
-	if bodyID != "" {
-		return bodyID
+	if body.ID != "" {
+		return body.ID, "program_id"
 	}
-	return strings.TrimSpace(header("X-Session-ID"))
+	if v := strings.TrimSpace(header("X-Session-ID")); v != "" {
+		return v, "program_id"
+	}
+	if body.CacheKey != "" {
+		return body.CacheKey, "prompt_cache_key"
+	}
+	for _, h := range ProgramSessionHeaders {
+		if v := strings.TrimSpace(header(h)); v != "" {
+			return v, "program_id"
+		}
+	}
+	return "", ""
 }

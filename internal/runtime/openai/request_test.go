@@ -48,9 +48,9 @@ func TestParseCompletion(t *testing.T) {
 		{"include usage", `{"prompt":"x","stream":true,"stream_options":{"include_usage":true}}`,
 			func(r *CompletionRequest) any { return r.IncludeUsage() }, true},
 		{"program id in body", `{"prompt":"x","program_id":"p1"}`,
-			func(r *CompletionRequest) any { return r.BodyProgramID() }, "p1"},
+			func(r *CompletionRequest) any { return r.BodyProgramID().ID }, "p1"},
 		{"program id in extra_body", `{"prompt":"x","extra_body":{"program_id":"p2"}}`,
-			func(r *CompletionRequest) any { return r.BodyProgramID() }, "p2"},
+			func(r *CompletionRequest) any { return r.BodyProgramID().ID }, "p2"},
 		{"unknown fields ignored", `{"prompt":"x","presence_penalty":0.5,"whatever":{"a":[1]}}`,
 			func(r *CompletionRequest) any { return r.Prompt.Text }, "x"},
 		{"logprobs null ok", `{"prompt":"x","logprobs":null}`,
@@ -195,7 +195,7 @@ func TestProgramIDEscapes(t *testing.T) {
 			t.Errorf("%s: %v", body, err)
 			continue
 		}
-		if got := r.BodyProgramID(); got != want {
+		if got := r.BodyProgramID().ID; got != want {
 			t.Errorf("%s: program id %q, want %q", body, got, want)
 		}
 	}
@@ -301,18 +301,23 @@ func TestEngineParams(t *testing.T) {
 }
 
 func TestProgramID(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"x"}]`
 	tests := []struct {
-		name    string
-		headers map[string]string
-		body    string
-		want    string
+		name        string
+		headers     map[string]string
+		body        string
+		want, param string
 	}{
-		{"header wins", map[string]string{"X-Program-Id": "h", "X-Session-ID": "s"}, `{"prompt":"x","program_id":"b"}`, "h"},
-		{"body", map[string]string{"X-Session-ID": "s"}, `{"prompt":"x","program_id":"b"}`, "b"},
-		{"extra_body", map[string]string{"X-Session-ID": "s"}, `{"prompt":"x","extra_body":{"program_id":"e"}}`, "e"},
-		{"body before extra_body", nil, `{"prompt":"x","program_id":"b","extra_body":{"program_id":"e"}}`, "b"},
-		{"session header", map[string]string{"X-Session-ID": "s"}, `{"prompt":"x"}`, "s"},
-		{"none", nil, `{"prompt":"x"}`, ""},
+		{"header wins", map[string]string{"X-Program-Id": "h", "X-Session-ID": "s"}, `{"program_id":"b"}`, "h", "program_id"},
+		{"body", map[string]string{"X-Session-ID": "s"}, `{"program_id":"b","prompt_cache_key":"k"}`, "b", "program_id"},
+		{"extra_body", map[string]string{"X-Session-ID": "s"}, `{"extra_body":{"program_id":"e"}}`, "e", "program_id"},
+		{"body before extra_body", nil, `{"program_id":"b","extra_body":{"program_id":"e"}}`, "b", "program_id"},
+		{"session header", map[string]string{"X-Session-ID": "s", "Session-Id": "codex"}, `{"prompt_cache_key":"k"}`, "s", "program_id"},
+		{"prompt_cache_key before the agents' session headers", map[string]string{"Session-Id": "codex", "X-Claude-Code-Session-Id": "cc"},
+			`{"prompt_cache_key":"k"}`, "k", "prompt_cache_key"},
+		{"codex session header", map[string]string{"session-id": "codex", "X-Claude-Code-Session-Id": "cc"}, `{}`, "codex", "program_id"},
+		{"claude code session header", map[string]string{"x-claude-code-session-id": "cc"}, `{}`, "cc", "program_id"},
+		{"none", nil, `{}`, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,12 +325,16 @@ func TestProgramID(t *testing.T) {
 			for k, v := range tt.headers {
 				h.Set(k, v)
 			}
-			r, err := ParseCompletion([]byte(tt.body))
+			body := strings.Replace(tt.body, "{", "{"+msgs+",", 1)
+			if tt.body == `{}` {
+				body = "{" + msgs + "}"
+			}
+			r, err := ParseChat([]byte(body))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := ProgramID(h.Get, r.Common.BodyProgramID()); got != tt.want {
-				t.Errorf("ProgramID = %q, want %q", got, tt.want)
+			if got, param := ProgramID(h.Get, r.Common.BodyProgramID()); got != tt.want || param != tt.param {
+				t.Errorf("ProgramID = %q (param %q), want %q (%q)", got, param, tt.want, tt.param)
 			}
 		})
 	}

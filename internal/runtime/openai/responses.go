@@ -20,11 +20,21 @@ type ResponsesRequest struct {
 	// "name"}.
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	Text              *ResponseText   `json:"text"`
-	MaxOutputTokens   *int            `json:"max_output_tokens"`
-	Temperature       *float64        `json:"temperature"`
-	TopP              *float64        `json:"top_p"`
-	Stream            bool            `json:"stream"`
+	// Reasoning's effort reaches the chat template as reasoning_effort;
+	// no reasoning items are produced (the served models do not reason
+	// here).
+	Reasoning *ReasoningParam `json:"reasoning"`
+	// PromptCacheKey names the prefix-cache affinity group: here, the
+	// request's program when no other program id is given (ProgramID).
+	PromptCacheKey string `json:"prompt_cache_key"`
+	// ClientMetadata is the client's own bookkeeping (Codex's session and
+	// turn ids): accepted, changes nothing.
+	ClientMetadata  json.RawMessage `json:"client_metadata"`
+	Text            *ResponseText   `json:"text"`
+	MaxOutputTokens *int            `json:"max_output_tokens"`
+	Temperature     *float64        `json:"temperature"`
+	TopP            *float64        `json:"top_p"`
+	Stream          bool            `json:"stream"`
 	// PreviousResponseID continues a stored response's conversation;
 	// Store (default true) keeps this one for later turns.
 	PreviousResponseID string            `json:"previous_response_id"`
@@ -38,7 +48,6 @@ type ResponsesRequest struct {
 	ServiceTier  string          `json:"service_tier"`
 	Include      []string        `json:"include"`
 	Background   *bool           `json:"background"`
-	Reasoning    *ReasoningParam `json:"reasoning"`
 	Conversation json.RawMessage `json:"conversation"`
 	Prompt       json.RawMessage `json:"prompt"`
 	MaxToolCalls *int            `json:"max_tool_calls"`
@@ -53,10 +62,19 @@ type ResponsesRequest struct {
 	ProgramID ProgramIDText `json:"program_id"`
 	CacheSalt *string       `json:"cache_salt"`
 	ExtraBody *ExtraBody    `json:"extra_body"`
+	// ChatTemplateKwargs are further variables of the chat template, as
+	// on chat.
+	ChatTemplateKwargs TemplateKwargs `json:"chat_template_kwargs"`
+
+	// tools is what validate made of Tools (responses_tools.go).
+	tools responseTools
 }
 
-// ReasoningParam is "reasoning": refused unless it asks for nothing (the
-// served models have no reasoning controls here).
+// ReasoningParam is "reasoning". Effort is none, minimal, low, medium,
+// high or xhigh; Summary auto, concise, detailed or none. The served
+// models do not reason here, so no reasoning item is ever produced: the
+// effort is handed to the chat template (reasoning_effort, which gpt-oss
+// templates read), and the summary of no reasoning is nothing.
 type ReasoningParam struct {
 	Effort  *string `json:"effort"`
 	Summary *string `json:"summary"`
@@ -79,13 +97,41 @@ type ResponseTextFormat struct {
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
-// ResponseTool is one entry of "tools": only function tools run here.
+// ResponseTool is one entry of "tools": a function tool, a namespace of
+// function tools (Tools), or a built-in tool, which does not run here
+// (responses_tools.go).
 type ResponseTool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Strict      *bool           `json:"strict,omitempty"`
+	// Tools are a namespace's tools.
+	Tools []ResponseTool `json:"tools,omitempty"`
+	// raw is the tool as the client sent it, echoed in the response.
+	raw json.RawMessage
+}
+
+// UnmarshalJSON keeps the raw object.
+func (t *ResponseTool) UnmarshalJSON(b []byte) error {
+	type plain ResponseTool
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*t = ResponseTool(p)
+	t.raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// MarshalJSON writes the tool as the client sent it (a built-in tool's
+// own fields included).
+func (t ResponseTool) MarshalJSON() ([]byte, error) {
+	if t.raw != nil {
+		return t.raw, nil
+	}
+	type plain ResponseTool
+	return json.Marshal(plain(t))
 }
 
 // ResponseInput is "input": a string (one user message) or a list of items.
@@ -135,9 +181,11 @@ type ResponseItem struct {
 	// Message.
 	Role    string      `json:"role,omitempty"`
 	Content ItemContent `json:"content,omitzero"`
-	// Function call (CallID, Name, Arguments) and its output (CallID,
-	// Output).
+	// Function call (CallID, Namespace, Name, Arguments) and its output
+	// (CallID, Output). A call of a namespace's function names the
+	// namespace beside the function's own name.
 	CallID    string      `json:"call_id,omitempty"`
+	Namespace string      `json:"namespace,omitempty"`
 	Name      string      `json:"name,omitempty"`
 	Arguments string      `json:"arguments,omitempty"`
 	Output    ItemContent `json:"output,omitzero"`
@@ -195,8 +243,6 @@ func (r *ResponsesRequest) validate() *Error {
 		return BadRequest("conversation", "conversations are not supported; use previous_response_id")
 	case !isAbsent(r.Prompt):
 		return BadRequest("prompt", "prompt templates are not supported")
-	case r.Reasoning != nil && ((r.Reasoning.Effort != nil && *r.Reasoning.Effort != "none") || r.Reasoning.Summary != nil):
-		return BadRequest("reasoning", "reasoning settings are not supported by this server")
 	case r.Truncation != "" && r.Truncation != "disabled":
 		return BadRequest("truncation", "truncation %q is not supported; only \"disabled\" (a prompt over the context is a 400)", r.Truncation)
 	case r.ServiceTier != "" && r.ServiceTier != "auto" && r.ServiceTier != "default":
@@ -208,21 +254,22 @@ func (r *ResponsesRequest) validate() *Error {
 	case r.Text != nil && r.Text.Verbosity != nil && *r.Text.Verbosity != "medium":
 		return BadRequest("text.verbosity", "text.verbosity %q is not supported; only \"medium\"", *r.Text.Verbosity)
 	}
+	if err := r.Reasoning.check(); err != nil {
+		return err
+	}
 	for _, inc := range r.Include {
-		// No reasoning items are ever produced, so there is no encrypted
-		// content to include: asking for it changes nothing.
-		if inc != "reasoning.encrypted_content" {
-			return BadRequest("include", "include %q is not supported", inc)
+		if err := checkInclude(inc); err != nil {
+			return err
 		}
 	}
-	for i, t := range r.Tools {
-		switch {
-		case t.Type != "function":
-			return BadRequest("tools", "tools[%d].type %q is not supported: only function tools (built-in tools such as web_search do not run here)", i, t.Type)
-		case !isAbsent(t.Parameters) && bytes.TrimSpace(t.Parameters)[0] != '{':
-			return BadRequest("tools", "tools[%d].parameters must be a JSON schema object", i)
-		}
+	if err := r.ChatTemplateKwargs.Check(); err != nil {
+		return err
 	}
+	tools, err := resolveTools(r.Tools)
+	if err != nil {
+		return err
+	}
+	r.tools = tools
 	if r.Text != nil && r.Text.Format != nil {
 		switch f := r.Text.Format; f.Type {
 		case "text", "json_object":
@@ -294,6 +341,9 @@ type ResponsesTurn struct {
 	// Input are this request's own input items as chat messages: with the
 	// output, what a later turn's previous_response_id continues from.
 	Input []Message
+	// Dropped are the built-in tools the request listed that the model
+	// does not see (responses_tools.go), as "type" or "type:name".
+	Dropped []string
 }
 
 // ChatRequest translates the request: instructions as the system message,
@@ -304,7 +354,7 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 	c := &ChatRequest{Common: Common{
 		Model: r.Model, MaxTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
 		Seed: r.Seed, Stream: r.Stream, User: r.User, Priority: r.Priority, ProgramID: r.ProgramID, CacheSalt: r.CacheSalt,
-		ExtraBody: r.ExtraBody,
+		ExtraBody: r.ExtraBody, PromptCacheKey: r.PromptCacheKey,
 	}}
 	if r.Instructions != nil && *r.Instructions != "" {
 		c.Messages = append(c.Messages, Message{Role: "system", Content: Content{Text: *r.Instructions}})
@@ -345,7 +395,7 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 	}); err != nil {
 		return nil, err
 	}
-	for i, t := range r.Tools {
+	for i, t := range r.tools.functions {
 		fn := FunctionDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}
 		raw, err := json.Marshal(map[string]any{"type": "function", "function": fn})
 		if err != nil {
@@ -354,14 +404,16 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 		c.Tools = append(c.Tools, Tool{Type: "function", Function: &fn, Raw: raw})
 	}
 	c.ParallelToolCalls = r.ParallelToolCalls
-	// "auto" and "none" without tools ask for what no tool_choice does.
-	if tc := string(bytes.TrimSpace(r.ToolChoice)); !isAbsent(r.ToolChoice) && !(len(r.Tools) == 0 && (tc == `"auto"` || tc == `"none"`)) {
-		choice, err := chatToolChoice(r.ToolChoice)
+	// "auto" and "none" without tools (or with only dropped built-ins) ask
+	// for what no tool_choice does.
+	if tc := string(bytes.TrimSpace(r.ToolChoice)); !isAbsent(r.ToolChoice) && !(len(c.Tools) == 0 && (tc == `"auto"` || tc == `"none"`)) {
+		choice, err := r.chatToolChoice()
 		if err != nil {
 			return nil, err
 		}
 		c.ToolChoice = choice
 	}
+	c.ChatTemplateKwargs = r.templateKwargs()
 	if r.Text != nil && r.Text.Format != nil && r.Text.Format.Type != "text" {
 		f := r.Text.Format
 		c.ResponseFormat = &ResponseFormat{Type: f.Type}
@@ -379,7 +431,7 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 		}
 		return nil, err
 	}
-	return &ResponsesTurn{Chat: c, Input: c.Messages[start:]}, nil
+	return &ResponsesTurn{Chat: c, Input: c.Messages[start:], Dropped: r.tools.dropped}, nil
 }
 
 // appendItem appends an input item as chat messages. A function call
@@ -389,7 +441,7 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 func appendItem(msgs []Message, start int, it ResponseItem) []Message {
 	switch it.kind() {
 	case ItemFunctionCall:
-		call := ToolCall{ID: it.CallID, Type: "function", Function: ToolCallFunction{Name: it.Name, Arguments: it.Arguments}}
+		call := ToolCall{ID: it.CallID, Type: "function", Function: ToolCallFunction{Name: FlatToolName(it.Namespace, it.Name), Arguments: it.Arguments}}
 		if n := len(msgs); n > start && msgs[n-1].Role == "assistant" {
 			msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
 			return msgs
@@ -399,23 +451,6 @@ func appendItem(msgs []Message, start int, it ResponseItem) []Message {
 		return append(msgs, Message{Role: "tool", ToolCallID: it.CallID, Content: Content{Text: it.Output.Text}})
 	}
 	return append(msgs, Message{Role: it.Role, Content: Content{Text: it.Content.Text}})
-}
-
-// chatToolChoice translates a Responses tool_choice into the chat form.
-func chatToolChoice(raw json.RawMessage) (json.RawMessage, *Error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return raw, nil // none, auto, required: checked as the chat field
-	}
-	var named struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
-	}
-	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Name == "" {
-		return nil, BadRequest("tool_choice", `tool_choice must be "none", "auto", "required" or {"type": "function", "name": …}; hosted tools and allowed_tools are not supported`)
-	}
-	out, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": named.Name}})
-	return out, nil
 }
 
 // StoreResponse reports whether the response is to be kept (store,

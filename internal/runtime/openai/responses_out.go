@@ -63,7 +63,8 @@ type ResponseUsage struct {
 }
 
 // OutputItem is one item of a response's output: an assistant message
-// (Content) or a function call (CallID, Name, Arguments).
+// (Content) or a function call (CallID, Namespace, Name, Arguments; the
+// namespace only for a function of one).
 type OutputItem struct {
 	Type   string
 	ID     string
@@ -71,7 +72,7 @@ type OutputItem struct {
 	// Message.
 	Content []OutputText
 	// Function call.
-	CallID, Name, Arguments string
+	CallID, Namespace, Name, Arguments string
 }
 
 // OutputText is a message's output_text part.
@@ -89,10 +90,11 @@ func (it OutputItem) MarshalJSON() ([]byte, error) {
 			Type      string `json:"type"`
 			ID        string `json:"id"`
 			CallID    string `json:"call_id"`
+			Namespace string `json:"namespace,omitempty"`
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
 			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, it.Status})
+		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Arguments, it.Status})
 	}
 	content := it.Content
 	if content == nil {
@@ -111,7 +113,7 @@ func (it OutputItem) MarshalJSON() ([]byte, error) {
 // (item_reference).
 func (it OutputItem) AsInput() ResponseItem {
 	if it.Type == ItemFunctionCall {
-		return ResponseItem{Type: ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: it.Name, Arguments: it.Arguments}
+		return ResponseItem{Type: ItemFunctionCall, ID: it.ID, CallID: it.CallID, Namespace: it.Namespace, Name: it.Name, Arguments: it.Arguments}
 	}
 	var texts []string
 	for _, c := range it.Content {
@@ -121,14 +123,15 @@ func (it OutputItem) AsInput() ResponseItem {
 }
 
 // AssistantMessage is the output as the chat message a later turn renders
-// (previous_response_id).
+// (previous_response_id): a namespaced call under its flat name, as the
+// model wrote it.
 func AssistantMessage(out []OutputItem) Message {
 	m := Message{Role: "assistant"}
 	var texts []string
 	for _, it := range out {
 		if it.Type == ItemFunctionCall {
 			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: it.CallID, Type: "function",
-				Function: ToolCallFunction{Name: it.Name, Arguments: it.Arguments}})
+				Function: ToolCallFunction{Name: FlatToolName(it.Namespace, it.Name), Arguments: it.Arguments}})
 			continue
 		}
 		for _, c := range it.Content {
@@ -153,6 +156,7 @@ func itemID(prefix string) string {
 // event with its sequence_number. It serves one request.
 type ResponseShape struct {
 	resp Response
+	req  *ResponsesRequest
 	seq  int
 	// The open message item and its text, and the function call items by
 	// the call's index, while streaming.
@@ -198,7 +202,10 @@ func NewResponseShape(id string, created int64, model string, r *ResponsesReques
 	if r.User != "" {
 		resp.User = &r.User
 	}
-	return &ResponseShape{resp: resp, msg: -1, open: -1, calls: map[int]int{}}
+	if r.Reasoning != nil {
+		resp.Reasoning = *r.Reasoning
+	}
+	return &ResponseShape{resp: resp, req: r, msg: -1, open: -1, calls: map[int]int{}}
 }
 
 // Response is the response as it stands: complete after Body or Finish.
@@ -294,7 +301,8 @@ func (s *ResponseShape) Call(b []byte, d ToolCallDelta) []byte {
 		b = s.closeCall(b)
 		s.open = len(s.resp.Output)
 		s.calls[d.Index] = s.open
-		it := OutputItem{Type: ItemFunctionCall, ID: itemID("fc_"), Status: "in_progress", CallID: d.ID, Name: d.Name}
+		q := s.req.Qualified(d.Name)
+		it := OutputItem{Type: ItemFunctionCall, ID: itemID("fc_"), Status: "in_progress", CallID: d.ID, Namespace: q.Namespace, Name: q.Name}
 		s.resp.Output = append(s.resp.Output, it)
 		b = s.event(b, "response.output_item.added", map[string]any{"output_index": s.open, "item": it})
 	}
@@ -358,8 +366,9 @@ func (s *ResponseShape) Body(t *Turn) any {
 			Content: []OutputText{{Type: "output_text", Text: t.Content, Annotations: []any{}, Logprobs: []any{}}}})
 	}
 	for _, c := range t.Calls {
+		q := s.req.Qualified(c.Function.Name)
 		s.resp.Output = append(s.resp.Output, OutputItem{Type: ItemFunctionCall, ID: itemID("fc_"), Status: "completed",
-			CallID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+			CallID: c.ID, Namespace: q.Namespace, Name: q.Name, Arguments: c.Function.Arguments})
 	}
 	s.complete(t)
 	return &s.resp

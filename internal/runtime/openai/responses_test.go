@@ -22,7 +22,8 @@ func (h history) Item(id string) (ResponseItem, bool)      { it, ok := h.items[i
 func TestResponsesChatRequest(t *testing.T) {
 	h := history{
 		convs: map[string][]Message{"resp_1": {{Role: "user", Content: Content{Text: "q1"}}, {Role: "assistant", Content: Content{Text: "a1"}}}},
-		items: map[string]ResponseItem{"fc_1": {Type: ItemFunctionCall, CallID: "call_9", Name: "f", Arguments: `{"x":1}`}},
+		items: map[string]ResponseItem{"fc_1": {Type: ItemFunctionCall, CallID: "call_9", Name: "f", Arguments: `{"x":1}`},
+			"fc_ns": {Type: ItemFunctionCall, CallID: "call_8", Namespace: "ns", Name: "f", Arguments: `{}`}},
 	}
 	call := func(id, name, args string) ToolCall {
 		return ToolCall{ID: id, Type: "function", Function: ToolCallFunction{Name: name, Arguments: args}}
@@ -46,6 +47,12 @@ func TestResponsesChatRequest(t *testing.T) {
 			`{"type":"function_call_output","call_id":"call_9","output":"ok"}]}`,
 			[]Message{{Role: "system", Content: Content{Text: "sys"}}, {Role: "user", Content: Content{Text: "q1"}}, {Role: "assistant", Content: Content{Text: "a1"}},
 				{Role: "assistant", ToolCalls: []ToolCall{call("call_9", "f", `{"x":1}`)}}, {Role: "tool", ToolCallID: "call_9", Content: Content{Text: "ok"}}}, 2},
+		{"a namespaced call renders under its flat name", `{"input":[{"type":"function_call","call_id":"c1","namespace":"multi_agent_v1","name":"spawn_agent","arguments":"{}"},` +
+			`{"type":"item_reference","id":"fc_ns"},{"type":"function_call_output","call_id":"c1","output":"r1"},{"type":"function_call_output","call_id":"call_8","output":"r2"}]}`,
+			[]Message{{Role: "assistant", ToolCalls: []ToolCall{call("c1", "multi_agent_v1__spawn_agent", "{}"), call("call_8", "ns__f", "{}")}},
+				{Role: "tool", ToolCallID: "c1", Content: Content{Text: "r1"}}, {Role: "tool", ToolCallID: "call_8", Content: Content{Text: "r2"}}}, 3},
+		{"developer messages flow as they are", `{"input":[{"role":"developer","content":[{"type":"input_text","text":"rules"}]},{"role":"user","content":"hi"}]}`,
+			[]Message{{Role: "developer", Content: Content{Text: "rules"}}, {Role: "user", Content: Content{Text: "hi"}}}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,11 +100,108 @@ func TestResponsesFieldsTranslated(t *testing.T) {
 	var tool map[string]any
 	_ = json.Unmarshal(c.Tools[0].Raw, &tool)
 	got := map[string]any{"max": *c.MaxTokens, "temp": *c.Temperature, "top_p": *c.TopP, "stream": c.Stream, "choice": plan.Choice,
-		"named": plan.Named, "parallel": plan.Parallel, "constraint": oc.Kind, "program": c.BodyProgramID(), "tool": tool["function"].(map[string]any)["name"], "salt": c.Salt()}
+		"named": plan.Named, "parallel": plan.Parallel, "constraint": oc.Kind, "program": c.BodyProgramID().ID, "tool": tool["function"].(map[string]any)["name"], "salt": c.Salt()}
 	want := map[string]any{"max": 7, "temp": 0.5, "top_p": 0.9, "stream": true, "choice": ToolChoiceNamed, "named": "f", "parallel": false,
 		"constraint": ConstraintJSONSchema, "program": "p", "tool": "f", "salt": "s"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestResponsesTools: what the model sees of each kind of tool, what is
+// dropped, and how the model's calls map back.
+func TestResponsesTools(t *testing.T) {
+	r, err := ParseResponses([]byte(`{"input":"x","tools":[{"type":"function","name":"plain","parameters":{"type":"object"}},` +
+		`{"type":"namespace","name":"multi_agent_v1","description":"Sub-agents.","tools":[{"type":"function","name":"spawn_agent","description":"Spawn."},` +
+		`{"type":"function","name":"wait"},{"type":"custom","name":"raw"}]},` +
+		`{"type":"web_search","external_web_access":false},{"type":"custom","name":"apply_patch"},{"type":"mcp","server_label":"s"}],` +
+		`"tool_choice":{"type":"function","namespace":"multi_agent_v1","name":"wait"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := r.ChatRequest(history{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []FunctionDef
+	for _, tool := range turn.Chat.Tools {
+		seen = append(seen, *tool.Function)
+	}
+	want := []FunctionDef{{Name: "plain", Parameters: json.RawMessage(`{"type":"object"}`)},
+		{Name: "multi_agent_v1__spawn_agent", Description: "Sub-agents.\n\nSpawn."}, {Name: "multi_agent_v1__wait", Description: "Sub-agents."}}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("tools the model sees (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"custom:multi_agent_v1__raw", "web_search", "custom:apply_patch", "mcp"}, turn.Dropped); diff != "" {
+		t.Errorf("dropped (-want +got):\n%s", diff)
+	}
+	if got := string(turn.Chat.ToolChoice); got != `{"function":{"name":"multi_agent_v1__wait"},"type":"function"}` {
+		t.Errorf("tool_choice %s", got)
+	}
+	for name, want := range map[string]QualifiedName{"plain": {Name: "plain"}, "multi_agent_v1__wait": {Namespace: "multi_agent_v1", Name: "wait"},
+		"unlisted__x": {Name: "unlisted__x"}} {
+		if got := r.Qualified(name); got != want {
+			t.Errorf("Qualified(%q) = %+v, want %+v", name, got, want)
+		}
+	}
+	// A stored output renders the call under the name the model wrote.
+	out := []OutputItem{{Type: ItemFunctionCall, CallID: "c", Namespace: "multi_agent_v1", Name: "wait", Arguments: "{}"}}
+	if got := AssistantMessage(out).ToolCalls[0].Function.Name; got != "multi_agent_v1__wait" {
+		t.Errorf("stored call renders as %q", got)
+	}
+	if got := out[0].AsInput(); got.Namespace != "multi_agent_v1" || got.Name != "wait" {
+		t.Errorf("item reference %+v", got)
+	}
+	b, _ := json.Marshal(out[0])
+	if !strings.Contains(string(b), `"namespace":"multi_agent_v1","name":"wait"`) {
+		t.Errorf("function_call item %s", b)
+	}
+}
+
+func TestResponsesReasoningAndInclude(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		kwargs     map[string]string // reasoning_effort and others, as JSON
+		param      string            // a 400 naming it
+	}{
+		{"codex default", `"reasoning":{"summary":"auto"},"include":["reasoning.encrypted_content"]`, nil, ""},
+		{"effort to the template", `"reasoning":{"effort":"xhigh","summary":null}`, map[string]string{"reasoning_effort": `"xhigh"`}, ""},
+		{"the client's own kwarg wins", `"reasoning":{"effort":"high"},"chat_template_kwargs":{"reasoning_effort":"low","x":1}`,
+			map[string]string{"reasoning_effort": `"low"`, "x": "1"}, ""},
+		{"effort none", `"reasoning":{"effort":"none"}`, map[string]string{"reasoning_effort": `"none"`}, ""},
+		{"unknown effort", `"reasoning":{"effort":"max"}`, nil, "reasoning.effort"},
+		{"unknown summary", `"reasoning":{"summary":"brief"}`, nil, "reasoning.summary"},
+		{"include of a dropped tool's item", `"include":["web_search_call.action.sources","file_search_call.results"]`, nil, ""},
+		{"include logprobs", `"include":["message.output_text.logprobs"]`, nil, "include"},
+		{"include unknown", `"include":["all"]`, nil, "include"},
+		{"reserved kwarg", `"chat_template_kwargs":{"messages":[]}`, nil, "chat_template_kwargs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseResponses([]byte(`{"input":"x",` + tc.body + `}`))
+			if tc.param != "" {
+				if err == nil || err.Param != tc.param {
+					t.Fatalf("got %v; want a 400 naming %s", err, tc.param)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn, err := r.ChatRequest(history{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for k, v := range turn.Chat.ChatTemplateKwargs {
+				got[k] = string(v)
+			}
+			if diff := cmp.Diff(tc.kwargs, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("chat_template_kwargs (-want +got):\n%s", diff)
+			}
+			if shape := NewResponseShape("resp_1", 0, "m", r).Response(); r.Reasoning != nil && shape.Reasoning != *r.Reasoning {
+				t.Errorf("reasoning echoed as %+v", shape.Reasoning)
+			}
+		})
 	}
 }
 
@@ -114,6 +218,8 @@ func FuzzParseResponses(f *testing.F) {
 		`{"input":"x","text":{"format":{"type":"json_schema","schema":{"type":"object"}}},"max_output_tokens":"3"}`,
 		`{"input":[{"role":"wizard","content":[{"type":"input_image"}]}]}`, `{"input":"x","tools":[{"type":"function","parameters":"x"}]}`,
 		`{"input":"x","reasoning":{"effort":null},"include":["reasoning.encrypted_content"],"store":false,"truncation":"disabled"}`,
+		`{"input":"x","reasoning":{"effort":"low","summary":"auto"},"prompt_cache_key":"k","client_metadata":{"a":"b"}}`,
+		`{"input":"x","tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"}]},{"type":"web_search"}],"tool_choice":{"type":"function","namespace":"n","name":"f"}}`,
 	} {
 		f.Add([]byte(s))
 	}

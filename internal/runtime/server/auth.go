@@ -138,19 +138,19 @@ type program struct {
 
 // programOf is the one place a request's program is derived (every
 // endpoint that takes a program calls it): the id the client names, in
-// the header X-Program-Id, else bodyID (the body's program_id), else the
-// header X-Session-ID, checked, and scoped to the owner authenticate
-// derived. The zero program (ID "") is a request of no program. A bad id
-// is a 400 naming program_id.
-func (s *Server) programOf(r *http.Request, bodyID string) (program, *openai.Error) {
-	name := openai.ProgramID(r.Header.Get, bodyID)
+// the order openai.ProgramID takes the headers and the body's fields,
+// checked, and scoped to the owner authenticate derived. The zero program
+// (ID "") is a request of no program. A bad id is a 400 naming
+// program_id, or prompt_cache_key when the id came from it.
+func (s *Server) programOf(r *http.Request, body openai.BodyProgram) (program, *openai.Error) {
+	name, param := openai.ProgramID(r.Header.Get, body)
 	if name == "" {
 		return program{}, nil
 	}
 	// The control API refuses such ids in placements: one accepted here
 	// could never be placed.
 	if err := programs.CheckID(name); err != nil {
-		return program{}, openai.BadRequest("program_id", "%v", err)
+		return program{}, openai.BadRequest(param, "%v", err)
 	}
 	owner := ownerOf(r)
 	return program{ID: owner.Scope(name), Name: name, Owner: owner}, nil

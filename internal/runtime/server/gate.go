@@ -84,12 +84,14 @@ func (s *Server) releaseHeld(w http.ResponseWriter, r *http.Request, pid string,
 
 // The headers a forwarded request carries to the pod that runs it (the API
 // key among them: the owner is derived there from the same key, so the
-// program keeps its owner across pods) and those of its response that
-// come back.
+// program keeps its owner across pods; every header that can name the
+// program, so that pod derives the same one) and those of its response
+// that come back.
 var (
-	forwardedRequestHeaders = []string{"Authorization", HeaderAPIKey, "Content-Type", "Accept",
-		"X-Program-Id", "X-Session-ID", "X-Request-Id"}
-	forwardedResponseHeaders = []string{"Content-Type", "Cache-Control", "Retry-After", "X-Request-Id", "WWW-Authenticate"}
+	forwardedRequestHeaders = append([]string{"Authorization", HeaderAPIKey, "Content-Type", "Accept",
+		"X-Program-Id", "X-Session-ID", "X-Request-Id"}, openai.ProgramSessionHeaders...)
+	forwardedResponseHeaders = []string{"Content-Type", "Cache-Control", "Retry-After", "X-Request-Id", "WWW-Authenticate",
+		HeaderToolsDropped}
 )
 
 func copyHeaders(dst, src http.Header, names []string) {
@@ -159,9 +161,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 }
 
 // releaseProgram serves POST /programs/release {"program_id": "..."}. The
-// program is named as on the generation endpoints (programOf): the header
-// X-Program-Id, else the body's program_id, else the header X-Session-ID;
-// a client naming it by header alone may send no body.
+// program is named as on the generation endpoints (programOf): by its
+// headers or the body's program_id; a client naming it by header alone
+// may send no body.
 func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 	body, apiErr := s.readBody(w, r)
 	if apiErr != nil {
@@ -181,7 +183,7 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	prog, apiErr := s.programOf(r, string(req.ProgramID))
+	prog, apiErr := s.programOf(r, openai.BodyProgram{ID: string(req.ProgramID)})
 	if apiErr == nil && prog.ID == "" {
 		apiErr = openai.BadRequest("program_id", "program_id is required")
 	}

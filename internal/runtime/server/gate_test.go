@@ -70,6 +70,33 @@ func TestGateForwardsToThePodRunningTheProgram(t *testing.T) {
 	}
 }
 
+// A program named by an agent client's session header alone is forwarded
+// with that header, so the pod that runs it derives the same program (and
+// trusts the forward); the response's headers come back.
+func TestGateForwardsAgentSessions(t *testing.T) {
+	b := newEnv(t, envOpts{programs: newTable("b", 8192), forwardKey: poolKey})
+	bAddr := strings.TrimPrefix(b.ts.URL, "http://")
+	tab := newTable("a:1", 8192)
+	a := newEnv(t, envOpts{programs: tab, forwardKey: poolKey})
+	tab.Apply(&wire.Placement{Version: 1, Routes: map[string]string{"codex": bAddr, "claude": bAddr}})
+	for _, tc := range []struct{ path, body, header, id string }{
+		{"/v1/responses", `{"input":"hi","max_output_tokens":2,"tools":[{"type":"web_search"}]}`, "session-id", "codex"},
+		{"/v1/messages", `{"max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`, "x-claude-code-session-id", "claude"},
+	} {
+		r := a.post(tc.path, tc.body, tc.header, tc.id)
+		if r.status != 200 || r.header.Get("X-Kvpilot-Served-By") != bAddr {
+			t.Fatalf("%s: status %d served by %q: %s", tc.path, r.status, r.header.Get("X-Kvpilot-Served-By"), r.body)
+		}
+		if p := findProgram(b.srv.cfg.Programs, tc.id); !p.Placed || p.Steps != 1 {
+			t.Errorf("%s: program %q on pod b: %+v", tc.path, tc.id, p)
+		}
+	}
+	r := a.post("/v1/responses", `{"input":"hi","max_output_tokens":2,"tools":[{"type":"web_search"}]}`, "session-id", "codex")
+	if got := r.header.Get(HeaderToolsDropped); got != "web_search" {
+		t.Errorf("forwarded: %s %q", HeaderToolsDropped, got)
+	}
+}
+
 func TestGateHoldsPausedProgramsUntilResumed(t *testing.T) {
 	tab := newTable("a:1", 8192)
 	env := newEnv(t, envOpts{programs: tab})

@@ -11,6 +11,11 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
+// HeaderToolsDropped lists, on a Responses answer, the built-in tools the
+// request listed that the model did not see (they do not run here), as
+// "type" or "type:name", comma-separated.
+const HeaderToolsDropped = "X-Kvpilot-Tools-Dropped"
+
 // responses answers POST /v1/responses (OpenAI's Responses API): the
 // request is translated into a chat request (instructions, the stored
 // conversation it continues, its input items), run through the chat
@@ -28,6 +33,13 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	if apiErr != nil {
 		s.writeError(w, apiErr)
 		return
+	}
+	if len(turn.Dropped) > 0 {
+		// Clients list built-in tools by default (Codex its web_search):
+		// the request runs without them, and says so.
+		w.Header().Set(HeaderToolsDropped, strings.Join(turn.Dropped, ", "))
+		s.log.Info("responses: built-in tools left out of the tools the model sees", "tools", turn.Dropped,
+			"request_id", r.Header.Get("X-Request-Id"))
 	}
 	j, apiErr := s.chatJob(r.Context(), w.Header(), turn.Chat, "input", "max_output_tokens")
 	if apiErr != nil {
