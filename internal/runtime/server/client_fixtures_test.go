@@ -42,9 +42,10 @@ type clientFixture struct {
 // newClientFixtureEnv serves with the real Qwen2.5 chat template over the
 // byte tokenizer, as the "qwen2.5 jinja" env of toolEnvs does, but on the
 // sim executor with a 128k context: the clients' system prompts and tools
-// are 7k to 70k byte tokens, which the cpu executor takes minutes to
-// prefill on two cores, while rendering, tokenizing, scheduling and
-// answering are the server's own code either way.
+// are up to 61k byte tokens, which the cpu executor takes minutes to
+// prefill on two cores (a 31k-token one took over 4 minutes), while
+// parsing, rendering, tokenizing, scheduling and answering are the
+// server's own code either way.
 func newClientFixtureEnv(t *testing.T) *testEnv {
 	t.Helper()
 	src, err := os.ReadFile("../model/testdata/chat_templates/qwen2.5.jinja")
@@ -66,17 +67,18 @@ func newClientFixtureEnv(t *testing.T) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := newEnv(t, envOpts{
+	return newEnv(t, envOpts{
 		exec: se, codec: codec.Model{Tokenizer: model.NewByteTokenizer(model.ByteVocabSize), Template: qwen},
 		decoder: se.Vocabulary(), eos: []int32{se.EOS()}, vocabSize: se.Vocabulary().Size(),
 		maxModelLen: contextLen, numBlocks: contextLen / 16, defaultMaxTokens: fixtureMaxTokens,
 	})
-	return env
 }
 
-// TestClientFixtures replays each request of testdata/clients with the
-// test server's model name and short output caps, and requires the API's
-// whole answer: a 200 and, for streams, the terminal event.
+// TestClientFixtures replays each request of testdata/clients (every
+// client's file there, whoever added it) with the test server's model name
+// and short output caps, and requires the API's whole answer: a 200 and,
+// for streams, the terminal event. Each fixture is a subtest named after
+// its file.
 func TestClientFixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/clients/*.json")
 	if err != nil {
