@@ -1,14 +1,15 @@
 // A test proxy between a real agent client and a kvpilot pod serving a
-// random-weight model (hack/agent-clients.sh). The model's text is noise
+// random-weight model (hack/agent-clients/run.sh, capture.sh). The model's text is noise
 // and it rarely ends a turn by itself, so the proxy caps each request's
 // output tokens (MAX_TOKENS); with FORCE_TOOL it sets tool_choice to that
 // tool on the first request that offers it, so the client receives a call
 // and has to dispatch it. Every request and the status of its answer are
 // logged as JSON lines to LOG; with CAPTURE_DIR each request is also kept
-// whole (NNN.json: method, url, headers, body).
+// whole (NNN.json: method, url, headers, body), as the client sent it.
+// END_EARLY=0 forwards the client's own stop strings.
 //
-// Usage: LISTEN=port UPSTREAM=http://127.0.0.1:8000 LOG=file [MAX_TOKENS=16]
-//        [FORCE_TOOL=name] [CAPTURE_DIR=dir] node proxy.mjs
+// Usage: LISTEN=port UPSTREAM=http://127.0.0.1:8000 [LOG=file] [MAX_TOKENS=16]
+//        [FORCE_TOOL=name] [CAPTURE_DIR=dir] [END_EARLY=0] node proxy.mjs
 import http from 'node:http';
 import fs from 'node:fs';
 
@@ -21,7 +22,7 @@ let n = 0;
 if (env.CAPTURE_DIR) fs.mkdirSync(env.CAPTURE_DIR, {recursive: true});
 
 function log(entry) {
-  fs.appendFileSync(env.LOG, JSON.stringify(entry) + '\n');
+  if (env.LOG) fs.appendFileSync(env.LOG, JSON.stringify(entry) + '\n');
 }
 
 // toolNames are the names a request offers, per API (Responses namespace
@@ -121,6 +122,8 @@ http.createServer((req, res) => {
       });
     });
     up.on('error', e => { entry.status = 502; entry.error = String(e); log(entry); res.writeHead(502); res.end(String(e)); });
+    // A client that gives up on an answer cancels it at the pod too.
+    res.on('close', () => { if (!res.writableFinished) up.destroy(); });
     up.end(raw);
   });
 }).listen(Number(env.LISTEN), '127.0.0.1');

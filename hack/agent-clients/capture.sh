@@ -4,9 +4,10 @@
 # becomes a fixture). Each client runs one headless turn ("say hi") with
 # only the settings needed to reach the pod (base URL, API key, model
 # name), HOME set to a scratch directory, through proxy.mjs, which writes
-# every request it sends to OUT/<capture>/NNN.json.
+# every request it sends to OUT/<capture>/NNN.json and the pod's status
+# for each to OUT/<capture>.log.
 #
-# Usage: hack/capture-clients/capture.sh POD_URL OUT
+# Usage: hack/agent-clients/capture.sh POD_URL OUT
 #   POD_URL: a pod serving MODEL, e.g. one started with
 #     runtime --executor sim --port 18110 --served-model-name qwen-test --default-max-tokens 16
 # Env: MODEL (default qwen-test), NPM_PREFIX (default /tmp/clients-npm),
@@ -32,7 +33,8 @@ BIN=${NPM_PREFIX}/node_modules/.bin
 
 proxy_pid=
 start_proxy() { # capture name
-	node "${HERE}/proxy.mjs" "${PORT}" "${POD}" "${OUT}/$1" &
+	mkdir -p "${OUT}"
+	LISTEN=${PORT} UPSTREAM=${POD} CAPTURE_DIR=${OUT}/$1 LOG=${OUT}/$1.log END_EARLY=0 node "${HERE}/proxy.mjs" &
 	proxy_pid=$!
 	sleep 1
 }
@@ -117,8 +119,8 @@ for api in responses chat_completions; do
 	stop_proxy
 done
 
-for d in "${OUT}"/*/; do
-	for f in "${d}"*.resp; do
-		[ -e "${f}" ] && echo "${f#"${OUT}"/} $(head -1 "${f}")"
-	done
+# What the pod answered each request (status; the error when refused).
+for f in "${OUT}"/*.log; do
+	echo "== ${f#"${OUT}"/}"
+	cat "${f}"
 done
