@@ -180,6 +180,8 @@ func replayBody(t *testing.T, raw json.RawMessage) (body string, stream bool) {
 // object, or a stream up to its terminal event.
 func checkClientAnswer(t *testing.T, path string, stream bool, body []byte) {
 	t.Helper()
+	// Claude Code posts to /v1/messages?beta=true.
+	path, _, _ = strings.Cut(path, "?")
 	switch {
 	case path == routeChat && stream:
 		events := readEvents(t, bytes.NewReader(body))

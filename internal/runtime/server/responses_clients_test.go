@@ -19,16 +19,18 @@ import (
 // served here.
 func codexDefault(t *testing.T) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile("testdata/clients/codex-0.171.0-default.json")
+	var fx struct {
+		Body map[string]any `json:"body"`
+	}
+	b, err := os.ReadFile("testdata/clients/codex-0.171.0-1.json")
+	if err == nil {
+		err = json.Unmarshal(b, &fx)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body map[string]any
-	if err := json.Unmarshal(b, &body); err != nil {
-		t.Fatal(err)
-	}
-	body["model"] = testModel
-	return body
+	fx.Body["model"] = testModel
+	return fx.Body
 }
 
 func mustJSON(t *testing.T, v any) string {
