@@ -32,7 +32,10 @@ import (
 // one still progresses every step (it runs before later arrivals in 1). In
 // 3 the budget goes by priority, then to the prefill with the fewest tokens
 // left, so a prompt just above the threshold beside a 30k-token one gets its
-// first token about as soon as alone.
+// first token about as soon as alone; and an iteration that gives a prompt
+// its first token is not filled up, so that token does not wait for the
+// long prompt's share (the long one keeps its threshold: under a stream of
+// short requests it slows down, it does not stop).
 // Only MaxLongPartialPrefills long prefills take tokens in an iteration; the
 // next long one in running order sits out, and a long request admitted
 // beyond them is admitted all the same (it leaves the queue holding its
@@ -181,15 +184,32 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 	}
 
 	// 3. What the others left, by priority, then to the prefill nearest its
-	// first token (a short prompt above the threshold beside a long one).
-	e.sortCappedLocked()
-	for _, i := range e.capped {
-		if budget == 0 {
-			break
+	// first token (a short prompt above the threshold beside a long one),
+	// unless the batch already gives a prompt its first token: filling it
+	// up would make that token wait for a whole budget's iteration.
+	if len(e.capped) > 0 {
+		e.sortCappedLocked()
+		first := e.firstTokenLocked()
+		for _, i := range e.capped {
+			if budget == 0 || first {
+				break
+			}
+			budget -= e.extendLocked(i, budget)
+			first = e.b.Seqs[i].Sample && e.sched[i].outTokens == 0
 		}
-		budget -= e.extendLocked(i, budget)
 	}
 	return preempted, finished
+}
+
+// firstTokenLocked reports whether a sequence of the batch gets its first
+// token from it.
+func (e *Engine) firstTokenLocked() bool {
+	for i := range e.b.Seqs {
+		if e.b.Seqs[i].Sample && e.sched[i].outTokens == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // isLong reports whether a sequence with left tokens to compute is a long

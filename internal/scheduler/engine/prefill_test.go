@@ -245,3 +245,32 @@ func TestPartialPrefillConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestTitleBesideLongPrefillOnSim is the user's measurement on the sim
+// executor (simulated H100, llama-3.1-8b, virtual time): a 2,303-token
+// request arriving with, or half-way through, a 31,178-token prompt's
+// prefill gets its first token within twice its time alone at the default
+// settings; with the threshold off it waits for the whole long prompt.
+func TestTitleBesideLongPrefillOnSim(t *testing.T) {
+	const long, title = 31_178, 2_303
+	for _, tc := range []struct {
+		name      string
+		threshold int
+		within    bool
+	}{
+		{name: "default", within: true},
+		{name: "threshold off", threshold: -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			alone := beside{threshold: tc.threshold, short: title}.run(t)["short"]
+			for _, arrive := range []int{0, long / 2048 / 2} {
+				got := beside{threshold: tc.threshold, long: long, short: title, arriveAfter: arrive}.run(t)["short"]
+				ratio := float64(got) / float64(alone)
+				t.Logf("arriving after %d iterations: TTFT %v, %.2f× its %v alone", arrive, got, ratio, alone)
+				if (ratio <= 2) != tc.within {
+					t.Errorf("arriving after %d iterations: TTFT %.2f× its time alone, want within 2×: %v", arrive, ratio, tc.within)
+				}
+			}
+		})
+	}
+}
