@@ -44,10 +44,11 @@ type Config struct {
 	// LongPrefillTokenThreshold makes a sequence with more tokens than this
 	// left to prefill a long prefill: it takes at most this many tokens of
 	// an iteration's budget before the other running sequences and the
-	// waiting requests have had theirs, and gets back whatever they left
-	// (so alone it still fills the budget). A short request then joins and
-	// prefills beside a long one instead of waiting for its whole prompt
-	// (vLLM's long_prefill_token_threshold). 0: the default,
+	// waiting requests have had theirs, then whatever they left, unless the
+	// iteration gives another prompt its first token (so alone it still
+	// fills the budget). A short request then joins and prefills beside a
+	// long one instead of waiting for its whole prompt (vLLM's
+	// long_prefill_token_threshold; see planLocked). 0: the default,
 	// MaxNumBatchedTokens/4 (docs/benchmarks.md, "Short requests beside long
 	// prefills"); negative: off, a prefill takes all the budget it can.
 	LongPrefillTokenThreshold int

@@ -25,26 +25,26 @@ import (
 //     starved by small ones.
 //  3. The budget left goes back to the long prefills held short in 1 and 2.
 //
-// A long prefill (more than LongPrefillTokenThreshold tokens left) takes at
-// most the threshold in 1 and 2 and more in 3: alone it still fills the
-// budget, and beside it a short request is admitted in 2 and prefilled in
-// the same iterations instead of after the whole long prompt, while the long
-// one still progresses every step (it runs before later arrivals in 1). In
-// 3 the budget goes by priority, then to the prefill with the fewest tokens
-// left, so a prompt just above the threshold beside a 30k-token one gets its
-// first token about as soon as alone; and an iteration that gives a prompt
-// its first token is not filled up, so that token does not wait for the
-// long prompt's share (the long one keeps its threshold: under a stream of
-// short requests it slows down, it does not stop).
-// Only MaxLongPartialPrefills long prefills take tokens in an iteration; the
-// next long one in running order sits out, and a long request admitted
-// beyond them is admitted all the same (it leaves the queue holding its
-// prefix-cache hit) so that it does not block the short ones behind it: it
-// is passed over only for long-prefill slots, which the running ones free
-// within a bounded number of steps, never for budget or blocks, so the head
-// rule still protects it from starvation. The head rule also holds for
-// MaxNumPartialPrefills: a head that would be one more partial prefill
-// waits, and those behind it with it.
+// Long prefills (more than LongPrefillTokenThreshold tokens left to compute):
+//   - In 1 and 2 one takes at most the threshold, in 3 what the others
+//     left: alone it still fills the budget, and beside it a short request
+//     is admitted in 2 and prefilled in the same iterations rather than
+//     after the whole long prompt, and the decodes after it in 1 come
+//     before its extra tokens. It runs before later arrivals in 1, so it
+//     progresses every step: under a stream of short requests it slows
+//     down, it does not stop.
+//   - 3 goes by priority, then to the prefill with the fewest tokens left
+//     (a prompt just above the threshold beside a 30k-token one), and stops
+//     once the batch gives a prompt its first token: filling it up would
+//     make that token wait for the long prompt's share.
+//   - Only MaxLongPartialPrefills of them take tokens in an iteration; the
+//     next sits out. A long request at the head of the queue beyond them is
+//     admitted all the same and sits out among the running ones, so it
+//     leaves the queue instead of blocking the short requests behind it.
+//
+// The head rule is kept: the queue is never scanned past its head. A head
+// that would be a partial prefill beyond MaxNumPartialPrefills (its prompt
+// does not fit in the budget left) waits, and those behind it with it.
 //
 // With an executor that overlaps copies, a sequence whose KV is coming back
 // from the host tier sits out (see overlap): admitted, holding its blocks,
