@@ -49,13 +49,18 @@ type options struct {
 	MaxProgramsPerKey         int
 	EnablePromptTokensDetails bool
 
-	MaxNumSeqs            int
-	MaxNumBatchedTokens   int
-	BlockSize             int
-	KVCacheBlocks         int
-	KVHostBlocks          int
-	KVCacheMemory         byteSize
-	KVCacheMemoryFraction float64
+	MaxNumSeqs          int
+	MaxNumBatchedTokens int
+	// LongPrefillTokenThreshold, MaxNumPartialPrefills and
+	// MaxLongPartialPrefills are the engine Config's.
+	LongPrefillTokenThreshold int
+	MaxNumPartialPrefills     int
+	MaxLongPartialPrefills    int
+	BlockSize                 int
+	KVCacheBlocks             int
+	KVHostBlocks              int
+	KVCacheMemory             byteSize
+	KVCacheMemoryFraction     float64
 	// KVCacheMemoryFractionSet: --kv-cache-memory-fraction was given (flag
 	// or environment), not left at the sim executor's default.
 	KVCacheMemoryFractionSet bool
@@ -121,6 +126,12 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 
 	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one iteration")
 	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "most tokens in one iteration (longer prompts are prefilled in chunks)")
+	fs.IntVar(&o.LongPrefillTokenThreshold, "long-prefill-token-threshold", 0,
+		"a prompt with more tokens than this left to prefill takes at most this many of an iteration's tokens until the other requests, running and waiting, have had theirs, so a short request is prefilled beside a long one instead of after it; alone it still takes them all (0: a quarter of --max-num-batched-tokens; negative: off)")
+	fs.IntVar(&o.MaxNumPartialPrefills, "max-num-partial-prefills", 4,
+		"most prompts in the middle of a prefill at once; a request that would be one more waits, unless its prompt fits in what is left of the iteration's tokens")
+	fs.IntVar(&o.MaxLongPartialPrefills, "max-long-partial-prefills", 0,
+		"most prompts longer than --long-prefill-token-threshold that prefill in one iteration; the next one is admitted and waits for its turn without holding back the short requests behind it (0: --max-num-partial-prefills)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&o.KVCacheBlocks, "kv-cache-blocks", 0, "KV cache size in blocks (0: from --kv-cache-memory, or from device memory)")
 	fs.IntVar(&o.KVHostBlocks, "kv-host-blocks", 0, "host-memory KV tier in blocks: paused programs' KV, and cached blocks the device evicts, move there instead of being dropped, and come back without recompute at the program's next request (0: none)")
@@ -215,6 +226,9 @@ func (o *options) validate() error {
 	check(!math.IsNaN(o.AgingRate) && !math.IsInf(o.AgingRate, 0), "--aging-rate must be a finite number (negative: no aging), got %v", o.AgingRate)
 	check(o.MaxNumSeqs >= 1, "--max-num-seqs must be >= 1")
 	check(o.MaxNumBatchedTokens >= 1, "--max-num-batched-tokens must be >= 1")
+	check(o.MaxNumPartialPrefills >= 1, "--max-num-partial-prefills must be >= 1")
+	check(o.MaxLongPartialPrefills >= 0 && o.MaxLongPartialPrefills <= o.MaxNumPartialPrefills,
+		"--max-long-partial-prefills must be between 0 and --max-num-partial-prefills (%d), got %d", o.MaxNumPartialPrefills, o.MaxLongPartialPrefills)
 	check(o.BlockSize >= 1, "--block-size must be >= 1")
 	check(o.KVCacheBlocks >= 0, "--kv-cache-blocks must be >= 0")
 	check(o.KVHostBlocks >= 0, "--kv-host-blocks must be >= 0")

@@ -27,7 +27,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 	}
 	want := options{
 		Model: "builtin:tiny", Executor: "cpu", SimAccelerator: "H100-SXM", SimModel: "llama-3.1-8b", TensorParallel: 1,
-		Host: "0.0.0.0", Port: 8000, ControlPort: 8081, ProgramIdle: 10 * time.Minute, MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, BlockSize: 16,
+		Host: "0.0.0.0", Port: 8000, ControlPort: 8081, ProgramIdle: 10 * time.Minute, MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, MaxNumPartialPrefills: 4, BlockSize: 16,
 		KVCacheMemoryFraction: 0.9, MaxQueue: 4096, AgingRate: 0.1, DrainTimeout: 30 * time.Second,
 		MaxBodyBytes: 4 << 20, StreamWriteTimeout: 5 * time.Second, StreamMaxBuffered: 1 << 20, LogLevel: slog.LevelInfo,
 		ResponsesStoreEntries: 1024, ResponsesStoreBytes: 64 << 20,
@@ -39,20 +39,24 @@ func TestParseOptionsDefaults(t *testing.T) {
 
 func TestParseOptionsEnvAndFlags(t *testing.T) {
 	o, err := parseOptions(
-		[]string{"--executor", "sim", "--max-num-seqs=8", "--stop", "END", "--stop", "\n\n", "-kv-cache-memory", "512Mi"},
+		[]string{"--executor", "sim", "--max-num-seqs=8", "--stop", "END", "--stop", "\n\n", "-kv-cache-memory", "512Mi",
+			"--long-prefill-token-threshold", "-1", "--max-long-partial-prefills", "2"},
 		env(map[string]string{
-			"KVPILOT_MAX_NUM_SEQS":   "99", // the flag wins
-			"KVPILOT_PORT":           "9000",
-			"KVPILOT_DRAIN_TIMEOUT":  "5s",
-			"KVPILOT_LOG_LEVEL":      "debug",
-			"KVPILOT_MAX_BODY_BYTES": "1Mi",
-			"KVPILOT_SIM_MODEL":      "llama-3.1-70b",
+			"KVPILOT_MAX_NUM_PARTIAL_PREFILLS": "3",
+			"KVPILOT_MAX_NUM_SEQS":             "99", // the flag wins
+			"KVPILOT_PORT":                     "9000",
+			"KVPILOT_DRAIN_TIMEOUT":            "5s",
+			"KVPILOT_LOG_LEVEL":                "debug",
+			"KVPILOT_MAX_BODY_BYTES":           "1Mi",
+			"KVPILOT_SIM_MODEL":                "llama-3.1-70b",
 		}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{o.Executor, o.MaxNumSeqs, []string(o.Stop), int64(o.KVCacheMemory), o.Port, o.DrainTimeout, o.LogLevel, int64(o.MaxBodyBytes), o.SimModel}
-	want := []any{"sim", 8, []string{"END", "\n\n"}, int64(512 << 20), 9000, 5 * time.Second, slog.LevelDebug, int64(1 << 20), "llama-3.1-70b"}
+	got := []any{o.Executor, o.MaxNumSeqs, []string(o.Stop), int64(o.KVCacheMemory), o.Port, o.DrainTimeout, o.LogLevel, int64(o.MaxBodyBytes), o.SimModel,
+		o.LongPrefillTokenThreshold, o.MaxNumPartialPrefills, o.MaxLongPartialPrefills}
+	want := []any{"sim", 8, []string{"END", "\n\n"}, int64(512 << 20), 9000, 5 * time.Second, slog.LevelDebug, int64(1 << 20), "llama-3.1-70b",
+		-1, 3, 2}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
@@ -89,6 +93,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		{args: []string{"--ggml-device-argmax"}},                              // the ggml executor's
 		{args: []string{"--port", "70000"}},
 		{args: []string{"--max-num-seqs", "0"}},
+		{args: []string{"--max-num-partial-prefills", "0"}},
+		{args: []string{"--max-long-partial-prefills", "5"}}, // more than --max-num-partial-prefills
+		{args: []string{"--max-long-partial-prefills", "-1"}},
 		{args: []string{"--kv-cache-memory", "lots"}},
 		{args: []string{"--kv-cache-memory-fraction", "1.5"}},
 		{args: []string{"--aging-rate", "NaN"}},

@@ -157,6 +157,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxQueue: o.MaxQueue,
 		MaxModelLen: maxModelLen, VocabSize: be.vocabSize,
+		LongPrefillTokenThreshold: o.LongPrefillTokenThreshold, MaxNumPartialPrefills: o.MaxNumPartialPrefills, MaxLongPartialPrefills: o.MaxLongPartialPrefills,
 		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true, HostBlocks: o.KVHostBlocks},
 		AgingRate: o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
 		EOS: be.eos, Decoder: be.decoder, Observer: engineMetrics, Logger: log,

@@ -262,7 +262,8 @@ func (a *agentSim) collect(podIdx int) error {
 }
 
 // wakeHeld asks the gates again for every held request whose wait ended
-// (a placement, a timer or a release changed its program's routing).
+// (a placement, a timer or a release changed its program's routing), as
+// not forwarded, as the server does (programs.Table.RouteFor).
 func (a *agentSim) wakeHeld() error {
 	old := a.held
 	a.held = nil
@@ -271,7 +272,7 @@ func (a *agentSim) wakeHeld() error {
 		case <-p.wait:
 			a.pods[p.heldAt].table.Unhold(p.ticket)
 			p.held, p.wait, p.ticket = false, nil, programs.Ticket{}
-			if err := a.dispatch(p, p.heldAt, p.heldFwd); err != nil {
+			if err := a.dispatch(p, p.heldAt, false); err != nil {
 				return err
 			}
 		default:

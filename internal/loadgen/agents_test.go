@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/fleet"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -332,6 +333,49 @@ func TestAgentsDecisionsLandOnTheNamedPods(t *testing.T) {
 	}
 	if checked == 0 || a.res.Resumes == 0 {
 		t.Fatalf("%d placements checked, %d resumes: the test needs both", checked, a.res.Resumes)
+	}
+}
+
+// A request forwarded to the pod holding its paused program's cache waits
+// there; when a placement moves the program to another pod, the gate
+// asked again sends it there. Asked again as forwarded (as the request
+// first came), it ran where it had waited and the program was placed on
+// both pods (TestAgentsDecisionsLandOnTheNamedPods saw it as a pod running
+// one program more than the round placed there).
+func TestAgentsHeldForwardedRequestFollowsItsProgramsMove(t *testing.T) {
+	w := smallAgents()
+	w.Programs = 1
+	a, err := newAgentSim(w, smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, from, to := a.live[0], a.pods[1], a.pods[0]
+	// Paused with its cache on pod-1; pod-0, a round behind, still routes
+	// it there.
+	from.table.Apply(&wire.Placement{Version: 1, Mode: string(placement.ModeProgramAware), Place: []string{p.id}})
+	from.table.Apply(&wire.Placement{Version: 2, Mode: string(placement.ModeProgramAware), Pause: []string{p.id}})
+	to.table.Apply(&wire.Placement{Version: 1, Mode: string(placement.ModeProgramAware), Routes: map[string]string{p.id: from.addr}})
+	if err := a.dispatch(p, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if !p.held || p.heldAt != 1 || !p.heldFwd {
+		t.Fatalf("the request is held %v on pod %d (forwarded %v); want held on pod-1, forwarded", p.held, p.heldAt, p.heldFwd)
+	}
+	// The next round resumes it on pod-0.
+	to.table.Apply(&wire.Placement{Version: 2, Mode: string(placement.ModeProgramAware), Place: []string{p.id}})
+	from.table.Apply(&wire.Placement{Version: 3, Mode: string(placement.ModeProgramAware), Routes: map[string]string{p.id: to.addr}})
+	if err := a.wakeHeld(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.running || p.pod != 0 {
+		t.Errorf("the request runs %v on pod %d; want it running on pod-0", p.running, p.pod)
+	}
+	for i, pd := range a.pods {
+		for _, pr := range pd.table.Report().Programs {
+			if pr.Placed && pr.State == placement.StateActive.String() && i != 0 {
+				t.Errorf("%s runs %s, placed on pod-0", pd.name, pr.ID)
+			}
+		}
 	}
 }
 

@@ -230,6 +230,14 @@ func (t *Table) Route(id string, forwarded bool) Route { return t.RouteFor("", i
 // with its Ticket when it finishes. A Hold route counts it held: when Wait
 // closes, call RouteFor again (after Unhold with its Ticket), or Unhold if
 // the client gives up. A Limited route counts nothing.
+//
+// A held request asks again as not forwarded, even if it came forwarded:
+// its Wait closed because this table's routing of the program changed (a
+// placement resumed or moved it, a release, a KV fetch ending, the pause
+// limit), so this table's view is now newer than the sender's was. Asked
+// as forwarded, a request held where its program's cache was paused would
+// run there after a placement moved the program to another pod, placing
+// it on both.
 func (t *Table) RouteFor(owner Owner, id string, forwarded bool) Route {
 	t.mu.Lock()
 	defer t.mu.Unlock()

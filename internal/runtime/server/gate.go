@@ -53,6 +53,10 @@ func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog progr
 		case <-rt.Wait:
 			s.heldGauge.Dec()
 			s.cfg.Programs.Unhold(rt.Ticket)
+			// The wait ended because this pod's routing of the program
+			// changed: its view is now newer than the sender's was, so
+			// the request goes where it says (programs.Table.RouteFor).
+			forwarded = false
 		case <-r.Context().Done():
 			s.heldGauge.Dec()
 			s.cfg.Programs.Unhold(rt.Ticket)

@@ -143,6 +143,39 @@ func TestGateHoldsPausedProgramsUntilResumed(t *testing.T) {
 	}
 }
 
+// A request forwarded to the pod holding its paused program's cache waits
+// there; when a placement moves the program to another pod, it follows
+// the program. Asked again as forwarded, it ran where it had waited: the
+// program was placed on both pods.
+func TestGateHeldForwardedRequestFollowsItsProgramsMove(t *testing.T) {
+	aTab, bTab := newTable("a:1", 8192), newTable("b:1", 8192)
+	a := newEnv(t, envOpts{programs: aTab, forwardKey: poolKey})
+	b := newEnv(t, envOpts{programs: bTab, forwardKey: poolKey})
+	aAddr, bAddr := strings.TrimPrefix(a.ts.URL, "http://"), strings.TrimPrefix(b.ts.URL, "http://")
+	if r := b.post("/v1/completions", gateBody, "X-Program-Id", "p"); r.status != 200 {
+		t.Fatalf("first step on pod b: %d %s", r.status, r.body)
+	}
+	// Paused with its cache on pod b; pod a, a round behind, still routes
+	// it there.
+	bTab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Pause: []string{"p"}})
+	aTab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Routes: map[string]string{"p": bAddr}})
+	done := postAsync(a, "p")
+	waitFor(t, "the forwarded request held on pod b", func() bool { return findProgram(bTab, "p").HeldRequests == 1 })
+
+	// The next round resumes it on pod a.
+	aTab.Apply(&wire.Placement{Version: 2, Mode: "ProgramAware", Place: []string{"p"}, FullRoutes: true})
+	bTab.Apply(&wire.Placement{Version: 2, Mode: "ProgramAware", Routes: map[string]string{"p": aAddr}})
+	if r := waitResponse(t, done, "the held request"); r.status != 200 {
+		t.Fatalf("after the move: %d %s", r.status, r.body)
+	}
+	if p := findProgram(aTab, "p"); !p.Placed || p.State != "ACTIVE" || p.Steps != 1 {
+		t.Errorf("on pod a, where it was placed: %+v", p)
+	}
+	if p := findProgram(bTab, "p"); p.Placed || p.InFlight != 0 || p.HeldRequests != 0 {
+		t.Errorf("on pod b, which it left: %+v", p)
+	}
+}
+
 func TestReleaseEndpoint(t *testing.T) {
 	tab := newTable("a:1", 8192)
 	env := newEnv(t, envOpts{programs: tab})

@@ -41,6 +41,32 @@ type Config struct {
 	// MaxNumBatchedTokens bounds the tokens in one iteration; longer prompts
 	// are prefilled in chunks (default 2048).
 	MaxNumBatchedTokens int
+	// LongPrefillTokenThreshold makes a sequence with more tokens than this
+	// left to prefill a long prefill: it takes at most this many tokens of
+	// an iteration's budget before the other running sequences and the
+	// waiting requests have had theirs, then whatever they left, unless the
+	// iteration gives another prompt its first token (so alone it still
+	// fills the budget). A short request then joins and prefills beside a
+	// long one instead of waiting for its whole prompt (vLLM's
+	// long_prefill_token_threshold; see planLocked). 0: the default,
+	// MaxNumBatchedTokens/4 (docs/benchmarks.md, "Short requests beside long
+	// prefills"); negative: off, a prefill takes all the budget it can.
+	LongPrefillTokenThreshold int
+	// MaxNumPartialPrefills bounds the sequences in the middle of a prefill
+	// at once: admitted, with tokens left to prefill after the iteration.
+	// A request that would be one more is not admitted, unless its whole
+	// prompt fits in what is left of the iteration's budget (vLLM's
+	// max_num_partial_prefills; default 4).
+	MaxNumPartialPrefills int
+	// MaxLongPartialPrefills bounds how many of those are long prefills
+	// (see LongPrefillTokenThreshold) that take tokens in one iteration;
+	// the next long one is admitted but sits out until one of them is done,
+	// so that long prompts do not share the budget (vLLM's
+	// max_long_partial_prefills). Default MaxNumPartialPrefills, no bound
+	// of its own: at the default threshold a 2k-token prompt is long too,
+	// and holding it back behind a 30k-token one is what the threshold is
+	// for (vLLM's default of 1 goes with a threshold of 4% of the context).
+	MaxLongPartialPrefills int
 	// MaxQueue bounds the waiting queue; Submit beyond it fails with
 	// ErrQueueFull (default 4096).
 	MaxQueue int
@@ -87,6 +113,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxNumBatchedTokens <= 0 {
 		c.MaxNumBatchedTokens = 2048
+	}
+	switch {
+	case c.LongPrefillTokenThreshold == 0:
+		c.LongPrefillTokenThreshold = max(c.MaxNumBatchedTokens/4, 1)
+	case c.LongPrefillTokenThreshold < 0:
+		c.LongPrefillTokenThreshold = 0
+	}
+	if c.MaxNumPartialPrefills == 0 {
+		c.MaxNumPartialPrefills = 4
+	}
+	if c.MaxLongPartialPrefills == 0 {
+		c.MaxLongPartialPrefills = c.MaxNumPartialPrefills
 	}
 	if c.MaxQueue <= 0 {
 		c.MaxQueue = 4096
@@ -190,6 +228,9 @@ type Engine struct {
 	b      batch.Batch
 	out    batch.Output
 	sched  []*sequence
+	// capped are the indexes in b.Seqs of long prefills held to
+	// LongPrefillTokenThreshold, which get the budget left at the end.
+	capped []int
 	// samplers are the sampling goroutines' scratch, [0] the loop's own;
 	// ahead holds the tokens they drew before processLocked (sampleAhead).
 	samplers []sampling.Sampler
@@ -224,6 +265,13 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 	}
 	if cfg.MaxModelLen <= 0 {
 		return nil, fmt.Errorf("engine: MaxModelLen must be > 0, got %d", cfg.MaxModelLen)
+	}
+	if cfg.MaxNumPartialPrefills < 1 {
+		return nil, fmt.Errorf("engine: MaxNumPartialPrefills must be >= 1, got %d", cfg.MaxNumPartialPrefills)
+	}
+	if cfg.MaxLongPartialPrefills < 1 || cfg.MaxLongPartialPrefills > cfg.MaxNumPartialPrefills {
+		return nil, fmt.Errorf("engine: MaxLongPartialPrefills must be in [1, MaxNumPartialPrefills=%d], got %d",
+			cfg.MaxNumPartialPrefills, cfg.MaxLongPartialPrefills)
 	}
 	kv, err := kvcache.New(cfg.KV)
 	if err != nil {

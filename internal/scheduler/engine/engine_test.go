@@ -39,6 +39,10 @@ type envOpts struct {
 	copyBudget int
 	timeout    time.Duration
 	logger     *slog.Logger
+	// longPrefill, maxPartial and maxLongPartial are the Config's
+	// LongPrefillTokenThreshold, MaxNumPartialPrefills and
+	// MaxLongPartialPrefills (0: their defaults).
+	longPrefill, maxPartial, maxLongPartial int
 }
 
 func defaultOpts() envOpts {
@@ -62,6 +66,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 			DropEvicted: o.dropEvicted},
 		EOS: []int32{x.eos}, Decoder: letters{eos: x.eos}, Clock: clk, Observer: obs,
 		IterationTimeout: o.timeout, Logger: o.logger,
+		LongPrefillTokenThreshold: o.longPrefill, MaxNumPartialPrefills: o.maxPartial, MaxLongPartialPrefills: o.maxLongPartial,
 	}, exec)
 	if err != nil {
 		t.Fatal(err)

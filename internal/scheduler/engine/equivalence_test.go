@@ -122,6 +122,10 @@ func TestContinuousBatchingEquivalence(t *testing.T) {
 		{name: "ample cache", opts: envOpts{numBlocks: 512, blockSize: 4, maxSeqs: 16, maxBatched: 64, maxQueue: 100, maxModelLen: 512, prefix: true}, wantPrefixHit: true},
 		{name: "preemption pressure", opts: envOpts{numBlocks: 40, blockSize: 4, maxSeqs: 16, maxBatched: 32, maxQueue: 100, maxModelLen: 512, prefix: true}, wantPreempt: true},
 		{name: "no prefix cache, tiny budget", opts: envOpts{numBlocks: 64, blockSize: 8, maxSeqs: 4, maxBatched: 8, maxQueue: 100, maxModelLen: 512}},
+		// Long prefills held to a threshold beside short ones, one long
+		// prefill at a time, and the threshold off.
+		{name: "long prefills beside short ones", opts: envOpts{numBlocks: 512, blockSize: 4, maxSeqs: 16, maxBatched: 32, maxQueue: 100, maxModelLen: 512, prefix: true, longPrefill: 8, maxPartial: 3, maxLongPartial: 1}, wantPrefixHit: true},
+		{name: "long prefill threshold off", opts: envOpts{numBlocks: 512, blockSize: 4, maxSeqs: 16, maxBatched: 32, maxQueue: 100, maxModelLen: 512, prefix: true, longPrefill: -1}, wantPrefixHit: true},
 		{name: "logits and sampler", opts: envOpts{numBlocks: 48, blockSize: 4, maxSeqs: 8, maxBatched: 24, maxQueue: 100, maxModelLen: 512, prefix: true, logits: true}, logits: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

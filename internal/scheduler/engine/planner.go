@@ -15,14 +15,36 @@ import (
 // every sequence has numComputed tokens in KV and each step lets it catch up
 // with its token list, within the token budget.
 //
-//  1. Running sequences first, in (priority, arrival) order. A sequence that
-//     needs a block when none is free preempts the running tail (lowest
-//     priority, latest arrival) by recompute until it fits or is itself the
-//     tail.
+//  1. Running sequences first, in (priority, arrival) order, so decodes and
+//     earlier prefills come before any admission. A sequence that needs a
+//     block when none is free preempts the running tail (lowest priority,
+//     latest arrival) by recompute until it fits or is itself the tail.
 //  2. Then, if nothing was preempted, waiting requests in queue order join
 //     at this step boundary while sequences, budget and blocks last. The
 //     queue head blocks the ones behind it, so large requests are not
 //     starved by small ones.
+//  3. The budget left goes back to the long prefills held short in 1 and 2.
+//
+// Long prefills (more than LongPrefillTokenThreshold tokens left to compute):
+//   - In 1 and 2 one takes at most the threshold, in 3 what the others
+//     left: alone it still fills the budget, and beside it a short request
+//     is admitted in 2 and prefilled in the same iterations rather than
+//     after the whole long prompt, and the decodes after it in 1 come
+//     before its extra tokens. It runs before later arrivals in 1, so it
+//     progresses every step: under a stream of short requests it slows
+//     down, it does not stop.
+//   - 3 goes by priority, then to the prefill with the fewest tokens left
+//     (a prompt just above the threshold beside a 30k-token one), and stops
+//     once the batch gives a prompt its first token: filling it up would
+//     make that token wait for the long prompt's share.
+//   - Only MaxLongPartialPrefills of them take tokens in an iteration; the
+//     next sits out. A long request at the head of the queue beyond them is
+//     admitted all the same and sits out among the running ones, so it
+//     leaves the queue instead of blocking the short requests behind it.
+//
+// The head rule is kept: the queue is never scanned past its head. A head
+// that would be a partial prefill beyond MaxNumPartialPrefills (its prompt
+// does not fit in the budget left) waits, and those behind it with it.
 //
 // With an executor that overlaps copies, a sequence whose KV is coming back
 // from the host tier sits out (see overlap): admitted, holding its blocks,
@@ -32,7 +54,11 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 	e.b.NumTokens = 0
 	clear(e.sched)
 	e.sched = e.sched[:0]
+	e.capped = e.capped[:0]
 	budget := e.cfg.MaxNumBatchedTokens
+	// partial counts the sequences left mid-prefill by this iteration,
+	// long the long prefills that take tokens in it.
+	partial, long := 0, 0
 
 	// 1. Running.
 	for i := 0; i < len(e.running); i++ {
@@ -42,13 +68,24 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			finished++
 			continue
 		}
+		left := len(s.tokens) - s.numComputed
+		if left > 1 {
+			partial++ // until it is scheduled to the end, below
+		}
 		if budget == 0 {
 			continue // keep scanning: cancelled ones still free their blocks
 		}
 		if e.overlap != nil && !e.overlap.ready(s) {
 			continue // its KV is still coming back from the host tier
 		}
-		n := min(len(s.tokens)-s.numComputed, budget)
+		n := min(left, budget)
+		if e.isLong(left) {
+			if long == e.cfg.MaxLongPartialPrefills {
+				continue // a long-prefill slot frees up when one is done
+			}
+			long++
+			n = min(n, e.cfg.LongPrefillTokenThreshold)
+		}
 		if need := s.numComputed + n; need > len(s.blocks)*e.blockSize {
 			had := len(s.blocks)
 			fits := e.kv.Grow(s.id, need)
@@ -69,6 +106,12 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 				e.overlap.touch(s.blocks[had:])
 			}
 		}
+		if n < left && e.isLong(left) {
+			e.capped = append(e.capped, len(e.b.Seqs))
+		}
+		if left > 1 && n == left {
+			partial--
+		}
 		e.scheduleLocked(s, n)
 		budget -= n
 	}
@@ -86,8 +129,15 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			break
 		}
 		s := ent.Value
+		if partial >= e.cfg.MaxNumPartialPrefills && len(s.tokens) > budget {
+			break // it would be one partial prefill too many
+		}
+		maxNew := budget
+		if e.isLong(len(s.tokens)) {
+			maxNew = min(maxNew, e.cfg.LongPrefillTokenThreshold)
+		}
 		before := len(e.kv.Transfers())
-		cached, ok := e.kv.AdmitSalted(s.id, s.salt, s.tokens, budget)
+		cached, ok := e.kv.AdmitSalted(s.id, s.salt, s.tokens, maxNew)
 		if !ok {
 			break
 		}
@@ -102,6 +152,10 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 		}
 		e.insertRunningLocked(s)
 		s.loadUntil = 0
+		left := len(s.tokens) - cached
+		if left > 1 {
+			partial++
+		}
 		if e.overlap != nil {
 			if xf := e.kv.Transfers()[before:]; copiesIn(xf) {
 				// Its KV comes back from the host tier beside the
@@ -111,11 +165,111 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			}
 			e.overlap.touch(s.blocks)
 		}
-		n := min(len(s.tokens)-cached, budget)
+		n := min(left, budget)
+		if e.isLong(left) {
+			if long == e.cfg.MaxLongPartialPrefills {
+				continue // admitted; it prefills when a long-prefill slot frees up
+			}
+			long++
+			n = min(n, e.cfg.LongPrefillTokenThreshold)
+			if n < left {
+				e.capped = append(e.capped, len(e.b.Seqs))
+			}
+		}
+		if left > 1 && n == left {
+			partial--
+		}
 		e.scheduleLocked(s, n)
 		budget -= n
 	}
+
+	// 3. What the others left, by priority, then to the prefill nearest its
+	// first token (a short prompt above the threshold beside a long one),
+	// unless the batch already gives a prompt its first token: filling it
+	// up would make that token wait for a whole budget's iteration.
+	if len(e.capped) > 0 {
+		e.sortCappedLocked()
+		first := e.firstTokenLocked()
+		for _, i := range e.capped {
+			if budget == 0 || first {
+				break
+			}
+			budget -= e.extendLocked(i, budget)
+			first = e.b.Seqs[i].Sample && e.sched[i].outTokens == 0
+		}
+	}
 	return preempted, finished
+}
+
+// firstTokenLocked reports whether a sequence of the batch gets its first
+// token from it.
+func (e *Engine) firstTokenLocked() bool {
+	for i := range e.b.Seqs {
+		if e.b.Seqs[i].Sample && e.sched[i].outTokens == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// isLong reports whether a sequence with left tokens to compute is a long
+// prefill (see Config.LongPrefillTokenThreshold).
+func (e *Engine) isLong(left int) bool {
+	return e.cfg.LongPrefillTokenThreshold > 0 && left > e.cfg.LongPrefillTokenThreshold
+}
+
+// sortCappedLocked orders e.capped by priority, then fewest tokens left,
+// then batch order (insertion sort: a handful of entries, no allocation).
+func (e *Engine) sortCappedLocked() {
+	c := e.capped
+	for i := 1; i < len(c); i++ {
+		for j := i; j > 0 && e.extendsBefore(c[j], c[j-1]); j-- {
+			c[j], c[j-1] = c[j-1], c[j]
+		}
+	}
+}
+
+func (e *Engine) extendsBefore(i, j int) bool {
+	a, b := e.sched[i], e.sched[j]
+	if a.priority != b.priority {
+		return a.priority < b.priority
+	}
+	la := len(a.tokens) - e.b.Seqs[i].Pos - len(e.b.Seqs[i].Tokens)
+	lb := len(b.tokens) - e.b.Seqs[j].Pos - len(e.b.Seqs[j].Tokens)
+	if la != lb {
+		return la < lb
+	}
+	return i < j
+}
+
+// extendLocked gives the sequence scheduled at e.b.Seqs[i] up to budget
+// more tokens, as far as free blocks allow without preempting anyone (the
+// others already have their share), and returns how many it took.
+func (e *Engine) extendLocked(i, budget int) int {
+	s, sq := e.sched[i], &e.b.Seqs[i]
+	end := sq.Pos + len(sq.Tokens)
+	n := min(len(s.tokens)-end, budget)
+	if n <= 0 {
+		return 0
+	}
+	if need := end + n; need > len(s.blocks)*e.blockSize {
+		had := len(s.blocks)
+		if e.kv.Grow(s.id, need) {
+			s.blocks = e.kv.Blocks(s.id)
+			sq.Blocks = s.blocks
+			if e.overlap != nil {
+				e.overlap.touch(s.blocks[had:])
+			}
+		} else {
+			n = len(s.blocks)*e.blockSize - end
+		}
+	}
+	end += n
+	sq.Tokens = s.tokens[sq.Pos:end]
+	sq.Sample = end == len(s.tokens)
+	sq.ArgmaxOnly = sq.Sample && e.argmaxOnly(s)
+	e.b.NumTokens += n
+	return n
 }
 
 func (e *Engine) scheduleLocked(s *sequence, n int) {
