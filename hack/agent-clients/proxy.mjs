@@ -6,10 +6,10 @@
 // and has to dispatch it. Every request and the status of its answer are
 // logged as JSON lines to LOG; with CAPTURE_DIR each request is also kept
 // whole (NNN.json: method, url, headers, body), as the client sent it.
-// END_EARLY=0 forwards the client's own stop strings.
+// END_EARLY=0 leaves the client's output format as it is.
 //
 // Usage: LISTEN=port UPSTREAM=http://127.0.0.1:8000 [LOG=file] [MAX_TOKENS=16]
-//        [FORCE_TOOL=name] [CAPTURE_DIR=dir] [END_EARLY=0] node proxy.mjs
+//        [FORCE_TOOL=name] [FORCED_MAX_TOKENS=512] [CAPTURE_DIR=dir] [END_EARLY=0] node proxy.mjs
 import http from 'node:http';
 import fs from 'node:fs';
 
@@ -17,6 +17,8 @@ const env = process.env;
 const upstream = new URL(env.UPSTREAM);
 const maxTokens = Number(env.MAX_TOKENS || 16);
 const forceTool = env.FORCE_TOOL || '';
+// A forced call's markup alone is about a hundred byte-tokens.
+const forcedMaxTokens = Number(env.FORCED_MAX_TOKENS || 512);
 let forced = false;
 let n = 0;
 if (env.CAPTURE_DIR) fs.mkdirSync(env.CAPTURE_DIR, {recursive: true});
@@ -37,14 +39,16 @@ function toolNames(body) {
   return names;
 }
 
-// endings are stop strings that end a random model's noise within a few
-// tokens (any printable ASCII character: about one byte-token in three),
-// so its answer ends as a turn, not at the output cap, which clients read
-// as a truncated answer (Claude Code retries it with a larger cap).
-const endings = Array.from({length: 94}, (_, k) => String.fromCharCode(33 + k));
+// short is the output format that ends a random model's noise as a turn:
+// a JSON string of 1 to 8 characters, then the end of the answer, which
+// the pod's constrained decoding enforces. Capped at MAX_TOKENS instead,
+// the answer would end as truncated, which clients retry (Claude Code
+// asks again with a larger cap) or refuse (the Agents SDK); ended by stop
+// strings, it could be empty, which Claude Code retries too.
+const short = {type: 'string', minLength: 1, maxLength: 8};
 
-// rewrite caps the output, ends unforced answers early and forces the
-// tool; it returns what it did.
+// rewrite caps the output, ends unforced answers early (short) and forces
+// the tool; it returns what it did.
 function rewrite(path, body) {
   const did = {};
   for (const key of ['max_tokens', 'max_output_tokens', 'max_completion_tokens']) {
@@ -58,6 +62,8 @@ function rewrite(path, body) {
   if (forceTool && !forced && toolNames(body).includes(forceTool)) {
     forced = true;
     did.forced = forceTool;
+    for (const key of ['max_tokens', 'max_output_tokens', 'max_completion_tokens']) if (key in body) body[key] = forcedMaxTokens;
+    shorten(forcedSchema(body, forceTool));
     if (path.startsWith('/v1/messages')) {
       body.tool_choice = {type: 'tool', name: forceTool};
       delete body.thinking; // Anthropic refuses forced tool use with thinking on
@@ -68,11 +74,36 @@ function rewrite(path, body) {
       body.tool_choice = {type: 'function', function: {name: forceTool}};
     }
   }
-  if (!did.forced && env.END_EARLY !== '0') {
-    if (path.startsWith('/v1/messages') && !path.includes('count_tokens')) { body.stop_sequences = endings; did.ended = true; }
-    else if (path.startsWith('/v1/chat/completions') || path.startsWith('/v1/responses')) { body.stop = endings; did.ended = true; }
+  if (!did.forced && env.END_EARLY !== '0' && !path.includes('count_tokens')) {
+    if (path.startsWith('/v1/messages')) body.output_config = {...body.output_config, format: {type: 'json_schema', schema: short}};
+    else if (path.startsWith('/v1/chat/completions')) body.response_format = {type: 'json_schema', json_schema: {name: 'short', schema: short}};
+    else if (path.startsWith('/v1/responses')) body.text = {...body.text, format: {type: 'json_schema', name: 'short', schema: short}};
+    did.ended = true;
   }
   return did;
+}
+
+// shorten bounds every free string of a forced tool's schema, so the
+// random model's noise in its arguments ends within MAX_TOKENS (a byte
+// model closes a free string once in about 258 tokens): a call cut at
+// the cap has arguments no client can parse. The client never sees the
+// change; the pod's constrained decoding enforces it.
+function shorten(schema) {
+  if (!schema || typeof schema !== 'object') return;
+  if (schema.type === 'string' && !('maxLength' in schema) && !('enum' in schema) && !('const' in schema) && !('pattern' in schema)) schema.maxLength = 12;
+  for (const v of Object.values(schema)) {
+    if (Array.isArray(v)) v.forEach(shorten);
+    else if (v && typeof v === 'object') shorten(v);
+  }
+}
+
+// forcedSchema is the parameters schema of the tool named name.
+function forcedSchema(body, name) {
+  for (const t of body.tools || []) {
+    if (t.function?.name === name) return t.function.parameters;
+    if (t.type === 'namespace') for (const u of t.tools || []) if (u.name === name) return u.parameters;
+    if (t.name === name) return t.input_schema ?? t.parameters;
+  }
 }
 
 // answered lists the tool results a request carries (call ids), so the
@@ -117,6 +148,15 @@ http.createServer((req, res) => {
         if (r.statusCode >= 400) entry.error = text.slice(0, 500);
         // The calls the pod returned (streamed or whole), by id.
         entry.calls = [...text.matchAll(/"(?:call_id|id)":"((?:toolu|call|fc)_[^"]+)"/g)].map(m => m[1]);
+        // The prompt's tokens and how many the pod read from its prefix
+        // cache (with --enable-prompt-tokens-details), from the answer's
+        // last usage: a Messages stream's message_start is written before
+        // the engine looked the prompt up. Messages count input_tokens
+        // without the cached ones.
+        const num = re => { const all = [...text.matchAll(re)]; return all.length ? Number(all.at(-1)[1]) : undefined; };
+        entry.promptTokens = num(/"(?:prompt_tokens|input_tokens)":(\d+)/g);
+        entry.cachedTokens = num(/"(?:cache_read_input_tokens|cached_tokens)":(\d+)/g);
+        if (req.url.startsWith('/v1/messages') && entry.promptTokens !== undefined) entry.promptTokens += entry.cachedTokens ?? 0;
         log(entry);
         res.end();
       });

@@ -387,12 +387,18 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 	}
 	// results name each tool message as the block it came from.
 	results := map[int]string{}
+	answered := false // an assistant turn came before
 	for i, m := range msgs {
 		switch m.Role {
 		case "assistant":
+			answered = true
 			c.Messages = append(c.Messages, assistantMessage(m))
 			continue
 		case "system":
+			if !answered {
+				c.Messages = mergeSystem(c.Messages, joinText(m.Content))
+				continue
+			}
 			// Rendered where the template renders a later system turn,
 			// else merged into the system prompt (model.RenderAll).
 			c.Messages = append(c.Messages, openai.Message{Role: "system", Content: openai.Content{Text: joinText(m.Content)}})
@@ -477,6 +483,25 @@ func systemBlocks(bs Blocks) Blocks {
 		return bs
 	}
 	return bs[1:]
+}
+
+// mergeSystem appends text to the conversation's leading system message
+// (made first when there is none), after a blank line. System turns of the
+// first exchange go there: before the model's first answer their place
+// beside the user's text tells it nothing more, and in the system prompt
+// they join the prefix every session of an agent shares. Claude Code
+// sends its environment block (working directory, tools, skills, date:
+// 9 KB) as a system turn after the user's first message, where it would
+// start past the prompt's first difference between sessions.
+func mergeSystem(msgs []openai.Message, text string) []openai.Message {
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		if msgs[0].Content.Text != "" {
+			text = msgs[0].Content.Text + "\n\n" + text
+		}
+		msgs[0].Content.Text = text
+		return msgs
+	}
+	return append([]openai.Message{{Role: "system", Content: openai.Content{Text: text}}}, msgs...)
 }
 
 // templateKwargs are the template variables the request's fields set:

@@ -24,9 +24,14 @@ func TestChatRequest(t *testing.T) {
 	}{
 		{"tool_choice auto without tools", `{"max_tokens":1,"tool_choice":{"type":"auto"},"messages":[{"role":"user","content":"hi"}]}`,
 			[]openai.Message{msg("user", "hi")}},
-		{"a system turn in messages stays at its place", `{"max_tokens":1,"system":"s","messages":[{"role":"user","content":"hi"},` +
+		{"a system turn before the first answer joins the system prompt", `{"max_tokens":1,"system":"s","messages":[{"role":"user","content":"hi"},` +
 			`{"role":"system","content":[{"type":"text","text":"env","cache_control":{"type":"ephemeral"}}]},{"role":"user","content":"go"}]}`,
-			[]openai.Message{msg("system", "s"), msg("user", "hi"), msg("system", "env"), msg("user", "go")}},
+			[]openai.Message{msg("system", "s\n\nenv"), msg("user", "hi"), msg("user", "go")}},
+		{"without a system prompt it becomes one", `{"max_tokens":1,"messages":[{"role":"user","content":"hi"},{"role":"system","content":"env"}]}`,
+			[]openai.Message{msg("system", "env"), msg("user", "hi")}},
+		{"a system turn after an answer stays at its place", `{"max_tokens":1,"system":"s","messages":[{"role":"user","content":"hi"},` +
+			`{"role":"assistant","content":"a"},{"role":"system","content":"later"},{"role":"user","content":"go"}]}`,
+			[]openai.Message{msg("system", "s"), msg("user", "hi"), msg("assistant", "a"), msg("system", "later"), msg("user", "go")}},
 		{"Claude Code's billing header block is left out", `{"max_tokens":1,"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.332.58d; cc_entrypoint=cli;"},` +
 			`{"type":"text","text":"You are Claude Code."}],"messages":[{"role":"user","content":"hi"}]}`,
 			[]openai.Message{msg("system", "You are Claude Code."), msg("user", "hi")}},

@@ -277,13 +277,17 @@ func (s *ResponseShape) openMessage(b []byte) []byte {
 
 // closeMessage ends the open message item: output_text.done,
 // content_part.done, output_item.done.
-func (s *ResponseShape) closeMessage(b []byte) []byte {
+func (s *ResponseShape) closeMessage(b []byte) []byte { return s.closeMessageAs(b, "completed") }
+
+// closeMessageAs closes the open message item with its status: completed,
+// or incomplete when the output limit cut it.
+func (s *ResponseShape) closeMessageAs(b []byte, status string) []byte {
 	if s.msg < 0 {
 		return b
 	}
 	it := &s.resp.Output[s.msg]
 	part := OutputText{Type: "output_text", Text: s.text.String(), Annotations: []any{}, Logprobs: []any{}}
-	it.Content, it.Status = []OutputText{part}, "completed"
+	it.Content, it.Status = []OutputText{part}, status
 	b = s.event(b, "response.output_text.done", map[string]any{"item_id": it.ID, "output_index": s.msg,
 		"content_index": 0, "text": part.Text, "logprobs": []any{}})
 	b = s.event(b, "response.content_part.done", map[string]any{"item_id": it.ID, "output_index": s.msg,
@@ -317,12 +321,17 @@ func (s *ResponseShape) Call(b []byte, d ToolCallDelta) []byte {
 
 // closeCall ends the open function_call item:
 // function_call_arguments.done, output_item.done.
-func (s *ResponseShape) closeCall(b []byte) []byte {
+func (s *ResponseShape) closeCall(b []byte) []byte { return s.closeCallAs(b, "completed") }
+
+// closeCallAs closes the open function_call item with its status:
+// incomplete when the output limit cut the call (its arguments are a
+// prefix a client cannot run).
+func (s *ResponseShape) closeCallAs(b []byte, status string) []byte {
 	if s.open < 0 {
 		return b
 	}
 	it := &s.resp.Output[s.open]
-	it.Status = "completed"
+	it.Status = status
 	b = s.event(b, "response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": s.open,
 		"name": it.Name, "arguments": it.Arguments})
 	b = s.event(b, "response.output_item.done", map[string]any{"output_index": s.open, "item": *it})
@@ -338,8 +347,9 @@ func (s *ResponseShape) Finish(b []byte, t *Turn) []byte {
 	if len(s.resp.Output) == 0 {
 		b = s.openMessage(b)
 	}
-	b = s.closeMessage(b)
-	b = s.closeCall(b)
+	last := lastItemStatus(t)
+	b = s.closeMessageAs(b, last)
+	b = s.closeCallAs(b, last)
 	s.complete(t)
 	typ := "response.completed"
 	if s.resp.Status == "incomplete" {
@@ -370,8 +380,19 @@ func (s *ResponseShape) Body(t *Turn) any {
 		s.resp.Output = append(s.resp.Output, OutputItem{Type: ItemFunctionCall, ID: itemID("fc_"), Status: "completed",
 			CallID: c.ID, Namespace: q.Namespace, Name: q.Name, Arguments: c.Function.Arguments})
 	}
+	s.resp.Output[len(s.resp.Output)-1].Status = lastItemStatus(t)
 	s.complete(t)
 	return &s.resp
+}
+
+// lastItemStatus is the status of a reply's last output item: incomplete
+// when the output limit cut the reply (the item it was writing), as
+// OpenAI's; earlier items ended before it.
+func lastItemStatus(t *Turn) string {
+	if t.Finish == "length" {
+		return "incomplete"
+	}
+	return "completed"
 }
 
 // complete fills in the status and the usage.

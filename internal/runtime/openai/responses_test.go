@@ -347,3 +347,33 @@ func TestResponsesToolOutputAnswersACall(t *testing.T) {
 		})
 	}
 }
+
+// TestCutCallIsIncomplete: a reply the output limit cut ends its last
+// item as incomplete (a call's arguments then are a prefix no client can
+// run), streamed and whole; items before it, and every item of a reply
+// that ended by itself, are completed.
+func TestCutCallIsIncomplete(t *testing.T) {
+	calls := []ToolCall{{ID: "call_a", Function: ToolCallFunction{Name: "f", Arguments: `{}`}}, {ID: "call_b", Function: ToolCallFunction{Name: "f", Arguments: `{"x": "ab`}}}
+	for _, finish := range []string{"stop", "length"} {
+		turn := &Turn{Finish: finish, Calls: calls}
+		want := []string{"completed", "completed"}
+		if finish == "length" {
+			want[1] = "incomplete"
+		}
+		whole := NewResponseShape("resp_1", 0, "m", &ResponsesRequest{}).Body(turn).(*Response)
+		s := NewResponseShape("resp_1", 0, "m", &ResponsesRequest{})
+		for i, c := range calls {
+			s.Call(nil, ToolCallDelta{Index: i, First: true, ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+		s.Finish(nil, turn)
+		for name, out := range map[string][]OutputItem{"whole": whole.Output, "streamed": s.Response().Output} {
+			var got []string
+			for _, it := range out {
+				got = append(got, it.Status)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("finish %s, %s: item statuses (-want +got):\n%s", finish, name, diff)
+			}
+		}
+	}
+}
