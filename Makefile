@@ -97,6 +97,10 @@ test: lint envtest ggml ## Run all tests (unit, fuzz seed corpora, envtest suite
 		KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_REQUIRE_GGML=1 $(GO) test $(GOFLAGS_TEST) ./...
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" $(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
 
+.PHONY: test-agent-clients
+test-agent-clients: ggml ## Claude Code and Codex from npm (pinned; ~800 MB once, cached) complete headless turns with their defaults against a local pod, a forced tool call each, and a second Claude Code session reads >= 95% of its prompt from the prefix cache (~1 min; skipped without node, npm or the registry).
+	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" hack/agent-clients/run.sh
+
 .PHONY: ggml
 ggml: ## Fetch (first time, ~10 MB from npm) or reuse ggml's CPU libraries; prints nothing.
 	@$(SETUP_GGML) cpu >/dev/null

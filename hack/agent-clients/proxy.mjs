@@ -8,7 +8,7 @@
 // whole (NNN.json: method, url, headers, body), as the client sent it.
 // END_EARLY=0 leaves the client's output format as it is.
 //
-// Usage: LISTEN=port UPSTREAM=http://127.0.0.1:8000 [LOG=file] [MAX_TOKENS=16]
+// Usage: LISTEN=port|0 [PORT_FILE=file] UPSTREAM=http://127.0.0.1:8000 [LOG=file] [MAX_TOKENS=16]
 //        [FORCE_TOOL=name] [FORCED_MAX_TOKENS=512] [CAPTURE_DIR=dir] [END_EARLY=0] node proxy.mjs
 import http from 'node:http';
 import fs from 'node:fs';
@@ -166,4 +166,7 @@ http.createServer((req, res) => {
     res.on('close', () => { if (!res.writableFinished) up.destroy(); });
     up.end(raw);
   });
-}).listen(Number(env.LISTEN), '127.0.0.1');
+}).listen(Number(env.LISTEN || 0), '127.0.0.1', function () {
+  // LISTEN=0 takes any free port: the script reads it from PORT_FILE.
+  if (env.PORT_FILE) fs.writeFileSync(env.PORT_FILE, String(this.address().port));
+});
