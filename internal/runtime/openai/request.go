@@ -241,9 +241,9 @@ type BodyProgram struct {
 	CacheKey string
 }
 
-// BodyProgramID is the program the body names: program_id, else
+// BodyProgram is the program the body names: program_id, else
 // extra_body.program_id; and prompt_cache_key.
-func (c *Common) BodyProgramID() BodyProgram {
+func (c *Common) BodyProgram() BodyProgram {
 	b := BodyProgram{ID: string(c.ProgramID), CacheKey: c.PromptCacheKey}
 	if b.ID == "" && c.ExtraBody != nil {
 		b.ID = string(c.ExtraBody.ProgramID)

@@ -48,9 +48,9 @@ func TestParseCompletion(t *testing.T) {
 		{"include usage", `{"prompt":"x","stream":true,"stream_options":{"include_usage":true}}`,
 			func(r *CompletionRequest) any { return r.IncludeUsage() }, true},
 		{"program id in body", `{"prompt":"x","program_id":"p1"}`,
-			func(r *CompletionRequest) any { return r.BodyProgramID().ID }, "p1"},
+			func(r *CompletionRequest) any { return r.BodyProgram().ID }, "p1"},
 		{"program id in extra_body", `{"prompt":"x","extra_body":{"program_id":"p2"}}`,
-			func(r *CompletionRequest) any { return r.BodyProgramID().ID }, "p2"},
+			func(r *CompletionRequest) any { return r.BodyProgram().ID }, "p2"},
 		{"unknown fields ignored", `{"prompt":"x","presence_penalty":0.5,"whatever":{"a":[1]}}`,
 			func(r *CompletionRequest) any { return r.Prompt.Text }, "x"},
 		{"logprobs null ok", `{"prompt":"x","logprobs":null}`,
@@ -195,7 +195,7 @@ func TestProgramIDEscapes(t *testing.T) {
 			t.Errorf("%s: %v", body, err)
 			continue
 		}
-		if got := r.BodyProgramID().ID; got != want {
+		if got := r.BodyProgram().ID; got != want {
 			t.Errorf("%s: program id %q, want %q", body, got, want)
 		}
 	}
@@ -333,7 +333,7 @@ func TestProgramID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, param := ProgramID(h.Get, r.Common.BodyProgramID()); got != tt.want || param != tt.param {
+			if got, param := ProgramID(h.Get, r.Common.BodyProgram()); got != tt.want || param != tt.param {
 				t.Errorf("ProgramID = %q (param %q), want %q (%q)", got, param, tt.want, tt.param)
 			}
 		})

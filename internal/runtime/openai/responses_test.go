@@ -100,7 +100,7 @@ func TestResponsesFieldsTranslated(t *testing.T) {
 	var tool map[string]any
 	_ = json.Unmarshal(c.Tools[0].Raw, &tool)
 	got := map[string]any{"max": *c.MaxTokens, "temp": *c.Temperature, "top_p": *c.TopP, "stream": c.Stream, "choice": plan.Choice,
-		"named": plan.Named, "parallel": plan.Parallel, "constraint": oc.Kind, "program": c.BodyProgramID().ID, "tool": tool["function"].(map[string]any)["name"], "salt": c.Salt()}
+		"named": plan.Named, "parallel": plan.Parallel, "constraint": oc.Kind, "program": c.BodyProgram().ID, "tool": tool["function"].(map[string]any)["name"], "salt": c.Salt()}
 	want := map[string]any{"max": 7, "temp": 0.5, "top_p": 0.9, "stream": true, "choice": ToolChoiceNamed, "named": "f", "parallel": false,
 		"constraint": ConstraintJSONSchema, "program": "p", "tool": "f", "salt": "s"}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -48,14 +48,7 @@ type clientFixture struct {
 // server's own code either way.
 func newClientFixtureEnv(t *testing.T) *testEnv {
 	t.Helper()
-	src, err := os.ReadFile("../model/testdata/chat_templates/qwen2.5.jinja")
-	if err != nil {
-		t.Fatal(err)
-	}
-	qwen, err := model.NewJinjaTemplate(string(src), "", "<|endoftext|>")
-	if err != nil {
-		t.Fatal(err)
-	}
+	qwen := qwenTemplate(t)
 	const contextLen = 128 << 10
 	acc, err := sim.LookupAccelerator("H100-SXM")
 	if err != nil {

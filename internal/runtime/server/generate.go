@@ -238,7 +238,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c
 			}
 		}
 	}
-	prog, apiErr := s.programOf(r, c.BodyProgramID())
+	prog, apiErr := s.programOf(r, c.BodyProgram())
 	if apiErr != nil {
 		s.writeError(w, apiErr)
 		return

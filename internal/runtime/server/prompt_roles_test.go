@@ -98,3 +98,67 @@ func TestEveryRoleReachesThePrompt(t *testing.T) {
 		})
 	}
 }
+
+// TestCodexInstructionsReachThePrompt: Codex 0.171.0 sends its base
+// instructions and permissions as developer messages (19 KB), which the
+// Qwen2.5 template renders no role for; they reach the prompt as system
+// turns, every token of them (before, its 29.5 KB request rendered
+// without them, silently).
+func TestCodexInstructionsReachThePrompt(t *testing.T) {
+	env := toolEnvs(t)["qwen2.5 jinja"]
+	body := codexDefault(t)
+	render := func(body map[string]any) (string, int) {
+		t.Helper()
+		r, apiErr := openai.ParseResponses([]byte(mustJSON(t, body)))
+		if apiErr != nil {
+			t.Fatal(apiErr)
+		}
+		turn, apiErr := r.ChatRequest(noHistory{})
+		if apiErr != nil {
+			t.Fatal(apiErr)
+		}
+		toks, apiErr := env.srv.renderChat(context.Background(), http.Header{}, turn.Chat, &job{promptParam: "input"})
+		if apiErr != nil {
+			t.Fatal(apiErr)
+		}
+		return env.srv.cfg.Codec.Decode(toks), len(toks)
+	}
+	prompt, n := render(body)
+	// emptied is the request with each developer text replaced by "":
+	// the same turns, so the difference is the texts' tokens.
+	var developer []string
+	emptied := map[string]any{}
+	for k, v := range body {
+		emptied[k] = v
+	}
+	var input []any
+	for _, it := range body["input"].([]any) {
+		m := it.(map[string]any)
+		if m["role"] != "developer" {
+			input = append(input, it)
+			continue
+		}
+		var parts []any
+		for _, part := range m["content"].([]any) {
+			developer = append(developer, part.(map[string]any)["text"].(string))
+			parts = append(parts, map[string]any{"type": "input_text", "text": ""})
+		}
+		input = append(input, map[string]any{"type": "message", "role": "developer", "content": parts})
+	}
+	emptied["input"] = input
+	if len(developer) < 2 {
+		t.Fatalf("the fixture has %d developer texts; want Codex's instructions and permissions", len(developer))
+	}
+	devTokens := 0
+	for _, text := range developer {
+		devTokens += len(env.srv.cfg.Codec.Encode(text, false))
+		if !strings.Contains(prompt, strings.TrimSpace(text)) {
+			t.Errorf("developer text missing from the prompt: %.80q…", text)
+		}
+	}
+	_, without := render(emptied)
+	if n-without != devTokens {
+		t.Errorf("the developer texts add %d prompt tokens; they are %d tokens", n-without, devTokens)
+	}
+	t.Logf("prompt %d tokens, %d with the developer texts empty; the texts are %d tokens", n, without, devTokens)
+}

@@ -20,7 +20,9 @@ const timeParams = `{"type":"object","properties":{"zone":{"type":"string","maxL
 var toolsJSON = `[{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":` + weatherParams + `}},
 	{"type":"function","function":{"name":"get_time","parameters":` + timeParams + `}}]`
 
-func toolEnvs(t *testing.T) map[string]*testEnv {
+// qwenTemplate is the real Qwen2.5 chat template.
+func qwenTemplate(t *testing.T) *model.JinjaTemplate {
+	t.Helper()
 	src, err := os.ReadFile("../model/testdata/chat_templates/qwen2.5.jinja")
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +31,11 @@ func toolEnvs(t *testing.T) map[string]*testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return qwen
+}
+
+func toolEnvs(t *testing.T) map[string]*testEnv {
+	qwen := qwenTemplate(t)
 	builtin, _ := newCPUEnv(t)
 	jinja, _ := newCPUEnv(t, qwen)
 	return map[string]*testEnv{"builtin chatml": builtin, "qwen2.5 jinja": jinja}
