@@ -24,9 +24,11 @@ func processCPU(t *testing.T) time.Duration {
 }
 
 // TestBadWordsAtBodyLimit: 300k bad words (about 3 MiB, under the body
-// limit) are tokenized and compiled in under a second. The pairwise
-// de-duplication this replaced took minutes, and kept burning CPU after
-// the client left.
+// limit) are tokenized and compiled in a few seconds of CPU at most (about
+// 1.1 s on the 2-core development machines). The pairwise de-duplication
+// this replaced took minutes, and kept burning CPU after the client left:
+// the bound catches that with room for a slower machine, where 1 s did
+// not (1.06-1.12 s here on the code before and after this bound).
 func TestBadWordsAtBodyLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a timed test; skipped in -short (race) runs")
@@ -50,8 +52,8 @@ func TestBadWordsAtBodyLimit(t *testing.T) {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
 	t.Logf("300k bad_words: %v wall, %v CPU", elapsed.Round(time.Millisecond), used.Round(time.Millisecond))
-	if used > time.Second {
-		t.Errorf("a request with 300k bad_words took %v of CPU, want < 1s", used)
+	if used > 5*time.Second {
+		t.Errorf("a request with 300k bad_words took %v of CPU, want < 5s", used)
 	}
 }
 
