@@ -25,8 +25,8 @@
 #                         output back; exits 0
 #
 # Without node, npm or the registry it prints why and exits 0 (skipped),
-# unless KVPILOT_REQUIRE_AGENT_CLIENTS=1. About 3 minutes on 2 cores once
-# installed (the clients are ~800 MB from npm, cached in
+# unless KVPILOT_REQUIRE_AGENT_CLIENTS=1. About a minute on 2 cores, the
+# first install included (the clients are ~800 MB from npm, cached in
 # ~/.cache/kvpilot/agent-clients).
 #
 # Usage: hack/agent-clients/run.sh

@@ -44,7 +44,7 @@ type Request struct {
 	// Thinking is honoured: a model that does not reason (every chat
 	// format served today) thinks zero tokens, which every budget allows,
 	// and the reply has no thinking blocks; disabled also reaches the
-	// template as enable_thinking false (Thinking.templateKwargs).
+	// template as enable_thinking false (templateKwargs).
 	Thinking *Thinking `json:"thinking"`
 	// ContextManagement is honoured for the edits that leave this
 	// server's prompt as it is (ContextManagement.validate); the others
