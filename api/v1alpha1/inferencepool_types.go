@@ -363,6 +363,7 @@ type PodResources struct {
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.kvCacheBlocks), has(self.kvCacheMemory), has(self.kvCacheMemoryFraction)].filter(x, x).size() <= 1",message="set at most one of kvCacheBlocks, kvCacheMemory and kvCacheMemoryFraction"
 // +kubebuilder:validation:XValidation:rule="(has(self.maxNumBatchedTokens) ? self.maxNumBatchedTokens : 2048) >= (has(self.maxNumSeqs) ? self.maxNumSeqs : 256)",message="maxNumBatchedTokens must be at least maxNumSeqs (unset, the runtime's defaults: 2048 and 256), or some scheduled sequences could not get a token in an iteration"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxLongPartialPrefills) || self.maxLongPartialPrefills <= (has(self.maxNumPartialPrefills) ? self.maxNumPartialPrefills : 4)",message="maxLongPartialPrefills must be at most maxNumPartialPrefills (unset, the runtime's default: 4)"
 type EngineSpec struct {
 	// maxNumSeqs is the most sequences in one iteration's batch. Unset: the
 	// runtime's 256.
@@ -377,6 +378,32 @@ type EngineSpec struct {
 	// +kubebuilder:validation:Maximum=1048576
 	// +optional
 	MaxNumBatchedTokens *int32 `json:"maxNumBatchedTokens,omitempty"`
+
+	// longPrefillTokenThreshold: a prompt with more tokens than this left
+	// to prefill takes at most this many of an iteration's tokens until the
+	// other requests have had theirs, so a short request (an agent's title
+	// or memory request) is prefilled beside a long one instead of after
+	// it; alone it still takes them all (vLLM's long_prefill_token_threshold).
+	// -1 turns it off. Unset or 0: a quarter of maxNumBatchedTokens.
+	// +kubebuilder:validation:Minimum=-1
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	LongPrefillTokenThreshold *int32 `json:"longPrefillTokenThreshold,omitempty"`
+
+	// maxNumPartialPrefills is the most prompts in the middle of a prefill
+	// at once (vLLM's max_num_partial_prefills). Unset: the runtime's 4.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	MaxNumPartialPrefills *int32 `json:"maxNumPartialPrefills,omitempty"`
+
+	// maxLongPartialPrefills is the most prompts over
+	// longPrefillTokenThreshold that prefill in one iteration; at most
+	// maxNumPartialPrefills. Unset: maxNumPartialPrefills.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	MaxLongPartialPrefills *int32 `json:"maxLongPartialPrefills,omitempty"`
 
 	// blockSize is the number of tokens in one KV-cache block.
 	// +kubebuilder:validation:Enum=8;16;32;64;128

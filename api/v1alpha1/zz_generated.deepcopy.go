@@ -77,6 +77,21 @@ func (in *EngineSpec) DeepCopyInto(out *EngineSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.LongPrefillTokenThreshold != nil {
+		in, out := &in.LongPrefillTokenThreshold, &out.LongPrefillTokenThreshold
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MaxNumPartialPrefills != nil {
+		in, out := &in.MaxNumPartialPrefills, &out.MaxNumPartialPrefills
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MaxLongPartialPrefills != nil {
+		in, out := &in.MaxLongPartialPrefills, &out.MaxLongPartialPrefills
+		*out = new(int32)
+		**out = **in
+	}
 	if in.BlockSize != nil {
 		in, out := &in.BlockSize, &out.BlockSize
 		*out = new(int32)

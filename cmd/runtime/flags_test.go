@@ -151,9 +151,10 @@ func TestParseOptionsGPUSettings(t *testing.T) {
 	}
 }
 
-// TestCRDEngineDefaultsMatchFlags: the InferencePool CEL rule that compares
-// maxNumBatchedTokens with maxNumSeqs falls back to the runtime's defaults
-// when one is unset, and must name the defaults these flags have.
+// TestCRDEngineDefaultsMatchFlags: the InferencePool CEL rules that compare
+// maxNumBatchedTokens with maxNumSeqs, and maxLongPartialPrefills with
+// maxNumPartialPrefills, fall back to the runtime's defaults when one is
+// unset, and must name the defaults these flags have.
 func TestCRDEngineDefaultsMatchFlags(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "..", "api", "v1alpha1", "inferencepool_types.go"))
 	if err != nil {
@@ -164,6 +165,11 @@ func TestCRDEngineDefaultsMatchFlags(t *testing.T) {
 		fs.Lookup("max-num-batched-tokens").DefValue, fs.Lookup("max-num-seqs").DefValue)
 	if !strings.Contains(string(src), rule) {
 		t.Errorf("api/v1alpha1/inferencepool_types.go has no rule %s: update its defaults to the flags'", rule)
+	}
+	rule = fmt.Sprintf("self.maxLongPartialPrefills <= (has(self.maxNumPartialPrefills) ? self.maxNumPartialPrefills : %s)",
+		fs.Lookup("max-num-partial-prefills").DefValue)
+	if !strings.Contains(string(src), rule) {
+		t.Errorf("api/v1alpha1/inferencepool_types.go has no rule %s: update its default to the flag's", rule)
 	}
 }
 

@@ -287,6 +287,9 @@ func engineArgs(e *servingv1alpha1.EngineSpec) []string {
 	}
 	intArg("max-num-seqs", e.MaxNumSeqs)
 	intArg("max-num-batched-tokens", e.MaxNumBatchedTokens)
+	intArg("long-prefill-token-threshold", e.LongPrefillTokenThreshold)
+	intArg("max-num-partial-prefills", e.MaxNumPartialPrefills)
+	intArg("max-long-partial-prefills", e.MaxLongPartialPrefills)
 	intArg("block-size", e.BlockSize)
 	intArg("kv-cache-blocks", e.KVCacheBlocks)
 	intArg("kv-host-blocks", e.KVHostBlocks)

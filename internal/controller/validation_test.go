@@ -103,6 +103,15 @@ var _ = Describe("API validation", func() {
 		Entry("fewer batched tokens than the runtime's default sequences", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{MaxNumBatchedTokens: ptr.To[int32](128)})
 		}, "maxNumBatchedTokens must be at least maxNumSeqs"),
+		Entry("more long partial prefills than partial prefills", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{MaxNumPartialPrefills: ptr.To[int32](2), MaxLongPartialPrefills: ptr.To[int32](3)})
+		}, "maxLongPartialPrefills must be at most maxNumPartialPrefills"),
+		Entry("more long partial prefills than the runtime's default partial prefills", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{MaxLongPartialPrefills: ptr.To[int32](5)})
+		}, "maxLongPartialPrefills must be at most maxNumPartialPrefills"),
+		Entry("a long-prefill threshold below -1", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{LongPrefillTokenThreshold: ptr.To[int32](-2)})
+		}, "spec.engine.longPrefillTokenThreshold"),
 		Entry("an unsupported block size", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{BlockSize: ptr.To[int32](12)})
 		}, "spec.engine.blockSize: Unsupported value: 12"),
