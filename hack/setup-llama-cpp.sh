@@ -2,8 +2,10 @@
 # Installs llama.cpp as node-llama-cpp ships it (the npm package and its
 # prebuilt linux-x64 CPU binaries: the same release bundle, and so the same
 # ggml, as hack/setup-ggml.sh's libraries) into a cache outside the work tree
-# and prints the directory holding its node_modules. `make bench-executors`
-# runs it beside the ggml executor on the same GGUF (hack/llama-cpp-bench.mjs).
+# and prints the directory holding its node_modules. `make test` holds the
+# ggml executor's greedy tokens to it (hack/llama-cpp-greedy.mjs) and `make
+# bench-executors` times it beside the executor on the same GGUF
+# (hack/llama-cpp-bench.mjs).
 #
 # Install scripts are not run (--ignore-scripts): node-llama-cpp's would try
 # to download or build llama.cpp, and the prebuilt binaries it needs come as

@@ -37,18 +37,19 @@ const (
 	streamsGen    = 32
 )
 
-// llamaCpp is hack/llama-cpp-bench.mjs running in node: llama.cpp (the same
-// release bundle as the ggml libraries) with one GGUF loaded, answering one
-// request at a time.
+// llamaCpp is a driver in hack/ (llama-cpp-bench.mjs, llama-cpp-greedy.mjs)
+// running in node: llama.cpp (the same release bundle as the ggml
+// libraries) with one GGUF loaded, answering one request at a time.
 type llamaCpp struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Scanner
 }
 
-func startLlamaCpp(b *testing.B, dir, gguf string, threads int, kv kvcache.DType) *llamaCpp {
+// startLlamaCpp starts hack/<driver> on gguf with llama.cpp installed in dir.
+func startLlamaCpp(b testing.TB, driver, dir, gguf string, threads int, kv kvcache.DType) *llamaCpp {
 	b.Helper()
-	script, err := filepath.Abs("../../../../hack/llama-cpp-bench.mjs")
+	script, err := filepath.Abs("../../../../hack/" + driver)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,7 +68,8 @@ func startLlamaCpp(b *testing.B, dir, gguf string, threads int, kv kvcache.DType
 		b.Fatal(err)
 	}
 	l := &llamaCpp{cmd: cmd, in: in, out: bufio.NewScanner(out)}
-	l.out.Buffer(make([]byte, 1<<20), 1<<20)
+	// The greedy driver's answers hold every step's logits.
+	l.out.Buffer(make([]byte, 1<<20), 16<<20)
 	var ready struct{ Ready bool }
 	l.read(b, &ready)
 	if !ready.Ready {
@@ -76,7 +78,7 @@ func startLlamaCpp(b *testing.B, dir, gguf string, threads int, kv kvcache.DType
 	return l
 }
 
-func (l *llamaCpp) read(b *testing.B, v any) {
+func (l *llamaCpp) read(b testing.TB, v any) {
 	b.Helper()
 	if !l.out.Scan() {
 		b.Fatalf("llama.cpp exited: %v", l.out.Err())
@@ -90,7 +92,7 @@ func (l *llamaCpp) read(b *testing.B, v any) {
 	}
 }
 
-func (l *llamaCpp) ask(b *testing.B, req, resp any) {
+func (l *llamaCpp) ask(b testing.TB, req, resp any) {
 	b.Helper()
 	line, _ := json.Marshal(req)
 	if _, err := l.in.Write(append(line, '\n')); err != nil {
@@ -228,7 +230,7 @@ func BenchmarkVsLlamaCpp(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		lc := startLlamaCpp(b, dir, gguf, threads, ge.KV().DType)
+		lc := startLlamaCpp(b, "llama-cpp-bench.mjs", dir, gguf, threads, ge.KV().DType)
 		fmt.Printf("%s: ggml executor on %s, weights %s, KV %s; llama.cpp (node-llama-cpp 3.22.1) %d threads, KV %s, flash attention\n",
 			typ, ge.Device(), ge.Weights(), ge.KV().DType, threads, ge.KV().DType)
 		// Warm both: page the file in, grow the buffers.
@@ -252,7 +254,7 @@ func BenchmarkVsLlamaCpp(b *testing.B) {
 	}
 }
 
-func writeGGUF(b *testing.B, base *model.Model, typ model.DType, path string) {
+func writeGGUF(b testing.TB, base *model.Model, typ model.DType, path string) {
 	m, err := base.Convert(typ)
 	if err != nil {
 		b.Fatal(err)
