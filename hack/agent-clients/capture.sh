@@ -34,7 +34,7 @@ BIN=${NPM_PREFIX}/node_modules/.bin
 proxy_pid=
 start_proxy() { # capture name
 	mkdir -p "${OUT}"
-	LISTEN=${PORT} UPSTREAM=${POD} CAPTURE_DIR=${OUT}/$1 LOG=${OUT}/$1.log END_EARLY=0 node "${HERE}/proxy.mjs" &
+	LISTEN=${PORT} UPSTREAM=${POD} CAPTURE_DIR=${OUT}/$1 LOG=${OUT}/$1.log MAX_TOKENS=16 END_EARLY=0 node "${HERE}/proxy.mjs" &
 	proxy_pid=$!
 	sleep 1
 }

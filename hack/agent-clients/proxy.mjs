@@ -8,14 +8,16 @@
 // whole (NNN.json: method, url, headers, body), as the client sent it.
 // END_EARLY=0 leaves the client's output format as it is.
 //
-// Usage: LISTEN=port|0 [PORT_FILE=file] UPSTREAM=http://127.0.0.1:8000 [LOG=file] [MAX_TOKENS=16]
+// Usage: LISTEN=port|0 [PORT_FILE=file] UPSTREAM=http://127.0.0.1:8000 [LOG=file] [MAX_TOKENS=64]
 //        [FORCE_TOOL=name] [FORCED_MAX_TOKENS=512] [CAPTURE_DIR=dir] [END_EARLY=0] node proxy.mjs
 import http from 'node:http';
 import fs from 'node:fs';
 
 const env = process.env;
 const upstream = new URL(env.UPSTREAM);
-const maxTokens = Number(env.MAX_TOKENS || 16);
+// The short format's 8 characters are at most 50 byte-tokens (a \uXXXX
+// escape each, and the quotes).
+const maxTokens = Number(env.MAX_TOKENS || 64);
 const forceTool = env.FORCE_TOOL || '';
 // A forced call's markup alone is about a hundred byte-tokens.
 const forcedMaxTokens = Number(env.FORCED_MAX_TOKENS || 512);
@@ -84,7 +86,7 @@ function rewrite(path, body) {
 }
 
 // shorten bounds every free string of a forced tool's schema, so the
-// random model's noise in its arguments ends within MAX_TOKENS (a byte
+// random model's noise in its arguments ends within FORCED_MAX_TOKENS (a byte
 // model closes a free string once in about 258 tokens): a call cut at
 // the cap has arguments no client can parse. The client never sees the
 // change; the pod's constrained decoding enforces it.
