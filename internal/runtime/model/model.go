@@ -69,30 +69,6 @@ func Builtin(name string) (*Model, error) {
 	return nil, fmt.Errorf("unknown built-in model %q (available: tiny)", name)
 }
 
-// WithDefaults fills unset fields the way Random does: arch llama, head dim
-// Dim/Heads, kv heads Heads, context 4096, theta 10000, eps 1e-5.
-func (c Config) WithDefaults() Config {
-	if c.Arch == "" {
-		c.Arch = ArchLlama
-	}
-	if c.KVHeads == 0 {
-		c.KVHeads = c.Heads
-	}
-	if c.HeadDim == 0 && c.Heads > 0 {
-		c.HeadDim = c.Dim / c.Heads
-	}
-	if c.ContextLen == 0 {
-		c.ContextLen = 4096
-	}
-	if c.RopeTheta == 0 {
-		c.RopeTheta = 10000
-	}
-	if c.NormEps == 0 {
-		c.NormEps = 1e-5
-	}
-	return c
-}
-
 // Random builds an F32 model of geometry cfg (unset fields as in
 // WithDefaults) with deterministic random weights from seed and the byte
 // vocabulary, whose BOS and EOS replace cfg's. It panics when the geometry is
