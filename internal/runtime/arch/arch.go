@@ -20,6 +20,10 @@ type Architecture interface {
 	// architecture's forward pass does not implement (a RoPE scaling, a
 	// partial RoPE …) with an error naming it.
 	ReadConfig(f File, c *Config) error
+	// Metadata is c's hyperparameters as the GGUF metadata ReadConfig
+	// reads back (general.* and tokenizer.* are the writer's), in the
+	// order a file stores them.
+	Metadata(c Config) []KV
 	// Tensors lists the tensors of a model of geometry c, in the order
 	// GGUF files store them. The loader checks a file against it, random
 	// weights and GGUF writing follow it.
@@ -41,6 +45,13 @@ type File interface {
 	// Shape is the named tensor's shape (GGUF order), or nil when the file
 	// has no such tensor.
 	Shape(name string) []int
+}
+
+// KV is one GGUF metadata entry; Value is a uint32, int32, float32, bool
+// or string.
+type KV struct {
+	Key   string
+	Value any
 }
 
 // TensorSpec is one tensor an architecture needs.

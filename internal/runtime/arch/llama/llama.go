@@ -103,6 +103,24 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	return nil
 }
 
+func (f family) Metadata(c arch.Config) []arch.KV {
+	p := f.name + "."
+	return []arch.KV{
+		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
+		{Key: p + "context_length", Value: uint32(c.ContextLen)},
+		{Key: p + "embedding_length", Value: uint32(c.Dim)},
+		{Key: p + "block_count", Value: uint32(c.Layers)},
+		{Key: p + "feed_forward_length", Value: uint32(c.FFN)},
+		{Key: p + "attention.head_count", Value: uint32(c.Heads)},
+		{Key: p + "attention.head_count_kv", Value: uint32(c.KVHeads)},
+		{Key: p + "attention.key_length", Value: uint32(c.HeadDim)},
+		{Key: p + "attention.value_length", Value: uint32(c.HeadDim)},
+		{Key: p + "rope.dimension_count", Value: uint32(c.HeadDim)},
+		{Key: p + "rope.freq_base", Value: c.RopeTheta},
+		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
+	}
+}
+
 func (f family) Tensors(c arch.Config) []arch.TensorSpec {
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	per := 9

@@ -125,16 +125,14 @@ func (e *Executor) runsMulMat(buft cBuft, typ int32, ne0, ne1 int64) bool {
 }
 
 // matrices are the weights multiplied by the activations (the candidates
-// for an extra buffer type), and whether the output projection is the
-// token embedding (tied): get_rows reads the embedding, which no extra
-// type runs, so a tied head gets a copy of its own there.
+// for an extra buffer type): every 2-D tensor of the architecture but the
+// token embedding, which get_rows reads and no extra type runs (a tied
+// head gets a copy of its own there).
 func matrices(w *model.Weights) (ms []*model.Tensor) {
-	for i := range w.Layers {
-		l := &w.Layers[i]
-		ms = append(ms, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
-	}
-	if w.Output != nil {
-		ms = append(ms, w.Output)
+	for _, t := range w.Tensors() {
+		if len(t.Shape) == 2 && t != w.TokenEmbedding {
+			ms = append(ms, t)
+		}
 	}
 	return ms
 }
