@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"unsafe"
-
-	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
 // Weight placement, the way llama.cpp chooses it. A device may offer extra
@@ -122,17 +120,4 @@ func (e *Executor) runsMulMat(buft cBuft, typ int32, ne0, ne1 int64) bool {
 	defer e.a.freeCtx(opctx)
 	x := e.a.newTensor2d(opctx, typeF32, ne0, 32)
 	return e.a.devSupportsOp(e.be.dev, e.a.mulMat(opctx, w, x))
-}
-
-// matrices are the weights multiplied by the activations (the candidates
-// for an extra buffer type): every 2-D tensor of the architecture but the
-// token embedding, which get_rows reads and no extra type runs (a tied
-// head gets a copy of its own there).
-func matrices(w *model.Weights) (ms []*model.Tensor) {
-	for _, t := range w.Tensors() {
-		if len(t.Shape) == 2 && t != w.TokenEmbedding {
-			ms = append(ms, t)
-		}
-	}
-	return ms
 }
