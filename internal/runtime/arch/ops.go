@@ -57,4 +57,8 @@ type Forward interface {
 	// the sampled rows ([VocabSize, rows]), or, when the batch samples
 	// none, the last hidden state Sampled was given.
 	Build(ops Ops) Tensor
+	// Nodes bounds the graph nodes Build adds, views included, besides
+	// those of Ops.Attention (the executor bounds its own): the executor
+	// sizes the graph by it, and ggml aborts on a graph that outgrows it.
+	Nodes() int
 }

@@ -49,6 +49,10 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 	return fw, nil
 }
 
+// Nodes: about 20 a block (40 leaves room), and the embedding, final norm
+// and head.
+func (fw *forward) Nodes() int { return 40*len(fw.layers) + 16 }
+
 // Build is, per block, x += o·attn(rope(q), rope(k), v) over the
 // attention-normed x, then x += down·swiglu(gate·x', up·x') over the
 // MLP-normed x; then the final norm and head of the sampled rows.

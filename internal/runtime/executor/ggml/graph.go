@@ -190,11 +190,12 @@ func (e *Executor) compute(g cGraph, n int) error {
 	return nil
 }
 
-// graphNodes bounds the nodes of a graph over seqs sequences: about 40 a
-// layer and their views, and with attention per sequence ~16 more per
-// sequence and layer.
+// graphNodes bounds the nodes of a graph over seqs sequences: the
+// architecture's (Forward.Nodes), the inputs, and attention's, about 24 a
+// layer with its views, and with attention per sequence ~16 more per
+// sequence and layer (for the llama family: 64 a layer and 256).
 func (e *Executor) graphNodes(seqs int) int {
-	n := 64*e.cfg.Layers + 256
+	n := e.fw.Nodes() + 24*e.cfg.Layers + 240
 	if e.s.flash {
 		n += 24 * e.cfg.Layers * seqs
 	}
