@@ -14,7 +14,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
+	archs "github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
@@ -57,7 +59,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	tiny := model.TinyConfig()
 	out := fs.String("out", "", "output GGUF `file` (required)")
 	builtin := fs.String("builtin", "", "write a built-in model (tiny) instead of a random geometry")
-	arch := fs.String("arch", model.ArchLlama, "architecture: llama or qwen2")
+	arch := fs.String("arch", model.ArchLlama, "architecture: "+strings.Join(archs.Names(), ", "))
 	layers := fs.Int("layers", tiny.Layers, "transformer blocks")
 	dim := fs.Int("dim", tiny.Dim, "embedding width")
 	heads := fs.Int("heads", tiny.Heads, "query heads")

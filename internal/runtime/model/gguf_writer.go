@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 )
 
 // ggufKV is one metadata entry to write.
@@ -27,23 +29,17 @@ func WriteGGUF(w io.Writer, m *Model) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("write gguf: %w", err)
 	}
-	a := c.Arch + "."
+	a, err := arch.Lookup(c.Arch)
+	if err != nil {
+		return fmt.Errorf("write gguf: %w", err)
+	}
 	kvs := []ggufKV{
 		{"general.architecture", c.Arch},
 		{"general.name", "kvpilot"},
 		{"general.alignment", uint32(ggufDefaultAlignment)},
-		{a + "vocab_size", uint32(c.VocabSize)},
-		{a + "context_length", uint32(c.ContextLen)},
-		{a + "embedding_length", uint32(c.Dim)},
-		{a + "block_count", uint32(c.Layers)},
-		{a + "feed_forward_length", uint32(c.FFN)},
-		{a + "attention.head_count", uint32(c.Heads)},
-		{a + "attention.head_count_kv", uint32(c.KVHeads)},
-		{a + "attention.key_length", uint32(c.HeadDim)},
-		{a + "attention.value_length", uint32(c.HeadDim)},
-		{a + "rope.dimension_count", uint32(c.HeadDim)},
-		{a + "rope.freq_base", c.RopeTheta},
-		{a + "attention.layer_norm_rms_epsilon", c.NormEps},
+	}
+	for _, kv := range a.Metadata(c) {
+		kvs = append(kvs, ggufKV{kv.Key, kv.Value})
 	}
 	src, ok := m.Tokenizer.(ggufMetadataSource)
 	if !ok {

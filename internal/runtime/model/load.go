@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 )
 
 // Load opens a GGUF v2/v3 file: it maps it read-only, reads the geometry,
@@ -146,94 +148,41 @@ func sameShape(a, b []int) bool {
 	return true
 }
 
+// configFromGGUF reads the geometry through the file's architecture.
 func configFromGGUF(f *ggufFile, tensors map[string]*ggufTensor) (Config, error) {
 	var c Config
-	arch, ok, err := f.string("general.architecture")
+	name, ok, err := f.string("general.architecture")
 	if err != nil {
 		return c, err
 	}
 	if !ok {
 		return c, errors.New("metadata general.architecture is missing")
 	}
-	if arch != ArchLlama && arch != ArchQwen2 {
-		return c, fmt.Errorf("unsupported architecture %q (supported: %s, %s)", arch, ArchLlama, ArchQwen2)
-	}
-	c.Arch = arch
-	p := arch + "."
-	ints := []struct {
-		key      string
-		dst      *int
-		optional bool
-	}{
-		{p + "embedding_length", &c.Dim, false},
-		{p + "block_count", &c.Layers, false},
-		{p + "feed_forward_length", &c.FFN, false},
-		{p + "attention.head_count", &c.Heads, false},
-		{p + "attention.head_count_kv", &c.KVHeads, true},
-		{p + "attention.key_length", &c.HeadDim, true},
-		{p + "context_length", &c.ContextLen, false},
-	}
-	for _, x := range ints {
-		v, ok, err := f.uint(x.key)
-		if err != nil {
-			return c, err
-		}
-		if !ok {
-			if x.optional {
-				continue
-			}
-			return c, fmt.Errorf("metadata %s is missing", x.key)
-		}
-		if v > 1<<31 {
-			return c, fmt.Errorf("metadata %s = %d is out of range", x.key, v)
-		}
-		*x.dst = int(v)
-	}
-	if c.KVHeads == 0 {
-		c.KVHeads = c.Heads
-	}
-	if c.HeadDim == 0 && c.Heads > 0 {
-		c.HeadDim = c.Dim / c.Heads
-	}
-	if v, ok, err := f.uint(p + "attention.value_length"); err != nil {
+	a, err := arch.Lookup(name)
+	if err != nil {
 		return c, err
-	} else if ok && int(v) != c.HeadDim {
-		return c, fmt.Errorf("value length %d differs from key length %d (unsupported)", v, c.HeadDim)
 	}
-	if v, ok, err := f.uint(p + "rope.dimension_count"); err != nil {
+	c.Arch = name
+	if err := a.ReadConfig(archFile{f, tensors}, &c); err != nil {
 		return c, err
-	} else if ok && int(v) != c.HeadDim {
-		return c, fmt.Errorf("partial rotary embeddings (%d of %d dimensions) are unsupported", v, c.HeadDim)
 	}
-	c.RopeTheta, c.NormEps = 10000, 1e-5
-	for _, x := range []struct {
-		key string
-		dst *float32
-	}{{p + "rope.freq_base", &c.RopeTheta}, {p + "attention.layer_norm_rms_epsilon", &c.NormEps}} {
-		v, ok, err := f.float(x.key)
-		if err != nil {
-			return c, err
-		}
-		if ok {
-			*x.dst = float32(v)
-		}
-	}
-	if _, ok := f.kv[p+"rope.scaling.type"]; ok {
-		if s, _, _ := f.string(p + "rope.scaling.type"); s != "" && s != "none" {
-			return c, fmt.Errorf("rope scaling %q is unsupported", s)
-		}
-	}
-	emb := tensors["token_embd.weight"]
-	if emb == nil {
-		return c, errors.New("missing tensor token_embd.weight")
-	}
-	if len(emb.shape) != 2 {
-		return c, fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb.shape)
-	}
-	c.VocabSize = emb.shape[1]
-	c.TiedEmbeddings = tensors["output.weight"] == nil
-	c.QKVBias = tensors["blk.0.attn_q.bias"] != nil
 	return c, nil
+}
+
+// archFile is a parsed GGUF file as architectures read it.
+type archFile struct {
+	f       *ggufFile
+	tensors map[string]*ggufTensor
+}
+
+func (a archFile) String(key string) (string, bool, error) { return a.f.string(key) }
+func (a archFile) Uint(key string) (uint64, bool, error)   { return a.f.uint(key) }
+func (a archFile) Float(key string) (float64, bool, error) { return a.f.float(key) }
+func (a archFile) Shape(name string) []int {
+	if t := a.tensors[name]; t != nil {
+		return t.shape
+	}
+	return nil
 }
 
 // tokensFromGGUF sets BOS and EOS: kvpilot.eos_token_ids when present, else

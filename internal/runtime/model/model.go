@@ -69,30 +69,6 @@ func Builtin(name string) (*Model, error) {
 	return nil, fmt.Errorf("unknown built-in model %q (available: tiny)", name)
 }
 
-// WithDefaults fills unset fields the way Random does: arch llama, head dim
-// Dim/Heads, kv heads Heads, context 4096, theta 10000, eps 1e-5.
-func (c Config) WithDefaults() Config {
-	if c.Arch == "" {
-		c.Arch = ArchLlama
-	}
-	if c.KVHeads == 0 {
-		c.KVHeads = c.Heads
-	}
-	if c.HeadDim == 0 && c.Heads > 0 {
-		c.HeadDim = c.Dim / c.Heads
-	}
-	if c.ContextLen == 0 {
-		c.ContextLen = 4096
-	}
-	if c.RopeTheta == 0 {
-		c.RopeTheta = 10000
-	}
-	if c.NormEps == 0 {
-		c.NormEps = 1e-5
-	}
-	return c
-}
-
 // Random builds an F32 model of geometry cfg (unset fields as in
 // WithDefaults) with deterministic random weights from seed and the byte
 // vocabulary, whose BOS and EOS replace cfg's. It panics when the geometry is
@@ -148,25 +124,44 @@ func f32Tensor(name string, shape []int, v []float32) *Tensor {
 // head) are encoded as t; norms and biases stay F32, as in GGUF files. The
 // copy shares nothing mutable with m and holds no file mapping.
 func (m *Model) Convert(t DType) (*Model, error) {
+	return m.MapTensors(func(in *Tensor, matrix bool) (*Tensor, error) {
+		typ := F32
+		if matrix {
+			typ = t
+		}
+		if _, err := typ.RowBytes(in.Cols()); err != nil {
+			return nil, fmt.Errorf("convert %s to %s: %w", in.Name, typ, err)
+		}
+		data, err := Encode(typ, in.Float32())
+		if err != nil {
+			return nil, fmt.Errorf("convert %s to %s: %w", in.Name, typ, err)
+		}
+		return &Tensor{Name: in.Name, Type: typ, Shape: append([]int(nil), in.Shape...), Data: data}, nil
+	})
+}
+
+// MapTensors returns a model of m's configuration, tokenizer and chat
+// template whose tensors are f of m's, in the order of m's architecture's
+// Tensors; matrix says whether the architecture lets a tensor take any
+// type (the others are F32). An error of f, or a tensor m lacks, is
+// returned as it is.
+func (m *Model) MapTensors(f func(t *Tensor, matrix bool) (*Tensor, error)) (*Model, error) {
 	out := &Model{Config: m.Config, Tokenizer: m.Tokenizer, ChatTemplate: m.ChatTemplate}
 	src := m.Weights.byName()
-	for _, s := range out.Weights.specs(m.Config) {
+	specs := out.Weights.specs(m.Config)
+	if specs == nil {
+		return nil, m.Config.Validate()
+	}
+	for _, s := range specs {
 		in := src[s.name]
 		if in == nil {
 			return nil, fmt.Errorf("convert: missing tensor %s", s.name)
 		}
-		typ := F32
-		if s.matrix {
-			typ = t
-		}
-		if _, err := typ.RowBytes(in.Cols()); err != nil {
-			return nil, fmt.Errorf("convert %s to %s: %w", s.name, typ, err)
-		}
-		data, err := Encode(typ, in.Float32())
+		t, err := f(in, s.matrix)
 		if err != nil {
-			return nil, fmt.Errorf("convert %s to %s: %w", s.name, typ, err)
+			return nil, err
 		}
-		*s.slot = &Tensor{Name: in.Name, Type: typ, Shape: append([]int(nil), in.Shape...), Data: data}
+		*s.slot = t
 	}
 	return out, nil
 }

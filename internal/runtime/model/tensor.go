@@ -1,6 +1,11 @@
 package model
 
-import "fmt"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+)
 
 // Tensor is one weight tensor. Data is the encoded bytes (memory-mapped from
 // the GGUF file when loaded, so read-only).
@@ -47,6 +52,9 @@ type Weights struct {
 	// Output is output.weight (VocabSize rows of Dim); nil when tied.
 	Output *Tensor
 	Layers []Layer
+	// Extra are the tensors of an architecture outside the llama family's
+	// layout above, in its Tensors order (none for llama and qwen2).
+	Extra []*Tensor
 }
 
 // Layer is one transformer block (blk.N.*).
@@ -74,49 +82,97 @@ func (w *Weights) Tensors() []*Tensor {
 		add(l.AttnNorm, l.Q, l.QBias, l.K, l.KBias, l.V, l.VBias, l.O, l.FFNNorm, l.Gate, l.Up, l.Down)
 	}
 	add(w.OutputNorm, w.Output)
+	add(w.Extra...)
 	return ts
 }
 
-// tensorSpec is one expected tensor: where it goes and its shape.
+// tensorSpec is one tensor of the model's architecture and where it goes.
 type tensorSpec struct {
-	name     string
-	shape    []int
-	slot     **Tensor
-	optional bool
+	name  string
+	shape []int
+	slot  **Tensor
 	// matrix tensors may use any supported type; the others must be F32.
 	matrix bool
 }
 
-// specs lists the tensors of a model with geometry c, pointing into w.
+// specs lists the tensors of a model with geometry c (its architecture's
+// Tensors), pointing into w; nil when c.Arch is not registered.
 func (w *Weights) specs(c Config) []tensorSpec {
-	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	a, err := arch.Lookup(c.Arch)
+	if err != nil {
+		return nil
+	}
+	as := a.Tensors(c)
 	w.Layers = make([]Layer, c.Layers)
-	s := []tensorSpec{{name: "token_embd.weight", shape: []int{c.Dim, c.VocabSize}, slot: &w.TokenEmbedding, matrix: true}}
-	for i := range w.Layers {
-		l := &w.Layers[i]
-		p := fmt.Sprintf("blk.%d.", i)
-		s = append(s,
-			tensorSpec{name: p + "attn_norm.weight", shape: []int{c.Dim}, slot: &l.AttnNorm},
-			tensorSpec{name: p + "attn_q.weight", shape: []int{c.Dim, q}, slot: &l.Q, matrix: true},
-			tensorSpec{name: p + "attn_k.weight", shape: []int{c.Dim, kv}, slot: &l.K, matrix: true},
-			tensorSpec{name: p + "attn_v.weight", shape: []int{c.Dim, kv}, slot: &l.V, matrix: true},
-			tensorSpec{name: p + "attn_output.weight", shape: []int{q, c.Dim}, slot: &l.O, matrix: true},
-			tensorSpec{name: p + "ffn_norm.weight", shape: []int{c.Dim}, slot: &l.FFNNorm},
-			tensorSpec{name: p + "ffn_gate.weight", shape: []int{c.Dim, c.FFN}, slot: &l.Gate, matrix: true},
-			tensorSpec{name: p + "ffn_up.weight", shape: []int{c.Dim, c.FFN}, slot: &l.Up, matrix: true},
-			tensorSpec{name: p + "ffn_down.weight", shape: []int{c.FFN, c.Dim}, slot: &l.Down, matrix: true},
-		)
-		if c.QKVBias {
-			s = append(s,
-				tensorSpec{name: p + "attn_q.bias", shape: []int{q}, slot: &l.QBias},
-				tensorSpec{name: p + "attn_k.bias", shape: []int{kv}, slot: &l.KBias},
-				tensorSpec{name: p + "attn_v.bias", shape: []int{kv}, slot: &l.VBias},
-			)
+	extra := 0
+	for _, s := range as {
+		if w.slot(s.Name) == nil {
+			extra++
 		}
 	}
-	s = append(s, tensorSpec{name: "output_norm.weight", shape: []int{c.Dim}, slot: &w.OutputNorm})
-	if !c.TiedEmbeddings {
-		s = append(s, tensorSpec{name: "output.weight", shape: []int{c.Dim, c.VocabSize}, slot: &w.Output, matrix: true})
+	w.Extra = nil
+	if extra > 0 {
+		w.Extra = make([]*Tensor, extra)
 	}
-	return s
+	extra = 0
+	specs := make([]tensorSpec, len(as))
+	for i, s := range as {
+		slot := w.slot(s.Name)
+		if slot == nil {
+			slot = &w.Extra[extra]
+			extra++
+		}
+		specs[i] = tensorSpec{name: s.Name, shape: s.Shape, slot: slot, matrix: s.Matrix}
+	}
+	return specs
+}
+
+// slot is the field of w that holds the tensor named name in the llama
+// family's layout, or nil for another name (an Extra tensor).
+func (w *Weights) slot(name string) **Tensor {
+	switch name {
+	case "token_embd.weight":
+		return &w.TokenEmbedding
+	case "output_norm.weight":
+		return &w.OutputNorm
+	case "output.weight":
+		return &w.Output
+	}
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return nil
+	}
+	num, field, ok := strings.Cut(rest, ".")
+	i, err := strconv.Atoi(num)
+	if !ok || err != nil || i < 0 || i >= len(w.Layers) {
+		return nil
+	}
+	l := &w.Layers[i]
+	switch field {
+	case "attn_norm.weight":
+		return &l.AttnNorm
+	case "attn_q.weight":
+		return &l.Q
+	case "attn_k.weight":
+		return &l.K
+	case "attn_v.weight":
+		return &l.V
+	case "attn_output.weight":
+		return &l.O
+	case "attn_q.bias":
+		return &l.QBias
+	case "attn_k.bias":
+		return &l.KBias
+	case "attn_v.bias":
+		return &l.VBias
+	case "ffn_norm.weight":
+		return &l.FFNNorm
+	case "ffn_gate.weight":
+		return &l.Gate
+	case "ffn_up.weight":
+		return &l.Up
+	case "ffn_down.weight":
+		return &l.Down
+	}
+	return nil
 }

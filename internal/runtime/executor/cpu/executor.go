@@ -63,6 +63,11 @@ func KVGeometry(cfg model.Config) kvcache.Geometry {
 	return kvcache.Geometry{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, DType: kvcache.DTypeF32}
 }
 
+// Runs reports whether the executor runs architecture name: it is the
+// reference for the llama family (llama, qwen2) and the built-in model;
+// the ggml executor runs every registered architecture.
+func Runs(name string) bool { return name == model.ArchLlama || name == model.ArchQwen2 }
+
 // New prepares m's weights for the kernels (F32 and Q8_0 are used as
 // stored, F16 and BF16 are widened to F32) and allocates the KV storage.
 // The model must stay open while the executor is used.
@@ -70,6 +75,9 @@ func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, err
 	c := m.Config
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("cpu executor: %w", err)
+	}
+	if !Runs(c.Arch) {
+		return nil, fmt.Errorf("cpu executor: architecture %q: the pure-Go executor is the reference for %s and %s only; run this model with --executor ggml", c.Arch, model.ArchLlama, model.ArchQwen2)
 	}
 	if numBlocks <= 0 || blockSize <= 0 {
 		return nil, fmt.Errorf("cpu executor: %d blocks of %d slots: both must be positive", numBlocks, blockSize)

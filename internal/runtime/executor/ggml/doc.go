@@ -1,9 +1,12 @@
-// Package ggml is an executor that runs Llama and Qwen2 GGUF models with
-// ggml's kernels (CPU and CUDA), loaded at run time from ggml's shared
-// libraries with purego: no cgo, and a binary that starts without them.
+// Package ggml is an executor that runs GGUF models of every registered
+// architecture (internal/runtime/arch: llama, qwen2) with ggml's kernels
+// (CPU and CUDA), loaded at run time from ggml's shared libraries with
+// purego: no cgo, and a binary that starts without them.
 //
 // Go builds the model's compute graph each iteration, for every scheduled
-// sequence's prefill chunk and decode token together, and owns the KV cache:
+// sequence's prefill chunk and decode token together: the architecture's
+// forward pass (arch.Forward) over graphOps, ggml's operations and the
+// executor's paged attention. The executor owns the KV cache:
 // per layer, a key tensor of one row per slot and a value tensor stored
 // transposed, laid out by the engine's blocks (slot = block×blockSize +
 // offset). New keys and values are written into their slots with

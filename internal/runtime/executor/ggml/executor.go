@@ -11,6 +11,7 @@ import (
 	"os"
 	"unsafe"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -94,10 +95,10 @@ type Executor struct {
 	wregion, kvregion *hostRegion
 	mappedBufs        []cBuf
 	weightBytes       uint64
-	tokEmbd           cTensor
-	outNorm           cTensor
-	output            cTensor
-	layers            []layerTensors
+	// fw is the architecture's forward pass over the weights, ops what
+	// build gives it (a field, so that building allocates no Ops).
+	fw  arch.Forward
+	ops graphOps
 	// kc[l] and vc[l] are [kvDim, slots]: one key (value) row per slot,
 	// a block's rows contiguous.
 	kc, vc []cTensor
@@ -147,13 +148,6 @@ type Executor struct {
 }
 
 var _ batch.Executor = (*Executor)(nil)
-
-type layerTensors struct {
-	attnNorm, ffnNorm   cTensor
-	q, k, v, o          cTensor
-	qBias, kBias, vBias cTensor
-	gate, up, down      cTensor
-}
 
 // scratch holds the host side of one iteration's inputs and outputs, grown to
 // the largest batch seen and reused.
@@ -578,30 +572,24 @@ func (e *Executor) loadWeights(plain bool) error {
 			e.weightBytes += uint64(len(t.Data))
 		}
 	}
-	get := func(t *model.Tensor) cTensor {
-		if t == nil {
-			return 0
-		}
-		return made[t]
+	// The architecture's weights by name; output.weight is the head,
+	// for a tied model the embedding or its copy in an extra buffer type.
+	byName := make(map[string]cTensor, len(made)+1)
+	for t, h := range made {
+		byName[t.Name] = h
 	}
-	e.tokEmbd, e.outNorm = get(w.TokenEmbedding), get(w.OutputNorm)
-	e.output = get(w.Output)
 	if tied {
-		e.output = e.tokEmbd
+		byName["output.weight"] = byName[w.TokenEmbedding.Name]
 		if head != 0 {
-			e.output = head
+			byName["output.weight"] = head
 		}
 	}
-	e.layers = make([]layerTensors, len(w.Layers))
-	for i, l := range w.Layers {
-		e.layers[i] = layerTensors{
-			attnNorm: get(l.AttnNorm), ffnNorm: get(l.FFNNorm),
-			q: get(l.Q), k: get(l.K), v: get(l.V), o: get(l.O),
-			qBias: get(l.QBias), kBias: get(l.KBias), vBias: get(l.VBias),
-			gate: get(l.Gate), up: get(l.Up), down: get(l.Down),
-		}
+	a, err := arch.Lookup(e.cfg.Arch)
+	if err != nil {
+		return err
 	}
-	return nil
+	e.fw, err = a.Bind(e.cfg, func(name string) arch.Tensor { return arch.Tensor(byName[name]) })
+	return err
 }
 
 func (e *Executor) allocKV() error {

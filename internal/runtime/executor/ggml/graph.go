@@ -4,11 +4,11 @@ package ggml
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"time"
 	"unsafe"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 )
 
@@ -190,123 +190,153 @@ func (e *Executor) compute(g cGraph, n int) error {
 	return nil
 }
 
-// graphNodes bounds the nodes of a graph over seqs sequences: about 40 a
-// layer and their views, and with attention per sequence ~16 more per
-// sequence and layer.
+// graphNodes bounds the nodes of a graph over seqs sequences: the
+// architecture's (Forward.Nodes), the inputs, and attention's, about 24 a
+// layer with its views, and with attention per sequence ~16 more per
+// sequence and layer (for the llama family: 64 a layer and 256).
 func (e *Executor) graphNodes(seqs int) int {
-	n := 64*e.cfg.Layers + 256
+	n := e.fw.Nodes() + 24*e.cfg.Layers + 240
 	if e.s.flash {
 		n += 24 * e.cfg.Layers * seqs
 	}
 	return n
 }
 
-// build describes the forward pass of n tokens in ctx and adds it to g. It
-// returns the input tensors and, when ns > 0, the logits of the ns sampled
-// rows ([vocab, ns]).
+// build describes the forward pass of n tokens in ctx and adds it to g: the
+// iteration's inputs, then the architecture's forward pass (e.fw) over
+// graphOps. It returns the input tensors and, when ns > 0, the logits of
+// the ns sampled rows ([vocab, ns]).
 func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) {
-	a, c := e.a, e.cfg
-	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
-	kvDim, qDim := int64(e.kvDim), int64(c.Heads*c.HeadDim)
+	a := e.a
 	nt, sp := int64(n), int64(span)
-
-	input := func(typ int32, ne0, ne1 int64) cTensor {
-		var t cTensor
-		if ne1 == 0 {
-			t = a.newTensor1d(ctx, typ, ne0)
-		} else {
-			t = a.newTensor2d(ctx, typ, ne0, ne1)
-		}
-		a.setInput(t)
-		return t
-	}
-	in := inputs{
-		ids:  input(typeI32, nt, 0),
-		pos:  input(typeI32, nt, 0),
-		kIdx: input(typeI64, nt, 0),
+	o := &e.ops
+	*o = graphOps{e: e, ctx: ctx, nt: nt, sp: sp, ns: ns}
+	o.in = inputs{
+		ids:  o.input(typeI32, nt, 0),
+		pos:  o.input(typeI32, nt, 0),
+		kIdx: o.input(typeI64, nt, 0),
 	}
 	if e.s.flash {
 		if len(e.s.blocks) > 0 {
-			in.blocks = input(typeI32, int64(len(e.s.blocks)), 0)
+			o.in.blocks = o.input(typeI32, int64(len(e.s.blocks)), 0)
 		}
-		in.mask = input(typeF16, int64(len(e.s.mask16)), 0)
-		in.rowIdx = input(typeI64, nt, 0)
+		o.in.mask = o.input(typeF16, int64(len(e.s.mask16)), 0)
+		o.in.rowIdx = o.input(typeI64, nt, 0)
 	} else {
-		in.blocks = input(typeI32, sp/int64(e.blockSize), 0)
-		in.mask = input(typeF32, sp, nt)
+		o.in.blocks = o.input(typeI32, sp/int64(e.blockSize), 0)
+		o.in.mask = o.input(typeF32, sp, nt)
 	}
-	// gather takes the rows of the batch's blocks from a cache tensor (the
-	// result of this iteration's write into it, so that the write comes
-	// first): [kvDim, slots] seen as one row per block, get_rows (which
-	// widens any type to F32), and back to [hd, kvHeads, span].
-	blockRow := int64(kvDim) * int64(e.blockSize)
-	gather := func(written cTensor) cTensor {
-		rows := a.getRows(ctx, a.reshape2d(ctx, written, blockRow, int64(e.numBlocks)), in.blocks) // [kvDim·bs, blocks]
-		return a.reshape3d(ctx, rows, hd, kvHeads, sp)
-	}
-	mode := int32(ropeNormal)
-	if c.RopeNeox() {
-		mode = ropeNeox
-	}
-	rope := func(x cTensor) cTensor {
-		// ext_factor 0 disables YaRN, so beta_fast and beta_slow are unused.
-		return a.ropeExt(ctx, x, in.pos, 0, int32(hd), mode, 0, c.RopeTheta, 1, 0, 1, 0, 0)
-	}
-	norm := func(x, w cTensor) cTensor { return a.mul(ctx, a.rmsNorm(ctx, x, c.NormEps), w) }
-	proj := func(w, x, bias cTensor) cTensor {
-		y := a.mulMat(ctx, w, x)
-		if bias != 0 {
-			y = a.add(ctx, y, bias)
-		}
-		return y
-	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-
-	x := a.getRows(ctx, e.tokEmbd, in.ids) // [dim, n]
-	for li := range e.layers {
-		l := &e.layers[li]
-		xn := norm(x, l.attnNorm)
-		q := a.reshape3d(ctx, proj(l.q, xn, l.qBias), hd, heads, nt)
-		k := a.reshape3d(ctx, proj(l.k, xn, l.kBias), hd, kvHeads, nt)
-		v := proj(l.v, xn, l.vBias) // [kvDim, n]
-		q, k = rope(q), rope(k)
-
-		// Write this iteration's keys and values into their slots, then
-		// attend: per sequence over its own blocks (flash attention), or
-		// over the slots of the blocks the batch reaches, gathered from the
-		// cache into one contiguous run (a copy of what the batch reads, not
-		// of the cache; a block shared by several sequences is gathered once
-		// and read by each of them).
-		kw := a.setRows(ctx, e.kc[li], a.reshape2d(ctx, k, kvDim, nt), in.kIdx)
-		vw := a.setRows(ctx, e.vc[li], v, in.kIdx)
-		var attn cTensor
-		if e.s.flash {
-			attn = e.seqAttention(ctx, in, q, kw, vw, scale)
-		} else {
-			qp := a.permute(ctx, q, 0, 2, 1, 3)            // [hd, n, heads]
-			keys := a.permute(ctx, gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
-			kq := a.mulMat(ctx, keys, qp)                  // [span, n, heads]
-			kq = a.softMaxExt(ctx, kq, in.mask, scale, 0)
-			vals := a.cont(ctx, a.permute(ctx, gather(vw), 1, 2, 0, 3))     // [span, hd, kvHeads]
-			kqv := a.mulMat(ctx, vals, kq)                                  // [hd, n, heads]
-			attn = a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, nt) // [qDim, n]
-		}
-		x = a.add(ctx, x, a.mulMat(ctx, l.o, attn))
-
-		xn = norm(x, l.ffnNorm)
-		h := a.swigluSplit(ctx, a.mulMat(ctx, l.gate, xn), a.mulMat(ctx, l.up, xn))
-		x = a.add(ctx, x, a.mulMat(ctx, l.down, h))
-	}
+	out := cTensor(e.fw.Build(o))
+	in := o.in
+	*o = graphOps{}
 	if ns == 0 {
-		a.buildForward(g, x)
+		a.buildForward(g, out)
 		return in, 0
 	}
-	in.outRows = input(typeI32, int64(ns), 0)
-	x = a.getRows(ctx, x, in.outRows) // [dim, ns]
-	logits := a.mulMat(ctx, e.output, norm(x, e.outNorm))
-	a.setOutput(logits)
-	a.buildForward(g, logits)
-	return in, logits
+	a.setOutput(out)
+	a.buildForward(g, out)
+	return in, out
+}
+
+// graphOps are the tensor operations build gives an architecture's forward
+// pass (arch.Ops) over one graph's context and inputs.
+type graphOps struct {
+	e      *Executor
+	ctx    cCtx
+	in     inputs
+	nt, sp int64
+	ns     int
+}
+
+var _ arch.Ops = (*graphOps)(nil)
+
+func (o *graphOps) input(typ int32, ne0, ne1 int64) cTensor {
+	a := o.e.a
+	var t cTensor
+	if ne1 == 0 {
+		t = a.newTensor1d(o.ctx, typ, ne0)
+	} else {
+		t = a.newTensor2d(o.ctx, typ, ne0, ne1)
+	}
+	a.setInput(t)
+	return t
+}
+
+func (o *graphOps) Tokens() int { return int(o.nt) }
+
+func (o *graphOps) Embed(table arch.Tensor) arch.Tensor {
+	return arch.Tensor(o.e.a.getRows(o.ctx, cTensor(table), o.in.ids))
+}
+
+func (o *graphOps) MulMat(w, x arch.Tensor) arch.Tensor {
+	return arch.Tensor(o.e.a.mulMat(o.ctx, cTensor(w), cTensor(x)))
+}
+
+func (o *graphOps) Add(x, y arch.Tensor) arch.Tensor {
+	return arch.Tensor(o.e.a.add(o.ctx, cTensor(x), cTensor(y)))
+}
+
+func (o *graphOps) Mul(x, y arch.Tensor) arch.Tensor {
+	return arch.Tensor(o.e.a.mul(o.ctx, cTensor(x), cTensor(y)))
+}
+
+func (o *graphOps) RMSNorm(x arch.Tensor, eps float32) arch.Tensor {
+	return arch.Tensor(o.e.a.rmsNorm(o.ctx, cTensor(x), eps))
+}
+
+func (o *graphOps) Reshape3D(x arch.Tensor, ne0, ne1, ne2 int) arch.Tensor {
+	return arch.Tensor(o.e.a.reshape3d(o.ctx, cTensor(x), int64(ne0), int64(ne1), int64(ne2)))
+}
+
+func (o *graphOps) Rope(x arch.Tensor, dims int, mode arch.RopeMode, theta float32) arch.Tensor {
+	// ext_factor 0 disables YaRN, so beta_fast and beta_slow are unused.
+	return arch.Tensor(o.e.a.ropeExt(o.ctx, cTensor(x), o.in.pos, 0, int32(dims), int32(mode), 0, theta, 1, 0, 1, 0, 0))
+}
+
+func (o *graphOps) SwiGLU(gate, up arch.Tensor) arch.Tensor {
+	return arch.Tensor(o.e.a.swigluSplit(o.ctx, cTensor(gate), cTensor(up)))
+}
+
+// Attention writes this iteration's keys and values into their slots,
+// then attends: per sequence over its own blocks (flash attention), or
+// over the slots of the blocks the batch reaches, gathered from the cache
+// into one contiguous run (a copy of what the batch reads, not of the
+// cache; a block shared by several sequences is gathered once and read by
+// each of them).
+func (o *graphOps) Attention(layer int, q, k, v arch.Tensor, scale float32) arch.Tensor {
+	e, a, ctx, c := o.e, o.e.a, o.ctx, o.e.cfg
+	kvDim, qDim := int64(e.kvDim), int64(c.Heads*c.HeadDim)
+	kw := a.setRows(ctx, e.kc[layer], a.reshape2d(ctx, cTensor(k), kvDim, o.nt), o.in.kIdx)
+	vw := a.setRows(ctx, e.vc[layer], cTensor(v), o.in.kIdx)
+	if e.s.flash {
+		return arch.Tensor(e.seqAttention(ctx, o.in, cTensor(q), kw, vw, scale))
+	}
+	qp := a.permute(ctx, cTensor(q), 0, 2, 1, 3)     // [hd, n, heads]
+	keys := a.permute(ctx, o.gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
+	kq := a.mulMat(ctx, keys, qp)                    // [span, n, heads]
+	kq = a.softMaxExt(ctx, kq, o.in.mask, scale, 0)
+	vals := a.cont(ctx, a.permute(ctx, o.gather(vw), 1, 2, 0, 3))                  // [span, hd, kvHeads]
+	kqv := a.mulMat(ctx, vals, kq)                                                 // [hd, n, heads]
+	return arch.Tensor(a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, o.nt)) // [qDim, n]
+}
+
+// gather takes the rows of the batch's blocks from a cache tensor (the
+// result of this iteration's write into it, so that the write comes
+// first): [kvDim, slots] seen as one row per block, get_rows (which widens
+// any type to F32), and back to [hd, kvHeads, span].
+func (o *graphOps) gather(written cTensor) cTensor {
+	e, a := o.e, o.e.a
+	blockRow := int64(e.kvDim) * int64(e.blockSize)
+	rows := a.getRows(o.ctx, a.reshape2d(o.ctx, written, blockRow, int64(e.numBlocks)), o.in.blocks) // [kvDim·bs, blocks]
+	return a.reshape3d(o.ctx, rows, int64(e.cfg.HeadDim), int64(e.cfg.KVHeads), o.sp)
+}
+
+func (o *graphOps) Sampled(x arch.Tensor) (arch.Tensor, bool) {
+	if o.ns == 0 {
+		return x, false
+	}
+	o.in.outRows = o.input(typeI32, int64(o.ns), 0)
+	return arch.Tensor(o.e.a.getRows(o.ctx, cTensor(x), o.in.outRows)), true // [dim, ns]
 }
 
 // seqAttention is one layer's flash attention run per sequence (see

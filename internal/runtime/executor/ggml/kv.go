@@ -17,8 +17,8 @@ func KVGeometry(m *model.Model, d kvcache.DType) kvcache.Geometry {
 }
 
 func autoKVType(m *model.Model) kvcache.DType {
-	if len(m.Weights.Layers) > 0 && m.Weights.Layers[0].Q != nil {
-		switch m.Weights.Layers[0].Q.Type {
+	if ms := matrices(&m.Weights); len(ms) > 0 {
+		switch ms[0].Type {
 		case model.F32:
 			return kvcache.DTypeF32
 		case model.BF16:

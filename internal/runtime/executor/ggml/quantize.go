@@ -35,11 +35,7 @@ func (l *Library) Quantize(typ model.DType, src []float32, rows, cols int) ([]by
 // QuantizeModel returns a copy of m whose matrices are encoded as typ by
 // Quantize; norms and biases stay F32, as in GGUF files.
 func (l *Library) QuantizeModel(m *model.Model, typ model.DType) (*model.Model, error) {
-	out := &model.Model{Config: m.Config, Tokenizer: m.Tokenizer, ChatTemplate: m.ChatTemplate}
-	conv := func(t *model.Tensor) (*model.Tensor, error) {
-		if t == nil {
-			return nil, nil
-		}
+	out, err := m.MapTensors(func(t *model.Tensor, _ bool) (*model.Tensor, error) {
 		if len(t.Shape) != 2 {
 			return t, nil
 		}
@@ -48,28 +44,9 @@ func (l *Library) QuantizeModel(m *model.Model, typ model.DType) (*model.Model, 
 			return nil, fmt.Errorf("%s: %w", t.Name, err)
 		}
 		return &model.Tensor{Name: t.Name, Type: typ, Shape: append([]int(nil), t.Shape...), Data: data}, nil
-	}
-	type slot struct {
-		dst **model.Tensor
-		src *model.Tensor
-	}
-	w, o := &m.Weights, &out.Weights
-	slots := []slot{{&o.TokenEmbedding, w.TokenEmbedding}, {&o.OutputNorm, w.OutputNorm}, {&o.Output, w.Output}}
-	o.Layers = make([]model.Layer, len(w.Layers))
-	for i := range w.Layers {
-		s, d := &w.Layers[i], &o.Layers[i]
-		slots = append(slots,
-			slot{&d.AttnNorm, s.AttnNorm}, slot{&d.FFNNorm, s.FFNNorm},
-			slot{&d.Q, s.Q}, slot{&d.K, s.K}, slot{&d.V, s.V}, slot{&d.O, s.O},
-			slot{&d.QBias, s.QBias}, slot{&d.KBias, s.KBias}, slot{&d.VBias, s.VBias},
-			slot{&d.Gate, s.Gate}, slot{&d.Up, s.Up}, slot{&d.Down, s.Down})
-	}
-	for _, sl := range slots {
-		t, err := conv(sl.src)
-		if err != nil {
-			return nil, fmt.Errorf("quantize model: %w", err)
-		}
-		*sl.dst = t
+	})
+	if err != nil {
+		return nil, fmt.Errorf("quantize model: %w", err)
 	}
 	return out, nil
 }

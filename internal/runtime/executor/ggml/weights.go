@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"unsafe"
-
-	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
 // Weight placement, the way llama.cpp chooses it. A device may offer extra
@@ -122,19 +120,4 @@ func (e *Executor) runsMulMat(buft cBuft, typ int32, ne0, ne1 int64) bool {
 	defer e.a.freeCtx(opctx)
 	x := e.a.newTensor2d(opctx, typeF32, ne0, 32)
 	return e.a.devSupportsOp(e.be.dev, e.a.mulMat(opctx, w, x))
-}
-
-// matrices are the weights multiplied by the activations (the candidates
-// for an extra buffer type), and whether the output projection is the
-// token embedding (tied): get_rows reads the embedding, which no extra
-// type runs, so a tied head gets a copy of its own there.
-func matrices(w *model.Weights) (ms []*model.Tensor) {
-	for i := range w.Layers {
-		l := &w.Layers[i]
-		ms = append(ms, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
-	}
-	if w.Output != nil {
-		ms = append(ms, w.Output)
-	}
-	return ms
 }

@@ -1,0 +1,144 @@
+package arch
+
+import "fmt"
+
+// Config is a model's geometry and hyperparameters: the fields every
+// architecture has (the KV cache's geometry among them), and those of the
+// llama family. Fields later architectures need are grouped at the end;
+// their packages read them, and the llama family leaves them zero.
+type Config struct {
+	// Arch is the GGUF architecture name, a registered one ("llama", "qwen2").
+	Arch string
+	// VocabSize is the number of rows of the embedding and output matrices.
+	VocabSize int
+	// Dim is the residual stream width.
+	Dim int
+	// Layers is the number of transformer blocks.
+	Layers int
+	// Heads is the number of query heads; KVHeads the number of key/value heads
+	// (grouped-query attention when KVHeads < Heads).
+	Heads, KVHeads int
+	// HeadDim is the width of one head (usually Dim/Heads).
+	HeadDim int
+	// FFN is the hidden width of the SwiGLU MLP.
+	FFN int
+	// ContextLen is the longest sequence the model was trained for.
+	ContextLen int
+	// RopeTheta is the rotary embedding base; NormEps the RMSNorm epsilon.
+	RopeTheta, NormEps float32
+	// TiedEmbeddings: the output head reuses the token embedding matrix.
+	TiedEmbeddings bool
+	// QKVBias: the q, k and v projections have biases (Qwen2).
+	QKVBias bool
+	// BOS is the beginning-of-sequence token, or -1 when the model has none.
+	BOS int32
+	// EOS are the tokens that end generation (end of text, end of turn).
+	EOS []int32
+
+	// RopeDims is the number of dimensions of a head RoPE rotates (partial
+	// rotary embeddings); 0 means HeadDim.
+	RopeDims int
+	// RopeScaling stretches RoPE to a longer context; the zero value is
+	// none.
+	RopeScaling RopeScaling
+	// LayerKinds says, per layer, what its attention is; nil means every
+	// layer attends over its whole context (Full).
+	LayerKinds []LayerKind
+	// SlidingWindow is the window of the SlidingWindow layers, in tokens.
+	SlidingWindow int
+	// Experts and ExpertsUsed are a mixture-of-experts MLP's expert count
+	// and how many each token runs; 0 for a dense MLP.
+	Experts, ExpertsUsed int
+}
+
+// RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor
+// the context's stretch and OrigContext the context trained before it.
+type RopeScaling struct {
+	Type        string
+	Factor      float32
+	OrigContext int
+}
+
+// LayerKind is what a layer's attention reads.
+type LayerKind uint8
+
+const (
+	// Full attends over the whole context.
+	Full LayerKind = iota
+	// SlidingWindow attends over the last Config.SlidingWindow tokens.
+	SlidingWindow
+	// Recurrent keeps a per-sequence state instead of keys and values.
+	Recurrent
+)
+
+// RopeNeox reports whether RoPE rotates the pairs (i, i+HeadDim/2) (GGUF's
+// NEOX mode, used by qwen2) rather than the adjacent pairs (2i, 2i+1) that
+// GGUF llama models use (their q/k weights are permuted for it at
+// conversion). It is the llama family's choice, which the pure-Go
+// reference executor reads; architectures choose their own in Forward.
+func (c Config) RopeNeox() bool { return c.Arch == "qwen2" }
+
+// Validate reports the first inconsistency in the geometry, or an
+// architecture that is not registered.
+func (c Config) Validate() error {
+	if _, err := Lookup(c.Arch); err != nil {
+		return err
+	}
+	switch {
+	case c.VocabSize <= 0 || c.Dim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.FFN <= 0:
+		return fmt.Errorf("vocab %d, dim %d, layers %d, heads %d, kv heads %d, head dim %d, ffn %d: all must be positive",
+			c.VocabSize, c.Dim, c.Layers, c.Heads, c.KVHeads, c.HeadDim, c.FFN)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("heads %d is not a multiple of kv heads %d", c.Heads, c.KVHeads)
+	case c.HeadDim%2 != 0:
+		return fmt.Errorf("head dim %d is odd; rotary embeddings rotate pairs", c.HeadDim)
+	case c.ContextLen <= 0:
+		return fmt.Errorf("context length %d must be positive", c.ContextLen)
+	case !(c.RopeTheta > 0) || !(c.NormEps > 0):
+		return fmt.Errorf("rope theta %g and norm eps %g must be positive", c.RopeTheta, c.NormEps)
+	case c.BOS < -1 || int(c.BOS) >= c.VocabSize:
+		return fmt.Errorf("bos token %d outside the vocabulary of %d", c.BOS, c.VocabSize)
+	case c.LayerKinds != nil && len(c.LayerKinds) != c.Layers:
+		return fmt.Errorf("%d layer kinds for %d layers", len(c.LayerKinds), c.Layers)
+	}
+	for _, id := range c.EOS {
+		if id < 0 || int(id) >= c.VocabSize {
+			return fmt.Errorf("eos token %d outside the vocabulary of %d", id, c.VocabSize)
+		}
+	}
+	return nil
+}
+
+// NumParams is the number of weights, counting a tied head once: the sum
+// over the architecture's tensors (0 when it is not registered).
+func (c Config) NumParams() int64 {
+	a, err := Lookup(c.Arch)
+	if err != nil {
+		return 0
+	}
+	return Params(a.Tensors(c))
+}
+
+// WithDefaults fills unset fields the way model.Random does: arch llama,
+// head dim Dim/Heads, kv heads Heads, context 4096, theta 10000, eps 1e-5.
+func (c Config) WithDefaults() Config {
+	if c.Arch == "" {
+		c.Arch = "llama"
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if c.ContextLen == 0 {
+		c.ContextLen = 4096
+	}
+	if c.RopeTheta == 0 {
+		c.RopeTheta = 10000
+	}
+	if c.NormEps == 0 {
+		c.NormEps = 1e-5
+	}
+	return c
+}

@@ -1,0 +1,7 @@
+// Package arch is the seam between the runtime and model architectures (GGUF
+// general.architecture): an Architecture reads its hyperparameters from the
+// file's metadata, lists the tensors it needs, and describes its forward pass
+// once over the tensor operations an executor offers (Ops), paged attention
+// included. Each family is a package below this one (llama: llama and
+// qwen2); the registry maps names to them. See docs/architectures.md.
+package arch

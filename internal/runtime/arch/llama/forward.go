@@ -1,0 +1,91 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+)
+
+// forward is the family's forward pass over one executor's weights.
+type forward struct {
+	c                      arch.Config
+	rope                   arch.RopeMode
+	tokEmbd, outNorm, head arch.Tensor
+	layers                 []layer
+}
+
+type layer struct {
+	attnNorm, ffnNorm   arch.Tensor
+	q, k, v, o          arch.Tensor
+	qBias, kBias, vBias arch.Tensor
+	gate, up, down      arch.Tensor
+}
+
+func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
+	fw := &forward{c: c, rope: f.rope, layers: make([]layer, c.Layers)}
+	var missing []string
+	get := func(name string) arch.Tensor {
+		t := weight(name)
+		if t == 0 {
+			missing = append(missing, name)
+		}
+		return t
+	}
+	fw.tokEmbd, fw.outNorm, fw.head = get("token_embd.weight"), get("output_norm.weight"), get("output.weight")
+	for i := range fw.layers {
+		l := &fw.layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		l.attnNorm, l.ffnNorm = get(p+"attn_norm.weight"), get(p+"ffn_norm.weight")
+		l.q, l.k, l.v, l.o = get(p+"attn_q.weight"), get(p+"attn_k.weight"), get(p+"attn_v.weight"), get(p+"attn_output.weight")
+		l.gate, l.up, l.down = get(p+"ffn_gate.weight"), get(p+"ffn_up.weight"), get(p+"ffn_down.weight")
+		if c.QKVBias {
+			l.qBias, l.kBias, l.vBias = get(p+"attn_q.bias"), get(p+"attn_k.bias"), get(p+"attn_v.bias")
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%s: the executor has no weights %v", f.name, missing)
+	}
+	return fw, nil
+}
+
+// Nodes: about 20 a block (40 leaves room), and the embedding, final norm
+// and head.
+func (fw *forward) Nodes() int { return 40*len(fw.layers) + 16 }
+
+// Build is, per block, x += o·attn(rope(q), rope(k), v) over the
+// attention-normed x, then x += down·swiglu(gate·x', up·x') over the
+// MLP-normed x; then the final norm and head of the sampled rows.
+func (fw *forward) Build(o arch.Ops) arch.Tensor {
+	c := fw.c
+	hd := c.HeadDim
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
+	proj := func(w, x, bias arch.Tensor) arch.Tensor {
+		y := o.MulMat(w, x)
+		if bias != 0 {
+			y = o.Add(y, bias)
+		}
+		return y
+	}
+	x := o.Embed(fw.tokEmbd) // [dim, n]
+	n := o.Tokens()
+	for li := range fw.layers {
+		l := &fw.layers[li]
+		xn := norm(x, l.attnNorm)
+		q := o.Reshape3D(proj(l.q, xn, l.qBias), hd, c.Heads, n)
+		k := o.Reshape3D(proj(l.k, xn, l.kBias), hd, c.KVHeads, n)
+		v := proj(l.v, xn, l.vBias) // [kvDim, n]
+		q, k = o.Rope(q, hd, fw.rope, c.RopeTheta), o.Rope(k, hd, fw.rope, c.RopeTheta)
+		x = o.Add(x, o.MulMat(l.o, o.Attention(li, q, k, v, scale)))
+
+		xn = norm(x, l.ffnNorm)
+		h := o.SwiGLU(o.MulMat(l.gate, xn), o.MulMat(l.up, xn))
+		x = o.Add(x, o.MulMat(l.down, h))
+	}
+	x, ok := o.Sampled(x) // [dim, rows]
+	if !ok {
+		return x
+	}
+	return o.MulMat(fw.head, norm(x, fw.outNorm))
+}

@@ -1,0 +1,158 @@
+// Package llama is the llama family: llama and qwen2, one forward pass
+// (pre-norm blocks of grouped-query attention with RoPE and a SwiGLU MLP)
+// with qwen2's differences as a variant: biases on the q, k and v
+// projections and NEOX RoPE.
+package llama
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+)
+
+// The family's architectures.
+var (
+	Llama arch.Architecture = family{name: "llama", rope: arch.RopeNormal}
+	Qwen2 arch.Architecture = family{name: "qwen2", rope: arch.RopeNeox}
+)
+
+// family is one variant: its GGUF name and RoPE mode (GGUF llama models'
+// q and k weights are permuted at conversion for adjacent pairs). Whether
+// q, k and v have biases is read from the file (Config.QKVBias).
+type family struct {
+	name string
+	rope arch.RopeMode
+}
+
+func (f family) Name() string { return f.name }
+
+func (f family) ReadConfig(file arch.File, c *arch.Config) error {
+	p := f.name + "."
+	ints := []struct {
+		key      string
+		dst      *int
+		optional bool
+	}{
+		{p + "embedding_length", &c.Dim, false},
+		{p + "block_count", &c.Layers, false},
+		{p + "feed_forward_length", &c.FFN, false},
+		{p + "attention.head_count", &c.Heads, false},
+		{p + "attention.head_count_kv", &c.KVHeads, true},
+		{p + "attention.key_length", &c.HeadDim, true},
+		{p + "context_length", &c.ContextLen, false},
+	}
+	for _, x := range ints {
+		v, ok, err := file.Uint(x.key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if x.optional {
+				continue
+			}
+			return fmt.Errorf("metadata %s is missing", x.key)
+		}
+		if v > 1<<31 {
+			return fmt.Errorf("metadata %s = %d is out of range", x.key, v)
+		}
+		*x.dst = int(v)
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if v, ok, err := file.Uint(p + "attention.value_length"); err != nil {
+		return err
+	} else if ok && int(v) != c.HeadDim {
+		return fmt.Errorf("value length %d differs from key length %d (unsupported)", v, c.HeadDim)
+	}
+	if v, ok, err := file.Uint(p + "rope.dimension_count"); err != nil {
+		return err
+	} else if ok && int(v) != c.HeadDim {
+		return fmt.Errorf("partial rotary embeddings (%d of %d dimensions) are unsupported", v, c.HeadDim)
+	}
+	c.RopeTheta, c.NormEps = 10000, 1e-5
+	for _, x := range []struct {
+		key string
+		dst *float32
+	}{{p + "rope.freq_base", &c.RopeTheta}, {p + "attention.layer_norm_rms_epsilon", &c.NormEps}} {
+		v, ok, err := file.Float(x.key)
+		if err != nil {
+			return err
+		}
+		if ok {
+			*x.dst = float32(v)
+		}
+	}
+	if s, _, _ := file.String(p + "rope.scaling.type"); s != "" && s != "none" {
+		return fmt.Errorf("rope scaling %q is unsupported", s)
+	}
+	emb := file.Shape("token_embd.weight")
+	if emb == nil {
+		return errors.New("missing tensor token_embd.weight")
+	}
+	if len(emb) != 2 {
+		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
+	}
+	c.VocabSize = emb[1]
+	c.TiedEmbeddings = file.Shape("output.weight") == nil
+	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
+	return nil
+}
+
+func (f family) Metadata(c arch.Config) []arch.KV {
+	p := f.name + "."
+	return []arch.KV{
+		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
+		{Key: p + "context_length", Value: uint32(c.ContextLen)},
+		{Key: p + "embedding_length", Value: uint32(c.Dim)},
+		{Key: p + "block_count", Value: uint32(c.Layers)},
+		{Key: p + "feed_forward_length", Value: uint32(c.FFN)},
+		{Key: p + "attention.head_count", Value: uint32(c.Heads)},
+		{Key: p + "attention.head_count_kv", Value: uint32(c.KVHeads)},
+		{Key: p + "attention.key_length", Value: uint32(c.HeadDim)},
+		{Key: p + "attention.value_length", Value: uint32(c.HeadDim)},
+		{Key: p + "rope.dimension_count", Value: uint32(c.HeadDim)},
+		{Key: p + "rope.freq_base", Value: c.RopeTheta},
+		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
+	}
+}
+
+func (f family) Tensors(c arch.Config) []arch.TensorSpec {
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	per := 9
+	if c.QKVBias {
+		per += 3
+	}
+	s := make([]arch.TensorSpec, 0, 3+per*c.Layers)
+	s = append(s, arch.TensorSpec{Name: "token_embd.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true})
+	for i := range c.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		s = append(s,
+			arch.TensorSpec{Name: p + "attn_norm.weight", Shape: []int{c.Dim}},
+			arch.TensorSpec{Name: p + "attn_q.weight", Shape: []int{c.Dim, q}, Matrix: true},
+			arch.TensorSpec{Name: p + "attn_k.weight", Shape: []int{c.Dim, kv}, Matrix: true},
+			arch.TensorSpec{Name: p + "attn_v.weight", Shape: []int{c.Dim, kv}, Matrix: true},
+			arch.TensorSpec{Name: p + "attn_output.weight", Shape: []int{q, c.Dim}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_norm.weight", Shape: []int{c.Dim}},
+			arch.TensorSpec{Name: p + "ffn_gate.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_up.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_down.weight", Shape: []int{c.FFN, c.Dim}, Matrix: true},
+		)
+		if c.QKVBias {
+			s = append(s,
+				arch.TensorSpec{Name: p + "attn_q.bias", Shape: []int{q}},
+				arch.TensorSpec{Name: p + "attn_k.bias", Shape: []int{kv}},
+				arch.TensorSpec{Name: p + "attn_v.bias", Shape: []int{kv}},
+			)
+		}
+	}
+	s = append(s, arch.TensorSpec{Name: "output_norm.weight", Shape: []int{c.Dim}})
+	if !c.TiedEmbeddings {
+		s = append(s, arch.TensorSpec{Name: "output.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true})
+	}
+	return s
+}

@@ -1,0 +1,42 @@
+package cpu
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/llama"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+)
+
+// otherArch is an architecture the registry knows and this executor does
+// not run: qwen2's tensors under another name.
+type otherArch struct{ arch.Architecture }
+
+func (otherArch) Name() string { return "cpu-test-arch" }
+
+var registerOther sync.Once
+
+// TestRefusesOtherArchitectures: the pure-Go executor runs the llama family
+// only; another registered architecture is refused with an error naming it
+// and the executor that runs it.
+func TestRefusesOtherArchitectures(t *testing.T) {
+	registerOther.Do(func() { arch.Register(otherArch{llama.Qwen2}) })
+	m := model.Random(model.Config{Arch: "cpu-test-arch", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, FFN: 64}, 1)
+	e, err := New(m, 8, testBlockSize, Options{Threads: 1})
+	if err == nil {
+		e.Close()
+		t.Fatal("New ran another architecture")
+	}
+	for _, want := range []string{`architecture "cpu-test-arch"`, "--executor ggml"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	for _, name := range []string{model.ArchLlama, model.ArchQwen2} {
+		if !Runs(name) {
+			t.Errorf("Runs(%q) = false", name)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+package model
+
+import (
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/llama"
+)
+
+// The registry of architectures this build loads, one line per
+// architecture (see docs/architectures.md). Every user of a model imports
+// this package, so the registry is complete before the first Load.
+func init() {
+	arch.Register(
+		llama.Llama,
+		llama.Qwen2,
+	)
+}
