@@ -14,20 +14,13 @@
 //   {"op": "streams", "prompts": [[ids…]…], "gen": 32}
 //     → {"ms": …, "tokens": n}: the prompts as concurrent sequences, each
 //     generating gen greedy tokens; node-llama-cpp batches their steps
-import {createRequire} from "node:module";
-import {pathToFileURL} from "node:url";
-import readline from "node:readline";
+import {loadModel, serve} from "./llama-cpp-driver.mjs";
 
 const [dir, modelPath, threadsArg, kvType] = process.argv.slice(2);
 const threads = Number(threadsArg);
-const require = createRequire(dir + "/package.json");
-const {getLlama} = await import(pathToFileURL(require.resolve("node-llama-cpp")).href);
 
 const maxSeqs = 32;
-// The process's thread count is exactly `threads` (maxThreads 0: no pool
-// above the context's own).
-const llama = await getLlama({gpu: false, build: "never", logLevel: "error", maxThreads: 0});
-const model = await llama.loadModel({modelPath});
+const model = await loadModel(dir, modelPath);
 const ctx = await model.createContext({
     // Per sequence (node-llama-cpp multiplies it by the sequences): room
     // for a 512-token prompt and its decode steps.
@@ -75,17 +68,7 @@ async function streams(prompts, gen) {
     return {ms: performance.now() - t, tokens: counts.reduce((a, b) => a + b, 0)};
 }
 
-console.log(JSON.stringify({ready: true, threads, kv: kvType}));
-const rl = readline.createInterface({input: process.stdin});
-for await (const line of rl) {
-    const req = JSON.parse(line);
-    let res;
-    try {
-        res = req.op === "single" ? await single(req.prompt, req.decode) : await streams(req.prompts, req.gen);
-    } catch (err) {
-        res = {error: String(err)};
-    }
-    console.log(JSON.stringify(res));
-}
+await serve({threads, kv: kvType}, req =>
+    req.op === "single" ? single(req.prompt, req.decode) : streams(req.prompts, req.gen));
 await ctx.dispose();
 await model.dispose();

@@ -17,17 +17,12 @@
 // The logits are llama.cpp's own: controlledEvaluate returns them through
 // its sampler chain, which without options is the greedy sampler alone and
 // leaves them unchanged (no temperature, penalties or bias).
-import {createRequire} from "node:module";
-import {pathToFileURL} from "node:url";
-import readline from "node:readline";
+import {loadModel, serve} from "./llama-cpp-driver.mjs";
 
 const [dir, modelPath, threadsArg, kvType] = process.argv.slice(2);
 const threads = Number(threadsArg);
-const require = createRequire(dir + "/package.json");
-const {getLlama} = await import(pathToFileURL(require.resolve("node-llama-cpp")).href);
 
-const llama = await getLlama({gpu: false, build: "never", logLevel: "error", maxThreads: 0});
-const model = await llama.loadModel({modelPath});
+const model = await loadModel(dir, modelPath);
 // One sequence: its KV cells are the whole cache, as the executor's blocks
 // are the sequence's alone. Flash attention, as the ggml executor on CPU.
 const ctx = await model.createContext({
@@ -74,18 +69,9 @@ async function greedy(prompt, steps) {
     return {tokens, logits};
 }
 
-console.log(JSON.stringify({ready: true, threads, kv: kvType}));
-const rl = readline.createInterface({input: process.stdin});
-for await (const line of rl) {
-    const req = JSON.parse(line);
-    let res;
-    try {
-        if (req.op !== "greedy") throw new Error(`unknown op ${JSON.stringify(req.op)}`);
-        res = await greedy(req.prompt, req.steps);
-    } catch (err) {
-        res = {error: String(err)};
-    }
-    console.log(JSON.stringify(res));
-}
+await serve({threads, kv: kvType}, req => {
+    if (req.op !== "greedy") throw new Error(`unknown op ${JSON.stringify(req.op)}`);
+    return greedy(req.prompt, req.steps);
+});
 await ctx.dispose();
 await model.dispose();
