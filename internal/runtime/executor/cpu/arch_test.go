@@ -39,4 +39,12 @@ func TestRefusesOtherArchitectures(t *testing.T) {
 			t.Errorf("Runs(%q) = false", name)
 		}
 	}
+	// qwen3 (a variant of the llama package: head norms) is ggml's alone.
+	q3 := model.Random(model.Config{Arch: model.ArchQwen3, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64}, 1)
+	if e, err := New(q3, 8, testBlockSize, Options{Threads: 1}); err == nil {
+		e.Close()
+		t.Error("New ran qwen3")
+	} else if !strings.Contains(err.Error(), `architecture "qwen3"`) || !strings.Contains(err.Error(), "--executor ggml") {
+		t.Errorf("qwen3: error %q lacks the architecture or --executor ggml", err)
+	}
 }
