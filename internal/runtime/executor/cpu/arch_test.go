@@ -18,7 +18,7 @@ func (otherArch) Name() string { return "cpu-test-arch" }
 
 var registerOther sync.Once
 
-// TestRefusesOtherArchitectures: the pure-Go executor runs the llama family
+// TestRefusesOtherArchitectures: the pure-Go executor runs llama and qwen2
 // only; another registered architecture is refused with an error naming it
 // and the executor that runs it.
 func TestRefusesOtherArchitectures(t *testing.T) {
