@@ -16,6 +16,8 @@ func TestWriteAndInfo(t *testing.T) {
 		{[]string{"--builtin", "tiny"}, "llama vocab 258, dim 128, 4 layers"},
 		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--kv-heads", "1", "--ffn", "64", "--vocab", "300", "--dtype", "q8_0", "--arch", "qwen2", "--qkv-bias", "--tied"},
 			"qwen2 vocab 300, dim 64, 1 layers, 4 heads (1 kv, head dim 16), ffn 64, context 4096, rope theta 10000, tied head, qkv bias"},
+		{[]string{"--layers", "2", "--dim", "128", "--heads", "4", "--kv-heads", "2", "--head-dim", "64", "--ffn", "192", "--dtype", "f16", "--arch", "qwen3", "--tied", "--rope-theta", "1000000"},
+			"qwen3 vocab 258, dim 128, 2 layers, 4 heads (2 kv, head dim 64), ffn 192, context 4096, rope theta 1e+06, tied head"},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer

@@ -72,11 +72,11 @@ const (
 )
 
 // RopeNeox reports whether RoPE rotates the pairs (i, i+HeadDim/2) (GGUF's
-// NEOX mode, used by qwen2) rather than the adjacent pairs (2i, 2i+1) that
+// NEOX mode, used by qwen2 and qwen3) rather than the adjacent pairs (2i, 2i+1) that
 // GGUF llama models use (their q/k weights are permuted for it at
 // conversion). It is the llama family's choice, which the pure-Go
 // reference executor reads; architectures choose their own in Forward.
-func (c Config) RopeNeox() bool { return c.Arch == "qwen2" }
+func (c Config) RopeNeox() bool { return c.Arch == "qwen2" || c.Arch == "qwen3" }
 
 // Validate reports the first inconsistency in the geometry, or an
 // architecture that is not registered.

@@ -12,5 +12,6 @@ func init() {
 	arch.Register(
 		llama.Llama,
 		llama.Qwen2,
+		llama.Qwen3,
 	)
 }

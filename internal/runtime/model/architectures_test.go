@@ -17,7 +17,7 @@ func TestLoadRefusesUnknownArchitecture(t *testing.T) {
 	if err == nil {
 		t.Fatal("loaded")
 	}
-	for _, want := range []string{`unsupported architecture "gemma" (supported: llama, qwen2)`, p} {
+	for _, want := range []string{`unsupported architecture "gemma" (supported: llama, qwen2, qwen3)`, p} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -25,17 +25,26 @@ func TestLoadRefusesUnknownArchitecture(t *testing.T) {
 }
 
 // TestSpecsFollowTheArchitecture: every tensor the architecture lists has
-// its slot in Weights, the llama family's all in the named fields.
+// its slot in Weights, llama's and qwen2's all in the named fields, qwen3's
+// head norms in Extra.
 func TestSpecsFollowTheArchitecture(t *testing.T) {
 	for _, c := range []Config{smallConfig(), func() Config {
 		c := smallConfig()
 		c.Arch, c.QKVBias, c.TiedEmbeddings = ArchQwen2, true, true
 		return c
+	}(), func() Config {
+		c := smallConfig()
+		c.Arch, c.HeadDim = ArchQwen3, 2*c.Dim/c.Heads
+		return c
 	}()} {
 		c = c.WithDefaults()
 		m := Random(c, 1)
-		if m.Weights.Extra != nil {
-			t.Errorf("%s: %d tensors outside the llama layout", c.Arch, len(m.Weights.Extra))
+		wantExtra := 0
+		if c.Arch == ArchQwen3 {
+			wantExtra = 2 * c.Layers // attn_q_norm, attn_k_norm
+		}
+		if len(m.Weights.Extra) != wantExtra {
+			t.Errorf("%s: %d tensors outside the llama layout, want %d", c.Arch, len(m.Weights.Extra), wantExtra)
 		}
 		var w Weights
 		if got, want := len(m.Weights.Tensors()), len(w.specs(c)); got != want {

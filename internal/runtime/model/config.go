@@ -7,6 +7,7 @@ import "github.com/kvpilot/kvpilot/internal/runtime/arch"
 const (
 	ArchLlama = "llama"
 	ArchQwen2 = "qwen2"
+	ArchQwen3 = "qwen3"
 )
 
 // Config is a model's geometry and hyperparameters (see arch.Config).

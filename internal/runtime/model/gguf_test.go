@@ -26,6 +26,8 @@ func TestGGUFRoundTrip(t *testing.T) {
 	base := Random(smallConfig(), 7)
 	qwen := smallConfig()
 	qwen.Arch, qwen.QKVBias, qwen.TiedEmbeddings = ArchQwen2, true, true
+	qwen3 := smallConfig()
+	qwen3.Arch, qwen3.HeadDim, qwen3.TiedEmbeddings, qwen3.RopeTheta, qwen3.NormEps = ArchQwen3, 32, true, 1e6, 1e-6
 	for _, tc := range []struct {
 		name string
 		m    *Model
@@ -36,6 +38,7 @@ func TestGGUFRoundTrip(t *testing.T) {
 		{"bf16", base, BF16},
 		{"q8_0", base, Q8_0},
 		{"qwen2-tied-bias", Random(qwen, 3), Q8_0},
+		{"qwen3-head-norms", Random(qwen3, 5), F16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := tc.m.Convert(tc.typ)

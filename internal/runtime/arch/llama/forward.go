@@ -19,6 +19,7 @@ type layer struct {
 	attnNorm, ffnNorm   arch.Tensor
 	q, k, v, o          arch.Tensor
 	qBias, kBias, vBias arch.Tensor
+	qNorm, kNorm        arch.Tensor // [HeadDim] (qwen3), else 0
 	gate, up, down      arch.Tensor
 }
 
@@ -42,6 +43,9 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 		if c.QKVBias {
 			l.qBias, l.kBias, l.vBias = get(p+"attn_q.bias"), get(p+"attn_k.bias"), get(p+"attn_v.bias")
 		}
+		if f.qkNorm {
+			l.qNorm, l.kNorm = get(p+"attn_q_norm.weight"), get(p+"attn_k_norm.weight")
+		}
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%s: the executor has no weights %v", f.name, missing)
@@ -49,12 +53,14 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 	return fw, nil
 }
 
-// Nodes: about 20 a block (40 leaves room), and the embedding, final norm
-// and head.
+// Nodes: about 20 a block, 24 with qwen3's head norms (40 leaves room),
+// and the embedding, final norm and head.
 func (fw *forward) Nodes() int { return 40*len(fw.layers) + 16 }
 
 // Build is, per block, x += o·attn(rope(q), rope(k), v) over the
-// attention-normed x, then x += down·swiglu(gate·x', up·x') over the
+// attention-normed x (qwen3: each head of q and of k RMS-normed by its
+// layer's weights, with the model's epsilon, before RoPE, as llama.cpp's
+// qwen3 graph), then x += down·swiglu(gate·x', up·x') over the
 // MLP-normed x; then the final norm and head of the sampled rows.
 func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
@@ -76,6 +82,9 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		q := o.Reshape3D(proj(l.q, xn, l.qBias), hd, c.Heads, n)
 		k := o.Reshape3D(proj(l.k, xn, l.kBias), hd, c.KVHeads, n)
 		v := proj(l.v, xn, l.vBias) // [kvDim, n]
+		if l.qNorm != 0 {
+			q, k = norm(q, l.qNorm), norm(k, l.kNorm) // per head: rows of HeadDim
+		}
 		q, k = o.Rope(q, hd, fw.rope, c.RopeTheta), o.Rope(k, hd, fw.rope, c.RopeTheta)
 		x = o.Add(x, o.MulMat(l.o, o.Attention(li, q, k, v, scale)))
 

@@ -1,7 +1,8 @@
-// Package llama is the llama family: llama and qwen2, one forward pass
-// (pre-norm blocks of grouped-query attention with RoPE and a SwiGLU MLP)
-// with qwen2's differences as a variant: biases on the q, k and v
-// projections and NEOX RoPE.
+// Package llama is the llama family: llama, qwen2 and qwen3, one forward
+// pass (pre-norm blocks of grouped-query attention with RoPE and a SwiGLU
+// MLP) with the variants' differences: qwen2's biases on the q, k and v
+// projections and NEOX RoPE; qwen3's NEOX RoPE and RMS norms of each query
+// and key head (attn_q_norm, attn_k_norm) before RoPE.
 package llama
 
 import (
@@ -15,14 +16,18 @@ import (
 var (
 	Llama arch.Architecture = family{name: "llama", rope: arch.RopeNormal}
 	Qwen2 arch.Architecture = family{name: "qwen2", rope: arch.RopeNeox}
+	Qwen3 arch.Architecture = family{name: "qwen3", rope: arch.RopeNeox, qkNorm: true}
 )
 
 // family is one variant: its GGUF name and RoPE mode (GGUF llama models'
-// q and k weights are permuted at conversion for adjacent pairs). Whether
-// q, k and v have biases is read from the file (Config.QKVBias).
+// q and k weights are permuted at conversion for adjacent pairs), and
+// whether each layer RMS-normalizes every query and key head by weights of
+// HeadDim (qwen3). Whether q, k and v have biases is read from the file
+// (Config.QKVBias).
 type family struct {
-	name string
-	rope arch.RopeMode
+	name   string
+	rope   arch.RopeMode
+	qkNorm bool
 }
 
 func (f family) Name() string { return f.name }
@@ -100,6 +105,20 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	c.VocabSize = emb[1]
 	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
+	if f.qkNorm {
+		// The loader checks every tensor's shape against Tensors; this
+		// names the one a file of another variant lacks.
+		for i := range c.Layers {
+			for _, t := range []string{"attn_q_norm", "attn_k_norm"} {
+				name := fmt.Sprintf("blk.%d.%s.weight", i, t)
+				if s := file.Shape(name); s == nil {
+					return fmt.Errorf("missing tensor %s (%s normalizes each query and key head)", name, f.name)
+				} else if len(s) != 1 || s[0] != c.HeadDim {
+					return fmt.Errorf("tensor %s has shape %v, want [%d] (the head dim)", name, s, c.HeadDim)
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -127,6 +146,9 @@ func (f family) Tensors(c arch.Config) []arch.TensorSpec {
 	if c.QKVBias {
 		per += 3
 	}
+	if f.qkNorm {
+		per += 2
+	}
 	s := make([]arch.TensorSpec, 0, 3+per*c.Layers)
 	s = append(s, arch.TensorSpec{Name: "token_embd.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true})
 	for i := range c.Layers {
@@ -147,6 +169,12 @@ func (f family) Tensors(c arch.Config) []arch.TensorSpec {
 				arch.TensorSpec{Name: p + "attn_q.bias", Shape: []int{q}},
 				arch.TensorSpec{Name: p + "attn_k.bias", Shape: []int{kv}},
 				arch.TensorSpec{Name: p + "attn_v.bias", Shape: []int{kv}},
+			)
+		}
+		if f.qkNorm {
+			s = append(s,
+				arch.TensorSpec{Name: p + "attn_q_norm.weight", Shape: []int{c.HeadDim}},
+				arch.TensorSpec{Name: p + "attn_k_norm.weight", Shape: []int{c.HeadDim}},
 			)
 		}
 	}

@@ -72,8 +72,11 @@ func TestReadConfigReadsMetadata(t *testing.T) {
 	for _, want := range []arch.Config{
 		{Arch: "llama", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 96, ContextLen: 256, RopeTheta: 10000, NormEps: 1e-5},
 		{Arch: "qwen2", VocabSize: 300, Dim: 64, Layers: 3, Heads: 4, KVHeads: 1, HeadDim: 32, FFN: 96, ContextLen: 4096, RopeTheta: 1e6, NormEps: 1e-6, TiedEmbeddings: true, QKVBias: true},
+		// qwen3's head dim is its own (Qwen3-0.6B: dim 1024, 16 heads of 128).
+		{Arch: "qwen3", VocabSize: 300, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 96, ContextLen: 40960, RopeTheta: 1e6, NormEps: 1e-6, TiedEmbeddings: true},
+		{Arch: "qwen3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 256, RopeTheta: 1e6, NormEps: 1e-6},
 	} {
-		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2}[want.Arch]
+		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3}[want.Arch]
 		got := arch.Config{Arch: want.Arch}
 		if err := a.ReadConfig(fileOf(a, want), &got); err != nil {
 			t.Fatalf("%s: %v", want.Arch, err)
@@ -104,5 +107,75 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		if err := Llama.ReadConfig(f, &got); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
 		}
+	}
+}
+
+// TestQwen3Tensors: qwen3 is llama's tensors (no biases) plus, per layer,
+// the query and key head norms of HeadDim, F32.
+func TestQwen3Tensors(t *testing.T) {
+	c := arch.Config{Arch: "qwen3", VocabSize: 300, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 96}
+	llama, qwen3 := Llama.Tensors(c), Qwen3.Tensors(c)
+	if got, want := len(qwen3), len(llama)+2*c.Layers; got != want {
+		t.Fatalf("%d qwen3 tensors, want %d", got, want)
+	}
+	shapes := map[string][]int{}
+	for _, s := range qwen3 {
+		shapes[s.Name] = s.Shape
+		if strings.HasSuffix(s.Name, "_norm.weight") && s.Matrix {
+			t.Errorf("%s is a matrix; norms are F32", s.Name)
+		}
+	}
+	for _, s := range llama {
+		if diff := cmp.Diff(s.Shape, shapes[s.Name]); diff != "" {
+			t.Errorf("%s (-llama +qwen3):\n%s", s.Name, diff)
+		}
+	}
+	for i := range c.Layers {
+		for _, n := range []string{"attn_q_norm", "attn_k_norm"} {
+			name := fmt.Sprintf("blk.%d.%s.weight", i, n)
+			if diff := cmp.Diff([]int{64}, shapes[name]); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", name, diff)
+			}
+		}
+	}
+	// attn_q is [Dim, Heads·HeadDim] = [128, 256], not square.
+	if diff := cmp.Diff([]int{128, 256}, shapes["blk.1.attn_q.weight"]); diff != "" {
+		t.Errorf("attn_q (-want +got):\n%s", diff)
+	}
+}
+
+// TestQwen3RefusesMissingHeadNorms: a qwen3 file without a layer's q or k
+// norm (or with one not of the head dim) is refused, naming the tensor.
+func TestQwen3RefusesMissingHeadNorms(t *testing.T) {
+	c := arch.Config{Arch: "qwen3", VocabSize: 300, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 96, ContextLen: 256, RopeTheta: 1e6, NormEps: 1e-6}
+	for _, tc := range []struct {
+		name  string
+		shape []int
+		want  string
+	}{
+		{"blk.0.attn_q_norm.weight", nil, "missing tensor blk.0.attn_q_norm.weight"},
+		{"blk.1.attn_k_norm.weight", nil, "missing tensor blk.1.attn_k_norm.weight"},
+		{"blk.1.attn_q_norm.weight", []int{32}, "tensor blk.1.attn_q_norm.weight has shape [32], want [64]"},
+	} {
+		f := fileOf(Qwen3, c)
+		if tc.shape == nil {
+			delete(f.shapes, tc.name)
+		} else {
+			f.shapes[tc.name] = tc.shape
+		}
+		got := arch.Config{Arch: "qwen3"}
+		if err := Qwen3.ReadConfig(f, &got); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %v: error %v, want %q", tc.name, tc.shape, err, tc.want)
+		}
+	}
+	// A qwen2 file has no head norms: under qwen3's name it is refused.
+	q2 := c
+	q2.Arch = "qwen2"
+	f := fileOf(Qwen2, q2)
+	for _, kv := range Qwen3.Metadata(c) {
+		f.kv[kv.Key] = kv.Value
+	}
+	if err := Qwen3.ReadConfig(f, &arch.Config{Arch: "qwen3"}); err == nil || !strings.Contains(err.Error(), "attn_q_norm") {
+		t.Errorf("qwen2 tensors read as qwen3: error %v", err)
 	}
 }

@@ -18,7 +18,7 @@ func (otherArch) Name() string { return "cpu-test-arch" }
 
 var registerOther sync.Once
 
-// TestRefusesOtherArchitectures: the pure-Go executor runs the llama family
+// TestRefusesOtherArchitectures: the pure-Go executor runs llama and qwen2
 // only; another registered architecture is refused with an error naming it
 // and the executor that runs it.
 func TestRefusesOtherArchitectures(t *testing.T) {
@@ -38,5 +38,13 @@ func TestRefusesOtherArchitectures(t *testing.T) {
 		if !Runs(name) {
 			t.Errorf("Runs(%q) = false", name)
 		}
+	}
+	// qwen3 (a variant of the llama package: head norms) is ggml's alone.
+	q3 := model.Random(model.Config{Arch: model.ArchQwen3, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64}, 1)
+	if e, err := New(q3, 8, testBlockSize, Options{Threads: 1}); err == nil {
+		e.Close()
+		t.Error("New ran qwen3")
+	} else if !strings.Contains(err.Error(), `architecture "qwen3"`) || !strings.Contains(err.Error(), "--executor ggml") {
+		t.Errorf("qwen3: error %q lacks the architecture or --executor ggml", err)
 	}
 }

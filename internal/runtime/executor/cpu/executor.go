@@ -64,7 +64,7 @@ func KVGeometry(cfg model.Config) kvcache.Geometry {
 }
 
 // Runs reports whether the executor runs architecture name: it is the
-// reference for the llama family (llama, qwen2) and the built-in model;
+// reference for llama and qwen2 (not qwen3) and the built-in model;
 // the ggml executor runs every registered architecture.
 func Runs(name string) bool { return name == model.ArchLlama || name == model.ArchQwen2 }
 

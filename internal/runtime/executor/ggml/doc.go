@@ -1,5 +1,5 @@
 // Package ggml is an executor that runs GGUF models of every registered
-// architecture (internal/runtime/arch: llama, qwen2) with ggml's kernels
+// architecture (internal/runtime/arch: llama, qwen2, qwen3) with ggml's kernels
 // (CPU and CUDA), loaded at run time from ggml's shared libraries with
 // purego: no cgo, and a binary that starts without them.
 //

@@ -69,15 +69,26 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // prefix-cache blocks produce exactly the greedy tokens each produces alone
 // on an engine of its own; with an F32, F16 and Q8_0 KV cache (a token's
 // keys and values are rounded once, when written, the same way whatever
-// the batch).
+// the batch). qwen2 with each; qwen3 (which only this executor runs) with
+// the F16 cache.
 func TestEngineBatchingEquivalence(t *testing.T) {
 	for _, d := range []kvcache.DType{kvcache.DTypeF32, kvcache.DTypeF16, kvcache.DTypeQ8_0} {
-		withKV(t, d, func(t *testing.T) { bothAttentions(t, testEngineBatchingEquivalence) })
+		withKV(t, d, func(t *testing.T) {
+			cfgs := []model.Config{wideHeads()["qwen2"]}
+			if d == kvcache.DTypeF16 {
+				cfgs = append(cfgs, qwen3Config())
+			}
+			for _, cfg := range cfgs {
+				t.Run(cfg.Arch, func(t *testing.T) {
+					bothAttentions(t, func(t *testing.T) { testEngineBatchingEquivalence(t, cfg) })
+				})
+			}
+		})
 	}
 }
 
-func testEngineBatchingEquivalence(t *testing.T) {
-	m := randomModel(t, wideHeads()["qwen2"], model.F32, 9)
+func testEngineBatchingEquivalence(t *testing.T, cfg model.Config) {
+	m := randomModel(t, cfg, model.F32, 9)
 	rng := rand.New(rand.NewPCG(11, 12))
 	shared := make([]int32, 12)
 	for i := range shared {
@@ -227,5 +238,5 @@ func TestDeviceArgmax(t *testing.T) {
 	if diff := cmp.Diff(host, tokens()); diff != "" {
 		t.Errorf("tokens with the argmax on the device differ from the engine's (-engine +device):\n%s", diff)
 	}
-	testEngineBatchingEquivalence(t)
+	testEngineBatchingEquivalence(t, wideHeads()["qwen2"])
 }

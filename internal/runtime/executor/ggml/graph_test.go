@@ -15,8 +15,14 @@ import (
 // reuse the last graph (only the inputs change) and give the logits of a
 // graph built afresh each step; a step of another structure builds anew.
 func TestGraphReusedForTheSameShape(t *testing.T) {
+	for _, cfg := range []model.Config{wideHeads()["qwen2"], qwen3Config()} {
+		t.Run(cfg.Arch, func(t *testing.T) { testGraphReused(t, cfg) })
+	}
+}
+
+func testGraphReused(t *testing.T, cfg model.Config) {
 	bothAttentions(t, func(t *testing.T) {
-		m := randomModel(t, wideHeads()["qwen2"], model.F16, 4)
+		m := randomModel(t, cfg, model.F16, 4)
 		reuse, fresh := newTestExec(t, m, 32), newTestExec(t, m, 32)
 		a, b := contiguous(0, 4), contiguous(8, 4)
 		steps := [][]batch.Seq{

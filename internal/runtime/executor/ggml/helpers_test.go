@@ -148,6 +148,13 @@ func withKV(t *testing.T, d kvcache.DType, f func(t *testing.T)) {
 	})
 }
 
+// qwen3Config is a small random qwen3 (which the cpu executor does not run,
+// so it is not among wideHeads): heads of 64, twice dim/heads, as Qwen3's
+// own (Qwen3-0.6B: dim 1024, 16 heads of 128), and Qwen3's epsilon.
+func qwen3Config() model.Config {
+	return model.Config{Arch: model.ArchQwen3, VocabSize: 320, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 192, TiedEmbeddings: true, RopeTheta: 1e6, NormEps: 1e-6}
+}
+
 // wideHeads are small random models whose heads hold 32 elements, a whole
 // Q8_0 block, so that every KV cache type applies.
 func wideHeads() map[string]model.Config {

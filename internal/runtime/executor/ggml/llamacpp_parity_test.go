@@ -77,7 +77,8 @@ func llamaCppDir(t *testing.T) string {
 
 // TestGreedyParityWithLlamaCpp holds the ggml executor to llama.cpp itself
 // (node-llama-cpp 3.22.1, hack/llama-cpp-greedy.mjs), the reference for
-// every architecture: for llama and qwen2 (q/k/v biases, tied head), each
+// every architecture: for llama, qwen2 (q/k/v biases, tied head) and qwen3
+// (q/k head norms, a head dim other than dim/heads, tied head), each
 // with F16 and with Q8_0 weights, a random-weight GGUF goes to both; both
 // keep an F16 KV cache, run flash attention on one CPU thread, and decode
 // greedily paritySteps tokens after a short prompt and after a long one
@@ -124,15 +125,18 @@ func TestGreedyParityWithLlamaCpp(t *testing.T) {
 }
 
 // parityModels are the architectures served today in wideHeads' geometry
-// (Q8_0 blocks fit every matrix row), each with a seed whose greedy
-// decodes keep the top two logits at least 3.8e-3 apart at every step
-// (random models have near-ties; the smallest margin is logged), far
-// above the logits' differences.
+// (Q8_0 blocks fit every matrix row; qwen3 in qwen3Config's, its heads
+// twice dim/heads), each with a seed whose greedy decodes keep the top two
+// logits at least 3.8e-3 apart at every step (qwen3: 3.2e-3, the widest of
+// seeds 1–45, whose logits all equal llama.cpp's to the bit; random models
+// have near-ties; the smallest margin is logged), far above the logits'
+// differences.
 func parityModels() []parityCase {
 	heads := wideHeads()
 	return []parityCase{
 		{name: "llama", cfg: heads["llama"], seed: 12},
 		{name: "qwen2", cfg: heads["qwen2"], seed: 7},
+		{name: "qwen3", cfg: qwen3Config(), seed: 27},
 	}
 }
 
