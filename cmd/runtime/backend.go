@@ -37,8 +37,10 @@ type backend struct {
 	kvBytesPerBlock int64
 	kvDType         kvcache.DType
 	servedName      string
-	description     string
-	close           func()
+	// architecture is the model file's general.architecture ("" for sim).
+	architecture string
+	description  string
+	close        func()
 }
 
 func buildBackend(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
@@ -120,7 +122,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	return &backend{
 		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock, kvDType: kv.DType,
-		servedName:  nameFromModel(o.Model),
+		servedName: nameFromModel(o.Model), architecture: cfg.Arch,
 		description: fmt.Sprintf("%s, %d KV blocks of %s (%d MiB)", name, blocks, kv.DType, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/ggml"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -130,5 +131,49 @@ func TestGGMLFractionNeedsAGPU(t *testing.T) {
 				t.Errorf("error %q, want it to say %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestBackendArchitecture: /v1/models reports the model file's
+// architecture (server.Config.ModelArchitecture, from the backend): the
+// loaded GGUF's general.architecture, none for the sim executor.
+func TestBackendArchitecture(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	qwen2 := filepath.Join(dir, "qwen2.gguf")
+	cfg := model.Config{Arch: model.ArchQwen2, VocabSize: model.ByteVocabSize, Dim: 32, Layers: 1, Heads: 2, FFN: 64, ContextLen: 256, QKVBias: true}.WithDefaults()
+	f, err := os.Create(qwen2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.WriteGGUF(f, model.Random(cfg, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--executor", "cpu"}, "llama"}, // builtin:tiny
+		{[]string{"--executor", "cpu", "--model", qwen2}, "qwen2"},
+		{[]string{"--executor", "sim"}, ""},
+	} {
+		o, err := parseOptions(append(tt.args, "--kv-cache-memory", "16Mi"), env(nil), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.args[1] == "sim" {
+			o.KVCacheMemory = 0
+		}
+		be, err := buildBackend(o, nil, log)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		be.close()
+		if be.architecture != tt.want {
+			t.Errorf("%q: architecture %q, want %q", tt.args, be.architecture, tt.want)
+		}
 	}
 }

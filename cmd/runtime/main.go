@@ -207,7 +207,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	}
 	kvMove = &control.KVTransfer{Engine: eng, Table: table, MaxChainTokens: maxModelLen, Metrics: kvMetrics, Logger: log}
 	srv, err := server.New(server.Config{
-		Engine: eng, Codec: be.codec, ModelName: name, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
+		Engine: eng, Codec: be.codec, ModelName: name, ModelArchitecture: be.architecture, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
 		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),

@@ -165,6 +165,9 @@ type Model struct {
 	Created     int64  `json:"created"`
 	OwnedBy     string `json:"owned_by"`
 	MaxModelLen int    `json:"max_model_len,omitempty"`
+	// Architecture is the model file's general.architecture ("qwen3"); none
+	// for the sim executor, which runs no model file.
+	Architecture string `json:"architecture,omitempty"`
 }
 
 // ModelList is the body of GET /v1/models.

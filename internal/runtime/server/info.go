@@ -21,7 +21,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) modelEntry() openai.Model {
-	return openai.Model{ID: s.cfg.ModelName, Object: openai.ObjectModel, Created: s.created, OwnedBy: "kvpilot", MaxModelLen: s.maxModelLen}
+	return openai.Model{ID: s.cfg.ModelName, Object: openai.ObjectModel, Created: s.created, OwnedBy: "kvpilot", MaxModelLen: s.maxModelLen,
+		Architecture: s.cfg.ModelArchitecture}
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {

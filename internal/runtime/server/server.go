@@ -61,6 +61,9 @@ type Config struct {
 	// ModelName is the served model's name (required): requests naming
 	// another model get 404; an empty "model" means this one.
 	ModelName string
+	// ModelArchitecture is the model's architecture as /v1/models reports
+	// it ("" when the executor runs no model file).
+	ModelArchitecture string
 	// DefaultMaxTokens caps the output of requests without max_tokens; the
 	// room left in the context caps it too (0 = only the context).
 	DefaultMaxTokens int
