@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode"
@@ -153,33 +154,46 @@ type Message struct {
 }
 
 // Blocks is a content: a string (one text block) or a list of blocks.
+// null reads as no content; another kind of value is a type error, which
+// the decoder names by its path (system, messages[1].content).
 type Blocks []Block
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (bs *Blocks) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	*bs = nil
-	if string(b) == "null" {
+	switch {
+	case string(b) == "null":
 		return nil
-	}
-	if len(b) > 0 && b[0] == '"' {
+	case len(b) > 0 && b[0] == '"':
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return openai.BadRequest("messages", "content must be a string or an array of content blocks")
 		}
-		*bs = Blocks{{Type: "text", Text: s}}
+		*bs = Blocks{{Type: "text", Text: s, hasText: true}}
 		return nil
+	case len(b) == 0 || b[0] != '[':
+		kind := "number"
+		if len(b) > 0 {
+			kind = map[byte]string{'{': "object", 't': "bool", 'f': "bool", '-': "number"}[b[0]]
+		}
+		if kind == "" {
+			kind = "number"
+		}
+		return &json.UnmarshalTypeError{Value: kind, Type: reflect.TypeFor[Blocks]()}
 	}
 	var list []Block
 	if err := json.Unmarshal(b, &list); err != nil {
-		if e, ok := err.(*openai.Error); ok {
-			return e
-		}
-		return openai.BadRequest("messages", "content must be a string or an array of content blocks: %v", err)
+		return err // a type error in a block: the decoder puts its path before the block's field
 	}
 	*bs = list
 	return nil
 }
+
+// JSONKinds implements openai.JSONKinds.
+func (Blocks) JSONKinds() string { return "a string or an array of content blocks" }
+
+var _ openai.JSONKinds = Blocks(nil)
 
 // Block is one content block: text, tool_use (an assistant's call) or
 // tool_result (a user turn's answer to one). cache_control is accepted
@@ -195,6 +209,40 @@ type Block struct {
 	ToolUseID string `json:"tool_use_id,omitempty"`
 	Content   Blocks `json:"content,omitempty"`
 	IsError   bool   `json:"is_error,omitempty"`
+
+	// hasText is whether the block had a string text (an empty one
+	// included): a text block needs one.
+	hasText bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler, noting whether text was
+// there (a text block without one is refused, an empty one is kept).
+func (b *Block) UnmarshalJSON(data []byte) error {
+	// Fields is Block without this method; upper case, as a Go name the
+	// decoder's type errors put in their path, which openai.Decode drops.
+	type Fields Block
+	var v struct {
+		Fields
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*b = Block(v.Fields)
+	if v.Text != nil {
+		b.Text, b.hasText = *v.Text, true
+	}
+	return nil
+}
+
+// checkText refuses a text block without a string text; where is the
+// block's path.
+func checkText(b Block, where string) *openai.Error {
+	if b.Type == "text" && !b.hasText {
+		field := where + ".text"
+		return openai.BadRequest(field, "%s: field required (a string) in a text block", field)
+	}
+	return nil
 }
 
 // Tool is a client tool: name, description, input_schema. Anthropic's
@@ -289,6 +337,9 @@ func (r *Request) validate() *openai.Error {
 		if b.Type != "text" {
 			return openai.BadRequest("system", "system[%d].type %q: only text blocks", i, b.Type)
 		}
+		if err := checkText(b, fmt.Sprintf("system[%d]", i)); err != nil {
+			return err
+		}
 	}
 	for i, t := range r.Tools {
 		switch {
@@ -315,6 +366,10 @@ func (r *Request) validate() *openai.Error {
 		}
 	}
 	for i, m := range r.Messages {
+		if m.Content == nil {
+			field := fmt.Sprintf("messages[%d].content", i)
+			return openai.BadRequest(field, "%s: field required (a string or an array of content blocks)", field)
+		}
 		switch {
 		case m.Role == "system":
 			// Claude Code's environment block: a system turn at its
@@ -323,6 +378,9 @@ func (r *Request) validate() *openai.Error {
 				if b.Type != "text" {
 					field := fmt.Sprintf("messages[%d].content[%d].type", i, k)
 					return openai.BadRequest(field, "%s %q: a system message holds text blocks only", field, b.Type)
+				}
+				if err := checkText(b, fmt.Sprintf("messages[%d].content[%d]", i, k)); err != nil {
+					return err
 				}
 			}
 			continue
@@ -341,6 +399,7 @@ func (r *Request) validate() *openai.Error {
 func checkBlock(role string, b Block, where string) *openai.Error {
 	switch {
 	case b.Type == "text":
+		return checkText(b, where)
 	case b.Type == "tool_use" && role == "assistant":
 		if b.ID == "" || b.Name == "" {
 			return openai.BadRequest("messages", "%s: a tool_use block needs id and name", where)
@@ -356,6 +415,9 @@ func checkBlock(role string, b Block, where string) *openai.Error {
 		for k, c := range b.Content {
 			if c.Type != "text" {
 				return openai.BadRequest("messages", "%s.content[%d].type %q: only text in tool results", where, k, c.Type)
+			}
+			if err := checkText(c, fmt.Sprintf("%s.content[%d]", where, k)); err != nil {
+				return err
 			}
 		}
 	default:

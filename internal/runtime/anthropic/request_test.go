@@ -379,3 +379,39 @@ func TestFieldNames(t *testing.T) {
 		}
 	}
 }
+
+// TestContentShapes: content blocks are read as Anthropic defines them:
+// a text block needs a string text (an empty one is kept, as before), a
+// message needs its content, and system is a string or a list of text
+// blocks; each refusal names the field.
+func TestContentShapes(t *testing.T) {
+	const user = `{"role":"user","content":"x"}`
+	for body, param := range map[string]string{
+		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text"}]}]}`:                                                       "messages[0].content[0].text",
+		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":null}]}]}`:                                           "messages[0].content[0].text",
+		`{"max_tokens":1,"messages":[` + user + `,{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"text","text":5}]}]}`: "messages[1].content[1].text",
+		`{"max_tokens":1,"messages":[{"role":"system","content":[{"type":"text"}]},` + user + `]}`:                                        "messages[0].content[0].text",
+		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text"}]}]}]}`:  "messages[0].content[0].content[0].text",
+		`{"max_tokens":1,"messages":[{"role":"user","content":null}]}`:                                                                    "messages[0].content",
+		`{"max_tokens":1,"messages":[` + user + `,{"role":"assistant"}]}`:                                                                 "messages[1].content",
+		`{"max_tokens":1,"messages":[{"role":"user","content":5}]}`:                                                                       "messages[0].content",
+		`{"max_tokens":1,"system":[{"type":"text"}],"messages":[` + user + `]}`:                                                           "system[0].text",
+		`{"max_tokens":1,"system":5,"messages":[` + user + `]}`:                                                                           "system",
+		`{"max_tokens":1,"system":{"type":"text","text":"s"},"messages":[` + user + `]}`:                                                  "system",
+		`{"max_tokens":1,"system":true,"messages":[` + user + `]}`:                                                                        "system",
+	} {
+		if _, err := Parse([]byte(body)); err == nil || err.Status != http.StatusBadRequest || err.Param != param || !strings.Contains(err.Message, param) {
+			t.Errorf("%s: %v; want a 400 naming %s", body, err, param)
+		}
+	}
+	for _, body := range []string{
+		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":""},{"type":"text","text":"x"}]}]}`,
+		`{"max_tokens":1,"system":"","messages":[{"role":"user","content":""}]}`,
+		`{"max_tokens":1,"system":null,"messages":[` + user + `]}`,
+		`{"max_tokens":1,"system":[{"type":"text","text":"s"}],"messages":[` + user + `]}`,
+	} {
+		if _, err := Parse([]byte(body)); err != nil {
+			t.Errorf("%s: %v; want it accepted", body, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode"
@@ -431,12 +432,21 @@ func decode(body []byte, dst any) *Error {
 		if field == "" {
 			return BadRequest("", "request body: %s is not a valid %s", typeErr.Value, typeErr.Type)
 		}
-		return BadRequest(field, "%s: want %s, got %s", field, jsonType(typeErr.Type.String()), typeErr.Value)
+		want := jsonType(typeErr.Type.String())
+		if k, ok := reflect.Zero(typeErr.Type).Interface().(JSONKinds); ok {
+			want = k.JSONKinds()
+		}
+		return BadRequest(field, "%s: want %s, got %s", field, want, typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return BadRequest("", "invalid JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
 	}
 	return BadRequest("", "invalid JSON: %v", err)
 }
+
+// JSONKinds is a type that decodes JSON values of more than one kind; a
+// type error naming it says which ("a string or an array of content
+// blocks") instead of its Go kind's.
+type JSONKinds interface{ JSONKinds() string }
 
 // typeErrorField is the JSON path (messages[1].role) of the field a type
 // error is about, in body, the document decoded. The decoder's own Field

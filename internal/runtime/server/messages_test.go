@@ -127,6 +127,9 @@ func TestMessagesErrors(t *testing.T) {
 		{"thinking without a budget", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"thinking":{"type":"enabled"}}`, http.StatusBadRequest, "invalid_request_error"},
 		{"unknown tool named", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":[` + anthropicWeatherTool + `],"tool_choice":{"type":"tool","name":"nope"}}`, http.StatusBadRequest, "invalid_request_error"},
 		{"over the context", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":100000}`, http.StatusBadRequest, "invalid_request_error"},
+		{"text block without text", `{"messages":[{"role":"user","content":[{"type":"text"}]}],"max_tokens":2}`, http.StatusBadRequest, "invalid_request_error"},
+		{"null content", `{"messages":[{"role":"user","content":null}],"max_tokens":2}`, http.StatusBadRequest, "invalid_request_error"},
+		{"system a number", `{"system":5,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, http.StatusBadRequest, "invalid_request_error"},
 		{"unknown model", `{"model":"claude-x","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, http.StatusNotFound, "not_found_error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

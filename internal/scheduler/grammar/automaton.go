@@ -21,6 +21,13 @@ const autoRuleMin = 24
 // MaxNFAStates.
 var ErrTooLarge = errors.New("constraint too large")
 
+// ErrEmptyLanguage is returned for a regex or grammar that accepts no
+// text at all, not even the empty one: its start state reaches no
+// accepting one, so a request's first step would allow no token. (A
+// schema that accepts no document says which keyword leaves nothing,
+// see SchemaError.)
+var ErrEmptyLanguage = errors.New("accepts no text")
+
 // LeftRecursionError is a grammar whose rule can call itself before
 // reading a byte, which a top-down matcher cannot run.
 type LeftRecursionError struct{ Rule string }

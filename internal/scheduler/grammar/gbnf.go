@@ -63,6 +63,9 @@ func CompileGBNF(ctx context.Context, src string) (*Grammar, error) {
 	if err != nil {
 		return nil, &GBNFError{Reason: err.Error(), Err: err}
 	}
+	if g.MinLength() >= int(inf) {
+		return nil, &GBNFError{Reason: "rule root " + ErrEmptyLanguage.Error(), Err: ErrEmptyLanguage}
+	}
 	return g, nil
 }
 

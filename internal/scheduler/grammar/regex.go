@@ -28,7 +28,11 @@ func CompileRegex(ctx context.Context, pattern string) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newGrammar(ctx, n)
+	g, err := newGrammar(ctx, n)
+	if err == nil && g.MinLength() >= int(inf) {
+		return nil, fmt.Errorf("the pattern %w", ErrEmptyLanguage)
+	}
+	return g, err
 }
 
 // maxPatternBytes bounds a regular expression's text (the parser's work
