@@ -176,8 +176,12 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if f, ok := eng.BlockFormat(); ok {
 		bytesPerToken = f.Geometry.BytesPerToken()
 	}
+	// advertise names this pod's API as placements do: the programs table
+	// tells routes to it from routes elsewhere, and forwarded requests'
+	// signatures name it (server.HeaderForwarded).
+	advertise := advertiseAddr(o, ln.Addr())
 	table := programs.New(programs.Config{
-		Pod: podName(o), Addr: advertiseAddr(o, ln.Addr()), IdleTimeout: o.ProgramIdle, Logger: log,
+		Pod: podName(o), Addr: advertise, IdleTimeout: o.ProgramIdle, Logger: log,
 		MaxProgramsPerOwner: o.MaxProgramsPerKey,
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
@@ -210,7 +214,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		Engine: eng, Codec: be.codec, ModelName: name, ModelArchitecture: be.architecture, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
-		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken),
+		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken), AdvertiseAddr: advertise,
 		ResponsesStoreEntries: int(noLimit(int64(o.ResponsesStoreEntries))), ResponsesStoreBytes: int64(o.ResponsesStoreBytes),
 		PromptTokensDetails: o.EnablePromptTokensDetails,
 	})

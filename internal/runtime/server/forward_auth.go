@@ -15,15 +15,28 @@ import (
 
 // HeaderForwarded marks a request one pod forwarded to another: such a
 // request runs where it lands, never held or forwarded again. Its value is
-// "<unix seconds>.<nonce>.<mac>", the mac an HMAC-SHA256 keyed with the
+// "v3.<unix seconds>.<nonce>.<mac>", the mac an HMAC-SHA256 keyed with the
 // pool's control token (Config.ForwardKey, which only the pool's pods
-// hold) over the time, the nonce, the method, the path and query, the
-// program id (scoped to its owner, so the owner is bound too) and a
-// SHA-256 of the body. A value verifies once, within ForwardWindow of its
-// time: a replayed header, or one moved onto another request, body or
-// program, does not. A value that does not verify is ignored (the request
-// is a plain one), and clients' copies never get past ServeHTTP: no client
-// can skip a pause or the gate with it.
+// hold) over the time, the nonce, the target pod's address (the one the
+// sender forwards to, from its route; the receiver's
+// Config.AdvertiseAddr, as placements name it), the method, the path and
+// query, the program id (scoped to its owner, so the owner is bound too)
+// and a SHA-256 of the body. A value verifies once, on the pod it was
+// sent to, within ForwardWindow of its time: a replayed header, or one
+// moved onto another pod, request, body or program, does not (the replay
+// cache is per pod; naming the pod is what keeps a value from verifying
+// once on each pod of the pool). A value that does not verify is ignored
+// (the request is a plain one), and clients' copies never get past
+// ServeHTTP: no client can skip a pause or the gate with it.
+//
+// Rolling upgrade: earlier pods sent "<unix seconds>.<nonce>.<mac>" (no
+// version, no target). Between an old and a new pod neither format
+// verifies on the other side (a new pod finds no "v3." prefix, an old one
+// no number where the time should be), so a request forwarded across
+// versions is a plain request where it lands (run if its program is
+// active there, held if paused, or routed on as that pod sees it; while
+// two such pods' routes disagree it may be forwarded back). It fails
+// closed: nothing runs that a plain request could not run.
 const HeaderForwarded = "X-Kvpilot-Forwarded"
 
 // Bounds of forwarded-request verification.
@@ -54,25 +67,31 @@ func takeForwarded(r *http.Request) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), forwardedValue{}, v))
 }
 
+// forwardVersion prefixes a HeaderForwarded value and names its MAC's
+// domain; a value of another version does not verify.
+const forwardVersion = "v3"
+
 // signForward is the HeaderForwarded value for req, a request of program
-// pid with this body, forwarded now.
-func (s *Server) signForward(req *http.Request, pid string, body []byte) string {
-	return forwardSignature(s.cfg.ForwardKey, s.clk.Now(), req.Method, req.URL.RequestURI(), pid, body)
+// pid with this body, forwarded now to the pod at addr (the address its
+// route names).
+func (s *Server) signForward(req *http.Request, pid, addr string, body []byte) string {
+	return forwardSignature(s.cfg.ForwardKey, s.clk.Now(), addr, req.Method, req.URL.RequestURI(), pid, body)
 }
 
-// forwardSignature is a HeaderForwarded value, with a fresh nonce.
-func forwardSignature(key []byte, now time.Time, method, uri, pid string, body []byte) string {
+// forwardSignature is a HeaderForwarded value for the pod at target, with
+// a fresh nonce.
+func forwardSignature(key []byte, now time.Time, target, method, uri, pid string, body []byte) string {
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
 	ts := strconv.FormatInt(now.Unix(), 10)
 	n := hex.EncodeToString(nonce[:])
-	return ts + "." + n + "." + forwardMAC(key, ts, n, method, uri, pid, body)
+	return forwardVersion + "." + ts + "." + n + "." + forwardMAC(key, ts, n, target, method, uri, pid, body)
 }
 
-func forwardMAC(key []byte, ts, nonce, method, uri, pid string, body []byte) string {
+func forwardMAC(key []byte, ts, nonce, target, method, uri, pid string, body []byte) string {
 	bodySum := sha256.Sum256(body)
 	m := hmac.New(sha256.New, key)
-	for _, part := range []string{"kvpilot-forward-v2", ts, nonce, method, uri, pid} {
+	for _, part := range []string{"kvpilot-forward-" + forwardVersion, ts, nonce, target, method, uri, pid} {
 		m.Write([]byte(part))
 		m.Write([]byte{0})
 	}
@@ -82,15 +101,17 @@ func forwardMAC(key []byte, ts, nonce, method, uri, pid string, body []byte) str
 
 // verifyForwarded reports whether r, with this body, came from another pod
 // of the pool for program pid: it carried a HeaderForwarded value signed
-// with this pod's key for this very request, within ForwardWindow, whose
-// nonce this pod has not seen before. Without a key nothing verifies.
+// with this pod's key for this very request sent to this pod's
+// advertised address, within ForwardWindow, whose nonce this pod has not
+// seen before. Without a key or an advertised address nothing verifies.
 func (s *Server) verifyForwarded(r *http.Request, pid string, body []byte) bool {
 	v, _ := r.Context().Value(forwardedValue{}).(string)
 	if v == "" {
 		return false
 	}
 	reason := ""
-	ts, rest, _ := strings.Cut(v, ".")
+	version, rest, _ := strings.Cut(v, ".")
+	ts, rest, _ := strings.Cut(rest, ".")
 	nonce, mac, _ := strings.Cut(rest, ".")
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	now := s.clk.Now()
@@ -98,10 +119,14 @@ func (s *Server) verifyForwarded(r *http.Request, pid string, body []byte) bool 
 	switch {
 	case len(s.cfg.ForwardKey) == 0:
 		reason = "this pod has no forwarding key"
+	case s.cfg.AdvertiseAddr == "":
+		reason = "this pod has no advertised address"
+	case version != forwardVersion:
+		reason = "not a " + forwardVersion + " value (from a pod of another version?)"
 	case err != nil || len(nonce) != 32 || mac == "":
 		reason = "malformed"
-	case !hmac.Equal([]byte(mac), []byte(forwardMAC(s.cfg.ForwardKey, ts, nonce, r.Method, r.URL.RequestURI(), pid, body))):
-		reason = "signature does not match this request"
+	case !hmac.Equal([]byte(mac), []byte(forwardMAC(s.cfg.ForwardKey, ts, nonce, s.cfg.AdvertiseAddr, r.Method, r.URL.RequestURI(), pid, body))):
+		reason = "signature does not match this request to this pod"
 	case at.Before(now.Add(-ForwardWindow)) || at.After(now.Add(ForwardWindow)):
 		reason = "outside the time window"
 	case !s.nonces.add(nonce, at.Add(ForwardWindow), now):

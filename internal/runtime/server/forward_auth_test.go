@@ -2,12 +2,18 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 )
 
 const poolKey = "pool-control-token"
@@ -15,7 +21,7 @@ const poolKey = "pool-control-token"
 // A paused program's request is held whatever X-Kvpilot-Forwarded value a
 // client sends with it: only a value signed with the pool's key, as pods
 // forward, is taken as forwarded, and only once, for the request it was
-// signed for (method, path, program and body), within its time window.
+// signed for (pod, method, path, program and body), within its time window.
 // Program p is paused with its cache on this pod, r paused on another pod:
 // what another pod of the pool sends runs (for r, a program the sender has
 // just resumed on this pod: this pod's view is a round behind).
@@ -25,8 +31,9 @@ func TestClientCannotSkipAPauseWithTheForwardedHeader(t *testing.T) {
 	env.post("/v1/completions", gateBody, "X-Program-Id", "p")
 	tab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Pause: []string{"p"}, Routes: map[string]string{"r": ""}})
 
+	self := env.ts.Listener.Addr().String()
 	sign := func(key, method, uri, pid, body string, at time.Time) string {
-		return forwardSignature([]byte(key), at, method, uri, pid, []byte(body))
+		return forwardSignature([]byte(key), at, self, method, uri, pid, []byte(body))
 	}
 	now := time.Now()
 	// A genuine value runs r's request once; the same value is then
@@ -43,6 +50,8 @@ func TestClientCannotSkipAPauseWithTheForwardedHeader(t *testing.T) {
 			"forged mac":          "0123.abcd",
 			"signed with another": sign("not-the-pool-key", "POST", "/v1/completions", id, gateBody, now),
 			"signed for another":  sign(poolKey, "POST", "/v1/completions", "q", gateBody, now),
+			"sent to another pod": forwardSignature([]byte(poolKey), now, "b:1", "POST", "/v1/completions", id, []byte(gateBody)),
+			"unversioned":         strings.TrimPrefix(sign(poolKey, "POST", "/v1/completions", id, gateBody, now), forwardVersion+"."),
 			"another body":        sign(poolKey, "POST", "/v1/completions", id, `{"prompt":"other"}`, now),
 			"another path":        sign(poolKey, "POST", "/v1/chat/completions", id, gateBody, now),
 			"another method":      sign(poolKey, "PUT", "/v1/completions", id, gateBody, now),
@@ -84,10 +93,63 @@ func TestNoForwardKeyNothingVerifies(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.ts.URL+"/v1/completions", strings.NewReader(gateBody))
 	req.Header.Set("X-Program-Id", "p")
-	req.Header.Set(HeaderForwarded, forwardSignature(nil, time.Now(), "POST", "/v1/completions", "p", []byte(gateBody)))
+	req.Header.Set(HeaderForwarded, forwardSignature(nil, time.Now(), env.ts.Listener.Addr().String(), "POST", "/v1/completions", "p", []byte(gateBody)))
 	if resp, err := env.client.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatalf("ran (%d) on a pod without a forward key", resp.StatusCode)
+	}
+}
+
+// A value signed for the pod at one address verifies there and not on a
+// pod at another, nor on a pod that does not know its own address; one
+// of the format before the target was signed (a pod of the previous
+// version) verifies nowhere.
+func TestForwardSignatureNamesTheTargetPod(t *testing.T) {
+	pod := func(addr string) *Server {
+		return &Server{cfg: Config{ForwardKey: []byte(poolKey), AdvertiseAddr: addr}, clk: clock.Real{},
+			nonces: newNonceCache(16), log: quiet}
+	}
+	verify := func(s *Server, value string) bool {
+		r := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(gateBody))
+		r.Header.Set(HeaderForwarded, value)
+		return s.verifyForwarded(takeForwarded(r), "p", []byte(gateBody))
+	}
+	sign := func(target string) string {
+		return forwardSignature([]byte(poolKey), time.Now(), target, "POST", "/v1/completions", "p", []byte(gateBody))
+	}
+	// v2: "<unix seconds>.<nonce>.<mac>", the mac over no target.
+	v2 := func() string {
+		ts, nonce := strconv.FormatInt(time.Now().Unix(), 10), strings.Repeat("ab", 16)
+		m := hmac.New(sha256.New, []byte(poolKey))
+		for _, part := range []string{"kvpilot-forward-v2", ts, nonce, "POST", "/v1/completions", "p"} {
+			m.Write([]byte(part))
+			m.Write([]byte{0})
+		}
+		sum := sha256.Sum256([]byte(gateBody))
+		m.Write(sum[:])
+		return ts + "." + nonce + "." + hex.EncodeToString(m.Sum(nil))
+	}
+	for _, tc := range []struct {
+		name  string
+		value string
+		on    string
+		want  bool
+	}{
+		{"signed for a, on a", sign("10.0.0.1:8000"), "10.0.0.1:8000", true},
+		{"signed for a, on b", sign("10.0.0.1:8000"), "10.0.0.2:8000", false},
+		{"signed for a, on a pod with no address", sign("10.0.0.1:8000"), "", false},
+		{"signed for no pod, on a pod with no address", sign(""), "", false},
+		{"the previous format, on a", v2(), "10.0.0.1:8000", false},
+	} {
+		if got := verify(pod(tc.on), tc.value); got != tc.want {
+			t.Errorf("%s: verified %t, want %t", tc.name, got, tc.want)
+		}
+	}
+	// The same value, sent to a and replayed to b: it verifies on a only.
+	v := sign("10.0.0.1:8000")
+	a, b := pod("10.0.0.1:8000"), pod("10.0.0.2:8000")
+	if !verify(a, v) || verify(b, v) || verify(a, v) {
+		t.Error("a value signed for pod a must verify once on a and never on b")
 	}
 }
 
@@ -118,5 +180,53 @@ func TestNonceCache(t *testing.T) {
 		if n := len(c.seen); n > 3 {
 			t.Fatalf("%d nonces held; bound 3", n)
 		}
+	}
+}
+
+// A forwarded request's header, taken on its way to pod a (from pod c,
+// which routes program p there), and replayed to pod b, where p is paused
+// (on another pod, as pod b sees it), is not a forwarded request there: it
+// was signed for pod a. Pod b holds it like any request of a paused
+// program; p stays paused there, so later plain requests are held too.
+func TestForwardedHeaderReplayedOnAnotherPodIsHeld(t *testing.T) {
+	captured := make(chan http.Header, 1)
+	aTab, bTab, cTab := newTable("a:1", 8192), newTable("b:1", 8192), newTable("c:1", 8192)
+	a := newEnv(t, envOpts{programs: aTab, forwardKey: poolKey, wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(HeaderForwarded) != "" {
+				select {
+				case captured <- r.Header.Clone():
+				default:
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	b := newEnv(t, envOpts{programs: bTab, forwardKey: poolKey})
+	c := newEnv(t, envOpts{programs: cTab, forwardKey: poolKey})
+	aAddr := strings.TrimPrefix(a.ts.URL, "http://")
+	bTab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Routes: map[string]string{"p": ""}})
+	cTab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Routes: map[string]string{"p": aAddr}})
+	if r := c.post("/v1/completions", gateBody, "X-Program-Id", "p"); r.status != 200 || r.header.Get("X-Kvpilot-Served-By") != aAddr {
+		t.Fatalf("forwarded from pod c to pod a: %d served by %q: %s", r.status, r.header.Get("X-Kvpilot-Served-By"), r.body)
+	}
+	var h http.Header
+	select {
+	case h = <-captured:
+	default:
+		t.Fatal("pod a saw no forwarded request")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.ts.URL+"/v1/completions", strings.NewReader(gateBody))
+	req.Header = h
+	if resp, err := b.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Errorf("a header signed for pod a, replayed to pod b, ran program p paused there (%d); it must be held", resp.StatusCode)
+	}
+	waitFor(t, "the replayed request let go on pod b", func() bool { return findProgram(bTab, "p").HeldRequests == 0 })
+	if p := findProgram(bTab, "p"); p.Steps != 0 || p.Placed || p.State != "PAUSED" {
+		t.Errorf("on pod b after the replay: %+v", p)
 	}
 }

@@ -119,7 +119,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 		return
 	}
 	copyHeaders(req.Header, r.Header, forwardedRequestHeaders)
-	req.Header.Set(HeaderForwarded, s.signForward(req, pid, body))
+	req.Header.Set(HeaderForwarded, s.signForward(req, pid, addr, body))
 	resp, err := s.forwarder.Do(req)
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -210,7 +210,7 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 			if err == nil {
 				copyHeaders(fr.Header, r.Header, forwardedRequestHeaders)
 				fr.Header.Set("Content-Type", "application/json")
-				fr.Header.Set(HeaderForwarded, s.signForward(fr, prog.ID, body))
+				fr.Header.Set(HeaderForwarded, s.signForward(fr, prog.ID, addr, body))
 				if resp, err := s.forwarder.Do(fr); err == nil {
 					released = released || resp.StatusCode == http.StatusOK
 					resp.Body.Close()

@@ -100,6 +100,9 @@ type envOpts struct {
 	forwardConnect, forwardHeader                time.Duration
 	promptTokensDetails                          bool
 	responsesStoreEntries                        int
+	// wrap, when set, wraps the server's handler (to watch what reaches
+	// the pod).
+	wrap func(http.Handler) http.Handler
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -151,10 +154,12 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 	if err := eng.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// The listener first: the pod's advertised address is its own.
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
 	srv, err := New(Config{
 		Engine: eng, Codec: o.codec, ModelName: testModel, DefaultMaxTokens: o.defaultMaxTokens, Stop: o.stop,
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Requests: m, Logger: quiet, Devices: o.devices,
-		Programs: o.programs, ForwardKey: []byte(o.forwardKey),
+		Programs: o.programs, ForwardKey: []byte(o.forwardKey), AdvertiseAddr: ts.Listener.Addr().String(),
 		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
 		PromptTokensDetails: o.promptTokensDetails, ResponsesStoreEntries: o.responsesStoreEntries,
 	})
@@ -162,7 +167,11 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		t.Fatal(err)
 	}
 	srv.SetReady(true)
-	ts := httptest.NewUnstartedServer(srv)
+	var h http.Handler = srv
+	if o.wrap != nil {
+		h = o.wrap(srv)
+	}
+	ts.Config.Handler = h
 	ts.Config.ConnContext = ConnContext
 	ts.Start()
 	env := &testEnv{t: t, eng: eng, srv: srv, ts: ts, reg: reg, gate: gate, client: ts.Client()}

@@ -106,6 +106,12 @@ type Config struct {
 	// pool's control token, which every pod mounts. Empty: no request is
 	// taken as forwarded.
 	ForwardKey []byte
+	// AdvertiseAddr is this pod's API address (host:port) as the
+	// controller's placements name it, which the other pods forward to
+	// (the runtime's --advertise-addr). A forwarded request's signature
+	// names it (HeaderForwarded), so one sent to another pod does not
+	// verify here. Empty: no request is taken as forwarded.
+	AdvertiseAddr string
 	// ForwardConnectTimeout bounds connecting to the pod a request is
 	// forwarded to (default 5 s): a black-holed pod address fails fast with
 	// 503 instead of hanging the request.
