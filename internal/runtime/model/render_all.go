@@ -85,13 +85,13 @@ func RenderAll(t ChatTemplate, c *Chat) (string, error) {
 
 // developerAsSystem reports whether rule 1 applies: msgs has a developer
 // message and t has no developer role.
+// The messages are looked at first: RendersRole reads the template's
+// source, which most conversations (no developer message) need not.
 func developerAsSystem(t ChatTemplate, msgs []Message) bool {
-	if r, ok := t.(RoleRenderer); ok && r.RendersRole("developer") {
-		return false
-	}
 	for _, m := range msgs {
 		if m.Role == "developer" {
-			return true
+			r, ok := t.(RoleRenderer)
+			return !ok || !r.RendersRole("developer")
 		}
 	}
 	return false
