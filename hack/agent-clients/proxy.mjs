@@ -140,11 +140,17 @@ http.createServer((req, res) => {
     }
     const headers = {...req.headers, 'content-length': String(raw.length)};
     delete headers.host;
+    let logged = false;
     const up = http.request({host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers}, r => {
       res.writeHead(r.statusCode, r.headers);
       const out = [];
       r.on('data', c => { out.push(c); res.write(c); });
-      r.on('end', () => {
+      // Logged once, when the answer ends or when either side closes
+      // first: a client may hang up as soon as it has read the last event
+      // (Codex after response.completed), before the pod ends the stream.
+      const finish = () => {
+        if (logged) return;
+        logged = true;
         const text = Buffer.concat(out).toString();
         entry.status = r.statusCode;
         if (r.statusCode >= 400) entry.error = text.slice(0, 500);
@@ -160,10 +166,17 @@ http.createServer((req, res) => {
         entry.cachedTokens = num(/"(?:cache_read_input_tokens|cached_tokens)":(\d+)/g);
         if (req.url.startsWith('/v1/messages') && entry.promptTokens !== undefined) entry.promptTokens += entry.cachedTokens ?? 0;
         log(entry);
-        res.end();
-      });
+      };
+      r.on('end', () => { finish(); res.end(); });
+      r.on('close', finish);
+      r.on('error', finish);
+      res.on('close', finish);
     });
-    up.on('error', e => { entry.status = 502; entry.error = String(e); log(entry); res.writeHead(502); res.end(String(e)); });
+    up.on('error', e => {
+      if (logged) return;
+      logged = true;
+      entry.status = 502; entry.error = String(e); log(entry); res.writeHead(502); res.end(String(e));
+    });
     // A client that gives up on an answer cancels it at the pod too.
     res.on('close', () => { if (!res.writableFinished) up.destroy(); });
     up.end(raw);
