@@ -5,7 +5,9 @@
 # and prints the directory holding its node_modules. `make test` holds the
 # ggml executor's greedy tokens to it (hack/llama-cpp-greedy.mjs) and `make
 # bench-executors` times it beside the executor on the same GGUF
-# (hack/llama-cpp-bench.mjs).
+# (hack/llama-cpp-bench.mjs). It also clones the llama.cpp source the
+# package ships (llama/gitRelease.bundle) into DIR/llama.cpp: the vocab
+# files and templates tests compare against.
 #
 # Install scripts are not run (--ignore-scripts): node-llama-cpp's would try
 # to download or build llama.cpp, and the prebuilt binaries it needs come as
@@ -23,7 +25,30 @@ DIR="${CACHE_ROOT}/${VERSION}"
 log() { echo "setup-llama-cpp: $*" >&2; }
 
 have() { [[ -f "${DIR}/.complete" && -d "${DIR}/node_modules/node-llama-cpp" ]]; }
+
+# source clones the llama.cpp source tree the package ships as
+# llama/gitRelease.bundle into ${DIR}/llama.cpp (needs git): the reference
+# files tests read (models/ggml-vocab-*.gguf with .inp/.out,
+# models/templates/*.jinja). Without git the tree is left out and the tests
+# that read it say so.
+source_tree() {
+	[[ -f "${DIR}/llama.cpp/.complete" ]] && return 0
+	if ! command -v git >/dev/null; then
+		log "git is not installed: the llama.cpp source tree is left out"
+		return 0
+	fi
+	rm -rf "${DIR}/llama.cpp"
+	if git -c advice.detachedHead=false clone -q "${DIR}/node_modules/node-llama-cpp/llama/gitRelease.bundle" "${DIR}/llama.cpp" >&2; then
+		touch "${DIR}/llama.cpp/.complete"
+	else
+		log "cloning the llama.cpp source bundle failed"
+	fi
+}
+
 if have; then
+	exec 9>"${DIR}.lock"
+	flock 9
+	source_tree
 	echo "${DIR}"
 	exit 0
 fi
@@ -54,5 +79,6 @@ if ! (cd "${DIR}" && npm install --ignore-scripts --no-audit --no-fund --logleve
 	exit 1
 fi
 touch "${DIR}/.complete"
+source_tree
 log "node-llama-cpp ready in ${DIR}"
 echo "${DIR}"

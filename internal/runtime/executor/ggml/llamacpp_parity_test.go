@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,11 +17,8 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+	"github.com/kvpilot/kvpilot/internal/util/testing/llamacpp"
 )
-
-// envRequireLlamaCpp makes a missing llama.cpp (node, the npm install) fail
-// TestGreedyParityWithLlamaCpp instead of skipping it.
-const envRequireLlamaCpp = "KVPILOT_REQUIRE_LLAMA_CPP"
 
 // Shape of the parity runs: greedy steps after each prompt, and the
 // prompts' lengths (the long one spans many KV blocks of either side).
@@ -42,38 +37,6 @@ const (
 // by up to 2.2e-4 (seen over a dozen seeds), while an F32 KV cache on the
 // executor's side against llama.cpp's F16 one differs by 5e-3.
 const parityLogitsTol = 1e-3
-
-// llamaCppDir is the directory hack/setup-llama-cpp.sh prints:
-// $KVPILOT_LLAMA_CPP_DIR, else its default install. Without node or the
-// install the test skips, or fails under KVPILOT_REQUIRE_LLAMA_CPP=1.
-func llamaCppDir(t *testing.T) string {
-	t.Helper()
-	missing := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv(envRequireLlamaCpp) != "" {
-			t.Fatalf("%s is set: "+format, append([]any{envRequireLlamaCpp}, args...)...)
-		}
-		t.Skipf(format, args...)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node is not installed: llama.cpp runs in node-llama-cpp")
-	}
-	dir := os.Getenv(envLlamaCpp)
-	if dir == "" {
-		if cache, err := os.UserCacheDir(); err == nil {
-			if d := filepath.Join(cache, "kvpilot", "node-llama-cpp", "3.22.1"); fileExists(filepath.Join(d, ".complete")) {
-				dir = d
-			}
-		}
-	}
-	if dir == "" {
-		missing("llama.cpp not installed: run hack/setup-llama-cpp.sh and set %s (make test does both when npm's registry answers)", envLlamaCpp)
-	}
-	if !fileExists(filepath.Join(dir, "node_modules", "node-llama-cpp", "package.json")) {
-		missing("%s=%s holds no node_modules/node-llama-cpp: run hack/setup-llama-cpp.sh", envLlamaCpp, dir)
-	}
-	return dir
-}
 
 // TestGreedyParityWithLlamaCpp holds the ggml executor to llama.cpp itself
 // (node-llama-cpp 3.22.1, hack/llama-cpp-greedy.mjs), the reference for
@@ -94,7 +57,7 @@ func TestGreedyParityWithLlamaCpp(t *testing.T) {
 	if testDevice() != DeviceCPU {
 		t.Skipf("llama.cpp runs on the CPU here; the executor on %s is held to the cpu executor instead", testDevice())
 	}
-	dir := llamaCppDir(t)
+	dir := llamacpp.Node(t)
 	for _, c := range parityModels() {
 		for _, typ := range []model.DType{model.F16, model.Q8_0} {
 			t.Run(c.name+"/"+typ.String(), func(t *testing.T) {
