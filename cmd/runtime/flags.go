@@ -76,6 +76,7 @@ type options struct {
 	WarmupIterations      int
 	MaxBodyBytes          byteSize
 	StreamWriteTimeout    time.Duration
+	MaxConnections        int
 	StreamMaxBuffered     byteSize
 	ResponsesStoreEntries int
 	ResponsesStoreBytes   byteSize
@@ -150,6 +151,8 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body, e.g. 4Mi")
 	fs.DurationVar(&o.StreamWriteTimeout, "stream-write-timeout", 5*time.Second,
 		"a streaming response whose write blocks this long (the client stopped reading) is cancelled and its KV freed (0: no limit)")
+	fs.IntVar(&o.MaxConnections, "max-connections", 0,
+		"most open connections on the API port; one over closes the oldest still sending its request or idle (0: three quarters of the open-file limit)")
 	o.StreamMaxBuffered = 1 << 20
 	fs.Var(&o.StreamMaxBuffered, "stream-max-buffered-bytes",
 		"a streaming response with more than this sent but not read by the client (Linux: the socket's send queue) is cancelled and its KV freed (0: no limit)")

@@ -152,6 +152,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 		}
 		return nil, openai.BadRequest("", "reading the request body: %v", err)
 	}
+	requestRead(r)
 	return body, nil
 }
 
