@@ -127,6 +127,17 @@ type InferencePoolSpec struct {
 	// +optional
 	EnablePromptTokensDetails bool `json:"enablePromptTokensDetails,omitempty"`
 
+	// sharePrefixCacheAcrossKeys lets clients of different API keys (see
+	// apiKeySecretRef) hit each other's prefix-cache entries, as vLLM
+	// does (the runtime's --share-prefix-cache-across-keys). Off by
+	// default: each key's requests are salted with its owner, so neither
+	// cached_tokens nor response timing can tell one tenant what another
+	// sent; clients of the same key still share. Turn it on when the keys
+	// trust each other and share long prompts (one agent product behind
+	// several keys): their common prefixes are then computed once.
+	// +optional
+	SharePrefixCacheAcrossKeys bool `json:"sharePrefixCacheAcrossKeys,omitempty"`
+
 	// image is the runtime container image. Empty means the image the
 	// manager was started with (its --runtime-image flag).
 	// +kubebuilder:validation:MaxLength=512

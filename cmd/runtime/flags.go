@@ -48,6 +48,7 @@ type options struct {
 	// Tenancy.
 	MaxProgramsPerKey         int
 	EnablePromptTokensDetails bool
+	SharePrefixCache          bool
 
 	MaxNumSeqs          int
 	MaxNumBatchedTokens int
@@ -123,6 +124,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.ProgramIdle, "program-idle-timeout", 10*time.Minute, "a program with no request for this long ends")
 	fs.StringVar(&o.APIKeyFile, "api-key-file", "", "file of API keys, one per line; when set, /v1/* requires Authorization: Bearer <key> (or x-api-key), and each key's programs are its own")
 	fs.IntVar(&o.MaxProgramsPerKey, "max-programs-per-key", 0, "most live programs one API key may have on this pod; a request starting one more gets 429 with Retry-After (0: no limit)")
+	fs.BoolVar(&o.SharePrefixCache, "share-prefix-cache-across-keys", false, "let requests of different API keys hit each other's prefix-cache entries, as vLLM does (off: each key's prefixes are salted with its owner, so hits and timing reveal nothing across keys)")
 	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", false, "report prefix-cache hits in usage (chat and completions: prompt_tokens_details.cached_tokens; Responses: input_tokens_details.cached_tokens; Messages: cache_read_input_tokens; 0 when off); off by default, as in vLLM, since hits tell one client about another's prompts)")
 
 	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one iteration")

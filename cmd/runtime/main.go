@@ -216,7 +216,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
 		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken), AdvertiseAddr: advertise,
 		ResponsesStoreEntries: int(noLimit(int64(o.ResponsesStoreEntries))), ResponsesStoreBytes: int64(o.ResponsesStoreBytes),
-		PromptTokensDetails: o.EnablePromptTokensDetails,
+		PromptTokensDetails: o.EnablePromptTokensDetails, SharePrefixCacheAcrossKeys: o.SharePrefixCache,
 	})
 	if err != nil {
 		_ = ln.Close()
