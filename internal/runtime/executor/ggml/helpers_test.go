@@ -155,6 +155,15 @@ func qwen3Config() model.Config {
 	return model.Config{Arch: model.ArchQwen3, VocabSize: 320, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 192, TiedEmbeddings: true, RopeTheta: 1e6, NormEps: 1e-6}
 }
 
+// qwen3moeConfig is qwen3Config with a mixture of experts in every
+// layer: 8 experts of 64 (a Q8_0 block's multiple), 2 per token, as
+// Qwen3-30B-A3B's 128 of 768, 8 per token, scaled down.
+func qwen3moeConfig() model.Config {
+	c := qwen3Config()
+	c.Arch, c.Experts, c.ExpertsUsed, c.ExpertFFN = model.ArchQwen3MoE, 8, 2, 64
+	return c
+}
+
 // wideHeads are small random models whose heads hold 32 elements, a whole
 // Q8_0 block, so that every KV cache type applies.
 func wideHeads() map[string]model.Config {
