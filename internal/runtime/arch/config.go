@@ -67,6 +67,10 @@ type Config struct {
 	// ExpertWeightsScale multiplies the selected experts' weights (the
 	// routed scaling factor); 0 means 1.
 	ExpertWeightsScale float32
+	// QKNorm: each layer RMS-normalizes every query and key head by
+	// weights of HeadDim (attn_q_norm, attn_k_norm) where an architecture
+	// makes them optional (glm4moe; qwen3's are its architecture's).
+	QKNorm bool
 	// NextNLayers counts the multi-token-prediction layers a file carries
 	// after its Layers (GGUF's nextn_predict_layers, counted in its
 	// block_count): the forward pass skips them, as llama.cpp's does.

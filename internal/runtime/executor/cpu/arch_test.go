@@ -39,11 +39,12 @@ func TestRefusesOtherArchitectures(t *testing.T) {
 			t.Errorf("Runs(%q) = false", name)
 		}
 	}
-	// qwen3 (a variant of the llama package: head norms) and qwen3moe
-	// (qwen3 with experts) are ggml's alone.
+	// qwen3 (a variant of the llama package: head norms), qwen3moe (qwen3
+	// with experts) and glm4moe are ggml's alone.
 	for _, c := range []model.Config{
 		{Arch: model.ArchQwen3, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64},
 		{Arch: model.ArchQwen3MoE, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32},
+		{Arch: model.ArchGLM4MoE, VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32, SharedExperts: 1, DenseLayers: 1},
 	} {
 		m := model.Random(c, 1)
 		if e, err := New(m, 8, testBlockSize, Options{Threads: 1}); err == nil {
