@@ -446,18 +446,25 @@ func (e *Executor) loadWeights(plain bool) error {
 		e.placed.bufts = append(e.placed.bufts, e.a.buftName(b))
 	}
 	type shape struct {
-		typ      int32
-		ne0, ne1 int64
+		typ           int32
+		ne0, ne1, ne2 int64
 	}
 	asked := map[shape]cBuft{}
 	bestBuft := func(t *model.Tensor) cBuft {
-		if len(bufts) == 0 || t == nil || len(t.Shape) != 2 {
+		if len(bufts) == 0 || t == nil || len(t.Shape) < 2 {
 			return 0
 		}
-		k := shape{int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1])}
+		k := shape{int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1]), 1}
+		if len(t.Shape) == 3 {
+			k.ne2 = int64(t.Shape[2])
+		}
 		b, ok := asked[k]
 		if !ok {
-			b = e.mulMatBuft(bufts, k.typ, k.ne0, k.ne1)
+			if len(t.Shape) == 3 {
+				b = e.mulMatIDBuft(bufts, k.typ, k.ne0, k.ne1)
+			} else {
+				b = e.mulMatBuft(bufts, k.typ, k.ne0, k.ne1)
+			}
 			asked[k] = b
 		}
 		return b
