@@ -74,7 +74,8 @@ func (fw *forward) Nodes() int {
 // attention-normed x (qwen3: each head of q and of k RMS-normed by its
 // layer's weights, with the model's epsilon, before RoPE, as llama.cpp's
 // qwen3 graph), then x += down·swiglu(gate·x', up·x') over the
-// MLP-normed x; then the final norm and head of the sampled rows.
+// MLP-normed x' (qwen3moe: x += the mixture of experts over x', arch.MoE);
+// then the final norm and head of the sampled rows.
 func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
 	hd := c.HeadDim
