@@ -71,6 +71,13 @@ func write(args []string, stdout, stderr io.Writer) error {
 	theta := fs.Float64("rope-theta", float64(tiny.RopeTheta), "rotary embedding base")
 	tied := fs.Bool("tied", false, "tie the output head to the token embedding")
 	bias := fs.Bool("qkv-bias", false, "q/k/v projection biases (Qwen2-style)")
+	experts := fs.Int("experts", 0, "mixture-of-experts MLPs: experts per layer (qwen3moe)")
+	expertsUsed := fs.Int("experts-used", 0, "experts each token runs (with --experts)")
+	expertFFN := fs.Int("expert-ffn", 0, "one expert's MLP hidden width (0: ffn/experts-used)")
+	sharedExperts := fs.Int("shared-experts", 0, "experts every token runs besides the routed ones (glm4moe)")
+	denseLayers := fs.Int("dense-layers", 0, "leading layers with a dense MLP of --ffn (glm4moe)")
+	expertNorm := fs.Bool("expert-weights-norm", false, "divide the chosen experts' weights by their sum (glm4moe; qwen3moe always does)")
+	expertScale := fs.Float64("expert-weights-scale", 0, "routed scaling factor of the experts' weights (glm4moe; 0: none)")
 	seed := fs.Int64("seed", 1, "weight seed")
 	dtype := fs.String("dtype", "f32", "matrix type: f32, f16, bf16 or q8_0")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
@@ -93,6 +100,8 @@ func write(args []string, stdout, stderr io.Writer) error {
 		cfg := model.Config{
 			Arch: *arch, VocabSize: *vocab, Dim: *dim, Layers: *layers, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
 			FFN: *ffn, ContextLen: *ctxLen, RopeTheta: float32(*theta), TiedEmbeddings: *tied, QKVBias: *bias,
+			Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN,
+			SharedExperts: *sharedExperts, DenseLayers: *denseLayers, ExpertWeightsNorm: *expertNorm, ExpertWeightsScale: float32(*expertScale),
 		}.WithDefaults()
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -153,6 +162,18 @@ func describe(c model.Config) string {
 	}
 	if c.QKVBias {
 		s += ", qkv bias"
+	}
+	if c.Experts > 0 {
+		s += fmt.Sprintf(", %d experts (%d used, ffn %d)", c.Experts, c.ExpertsUsed, c.ExpertFFN)
+	}
+	if c.SharedExperts > 0 {
+		s += fmt.Sprintf(", %d shared", c.SharedExperts)
+	}
+	if c.DenseLayers > 0 {
+		s += fmt.Sprintf(", %d leading dense layers", c.DenseLayers)
+	}
+	if c.RopeDims > 0 && c.RopeDims != c.HeadDim {
+		s += fmt.Sprintf(", rope over %d of %d dims", c.RopeDims, c.HeadDim)
 	}
 	return s
 }

@@ -49,6 +49,32 @@ type Config struct {
 	// Experts and ExpertsUsed are a mixture-of-experts MLP's expert count
 	// and how many each token runs; 0 for a dense MLP.
 	Experts, ExpertsUsed int
+	// ExpertFFN is the hidden width of one expert's SwiGLU MLP (GGUF's
+	// expert_feed_forward_length); FFN stays the dense layers' width.
+	ExpertFFN int
+	// SharedExperts counts the experts every token runs besides the routed
+	// ones (GGUF's expert_shared_count), together one MLP of
+	// SharedExperts·ExpertFFN.
+	SharedExperts int
+	// DenseLayers is how many leading layers have a dense MLP of FFN
+	// instead of experts (GGUF's leading_dense_block_count).
+	DenseLayers int
+	// ExpertGating is how the router's logits become the experts' weights.
+	ExpertGating Gating
+	// ExpertWeightsNorm: the selected experts' weights are divided by
+	// their sum (Hugging Face's norm_topk_prob).
+	ExpertWeightsNorm bool
+	// ExpertWeightsScale multiplies the selected experts' weights (the
+	// routed scaling factor); 0 means 1.
+	ExpertWeightsScale float32
+	// QKNorm: each layer RMS-normalizes every query and key head by
+	// weights of HeadDim (attn_q_norm, attn_k_norm) where an architecture
+	// makes them optional (glm4moe; qwen3's are its architecture's).
+	QKNorm bool
+	// NextNLayers counts the multi-token-prediction layers a file carries
+	// after its Layers (GGUF's nextn_predict_layers, counted in its
+	// block_count): the forward pass skips them, as llama.cpp's does.
+	NextNLayers int
 }
 
 // RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor
@@ -81,7 +107,8 @@ func (c Config) RopeNeox() bool { return c.Arch == "qwen2" || c.Arch == "qwen3" 
 // Validate reports the first inconsistency in the geometry, or an
 // architecture that is not registered.
 func (c Config) Validate() error {
-	if _, err := Lookup(c.Arch); err != nil {
+	a, err := Lookup(c.Arch)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -100,13 +127,29 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bos token %d outside the vocabulary of %d", c.BOS, c.VocabSize)
 	case c.LayerKinds != nil && len(c.LayerKinds) != c.Layers:
 		return fmt.Errorf("%d layer kinds for %d layers", len(c.LayerKinds), c.Layers)
+	case c.Experts < 0 || c.ExpertsUsed < 0 || c.ExpertsUsed > c.Experts || (c.Experts > 0) != (c.ExpertsUsed > 0):
+		return fmt.Errorf("%d experts, %d used per token: want 0 < used ≤ experts, or both 0", c.Experts, c.ExpertsUsed)
+	case c.Experts > 0 && c.ExpertFFN <= 0:
+		return fmt.Errorf("expert ffn %d must be positive with %d experts", c.ExpertFFN, c.Experts)
+	case c.DenseLayers < 0 || c.DenseLayers > c.Layers || c.SharedExperts < 0 || c.NextNLayers < 0:
+		return fmt.Errorf("%d leading dense layers of %d, %d shared experts, %d next-token layers: out of range", c.DenseLayers, c.Layers, c.SharedExperts, c.NextNLayers)
 	}
 	for _, id := range c.EOS {
 		if id < 0 || int(id) >= c.VocabSize {
 			return fmt.Errorf("eos token %d outside the vocabulary of %d", id, c.VocabSize)
 		}
 	}
+	if v, ok := a.(Validator); ok {
+		return v.Validate(c)
+	}
 	return nil
+}
+
+// Validator is implemented by an architecture whose geometry has rules of
+// its own (a mixture of experts needs experts): Config.Validate calls it
+// after its own checks.
+type Validator interface {
+	Validate(c Config) error
 }
 
 // NumParams is the number of weights, counting a tied head once: the sum
@@ -120,7 +163,8 @@ func (c Config) NumParams() int64 {
 }
 
 // WithDefaults fills unset fields the way model.Random does: arch llama,
-// head dim Dim/Heads, kv heads Heads, context 4096, theta 10000, eps 1e-5.
+// head dim Dim/Heads, kv heads Heads, context 4096, theta 10000, eps 1e-5,
+// expert ffn FFN/ExpertsUsed.
 func (c Config) WithDefaults() Config {
 	if c.Arch == "" {
 		c.Arch = "llama"
@@ -139,6 +183,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
+	}
+	if c.Experts > 0 && c.ExpertFFN == 0 && c.ExpertsUsed > 0 {
+		c.ExpertFFN = c.FFN / c.ExpertsUsed // llama.cpp's default
 	}
 	return c
 }

@@ -49,6 +49,8 @@ type Ops interface {
 	// is false when it samples none; the forward pass then ends at x (its
 	// KV writes are what the iteration is for).
 	Sampled(x Tensor) (rows Tensor, ok bool)
+	// MoEOps are those of mixture-of-experts MLPs (moe.go).
+	MoEOps
 }
 
 // Forward is an architecture's forward pass over its bound weights.

@@ -178,6 +178,7 @@ type archFile struct {
 func (a archFile) String(key string) (string, bool, error) { return a.f.string(key) }
 func (a archFile) Uint(key string) (uint64, bool, error)   { return a.f.uint(key) }
 func (a archFile) Float(key string) (float64, bool, error) { return a.f.float(key) }
+func (a archFile) Bool(key string) (bool, bool, error)     { return a.f.bool(key) }
 func (a archFile) Shape(name string) []int {
 	if t := a.tensors[name]; t != nil {
 		return t.shape

@@ -2,7 +2,8 @@
 // pass (pre-norm blocks of grouped-query attention with RoPE and a SwiGLU
 // MLP) with the variants' differences: qwen2's biases on the q, k and v
 // projections and NEOX RoPE; qwen3's NEOX RoPE and RMS norms of each query
-// and key head (attn_q_norm, attn_k_norm) before RoPE.
+// and key head (attn_q_norm, attn_k_norm) before RoPE; qwen3moe's
+// mixture-of-experts MLPs in place of qwen3's (moe.go).
 package llama
 
 import (
@@ -28,6 +29,8 @@ type family struct {
 	name   string
 	rope   arch.RopeMode
 	qkNorm bool
+	// moe: every layer's MLP is a mixture of experts (moe.go).
+	moe bool
 }
 
 func (f family) Name() string { return f.name }
@@ -105,6 +108,11 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	c.VocabSize = emb[1]
 	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
+	if f.moe {
+		if err := readMoE(file, p, c); err != nil {
+			return err
+		}
+	}
 	if f.qkNorm {
 		// The loader checks every tensor's shape against Tensors; this
 		// names the one a file of another variant lacks.
@@ -124,7 +132,7 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 
 func (f family) Metadata(c arch.Config) []arch.KV {
 	p := f.name + "."
-	return []arch.KV{
+	kvs := []arch.KV{
 		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
 		{Key: p + "context_length", Value: uint32(c.ContextLen)},
 		{Key: p + "embedding_length", Value: uint32(c.Dim)},
@@ -138,6 +146,10 @@ func (f family) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
 	}
+	if f.moe {
+		kvs = append(kvs, moeMetadata(p, c)...)
+	}
+	return kvs
 }
 
 func (f family) Tensors(c arch.Config) []arch.TensorSpec {
@@ -160,10 +172,16 @@ func (f family) Tensors(c arch.Config) []arch.TensorSpec {
 			arch.TensorSpec{Name: p + "attn_v.weight", Shape: []int{c.Dim, kv}, Matrix: true},
 			arch.TensorSpec{Name: p + "attn_output.weight", Shape: []int{q, c.Dim}, Matrix: true},
 			arch.TensorSpec{Name: p + "ffn_norm.weight", Shape: []int{c.Dim}},
-			arch.TensorSpec{Name: p + "ffn_gate.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
-			arch.TensorSpec{Name: p + "ffn_up.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
-			arch.TensorSpec{Name: p + "ffn_down.weight", Shape: []int{c.FFN, c.Dim}, Matrix: true},
 		)
+		if f.moe {
+			s = append(s, moeTensors(p, c)...)
+		} else {
+			s = append(s,
+				arch.TensorSpec{Name: p + "ffn_gate.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
+				arch.TensorSpec{Name: p + "ffn_up.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
+				arch.TensorSpec{Name: p + "ffn_down.weight", Shape: []int{c.FFN, c.Dim}, Matrix: true},
+			)
+		}
 		if c.QKVBias {
 			s = append(s,
 				arch.TensorSpec{Name: p + "attn_q.bias", Shape: []int{q}},

@@ -52,6 +52,18 @@ func (f file) Float(key string) (float64, bool, error) {
 	return float64(x), true, nil
 }
 
+func (f file) Bool(key string) (bool, bool, error) {
+	v, ok := f.kv[key]
+	if !ok {
+		return false, false, nil
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		return false, true, fmt.Errorf("metadata %s is not a bool", key)
+	}
+	return b, true, nil
+}
+
 func (f file) Shape(name string) []int { return f.shapes[name] }
 
 // fileOf is what the GGUF writer stores for c: Metadata and Tensors.
@@ -75,8 +87,11 @@ func TestReadConfigReadsMetadata(t *testing.T) {
 		// qwen3's head dim is its own (Qwen3-0.6B: dim 1024, 16 heads of 128).
 		{Arch: "qwen3", VocabSize: 300, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 96, ContextLen: 40960, RopeTheta: 1e6, NormEps: 1e-6, TiedEmbeddings: true},
 		{Arch: "qwen3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 256, RopeTheta: 1e6, NormEps: 1e-6},
+		// Qwen3-30B-A3B's routing: softmax, the top-k's weights renormalized.
+		{Arch: "qwen3moe", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, ContextLen: 256, RopeTheta: 1e6, NormEps: 1e-6,
+			Experts: 8, ExpertsUsed: 2, ExpertFFN: 48, ExpertGating: arch.GatingSoftmax, ExpertWeightsNorm: true},
 	} {
-		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3}[want.Arch]
+		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3, "qwen3moe": Qwen3MoE}[want.Arch]
 		got := arch.Config{Arch: want.Arch}
 		if err := a.ReadConfig(fileOf(a, want), &got); err != nil {
 			t.Fatalf("%s: %v", want.Arch, err)
@@ -177,5 +192,58 @@ func TestQwen3RefusesMissingHeadNorms(t *testing.T) {
 	}
 	if err := Qwen3.ReadConfig(f, &arch.Config{Arch: "qwen3"}); err == nil || !strings.Contains(err.Error(), "attn_q_norm") {
 		t.Errorf("qwen2 tensors read as qwen3: error %v", err)
+	}
+}
+
+// TestQwen3MoE: the experts' tensors replace the dense MLP's, stacked in
+// 3-D as llama.cpp loads them, and what qwen3moe's graph does not run (no
+// expert counts, unnormalized weights, another gating, shared experts) is
+// refused with the key's name.
+func TestQwen3MoE(t *testing.T) {
+	c := arch.Config{Arch: "qwen3moe", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, ContextLen: 256, RopeTheta: 1e6, NormEps: 1e-6,
+		Experts: 8, ExpertsUsed: 2, ExpertFFN: 48}
+	shapes := map[string][]int{}
+	for _, s := range Qwen3MoE.Tensors(c) {
+		shapes[s.Name] = s.Shape
+	}
+	for name, want := range map[string][]int{
+		"blk.1.ffn_gate_inp.weight":  {64, 8},
+		"blk.1.ffn_gate_exps.weight": {64, 48, 8},
+		"blk.1.ffn_up_exps.weight":   {64, 48, 8},
+		"blk.1.ffn_down_exps.weight": {48, 64, 8},
+		"blk.1.attn_q_norm.weight":   {32},
+		"blk.1.ffn_gate.weight":      nil,
+	} {
+		if diff := cmp.Diff(want, shapes[name]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+	for _, tc := range []struct {
+		key   string
+		value any
+		want  string
+	}{
+		{"qwen3moe.expert_count", nil, "metadata qwen3moe.expert_count is missing"},
+		{"qwen3moe.expert_used_count", uint32(9), "8 experts with 9 used"},
+		{"qwen3moe.expert_weights_norm", false, "expert_weights_norm = false is unsupported"},
+		{"qwen3moe.expert_gating_func", uint32(2), "expert_gating_func = 2 is unsupported"},
+		{"qwen3moe.expert_shared_count", uint32(1), "expert_shared_count = 1 is unsupported"},
+	} {
+		f := fileOf(Qwen3MoE, c)
+		if tc.value == nil {
+			delete(f.kv, tc.key)
+		} else {
+			f.kv[tc.key] = tc.value
+		}
+		if err := Qwen3MoE.ReadConfig(f, &arch.Config{Arch: "qwen3moe"}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+	// Without expert_feed_forward_length, llama.cpp's default: FFN/used.
+	f := fileOf(Qwen3MoE, c)
+	delete(f.kv, "qwen3moe.expert_feed_forward_length")
+	got := arch.Config{Arch: "qwen3moe"}
+	if err := Qwen3MoE.ReadConfig(f, &got); err != nil || got.ExpertFFN != 48 {
+		t.Errorf("expert ffn %d (%v), want 96/2", got.ExpertFFN, err)
 	}
 }

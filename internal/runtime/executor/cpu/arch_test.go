@@ -39,12 +39,19 @@ func TestRefusesOtherArchitectures(t *testing.T) {
 			t.Errorf("Runs(%q) = false", name)
 		}
 	}
-	// qwen3 (a variant of the llama package: head norms) is ggml's alone.
-	q3 := model.Random(model.Config{Arch: model.ArchQwen3, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64}, 1)
-	if e, err := New(q3, 8, testBlockSize, Options{Threads: 1}); err == nil {
-		e.Close()
-		t.Error("New ran qwen3")
-	} else if !strings.Contains(err.Error(), `architecture "qwen3"`) || !strings.Contains(err.Error(), "--executor ggml") {
-		t.Errorf("qwen3: error %q lacks the architecture or --executor ggml", err)
+	// qwen3 (a variant of the llama package: head norms), qwen3moe (qwen3
+	// with experts) and glm4moe are ggml's alone.
+	for _, c := range []model.Config{
+		{Arch: model.ArchQwen3, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64},
+		{Arch: model.ArchQwen3MoE, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32},
+		{Arch: model.ArchGLM4MoE, VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32, SharedExperts: 1, DenseLayers: 1},
+	} {
+		m := model.Random(c, 1)
+		if e, err := New(m, 8, testBlockSize, Options{Threads: 1}); err == nil {
+			e.Close()
+			t.Errorf("New ran %s", c.Arch)
+		} else if !strings.Contains(err.Error(), `architecture "`+c.Arch+`"`) || !strings.Contains(err.Error(), "--executor ggml") {
+			t.Errorf("%s: error %q lacks the architecture or --executor ggml", c.Arch, err)
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // reuse the last graph (only the inputs change) and give the logits of a
 // graph built afresh each step; a step of another structure builds anew.
 func TestGraphReusedForTheSameShape(t *testing.T) {
-	for _, cfg := range []model.Config{wideHeads()["qwen2"], qwen3Config()} {
+	for _, cfg := range []model.Config{wideHeads()["qwen2"], qwen3Config(), qwen3moeConfig(), glm4moeConfig()} {
 		t.Run(cfg.Arch, func(t *testing.T) { testGraphReused(t, cfg) })
 	}
 }

@@ -40,8 +40,11 @@ const parityLogitsTol = 1e-3
 
 // TestGreedyParityWithLlamaCpp holds the ggml executor to llama.cpp itself
 // (node-llama-cpp 3.22.1, hack/llama-cpp-greedy.mjs), the reference for
-// every architecture: for llama, qwen2 (q/k/v biases, tied head) and qwen3
-// (q/k head norms, a head dim other than dim/heads, tied head), each
+// every architecture: for llama, qwen2 (q/k/v biases, tied head), qwen3
+// (q/k head norms, a head dim other than dim/heads, tied head), qwen3moe
+// (qwen3 with mixture-of-experts MLPs) and glm4moe (partial
+// RoPE, a leading dense layer, sigmoid routing biased in its choice,
+// shared experts, scaled weights, a next-token layer skipped), each
 // with F16 and with Q8_0 weights, a random-weight GGUF goes to both; both
 // keep an F16 KV cache, run flash attention on one CPU thread, and decode
 // greedily paritySteps tokens after a short prompt and after a long one
@@ -93,13 +96,18 @@ func TestGreedyParityWithLlamaCpp(t *testing.T) {
 // logits at least 3.8e-3 apart at every step (qwen3: 3.2e-3, the widest of
 // seeds 1–45, whose logits all equal llama.cpp's to the bit; random models
 // have near-ties; the smallest margin is logged), far above the logits'
-// differences.
+// differences. qwen3moe is qwen3's geometry with 8 experts, 2 a token
+// (seed 2: margins of 2.9e-3 and more, the widest of seeds 1–9), glm4moe
+// glm4moeConfig's (seed 7: 5.0e-3, of seeds 1–11); the logits of both
+// equal llama.cpp's to the bit, F16 and Q8_0.
 func parityModels() []parityCase {
 	heads := wideHeads()
 	return []parityCase{
 		{name: "llama", cfg: heads["llama"], seed: 12},
 		{name: "qwen2", cfg: heads["qwen2"], seed: 7},
 		{name: "qwen3", cfg: qwen3Config(), seed: 27},
+		{name: "qwen3moe", cfg: qwen3moeConfig(), seed: 2},
+		{name: "glm4moe", cfg: glm4moeConfig(), seed: 7},
 	}
 }
 
