@@ -14,6 +14,10 @@ const (
 	GatingSoftmax Gating = 1
 	// GatingSigmoid is each expert's own sigmoid (DeepSeek-V3, GLM-4.5).
 	GatingSigmoid Gating = 2
+	// GatingSoftmaxWeight chooses the experts by their raw logits and
+	// weights the chosen ones by a softmax over their logits alone
+	// (gpt-oss; llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT).
+	GatingSoftmaxWeight Gating = 3
 )
 
 // String is the gating's name, for errors and logs.
@@ -23,6 +27,8 @@ func (g Gating) String() string {
 		return "softmax"
 	case GatingSigmoid:
 		return "sigmoid"
+	case GatingSoftmaxWeight:
+		return "softmax over the chosen"
 	}
 	return "gating " + strconv.Itoa(int(g))
 }
@@ -82,6 +88,17 @@ type MoE struct {
 	// neither 0 nor 1, multiplies them.
 	Norm  bool
 	Scale float32
+	// RouterBias is added to the router's logits (ffn_gate_inp.bias
+	// [Experts], gpt-oss's), or 0.
+	RouterBias Tensor
+	// GateBias, UpBias [ExpertFFN, Experts] and DownBias [Dim, Experts]
+	// are the experts' own biases, added to each chosen expert's
+	// projection (gpt-oss's ffn_{gate,up,down}_exps.bias), or 0.
+	GateBias, UpBias, DownBias Tensor
+	// OAI runs the experts' SwiGLU as OpenAI's clamped one (SwiGLUOAI)
+	// with Alpha and Limit instead of silu(gate)·up.
+	OAI          bool
+	Alpha, Limit float32
 }
 
 // MoEOf is the MoE a layer of c runs with the given weights.
@@ -106,10 +123,16 @@ const minWeightSum = 6.103515625e-5
 func (m MoE) Build(o Ops, x Tensor) Tensor {
 	n := o.Tokens()
 	logits := o.MulMat(m.Router, x) // [experts, n]
+	if m.RouterBias != 0 {
+		logits = o.Add(logits, m.RouterBias)
+	}
 	var probs Tensor
-	if m.Gating == GatingSigmoid {
+	switch m.Gating {
+	case GatingSigmoid:
 		probs = o.Sigmoid(logits)
-	} else {
+	case GatingSoftmaxWeight:
+		probs = logits
+	default:
 		probs = o.SoftMax(logits)
 	}
 	selection := probs
@@ -118,6 +141,9 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 	}
 	chosen := o.TopK(selection, m.Used)                               // [used, n]
 	weights := o.GetRows(o.Reshape3D(probs, 1, m.Experts, n), chosen) // [1, used, n]
+	if m.Gating == GatingSoftmaxWeight {
+		weights = o.Reshape3D(o.SoftMax(o.Reshape2D(weights, m.Used, n)), 1, m.Used, n)
+	}
 	if m.Norm {
 		w := o.Reshape2D(weights, m.Used, n)
 		sum := o.Clamp(o.SumRows(w), minWeightSum, float32(math.Inf(1))) // [1, n]
@@ -127,9 +153,21 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 		weights = o.Scale(weights, m.Scale)
 	}
 	xe := o.Reshape3D(x, m.Dim, 1, n)
-	up := o.MulMatID(m.Up, xe, chosen) // [expertFFN, used, n]
-	gate := o.MulMatID(m.Gate, xe, chosen)
-	out := o.Mul(o.MulMatID(m.Down, o.SwiGLU(gate, up), chosen), weights) // [dim, used, n]
+	biased := func(y, bias Tensor) Tensor {
+		if bias != 0 {
+			y = o.AddID(y, bias, chosen)
+		}
+		return y
+	}
+	up := biased(o.MulMatID(m.Up, xe, chosen), m.UpBias) // [expertFFN, used, n]
+	gate := biased(o.MulMatID(m.Gate, xe, chosen), m.GateBias)
+	var act Tensor
+	if m.OAI {
+		act = o.SwiGLUOAI(gate, up, m.Alpha, m.Limit)
+	} else {
+		act = o.SwiGLU(gate, up)
+	}
+	out := o.Mul(biased(o.MulMatID(m.Down, act, chosen), m.DownBias), weights) // [dim, used, n]
 	if m.Used == 1 {
 		return o.Reshape2D(out, m.Dim, n)
 	}
@@ -141,4 +179,4 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 }
 
 // Nodes bounds the graph nodes Build adds, views and reshapes included.
-func (m MoE) Nodes() int { return 24 + 2*m.Used }
+func (m MoE) Nodes() int { return 32 + 2*m.Used }

@@ -43,7 +43,11 @@ type Ops interface {
 	// Attention writes this iteration's keys k [headDim, kvHeads, n] and
 	// values v [headDim·kvHeads, n] into layer's paged KV cache and
 	// returns the attention of q [headDim, heads, n] over each sequence's
-	// context, scaled by scale before the softmax: [headDim·heads, n].
+	// context, scaled by scale before the softmax: [headDim·heads, n]. A
+	// layer Config.LayerKinds marks SlidingWindow attends only over the
+	// last Config.SlidingWindow positions up to each query's own (a key at
+	// position p is seen from position t when t-window < p ≤ t, llama.cpp's
+	// standard window), though the cache keeps every position.
 	Attention(layer int, q, k, v Tensor, scale float32) Tensor
 	// Sampled keeps the rows of x [w, n] the batch samples: [w, rows]. ok
 	// is false when it samples none; the forward pass then ends at x (its
@@ -51,6 +55,8 @@ type Ops interface {
 	Sampled(x Tensor) (rows Tensor, ok bool)
 	// MoEOps are those of mixture-of-experts MLPs (moe.go).
 	MoEOps
+	// GptOssOps are gpt-oss's (ops_oss.go).
+	GptOssOps
 }
 
 // Forward is an architecture's forward pass over its bound weights.

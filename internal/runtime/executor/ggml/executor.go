@@ -99,6 +99,9 @@ type Executor struct {
 	// build gives it (a field, so that building allocates no Ops).
 	fw  arch.Forward
 	ops graphOps
+	// sliding says per layer whether its attention is a sliding window's
+	// (attn_window.go); nil when no layer's is.
+	sliding []bool
 	// kc[l] and vc[l] are [kvDim, slots]: one key (value) row per slot,
 	// a block's rows contiguous.
 	kc, vc []cTensor
@@ -165,6 +168,9 @@ type scratch struct {
 	rowIdx []int64
 	mask   []float32
 	mask16 []uint16 // the mask in F16, as flash attention takes it
+	// maskSWA and maskSWA16 are the sliding layers' (attn_window.go).
+	maskSWA   []float32
+	maskSWA16 []uint16
 	tokens []int32  // the sampled rows' argmax (deviceArgmax)
 	// flash: this batch's attention runs per sequence (flashMax).
 	flash bool
@@ -241,7 +247,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 		return nil, err
 	}
 	e := &Executor{lib: lib, a: &lib.api, be: be, m: m, cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim,
-		kv: KVGeometry(m, opts.KVCacheDType)}
+		kv: KVGeometry(m, opts.KVCacheDType), sliding: slidingLayers(c)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -700,6 +706,9 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 	s.flash = len(b.Seqs) <= e.flashMax
 	if s.flash {
 		e.preparePerSeq(b, n)
+		if e.sliding != nil {
+			e.windowMaskPerSeq(b)
+		}
 		return 0
 	}
 	if e.where == nil {
@@ -745,6 +754,9 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 			}
 			t++
 		}
+	}
+	if e.sliding != nil {
+		e.windowMask(b, span)
 	}
 	for _, id := range s.blocks {
 		e.where[id] = -1

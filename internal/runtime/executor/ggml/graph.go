@@ -15,6 +15,8 @@ import (
 // inputs are one iteration's graph inputs.
 type inputs struct {
 	ids, pos, kIdx, blocks, mask, outRows cTensor
+	// maskSWA is the sliding layers' mask (attn_window.go), or 0.
+	maskSWA cTensor
 	// rowIdx is every token's row, with attention per sequence.
 	rowIdx cTensor
 }
@@ -116,6 +118,13 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
 	} else {
 		set(in.mask, unsafe.Pointer(&s.mask[0]), 4*len(s.mask))
+	}
+	if in.maskSWA != 0 {
+		if s.flash {
+			set(in.maskSWA, unsafe.Pointer(&s.maskSWA16[0]), 2*len(s.maskSWA16))
+		} else {
+			set(in.maskSWA, unsafe.Pointer(&s.maskSWA[0]), 4*len(s.maskSWA))
+		}
 	}
 	if ns > 0 {
 		set(in.outRows, unsafe.Pointer(&s.outRows[0]), 4*ns)
@@ -222,9 +231,15 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		}
 		o.in.mask = o.input(typeF16, int64(len(e.s.mask16)), 0)
 		o.in.rowIdx = o.input(typeI64, nt, 0)
+		if e.sliding != nil {
+			o.in.maskSWA = o.input(typeF16, int64(len(e.s.mask16)), 0)
+		}
 	} else {
 		o.in.blocks = o.input(typeI32, sp/int64(e.blockSize), 0)
 		o.in.mask = o.input(typeF32, sp, nt)
+		if e.sliding != nil {
+			o.in.maskSWA = o.input(typeF32, sp, nt)
+		}
 	}
 	out := cTensor(e.fw.Build(o))
 	in := o.in
@@ -304,17 +319,27 @@ func (o *graphOps) SwiGLU(gate, up arch.Tensor) arch.Tensor {
 // cache; a block shared by several sequences is gathered once and read by
 // each of them).
 func (o *graphOps) Attention(layer int, q, k, v arch.Tensor, scale float32) arch.Tensor {
+	return o.attention(layer, q, k, v, 0, scale)
+}
+
+// attention is Attention and AttentionSinks: sinks, when not 0, join each
+// head's softmax (ggml's soft_max and flash_attn_ext sinks, as llama.cpp
+// adds them); the layer's mask is its kind's (layerMask).
+func (o *graphOps) attention(layer int, q, k, v, sinks arch.Tensor, scale float32) arch.Tensor {
 	e, a, ctx, c := o.e, o.e.a, o.ctx, o.e.cfg
 	kvDim, qDim := int64(e.kvDim), int64(c.Heads*c.HeadDim)
 	kw := a.setRows(ctx, e.kc[layer], a.reshape2d(ctx, cTensor(k), kvDim, o.nt), o.in.kIdx)
 	vw := a.setRows(ctx, e.vc[layer], cTensor(v), o.in.kIdx)
 	if e.s.flash {
-		return arch.Tensor(e.seqAttention(ctx, o.in, cTensor(q), kw, vw, scale))
+		return arch.Tensor(e.seqAttention(ctx, o.in, o.layerMask(layer), cTensor(q), kw, vw, cTensor(sinks), scale))
 	}
 	qp := a.permute(ctx, cTensor(q), 0, 2, 1, 3)     // [hd, n, heads]
 	keys := a.permute(ctx, o.gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
 	kq := a.mulMat(ctx, keys, qp)                    // [span, n, heads]
-	kq = a.softMaxExt(ctx, kq, o.in.mask, scale, 0)
+	kq = a.softMaxExt(ctx, kq, o.layerMask(layer), scale, 0)
+	if sinks != 0 {
+		a.softMaxAddSinks(kq, cTensor(sinks))
+	}
 	vals := a.cont(ctx, a.permute(ctx, o.gather(vw), 1, 2, 0, 3))                  // [span, hd, kvHeads]
 	kqv := a.mulMat(ctx, vals, kq)                                                 // [hd, n, heads]
 	return arch.Tensor(a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, o.nt)) // [qDim, n]
@@ -344,8 +369,9 @@ func (o *graphOps) Sampled(x arch.Tensor) (arch.Tensor, bool) {
 // place or gathered (then, as in build's gather, in the cache's type), and
 // the outputs are written into their rows of one [qDim, n] tensor with
 // set_rows, one after the other. written are the key and value caches after
-// this iteration's writes; q is [hd, heads, n].
-func (e *Executor) seqAttention(ctx cCtx, in inputs, q, kw, vw cTensor, scale float32) cTensor {
+// this iteration's writes; q is [hd, heads, n]; mask is in.mask or
+// in.maskSWA; sinks, when not 0, each head's sink.
+func (e *Executor) seqAttention(ctx cCtx, in inputs, mask, q, kw, vw, sinks cTensor, scale float32) cTensor {
 	a, c := e.a, e.cfg
 	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
 	qDim, bs := hd*heads, e.blockSize
@@ -369,8 +395,12 @@ func (e *Executor) seqAttention(ctx cCtx, in inputs, q, kw, vw cTensor, scale fl
 		qs := a.permute(ctx, a.view3d(ctx, q, hd, heads, n, uintptr(4*hd), uintptr(4*qDim), uintptr(4*qDim)*uintptr(sa.t0)), 0, 2, 1, 3) // [hd, n, heads]
 		keys := a.permute(ctx, context(kw, sa), 0, 2, 1, 3)                                                                              // [hd, span, kvHeads]
 		vals := a.permute(ctx, context(vw, sa), 0, 2, 1, 3)
-		mask := a.view2d(ctx, in.mask, int64(sa.span), n, uintptr(2*sa.span), uintptr(2*sa.mask))
-		o := a.reshape2d(ctx, a.flashAttnExt(ctx, qs, keys, vals, mask, scale, 0, 0), qDim, n) // [hd, heads, n] → [qDim, n]
+		m := a.view2d(ctx, mask, int64(sa.span), n, uintptr(2*sa.span), uintptr(2*sa.mask))
+		fa := a.flashAttnExt(ctx, qs, keys, vals, m, scale, 0, 0)
+		if sinks != 0 {
+			a.flashAttnAddSinks(fa, sinks)
+		}
+		o := a.reshape2d(ctx, fa, qDim, n) // [hd, heads, n] → [qDim, n]
 		out = a.setRows(ctx, out, o, a.view1d(ctx, in.rowIdx, n, uintptr(8*sa.t0)))
 	}
 	return out

@@ -142,6 +142,7 @@ type api struct {
 	devDescription   func(cDev) string
 
 	moeAPI
+	ossAPI
 }
 
 // Library is a loaded set of ggml shared libraries.
@@ -327,6 +328,7 @@ func (l *Library) bind() error {
 	sym(&a.devName, "ggml_backend_dev_name")
 	sym(&a.devDescription, "ggml_backend_dev_description")
 	a.moeAPI.bind(sym)
+	a.ossAPI.bind(sym)
 	if len(missing) > 0 {
 		return fmt.Errorf("missing symbols %s", strings.Join(missing, ", "))
 	}
