@@ -171,7 +171,7 @@ type scratch struct {
 	// maskSWA and maskSWA16 are the sliding layers' (attn_window.go).
 	maskSWA   []float32
 	maskSWA16 []uint16
-	tokens []int32  // the sampled rows' argmax (deviceArgmax)
+	tokens    []int32 // the sampled rows' argmax (deviceArgmax)
 	// flash: this batch's attention runs per sequence (flashMax).
 	flash bool
 	// logits receives the sampled rows' logits, which the engine reads in
