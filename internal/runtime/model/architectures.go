@@ -3,6 +3,7 @@ package model
 import (
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/glm4moe"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/gptoss"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/llama"
 )
 
@@ -16,5 +17,6 @@ func init() {
 		llama.Qwen3,
 		llama.Qwen3MoE,
 		glm4moe.GLM4MoE,
+		gptoss.GptOss,
 	)
 }

@@ -12,6 +12,8 @@ const (
 	ArchQwen3MoE = "qwen3moe"
 	// ArchGLM4MoE is GLM-4.5's (arch/glm4moe).
 	ArchGLM4MoE = "glm4moe"
+	// ArchGptOss is OpenAI's gpt-oss (arch/gptoss).
+	ArchGptOss = "gpt-oss"
 )
 
 // Config is a model's geometry and hyperparameters (see arch.Config).

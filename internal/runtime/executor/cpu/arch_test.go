@@ -40,11 +40,13 @@ func TestRefusesOtherArchitectures(t *testing.T) {
 		}
 	}
 	// qwen3 (a variant of the llama package: head norms), qwen3moe (qwen3
-	// with experts) and glm4moe are ggml's alone.
+	// with experts), glm4moe and gpt-oss are ggml's alone.
 	for _, c := range []model.Config{
 		{Arch: model.ArchQwen3, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64},
 		{Arch: model.ArchQwen3MoE, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32},
 		{Arch: model.ArchGLM4MoE, VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32, SharedExperts: 1, DenseLayers: 1},
+		{Arch: model.ArchGptOss, VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 32, QKVBias: true, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32,
+			SlidingWindow: 16, LayerKinds: []arch.LayerKind{arch.SlidingWindow, arch.Full}},
 	} {
 		m := model.Random(c, 1)
 		if e, err := New(m, 8, testBlockSize, Options{Threads: 1}); err == nil {
