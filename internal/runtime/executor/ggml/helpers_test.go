@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/gptoss"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -177,6 +178,19 @@ func glm4moeConfig() model.Config {
 		QKVBias: true, RopeTheta: 1e6, NormEps: 1e-5,
 		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, SharedExperts: 1, DenseLayers: 1,
 		ExpertGating: arch.GatingSigmoid, ExpertWeightsNorm: true, ExpertWeightsScale: 2.5, NextNLayers: 1,
+	}
+}
+
+// gptossConfig is gpt-oss-20b's layout scaled down: q/k/v/o biases,
+// sinks, three layers of which the first and last attend over a window of
+// 32 tokens (shorter than the long parity prompt) and the middle one over
+// the whole context, 8 experts (2 a token) with biased router and
+// experts, an untied head.
+func gptossConfig() model.Config {
+	return model.Config{
+		Arch: model.ArchGptOss, VocabSize: 320, Dim: 128, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 64,
+		QKVBias: true, RopeTheta: 150000, NormEps: 1e-5, SlidingWindow: 32, LayerKinds: gptoss.LayerKinds(3, 2),
+		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, ExpertGating: arch.GatingSoftmaxWeight,
 	}
 }
 

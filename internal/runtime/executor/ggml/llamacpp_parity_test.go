@@ -108,6 +108,7 @@ func parityModels() []parityCase {
 		{name: "qwen3", cfg: qwen3Config(), seed: 27},
 		{name: "qwen3moe", cfg: qwen3moeConfig(), seed: 2},
 		{name: "glm4moe", cfg: glm4moeConfig(), seed: 7},
+		{name: "gpt-oss", cfg: gptossConfig(), seed: 1},
 	}
 }
 
