@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	archs "github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/gptoss"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
@@ -78,6 +79,8 @@ func write(args []string, stdout, stderr io.Writer) error {
 	denseLayers := fs.Int("dense-layers", 0, "leading layers with a dense MLP of --ffn (glm4moe)")
 	expertNorm := fs.Bool("expert-weights-norm", false, "divide the chosen experts' weights by their sum (glm4moe; qwen3moe always does)")
 	expertScale := fs.Float64("expert-weights-scale", 0, "routed scaling factor of the experts' weights (glm4moe; 0: none)")
+	window := fs.Int("sliding-window", 0, "sliding-window layers' window in tokens (gpt-oss; required there)")
+	swaPattern := fs.Int("sliding-window-pattern", 2, "of every N layers all but the last slide (gpt-oss; 0: all)")
 	seed := fs.Int64("seed", 1, "weight seed")
 	dtype := fs.String("dtype", "f32", "matrix type: f32, f16, bf16 or q8_0")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
@@ -103,6 +106,9 @@ func write(args []string, stdout, stderr io.Writer) error {
 			Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN,
 			SharedExperts: *sharedExperts, DenseLayers: *denseLayers, ExpertWeightsNorm: *expertNorm, ExpertWeightsScale: float32(*expertScale),
 		}.WithDefaults()
+		if err := slidingWindow(&cfg, *window, *swaPattern); err != nil {
+			return err
+		}
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
@@ -133,6 +139,27 @@ func write(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %s, %.1fM parameters, %s, %d bytes\n", *out, describe(m.Config), float64(m.Config.NumParams())/1e6, typ, st.Size())
+	return nil
+}
+
+// slidingWindow sets what gpt-oss needs besides the common flags: its
+// window and layer pattern, its biases (every gpt-oss has them) and its
+// routing. --sliding-window elsewhere is refused rather than dropped.
+func slidingWindow(c *model.Config, window, pattern int) error {
+	if c.Arch != model.ArchGptOss {
+		if window != 0 {
+			return fmt.Errorf("--sliding-window: architecture %s has no sliding-window layers here (gpt-oss has)", c.Arch)
+		}
+		return nil
+	}
+	if window <= 0 {
+		return fmt.Errorf("--sliding-window %d: gpt-oss needs a positive window", window)
+	}
+	if pattern < 0 {
+		return fmt.Errorf("--sliding-window-pattern %d must be 0 or more", pattern)
+	}
+	c.SlidingWindow, c.LayerKinds = window, gptoss.LayerKinds(c.Layers, pattern)
+	c.QKVBias, c.ExpertGating = true, archs.GatingSoftmaxWeight
 	return nil
 }
 
@@ -171,6 +198,15 @@ func describe(c model.Config) string {
 	}
 	if c.DenseLayers > 0 {
 		s += fmt.Sprintf(", %d leading dense layers", c.DenseLayers)
+	}
+	if c.SlidingWindow > 0 {
+		n := 0
+		for _, k := range c.LayerKinds {
+			if k == archs.SlidingWindow {
+				n++
+			}
+		}
+		s += fmt.Sprintf(", sliding window %d in %d of %d layers", c.SlidingWindow, n, c.Layers)
 	}
 	if c.RopeDims > 0 && c.RopeDims != c.HeadDim {
 		s += fmt.Sprintf(", rope over %d of %d dims", c.RopeDims, c.HeadDim)

@@ -22,6 +22,8 @@ func TestWriteAndInfo(t *testing.T) {
 			"qwen3moe vocab 258, dim 64, 2 layers, 4 heads (2 kv, head dim 16), ffn 96, context 4096, rope theta 10000, 8 experts (2 used, ffn 32)"},
 		{[]string{"--layers", "3", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ffn", "96", "--dtype", "f16", "--arch", "glm4moe", "--qkv-bias", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32", "--shared-experts", "1", "--dense-layers", "1", "--expert-weights-norm", "--expert-weights-scale", "2.5"},
 			"glm4moe vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 96, context 4096, rope theta 10000, qkv bias, 8 experts (2 used, ffn 32), 1 shared, 1 leading dense layers"},
+		{[]string{"--layers", "3", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ffn", "64", "--dtype", "q8_0", "--arch", "gpt-oss", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32", "--sliding-window", "32", "--rope-theta", "150000"},
+			"gpt-oss vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 64, context 4096, rope theta 150000, qkv bias, 8 experts (2 used, ffn 32), sliding window 32 in 2 of 3 layers"},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer
@@ -45,6 +47,8 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3moe", "--experts", "4", "--experts-used", "5"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--experts", "4", "--experts-used", "2"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "glm4moe", "--experts", "4", "--experts-used", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "gpt-oss", "--experts", "4", "--experts-used", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--sliding-window", "32"},
 		{"info", filepath.Join(dir, "missing.gguf")},
 		{"frobnicate"},
 	} {
