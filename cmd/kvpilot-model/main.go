@@ -83,6 +83,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	swaPattern := fs.Int("sliding-window-pattern", 2, "of every N layers all but the last slide (gpt-oss; 0: all)")
 	seed := fs.Int64("seed", 1, "weight seed")
 	dtype := fs.String("dtype", "f32", "matrix type: f32, f16, bf16 or q8_0")
+	expertDType := fs.String("expert-dtype", "", "mixture-of-experts stacks' type: mxfp4 (as gpt-oss is released), or empty for --dtype's")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -130,6 +131,15 @@ func write(args []string, stdout, stderr io.Writer) error {
 	}
 	if m, err = m.Convert(typ); err != nil {
 		return err
+	}
+	switch strings.ToLower(*expertDType) {
+	case "":
+	case "mxfp4":
+		if m, err = m.WithMXFP4Experts(); err != nil {
+			return fmt.Errorf("--expert-dtype mxfp4: %w", err)
+		}
+	default:
+		return fmt.Errorf("--expert-dtype %q: want mxfp4 or nothing", *expertDType)
 	}
 	if err := writeFile(*out, m); err != nil {
 		return err

@@ -24,6 +24,8 @@ func TestWriteAndInfo(t *testing.T) {
 			"glm4moe vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 96, context 4096, rope theta 10000, qkv bias, 8 experts (2 used, ffn 32), 1 shared, 1 leading dense layers"},
 		{[]string{"--layers", "3", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ffn", "64", "--dtype", "q8_0", "--arch", "gpt-oss", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32", "--sliding-window", "32", "--rope-theta", "150000"},
 			"gpt-oss vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 64, context 4096, rope theta 150000, qkv bias, 8 experts (2 used, ffn 32), sliding window 32 in 2 of 3 layers"},
+		{[]string{"--layers", "2", "--dim", "64", "--heads", "4", "--ffn", "64", "--dtype", "f16", "--arch", "gpt-oss", "--experts", "4", "--experts-used", "2", "--expert-ffn", "32", "--sliding-window", "8", "--expert-dtype", "mxfp4"},
+			"MXFP4:6"},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer
@@ -49,6 +51,8 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "glm4moe", "--experts", "4", "--experts-used", "2"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "gpt-oss", "--experts", "4", "--experts-used", "2"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--sliding-window", "32"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--expert-dtype", "mxfp4"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3moe", "--experts", "4", "--experts-used", "2", "--expert-dtype", "q4_0"},
 		{"info", filepath.Join(dir, "missing.gguf")},
 		{"frobnicate"},
 	} {

@@ -20,6 +20,9 @@ const (
 	Q5_K DType = 13
 	Q6_K DType = 14
 	BF16 DType = 30
+	// MXFP4 is OCP's microscaling FP4 (gpt-oss's experts as released):
+	// blocks of 32 E2M1 values sharing an E8M0 scale (mxfp4.go).
+	MXFP4 DType = 39
 )
 
 // blockLayouts gives, for the block-quantized types this package reads but
@@ -31,6 +34,8 @@ var blockLayouts = map[DType]struct{ n, bytes int }{
 	Q4_K: {256, 2*2 + 12 + 128},
 	Q5_K: {256, 2*2 + 12 + 32 + 128},
 	Q6_K: {256, 128 + 64 + 16 + 2},
+	// block_mxfp4: the E8M0 scale byte, then 16 bytes of 4-bit codes.
+	MXFP4: {MXFP4Block, MXFP4BlockBytes},
 }
 
 // Q8Block is the number of weights in one Q8_0 block; Q8BlockBytes its size
@@ -45,7 +50,7 @@ var ggmlTypeNames = map[DType]string{
 	10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K",
 	16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S",
 	22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
-	29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0",
+	29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
 }
 
 func (t DType) String() string {
@@ -56,7 +61,7 @@ func (t DType) String() string {
 }
 
 // Supported reports whether this package can read tensors of type t (knows
-// their size): F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K.
+// their size): F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and MXFP4.
 func (t DType) Supported() bool {
 	_, blocks := blockLayouts[t]
 	return t.Decodable() || blocks
@@ -96,7 +101,7 @@ func (t DType) RowBytes(n int) (int, error) {
 		}
 		return n / l.n * l.bytes, nil
 	}
-	return 0, fmt.Errorf("unsupported tensor type %s (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", t)
+	return 0, fmt.Errorf("unsupported tensor type %s (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)", t)
 }
 
 // F16ToF32 converts an IEEE half-precision value.

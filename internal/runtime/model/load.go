@@ -111,7 +111,7 @@ func fromGGUF(data []byte, progress func(done, total int64)) (*Model, error) {
 			return nil, fmt.Errorf("missing tensor %s", s.name)
 		}
 		if !t.typ.Supported() {
-			return nil, fmt.Errorf("tensor %s has type %s; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K", s.name, t.typ)
+			return nil, fmt.Errorf("tensor %s has type %s; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4", s.name, t.typ)
 		}
 		if !s.matrix && t.typ != F32 {
 			return nil, fmt.Errorf("tensor %s has type %s; norms and biases must be F32", s.name, t.typ)

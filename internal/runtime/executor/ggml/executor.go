@@ -192,6 +192,7 @@ var kvTypes = map[kvcache.DType]int32{
 var weightTypes = map[model.DType]bool{
 	model.F32: true, model.F16: true, model.BF16: true, model.Q8_0: true,
 	model.Q4_0: true, model.Q4_K: true, model.Q5_K: true, model.Q6_K: true,
+	model.MXFP4: true,
 }
 
 // New loads the ggml libraries, initialises the device, copies m's weights
@@ -220,7 +221,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	var weightBytes int64
 	for _, t := range w.Tensors() {
 		if !weightTypes[t.Type] {
-			return nil, fmt.Errorf("tensor %s has type %s, which this executor does not run (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", t.Name, t.Type)
+			return nil, fmt.Errorf("tensor %s has type %s, which this executor does not run (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)", t.Name, t.Type)
 		}
 		if len(t.Shape) < 1 || len(t.Shape) > 3 {
 			return nil, fmt.Errorf("tensor %s has shape %v; want 1 to 3 dimensions (3: a mixture of experts' stacked matrices)", t.Name, t.Shape)

@@ -108,8 +108,14 @@ func parityModels() []parityCase {
 		{name: "qwen3", cfg: qwen3Config(), seed: 27},
 		{name: "qwen3moe", cfg: qwen3moeConfig(), seed: 2},
 		{name: "glm4moe", cfg: glm4moeConfig(), seed: 7},
-		{name: "gpt-oss", cfg: gptossConfig(), seed: 1},
+		gptossParity(),
 	}
+}
+
+// gptossParity is gpt-oss's parity case (TestMXFP4ExpertsParityWithLlamaCpp
+// runs it with MXFP4 experts too).
+func gptossParity() parityCase {
+	return parityCase{name: "gpt-oss", cfg: gptossConfig(), seed: 1}
 }
 
 type parityCase struct {
