@@ -1,6 +1,6 @@
 // Package ggml is an executor that runs GGUF models of every registered
 // architecture (internal/runtime/arch: llama, qwen2, qwen3, and the
-// mixtures of experts qwen3moe and glm4moe) with ggml's kernels (CPU and
+// mixtures of experts qwen3moe, glm4moe and gpt-oss) with ggml's kernels (CPU and
 // CUDA), loaded at run time from ggml's shared libraries with
 // purego: no cgo, and a binary that starts without them.
 //
@@ -17,5 +17,5 @@
 // therefore read by every sequence that holds them, without a copy.
 //
 // Weights keep their GGUF type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
-// Q6_K) in device buffers. The libraries come from hack/setup-ggml.sh.
+// Q6_K, MXFP4) in device buffers. The libraries come from hack/setup-ggml.sh.
 package ggml
