@@ -49,6 +49,53 @@ func load(path string, progress func(done, total int64)) (*Model, error) {
 	return m, nil
 }
 
+// LoadTokenizer reads only the tokenizer of a GGUF file: the vocabulary
+// files llama.cpp tests its tokenizers with (models/ggml-vocab-*.gguf) have
+// no tensors and no geometry, and a tool that only counts tokens need not
+// map a model's weights. It refuses what Load refuses (an unknown
+// tokenizer model or pre-tokenizer), with the same errors.
+func LoadTokenizer(path string) (Tokenizer, error) {
+	tok, err := loadTokenizer(path)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %q: %w", path, err)
+	}
+	return tok, nil
+}
+
+func loadTokenizer(path string) (Tokenizer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if st.Size() == 0 {
+		return nil, fmt.Errorf("not a GGUF file: %w: the file is empty", ErrTruncated)
+	}
+	data, unmap, err := mapFile(f, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	// The parsed metadata copies its strings out of data, so the mapping
+	// can go as soon as the tokenizer is built.
+	defer func() { _ = unmap() }()
+	gf, err := parseGGUF(data)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizerFromGGUF(gf)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return tok, nil
+}
+
 // fromGGUF builds a model whose tensors alias data.
 func fromGGUF(data []byte, progress func(done, total int64)) (*Model, error) {
 	f, err := parseGGUF(data)

@@ -55,8 +55,14 @@ func NewBPETokenizer(tokens []string, types []int32, merges []string, bos int32,
 
 // Encode implements Tokenizer.
 func (t *BPETokenizer) Encode(text string, addBOS bool) []int32 {
+	return t.encode(text, addBOS, true)
+}
+
+// encode is Encode that, with control false, leaves control tokens written
+// out in text as text.
+func (t *BPETokenizer) encode(text string, addBOS, control bool) []int32 {
 	buf := make([]byte, 0, 64)
-	return t.encodeWith(text, addBOS, func(out []int32, s string) []int32 {
+	return t.encodeWith(text, addBOS, control, func(out []int32, s string) []int32 {
 		t.split(s, func(word string) {
 			buf = toByteLevel(buf[:0], word)
 			w := string(buf)
