@@ -320,7 +320,11 @@ func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
 			return nil, err
 		}
 		if !hasAddBOS {
-			addBOS = false
+			p, err := lookupPreTokenizer(pre)
+			if err != nil {
+				return nil, err
+			}
+			addBOS = p.addBOS
 		}
 		return NewBPETokenizer(tokens, types, merges, bos, addBOS, pre)
 	case "llama":

@@ -1,6 +1,9 @@
 package model
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -9,22 +12,93 @@ import (
 // with consecutive substrings that cover s.
 type pretokenizer func(s string, emit func(string))
 
-// pretokenizerFor picks the splitter for tokenizer.ggml.pre. GPT-2's rule is
-// the fallback for names it does not know.
-func pretokenizerFor(pre string) pretokenizer {
-	switch pre {
-	case "llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx", "falcon3":
-		return func(s string, emit func(string)) { splitLlama3(s, 3, emit) }
-	case "qwen2", "deepseek-r1-qwen", "stablelm2", "megrez":
-		return func(s string, emit func(string)) { splitLlama3(s, 1, emit) }
-	}
-	return splitGPT2
+// preTokenizer is how a tokenizer.ggml.pre value prepares text for BPE, as
+// llama.cpp v0.5.0 defines it (src/llama-vocab.cpp, llm_tokenizer_bpe and
+// the loader's pre-tokenizer switch). llama.cpp splits with a list of
+// regexes, each applied to every piece the one before left (text between
+// matches stays a piece of its own); the regexes it runs through std::regex
+// are written here as matchers of the same backtracking semantics, and the
+// ones it hand-codes (GPT-2, Llama 3, Qwen 2, Qwen 3.5, Kimi K2) as splitters
+// following that code.
+type preTokenizer struct {
+	split pretokenizer
+	// ignoreMerges takes a piece that is a token as a whole, without
+	// merging (llama.cpp's ignore_merges: the Llama 3 family, Tekken).
+	ignoreMerges bool
+	// addBOS is llama.cpp's default for tokenizer.ggml.add_bos_token when
+	// the file leaves it out.
+	addBOS bool
 }
 
+// preTokenizers maps each supported tokenizer.ggml.pre value (llama.cpp's
+// names) to its splitting. An unknown value is a load error: splitting text
+// the way another model was trained to see it changes every prompt's tokens
+// without a trace. The empty value is llama.cpp's "default", which it also
+// uses (with a warning) when a file names no pre-tokenizer.
+var preTokenizers = func() map[string]preTokenizer {
+	m := map[string]preTokenizer{}
+	add := func(p preTokenizer, names ...string) {
+		for _, n := range names {
+			m[n] = p
+		}
+	}
+	gpt2 := preTokenizer{split: splitGPT2}
+	llama3 := func(s string, emit func(string)) { splitLlama3(s, 3, isL, emit) }
+	add(preTokenizer{split: splitDefault}, "", "default")
+	add(gpt2, "gpt-2", "phi-2", "gigachat", "a.x-4.0", "mellum", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4")
+	add(preTokenizer{split: llama3, ignoreMerges: true, addBOS: true}, "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2")
+	add(preTokenizer{split: llama3}, "dbrx", "smaug-bpe", "glm4", "chatglm-bpe")
+	add(preTokenizer{split: func(s string, emit func(string)) { splitLlama3(s, 1, isL, emit) }},
+		"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2")
+	add(preTokenizer{split: func(s string, emit func(string)) { splitLlama3(s, 1, isLM, emit) }}, "qwen35")
+	add(preTokenizer{split: splitStarCoder}, "starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2")
+	add(preTokenizer{split: splitFalcon}, "falcon")
+	add(preTokenizer{split: splitDeepSeekLLM}, "deepseek-llm")
+	add(preTokenizer{split: splitDeepSeekCoder}, "deepseek-coder")
+	add(preTokenizer{split: splitDeepSeekV3}, "deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4")
+	add(preTokenizer{split: splitGPT4o}, "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2")
+	add(preTokenizer{split: splitTekken, ignoreMerges: true, addBOS: true}, "tekken")
+	add(preTokenizer{split: splitKimiK2}, "kimi-k2")
+	return m
+}()
+
+// lookupPreTokenizer returns the splitting of tokenizer.ggml.pre value pre,
+// or an error naming it and the supported values.
+func lookupPreTokenizer(pre string) (preTokenizer, error) {
+	if p, ok := preTokenizers[pre]; ok {
+		return p, nil
+	}
+	names := make([]string, 0, len(preTokenizers))
+	for n := range preTokenizers {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return preTokenizer{}, fmt.Errorf("pre-tokenizer %q (tokenizer.ggml.pre) is unsupported (supported: %s)", pre, strings.Join(names, ", "))
+}
+
+// Character classes, as llama.cpp's tables classify code points (Go's
+// unicode tables agree with them but for code points assigned in later
+// Unicode versions). Whitespace is llama.cpp's set: Go's unicode.IsSpace.
 func isL(r rune) bool     { return unicode.IsLetter(r) }
+func isLM(r rune) bool    { return unicode.IsLetter(r) || unicode.IsMark(r) }
 func isN(r rune) bool     { return unicode.IsNumber(r) }
+func isP(r rune) bool     { return unicode.IsPunct(r) }
+func isPS(r rune) bool    { return unicode.IsPunct(r) || unicode.IsSymbol(r) }
 func isSpace(r rune) bool { return unicode.IsSpace(r) }
+func isNL(r rune) bool    { return r == '\r' || r == '\n' }
 func isOther(r rune) bool { return !isSpace(r) && !isL(r) && !isN(r) }
+
+// isHan is llama.cpp's unicode_cpt_is_han: the CJK ideograph blocks.
+func isHan(r rune) bool {
+	switch {
+	case r >= 0x4E00 && r <= 0x9FFF, r >= 0x3400 && r <= 0x4DBF, r >= 0x20000 && r <= 0x2A6DF,
+		r >= 0x2A700 && r <= 0x2EBEF, r >= 0xF900 && r <= 0xFAFF, r >= 0x2F800 && r <= 0x2FA1F:
+		return true
+	}
+	return false
+}
 
 // runAt returns the end of the run of runes satisfying f starting at i.
 func runAt(s string, i int, f func(rune) bool) int {
@@ -47,7 +121,7 @@ func runeAt(s string, i int) (rune, int) {
 
 // contraction matches 's 't 're 've 'm 'll 'd at i (any case when fold).
 func contraction(s string, i int, fold bool) int {
-	if s[i] != '\'' {
+	if i >= len(s) || s[i] != '\'' {
 		return 0
 	}
 	lower := func(b byte) byte {
@@ -86,6 +160,24 @@ func whitespace(s string, i int) int {
 	return end
 }
 
+// newlineWhitespace handles the \s*[\r\n]+|\s+(?!\S)|\s+ alternatives at i
+// (s[i] is space): up to the last newline of the run, if any.
+func newlineWhitespace(s string, i int) int {
+	run := runAt(s, i, isSpace)
+	last := -1
+	for k := i; k < run; {
+		c, cn := runeAt(s, k)
+		if isNL(c) {
+			last = k + cn
+		}
+		k += cn
+	}
+	if last > 0 {
+		return last
+	}
+	return whitespace(s, i)
+}
+
 // splitGPT2 implements GPT-2's
 // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 func splitGPT2(s string, emit func(string)) {
@@ -115,25 +207,67 @@ func splitGPT2(s string, emit func(string)) {
 	}
 }
 
-// splitLlama3 implements Llama 3's (maxDigits 3) and Qwen2's (maxDigits 1)
-// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-func splitLlama3(s string, maxDigits int, emit func(string)) {
-	isNL := func(r rune) bool { return r == '\r' || r == '\n' }
+// splitLlama3 implements Llama 3's (maxDigits 3, letter \p{L}), Qwen 2's
+// (maxDigits 1) and Qwen 3.5's (maxDigits 1, letter [\p{L}\p{M}])
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?letter+|\p{N}{1,maxDigits}| ?[^\s letter \p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+func splitLlama3(s string, maxDigits int, letter func(rune) bool, emit func(string)) {
+	other := func(r rune) bool { return !isSpace(r) && !letter(r) && !isN(r) }
 	for i := 0; i < len(s); {
 		end := i + contraction(s, i, true)
 		r, n := runeAt(s, i)
 		r2, _ := runeAt(s, i+n)
 		switch {
 		case end > i:
-		case isL(r):
-			end = runAt(s, i, isL)
-		case !isNL(r) && !isN(r) && r2 >= 0 && isL(r2):
-			end = runAt(s, i+n, isL)
+		case letter(r):
+			end = runAt(s, i, letter)
+		case !isNL(r) && !isN(r) && r2 >= 0 && letter(r2):
+			end = runAt(s, i+n, letter)
 		case isN(r):
 			end = i
 			for d := 0; d < maxDigits; d++ {
 				c, cn := runeAt(s, end)
 				if c < 0 || !isN(c) {
+					break
+				}
+				end += cn
+			}
+		case other(r) || (r == ' ' && r2 >= 0 && other(r2)):
+			j := i
+			if r == ' ' {
+				j = i + n
+			}
+			end = runAt(s, runAt(s, j, other), isNL)
+		default:
+			end = newlineWhitespace(s, i)
+		}
+		emit(s[i:end])
+		i = end
+	}
+}
+
+// splitKimiK2 implements Kimi K2's split, which llama.cpp hand-codes
+// (unicode_regex_split_custom_kimi_k2) for
+// [\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// as that code does: a run of letters other than Han (marks are not
+// letters there) with an optional lead and contraction.
+func splitKimiK2(s string, emit func(string)) {
+	nonHan := func(r rune) bool { return isL(r) && !isHan(r) }
+	for i := 0; i < len(s); {
+		r, n := runeAt(s, i)
+		r2, _ := runeAt(s, i+n)
+		lead := !isNL(r) && !isL(r) && !isN(r)
+		var end int
+		switch {
+		case isHan(r):
+			end = runAt(s, i, isHan)
+		case nonHan(r) || (lead && r2 >= 0 && nonHan(r2)):
+			end = runAt(s, i+n, nonHan)
+			end += contraction(s, end, true)
+		case isN(r):
+			end = i
+			for d := 0; d < 3 && end < len(s); d++ {
+				c, cn := runeAt(s, end)
+				if !isN(c) {
 					break
 				}
 				end += cn
@@ -145,23 +279,288 @@ func splitLlama3(s string, maxDigits int, emit func(string)) {
 			}
 			end = runAt(s, runAt(s, j, isOther), isNL)
 		default:
-			// Whitespace: up to the last newline of the run, if any.
-			run := runAt(s, i, isSpace)
-			last := -1
-			for k := i; k < run; {
-				c, cn := runeAt(s, k)
-				if isNL(c) {
-					last = k + cn
-				}
-				k += cn
-			}
-			if last > 0 {
-				end = last
-			} else {
-				end = whitespace(s, i)
-			}
+			end = newlineWhitespace(s, i)
 		}
 		emit(s[i:end])
 		i = end
 	}
 }
+
+// A matcher tries to match a pattern at byte offset i of s, calling k with
+// each end the pattern can reach, in the order a backtracking regex engine
+// (ECMAScript's, which llama.cpp's std::regex is) tries them, until k
+// accepts one; it reports whether k did. s is one piece: llama.cpp runs
+// each regex over one piece at a time, so $ and lookaheads stop at its end.
+type matcher func(s string, i int, k func(int) bool) bool
+
+// run matches min to max (max < 0: any number) characters of class,
+// greedily: the longest run first, then each shorter one.
+func run(class func(rune) bool, min, max int) matcher {
+	return func(s string, i int, k func(int) bool) bool {
+		j, n := i, 0
+		for j < len(s) && (max < 0 || n < max) {
+			r, w := utf8.DecodeRuneInString(s[j:])
+			if !class(r) {
+				break
+			}
+			j += w
+			n++
+		}
+		for ; n >= min; n-- {
+			if k(j) {
+				return true
+			}
+			if n > 0 {
+				_, w := utf8.DecodeLastRuneInString(s[i:j])
+				j -= w
+			}
+		}
+		return false
+	}
+}
+
+// one matches one character of class; opt(one(class)) is class?.
+func one(class func(rune) bool) matcher { return run(class, 1, 1) }
+
+// lit matches the text t.
+func lit(t string) matcher {
+	return func(s string, i int, k func(int) bool) bool {
+		return strings.HasPrefix(s[i:], t) && k(i+len(t))
+	}
+}
+
+// opt is m? (greedy: with m first).
+func opt(m matcher) matcher {
+	return func(s string, i int, k func(int) bool) bool { return m(s, i, k) || k(i) }
+}
+
+func seq(ms ...matcher) matcher {
+	if len(ms) == 1 {
+		return ms[0]
+	}
+	first, rest := ms[0], seq(ms[1:]...)
+	return func(s string, i int, k func(int) bool) bool {
+		return first(s, i, func(j int) bool { return rest(s, j, k) })
+	}
+}
+
+func alt(ms ...matcher) matcher {
+	return func(s string, i int, k func(int) bool) bool {
+		for _, m := range ms {
+			if m(s, i, k) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// notFollowedBy is the lookahead (?!m).
+func notFollowedBy(m matcher) matcher {
+	return func(s string, i int, k func(int) bool) bool {
+		if m(s, i, func(int) bool { return true }) {
+			return false
+		}
+		return k(i)
+	}
+}
+
+// atEnd is $: the end of the piece.
+func atEnd(s string, i int, k func(int) bool) bool { return i == len(s) && k(i) }
+
+// isolate splits s as llama.cpp splits a piece by one regex (std::regex
+// iterator): each leftmost match is a piece, and so is the text between
+// matches.
+func isolate(m matcher) pretokenizer {
+	return func(s string, emit func(string)) {
+		gap := 0
+		for i := 0; i < len(s); {
+			end := -1
+			m(s, i, func(j int) bool { end = j; return true })
+			if end > i {
+				if gap < i {
+					emit(s[gap:i])
+				}
+				emit(s[i:end])
+				i, gap = end, end
+				continue
+			}
+			_, n := utf8.DecodeRuneInString(s[i:])
+			i += n
+		}
+		if gap < len(s) {
+			emit(s[gap:])
+		}
+	}
+}
+
+// chain applies each splitting to every piece the one before it left, as
+// llama.cpp applies a pre-tokenizer's list of regexes.
+func chain(passes ...pretokenizer) pretokenizer {
+	if len(passes) == 1 {
+		return passes[0]
+	}
+	first, rest := passes[0], chain(passes[1:]...)
+	return func(s string, emit func(string)) {
+		first(s, func(piece string) { rest(piece, emit) })
+	}
+}
+
+// ranges is a character class written as llama.cpp writes one between
+// brackets ("A-Za-zµ"), for the regexes it matches code point by code point
+// (std::wregex): there every whitespace character past ASCII stands for
+// vertical tab, so none of them is in a class that lists it.
+func ranges(class string) func(rune) bool {
+	var rs [][2]rune
+	cs := []rune(class)
+	for i := 0; i < len(cs); i++ {
+		if i+2 < len(cs) && cs[i+1] == '-' {
+			rs = append(rs, [2]rune{cs[i], cs[i+2]})
+			i += 2
+			continue
+		}
+		rs = append(rs, [2]rune{cs[i], cs[i]})
+	}
+	return func(r rune) bool {
+		if r > 0x7F && isSpace(r) {
+			r = '\v'
+		}
+		for _, x := range rs {
+			if r >= x[0] && r <= x[1] {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func ascii(lo, hi rune) func(rune) bool { return func(r rune) bool { return r >= lo && r <= hi } }
+
+func anyOf(chars string) func(rune) bool {
+	return func(r rune) bool { return r < utf8.RuneSelf && strings.ContainsRune(chars, r) }
+}
+
+func not(f func(rune) bool) func(rune) bool { return func(r rune) bool { return !f(r) } }
+
+func or(fs ...func(rune) bool) func(rune) bool {
+	return func(r rune) bool {
+		for _, f := range fs {
+			if f(r) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Matchers shared by the regexes below.
+var (
+	isDigit = ascii('0', '9')
+	// contractionCI is (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]).
+	contractionCI matcher = func(s string, i int, k func(int) bool) bool {
+		n := contraction(s, i, true)
+		return n > 0 && k(i+n)
+	}
+	// spaceTail is \s*[\r\n]+|\s+(?!\S)|\s+.
+	spaceTail = alt(
+		seq(run(isSpace, 0, -1), run(isNL, 1, -1)),
+		seq(run(isSpace, 1, -1), notFollowedBy(one(not(isSpace)))),
+		run(isSpace, 1, -1),
+	)
+)
+
+// splitDefault is llama.cpp's default (tokenizer.ggml.pre unset or
+// "default"): [\p{P}\$\+<=>\^~\|]+, then GPT-2's regex, \p{N}+ and
+// [0-9][0-9][0-9].
+var splitDefault = chain(
+	isolate(run(or(isP, anyOf("$+<=>^~|")), 1, -1)),
+	splitGPT2,
+	isolate(run(isN, 1, -1)),
+	isolate(run(isDigit, 3, 3)),
+)
+
+// splitFalcon is Falcon's [\p{P}\$\+<=>\^~\|`]+, GPT-2's regex,
+// [0-9][0-9][0-9].
+var splitFalcon = chain(
+	isolate(run(or(isP, anyOf("$+<=>^~|`")), 1, -1)),
+	splitGPT2,
+	isolate(run(isDigit, 3, 3)),
+)
+
+// splitStarCoder is StarCoder's (and Refact's, Command R's …) \p{N}, then
+// GPT-2's regex: every digit alone.
+var splitStarCoder = chain(isolate(one(isN)), splitGPT2)
+
+const (
+	deepseekLLMLetters = "A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃"
+	deepseekLLMPunct   = "!-/:-~！-／：-～‘-‟\u3000-。"
+	deepseekCJK        = "一-龥ࠀ-一가-\uD7FF"
+	deepseekV3CJK      = "一-龥぀-ゟ゠-ヿ"
+)
+
+// splitDeepSeekLLM is DeepSeek LLM's [\r\n], \s?[A-Za-zµÀ-Ö…]+,
+// \s?[!-/:-~！-／：-～‘-‟　-。]+, \s+$, [一-龥ࠀ-一가-퟿]+, \p{N}+.
+var splitDeepSeekLLM = chain(
+	isolate(one(isNL)),
+	isolate(seq(opt(one(isSpace)), run(ranges(deepseekLLMLetters), 1, -1))),
+	isolate(seq(opt(one(isSpace)), run(ranges(deepseekLLMPunct), 1, -1))),
+	isolate(seq(run(isSpace, 1, -1), atEnd)),
+	isolate(run(ranges(deepseekCJK), 1, -1)),
+	isolate(run(isN, 1, -1)),
+)
+
+// splitDeepSeekCoder is DeepSeek Coder's [\r\n], \s?\p{L}+, \s?\p{P}+,
+// [一-龥ࠀ-一가-퟿]+, \p{N}.
+var splitDeepSeekCoder = chain(
+	isolate(one(isNL)),
+	isolate(seq(opt(one(isSpace)), run(isL, 1, -1))),
+	isolate(seq(opt(one(isSpace)), run(isP, 1, -1))),
+	isolate(run(ranges(deepseekCJK), 1, -1)),
+	isolate(one(isN)),
+)
+
+// splitDeepSeekV3 is DeepSeek V3's \p{N}{1,3}, [一-龥぀-ゟ゠-ヿ]+, then
+// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+var splitDeepSeekV3 = chain(
+	isolate(run(isN, 1, 3)),
+	isolate(run(ranges(deepseekV3CJK), 1, -1)),
+	isolate(alt(
+		seq(one(or(ascii('!', '/'), ascii(':', '@'), ascii('[', '`'), ascii('{', '~'))), run(or(ascii('A', 'Z'), ascii('a', 'z')), 1, -1)),
+		seq(opt(one(not(or(isNL, isL, isPS)))), run(isLM, 1, -1)),
+		seq(opt(lit(" ")), run(isPS, 1, -1), run(isNL, 0, -1)),
+		spaceTail,
+	)),
+)
+
+// upper and lower are llama.cpp's stand-ins for [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+// and [\p{Ll}\p{Lm}\p{Lo}\p{M}] in the o200k and Tekken regexes,
+// (?=[\p{L}])([^a-z]) and (?=[\p{L}])([^A-Z]): a letter that is not an
+// ASCII lower (upper) case one. Marks are no letters there.
+var (
+	upper = func(r rune) bool { return isL(r) && !(r >= 'a' && r <= 'z') }
+	lower = func(r rune) bool { return isL(r) && !(r >= 'A' && r <= 'Z') }
+	// lead is [^\r\n\p{L}\p{N}].
+	lead = not(or(isNL, isL, isN))
+)
+
+// splitGPT4o is o200k's (GPT-4o, gpt-oss, Llama 4, MiniMax M2) regex as
+// llama.cpp adapts it:
+// [^\r\n\p{L}\p{N}]?upper*lower+contraction?|[^\r\n\p{L}\p{N}]?upper+lower*contraction?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+var splitGPT4o = isolate(alt(
+	seq(opt(one(lead)), run(upper, 0, -1), run(lower, 1, -1), opt(contractionCI)),
+	seq(opt(one(lead)), run(upper, 1, -1), run(lower, 0, -1), opt(contractionCI)),
+	run(isN, 1, 3),
+	seq(opt(lit(" ")), run(isOther, 1, -1), run(anyOf("\r\n/"), 0, -1)),
+	spaceTail,
+))
+
+// splitTekken is Tekken's (Mistral NeMo and later) regex as llama.cpp
+// adapts it:
+// [^\r\n\p{L}\p{N}]?upper*lower+|[^\r\n\p{L}\p{N}]?upper+lower*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+var splitTekken = isolate(alt(
+	seq(opt(one(lead)), run(upper, 0, -1), run(lower, 1, -1)),
+	seq(opt(one(lead)), run(upper, 1, -1), run(lower, 0, -1)),
+	one(isN),
+	seq(opt(lit(" ")), run(isOther, 1, -1), run(anyOf("\r\n/"), 0, -1)),
+	spaceTail,
+))

@@ -15,6 +15,8 @@ type BPETokenizer struct {
 	mergeList []string
 	pre       string
 	split     pretokenizer
+	// ignoreMerges takes a piece that is a token whole (preTokenizer).
+	ignoreMerges bool
 }
 
 var _ Tokenizer = (*BPETokenizer)(nil)
@@ -22,14 +24,19 @@ var _ Tokenizer = (*BPETokenizer)(nil)
 // NewBPETokenizer builds a byte-level BPE tokenizer. tokens are in
 // byte-level form (GPT-2's byte-to-unicode mapping); merges are "left right"
 // pairs in rank order; types may be nil (all normal); bos is -1 when there is
-// none; pre names the pre-tokenizer as tokenizer.ggml.pre does ("gpt2" when
-// empty or unknown; "llama-bpe" and relatives, "qwen2" and relatives).
+// none; pre names the pre-tokenizer as tokenizer.ggml.pre does, with
+// llama.cpp's names ("gpt-2", "llama-bpe", "qwen2", "gpt-4o", …; empty is
+// llama.cpp's default): an unknown one is an error that lists the known.
 func NewBPETokenizer(tokens []string, types []int32, merges []string, bos int32, addBOS bool, pre string) (*BPETokenizer, error) {
+	p, err := lookupPreTokenizer(pre)
+	if err != nil {
+		return nil, err
+	}
 	v, err := newVocab(tokens, types, bos, addBOS)
 	if err != nil {
 		return nil, err
 	}
-	t := &BPETokenizer{vocab: v, merges: make(map[[2]string]int, len(merges)), mergeList: merges, pre: pre, split: pretokenizerFor(pre)}
+	t := &BPETokenizer{vocab: v, merges: make(map[[2]string]int, len(merges)), mergeList: merges, pre: pre, split: p.split, ignoreMerges: p.ignoreMerges}
 	for rank, m := range merges {
 		l, r, ok := strings.Cut(m, " ")
 		if !ok {
@@ -66,7 +73,7 @@ func (t *BPETokenizer) encode(text string, addBOS, control bool) []int32 {
 		t.split(s, func(word string) {
 			buf = toByteLevel(buf[:0], word)
 			w := string(buf)
-			if id, ok := t.ids[w]; ok {
+			if id, ok := t.ids[w]; ok && t.ignoreMerges {
 				out = append(out, id)
 				return
 			}

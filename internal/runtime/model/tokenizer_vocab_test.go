@@ -24,14 +24,6 @@ var vocabRefused = map[string]string{
 	"nomic-bert-moe": `tokenizer model "t5"`,
 }
 
-// vocabPending names the vocabularies whose pre-tokenizer kvpilot does not
-// yet split as llama.cpp does: their mismatches are logged, not failed.
-// Issue 32 empties it.
-var vocabPending = map[string]bool{
-	"command-r": true, "deepseek-coder": true, "deepseek-llm": true, "falcon": true,
-	"qwen35": true, "refact": true, "starcoder": true,
-}
-
 // vocabCase is one case of a .gguf.inp/.gguf.out pair.
 type vocabCase struct {
 	text string
@@ -128,14 +120,42 @@ func TestTokenizerVocabs(t *testing.T) {
 					pass++
 					continue
 				}
-				if vocabPending[name] {
-					t.Logf("pending: %q: got %v, want %v", c.text, got, c.want)
-					continue
-				}
 				t.Errorf("%q: got %v, want %v", c.text, got, c.want)
 			}
 			summary = append(summary, fmt.Sprintf("%s: %d/%d cases", name, pass, len(cases)))
 		})
 	}
 	t.Logf("llama.cpp vocab tests:\n%s", strings.Join(summary, "\n"))
+}
+
+// TestUnknownPreTokenizerRefused: a tokenizer.ggml.pre kvpilot does not know
+// is a load error that names it and lists the known ones, never a silent
+// fallback to another model's splitting.
+func TestUnknownPreTokenizerRefused(t *testing.T) {
+	tokens := make([]string, 256)
+	for b := range 256 {
+		tokens[b] = string(byteToRune[b])
+	}
+	f := &ggufFile{kv: map[string]any{
+		"tokenizer.ggml.model":  "gpt2",
+		"tokenizer.ggml.tokens": tokens,
+		"tokenizer.ggml.merges": []string{},
+		"tokenizer.ggml.pre":    "made-up-pre",
+	}}
+	_, err := tokenizerFromGGUF(f)
+	if err == nil {
+		t.Fatal("unknown pre-tokenizer loaded")
+	}
+	for _, want := range []string{`"made-up-pre"`, "tokenizer.ggml.pre", "gpt-2", "llama-bpe", "qwen35", "gpt-4o", "tekken", "kimi-k2"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	// llama.cpp's own names load; "" is its default.
+	for _, pre := range []string{"", "default", "gpt-2", "qwen35", "deepseek-v3", "glm4", "minimax-m2"} {
+		f.kv["tokenizer.ggml.pre"] = pre
+		if _, err := tokenizerFromGGUF(f); err != nil {
+			t.Errorf("pre %q: %v", pre, err)
+		}
+	}
 }
