@@ -286,98 +286,15 @@ func splitKimiK2(s string, emit func(string)) {
 	}
 }
 
-// A matcher tries to match a pattern at byte offset i of s, calling k with
-// each end the pattern can reach, in the order a backtracking regex engine
-// (ECMAScript's, which llama.cpp's std::regex is) tries them, until k
-// accepts one; it reports whether k did. s is one piece: llama.cpp runs
-// each regex over one piece at a time, so $ and lookaheads stop at its end.
-type matcher func(s string, i int, k func(int) bool) bool
-
-// run matches min to max (max < 0: any number) characters of class,
-// greedily: the longest run first, then each shorter one.
-func run(class func(rune) bool, min, max int) matcher {
-	return func(s string, i int, k func(int) bool) bool {
-		j, n := i, 0
-		for j < len(s) && (max < 0 || n < max) {
-			r, w := utf8.DecodeRuneInString(s[j:])
-			if !class(r) {
-				break
-			}
-			j += w
-			n++
-		}
-		for ; n >= min; n-- {
-			if k(j) {
-				return true
-			}
-			if n > 0 {
-				_, w := utf8.DecodeLastRuneInString(s[i:j])
-				j -= w
-			}
-		}
-		return false
-	}
-}
-
-// one matches one character of class; opt(one(class)) is class?.
-func one(class func(rune) bool) matcher { return run(class, 1, 1) }
-
-// lit matches the text t.
-func lit(t string) matcher {
-	return func(s string, i int, k func(int) bool) bool {
-		return strings.HasPrefix(s[i:], t) && k(i+len(t))
-	}
-}
-
-// opt is m? (greedy: with m first).
-func opt(m matcher) matcher {
-	return func(s string, i int, k func(int) bool) bool { return m(s, i, k) || k(i) }
-}
-
-func seq(ms ...matcher) matcher {
-	if len(ms) == 1 {
-		return ms[0]
-	}
-	first, rest := ms[0], seq(ms[1:]...)
-	return func(s string, i int, k func(int) bool) bool {
-		return first(s, i, func(j int) bool { return rest(s, j, k) })
-	}
-}
-
-func alt(ms ...matcher) matcher {
-	return func(s string, i int, k func(int) bool) bool {
-		for _, m := range ms {
-			if m(s, i, k) {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// notFollowedBy is the lookahead (?!m).
-func notFollowedBy(m matcher) matcher {
-	return func(s string, i int, k func(int) bool) bool {
-		if m(s, i, func(int) bool { return true }) {
-			return false
-		}
-		return k(i)
-	}
-}
-
-// atEnd is $: the end of the piece.
-func atEnd(s string, i int, k func(int) bool) bool { return i == len(s) && k(i) }
-
-// isolate splits s as llama.cpp splits a piece by one regex (std::regex
+// isolate splits s as llama.cpp splits a piece by one regex (a std::regex
 // iterator): each leftmost match is a piece, and so is the text between
-// matches.
-func isolate(m matcher) pretokenizer {
+// matches. match returns the end of the match at i, or i when none starts
+// there.
+func isolate(match func(s string, i int) int) pretokenizer {
 	return func(s string, emit func(string)) {
 		gap := 0
 		for i := 0; i < len(s); {
-			end := -1
-			m(s, i, func(j int) bool { end = j; return true })
-			if end > i {
+			if end := match(s, i); end > i {
 				if gap < i {
 					emit(s[gap:i])
 				}
@@ -406,10 +323,71 @@ func chain(passes ...pretokenizer) pretokenizer {
 	}
 }
 
+// Matches for isolate, each named by the regex it stands for.
+
+// runOf is class+.
+func runOf(class func(rune) bool) func(s string, i int) int {
+	return func(s string, i int) int { return runAt(s, i, class) }
+}
+
+// oneOf is class.
+func oneOf(class func(rune) bool) func(s string, i int) int {
+	return func(s string, i int) int {
+		if r, n := runeAt(s, i); n > 0 && class(r) {
+			return i + n
+		}
+		return i
+	}
+}
+
+// upTo is class{1,max}.
+func upTo(class func(rune) bool, max int) func(s string, i int) int {
+	return func(s string, i int) int {
+		end := i
+		for range max {
+			r, n := runeAt(s, end)
+			if n == 0 || !class(r) {
+				break
+			}
+			end += n
+		}
+		return end
+	}
+}
+
+// threeDigits is [0-9][0-9][0-9].
+func threeDigits(s string, i int) int {
+	if i+3 <= len(s) && isDigit(rune(s[i])) && isDigit(rune(s[i+1])) && isDigit(rune(s[i+2])) {
+		return i + 3
+	}
+	return i
+}
+
+// spaceThen is \s?class+ for a class without whitespace.
+func spaceThen(class func(rune) bool) func(s string, i int) int {
+	return func(s string, i int) int {
+		r, n := runeAt(s, i)
+		if n > 0 && isSpace(r) {
+			if end := runAt(s, i+n, class); end > i+n {
+				return end
+			}
+		}
+		return runAt(s, i, class)
+	}
+}
+
+// trailingSpace is \s+$: the whitespace that ends the piece.
+func trailingSpace(s string, i int) int {
+	if end := runAt(s, i, isSpace); end == len(s) {
+		return end
+	}
+	return i
+}
+
 // ranges is a character class written as llama.cpp writes one between
-// brackets ("A-Za-zµ"), for the regexes it matches code point by code point
-// (std::wregex): there every whitespace character past ASCII stands for
-// vertical tab, so none of them is in a class that lists it.
+// brackets ("A-Za-z\u00B5"), for the regexes it matches code point by code
+// point (std::wregex): there every whitespace character past ASCII stands
+// for a vertical tab, so none of them is in a class that lists it.
 func ranges(class string) func(rune) bool {
 	var rs [][2]rune
 	cs := []rune(class)
@@ -421,26 +399,30 @@ func ranges(class string) func(rune) bool {
 		}
 		rs = append(rs, [2]rune{cs[i], cs[i]})
 	}
+	// Sorted and merged, for a binary search.
+	sort.Slice(rs, func(a, b int) bool { return rs[a][0] < rs[b][0] })
+	merged := rs[:0]
+	for _, x := range rs {
+		if n := len(merged); n > 0 && x[0] <= merged[n-1][1]+1 {
+			merged[n-1][1] = max(merged[n-1][1], x[1])
+			continue
+		}
+		merged = append(merged, x)
+	}
 	return func(r rune) bool {
 		if r > 0x7F && isSpace(r) {
-			r = '\v'
+			return false
 		}
-		for _, x := range rs {
-			if r >= x[0] && r <= x[1] {
-				return true
-			}
-		}
-		return false
+		k := sort.Search(len(merged), func(k int) bool { return merged[k][1] >= r })
+		return k < len(merged) && merged[k][0] <= r
 	}
 }
 
 func ascii(lo, hi rune) func(rune) bool { return func(r rune) bool { return r >= lo && r <= hi } }
 
 func anyOf(chars string) func(rune) bool {
-	return func(r rune) bool { return r < utf8.RuneSelf && strings.ContainsRune(chars, r) }
+	return func(r rune) bool { return r < utf8.RuneSelf && r >= 0 && strings.ContainsRune(chars, r) }
 }
-
-func not(f func(rune) bool) func(rune) bool { return func(r rune) bool { return !f(r) } }
 
 func or(fs ...func(rune) bool) func(rune) bool {
 	return func(r rune) bool {
@@ -453,43 +435,35 @@ func or(fs ...func(rune) bool) func(rune) bool {
 	}
 }
 
-// Matchers shared by the regexes below.
 var (
 	isDigit = ascii('0', '9')
-	// contractionCI is (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]).
-	contractionCI matcher = func(s string, i int, k func(int) bool) bool {
-		n := contraction(s, i, true)
-		return n > 0 && k(i+n)
-	}
-	// spaceTail is \s*[\r\n]+|\s+(?!\S)|\s+.
-	spaceTail = alt(
-		seq(run(isSpace, 0, -1), run(isNL, 1, -1)),
-		seq(run(isSpace, 1, -1), notFollowedBy(one(not(isSpace)))),
-		run(isSpace, 1, -1),
-	)
+	// isASCIIPS is [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~].
+	isASCIIPS = or(ascii('!', '/'), ascii(':', '@'), ascii('[', '`'), ascii('{', '~'))
+	// isASCIILetter is [A-Za-z].
+	isASCIILetter = or(ascii('A', 'Z'), ascii('a', 'z'))
 )
 
 // splitDefault is llama.cpp's default (tokenizer.ggml.pre unset or
 // "default"): [\p{P}\$\+<=>\^~\|]+, then GPT-2's regex, \p{N}+ and
 // [0-9][0-9][0-9].
 var splitDefault = chain(
-	isolate(run(or(isP, anyOf("$+<=>^~|")), 1, -1)),
+	isolate(runOf(or(isP, anyOf("$+<=>^~|")))),
 	splitGPT2,
-	isolate(run(isN, 1, -1)),
-	isolate(run(isDigit, 3, 3)),
+	isolate(runOf(isN)),
+	isolate(threeDigits),
 )
 
 // splitFalcon is Falcon's [\p{P}\$\+<=>\^~\|`]+, GPT-2's regex,
 // [0-9][0-9][0-9].
 var splitFalcon = chain(
-	isolate(run(or(isP, anyOf("$+<=>^~|`")), 1, -1)),
+	isolate(runOf(or(isP, anyOf("$+<=>^~|`")))),
 	splitGPT2,
-	isolate(run(isDigit, 3, 3)),
+	isolate(threeDigits),
 )
 
-// splitStarCoder is StarCoder's (and Refact's, Command R's …) \p{N}, then
+// splitStarCoder is StarCoder's (and Refact's, Command R's, …) \p{N}, then
 // GPT-2's regex: every digit alone.
-var splitStarCoder = chain(isolate(one(isN)), splitGPT2)
+var splitStarCoder = chain(isolate(oneOf(isN)), splitGPT2)
 
 // The classes of the DeepSeek regexes that list code points, as
 // src/llama-vocab.cpp writes them (escaped here so that no editor
@@ -501,69 +475,139 @@ const (
 	deepseekV3CJK      = "\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF"
 )
 
+var (
+	isDeepSeekLLMLetter = ranges(deepseekLLMLetters)
+	isDeepSeekLLMPunct  = ranges(deepseekLLMPunct)
+	isDeepSeekCJK       = ranges(deepseekCJK)
+	isDeepSeekV3CJK     = ranges(deepseekV3CJK)
+)
+
 // splitDeepSeekLLM is DeepSeek LLM's [\r\n], \s?[deepseekLLMLetters]+,
 // \s?[deepseekLLMPunct]+, \s+$, [deepseekCJK]+, \p{N}+.
 var splitDeepSeekLLM = chain(
-	isolate(one(isNL)),
-	isolate(seq(opt(one(isSpace)), run(ranges(deepseekLLMLetters), 1, -1))),
-	isolate(seq(opt(one(isSpace)), run(ranges(deepseekLLMPunct), 1, -1))),
-	isolate(seq(run(isSpace, 1, -1), atEnd)),
-	isolate(run(ranges(deepseekCJK), 1, -1)),
-	isolate(run(isN, 1, -1)),
+	isolate(oneOf(isNL)),
+	isolate(spaceThen(isDeepSeekLLMLetter)),
+	isolate(spaceThen(isDeepSeekLLMPunct)),
+	isolate(trailingSpace),
+	isolate(runOf(isDeepSeekCJK)),
+	isolate(runOf(isN)),
 )
 
 // splitDeepSeekCoder is DeepSeek Coder's [\r\n], \s?\p{L}+, \s?\p{P}+,
 // [deepseekCJK]+, \p{N}.
 var splitDeepSeekCoder = chain(
-	isolate(one(isNL)),
-	isolate(seq(opt(one(isSpace)), run(isL, 1, -1))),
-	isolate(seq(opt(one(isSpace)), run(isP, 1, -1))),
-	isolate(run(ranges(deepseekCJK), 1, -1)),
-	isolate(one(isN)),
+	isolate(oneOf(isNL)),
+	isolate(spaceThen(isL)),
+	isolate(spaceThen(isP)),
+	isolate(runOf(isDeepSeekCJK)),
+	isolate(oneOf(isN)),
 )
 
 // splitDeepSeekV3 is DeepSeek V3's \p{N}{1,3}, [deepseekV3CJK]+, then
-// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// matchDeepSeekV3.
 var splitDeepSeekV3 = chain(
-	isolate(run(isN, 1, 3)),
-	isolate(run(ranges(deepseekV3CJK), 1, -1)),
-	isolate(alt(
-		seq(one(or(ascii('!', '/'), ascii(':', '@'), ascii('[', '`'), ascii('{', '~'))), run(or(ascii('A', 'Z'), ascii('a', 'z')), 1, -1)),
-		seq(opt(one(not(or(isNL, isL, isPS)))), run(isLM, 1, -1)),
-		seq(opt(lit(" ")), run(isPS, 1, -1), run(isNL, 0, -1)),
-		spaceTail,
-	)),
+	isolate(upTo(isN, 3)),
+	isolate(runOf(isDeepSeekV3CJK)),
+	isolate(matchDeepSeekV3),
 )
+
+// matchDeepSeekV3 is
+// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// Digits and other characters (controls, format characters) match none of
+// it unless a letter follows.
+func matchDeepSeekV3(s string, i int) int {
+	r, n := runeAt(s, i)
+	r2, _ := runeAt(s, i+n)
+	switch {
+	case isASCIIPS(r) && r2 >= 0 && isASCIILetter(r2):
+		return runAt(s, i+n, isASCIILetter)
+	case !isNL(r) && !isL(r) && !isPS(r) && r2 >= 0 && isLM(r2):
+		return runAt(s, i+n, isLM)
+	case isLM(r):
+		return runAt(s, i, isLM)
+	case isPS(r) || (r == ' ' && r2 >= 0 && isPS(r2)):
+		j := i
+		if r == ' ' {
+			j += n
+		}
+		return runAt(s, runAt(s, j, isPS), isNL)
+	case isSpace(r):
+		return newlineWhitespace(s, i)
+	}
+	return i
+}
 
 // upper and lower are llama.cpp's stand-ins for [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 // and [\p{Ll}\p{Lm}\p{Lo}\p{M}] in the o200k and Tekken regexes,
 // (?=[\p{L}])([^a-z]) and (?=[\p{L}])([^A-Z]): a letter that is not an
-// ASCII lower (upper) case one. Marks are no letters there.
-var (
-	upper = func(r rune) bool { return isL(r) && !(r >= 'a' && r <= 'z') }
-	lower = func(r rune) bool { return isL(r) && !(r >= 'A' && r <= 'Z') }
-	// lead is [^\r\n\p{L}\p{N}].
-	lead = not(or(isNL, isL, isN))
-)
+// ASCII lower (upper) case one. Marks are no letters there, and a letter
+// past ASCII is both.
+func upper(r rune) bool { return isL(r) && !(r >= 'a' && r <= 'z') }
+func lower(r rune) bool { return isL(r) && !(r >= 'A' && r <= 'Z') }
 
 // splitGPT4o is o200k's (GPT-4o, gpt-oss, Llama 4, MiniMax M2) regex as
 // llama.cpp adapts it:
 // [^\r\n\p{L}\p{N}]?upper*lower+contraction?|[^\r\n\p{L}\p{N}]?upper+lower*contraction?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
-var splitGPT4o = isolate(alt(
-	seq(opt(one(lead)), run(upper, 0, -1), run(lower, 1, -1), opt(contractionCI)),
-	seq(opt(one(lead)), run(upper, 1, -1), run(lower, 0, -1), opt(contractionCI)),
-	run(isN, 1, 3),
-	seq(opt(lit(" ")), run(isOther, 1, -1), run(anyOf("\r\n/"), 0, -1)),
-	spaceTail,
-))
+func splitGPT4o(s string, emit func(string)) { splitO200k(s, 3, true, emit) }
 
 // splitTekken is Tekken's (Mistral NeMo and later) regex as llama.cpp
 // adapts it:
 // [^\r\n\p{L}\p{N}]?upper*lower+|[^\r\n\p{L}\p{N}]?upper+lower*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
-var splitTekken = isolate(alt(
-	seq(opt(one(lead)), run(upper, 0, -1), run(lower, 1, -1)),
-	seq(opt(one(lead)), run(upper, 1, -1), run(lower, 0, -1)),
-	one(isN),
-	seq(opt(lit(" ")), run(isOther, 1, -1), run(anyOf("\r\n/"), 0, -1)),
-	spaceTail,
-))
+func splitTekken(s string, emit func(string)) { splitO200k(s, 1, false, emit) }
+
+func splitO200k(s string, maxDigits int, contractions bool, emit func(string)) {
+	nlOrSlash := func(r rune) bool { return isNL(r) || r == '/' }
+	for i := 0; i < len(s); {
+		r, n := runeAt(s, i)
+		j := i
+		if !isNL(r) && !isL(r) && !isN(r) {
+			// The optional lead; without it no word can start here.
+			j = i + n
+		}
+		end := o200kWord(s, j)
+		switch {
+		case end > j:
+			if contractions {
+				end += contraction(s, end, true)
+			}
+		case isN(r):
+			end = upTo(isN, maxDigits)(s, i)
+		case isOther(r) || (r == ' ' && j < len(s) && isOther(runeAtOr(s, j))):
+			k := i
+			if r == ' ' {
+				k = j
+			}
+			end = runAt(s, runAt(s, k, isOther), nlOrSlash)
+		default:
+			end = newlineWhitespace(s, i)
+		}
+		emit(s[i:end])
+		i = end
+	}
+}
+
+// runeAtOr is the rune at i, -1 past the end.
+func runeAtOr(s string, i int) rune {
+	r, _ := runeAt(s, i)
+	return r
+}
+
+// o200kWord matches upper*lower+ at j, else upper+lower*, and returns its
+// end (j when neither matches). upper* is greedy and gives back letters
+// one by one until lower+ can start: past a run of upper letters, lower+
+// takes the lower case letters that follow, else the last letter of the
+// run that is also lower (one past ASCII) ends the match.
+func o200kWord(s string, j int) int {
+	k := runAt(s, j, upper)
+	if end := runAt(s, k, lower); end > k {
+		return end
+	}
+	for q := k; q > j; {
+		r, n := utf8.DecodeLastRuneInString(s[j:q])
+		if lower(r) {
+			return q
+		}
+		q -= n
+	}
+	return k
+}
