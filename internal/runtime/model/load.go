@@ -327,6 +327,12 @@ func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
 			addBOS = p.addBOS
 		}
 		return NewBPETokenizer(tokens, types, merges, bos, addBOS, pre)
+	case "gemma4":
+		merges, ok := f.kv["tokenizer.ggml.merges"].([]string)
+		if !ok {
+			return nil, errors.New("metadata tokenizer.ggml.merges is missing or not a string array")
+		}
+		return newGemma4Tokenizer(tokens, types, merges, bos)
 	case "llama":
 		scores, ok := f.kv["tokenizer.ggml.scores"].([]float32)
 		if !ok {
@@ -345,5 +351,5 @@ func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
 		}
 		return NewSPMTokenizer(tokens, scores, types, bos, unk, addBOS, space || !hasSpace)
 	}
-	return nil, fmt.Errorf("tokenizer model %q is unsupported (supported: gpt2, llama)", kind)
+	return nil, fmt.Errorf("tokenizer model %q (tokenizer.ggml.model) is unsupported (supported: gpt2, gemma4, llama)", kind)
 }

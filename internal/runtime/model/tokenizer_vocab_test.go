@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/util/testing/llamacpp"
@@ -20,8 +21,26 @@ const vocabTestSep = "\n__ggml_vocab_test__\n"
 // tokenizer kvpilot refuses, with what the load error must name.
 var vocabRefused = map[string]string{
 	"bert-bge":       `tokenizer model "bert"`,
-	"gemma-4":        `tokenizer model "gemma4"`,
 	"nomic-bert-moe": `tokenizer model "t5"`,
+}
+
+// vocabTokenizers caches LoadTokenizer's results by path: the vocabularies
+// take a second or more to load (Gemma 4's has 262k tokens, 514k merges).
+var vocabTokenizers sync.Map
+
+type loadedTokenizer struct {
+	tok Tokenizer
+	err error
+}
+
+func loadVocab(path string) (Tokenizer, error) {
+	if v, ok := vocabTokenizers.Load(path); ok {
+		l := v.(loadedTokenizer)
+		return l.tok, l.err
+	}
+	tok, err := LoadTokenizer(path)
+	vocabTokenizers.Store(path, loadedTokenizer{tok, err})
+	return tok, err
 }
 
 // vocabCase is one case of a .gguf.inp/.gguf.out pair.
@@ -73,8 +92,9 @@ func readVocabCases(t *testing.T, gguf string) []vocabCase {
 // TestTokenizerVocabs holds every tokenizer to llama.cpp's own test
 // vocabularies: each models/ggml-vocab-*.gguf loads through LoadTokenizer
 // and tokenizes every case of its .inp file to exactly the ids of its .out
-// file (no BOS, control tokens as text, as test-tokenizer-0 runs them), or
-// is one kvpilot refuses, at load, naming what it does not support.
+// file (no BOS, control tokens as text, as test-tokenizer-0 runs them) and
+// decodes back to the text, or is one kvpilot refuses, at load, naming what
+// it does not support.
 func TestTokenizerVocabs(t *testing.T) {
 	src := llamacpp.Source(t)
 	files, err := filepath.Glob(filepath.Join(src, "models", "ggml-vocab-*.gguf"))
@@ -88,7 +108,7 @@ func TestTokenizerVocabs(t *testing.T) {
 	for _, path := range files {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "ggml-vocab-"), ".gguf")
 		t.Run(name, func(t *testing.T) {
-			tok, err := LoadTokenizer(path)
+			tok, err := loadVocab(path)
 			if want, refused := vocabRefused[name]; refused {
 				if err == nil {
 					t.Fatalf("loaded; want it refused naming %s", want)
@@ -116,11 +136,15 @@ func TestTokenizerVocabs(t *testing.T) {
 			pass := 0
 			for _, c := range cases {
 				got := enc.encode(c.text, false, false)
-				if slices.Equal(got, c.want) {
-					pass++
+				if !slices.Equal(got, c.want) {
+					t.Errorf("%q: got %v, want %v", c.text, got, c.want)
 					continue
 				}
-				t.Errorf("%q: got %v, want %v", c.text, got, c.want)
+				if dec := tok.Decode(got); dec != c.text {
+					t.Errorf("%q decodes to %q", c.text, dec)
+					continue
+				}
+				pass++
 			}
 			summary = append(summary, fmt.Sprintf("%s: %d/%d cases", name, pass, len(cases)))
 		})
@@ -157,5 +181,36 @@ func TestUnknownPreTokenizerRefused(t *testing.T) {
 		if _, err := tokenizerFromGGUF(f); err != nil {
 			t.Errorf("pre %q: %v", pre, err)
 		}
+	}
+}
+
+// TestGemma4TokenizerRoundTrip: Gemma 4's tokenizer reads back from the
+// metadata WriteGGUF writes for it (tokenizer.ggml.model "gemma4", its
+// merges and byte tokens).
+func TestGemma4TokenizerRoundTrip(t *testing.T) {
+	path := filepath.Join(llamacpp.Source(t), "models", "ggml-vocab-gemma-4.gguf")
+	tok, err := loadVocab(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpe := tok.(*BPETokenizer)
+	f := &ggufFile{kv: map[string]any{"tokenizer.ggml.bos_token_id": uint32(bpe.bos)}}
+	for _, kv := range bpe.ggufMetadata() {
+		f.kv[kv.key] = kv.value
+	}
+	back, err := tokenizerFromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "Hello, y'all!\n\n  café 😁 ?我想在apple工作1314151天～\x01"
+	want := tok.Encode(text, true)
+	if got := back.Encode(text, true); !slices.Equal(got, want) {
+		t.Fatalf("read back: %v, want %v", got, want)
+	}
+	if want[0] != bpe.bos {
+		t.Errorf("first token %d, want BOS %d (llama.cpp always adds it for Gemma 4)", want[0], bpe.bos)
+	}
+	if dec := back.Decode(want[1:]); dec != text {
+		t.Errorf("decodes to %q", dec)
 	}
 }
