@@ -13,14 +13,30 @@ import (
 // name, type and shape. progress, when set, is called with bytes of tensor
 // data paged in so far and the total. Errors name the path and the cause.
 func Load(path string, progress func(done, total int64)) (*Model, error) {
-	m, err := load(path, progress)
+	return LoadWith(path, progress, LoadOptions{})
+}
+
+// LoadOptions change what Load accepts.
+type LoadOptions struct {
+	// PreTokenizerFallback, when not empty, is the tokenizer.ggml.pre value
+	// (one kvpilot supports, e.g. "gpt-2") to split text with when the
+	// file's is unknown, instead of refusing the model. Text then splits
+	// unlike the model's training, so tokens differ from llama.cpp's and
+	// quality may drop: for trying a model out. The loaded Model's
+	// PreTokenizerFallback says when it was used.
+	PreTokenizerFallback string
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, progress func(done, total int64), opts LoadOptions) (*Model, error) {
+	m, err := load(path, progress, opts)
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", path, err)
 	}
 	return m, nil
 }
 
-func load(path string, progress func(done, total int64)) (*Model, error) {
+func load(path string, progress func(done, total int64), opts LoadOptions) (*Model, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -40,7 +56,7 @@ func load(path string, progress func(done, total int64)) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := fromGGUF(data, progress)
+	m, err := fromGGUF(data, progress, opts)
 	if err != nil {
 		_ = unmap()
 		return nil, err
@@ -97,7 +113,7 @@ func loadTokenizer(path string) (Tokenizer, error) {
 }
 
 // fromGGUF builds a model whose tensors alias data.
-func fromGGUF(data []byte, progress func(done, total int64)) (*Model, error) {
+func fromGGUF(data []byte, progress func(done, total int64), opts LoadOptions) (*Model, error) {
 	f, err := parseGGUF(data)
 	if err != nil {
 		return nil, err
@@ -110,14 +126,14 @@ func fromGGUF(data []byte, progress func(done, total int64)) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenizerFromGGUF(f)
+	tok, fallback, err := tokenizerFromGGUFWith(f, opts)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	if tok.VocabSize() != cfg.VocabSize {
 		return nil, fmt.Errorf("tokenizer has %d tokens, the embedding %d rows", tok.VocabSize(), cfg.VocabSize)
 	}
-	m := &Model{Tokenizer: tok}
+	m := &Model{Tokenizer: tok, PreTokenizerFallback: fallback}
 	src, _, err := f.string("tokenizer.chat_template")
 	if err != nil {
 		return nil, err
@@ -270,6 +286,19 @@ func tokensFromGGUF(f *ggufFile, c *Config, tmpl ChatTemplate, tok Tokenizer) er
 }
 
 func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
+	tok, _, err := tokenizerFromGGUFWith(f, LoadOptions{})
+	return tok, err
+}
+
+// tokenizerFromGGUFWith also returns, when opts' pre-tokenizer fallback
+// stood in for an unknown one, what Model.PreTokenizerFallback says.
+func tokenizerFromGGUFWith(f *ggufFile, opts LoadOptions) (Tokenizer, string, error) {
+	var fallback string
+	tok, err := readTokenizer(f, opts, &fallback)
+	return tok, fallback, err
+}
+
+func readTokenizer(f *ggufFile, opts LoadOptions, fallback *string) (Tokenizer, error) {
 	kind, ok, err := f.string("tokenizer.ggml.model")
 	if err != nil {
 		return nil, err
@@ -319,14 +348,28 @@ func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !hasAddBOS {
-			p, err := lookupPreTokenizer(pre)
-			if err != nil {
+		splitAs := pre
+		p, err := lookupPreTokenizer(pre)
+		if err != nil {
+			if opts.PreTokenizerFallback == "" {
 				return nil, err
 			}
+			splitAs = opts.PreTokenizerFallback
+			if p, err = lookupPreTokenizer(splitAs); err != nil {
+				return nil, fmt.Errorf("pre-tokenizer fallback: %w", err)
+			}
+			*fallback = fmt.Sprintf("pre-tokenizer %q (tokenizer.ggml.pre) is unsupported: text is split as %q instead, unlike the model's training", pre, splitAs)
+		}
+		if !hasAddBOS {
 			addBOS = p.addBOS
 		}
-		return NewBPETokenizer(tokens, types, merges, bos, addBOS, pre)
+		tok, err := NewBPETokenizer(tokens, types, merges, bos, addBOS, splitAs)
+		if err != nil {
+			return nil, err
+		}
+		// Written back as the file names it.
+		tok.pre = pre
+		return tok, nil
 	case "gemma4":
 		merges, ok := f.kv["tokenizer.ggml.merges"].([]string)
 		if !ok {

@@ -214,3 +214,34 @@ func TestGemma4TokenizerRoundTrip(t *testing.T) {
 		t.Errorf("decodes to %q", dec)
 	}
 }
+
+// TestPreTokenizerFallback: a model whose tokenizer.ggml.pre is unknown is
+// refused, or, with LoadOptions.PreTokenizerFallback, split as that names
+// and marked so; a fallback kvpilot does not know is refused too.
+func TestPreTokenizerFallback(t *testing.T) {
+	m := Random(smallConfig(), 1)
+	m.Tokenizer.(*BPETokenizer).pre = "made-up-pre"
+	data := ggufBytes(t, m)
+	if _, err := fromGGUF(data, nil, LoadOptions{}); err == nil || !strings.Contains(err.Error(), `"made-up-pre"`) {
+		t.Fatalf("without a fallback: %v, want an error naming the pre-tokenizer", err)
+	}
+	back, err := fromGGUF(data, nil, LoadOptions{PreTokenizerFallback: "gpt-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"made-up-pre"`, `"gpt-2"`} {
+		if !strings.Contains(back.PreTokenizerFallback, want) {
+			t.Errorf("PreTokenizerFallback %q does not name %s", back.PreTokenizerFallback, want)
+		}
+	}
+	if got := back.Tokenizer.(*BPETokenizer).pre; got != "made-up-pre" {
+		t.Errorf("pre written back as %q, want the file's", got)
+	}
+	if _, err := fromGGUF(data, nil, LoadOptions{PreTokenizerFallback: "bogus"}); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Errorf("fallback bogus: %v, want an error naming it", err)
+	}
+	ok, err := fromGGUF(ggufBytes(t, Random(smallConfig(), 1)), nil, LoadOptions{PreTokenizerFallback: "gpt-2"})
+	if err != nil || ok.PreTokenizerFallback != "" {
+		t.Errorf("a known pre-tokenizer with a fallback set: %v, %q", err, ok.PreTokenizerFallback)
+	}
+}
