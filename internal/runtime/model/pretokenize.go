@@ -16,10 +16,11 @@ type pretokenizer func(s string, emit func(string))
 // llama.cpp v0.5.0 defines it (src/llama-vocab.cpp, llm_tokenizer_bpe and
 // the loader's pre-tokenizer switch). llama.cpp splits with a list of
 // regexes, each applied to every piece the one before left (text between
-// matches stays a piece of its own); the regexes it runs through std::regex
-// are written here as matchers of the same backtracking semantics, and the
-// ones it hand-codes (GPT-2, Llama 3, Qwen 2, Qwen 3.5, Kimi K2) as splitters
-// following that code.
+// matches stays a piece of its own). Go's regexp has no lookahead, so each
+// regex is a hand-written matcher here: those llama.cpp hand-codes (GPT-2,
+// Llama 3, Qwen 2, Qwen 3.5, Kimi K2) follow that code, the others the
+// regex, and pretokenize_regex_test.go holds them to a backtracking
+// transcription of the regexes.
 type preTokenizer struct {
 	split pretokenizer
 	// ignoreMerges takes a piece that is a token as a whole, without
@@ -223,14 +224,7 @@ func splitLlama3(s string, maxDigits int, letter func(rune) bool, emit func(stri
 		case !isNL(r) && !isN(r) && r2 >= 0 && letter(r2):
 			end = runAt(s, i+n, letter)
 		case isN(r):
-			end = i
-			for d := 0; d < maxDigits; d++ {
-				c, cn := runeAt(s, end)
-				if c < 0 || !isN(c) {
-					break
-				}
-				end += cn
-			}
+			end = runUpTo(s, i, isN, maxDigits)
 		case other(r) || (r == ' ' && r2 >= 0 && other(r2)):
 			j := i
 			if r == ' ' {
@@ -264,14 +258,7 @@ func splitKimiK2(s string, emit func(string)) {
 			end = runAt(s, i+n, nonHan)
 			end += contraction(s, end, true)
 		case isN(r):
-			end = i
-			for d := 0; d < 3 && end < len(s); d++ {
-				c, cn := runeAt(s, end)
-				if !isN(c) {
-					break
-				}
-				end += cn
-			}
+			end = runUpTo(s, i, isN, 3)
 		case isOther(r) || (r == ' ' && r2 >= 0 && isOther(r2)):
 			j := i
 			if r == ' ' {
@@ -342,17 +329,20 @@ func oneOf(class func(rune) bool) func(s string, i int) int {
 
 // upTo is class{1,max}.
 func upTo(class func(rune) bool, max int) func(s string, i int) int {
-	return func(s string, i int) int {
-		end := i
-		for range max {
-			r, n := runeAt(s, end)
-			if n == 0 || !class(r) {
-				break
-			}
-			end += n
+	return func(s string, i int) int { return runUpTo(s, i, class, max) }
+}
+
+// runUpTo returns the end of the run of at most max runes satisfying class
+// starting at i.
+func runUpTo(s string, i int, class func(rune) bool, max int) int {
+	for range max {
+		r, n := runeAt(s, i)
+		if n == 0 || !class(r) {
+			break
 		}
-		return end
+		i += n
 	}
+	return i
 }
 
 // threeDigits is [0-9][0-9][0-9].
@@ -571,7 +561,7 @@ func splitO200k(s string, maxDigits int, contractions bool, emit func(string)) {
 				end += contraction(s, end, true)
 			}
 		case isN(r):
-			end = upTo(isN, maxDigits)(s, i)
+			end = runUpTo(s, i, isN, maxDigits)
 		case isOther(r) || (r == ' ' && j < len(s) && isOther(runeAtOr(s, j))):
 			k := i
 			if r == ' ' {
