@@ -105,8 +105,10 @@ func TestTokenizerVocabs(t *testing.T) {
 		llamacpp.Missing(t, "no models/ggml-vocab-*.gguf in %s", src)
 	}
 	var summary []string
+	seen := map[string]bool{}
 	for _, path := range files {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "ggml-vocab-"), ".gguf")
+		seen[name] = true
 		t.Run(name, func(t *testing.T) {
 			tok, err := loadVocab(path)
 			if want, refused := vocabRefused[name]; refused {
@@ -148,6 +150,14 @@ func TestTokenizerVocabs(t *testing.T) {
 			}
 			summary = append(summary, fmt.Sprintf("%s: %d/%d cases", name, pass, len(cases)))
 		})
+	}
+	// The vocabularies of llama.cpp v0.5.0 with cases: none may go
+	// missing unnoticed.
+	for _, name := range []string{"command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2", "llama-bpe",
+		"llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"} {
+		if !seen[name] {
+			t.Errorf("no models/ggml-vocab-%s.gguf in %s", name, src)
+		}
 	}
 	t.Logf("llama.cpp vocab tests:\n%s", strings.Join(summary, "\n"))
 }
