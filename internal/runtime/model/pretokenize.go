@@ -44,14 +44,18 @@ var preTokenizers = func() map[string]preTokenizer {
 		}
 	}
 	gpt2 := preTokenizer{split: splitGPT2}
-	llama3 := func(s string, emit func(string)) { splitLlama3(s, 3, isL, emit) }
+	llama3 := func(s string, emit func(string)) { splitLlama3(s, 3, isL, true, emit) }
+	qwen2 := func(s string, emit func(string)) { splitLlama3(s, 1, isL, true, emit) }
 	add(preTokenizer{split: splitDefault}, "", "default")
 	add(gpt2, "gpt-2", "phi-2", "gigachat", "a.x-4.0", "mellum", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4")
 	add(preTokenizer{split: llama3, ignoreMerges: true, addBOS: true}, "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2")
 	add(preTokenizer{split: llama3}, "dbrx", "smaug-bpe", "glm4", "chatglm-bpe")
-	add(preTokenizer{split: func(s string, emit func(string)) { splitLlama3(s, 1, isL, emit) }},
-		"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2")
-	add(preTokenizer{split: func(s string, emit func(string)) { splitLlama3(s, 1, isLM, emit) }}, "qwen35")
+	// Ling's regex (bailingmoe) reads differently but matches what Qwen 2's
+	// does: \s*[\r\n] ends where \s*[\r\n]+ does.
+	add(preTokenizer{split: qwen2}, "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2",
+		"bailingmoe", "bailingmoe2", "llada-moe")
+	add(preTokenizer{split: func(s string, emit func(string)) { splitLlama3(s, 1, isLM, true, emit) }}, "qwen35")
+	add(preTokenizer{split: func(s string, emit func(string)) { splitLlama3(s, 1, isL, false, emit) }}, "seed-coder")
 	add(preTokenizer{split: splitStarCoder}, "starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2")
 	add(preTokenizer{split: splitFalcon}, "falcon")
 	add(preTokenizer{split: splitDeepSeekLLM}, "deepseek-llm")
@@ -209,9 +213,10 @@ func splitGPT2(s string, emit func(string)) {
 }
 
 // splitLlama3 implements Llama 3's (maxDigits 3, letter \p{L}), Qwen 2's
-// (maxDigits 1) and Qwen 3.5's (maxDigits 1, letter [\p{L}\p{M}])
+// (maxDigits 1), Qwen 3.5's (maxDigits 1, letter [\p{L}\p{M}]) and
+// Seed-Coder's (maxDigits 1, no [\r\n]* after punctuation: punctNL false)
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?letter+|\p{N}{1,maxDigits}| ?[^\s letter \p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-func splitLlama3(s string, maxDigits int, letter func(rune) bool, emit func(string)) {
+func splitLlama3(s string, maxDigits int, letter func(rune) bool, punctNL bool, emit func(string)) {
 	other := func(r rune) bool { return !isSpace(r) && !letter(r) && !isN(r) }
 	for i := 0; i < len(s); {
 		end := i + contraction(s, i, true)
@@ -230,7 +235,10 @@ func splitLlama3(s string, maxDigits int, letter func(rune) bool, emit func(stri
 			if r == ' ' {
 				j = i + n
 			}
-			end = runAt(s, runAt(s, j, other), isNL)
+			end = runAt(s, j, other)
+			if punctNL {
+				end = runAt(s, end, isNL)
+			}
 		default:
 			end = newlineWhitespace(s, i)
 		}

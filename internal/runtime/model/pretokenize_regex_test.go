@@ -183,6 +183,24 @@ var regexPreTokenizers = map[string]pretokenizer{
 		rxSeq(rxOpt(rxLit(" ")), rx(isOther, 1, -1), rx(isNL, 0, -1)),
 		rxSpaceTail,
 	)),
+	// Ling's: '(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|…|\s*[\r\n]|…
+	"bailingmoe": rxIsolate(rxAlt(
+		rxSeq(rxLit("'"), rxAlt(rx1(anyOf("sSdDmMtT")), rxSeq(rx1(anyOf("lL")), rx1(anyOf("lL"))),
+			rxSeq(rx1(anyOf("vV")), rx1(anyOf("eE"))), rxSeq(rx1(anyOf("rR")), rx1(anyOf("eE"))))),
+		rxSeq(rxOpt(rx1(rxLead)), rx(isL, 1, -1)),
+		rx1(isN),
+		rxSeq(rxOpt(rxLit(" ")), rx(isOther, 1, -1), rx(isNL, 0, -1)),
+		rxSeq(rx(isSpace, 0, -1), rx1(isNL)),
+		rxSeq(rx(isSpace, 1, -1), rxNot(rx1(not(isSpace)))),
+		rx(isSpace, 1, -1),
+	)),
+	"seed-coder": rxIsolate(rxAlt(
+		rxContraction,
+		rxSeq(rxOpt(rx1(rxLead)), rx(isL, 1, -1)),
+		rx1(isN),
+		rxSeq(rxOpt(rxLit(" ")), rx(not(or(isSpace, isL, isN, isNL)), 1, -1)),
+		rxSpaceTail,
+	)),
 	"qwen2": rxIsolate(rxAlt(
 		rxContraction,
 		rxSeq(rxOpt(rx1(rxLead)), rx(isL, 1, -1)),

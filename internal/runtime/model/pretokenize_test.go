@@ -8,7 +8,8 @@ import (
 
 // TestPreTokenizerTables holds the pre-tokenizers that llama.cpp's models/
 // has no vocabulary for (o200k, Tekken, GLM-4, DeepSeek V3, Kimi K2,
-// MiniMax M2), and a few that it has, to splits read off their regexes:
+// MiniMax M2, Seed-Coder, Ling), and a few that it has, to splits read off
+// their regexes:
 // contractions, digit groups, CJK, case changes, marks, punctuation runs,
 // whitespace before newlines. The expected pieces were checked with
 // hack/pretokenize-oracle.py (Python's regex module running llama.cpp's
@@ -50,6 +51,10 @@ func TestPreTokenizerTables(t *testing.T) {
 		{"kimi-k2", "(中) x!!\n\n  y \n", []string{"(", "中", ")", " x", "!!\n\n", " ", " y", " \n"}},
 		{"kimi-k2", "café\u0301 naïve", []string{"café", "\u0301", " naïve"}},
 		{"minimax-m2", "Hello WORLD I'll 12345 a/b/\n", []string{"Hello", " WORLD", " I'll", " ", "123", "45", " a", "/b", "/\n"}},
+		{"seed-coder", "foo(); // done!!\n\n  next\t\n", []string{"foo", "();", " //", " done", "!!", "\n\n", " ", " next", "\t\n"}},
+		{"seed-coder", "I'M it's 1234 x", []string{"I", "'M", " it", "'s", " ", "1", "2", "3", "4", " x"}},
+		{"bailingmoe", "foo(); // done!!\n\n  next \r\n\t x", []string{"foo", "();", " //", " done", "!!\n\n", " ", " next", " \r\n", "\t", " x"}},
+		{"bailingmoe", "I'M it'S 12 WE'LL", []string{"I", "'M", " it", "'S", " ", "1", "2", " WE", "'LL"}},
 		{"deepseek-llm", "Hello world!! 你好，世界 123\n", []string{"Hello", " world", "!!", " ", "你好", "，", "世界", " ", "123", "\n"}},
 		{"deepseek-llm", "Ωmega ΐ ǅ  \n", []string{"Ω", "mega", " ΐ", " ǅ", "  ", "\n"}},
 		{"deepseek-coder", "def f(x):\n    return x**2 # 平方 12", []string{"def", " f", "(", "x", "):", "\n", "   ", " return", " x", "**", "2", " #", " ", "平方", " ", "1", "2"}},
