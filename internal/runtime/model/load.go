@@ -37,22 +37,7 @@ func LoadWith(path string, progress func(done, total int64), opts LoadOptions) (
 }
 
 func load(path string, progress func(done, total int64), opts LoadOptions) (*Model, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if st.Size() == 0 {
-		return nil, fmt.Errorf("not a GGUF file: %w: the file is empty", ErrTruncated)
-	}
-	data, unmap, err := mapFile(f, st.Size())
+	data, unmap, err := mapGGUF(path)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +48,26 @@ func load(path string, progress func(done, total int64), opts LoadOptions) (*Mod
 	}
 	m.unmap = unmap
 	return m, nil
+}
+
+// mapGGUF maps the file at path read-only.
+func mapGGUF(path string) (data []byte, unmap func() error, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, nil, errors.New("not a regular file")
+	}
+	if st.Size() == 0 {
+		return nil, nil, fmt.Errorf("not a GGUF file: %w: the file is empty", ErrTruncated)
+	}
+	return mapFile(f, st.Size())
 }
 
 // LoadTokenizer reads only the tokenizer of a GGUF file: the vocabulary
@@ -79,33 +84,18 @@ func LoadTokenizer(path string) (Tokenizer, error) {
 }
 
 func loadTokenizer(path string) (Tokenizer, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if st.Size() == 0 {
-		return nil, fmt.Errorf("not a GGUF file: %w: the file is empty", ErrTruncated)
-	}
-	data, unmap, err := mapFile(f, st.Size())
+	data, unmap, err := mapGGUF(path)
 	if err != nil {
 		return nil, err
 	}
 	// The parsed metadata copies its strings out of data, so the mapping
 	// can go as soon as the tokenizer is built.
 	defer func() { _ = unmap() }()
-	gf, err := parseGGUF(data)
+	f, err := parseGGUF(data)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenizerFromGGUF(gf)
+	tok, err := tokenizerFromGGUF(f)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -126,7 +116,8 @@ func fromGGUF(data []byte, progress func(done, total int64), opts LoadOptions) (
 	if err != nil {
 		return nil, err
 	}
-	tok, fallback, err := tokenizerFromGGUFWith(f, opts)
+	var fallback string
+	tok, err := readTokenizer(f, opts, &fallback)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -286,18 +277,12 @@ func tokensFromGGUF(f *ggufFile, c *Config, tmpl ChatTemplate, tok Tokenizer) er
 }
 
 func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
-	tok, _, err := tokenizerFromGGUFWith(f, LoadOptions{})
-	return tok, err
+	return readTokenizer(f, LoadOptions{}, new(string))
 }
 
-// tokenizerFromGGUFWith also returns, when opts' pre-tokenizer fallback
-// stood in for an unknown one, what Model.PreTokenizerFallback says.
-func tokenizerFromGGUFWith(f *ggufFile, opts LoadOptions) (Tokenizer, string, error) {
-	var fallback string
-	tok, err := readTokenizer(f, opts, &fallback)
-	return tok, fallback, err
-}
-
+// readTokenizer builds the file's tokenizer; when opts' pre-tokenizer
+// fallback stands in for an unknown one, it sets *fallback to what
+// Model.PreTokenizerFallback says.
 func readTokenizer(f *ggufFile, opts LoadOptions, fallback *string) (Tokenizer, error) {
 	kind, ok, err := f.string("tokenizer.ggml.model")
 	if err != nil {
