@@ -9,13 +9,12 @@ import (
 // TestPreTokenizerTables holds the pre-tokenizers that llama.cpp's models/
 // has no vocabulary for (o200k, Tekken, GLM-4, DeepSeek V3, Kimi K2,
 // MiniMax M2, Seed-Coder, Ling), and a few that it has, to splits read off
-// their regexes:
-// contractions, digit groups, CJK, case changes, marks, punctuation runs,
-// whitespace before newlines. The expected pieces were checked with
-// hack/pretokenize-oracle.py (Python's regex module running llama.cpp's
-// regex lists; Kimi K2 its hand-coded split transcribed), e.g.
+// their regexes: contractions, digit groups, CJK, case changes, marks,
+// punctuation runs, whitespace before newlines. The expected pieces were
+// checked with hack/pretokenize-oracle.py (Python's regex module running
+// llama.cpp's regex lists; Kimi K2 its hand-coded split transcribed), e.g.
 //
-//	hack/pretokenize-oracle.py gpt-4o '"path/to/file.go:12 -- ok/\\n"'
+//	hack/pretokenize-oracle.py gpt-4o '"path/to/file.go:12 -- ok/\n"'
 func TestPreTokenizerTables(t *testing.T) {
 	for _, tc := range []struct {
 		pre, text string
