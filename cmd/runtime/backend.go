@@ -60,9 +60,12 @@ type modelExecutor interface {
 func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
 	log.Info("loading model", "model", o.Model)
 	start := time.Now()
-	m, err := model.Open(o.Model, loadProgress(log))
+	m, err := model.OpenWith(o.Model, loadProgress(log), model.LoadOptions{PreTokenizerFallback: o.TokenizerPreFallback})
 	if err != nil {
 		return nil, err
+	}
+	if m.PreTokenizerFallback != "" {
+		log.Warn("TOKENIZER FALLBACK: prompts do not tokenize as the model was trained", "model", o.Model, "reason", m.PreTokenizerFallback, "flag", "--tokenizer-pre-fallback")
 	}
 	cfg := m.Config
 	log.Info("model loaded", "model", o.Model, "arch", cfg.Arch, "params", cfg.NumParams(), "layers", cfg.Layers,

@@ -82,6 +82,9 @@ type options struct {
 	ResponsesStoreEntries int
 	ResponsesStoreBytes   byteSize
 	LogLevel              slog.Level
+
+	// TokenizerPreFallback is model.LoadOptions.PreTokenizerFallback.
+	TokenizerPreFallback string
 }
 
 const (
@@ -102,6 +105,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	}
 
 	fs.StringVar(&o.Model, "model", "builtin:tiny", "model to serve with the cpu or ggml executor: a GGUF file path, or builtin:tiny")
+	fs.StringVar(&o.TokenizerPreFallback, "tokenizer-pre-fallback", "", "tokenizer.ggml.pre to split text with when the GGUF's is one kvpilot does not support (e.g. gpt-2), instead of refusing the model; tokens then differ from the model's training (logged as a warning): for trying a model out")
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model name in the API (default: derived from --model, or --sim-model with the sim executor)")
 	fs.StringVar(&o.Executor, "executor", executorCPU, "executor: cpu (pure-Go transformer), ggml (ggml's CPU or CUDA kernels; libraries from hack/setup-ggml.sh) or sim (roofline model of an accelerator)")
 	fs.StringVar(&o.Device, "device", "", "ggml executor: cuda or cpu (default: cuda when NVML finds a GPU and the CUDA backend loads, else cpu)")
