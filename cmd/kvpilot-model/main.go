@@ -73,6 +73,11 @@ func write(args []string, stdout, stderr io.Writer) error {
 	bias := fs.Bool("qkv-bias", false, "q/k/v projection biases (Qwen2-style)")
 	seed := fs.Int64("seed", 1, "weight seed")
 	dtype := fs.String("dtype", "f32", "matrix type: f32, f16, bf16 or q8_0")
+	ropeScaling := fs.String("rope-scaling", "", "RoPE scaling: "+strings.Join(archs.RopeScalingTypes, ", ")+" (empty: no rope.scaling.type key)")
+	ropeFactor := fs.Float64("rope-scaling-factor", 0, "RoPE scaling factor, the context's stretch (0: none)")
+	ropeOrigCtx := fs.Int("rope-orig-ctx", 0, "context trained before RoPE scaling (0: --context)")
+	ropeAttnFactor := fs.Float64("rope-attn-factor", 0, "rope.scaling.attn_factor, a multiplier of the rotated values (0: none)")
+	ropeDims := fs.Int("rope-dims", 0, "dimensions of a head RoPE rotates (0: the whole head; the llama family rotates whole heads)")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -93,6 +98,8 @@ func write(args []string, stdout, stderr io.Writer) error {
 		cfg := model.Config{
 			Arch: *arch, VocabSize: *vocab, Dim: *dim, Layers: *layers, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
 			FFN: *ffn, ContextLen: *ctxLen, RopeTheta: float32(*theta), TiedEmbeddings: *tied, QKVBias: *bias,
+			RopeDims:    *ropeDims,
+			RopeScaling: archs.RopeScaling{Type: *ropeScaling, Factor: float32(*ropeFactor), OrigContext: *ropeOrigCtx, AttnFactor: float32(*ropeAttnFactor)},
 		}.WithDefaults()
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -142,6 +149,15 @@ func writeFile(path string, m *model.Model) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	// What the architecture's ReadConfig refuses (partial RoPE in the llama
+	// family …) is not written.
+	back, err := model.Open(f.Name(), nil)
+	if err != nil {
+		return fmt.Errorf("the model written does not load: %w", err)
+	}
+	if err := back.Close(); err != nil {
+		return err
+	}
 	return os.Rename(f.Name(), path)
 }
 
@@ -153,6 +169,12 @@ func describe(c model.Config) string {
 	}
 	if c.QKVBias {
 		s += ", qkv bias"
+	}
+	if c.RopeDims != 0 && c.RopeDims != c.HeadDim {
+		s += fmt.Sprintf(", rope dims %d", c.RopeDims)
+	}
+	if r := c.RopeScaling; r != (archs.RopeScaling{}) {
+		s += fmt.Sprintf(", rope scaling %q factor %g (original context %d, attention factor %g)", r.Type, r.Factor, r.OrigContext, r.AttnFactor)
 	}
 	return s
 }

@@ -18,6 +18,10 @@ func TestWriteAndInfo(t *testing.T) {
 			"qwen2 vocab 300, dim 64, 1 layers, 4 heads (1 kv, head dim 16), ffn 64, context 4096, rope theta 10000, tied head, qkv bias"},
 		{[]string{"--layers", "2", "--dim", "128", "--heads", "4", "--kv-heads", "2", "--head-dim", "64", "--ffn", "192", "--dtype", "f16", "--arch", "qwen3", "--tied", "--rope-theta", "1000000"},
 			"qwen3 vocab 258, dim 128, 2 layers, 4 heads (2 kv, head dim 64), ffn 192, context 4096, rope theta 1e+06, tied head"},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--arch", "qwen3", "--context", "8192", "--rope-scaling", "yarn", "--rope-scaling-factor", "4", "--rope-orig-ctx", "2048"},
+			`rope scaling "yarn" factor 4 (original context 2048, attention factor 0)`},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--rope-scaling", "linear", "--rope-scaling-factor", "2", "--rope-attn-factor", "0.5"},
+			`llama vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 4096, rope theta 10000, rope scaling "linear" factor 2 (original context 0, attention factor 0.5)`},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer
@@ -37,6 +41,10 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--heads", "3", "--kv-heads", "2"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--dtype", "q4_k"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--vocab", "100"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--rope-scaling", "longrope", "--rope-scaling-factor", "4"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--rope-scaling-factor", "-1"},
+		// The llama family rotates whole heads: the file would not load.
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--rope-dims", "8"},
 		{"info", filepath.Join(dir, "missing.gguf")},
 		{"frobnicate"},
 	} {

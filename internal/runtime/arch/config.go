@@ -1,6 +1,11 @@
 package arch
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
 
 // Config is a model's geometry and hyperparameters: the fields every
 // architecture has (the KV cache's geometry among them), and those of the
@@ -53,11 +58,26 @@ type Config struct {
 
 // RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor
 // the context's stretch and OrigContext the context trained before it.
+// Type "" is a file without rope.scaling.type, which llama.cpp reads as
+// "linear" (so a Factor alone stretches linearly); "none" ignores Factor.
 type RopeScaling struct {
 	Type        string
 	Factor      float32
 	OrigContext int
+	// AttnFactor is rope.scaling.attn_factor, the model's own multiplier
+	// of the rotated values (every architecture's); 0 means 1.
+	AttnFactor float32
+	// YarnBetaFast, YarnBetaSlow and YarnLogMul are
+	// rope.scaling.yarn_beta_fast, yarn_beta_slow and
+	// yarn_log_multiplier, which only some architectures read (mistral3;
+	// llama.cpp's llama family keeps its defaults whatever the file says).
+	// 0 means the defaults: betas 32 and 1, no log multiplier.
+	YarnBetaFast, YarnBetaSlow, YarnLogMul float32
 }
+
+// RopeScalingTypes are the RoPE scalings the forward passes run
+// (llama.cpp's names; "longrope" needs per-dimension factor tensors).
+var RopeScalingTypes = []string{"none", "linear", "yarn"}
 
 // LayerKind is what a layer's attention reads.
 type LayerKind uint8
@@ -77,6 +97,62 @@ const (
 // conversion). It is the llama family's choice, which the pure-Go
 // reference executor reads; architectures choose their own in Forward.
 func (c Config) RopeNeox() bool { return c.Arch == "qwen2" || c.Arch == "qwen3" }
+
+// RopeParams are the ggml_rope_ext parameters of c's RoPE in mode, as
+// llama.cpp's context derives them from the same hyperparameters: the
+// rotated dimensions (RopeDims, else HeadDim), FreqScale 1/Factor unless
+// the type is "none", and for YaRN the ramp (ExtFactor 1, OrigContext
+// the trained context, else ContextLen) and the magnitude AttnFactor:
+// mscale(factor)/mscale(factor, YarnLogMul) (or mscale(factor) without a
+// log multiplier) divided by the 1+0.1·ln(factor) ggml multiplies back, so
+// that the net magnitude is YaRN's; then times RopeScaling.AttnFactor.
+// The arithmetic is float32, as llama.cpp's.
+func (c Config) RopeParams(mode RopeMode) RopeParams {
+	s := c.RopeScaling
+	p := RopeParams{
+		Dims: c.HeadDim, Mode: mode, Theta: c.RopeTheta, FreqScale: 1, OrigContext: c.ContextLen,
+		AttnFactor: 1, BetaFast: 32, BetaSlow: 1,
+	}
+	if c.RopeDims > 0 {
+		p.Dims = c.RopeDims
+	}
+	if s.OrigContext > 0 {
+		p.OrigContext = s.OrigContext
+	}
+	if s.YarnBetaFast != 0 {
+		p.BetaFast = s.YarnBetaFast
+	}
+	if s.YarnBetaSlow != 0 {
+		p.BetaSlow = s.YarnBetaSlow
+	}
+	if s.Type != "none" && s.Factor != 0 {
+		p.FreqScale = 1 / s.Factor
+	}
+	if s.Type == "yarn" {
+		p.ExtFactor = 1
+		factor := 1 / p.FreqScale
+		if s.YarnLogMul != 0 {
+			p.AttnFactor = yarnMscale(factor, 1) / yarnMscale(factor, s.YarnLogMul)
+		} else {
+			p.AttnFactor = yarnMscale(factor, 1)
+		}
+		p.AttnFactor *= 1 / (1 + float32(0.1)*logf(factor))
+	}
+	if s.AttnFactor != 0 {
+		p.AttnFactor *= s.AttnFactor
+	}
+	return p
+}
+
+// yarnMscale is YaRN's attention magnitude for a stretch of scale.
+func yarnMscale(scale, mscale float32) float32 {
+	if scale <= 1 {
+		return 1
+	}
+	return float32(0.1)*mscale*logf(scale) + 1
+}
+
+func logf(x float32) float32 { return float32(math.Log(float64(x))) }
 
 // Validate reports the first inconsistency in the geometry, or an
 // architecture that is not registered.
@@ -100,6 +176,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bos token %d outside the vocabulary of %d", c.BOS, c.VocabSize)
 	case c.LayerKinds != nil && len(c.LayerKinds) != c.Layers:
 		return fmt.Errorf("%d layer kinds for %d layers", len(c.LayerKinds), c.Layers)
+	case c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0:
+		return fmt.Errorf("rope dims %d: must be even and at most the head dim %d (0: all of it)", c.RopeDims, c.HeadDim)
+	case c.RopeScaling.Type != "" && !slices.Contains(RopeScalingTypes, c.RopeScaling.Type):
+		return fmt.Errorf("rope scaling %q is unsupported (supported: %s)", c.RopeScaling.Type, strings.Join(RopeScalingTypes, ", "))
+	case c.RopeScaling.Factor < 0 || math.IsInf(float64(c.RopeScaling.Factor), 0) || c.RopeScaling.Factor != c.RopeScaling.Factor:
+		return fmt.Errorf("rope scaling factor %g must be positive (0: none)", c.RopeScaling.Factor)
+	case c.RopeScaling.OrigContext < 0:
+		return fmt.Errorf("rope scaling original context %d must not be negative", c.RopeScaling.OrigContext)
 	}
 	for _, id := range c.EOS {
 		if id < 0 || int(id) >= c.VocabSize {

@@ -14,6 +14,34 @@ const (
 	RopeNeox RopeMode = 2
 )
 
+// RopeParams are ggml_rope_ext's parameters besides the tensor and the
+// positions. The zero values of FreqScale and AttnFactor mean 1.
+type RopeParams struct {
+	// Dims is how many leading dimensions of each head rotate (partial
+	// rotary embeddings leave the rest as they are); Mode pairs them.
+	Dims int
+	Mode RopeMode
+	// Theta is the frequency base.
+	Theta float32
+	// FreqScale multiplies every position's angle: 1/factor for linear
+	// and YaRN scaling, 1 without.
+	FreqScale float32
+	// OrigContext is the context trained before scaling (YaRN's
+	// correction dimensions depend on it).
+	OrigContext int
+	// ExtFactor mixes extrapolated angles back into the high
+	// frequencies (YaRN: 1; 0 disables YaRN's ramp and magnitude
+	// scaling, and with it BetaFast and BetaSlow).
+	ExtFactor float32
+	// AttnFactor multiplies the rotated values (YaRN's magnitude
+	// correction; ggml multiplies it by 1+0.1·ln(1/FreqScale) itself
+	// when ExtFactor is not 0).
+	AttnFactor float32
+	// BetaFast and BetaSlow bound YaRN's ramp, in rotations over
+	// OrigContext.
+	BetaFast, BetaSlow float32
+}
+
 // Ops are the tensor operations an executor offers a forward pass while it
 // builds one iteration's graph over the batch's n tokens. Shapes are in
 // ggml order ([row length, rows, …]). The operations only describe the
@@ -36,8 +64,13 @@ type Ops interface {
 	// Reshape3D views x, contiguous, as [ne0, ne1, ne2].
 	Reshape3D(x Tensor, ne0, ne1, ne2 int) Tensor
 	// Rope rotates the first dims dimensions of every head of x
-	// [headDim, heads, n] by the batch's positions.
+	// [headDim, heads, n] by the batch's positions: RopeExt without
+	// scaling.
 	Rope(x Tensor, dims int, mode RopeMode, theta float32) Tensor
+	// RopeExt is Rope with every parameter of ggml_rope_ext: partial
+	// rotation, linear and YaRN scaling (Config.RopeParams derives them
+	// from a model's hyperparameters as llama.cpp does).
+	RopeExt(x Tensor, p RopeParams) Tensor
 	// SwiGLU is silu(gate) ⊙ up.
 	SwiGLU(gate, up Tensor) Tensor
 	// Attention writes this iteration's keys k [headDim, kvHeads, n] and

@@ -57,7 +57,8 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 // and the embedding, final norm and head.
 func (fw *forward) Nodes() int { return 40*len(fw.layers) + 16 }
 
-// Build is, per block, x += o·attn(rope(q), rope(k), v) over the
+// Build is, per block, x += o·attn(rope(q), rope(k), v) (RoPE scaled as
+// the file says: Config.RopeParams) over the
 // attention-normed x (qwen3: each head of q and of k RMS-normed by its
 // layer's weights, with the model's epsilon, before RoPE, as llama.cpp's
 // qwen3 graph), then x += down·swiglu(gate·x', up·x') over the
@@ -66,6 +67,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
 	hd := c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	rope := c.RopeParams(fw.rope) // with the file's scaling, as llama.cpp's context derives it
 	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
 	proj := func(w, x, bias arch.Tensor) arch.Tensor {
 		y := o.MulMat(w, x)
@@ -85,7 +87,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		if l.qNorm != 0 {
 			q, k = norm(q, l.qNorm), norm(k, l.kNorm) // per head: rows of HeadDim
 		}
-		q, k = o.Rope(q, hd, fw.rope, c.RopeTheta), o.Rope(k, hd, fw.rope, c.RopeTheta)
+		q, k = o.RopeExt(q, rope), o.RopeExt(k, rope)
 		x = o.Add(x, o.MulMat(l.o, o.Attention(li, q, k, v, scale)))
 
 		xn = norm(x, l.ffnNorm)

@@ -6,6 +6,7 @@
 package llama
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -77,7 +78,7 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	if v, ok, err := file.Uint(p + "rope.dimension_count"); err != nil {
 		return err
 	} else if ok && int(v) != c.HeadDim {
-		return fmt.Errorf("partial rotary embeddings (%d of %d dimensions) are unsupported", v, c.HeadDim)
+		return fmt.Errorf("partial rotary embeddings (%d of %d dimensions) are unsupported: %s rotates whole heads (llama.cpp's graph asserts it)", v, c.HeadDim, f.name)
 	}
 	c.RopeTheta, c.NormEps = 10000, 1e-5
 	for _, x := range []struct {
@@ -92,8 +93,8 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 			*x.dst = float32(v)
 		}
 	}
-	if s, _, _ := file.String(p + "rope.scaling.type"); s != "" && s != "none" {
-		return fmt.Errorf("rope scaling %q is unsupported", s)
+	if err := readRopeScaling(file, p, &c.RopeScaling); err != nil {
+		return err
 	}
 	emb := file.Shape("token_embd.weight")
 	if emb == nil {
@@ -124,7 +125,7 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 
 func (f family) Metadata(c arch.Config) []arch.KV {
 	p := f.name + "."
-	return []arch.KV{
+	kvs := []arch.KV{
 		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
 		{Key: p + "context_length", Value: uint32(c.ContextLen)},
 		{Key: p + "embedding_length", Value: uint32(c.Dim)},
@@ -134,10 +135,11 @@ func (f family) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "attention.head_count_kv", Value: uint32(c.KVHeads)},
 		{Key: p + "attention.key_length", Value: uint32(c.HeadDim)},
 		{Key: p + "attention.value_length", Value: uint32(c.HeadDim)},
-		{Key: p + "rope.dimension_count", Value: uint32(c.HeadDim)},
+		{Key: p + "rope.dimension_count", Value: uint32(cmp.Or(c.RopeDims, c.HeadDim))},
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
 	}
+	return append(kvs, ropeScalingMetadata(p, c.RopeScaling)...)
 }
 
 func (f family) Tensors(c arch.Config) []arch.TensorSpec {

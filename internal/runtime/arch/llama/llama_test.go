@@ -75,6 +75,15 @@ func TestReadConfigReadsMetadata(t *testing.T) {
 		// qwen3's head dim is its own (Qwen3-0.6B: dim 1024, 16 heads of 128).
 		{Arch: "qwen3", VocabSize: 300, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 96, ContextLen: 40960, RopeTheta: 1e6, NormEps: 1e-6, TiedEmbeddings: true},
 		{Arch: "qwen3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 256, RopeTheta: 1e6, NormEps: 1e-6},
+		// RoPE scaling: YaRN (Qwen3's 4× of 32768), linear, a factor
+		// without a type (llama.cpp: linear) and a model's own attention
+		// factor.
+		{Arch: "qwen3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 131072, RopeTheta: 1e6, NormEps: 1e-6,
+			RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 32768}},
+		{Arch: "llama", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 8192, RopeTheta: 1e4, NormEps: 1e-5,
+			RopeScaling: arch.RopeScaling{Type: "linear", Factor: 2}},
+		{Arch: "qwen2", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 8192, RopeTheta: 1e4, NormEps: 1e-5,
+			RopeScaling: arch.RopeScaling{Factor: 2, AttnFactor: 0.5}},
 	} {
 		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3}[want.Arch]
 		got := arch.Config{Arch: want.Arch}
@@ -96,7 +105,9 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		value any
 		want  string
 	}{
-		{"llama.rope.scaling.type", "yarn", `rope scaling "yarn" is unsupported`},
+		{"llama.rope.scaling.type", "longrope", `rope scaling "longrope" is unsupported`},
+		{"llama.rope.scaling.type", "ntk", `rope scaling "ntk" is unsupported`},
+		{"llama.rope.scaling.factor", float32(-2), "rope.scaling.factor = -2 must be positive"},
 		{"llama.rope.dimension_count", uint32(8), "partial rotary embeddings (8 of 16 dimensions)"},
 		{"llama.attention.value_length", uint32(32), "value length 32 differs from key length 16"},
 		{"llama.block_count", "two", "not an integer"},

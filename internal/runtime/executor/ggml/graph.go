@@ -290,7 +290,19 @@ func (o *graphOps) Reshape3D(x arch.Tensor, ne0, ne1, ne2 int) arch.Tensor {
 
 func (o *graphOps) Rope(x arch.Tensor, dims int, mode arch.RopeMode, theta float32) arch.Tensor {
 	// ext_factor 0 disables YaRN, so beta_fast and beta_slow are unused.
-	return arch.Tensor(o.e.a.ropeExt(o.ctx, cTensor(x), o.in.pos, 0, int32(dims), int32(mode), 0, theta, 1, 0, 1, 0, 0))
+	return o.RopeExt(x, arch.RopeParams{Dims: dims, Mode: mode, Theta: theta})
+}
+
+func (o *graphOps) RopeExt(x arch.Tensor, p arch.RopeParams) arch.Tensor {
+	freqScale, attnFactor := p.FreqScale, p.AttnFactor
+	if freqScale == 0 {
+		freqScale = 1
+	}
+	if attnFactor == 0 {
+		attnFactor = 1
+	}
+	return arch.Tensor(o.e.a.ropeExt(o.ctx, cTensor(x), o.in.pos, 0, int32(p.Dims), int32(p.Mode), int32(p.OrigContext),
+		p.Theta, freqScale, p.ExtFactor, attnFactor, p.BetaFast, p.BetaSlow))
 }
 
 func (o *graphOps) SwiGLU(gate, up arch.Tensor) arch.Tensor {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -41,7 +42,9 @@ const parityLogitsTol = 1e-3
 // TestGreedyParityWithLlamaCpp holds the ggml executor to llama.cpp itself
 // (node-llama-cpp 3.22.1, hack/llama-cpp-greedy.mjs), the reference for
 // every architecture: for llama, qwen2 (q/k/v biases, tied head) and qwen3
-// (q/k head norms, a head dim other than dim/heads, tied head), each
+// (q/k head norms, a head dim other than dim/heads, tied head), RoPE
+// scaling (qwen3 with YaRN from an original context the long prompt
+// passes, llama linear with a model's attention factor), each
 // with F16 and with Q8_0 weights, a random-weight GGUF goes to both; both
 // keep an F16 KV cache, run flash attention on one CPU thread, and decode
 // greedily paritySteps tokens after a short prompt and after a long one
@@ -100,7 +103,30 @@ func parityModels() []parityCase {
 		{name: "llama", cfg: heads["llama"], seed: 12},
 		{name: "qwen2", cfg: heads["qwen2"], seed: 7},
 		{name: "qwen3", cfg: qwen3Config(), seed: 27},
+		// RoPE scaling (seeds: the widest top-2 margins of 1–30 and
+		// 1–20, 8.0e-3 and 7.8e-3).
+		{name: "qwen3-yarn", cfg: yarnConfig(), seed: 18},
+		{name: "llama-linear", cfg: linearConfig(), seed: 16},
 	}
+}
+
+// yarnConfig is qwen3Config with YaRN scaling 4× over an original context
+// of 128 tokens, which the long prompt passes (YaRN's ramp and magnitude
+// scaling apply at every position; the trained context decides which
+// dimensions interpolate).
+func yarnConfig() model.Config {
+	c := qwen3Config()
+	c.ContextLen = 512
+	c.RopeScaling = arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 128}
+	return c
+}
+
+// linearConfig is wideHeads' llama with linear RoPE scaling 2× and a
+// rope.scaling.attn_factor of its own.
+func linearConfig() model.Config {
+	c := wideHeads()["llama"]
+	c.RopeScaling = arch.RopeScaling{Type: "linear", Factor: 2, AttnFactor: 0.8}
+	return c
 }
 
 type parityCase struct {
