@@ -22,6 +22,9 @@ func TestWriteAndInfo(t *testing.T) {
 			`rope scaling "yarn" factor 4 (original context 2048, attention factor 0)`},
 		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--rope-scaling", "linear", "--rope-scaling-factor", "2", "--rope-attn-factor", "0.5"},
 			`llama vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 4096, rope theta 10000, rope scaling "linear" factor 2 (original context 0, attention factor 0.5)`},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--arch", "mistral3", "--context", "8192", "--rope-scaling", "yarn", "--rope-scaling-factor", "16",
+			"--rope-orig-ctx", "512", "--yarn-beta-fast", "32", "--yarn-beta-slow", "1", "--yarn-log-mul", "1", "--attn-temp-scale", "0.1"},
+			`mistral3 vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 8192, rope theta 10000, rope scaling "yarn" factor 16 (original context 512, attention factor 0), yarn beta fast 32, beta slow 1, log multiplier 1, attention temperature scale 0.1 every 512 positions`},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer
@@ -45,6 +48,8 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--rope-scaling-factor", "-1"},
 		// The llama family rotates whole heads: the file would not load.
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--rope-dims", "8"},
+		// llama reads no attention temperature (mistral3 does).
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--attn-temp-scale", "0.1"},
 		{"info", filepath.Join(dir, "missing.gguf")},
 		{"frobnicate"},
 	} {

@@ -54,6 +54,21 @@ type Config struct {
 	// Experts and ExpertsUsed are a mixture-of-experts MLP's expert count
 	// and how many each token runs; 0 for a dense MLP.
 	Experts, ExpertsUsed int
+	// AttnTempScale is Llama 4's attention temperature tuning, which
+	// mistral3 reads (attention.temperature_scale): each query is
+	// multiplied by 1 + AttnTempScale·ln(⌊pos/AttnTempFloor()⌋+1), so that
+	// attention sharpens past the trained context; 0 for none.
+	AttnTempScale float32
+}
+
+// AttnTempFloor is the position step of the attention temperature:
+// llama.cpp's original YaRN context (RopeScaling.OrigContext, else
+// ContextLen).
+func (c Config) AttnTempFloor() int {
+	if c.RopeScaling.OrigContext > 0 {
+		return c.RopeScaling.OrigContext
+	}
+	return c.ContextLen
 }
 
 // RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor
@@ -182,6 +197,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rope scaling %q is unsupported (supported: %s)", c.RopeScaling.Type, strings.Join(RopeScalingTypes, ", "))
 	case c.RopeScaling.Factor < 0 || math.IsInf(float64(c.RopeScaling.Factor), 0) || c.RopeScaling.Factor != c.RopeScaling.Factor:
 		return fmt.Errorf("rope scaling factor %g must be positive (0: none)", c.RopeScaling.Factor)
+	case math.IsInf(float64(c.AttnTempScale), 0) || c.AttnTempScale != c.AttnTempScale:
+		return fmt.Errorf("attention temperature scale %g must be finite", c.AttnTempScale)
 	case c.RopeScaling.OrigContext < 0:
 		return fmt.Errorf("rope scaling original context %d must not be negative", c.RopeScaling.OrigContext)
 	}

@@ -71,6 +71,11 @@ type Ops interface {
 	// rotation, linear and YaRN scaling (Config.RopeParams derives them
 	// from a model's hyperparameters as llama.cpp does).
 	RopeExt(x Tensor, p RopeParams) Tensor
+	// AttnTemperature multiplies each token's rows of q [headDim, heads, n]
+	// by 1 + scale·ln(⌊pos/floor⌋+1) at its position pos (Llama 4's
+	// attention temperature tuning, Config.AttnTempScale): the same scale
+	// and floor in every call of a forward pass.
+	AttnTemperature(q Tensor, scale float32, floor int) Tensor
 	// SwiGLU is silu(gate) ⊙ up.
 	SwiGLU(gate, up Tensor) Tensor
 	// Attention writes this iteration's keys k [headDim, kvHeads, n] and

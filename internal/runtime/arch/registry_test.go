@@ -11,7 +11,7 @@ import (
 )
 
 func TestRegistryNamesTheArchitectures(t *testing.T) {
-	if diff := cmp.Diff([]string{"llama", "qwen2", "qwen3"}, arch.Names()); diff != "" {
+	if diff := cmp.Diff([]string{"llama", "mistral3", "qwen2", "qwen3"}, arch.Names()); diff != "" {
 		t.Errorf("registered architectures (-want +got):\n%s", diff)
 	}
 	for _, name := range arch.Names() {
@@ -30,7 +30,7 @@ func TestRegistryRefusesUnknownArchitecture(t *testing.T) {
 		if err == nil {
 			t.Fatalf("Lookup(%q) = %v, want an error", name, a)
 		}
-		for _, want := range []string{`unsupported architecture "` + name + `"`, "supported: llama, qwen2, qwen3"} {
+		for _, want := range []string{`unsupported architecture "` + name + `"`, "supported: llama, mistral3, qwen2, qwen3"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("Lookup(%q): %q lacks %q", name, err, want)
 			}

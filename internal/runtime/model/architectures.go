@@ -13,5 +13,6 @@ func init() {
 		llama.Llama,
 		llama.Qwen2,
 		llama.Qwen3,
+		llama.Mistral3,
 	)
 }

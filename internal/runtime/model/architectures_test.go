@@ -17,7 +17,7 @@ func TestLoadRefusesUnknownArchitecture(t *testing.T) {
 	if err == nil {
 		t.Fatal("loaded")
 	}
-	for _, want := range []string{`unsupported architecture "gemma" (supported: llama, qwen2, qwen3)`, p} {
+	for _, want := range []string{`unsupported architecture "gemma" (supported: llama, mistral3, qwen2, qwen3)`, p} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

@@ -88,6 +88,9 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 			q, k = norm(q, l.qNorm), norm(k, l.kNorm) // per head: rows of HeadDim
 		}
 		q, k = o.RopeExt(q, rope), o.RopeExt(k, rope)
+		if c.AttnTempScale != 0 {
+			q = o.AttnTemperature(q, c.AttnTempScale, c.AttnTempFloor())
+		}
 		x = o.Add(x, o.MulMat(l.o, o.Attention(li, q, k, v, scale)))
 
 		xn = norm(x, l.ffnNorm)

@@ -1,8 +1,10 @@
-// Package llama is the llama family: llama, qwen2 and qwen3, one forward
-// pass (pre-norm blocks of grouped-query attention with RoPE and a SwiGLU
-// MLP) with the variants' differences: qwen2's biases on the q, k and v
-// projections and NEOX RoPE; qwen3's NEOX RoPE and RMS norms of each query
-// and key head (attn_q_norm, attn_k_norm) before RoPE.
+// Package llama is the llama family: llama, qwen2, qwen3 and mistral3, one
+// forward pass (pre-norm blocks of grouped-query attention with RoPE and a
+// SwiGLU MLP) with the variants' differences: qwen2's biases on the q, k
+// and v projections and NEOX RoPE; qwen3's NEOX RoPE and RMS norms of each
+// query and key head (attn_q_norm, attn_k_norm) before RoPE; mistral3's
+// YaRN keys and attention temperature. Every variant honours the file's
+// RoPE scaling (linear, YaRN) as llama.cpp does.
 package llama
 
 import (
@@ -18,6 +20,10 @@ var (
 	Llama arch.Architecture = family{name: "llama", rope: arch.RopeNormal}
 	Qwen2 arch.Architecture = family{name: "qwen2", rope: arch.RopeNeox}
 	Qwen3 arch.Architecture = family{name: "qwen3", rope: arch.RopeNeox, qkNorm: true}
+	// Mistral3 (Mistral Small 3.x, Devstral, Ministral 3) is llama's
+	// graph with the YaRN parameters and attention temperature of its own
+	// keys (see readMistral3).
+	Mistral3 arch.Architecture = family{name: "mistral3", rope: arch.RopeNormal, mistral3: true}
 )
 
 // family is one variant: its GGUF name and RoPE mode (GGUF llama models'
@@ -29,6 +35,8 @@ type family struct {
 	name   string
 	rope   arch.RopeMode
 	qkNorm bool
+	// mistral3 reads rope.scaling.yarn_* and attention.temperature_scale.
+	mistral3 bool
 }
 
 func (f family) Name() string { return f.name }
@@ -96,6 +104,11 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	if err := readRopeScaling(file, p, &c.RopeScaling); err != nil {
 		return err
 	}
+	if f.mistral3 {
+		if err := readMistral3(file, p, c); err != nil {
+			return err
+		}
+	}
 	emb := file.Shape("token_embd.weight")
 	if emb == nil {
 		return errors.New("missing tensor token_embd.weight")
@@ -106,6 +119,16 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	c.VocabSize = emb[1]
 	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
+	// llama.cpp's llama and mistral3 graphs take optional output and MLP
+	// biases and experts this forward pass does not run: a file with them
+	// is refused rather than run without them.
+	for i := range c.Layers {
+		for _, t := range []string{"attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate_inp.weight"} {
+			if name := fmt.Sprintf("blk.%d.%s", i, t); file.Shape(name) != nil {
+				return fmt.Errorf("tensor %s is unsupported (%s runs no output or MLP biases and no experts)", name, f.name)
+			}
+		}
+	}
 	if f.qkNorm {
 		// The loader checks every tensor's shape against Tensors; this
 		// names the one a file of another variant lacks.
@@ -139,7 +162,11 @@ func (f family) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
 	}
-	return append(kvs, ropeScalingMetadata(p, c.RopeScaling)...)
+	kvs = append(kvs, ropeScalingMetadata(p, c.RopeScaling)...)
+	if f.mistral3 {
+		kvs = append(kvs, mistral3Metadata(p, c)...)
+	}
+	return kvs
 }
 
 func (f family) Tensors(c arch.Config) []arch.TensorSpec {

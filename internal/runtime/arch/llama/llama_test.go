@@ -84,8 +84,13 @@ func TestReadConfigReadsMetadata(t *testing.T) {
 			RopeScaling: arch.RopeScaling{Type: "linear", Factor: 2}},
 		{Arch: "qwen2", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 8192, RopeTheta: 1e4, NormEps: 1e-5,
 			RopeScaling: arch.RopeScaling{Factor: 2, AttnFactor: 0.5}},
+		// mistral3 (Devstral Small 2's scaling) reads YaRN's betas, log
+		// multiplier and the attention temperature too.
+		{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, ContextLen: 393216, RopeTheta: 1e8, NormEps: 1e-5,
+			RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 48, OrigContext: 8192, YarnBetaFast: 32, YarnBetaSlow: 1, YarnLogMul: 1}, AttnTempScale: 0.1},
+		{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 4096, RopeTheta: 1e6, NormEps: 1e-5, TiedEmbeddings: true},
 	} {
-		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3}[want.Arch]
+		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3, "mistral3": Mistral3}[want.Arch]
 		got := arch.Config{Arch: want.Arch}
 		if err := a.ReadConfig(fileOf(a, want), &got); err != nil {
 			t.Fatalf("%s: %v", want.Arch, err)
@@ -118,6 +123,36 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		if err := Llama.ReadConfig(f, &got); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
 		}
+	}
+	// Tensors llama.cpp's llama graph takes and this one does not run.
+	for _, name := range []string{"blk.0.attn_output.bias", "blk.0.ffn_down.bias", "blk.0.ffn_gate_inp.weight"} {
+		f := fileOf(Llama, c)
+		f.shapes[name] = []int{64}
+		if err := Llama.ReadConfig(f, &arch.Config{Arch: "llama"}); err == nil || !strings.Contains(err.Error(), "tensor "+name+" is unsupported") {
+			t.Errorf("%s: error %v", name, err)
+		}
+	}
+}
+
+// TestOnlyMistral3ReadsItsKeys: llama.cpp reads the YaRN betas, log
+// multiplier and attention temperature for mistral3, not for the rest of
+// the family, whose files keep its defaults whatever they say.
+func TestOnlyMistral3ReadsItsKeys(t *testing.T) {
+	c := arch.Config{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 4096, RopeTheta: 1e6, NormEps: 1e-5,
+		RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 1024, YarnBetaFast: 16, YarnBetaSlow: 2, YarnLogMul: 1}, AttnTempScale: 0.1}
+	f := fileOf(Mistral3, c)
+	for k, v := range f.kv {
+		f.kv["llama"+strings.TrimPrefix(k, "mistral3")] = v
+	}
+	got := arch.Config{Arch: "llama"}
+	if err := Llama.ReadConfig(f, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.Arch, want.AttnTempScale = "llama", 0
+	want.RopeScaling.YarnBetaFast, want.RopeScaling.YarnBetaSlow, want.RopeScaling.YarnLogMul = 0, 0, 0
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("llama (-want +got):\n%s", diff)
 	}
 }
 

@@ -50,8 +50,8 @@ func TestRefusesOtherArchitectures(t *testing.T) {
 }
 
 // TestRefusesRopeItDoesNotRun: the kernels rotate whole heads by unscaled
-// angles; a llama model with linear or YaRN scaling, or a model's own
-// attention factor, is refused with an error naming the scaling and the
+// angles; a llama model with linear or YaRN scaling, a model's own
+// attention factor or an attention temperature, and mistral3, are refused with an error naming the scaling and the
 // executor that runs it (partial RoPE is refused by the llama family's
 // ReadConfig before an executor sees it, and here too).
 func TestRefusesRopeItDoesNotRun(t *testing.T) {
@@ -65,6 +65,8 @@ func TestRefusesRopeItDoesNotRun(t *testing.T) {
 		{func(c *model.Config) { c.RopeScaling = arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 64} }, `rope scaling "yarn" (factor 4`},
 		{func(c *model.Config) { c.RopeScaling = arch.RopeScaling{AttnFactor: 0.5} }, "attention factor 0.5"},
 		{func(c *model.Config) { c.RopeDims = 8 }, "partial rotary embeddings (8 of 16 dimensions)"},
+		{func(c *model.Config) { c.AttnTempScale = 0.1 }, "attention temperature scale 0.1"},
+		{func(c *model.Config) { c.Arch = "mistral3" }, `architecture "mistral3"`},
 	} {
 		c := base
 		tc.edit(&c)

@@ -70,8 +70,9 @@ func KVGeometry(cfg model.Config) kvcache.Geometry {
 func Runs(name string) bool { return name == model.ArchLlama || name == model.ArchQwen2 }
 
 // runsRope refuses a RoPE the kernels do not implement: they rotate whole
-// heads by unscaled angles, so partial rotary embeddings and any scaling
-// (linear, YaRN, a model's attention factor) are the ggml executor's.
+// heads by unscaled angles, so partial rotary embeddings, any scaling
+// (linear, YaRN, a model's attention factor) and the attention
+// temperature are the ggml executor's.
 func runsRope(c model.Config) error {
 	p := c.RopeParams(arch.RopeNormal)
 	if p.Dims != c.HeadDim {
@@ -84,6 +85,9 @@ func runsRope(c model.Config) error {
 			typ = "linear"
 		}
 		return fmt.Errorf("cpu executor: rope scaling %q (factor %g, attention factor %g) is unsupported; run this model with --executor ggml", typ, s.Factor, p.AttnFactor)
+	}
+	if c.AttnTempScale != 0 {
+		return fmt.Errorf("cpu executor: attention temperature scale %g is unsupported; run this model with --executor ggml", c.AttnTempScale)
 	}
 	return nil
 }

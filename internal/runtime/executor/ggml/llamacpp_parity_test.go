@@ -44,7 +44,9 @@ const parityLogitsTol = 1e-3
 // every architecture: for llama, qwen2 (q/k/v biases, tied head) and qwen3
 // (q/k head norms, a head dim other than dim/heads, tied head), RoPE
 // scaling (qwen3 with YaRN from an original context the long prompt
-// passes, llama linear with a model's attention factor), each
+// passes, llama linear with a model's attention factor), mistral3 (YaRN
+// with its own betas and log multiplier, the attention temperature
+// stepping within the long prompt), each
 // with F16 and with Q8_0 weights, a random-weight GGUF goes to both; both
 // keep an F16 KV cache, run flash attention on one CPU thread, and decode
 // greedily paritySteps tokens after a short prompt and after a long one
@@ -103,11 +105,24 @@ func parityModels() []parityCase {
 		{name: "llama", cfg: heads["llama"], seed: 12},
 		{name: "qwen2", cfg: heads["qwen2"], seed: 7},
 		{name: "qwen3", cfg: qwen3Config(), seed: 27},
-		// RoPE scaling (seeds: the widest top-2 margins of 1–30 and
-		// 1–20, 8.0e-3 and 7.8e-3).
+		// RoPE scaling and mistral3 (seeds: the widest top-2 margins with
+		// F16 weights of 1–30, 1–20 and 1–20: 8.0e-3, 7.8e-3, 7.9e-3).
 		{name: "qwen3-yarn", cfg: yarnConfig(), seed: 18},
 		{name: "llama-linear", cfg: linearConfig(), seed: 16},
+		{name: "mistral3", cfg: mistral3Config(), seed: 14},
 	}
+}
+
+// mistral3Config is wideHeads' llama as mistral3, with Devstral's kind of
+// YaRN (a log multiplier of 1, here betas of its own) over an original
+// context of 128 tokens and the attention temperature on, which steps
+// every 128 positions: the long prompt's tokens see three temperatures.
+func mistral3Config() model.Config {
+	c := wideHeads()["llama"]
+	c.Arch, c.RopeTheta, c.ContextLen = "mistral3", 1e6, 1024
+	c.RopeScaling = arch.RopeScaling{Type: "yarn", Factor: 8, OrigContext: 128, YarnBetaFast: 24, YarnBetaSlow: 2, YarnLogMul: 1}
+	c.AttnTempScale = 0.1
+	return c
 }
 
 // yarnConfig is qwen3Config with YaRN scaling 4× over an original context

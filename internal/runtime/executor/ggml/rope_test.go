@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -135,24 +137,33 @@ func ropeReference(p arch.RopeParams, x []float32, pos []int32, hd, heads int) [
 
 // TestRopeScalingChangesLogits: the scaled parity models
 // (TestGreedyParityWithLlamaCpp) are not their unscaled twins in
-// disguise: over the long prompt, dropping the scaling, or for YaRN
-// stretching linearly or from another original context, moves the last
+// disguise: over the long prompt, dropping the scaling, for YaRN
+// stretching linearly or from another original context, for mistral3
+// dropping the attention temperature or its own YaRN keys, moves the last
 // position's logits by far more than the parity tolerance.
 func TestRopeScalingChangesLogits(t *testing.T) {
+	scaling := func(s arch.RopeScaling) func(*model.Config) {
+		return func(c *model.Config) { c.RopeScaling = s }
+	}
 	for _, tc := range []struct {
 		name  string
 		cfg   model.Config
-		twins map[string]arch.RopeScaling
+		twins map[string]func(*model.Config)
 	}{
-		{"qwen3-yarn", yarnConfig(), map[string]arch.RopeScaling{
-			"unscaled":         {},
-			"linear":           {Type: "linear", Factor: 4},
-			"original context": {Type: "yarn", Factor: 4, OrigContext: 512},
-			"attention factor": {Type: "yarn", Factor: 4, OrigContext: 128, AttnFactor: 0.9},
+		{"qwen3-yarn", yarnConfig(), map[string]func(*model.Config){
+			"unscaled":         scaling(arch.RopeScaling{}),
+			"linear":           scaling(arch.RopeScaling{Type: "linear", Factor: 4}),
+			"original context": scaling(arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 512}),
+			"attention factor": scaling(arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 128, AttnFactor: 0.9}),
 		}},
-		{"llama-linear", linearConfig(), map[string]arch.RopeScaling{
-			"unscaled":            {},
-			"no attention factor": {Type: "linear", Factor: 2},
+		{"llama-linear", linearConfig(), map[string]func(*model.Config){
+			"unscaled":            scaling(arch.RopeScaling{}),
+			"no attention factor": scaling(arch.RopeScaling{Type: "linear", Factor: 2}),
+		}},
+		{"mistral3", mistral3Config(), map[string]func(*model.Config){
+			"no temperature":    func(c *model.Config) { c.AttnTempScale = 0 },
+			"no log multiplier": func(c *model.Config) { c.RopeScaling.YarnLogMul = 0 },
+			"default betas":     func(c *model.Config) { c.RopeScaling.YarnBetaFast, c.RopeScaling.YarnBetaSlow = 0, 0 },
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,18 +177,30 @@ func TestRopeScalingChangesLogits(t *testing.T) {
 				return execute(t, e, []batch.Seq{{Tokens: prompt, Blocks: contiguous(0, parityMaxModelLen/testBlockSize), Sample: true}})[0]
 			}
 			want := logits(tc.cfg)
-			for name, s := range tc.twins {
+			for name, edit := range tc.twins {
 				c := tc.cfg
-				c.RopeScaling = s
+				edit(&c)
 				got := logits(c)
 				d := 0.0
 				for i := range want {
 					d = max(d, math.Abs(float64(got[i]-want[i])))
 				}
 				if d < 10*parityLogitsTol {
-					t.Errorf("%s: logits within %.3g of the scaled model's", name, d)
+					t.Errorf("%s: logits within %.3g of the model's", name, d)
+				} else {
+					t.Logf("%s: logits move by up to %.3g", name, d)
 				}
 			}
 		})
+	}
+}
+
+// TestAttnTemperatures: 1 + scale·ln(⌊pos/floor⌋+1): 1 within the first
+// floor positions, then a step at every multiple of floor.
+func TestAttnTemperatures(t *testing.T) {
+	got := attnTemperatures(nil, []int32{0, 127, 128, 255, 256, 300, 1280}, 0.1, 128)
+	want := []float32{1, 1, float32(1 + 0.1*math.Ln2), float32(1 + 0.1*math.Ln2), float32(1 + 0.1*math.Log(3)), float32(1 + 0.1*math.Log(3)), float32(1 + 0.1*math.Log(11))}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("temperatures (-want +got):\n%s", diff)
 	}
 }
