@@ -81,6 +81,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	yarnBetaSlow := fs.Float64("yarn-beta-slow", 0, "YaRN's beta_slow (mistral3; 0: llama.cpp's 1)")
 	yarnLogMul := fs.Float64("yarn-log-mul", 0, "YaRN's log multiplier (mistral3; 0: none)")
 	attnTemp := fs.Float64("attn-temp-scale", 0, "attention temperature scale, stepping every --rope-orig-ctx (else --context) positions (mistral3; 0: none)")
+	ropeFreqs := fs.Bool("rope-freqs", false, "write rope_freqs.weight, divisors of RoPE's frequencies (Llama 3.1's scaling; random in [1, 8])")
 	ropeDims := fs.Int("rope-dims", 0, "dimensions of a head RoPE rotates (0: the whole head; the llama family rotates whole heads)")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
@@ -107,7 +108,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 				Type: *ropeScaling, Factor: float32(*ropeFactor), OrigContext: *ropeOrigCtx, AttnFactor: float32(*ropeAttnFactor),
 				YarnBetaFast: float32(*yarnBetaFast), YarnBetaSlow: float32(*yarnBetaSlow), YarnLogMul: float32(*yarnLogMul),
 			},
-			AttnTempScale: float32(*attnTemp),
+			AttnTempScale: float32(*attnTemp), RopeFreqFactors: *ropeFreqs,
 		}.WithDefaults()
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -168,7 +169,7 @@ func writeFile(path string, m *model.Model) error {
 	if err := back.Close(); err != nil {
 		return err
 	}
-	if want := m.Config; got.RopeDims != want.RopeDims || got.RopeScaling != want.RopeScaling || got.AttnTempScale != want.AttnTempScale {
+	if want := m.Config; got.RopeDims != want.RopeDims || got.RopeScaling != want.RopeScaling || got.AttnTempScale != want.AttnTempScale || got.RopeFreqFactors != want.RopeFreqFactors {
 		return fmt.Errorf("architecture %s does not store the model's RoPE: written rope dims %d, scaling %+v, attention temperature %g; read back %d, %+v, %g",
 			want.Arch, want.RopeDims, want.RopeScaling, want.AttnTempScale, got.RopeDims, got.RopeScaling, got.AttnTempScale)
 	}
@@ -192,6 +193,9 @@ func describe(c model.Config) string {
 		if r.YarnBetaFast != 0 || r.YarnBetaSlow != 0 || r.YarnLogMul != 0 {
 			s += fmt.Sprintf(", yarn beta fast %g, beta slow %g, log multiplier %g", r.YarnBetaFast, r.YarnBetaSlow, r.YarnLogMul)
 		}
+	}
+	if c.RopeFreqFactors {
+		s += ", rope frequency factors"
 	}
 	if c.AttnTempScale != 0 {
 		s += fmt.Sprintf(", attention temperature scale %g every %d positions", c.AttnTempScale, c.AttnTempFloor())

@@ -25,6 +25,8 @@ func TestWriteAndInfo(t *testing.T) {
 		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--arch", "mistral3", "--context", "8192", "--rope-scaling", "yarn", "--rope-scaling-factor", "16",
 			"--rope-orig-ctx", "512", "--yarn-beta-fast", "32", "--yarn-beta-slow", "1", "--yarn-log-mul", "1", "--attn-temp-scale", "0.1"},
 			`mistral3 vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 8192, rope theta 10000, rope scaling "yarn" factor 16 (original context 512, attention factor 0), yarn beta fast 32, beta slow 1, log multiplier 1, attention temperature scale 0.1 every 512 positions`},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--rope-freqs", "--rope-theta", "500000"},
+			"llama vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 4096, rope theta 500000, rope frequency factors"},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer

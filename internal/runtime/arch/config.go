@@ -59,6 +59,10 @@ type Config struct {
 	// multiplied by 1 + AttnTempScale·ln(⌊pos/AttnTempFloor()⌋+1), so that
 	// attention sharpens past the trained context; 0 for none.
 	AttnTempScale float32
+	// RopeFreqFactors: the file has rope_freqs.weight, RopeDims/2 divisors
+	// of RoPE's per-pair frequencies (Llama 3.1's "llama3" scaling, which
+	// converters bake into the file; mistral3 may carry one too).
+	RopeFreqFactors bool
 }
 
 // AttnTempFloor is the position step of the attention temperature:

@@ -40,6 +40,9 @@ type RopeParams struct {
 	// BetaFast and BetaSlow bound YaRN's ramp, in rotations over
 	// OrigContext.
 	BetaFast, BetaSlow float32
+	// Factors, when not 0, is a [Dims/2] F32 tensor dividing each pair's
+	// frequency (rope_freqs.weight: Config.RopeFreqFactors).
+	Factors Tensor
 }
 
 // Ops are the tensor operations an executor offers a forward pass while it

@@ -12,6 +12,7 @@ type forward struct {
 	c                      arch.Config
 	rope                   arch.RopeMode
 	tokEmbd, outNorm, head arch.Tensor
+	ropeFreqs              arch.Tensor // rope_freqs.weight (Config.RopeFreqFactors), else 0
 	layers                 []layer
 }
 
@@ -34,6 +35,9 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 		return t
 	}
 	fw.tokEmbd, fw.outNorm, fw.head = get("token_embd.weight"), get("output_norm.weight"), get("output.weight")
+	if c.RopeFreqFactors {
+		fw.ropeFreqs = get("rope_freqs.weight")
+	}
 	for i := range fw.layers {
 		l := &fw.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
@@ -68,6 +72,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	hd := c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	rope := c.RopeParams(fw.rope) // with the file's scaling, as llama.cpp's context derives it
+	rope.Factors = fw.ropeFreqs
 	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
 	proj := func(w, x, bias arch.Tensor) arch.Tensor {
 		y := o.MulMat(w, x)

@@ -119,6 +119,12 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	c.VocabSize = emb[1]
 	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
+	if s := file.Shape("rope_freqs.weight"); s != nil {
+		if len(s) != 1 || s[0] != c.HeadDim/2 {
+			return fmt.Errorf("tensor rope_freqs.weight has shape %v, want [%d] (half the head dim)", s, c.HeadDim/2)
+		}
+		c.RopeFreqFactors = true
+	}
 	// llama.cpp's llama and mistral3 graphs take optional output and MLP
 	// biases and experts this forward pass does not run: a file with them
 	// is refused rather than run without them.
@@ -178,7 +184,7 @@ func (f family) Tensors(c arch.Config) []arch.TensorSpec {
 	if f.qkNorm {
 		per += 2
 	}
-	s := make([]arch.TensorSpec, 0, 3+per*c.Layers)
+	s := make([]arch.TensorSpec, 0, 4+per*c.Layers)
 	s = append(s, arch.TensorSpec{Name: "token_embd.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true})
 	for i := range c.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
@@ -210,6 +216,11 @@ func (f family) Tensors(c arch.Config) []arch.TensorSpec {
 	s = append(s, arch.TensorSpec{Name: "output_norm.weight", Shape: []int{c.Dim}})
 	if !c.TiedEmbeddings {
 		s = append(s, arch.TensorSpec{Name: "output.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true})
+	}
+	if c.RopeFreqFactors {
+		// Last, so that a model drawn with them has the same other weights
+		// as one drawn without.
+		s = append(s, arch.TensorSpec{Name: "rope_freqs.weight", Shape: []int{cmp.Or(c.RopeDims, c.HeadDim) / 2}})
 	}
 	return s
 }

@@ -89,6 +89,8 @@ func TestReadConfigReadsMetadata(t *testing.T) {
 		{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, ContextLen: 393216, RopeTheta: 1e8, NormEps: 1e-5,
 			RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 48, OrigContext: 8192, YarnBetaFast: 32, YarnBetaSlow: 1, YarnLogMul: 1}, AttnTempScale: 0.1},
 		{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 4096, RopeTheta: 1e6, NormEps: 1e-5, TiedEmbeddings: true},
+		// Llama 3.1: rope_freqs.weight.
+		{Arch: "llama", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 96, ContextLen: 131072, RopeTheta: 5e5, NormEps: 1e-5, RopeFreqFactors: true},
 	} {
 		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3, "mistral3": Mistral3}[want.Arch]
 		got := arch.Config{Arch: want.Arch}
@@ -123,6 +125,12 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		if err := Llama.ReadConfig(f, &got); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
 		}
+	}
+	// A rope_freqs.weight not of half the head dim.
+	f := fileOf(Llama, c)
+	f.shapes["rope_freqs.weight"] = []int{16}
+	if err := Llama.ReadConfig(f, &arch.Config{Arch: "llama"}); err == nil || !strings.Contains(err.Error(), "rope_freqs.weight has shape [16], want [8]") {
+		t.Errorf("rope_freqs.weight [16]: error %v", err)
 	}
 	// Tensors llama.cpp's llama graph takes and this one does not run.
 	for _, name := range []string{"blk.0.attn_output.bias", "blk.0.ffn_down.bias", "blk.0.ffn_gate_inp.weight"} {

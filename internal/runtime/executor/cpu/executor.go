@@ -70,9 +70,10 @@ func KVGeometry(cfg model.Config) kvcache.Geometry {
 func Runs(name string) bool { return name == model.ArchLlama || name == model.ArchQwen2 }
 
 // runsRope refuses a RoPE the kernels do not implement: they rotate whole
-// heads by unscaled angles, so partial rotary embeddings, any scaling
-// (linear, YaRN, a model's attention factor) and the attention
-// temperature are the ggml executor's.
+// heads by unscaled angles (divided by Llama 3.1's rope_freqs.weight when
+// the model has one), so partial rotary embeddings, any scaling (linear,
+// YaRN, a model's attention factor) and the attention temperature are the
+// ggml executor's.
 func runsRope(c model.Config) error {
 	p := c.RopeParams(arch.RopeNormal)
 	if p.Dims != c.HeadDim {
@@ -155,6 +156,21 @@ func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, err
 	e.invFreq = make([]float64, c.HeadDim/2)
 	for i := range e.invFreq {
 		e.invFreq[i] = math.Pow(float64(c.RopeTheta), -2*float64(i)/float64(c.HeadDim))
+	}
+	if c.RopeFreqFactors {
+		// Llama 3.1's rope_freqs.weight divides each pair's frequency.
+		var ff *model.Tensor
+		for _, t := range w.Extra {
+			if t.Name == "rope_freqs.weight" {
+				ff = t
+			}
+		}
+		if ff == nil || ff.Rows()*ff.Cols() != len(e.invFreq) {
+			return nil, fmt.Errorf("cpu executor: the model has no rope_freqs.weight of %d factors", len(e.invFreq))
+		}
+		for i, f := range ff.Float32() {
+			e.invFreq[i] /= float64(f)
+		}
 	}
 	slots := numBlocks * blockSize * e.kvDim
 	e.kCache, e.vCache = make([][]float32, c.Layers), make([][]float32, c.Layers)

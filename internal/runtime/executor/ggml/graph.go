@@ -312,7 +312,7 @@ func (o *graphOps) RopeExt(x arch.Tensor, p arch.RopeParams) arch.Tensor {
 	if attnFactor == 0 {
 		attnFactor = 1
 	}
-	return arch.Tensor(o.e.a.ropeExt(o.ctx, cTensor(x), o.in.pos, 0, int32(p.Dims), int32(p.Mode), int32(p.OrigContext),
+	return arch.Tensor(o.e.a.ropeExt(o.ctx, cTensor(x), o.in.pos, cTensor(p.Factors), int32(p.Dims), int32(p.Mode), int32(p.OrigContext),
 		p.Theta, freqScale, p.ExtFactor, attnFactor, p.BetaFast, p.BetaSlow))
 }
 

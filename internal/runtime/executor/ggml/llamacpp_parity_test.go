@@ -46,7 +46,8 @@ const parityLogitsTol = 1e-3
 // scaling (qwen3 with YaRN from an original context the long prompt
 // passes, llama linear with a model's attention factor), mistral3 (YaRN
 // with its own betas and log multiplier, the attention temperature
-// stepping within the long prompt), each
+// stepping within the long prompt), llama with Llama 3.1's
+// rope_freqs.weight, each
 // with F16 and with Q8_0 weights, a random-weight GGUF goes to both; both
 // keep an F16 KV cache, run flash attention on one CPU thread, and decode
 // greedily paritySteps tokens after a short prompt and after a long one
@@ -105,12 +106,22 @@ func parityModels() []parityCase {
 		{name: "llama", cfg: heads["llama"], seed: 12},
 		{name: "qwen2", cfg: heads["qwen2"], seed: 7},
 		{name: "qwen3", cfg: qwen3Config(), seed: 27},
-		// RoPE scaling and mistral3 (seeds: the widest top-2 margins with
-		// F16 weights of 1–30, 1–20 and 1–20: 8.0e-3, 7.8e-3, 7.9e-3).
+		// RoPE scaling, mistral3 and Llama 3.1's frequency factors (seeds:
+		// the widest top-2 margins with F16 weights of 1–30, 1–20, 1–20
+		// and 1–20: 8.0e-3, 7.8e-3, 7.9e-3, 2.1e-2).
 		{name: "qwen3-yarn", cfg: yarnConfig(), seed: 18},
 		{name: "llama-linear", cfg: linearConfig(), seed: 16},
 		{name: "mistral3", cfg: mistral3Config(), seed: 14},
+		{name: "llama3", cfg: llama3Config(), seed: 10},
 	}
+}
+
+// llama3Config is wideHeads' llama with Llama 3.1's RoPE: a
+// rope_freqs.weight of divisors between 1 and 8 (model.Random's).
+func llama3Config() model.Config {
+	c := wideHeads()["llama"]
+	c.RopeTheta, c.RopeFreqFactors = 5e5, true
+	return c
 }
 
 // mistral3Config is wideHeads' llama as mistral3, with Devstral's kind of

@@ -139,7 +139,8 @@ func ropeReference(p arch.RopeParams, x []float32, pos []int32, hd, heads int) [
 // (TestGreedyParityWithLlamaCpp) are not their unscaled twins in
 // disguise: over the long prompt, dropping the scaling, for YaRN
 // stretching linearly or from another original context, for mistral3
-// dropping the attention temperature or its own YaRN keys, moves the last
+// dropping the attention temperature or its own YaRN keys, for llama3 its
+// frequency factors (the twin draws the same other weights), moves the last
 // position's logits by far more than the parity tolerance.
 func TestRopeScalingChangesLogits(t *testing.T) {
 	scaling := func(s arch.RopeScaling) func(*model.Config) {
@@ -164,6 +165,9 @@ func TestRopeScalingChangesLogits(t *testing.T) {
 			"no temperature":    func(c *model.Config) { c.AttnTempScale = 0 },
 			"no log multiplier": func(c *model.Config) { c.RopeScaling.YarnLogMul = 0 },
 			"default betas":     func(c *model.Config) { c.RopeScaling.YarnBetaFast, c.RopeScaling.YarnBetaSlow = 0, 0 },
+		}},
+		{"llama3", llama3Config(), map[string]func(*model.Config){
+			"no frequency factors": func(c *model.Config) { c.RopeFreqFactors = false },
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
