@@ -62,7 +62,8 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 func (fw *forward) Nodes() int { return 40*len(fw.layers) + 16 }
 
 // Build is, per block, x += o·attn(rope(q), rope(k), v) (RoPE scaled as
-// the file says: Config.RopeParams) over the
+// the file says: Config.RopeParams, its frequencies divided by
+// rope_freqs.weight where the file has one) over the
 // attention-normed x (qwen3: each head of q and of k RMS-normed by its
 // layer's weights, with the model's epsilon, before RoPE, as llama.cpp's
 // qwen3 graph), then x += down·swiglu(gate·x', up·x') over the

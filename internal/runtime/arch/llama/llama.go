@@ -120,6 +120,13 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
 	if s := file.Shape("rope_freqs.weight"); s != nil {
+		if f.rope != arch.RopeNormal {
+			// Of the family, llama.cpp loads the factors for llama and
+			// mistral3 (adjacent-pair RoPE), not for qwen2 and qwen3 (NEOX):
+			// what one in their files means is unclear, so it is refused
+			// rather than applied or ignored.
+			return fmt.Errorf("tensor rope_freqs.weight is unsupported (%s takes no RoPE frequency factors)", f.name)
+		}
 		if len(s) != 1 || s[0] != c.HeadDim/2 {
 			return fmt.Errorf("tensor rope_freqs.weight has shape %v, want [%d] (half the head dim)", s, c.HeadDim/2)
 		}

@@ -132,6 +132,14 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 	if err := Llama.ReadConfig(f, &arch.Config{Arch: "llama"}); err == nil || !strings.Contains(err.Error(), "rope_freqs.weight has shape [16], want [8]") {
 		t.Errorf("rope_freqs.weight [16]: error %v", err)
 	}
+	// qwen2 and qwen3 take no frequency factors (llama.cpp loads none).
+	q2 := c
+	q2.Arch = "qwen2"
+	f = fileOf(Qwen2, q2)
+	f.shapes["rope_freqs.weight"] = []int{8}
+	if err := Qwen2.ReadConfig(f, &arch.Config{Arch: "qwen2"}); err == nil || !strings.Contains(err.Error(), "tensor rope_freqs.weight is unsupported (qwen2") {
+		t.Errorf("qwen2 with rope_freqs.weight: error %v", err)
+	}
 	// Tensors llama.cpp's llama graph takes and this one does not run.
 	for _, name := range []string{"blk.0.attn_output.bias", "blk.0.ffn_down.bias", "blk.0.ffn_gate_inp.weight"} {
 		f := fileOf(Llama, c)
