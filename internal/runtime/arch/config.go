@@ -65,16 +65,6 @@ type Config struct {
 	RopeFreqFactors bool
 }
 
-// AttnTempFloor is the position step of the attention temperature:
-// llama.cpp's original YaRN context (RopeScaling.OrigContext, else
-// ContextLen).
-func (c Config) AttnTempFloor() int {
-	if c.RopeScaling.OrigContext > 0 {
-		return c.RopeScaling.OrigContext
-	}
-	return c.ContextLen
-}
-
 // RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor
 // the context's stretch and OrigContext the context trained before it.
 // Type "" is a file without rope.scaling.type, which llama.cpp reads as
@@ -94,10 +84,6 @@ type RopeScaling struct {
 	YarnBetaFast, YarnBetaSlow, YarnLogMul float32
 }
 
-// RopeScalingTypes are the RoPE scalings the forward passes run
-// (llama.cpp's names; "longrope" needs per-dimension factor tensors).
-var RopeScalingTypes = []string{"none", "linear", "yarn"}
-
 // LayerKind is what a layer's attention reads.
 type LayerKind uint8
 
@@ -116,62 +102,6 @@ const (
 // conversion). It is the llama family's choice, which the pure-Go
 // reference executor reads; architectures choose their own in Forward.
 func (c Config) RopeNeox() bool { return c.Arch == "qwen2" || c.Arch == "qwen3" }
-
-// RopeParams are the ggml_rope_ext parameters of c's RoPE in mode, as
-// llama.cpp's context derives them from the same hyperparameters: the
-// rotated dimensions (RopeDims, else HeadDim), FreqScale 1/Factor unless
-// the type is "none", and for YaRN the ramp (ExtFactor 1, OrigContext
-// the trained context, else ContextLen) and the magnitude AttnFactor:
-// mscale(factor)/mscale(factor, YarnLogMul) (or mscale(factor) without a
-// log multiplier) divided by the 1+0.1·ln(factor) ggml multiplies back, so
-// that the net magnitude is YaRN's; then times RopeScaling.AttnFactor.
-// The arithmetic is float32, as llama.cpp's.
-func (c Config) RopeParams(mode RopeMode) RopeParams {
-	s := c.RopeScaling
-	p := RopeParams{
-		Dims: c.HeadDim, Mode: mode, Theta: c.RopeTheta, FreqScale: 1, OrigContext: c.ContextLen,
-		AttnFactor: 1, BetaFast: 32, BetaSlow: 1,
-	}
-	if c.RopeDims > 0 {
-		p.Dims = c.RopeDims
-	}
-	if s.OrigContext > 0 {
-		p.OrigContext = s.OrigContext
-	}
-	if s.YarnBetaFast != 0 {
-		p.BetaFast = s.YarnBetaFast
-	}
-	if s.YarnBetaSlow != 0 {
-		p.BetaSlow = s.YarnBetaSlow
-	}
-	if s.Type != "none" && s.Factor != 0 {
-		p.FreqScale = 1 / s.Factor
-	}
-	if s.Type == "yarn" {
-		p.ExtFactor = 1
-		factor := 1 / p.FreqScale
-		if s.YarnLogMul != 0 {
-			p.AttnFactor = yarnMscale(factor, 1) / yarnMscale(factor, s.YarnLogMul)
-		} else {
-			p.AttnFactor = yarnMscale(factor, 1)
-		}
-		p.AttnFactor *= 1 / (1 + float32(0.1)*logf(factor))
-	}
-	if s.AttnFactor != 0 {
-		p.AttnFactor *= s.AttnFactor
-	}
-	return p
-}
-
-// yarnMscale is YaRN's attention magnitude for a stretch of scale.
-func yarnMscale(scale, mscale float32) float32 {
-	if scale <= 1 {
-		return 1
-	}
-	return float32(0.1)*mscale*logf(scale) + 1
-}
-
-func logf(x float32) float32 { return float32(math.Log(float64(x))) }
 
 // Validate reports the first inconsistency in the geometry, or an
 // architecture that is not registered.

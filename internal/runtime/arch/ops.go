@@ -14,37 +14,6 @@ const (
 	RopeNeox RopeMode = 2
 )
 
-// RopeParams are ggml_rope_ext's parameters besides the tensor and the
-// positions. The zero values of FreqScale and AttnFactor mean 1.
-type RopeParams struct {
-	// Dims is how many leading dimensions of each head rotate (partial
-	// rotary embeddings leave the rest as they are); Mode pairs them.
-	Dims int
-	Mode RopeMode
-	// Theta is the frequency base.
-	Theta float32
-	// FreqScale multiplies every position's angle: 1/factor for linear
-	// and YaRN scaling, 1 without.
-	FreqScale float32
-	// OrigContext is the context trained before scaling (YaRN's
-	// correction dimensions depend on it).
-	OrigContext int
-	// ExtFactor mixes extrapolated angles back into the high
-	// frequencies (YaRN: 1; 0 disables YaRN's ramp and magnitude
-	// scaling, and with it BetaFast and BetaSlow).
-	ExtFactor float32
-	// AttnFactor multiplies the rotated values (YaRN's magnitude
-	// correction; ggml multiplies it by 1+0.1·ln(1/FreqScale) itself
-	// when ExtFactor is not 0).
-	AttnFactor float32
-	// BetaFast and BetaSlow bound YaRN's ramp, in rotations over
-	// OrigContext.
-	BetaFast, BetaSlow float32
-	// Factors, when not 0, is a [Dims/2] F32 tensor dividing each pair's
-	// frequency (rope_freqs.weight: Config.RopeFreqFactors).
-	Factors Tensor
-}
-
 // Ops are the tensor operations an executor offers a forward pass while it
 // builds one iteration's graph over the batch's n tokens. Shapes are in
 // ggml order ([row length, rows, …]). The operations only describe the

@@ -101,7 +101,7 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 			*x.dst = float32(v)
 		}
 	}
-	if err := readRopeScaling(file, p, &c.RopeScaling); err != nil {
+	if err := arch.ReadRopeScaling(file, p, &c.RopeScaling); err != nil {
 		return err
 	}
 	if f.mistral3 {
@@ -175,7 +175,7 @@ func (f family) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
 	}
-	kvs = append(kvs, ropeScalingMetadata(p, c.RopeScaling)...)
+	kvs = append(kvs, arch.RopeScalingMetadata(p, c.RopeScaling)...)
 	if f.mistral3 {
 		kvs = append(kvs, mistral3Metadata(p, c)...)
 	}
