@@ -16,5 +16,6 @@ func init() {
 		llama.Qwen3,
 		llama.Qwen3MoE,
 		glm4moe.GLM4MoE,
+		llama.Mistral3,
 	)
 }

@@ -117,6 +117,9 @@ func Random(cfg Config, seed int64) *Model {
 			v = uniform(n, 0, 0.1)
 		case s.name == "token_embd.weight":
 			v = uniform(n, 0, 1)
+		case s.name == "rope_freqs.weight":
+			// Llama 3.1's divisors run from 1 (high frequencies) to 8.
+			v = uniform(n, 4.5, 3.5)
 		default:
 			// Unit-variance outputs for unit-variance inputs.
 			v = uniform(n, 0, float32(math.Sqrt(3/float64(s.shape[0]))))

@@ -1,5 +1,5 @@
 // Package ggml is an executor that runs GGUF models of every registered
-// architecture (internal/runtime/arch: llama, qwen2, qwen3, and the
+// architecture (internal/runtime/arch: llama, qwen2, qwen3, mistral3, and the
 // mixtures of experts qwen3moe and glm4moe) with ggml's kernels (CPU and
 // CUDA), loaded at run time from ggml's shared libraries with
 // purego: no cgo, and a binary that starts without them.

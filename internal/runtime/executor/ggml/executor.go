@@ -166,6 +166,8 @@ type scratch struct {
 	mask   []float32
 	mask16 []uint16 // the mask in F16, as flash attention takes it
 	tokens []int32  // the sampled rows' argmax (deviceArgmax)
+	// attnTemp are the tokens' attention temperatures (AttnTemperature).
+	attnTemp []float32
 	// flash: this batch's attention runs per sequence (flashMax).
 	flash bool
 	// logits receives the sampled rows' logits, which the engine reads in
