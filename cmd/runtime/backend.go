@@ -251,7 +251,7 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	case blocks > 0:
 		sizedFrom = "--kv-cache-blocks"
 	case o.KVCacheMemory > 0:
-		perBlock := geom.KVBytesPerToken() / int64(o.TensorParallel) * int64(o.BlockSize)
+		perBlock := geom.KVBytesPerTokenPerDevice(o.TensorParallel) * int64(o.BlockSize)
 		blocks = int(int64(o.KVCacheMemory) / perBlock)
 		sizedFrom = "--kv-cache-memory"
 		if blocks == 0 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -109,7 +110,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.GGMLDeviceArgmax, "ggml-device-argmax", false, "ggml executor: take the argmax of greedy rows (no logprobs, processors or constraint) on the device and read back their token instead of their logits (not yet measured on a GPU)")
 	fs.IntVar(&o.GGMLFlashMaxSeqs, "ggml-flash-max-seqs", 0, "ggml executor: batches of at most this many sequences run flash attention per sequence, larger ones the plain attention (0: every batch on the cpu device, none on cuda, where it is not yet measured; needs ggml built with flash-attention kernels for the KV cache's type)")
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
-	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
+	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry ("+strings.Join(sim.GeometryNames(), ", ")+")")
 	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans (the cpu and ggml executors run on one device: 1 only)")
 	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml up to one per physical core of the CPUs this process is given, its cgroup's CPU quota, then its CPU affinity, each graph on the count measured fastest)")
 	fs.TextVar(&o.KVCacheDType, "kv-cache-dtype", kvcache.DTypeAuto, "KV cache element type: auto, f16, bf16, q8_0 or f32 (auto: the model's activation type, as vLLM's; ggml: f16 unless the weights are F32 or BF16; cpu keeps f32 and refuses the others; sim: the geometry's bf16)")
