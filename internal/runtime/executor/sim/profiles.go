@@ -1,9 +1,10 @@
 // Package sim is a roofline cost model of an accelerator running a
 // decoder-only model: dense (Llama) or a mixture of experts (Qwen3-MoE,
-// gpt-oss, GLM), with full, sliding-window or latent (MLA) attention. It implements the engine's executor contract with
-// deterministic synthetic tokens, so the real engine and block manager run
-// at scale on machines without accelerators: in virtual time for
-// simulations and benchmarks, or in real time (sleeping) for serving.
+// gpt-oss, GLM), with full, sliding-window or latent (MLA) attention. It
+// implements the engine's executor contract with deterministic synthetic
+// tokens, so the real engine and block manager run at scale on machines
+// without accelerators: in virtual time for simulations and benchmarks,
+// or in real time (sleeping) for serving.
 package sim
 
 import (
