@@ -3,6 +3,9 @@ package sim
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +251,45 @@ func TestMoEProfilesOnOneH100(t *testing.T) {
 	air, _ := LookupGeometry("glm-4.5-air")
 	if _, err := KVBlocksForDevice(a, air.WithWeightBits(4.5, 0), 1, 0.9, 16); err != nil {
 		t.Errorf("GLM-4.5-Air at 4.5 bits: %v", err)
+	}
+}
+
+// TestCRDListsEveryProfile: the InferencePool CRD's executor.sim enums
+// (api/v1alpha1) name exactly the profiles LookupAccelerator and
+// LookupGeometry know, so a pool can ask for each and for nothing else.
+func TestCRDListsEveryProfile(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "api", "v1alpha1", "inferencepool_types.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(src)
+	start := strings.Index(body, "type SimExecutorSpec struct")
+	if start < 0 {
+		t.Fatal("SimExecutorSpec not found in api/v1alpha1")
+	}
+	body = body[start:]
+	body = body[:strings.Index(body, "\n}\n")]
+	enums := map[string][]string{}
+	field := ""
+	for _, line := range strings.Split(body, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "// +kubebuilder:validation:Enum="); ok {
+			field = v
+			continue
+		}
+		if name, _, ok := strings.Cut(line, " string"); ok && field != "" {
+			enums[name] = strings.Split(field, ";")
+			field = ""
+		}
+	}
+	got, want := enums["Model"], GeometryNames()
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("CRD executor.sim.model enum %v, profiles %v", got, want)
+	}
+	got = enums["Accelerator"]
+	slices.Sort(got)
+	if want := names(accelerators); !slices.Equal(got, want) {
+		t.Errorf("CRD executor.sim.accelerator enum %v, profiles %v", got, want)
 	}
 }
