@@ -75,7 +75,9 @@ func (s moeShape) geometry() Geometry {
 	total := routed + int64(moeLayers)*perMoE + int64(s.denseLayers)*perDense + 2*embed + h // final norm
 	kvHeads, head := s.kvHeads, s.head
 	if s.kvLoRARank > 0 {
-		kvHeads, head = 1, s.kvLoRARank+s.ropeDim // replaced by KV(); kept for StepTime's attention width
+		// As llama.cpp's GGUF says (head_count_kv 1, key_length 576);
+		// KV() and the attention FLOPs read the MLA fields instead.
+		kvHeads, head = 1, s.kvLoRARank+s.ropeDim
 	}
 	return Geometry{Name: s.name, Layers: s.layers, Hidden: s.hidden, Heads: s.heads, KVHeads: kvHeads, HeadDim: head,
 		FFN: s.expertFFN, Vocab: s.vocab, Params: total, DTypeBytes: 2, ContextLen: s.contextLen,

@@ -61,7 +61,10 @@ var accelerators = map[string]Accelerator{
 // comes in groups (KVLayerGroups): full attention, sliding-window
 // attention, multi-head latent attention.
 type Geometry struct {
-	Name                                         string
+	Name string
+	// Layers to FFN are the transformer's sizes. FFN is the dense FFN's
+	// intermediate size (a mixture of experts': one routed expert's), for
+	// reference only: Params counts the weights.
 	Layers, Hidden, Heads, KVHeads, HeadDim, FFN int
 	Vocab                                        int
 	// Params is the parameter count, the routed experts included. The
