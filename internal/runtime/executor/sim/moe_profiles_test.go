@@ -293,3 +293,24 @@ func TestCRDListsEveryProfile(t *testing.T) {
 		t.Errorf("CRD executor.sim.accelerator enum %v, profiles %v", got, want)
 	}
 }
+
+// TestMLAStepReadsTheLatent: a GLM-4.7-Flash decode step reads each
+// context position's 576-wide latent in every layer, on every device of
+// a tensor-parallel group (the latent is shared by the heads, not split),
+// while the weights are split.
+func TestMLAStepReadsTheLatent(t *testing.T) {
+	const seqs, ctx = 64, 8000
+	for _, tp := range []int{1, 2} {
+		x := newTestExec(t, "H100-SXM", "glm-4.7-flash", Options{StepOverhead: time.Nanosecond, TensorParallel: tp})
+		a, g := x.opts.Accelerator, x.opts.Geometry
+		kv := float64(seqs) * (ctx + 1) * 47 * 576 * 2
+		want := (g.WeightBytesRead(seqs)/float64(tp) + kv) / (a.MemBandwidth * 0.8)
+		if tp > 1 {
+			msg := float64(seqs) * 2048 * 2
+			want += 2 * 47 * (5e-6 + 2*float64(tp-1)/float64(tp)*msg/a.LinkBandwidth)
+		}
+		if got := x.StepTime(decodeBatch(seqs, ctx)).Seconds(); math.Abs(got-want)/want > 1e-6 {
+			t.Errorf("TP=%d: %d decodes at %d tokens take %.3f ms, want %.3f ms", tp, seqs, ctx, got*1e3, want*1e3)
+		}
+	}
+}
