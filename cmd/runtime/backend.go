@@ -238,6 +238,9 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	if err != nil {
 		return nil, err
 	}
+	if o.SimWeightBits > 0 {
+		geom = geom.WithWeightBits(o.SimWeightBits, 0)
+	}
 	geom.KVDType = o.KVCacheDType
 	if err := geom.KV().Validate(); err != nil {
 		return nil, fmt.Errorf("--kv-cache-dtype %s: %w", o.KVCacheDType, err)
@@ -254,7 +257,7 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	case blocks > 0:
 		sizedFrom = "--kv-cache-blocks"
 	case o.KVCacheMemory > 0:
-		perBlock := geom.KVBytesPerToken() / int64(o.TensorParallel) * int64(o.BlockSize)
+		perBlock := geom.KVBytesPerTokenPerDevice(o.TensorParallel) * int64(o.BlockSize)
 		blocks = int(int64(o.KVCacheMemory) / perBlock)
 		sizedFrom = "--kv-cache-memory"
 		if blocks == 0 {
@@ -271,7 +274,7 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		return nil, err
 	}
 	vocab := exec.Vocabulary()
-	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "tensor_parallel", o.TensorParallel,
+	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "weight_bytes", geom.WeightBytes(), "tensor_parallel", o.TensorParallel,
 		"kv_blocks", blocks, "kv_cache_dtype", geom.KV().DType, "kv_sized_from", sizedFrom)
 	return &backend{
 		exec: exec, codec: codec.Sim{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
