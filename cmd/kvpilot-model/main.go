@@ -83,6 +83,16 @@ func write(args []string, stdout, stderr io.Writer) error {
 	swaPattern := fs.Int("sliding-window-pattern", 2, "of every N layers all but the last slide (gpt-oss; 0: all)")
 	seed := fs.Int64("seed", 1, "weight seed")
 	dtype := fs.String("dtype", "f32", "matrix type: f32, f16, bf16 or q8_0")
+	ropeScaling := fs.String("rope-scaling", "", "RoPE scaling: "+strings.Join(archs.RopeScalingTypes, ", ")+" (empty: no rope.scaling.type key)")
+	ropeFactor := fs.Float64("rope-scaling-factor", 0, "RoPE scaling factor, the context's stretch (0: none)")
+	ropeOrigCtx := fs.Int("rope-orig-ctx", 0, "context trained before RoPE scaling (0: --context)")
+	ropeAttnFactor := fs.Float64("rope-attn-factor", 0, "rope.scaling.attn_factor, a multiplier of the rotated values (0: none)")
+	yarnBetaFast := fs.Float64("yarn-beta-fast", 0, "YaRN's beta_fast (mistral3; 0: llama.cpp's 32)")
+	yarnBetaSlow := fs.Float64("yarn-beta-slow", 0, "YaRN's beta_slow (mistral3; 0: llama.cpp's 1)")
+	yarnLogMul := fs.Float64("yarn-log-mul", 0, "YaRN's log multiplier (mistral3; 0: none)")
+	attnTemp := fs.Float64("attn-temp-scale", 0, "attention temperature scale, stepping every --rope-orig-ctx (else --context) positions (mistral3; 0: none)")
+	ropeFreqs := fs.Bool("rope-freqs", false, "write rope_freqs.weight, divisors of RoPE's frequencies (Llama 3.1's scaling; random in [1, 8])")
+	ropeDims := fs.Int("rope-dims", 0, "dimensions of a head RoPE rotates (0: the whole head; the llama family rotates whole heads)")
 	expertDType := fs.String("expert-dtype", "", "mixture-of-experts stacks' type: mxfp4 (as gpt-oss is released), or empty for --dtype's")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +116,12 @@ func write(args []string, stdout, stderr io.Writer) error {
 			FFN: *ffn, ContextLen: *ctxLen, RopeTheta: float32(*theta), TiedEmbeddings: *tied, QKVBias: *bias,
 			Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN,
 			SharedExperts: *sharedExperts, DenseLayers: *denseLayers, ExpertWeightsNorm: *expertNorm, ExpertWeightsScale: float32(*expertScale),
+			RopeDims: *ropeDims,
+			RopeScaling: archs.RopeScaling{
+				Type: *ropeScaling, Factor: float32(*ropeFactor), OrigContext: *ropeOrigCtx, AttnFactor: float32(*ropeAttnFactor),
+				YarnBetaFast: float32(*yarnBetaFast), YarnBetaSlow: float32(*yarnBetaSlow), YarnLogMul: float32(*yarnLogMul),
+			},
+			AttnTempScale: float32(*attnTemp), RopeFreqFactors: *ropeFreqs,
 		}.WithDefaults()
 		if err := slidingWindow(&cfg, *window, *swaPattern); err != nil {
 			return err
@@ -188,6 +204,21 @@ func writeFile(path string, m *model.Model) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	// What the architecture's ReadConfig refuses (partial RoPE in the llama
+	// family …) or does not read (mistral3's keys in a llama file) is not
+	// written.
+	back, err := model.Open(f.Name(), nil)
+	if err != nil {
+		return fmt.Errorf("the model written does not load: %w", err)
+	}
+	got := back.Config
+	if err := back.Close(); err != nil {
+		return err
+	}
+	if want := m.Config; got.RopeDims != want.RopeDims || got.RopeScaling != want.RopeScaling || got.AttnTempScale != want.AttnTempScale || got.RopeFreqFactors != want.RopeFreqFactors {
+		return fmt.Errorf("architecture %s does not store the model's RoPE: written rope dims %d, scaling %+v, attention temperature %g; read back %d, %+v, %g",
+			want.Arch, want.RopeDims, want.RopeScaling, want.AttnTempScale, got.RopeDims, got.RopeScaling, got.AttnTempScale)
+	}
 	return os.Rename(f.Name(), path)
 }
 
@@ -220,6 +251,18 @@ func describe(c model.Config) string {
 	}
 	if c.RopeDims > 0 && c.RopeDims != c.HeadDim {
 		s += fmt.Sprintf(", rope over %d of %d dims", c.RopeDims, c.HeadDim)
+	}
+	if r := c.RopeScaling; r != (archs.RopeScaling{}) {
+		s += fmt.Sprintf(", rope scaling %q factor %g (original context %d, attention factor %g)", r.Type, r.Factor, r.OrigContext, r.AttnFactor)
+		if r.YarnBetaFast != 0 || r.YarnBetaSlow != 0 || r.YarnLogMul != 0 {
+			s += fmt.Sprintf(", yarn beta fast %g, beta slow %g, log multiplier %g", r.YarnBetaFast, r.YarnBetaSlow, r.YarnLogMul)
+		}
+	}
+	if c.RopeFreqFactors {
+		s += ", rope frequency factors"
+	}
+	if c.AttnTempScale != 0 {
+		s += fmt.Sprintf(", attention temperature scale %g every %d positions", c.AttnTempScale, c.AttnTempFloor())
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -26,6 +27,7 @@ type options struct {
 	Executor        string
 	SimAccelerator  string
 	SimModel        string
+	SimWeightBits   float64
 	TensorParallel  int
 	CPUThreads      int
 	Device          string
@@ -82,6 +84,9 @@ type options struct {
 	ResponsesStoreEntries int
 	ResponsesStoreBytes   byteSize
 	LogLevel              slog.Level
+
+	// TokenizerPreFallback is model.LoadOptions.PreTokenizerFallback.
+	TokenizerPreFallback string
 }
 
 const (
@@ -102,6 +107,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	}
 
 	fs.StringVar(&o.Model, "model", "builtin:tiny", "model to serve with the cpu or ggml executor: a GGUF file path, or builtin:tiny")
+	fs.StringVar(&o.TokenizerPreFallback, "tokenizer-pre-fallback", "", "tokenizer.ggml.pre to split text with when the GGUF's is one kvpilot does not support (e.g. gpt-2), instead of refusing the model; tokens then differ from the model's training (logged as a warning): for trying a model out")
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model name in the API (default: derived from --model, or --sim-model with the sim executor)")
 	fs.StringVar(&o.Executor, "executor", executorCPU, "executor: cpu (pure-Go transformer), ggml (ggml's CPU or CUDA kernels; libraries from hack/setup-ggml.sh) or sim (roofline model of an accelerator)")
 	fs.StringVar(&o.Device, "device", "", "ggml executor: cuda or cpu (default: cuda when NVML finds a GPU and the CUDA backend loads, else cpu)")
@@ -109,7 +115,8 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.GGMLDeviceArgmax, "ggml-device-argmax", false, "ggml executor: take the argmax of greedy rows (no logprobs, processors or constraint) on the device and read back their token instead of their logits (not yet measured on a GPU)")
 	fs.IntVar(&o.GGMLFlashMaxSeqs, "ggml-flash-max-seqs", 0, "ggml executor: batches of at most this many sequences run flash attention per sequence, larger ones the plain attention (0: every batch on the cpu device, none on cuda, where it is not yet measured; needs ggml built with flash-attention kernels for the KV cache's type)")
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
-	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
+	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry ("+strings.Join(sim.GeometryNames(), ", ")+")")
+	fs.Float64Var(&o.SimWeightBits, "sim-weight-bits", 0, "sim executor: bits a weight, routed experts included, for a quantized checkpoint (8: FP8, about 4.9: Q4_K_M; 0: the profile's own)")
 	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans (the cpu and ggml executors run on one device: 1 only)")
 	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml up to one per physical core of the CPUs this process is given, its cgroup's CPU quota, then its CPU affinity, each graph on the count measured fastest)")
 	fs.TextVar(&o.KVCacheDType, "kv-cache-dtype", kvcache.DTypeAuto, "KV cache element type: auto, f16, bf16, q8_0 or f32 (auto: the model's activation type, as vLLM's; ggml: f16 unless the weights are F32 or BF16; cpu keeps f32 and refuses the others; sim: the geometry's bf16)")
@@ -259,6 +266,8 @@ func (o *options) validate() error {
 	check(o.ResponsesStoreBytes > 0, "--responses-store-bytes must be > 0")
 	check(o.CPUThreads >= 0, "--cpu-threads must be >= 0")
 	check(o.GGMLFlashMaxSeqs >= 0, "--ggml-flash-max-seqs must be >= 0")
+	check(o.SimWeightBits == 0 || (o.SimWeightBits >= 1 && o.SimWeightBits <= 32), "--sim-weight-bits must be 0 (the profile's) or between 1 and 32, got %g", o.SimWeightBits)
+	check(o.SimWeightBits == 0 || o.Executor == executorSim, "--sim-weight-bits applies to --executor sim only")
 	check(o.GGMLFlashMaxSeqs == 0 || o.Executor == executorGGML, "--ggml-flash-max-seqs applies to --executor ggml only")
 	check(!o.GGMLDeviceArgmax || o.Executor == executorGGML, "--ggml-device-argmax applies to --executor ggml only")
 	check(o.Executor != executorCPU || o.KVCacheDType.ResolveAuto(kvcache.DTypeF32) == kvcache.DTypeF32,

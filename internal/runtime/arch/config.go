@@ -1,6 +1,11 @@
 package arch
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
 
 // Config is a model's geometry and hyperparameters: the fields every
 // architecture has (the KV cache's geometry among them), and those of the
@@ -75,14 +80,34 @@ type Config struct {
 	// after its Layers (GGUF's nextn_predict_layers, counted in its
 	// block_count): the forward pass skips them, as llama.cpp's does.
 	NextNLayers int
+	// AttnTempScale is Llama 4's attention temperature tuning, which
+	// mistral3 reads (attention.temperature_scale): each query is
+	// multiplied by 1 + AttnTempScale·ln(⌊pos/AttnTempFloor()⌋+1), so that
+	// attention sharpens past the trained context; 0 for none.
+	AttnTempScale float32
+	// RopeFreqFactors: the file has rope_freqs.weight, RopeDims/2 divisors
+	// of RoPE's per-pair frequencies (Llama 3.1's "llama3" scaling, which
+	// converters bake into the file; mistral3 may carry one too).
+	RopeFreqFactors bool
 }
 
 // RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor
 // the context's stretch and OrigContext the context trained before it.
+// Type "" is a file without rope.scaling.type, which llama.cpp reads as
+// "linear" (so a Factor alone stretches linearly); "none" ignores Factor.
 type RopeScaling struct {
 	Type        string
 	Factor      float32
 	OrigContext int
+	// AttnFactor is rope.scaling.attn_factor, the model's own multiplier
+	// of the rotated values (every architecture's); 0 means 1.
+	AttnFactor float32
+	// YarnBetaFast, YarnBetaSlow and YarnLogMul are
+	// rope.scaling.yarn_beta_fast, yarn_beta_slow and
+	// yarn_log_multiplier, which only some architectures read (mistral3;
+	// llama.cpp's llama family keeps its defaults whatever the file says).
+	// 0 means the defaults: betas 32 and 1, no log multiplier.
+	YarnBetaFast, YarnBetaSlow, YarnLogMul float32
 }
 
 // LayerKind is what a layer's attention reads.
@@ -133,6 +158,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("expert ffn %d must be positive with %d experts", c.ExpertFFN, c.Experts)
 	case c.DenseLayers < 0 || c.DenseLayers > c.Layers || c.SharedExperts < 0 || c.NextNLayers < 0:
 		return fmt.Errorf("%d leading dense layers of %d, %d shared experts, %d next-token layers: out of range", c.DenseLayers, c.Layers, c.SharedExperts, c.NextNLayers)
+	case c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0:
+		return fmt.Errorf("rope dims %d: must be even and at most the head dim %d (0: all of it)", c.RopeDims, c.HeadDim)
+	case c.RopeScaling.Type != "" && !slices.Contains(RopeScalingTypes, c.RopeScaling.Type):
+		return fmt.Errorf("rope scaling %q is unsupported (supported: %s)", c.RopeScaling.Type, strings.Join(RopeScalingTypes, ", "))
+	case c.RopeScaling.Factor < 0 || math.IsInf(float64(c.RopeScaling.Factor), 0) || c.RopeScaling.Factor != c.RopeScaling.Factor:
+		return fmt.Errorf("rope scaling factor %g must be positive (0: none)", c.RopeScaling.Factor)
+	case math.IsInf(float64(c.AttnTempScale), 0) || c.AttnTempScale != c.AttnTempScale:
+		return fmt.Errorf("attention temperature scale %g must be finite", c.AttnTempScale)
+	case c.RopeScaling.OrigContext < 0:
+		return fmt.Errorf("rope scaling original context %d must not be negative", c.RopeScaling.OrigContext)
 	}
 	for _, id := range c.EOS {
 		if id < 0 || int(id) >= c.VocabSize {

@@ -17,6 +17,7 @@ func init() {
 		llama.Qwen3,
 		llama.Qwen3MoE,
 		glm4moe.GLM4MoE,
+		llama.Mistral3,
 		gptoss.GptOss,
 	)
 }

@@ -174,7 +174,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	var err error
 	for n := 0; n < len(good); n += 97 {
-		if _, err = fromGGUF(good[:n], nil); err == nil {
+		if _, err = fromGGUF(good[:n], nil, LoadOptions{}); err == nil {
 			t.Fatalf("file cut at %d of %d bytes loaded", n, len(good))
 		}
 	}
@@ -206,7 +206,7 @@ func FuzzGGUFReader(f *testing.F) {
 	f.Add([]byte("GGUF"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := fromGGUF(data, nil)
+		m, err := fromGGUF(data, nil, LoadOptions{})
 		if err != nil {
 			return
 		}

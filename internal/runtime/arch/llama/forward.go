@@ -12,6 +12,7 @@ type forward struct {
 	c                      arch.Config
 	rope                   arch.RopeMode
 	tokEmbd, outNorm, head arch.Tensor
+	ropeFreqs              arch.Tensor // rope_freqs.weight (Config.RopeFreqFactors), else 0
 	layers                 []layer
 }
 
@@ -35,6 +36,9 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 		return t
 	}
 	fw.tokEmbd, fw.outNorm, fw.head = get("token_embd.weight"), get("output_norm.weight"), get("output.weight")
+	if c.RopeFreqFactors {
+		fw.ropeFreqs = get("rope_freqs.weight")
+	}
 	for i := range fw.layers {
 		l := &fw.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
@@ -70,7 +74,9 @@ func (fw *forward) Nodes() int {
 	return n
 }
 
-// Build is, per block, x += o·attn(rope(q), rope(k), v) over the
+// Build is, per block, x += o·attn(rope(q), rope(k), v) (RoPE scaled as
+// the file says: Config.RopeParams, its frequencies divided by
+// rope_freqs.weight where the file has one) over the
 // attention-normed x (qwen3: each head of q and of k RMS-normed by its
 // layer's weights, with the model's epsilon, before RoPE, as llama.cpp's
 // qwen3 graph), then x += down·swiglu(gate·x', up·x') over the
@@ -80,6 +86,8 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
 	hd := c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	rope := c.RopeParams(fw.rope) // with the file's scaling, as llama.cpp's context derives it
+	rope.Factors = fw.ropeFreqs
 	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
 	proj := func(w, x, bias arch.Tensor) arch.Tensor {
 		y := o.MulMat(w, x)
@@ -99,7 +107,10 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		if l.qNorm != 0 {
 			q, k = norm(q, l.qNorm), norm(k, l.kNorm) // per head: rows of HeadDim
 		}
-		q, k = o.Rope(q, hd, fw.rope, c.RopeTheta), o.Rope(k, hd, fw.rope, c.RopeTheta)
+		q, k = o.RopeExt(q, rope), o.RopeExt(k, rope)
+		if c.AttnTempScale != 0 {
+			q = o.AttnTemperature(q, c.AttnTempScale, c.AttnTempFloor())
+		}
 		x = o.Add(x, o.MulMat(l.o, o.Attention(li, q, k, v, scale)))
 
 		xn = norm(x, l.ffnNorm)

@@ -90,8 +90,24 @@ func TestReadConfigReadsMetadata(t *testing.T) {
 		// Qwen3-30B-A3B's routing: softmax, the top-k's weights renormalized.
 		{Arch: "qwen3moe", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, ContextLen: 256, RopeTheta: 1e6, NormEps: 1e-6,
 			Experts: 8, ExpertsUsed: 2, ExpertFFN: 48, ExpertGating: arch.GatingSoftmax, ExpertWeightsNorm: true},
+		// RoPE scaling: YaRN (Qwen3's 4× of 32768), linear, a factor
+		// without a type (llama.cpp: linear) and a model's own attention
+		// factor.
+		{Arch: "qwen3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 131072, RopeTheta: 1e6, NormEps: 1e-6,
+			RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 32768}},
+		{Arch: "llama", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 8192, RopeTheta: 1e4, NormEps: 1e-5,
+			RopeScaling: arch.RopeScaling{Type: "linear", Factor: 2}},
+		{Arch: "qwen2", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 8192, RopeTheta: 1e4, NormEps: 1e-5,
+			RopeScaling: arch.RopeScaling{Factor: 2, AttnFactor: 0.5}},
+		// mistral3 (Devstral Small 2's scaling) reads YaRN's betas, log
+		// multiplier and the attention temperature too.
+		{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, ContextLen: 393216, RopeTheta: 1e8, NormEps: 1e-5,
+			RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 48, OrigContext: 8192, YarnBetaFast: 32, YarnBetaSlow: 1, YarnLogMul: 1}, AttnTempScale: 0.1},
+		{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 4096, RopeTheta: 1e6, NormEps: 1e-5, TiedEmbeddings: true},
+		// Llama 3.1: rope_freqs.weight.
+		{Arch: "llama", VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 96, ContextLen: 131072, RopeTheta: 5e5, NormEps: 1e-5, RopeFreqFactors: true},
 	} {
-		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3, "qwen3moe": Qwen3MoE}[want.Arch]
+		a := map[string]arch.Architecture{"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3, "qwen3moe": Qwen3MoE, "mistral3": Mistral3}[want.Arch]
 		got := arch.Config{Arch: want.Arch}
 		if err := a.ReadConfig(fileOf(a, want), &got); err != nil {
 			t.Fatalf("%s: %v", want.Arch, err)
@@ -111,7 +127,9 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		value any
 		want  string
 	}{
-		{"llama.rope.scaling.type", "yarn", `rope scaling "yarn" is unsupported`},
+		{"llama.rope.scaling.type", "longrope", `rope scaling "longrope" is unsupported`},
+		{"llama.rope.scaling.type", "ntk", `rope scaling "ntk" is unsupported`},
+		{"llama.rope.scaling.factor", float32(-2), "rope.scaling.factor = -2 must be positive"},
 		{"llama.rope.dimension_count", uint32(8), "partial rotary embeddings (8 of 16 dimensions)"},
 		{"llama.attention.value_length", uint32(32), "value length 32 differs from key length 16"},
 		{"llama.block_count", "two", "not an integer"},
@@ -122,6 +140,50 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		if err := Llama.ReadConfig(f, &got); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
 		}
+	}
+	// A rope_freqs.weight not of half the head dim.
+	f := fileOf(Llama, c)
+	f.shapes["rope_freqs.weight"] = []int{16}
+	if err := Llama.ReadConfig(f, &arch.Config{Arch: "llama"}); err == nil || !strings.Contains(err.Error(), "rope_freqs.weight has shape [16], want [8]") {
+		t.Errorf("rope_freqs.weight [16]: error %v", err)
+	}
+	// qwen2 and qwen3 take no frequency factors (llama.cpp loads none).
+	q2 := c
+	q2.Arch = "qwen2"
+	f = fileOf(Qwen2, q2)
+	f.shapes["rope_freqs.weight"] = []int{8}
+	if err := Qwen2.ReadConfig(f, &arch.Config{Arch: "qwen2"}); err == nil || !strings.Contains(err.Error(), "tensor rope_freqs.weight is unsupported (qwen2") {
+		t.Errorf("qwen2 with rope_freqs.weight: error %v", err)
+	}
+	// Tensors llama.cpp's llama graph takes and this one does not run.
+	for _, name := range []string{"blk.0.attn_output.bias", "blk.0.ffn_down.bias", "blk.0.ffn_gate_inp.weight"} {
+		f := fileOf(Llama, c)
+		f.shapes[name] = []int{64}
+		if err := Llama.ReadConfig(f, &arch.Config{Arch: "llama"}); err == nil || !strings.Contains(err.Error(), "tensor "+name+" is unsupported") {
+			t.Errorf("%s: error %v", name, err)
+		}
+	}
+}
+
+// TestOnlyMistral3ReadsItsKeys: llama.cpp reads the YaRN betas, log
+// multiplier and attention temperature for mistral3, not for the rest of
+// the family, whose files keep its defaults whatever they say.
+func TestOnlyMistral3ReadsItsKeys(t *testing.T) {
+	c := arch.Config{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 4096, RopeTheta: 1e6, NormEps: 1e-5,
+		RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 1024, YarnBetaFast: 16, YarnBetaSlow: 2, YarnLogMul: 1}, AttnTempScale: 0.1}
+	f := fileOf(Mistral3, c)
+	for k, v := range f.kv {
+		f.kv["llama"+strings.TrimPrefix(k, "mistral3")] = v
+	}
+	got := arch.Config{Arch: "llama"}
+	if err := Llama.ReadConfig(f, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.Arch, want.AttnTempScale = "llama", 0
+	want.RopeScaling.YarnBetaFast, want.RopeScaling.YarnBetaSlow, want.RopeScaling.YarnLogMul = 0, 0, 0
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("llama (-want +got):\n%s", diff)
 	}
 }
 

@@ -172,6 +172,8 @@ type scratch struct {
 	maskSWA   []float32
 	maskSWA16 []uint16
 	tokens    []int32 // the sampled rows' argmax (deviceArgmax)
+	// attnTemp are the tokens' attention temperatures (AttnTemperature).
+	attnTemp []float32
 	// flash: this batch's attention runs per sequence (flashMax).
 	flash bool
 	// logits receives the sampled rows' logits, which the engine reads in
