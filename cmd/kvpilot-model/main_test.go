@@ -31,8 +31,9 @@ func TestWriteAndInfo(t *testing.T) {
 			`mistral3 vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 8192, rope theta 10000, rope scaling "yarn" factor 16 (original context 512, attention factor 0), yarn beta fast 32, beta slow 1, log multiplier 1, attention temperature scale 0.1 every 512 positions`},
 		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--rope-freqs", "--rope-theta", "500000"},
 			"llama vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 4096, rope theta 500000, rope frequency factors"},
-		{[]string{"--layers", "3", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ffn", "64", "--dtype", "q8_0", "--arch", "gpt-oss", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32", "--sliding-window", "32", "--rope-theta", "150000"},
-			"gpt-oss vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 64, context 4096, rope theta 150000, qkv bias, 8 experts (2 used, ffn 32), sliding window 32 in 2 of 3 layers"},
+		{[]string{"--layers", "3", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ffn", "64", "--dtype", "q8_0", "--arch", "gpt-oss", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32", "--sliding-window", "32", "--rope-theta", "150000",
+			"--context", "131072", "--rope-scaling", "yarn", "--rope-scaling-factor", "32", "--rope-orig-ctx", "4096"},
+			"gpt-oss vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 64, context 131072, rope theta 150000, qkv bias, 8 experts (2 used, ffn 32), sliding window 32 in 2 of 3 layers"},
 		{[]string{"--layers", "2", "--dim", "64", "--heads", "4", "--ffn", "64", "--dtype", "f16", "--arch", "gpt-oss", "--experts", "4", "--experts-used", "2", "--expert-ffn", "32", "--sliding-window", "8", "--expert-dtype", "mxfp4"},
 			"MXFP4:6"},
 	} {

@@ -62,7 +62,8 @@ func (fw *forward) Nodes() int {
 	return n
 }
 
-// Build is, per block, x += o·attn(rope(q), rope(k), v) + o's bias over
+// Build is, per block, x += o·attn(rope(q), rope(k), v) + o's bias (RoPE
+// scaled as Config.RopeScaling says) over
 // the attention-normed x (attention with the layer's sinks, over its
 // window in a sliding layer: the executor masks by Config.LayerKinds),
 // then x += moe(x') over the post-attention-normed x'; then the final
@@ -71,6 +72,7 @@ func (fw *forward) Nodes() int {
 func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
 	hd := c.HeadDim
+	rope := c.RopeParams(arch.RopeNeox)
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
 	x := o.Embed(fw.tokEmbd) // [dim, n]
@@ -81,7 +83,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		q := o.Reshape3D(o.Add(o.MulMat(l.q, xn), l.qBias), hd, c.Heads, n)
 		k := o.Reshape3D(o.Add(o.MulMat(l.k, xn), l.kBias), hd, c.KVHeads, n)
 		v := o.Add(o.MulMat(l.v, xn), l.vBias) // [kvDim, n]
-		q, k = o.Rope(q, hd, arch.RopeNeox, c.RopeTheta), o.Rope(k, hd, arch.RopeNeox, c.RopeTheta)
+		q, k = o.RopeExt(q, rope), o.RopeExt(k, rope)
 		att := o.AttentionSinks(li, q, k, v, l.sinks, scale)
 		x = o.Add(o.Add(o.MulMat(l.o, att), l.oBias), x)
 		x = o.Add(l.moe.Build(o, norm(x, l.postNorm)), x)

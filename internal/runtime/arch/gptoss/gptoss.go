@@ -8,16 +8,17 @@
 // router's raw logits and weighted by a softmax over the chosen ones, each
 // expert a clamped SwiGLU (alpha 1.702, limit 7).
 //
-// The sliding layers' KV cache keeps every position for now (their
-// attention masks all but the window's). YaRN RoPE scaling, which the
-// released models use, is not implemented yet: such files are refused,
-// naming the key.
+// RoPE is scaled as the file says (the released models: YaRN, factor 32
+// over 4,096 tokens), on sliding and full layers alike. The sliding
+// layers' KV cache keeps every position for now (their attention masks
+// all but the window's).
 package gptoss
 
 import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 )
@@ -102,10 +103,8 @@ func (gptoss) ReadConfig(file arch.File, c *arch.Config) error {
 	} else if ok && int(v) != c.HeadDim {
 		return fmt.Errorf("metadata %srope.dimension_count = %d: partial RoPE (other than the head dim %d) is unsupported", p, v, c.HeadDim)
 	}
-	if s, _, err := file.String(p + "rope.scaling.type"); err != nil {
+	if err := arch.ReadRopeScaling(file, p, &c.RopeScaling); err != nil {
 		return err
-	} else if s != "" && s != "none" {
-		return fmt.Errorf("metadata %srope.scaling.type = %q: RoPE scaling is not implemented for gpt-oss yet", p, s)
 	}
 	c.RopeTheta = 10000
 	for _, x := range []struct {
@@ -158,7 +157,7 @@ func LayerKinds(layers, pattern int) []arch.LayerKind {
 }
 
 // Validate: experts, a window, biased projections and an untied head
-// (llama.cpp requires all of them), no RoPE scaling.
+// (llama.cpp requires all of them), RoPE over whole heads.
 func (gptoss) Validate(c arch.Config) error {
 	switch {
 	case c.Experts == 0:
@@ -171,8 +170,10 @@ func (gptoss) Validate(c arch.Config) error {
 		return errors.New("gpt-oss has q/k/v biases")
 	case c.TiedEmbeddings:
 		return errors.New("gpt-oss has an output head of its own (no tied embeddings)")
-	case c.RopeScaling.Type != "" && c.RopeScaling.Type != "none":
-		return fmt.Errorf("rope scaling %q is not implemented for gpt-oss yet", c.RopeScaling.Type)
+	case c.RopeScaling.Type != "" && !slices.Contains(arch.RopeScalingTypes, c.RopeScaling.Type):
+		return fmt.Errorf("rope scaling %q is unsupported (supported: %s)", c.RopeScaling.Type, strings.Join(arch.RopeScalingTypes, ", "))
+	case c.RopeScaling.YarnBetaFast != 0 || c.RopeScaling.YarnBetaSlow != 0 || c.RopeScaling.YarnLogMul != 0 || c.AttnTempScale != 0 || c.RopeFreqFactors:
+		return errors.New("gpt-oss reads no YaRN betas, log multiplier, attention temperature or rope_freqs (llama.cpp keeps its defaults)")
 	case c.RopeDims != 0 && c.RopeDims != c.HeadDim:
 		return fmt.Errorf("rope dims %d: gpt-oss rotates whole heads of %d", c.RopeDims, c.HeadDim)
 	case c.SharedExperts != 0 || c.DenseLayers != 0 || c.NextNLayers != 0:
@@ -216,6 +217,7 @@ func (gptoss) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "expert_used_count", Value: uint32(c.ExpertsUsed)},
 		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
 	}
+	kvs = append(kvs, arch.RopeScalingMetadata(p, c.RopeScaling)...)
 	if n := pattern(c.LayerKinds); n >= 0 && n != defaultPattern {
 		kvs = append(kvs, arch.KV{Key: p + "attention.sliding_window_pattern", Value: uint32(n)})
 	}

@@ -60,8 +60,9 @@ func small() arch.Config {
 	return arch.Config{
 		Arch: "gpt-oss", VocabSize: 300, Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 32, ContextLen: 4096,
 		RopeTheta: 150000, NormEps: 1e-5, QKVBias: true, SlidingWindow: 16,
-		LayerKinds: []arch.LayerKind{arch.SlidingWindow, arch.Full, arch.SlidingWindow},
-		Experts:    8, ExpertsUsed: 2, ExpertFFN: 32, ExpertGating: arch.GatingSoftmaxWeight,
+		RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 32, OrigContext: 128},
+		LayerKinds:  []arch.LayerKind{arch.SlidingWindow, arch.Full, arch.SlidingWindow},
+		Experts:     8, ExpertsUsed: 2, ExpertFFN: 32, ExpertGating: arch.GatingSoftmaxWeight,
 	}
 }
 
@@ -70,7 +71,7 @@ func small() arch.Config {
 // another pattern written and read.
 func TestReadConfigReadsMetadata(t *testing.T) {
 	allSlide := small()
-	allSlide.LayerKinds = LayerKinds(3, 0)
+	allSlide.LayerKinds, allSlide.RopeScaling = LayerKinds(3, 0), arch.RopeScaling{}
 	for _, want := range []arch.Config{small(), allSlide} {
 		f := fileOf(want)
 		got := arch.Config{Arch: "gpt-oss"}
@@ -114,7 +115,7 @@ func TestReadConfigRefuses(t *testing.T) {
 		edit func(f file)
 		want string
 	}{
-		{func(f file) { f.kv["gpt-oss.rope.scaling.type"] = "yarn" }, `gpt-oss.rope.scaling.type = "yarn"`},
+		{func(f file) { f.kv["gpt-oss.rope.scaling.type"] = "longrope" }, `rope scaling "longrope" is unsupported`},
 		{func(f file) { delete(f.kv, "gpt-oss.attention.sliding_window") }, "gpt-oss.attention.sliding_window is missing"},
 		{func(f file) { f.kv["gpt-oss.rope.dimension_count"] = uint32(16) }, "gpt-oss.rope.dimension_count = 16"},
 		{func(f file) { f.kv["gpt-oss.rope.freq_base_swa"] = float32(10000) }, "gpt-oss.rope.freq_base_swa"},

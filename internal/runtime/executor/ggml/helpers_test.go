@@ -185,10 +185,12 @@ func glm4moeConfig() model.Config {
 // sinks, three layers of which the first and last attend over a window of
 // 32 tokens (shorter than the long parity prompt) and the middle one over
 // the whole context, 8 experts (2 a token) with biased router and
-// experts, an untied head.
+// experts, an untied head, and gpt-oss's YaRN (factor 32) over an
+// original context of 128 tokens, which the long prompt passes.
 func gptossConfig() model.Config {
 	return model.Config{
-		Arch: model.ArchGptOss, VocabSize: 320, Dim: 128, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 64,
+		Arch: model.ArchGptOss, VocabSize: 320, Dim: 128, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 64, ContextLen: 4096,
+		RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 32, OrigContext: 128},
 		QKVBias: true, RopeTheta: 150000, NormEps: 1e-5, SlidingWindow: 32, LayerKinds: gptoss.LayerKinds(3, 2),
 		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, ExpertGating: arch.GatingSoftmaxWeight,
 	}
