@@ -190,9 +190,9 @@ func glm4moeConfig() model.Config {
 func gptossConfig() model.Config {
 	return model.Config{
 		Arch: model.ArchGptOss, VocabSize: 320, Dim: 128, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 64, ContextLen: 4096,
-		RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 32, OrigContext: 128},
-		QKVBias:     true, RopeTheta: 150000, NormEps: 1e-5, SlidingWindow: 32, LayerKinds: gptoss.LayerKinds(3, 2),
+		QKVBias: true, RopeTheta: 150000, NormEps: 1e-5, SlidingWindow: 32, LayerKinds: gptoss.LayerKinds(3, 2),
 		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, ExpertGating: arch.GatingSoftmaxWeight,
+		RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 32, OrigContext: 128},
 	}
 }
 
