@@ -20,6 +20,11 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolCallID is the call a tool turn answers.
 	ToolCallID string
+	// ReasoningContent is the reasoning an assistant turn gave before its
+	// answer (reasoning_content, as vLLM and DeepSeek name it); templates
+	// see it only when set: Qwen3's, GLM's and DeepSeek's re-render or drop
+	// it by whether it is there.
+	ReasoningContent string
 }
 
 // ToolCall is one call an assistant turn made.

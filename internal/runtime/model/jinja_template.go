@@ -24,6 +24,9 @@ type JinjaTemplate struct {
 	tmpl     *exec.Template
 	bos, eos string
 	format   ToolFormat
+	// nullContent: the template sees a null content as None even in a
+	// message with tool calls (it renders none; see messageValue).
+	nullContent bool
 	// family is the built-in format the source uses, if any: it names the
 	// end-of-turn tokens.
 	family ChatTemplate
@@ -83,7 +86,8 @@ func NewJinjaTemplate(source, bos, eos string) (*JinjaTemplate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse chat template: %w", err)
 	}
-	j := &JinjaTemplate{source: source, tmpl: t, bos: bos, eos: eos, format: toolFormatOf(source), Now: time.Now}
+	j := &JinjaTemplate{source: source, tmpl: t, bos: bos, eos: eos, format: toolFormatOf(source), Now: time.Now,
+		nullContent: !strings.Contains(source, "tool_calls")}
 	switch {
 	case strings.Contains(source, "<|im_start|>"):
 		j.family = ChatML{}
@@ -174,7 +178,7 @@ func (r *raised) Error() string { return raisedPrefix + r.msg }
 func (j *JinjaTemplate) context(c *Chat, order *orderedMaps) (map[string]any, error) {
 	msgs := make(jinjaList, len(c.Messages))
 	for i, m := range c.Messages {
-		v, err := messageValue(m, order)
+		v, err := messageValue(m, j.nullContent, order)
 		if err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
@@ -221,10 +225,14 @@ func (j *JinjaTemplate) context(c *Chat, order *orderedMaps) (map[string]any, er
 
 // messageValue is a message as templates expect it (the OpenAI shape,
 // tool-call arguments decoded into an object, as vLLM passes them).
-func messageValue(m Message, order *orderedMaps) (map[string]any, error) {
+// nullContent is false for a template that renders tool calls: there the
+// null content of a message that calls tools is "" (llama.cpp's rule,
+// common/chat.cpp requires_non_null_content), as such templates concatenate
+// it or test it as a string.
+func messageValue(m Message, nullContent bool, order *orderedMaps) (map[string]any, error) {
 	v := map[string]any{"role": m.Role}
 	keys := []string{"role", "content"}
-	if m.ContentNull {
+	if m.ContentNull && (nullContent || len(m.ToolCalls) == 0) {
 		v["content"] = nil
 	} else {
 		v["content"] = m.Content
@@ -256,6 +264,10 @@ func messageValue(m Message, order *orderedMaps) (map[string]any, error) {
 	if m.ToolCallID != "" {
 		v["tool_call_id"] = m.ToolCallID
 		keys = append(keys, "tool_call_id")
+	}
+	if m.ReasoningContent != "" {
+		v["reasoning_content"] = m.ReasoningContent
+		keys = append(keys, "reasoning_content")
 	}
 	order.record(v, keys)
 	return v, nil
