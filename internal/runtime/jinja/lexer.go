@@ -377,6 +377,9 @@ func (l *lexer) tag(end string, endKind tokenKind, trim bool) error {
 			case "(", "[", "{":
 				depth++
 			case ")", "]", "}":
+				if depth == 0 {
+					return l.errf("unexpected '%s'", op)
+				}
 				depth--
 			}
 			l.toks = append(l.toks, token{kind: tokOp, val: op, line: l.line})

@@ -12,11 +12,10 @@ import (
 type Model struct {
 	Config       Config
 	Tokenizer    Tokenizer
+	// ChatTemplate is the GGUF's own template (a *JinjaTemplate), or the
+	// built-in ChatTemplateFor picks when the GGUF carries none.
 	ChatTemplate ChatTemplate
-	// ChatTemplateErr says why the GGUF's own chat template could not be
-	// parsed (ChatTemplate is then the built-in fallback).
-	ChatTemplateErr error
-	Weights         Weights
+	Weights      Weights
 
 	unmap func() error
 }
