@@ -10,8 +10,8 @@ import (
 // Model is a loaded or built model. Models loaded from files hold a read-only
 // memory mapping until Close.
 type Model struct {
-	Config       Config
-	Tokenizer    Tokenizer
+	Config    Config
+	Tokenizer Tokenizer
 	// ChatTemplate is the GGUF's own template (a *JinjaTemplate), or the
 	// built-in ChatTemplateFor picks when the GGUF carries none.
 	ChatTemplate ChatTemplate
