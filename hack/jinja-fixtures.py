@@ -12,7 +12,9 @@ It copies every models/templates/*.jinja of the llama.cpp tree into
 internal/runtime/model/testdata/jinja2/templates/ and writes, per template,
 testdata/jinja2/expected/<template>.json: the BOS/EOS texts it was given and,
 per conversation of testdata/jinja2/conversations.json, the rendered text or
-the exception it raised.
+the exception it raised. It also renders the focused snippets of
+internal/runtime/jinja/testdata/snippets.json (template and variables) into
+snippets.expected.json there, for the engine's own tests.
 
 The environment is transformers' (src/transformers/utils/chat_template_utils.py):
 ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True) with
@@ -126,6 +128,28 @@ def normalize(source, messages):
     return out
 
 
+def render_snippet(env, snippet):
+    try:
+        tmpl = env.from_string(snippet["template"])
+    except jinja2.exceptions.TemplateSyntaxError as e:
+        return {"parse_error": f"{e.message} (line {e.lineno})"}
+    try:
+        return {"output": tmpl.render(**snippet["vars"])}
+    except Exception as e:  # noqa: BLE001 - any refusal is recorded
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def render_snippets(env):
+    d = os.path.join(ROOT, "internal/runtime/jinja/testdata")
+    with open(os.path.join(d, "snippets.json"), encoding="utf-8") as f:
+        snippets = json.load(f)
+    out = {s["name"]: render_snippet(env, s) for s in snippets}
+    with open(os.path.join(d, "snippets.expected.json"), "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"rendered {len(snippets)} snippets")
+
+
 def render(env, source, conv, bos, eos):
     try:
         tmpl = env.from_string(source)
@@ -178,6 +202,7 @@ def main():
             json.dump({"bos_token": bos, "eos_token": eos, "cases": cases}, f, ensure_ascii=False, indent=1, sort_keys=True)
             f.write("\n")
     print(f"rendered {len(paths)} templates x {len(convs)} conversations (Jinja2 {jinja2.__version__})")
+    render_snippets(env)
 
 
 if __name__ == "__main__":

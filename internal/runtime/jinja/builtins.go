@@ -19,7 +19,7 @@ var builtinGlobals = map[string]any{
 				return nil, fmt.Errorf("TypeError: namespace() takes a dict, not %s", typeName(a))
 			}
 			for _, k := range d.keys {
-				ns.attrs.Set(k, d.vals[k])
+				ns.attrs.Set(k, d.at(k))
 			}
 		}
 		for _, k := range kwargs.Keys() {
@@ -69,7 +69,7 @@ var builtinGlobals = map[string]any{
 				return nil, fmt.Errorf("dict() of %s is not supported", typeName(a))
 			}
 			for _, k := range src.keys {
-				d.Set(k, src.vals[k])
+				d.Set(k, src.at(k))
 			}
 		}
 		for _, k := range kwargs.Keys() {

@@ -32,7 +32,7 @@ const (
 	// maxDepth is the deepest macro call nesting.
 	maxDepth = 200
 	// maxSteps bounds the statements and loop iterations one rendering runs.
-	maxSteps = 50_000_000
+	maxSteps = 10_000_000
 )
 
 // Error is a failure while rendering: what went wrong and on which line.
@@ -265,13 +265,9 @@ func (r *renderer) execFor(n *forNode, s *scope, b *strings.Builder) error {
 	if len(items) == 0 {
 		return r.exec(n.orElse, s, b)
 	}
-	depth := 1
-	if outer, ok := s.lookup("loop"); ok {
-		if l, ok := outer.(*loopInfo); ok {
-			depth = l.depth + 1
-		}
-	}
-	loop := &loopInfo{items: items, depth: depth}
+	// depth counts recursive loop(...) calls, which are not supported: a
+	// nested for loop has a loop of its own at depth 1, as in Jinja.
+	loop := &loopInfo{items: items, depth: 1}
 	for i, it := range items {
 		if err := r.step(); err != nil {
 			return err
@@ -403,6 +399,9 @@ func (r *renderer) eval(e expr, s *scope) (any, error) {
 			v, err := r.eval(e.vals[i], s)
 			if err != nil {
 				return nil, err
+			}
+			if _, ok := hashKey(k); !ok {
+				return nil, &Error{Err: fmt.Errorf("TypeError: unhashable type: '%s'", typeName(k))}
 			}
 			d.Set(k, v)
 		}

@@ -210,7 +210,7 @@ func (d *pyDumper) value(v any, depth int) error {
 				return fmt.Errorf("TypeError: keys must be str, int, float, bool or None, not %s", typeName(k))
 			}
 			d.buf.WriteString(d.keySep)
-			if err := d.value(t.vals[k], depth+1); err != nil {
+			if err := d.value(t.at(k), depth+1); err != nil {
 				return err
 			}
 		}

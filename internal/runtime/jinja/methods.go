@@ -244,7 +244,7 @@ func dictMethod(d *Dict, name string, args []any, kwargs *Dict) (any, error) {
 	case "copy":
 		c := NewDict()
 		for _, k := range d.keys {
-			c.Set(k, d.vals[k])
+			c.Set(k, d.at(k))
 		}
 		return c, nil
 	}

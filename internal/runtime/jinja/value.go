@@ -50,13 +50,19 @@ type Dict struct {
 // NewDict is an empty dict.
 func NewDict() *Dict { return &Dict{vals: map[any]any{}} }
 
-// Set sets d[k] = v, keeping k's position when it is already there.
+// Set sets d[k] = v, keeping k's position when it is already there. k
+// must be hashable in Python's sense (str, int, float, bool, None, or a
+// tuple of those); the engine checks before it sets a key a template
+// gave.
 func (d *Dict) Set(k, v any) {
-	k = hashKey(k)
-	if _, ok := d.vals[k]; !ok {
-		d.keys = append(d.keys, k)
+	hk, ok := hashKey(k)
+	if !ok {
+		hk = "\x00unhashable:" + repr(k)
 	}
-	d.vals[k] = v
+	if _, ok := d.vals[hk]; !ok {
+		d.keys = append(d.keys, plain(k))
+	}
+	d.vals[hk] = v
 }
 
 // Get is d[k].
@@ -64,7 +70,11 @@ func (d *Dict) Get(k any) (any, bool) {
 	if d == nil {
 		return nil, false
 	}
-	v, ok := d.vals[hashKey(k)]
+	hk, ok := hashKey(k)
+	if !ok {
+		return nil, false
+	}
+	v, ok := d.vals[hk]
 	return v, ok
 }
 
@@ -85,22 +95,36 @@ func (d *Dict) Keys() []any {
 }
 
 // hashKey is the Go map key for a Python key: True and 1, 1.0 and 1 are
-// the same key in Python.
-func hashKey(k any) any {
+// the same key in Python. ok is false for an unhashable key (a list, a
+// dict).
+func hashKey(k any) (any, bool) {
 	switch t := k.(type) {
+	case nil, int, string:
+		return k, true
+	case Markup:
+		return string(t), true
 	case bool:
 		if t {
-			return 1
+			return 1, true
 		}
-		return 0
+		return 0, true
 	case float64:
 		if t == math.Trunc(t) && math.Abs(t) < 1e18 {
-			return int(t)
+			return int(t), true
 		}
+		return t, true
 	case Tuple:
-		return fmt.Sprint([]any(t))
+		parts := make([]string, len(t))
+		for i, x := range t {
+			hk, ok := hashKey(x)
+			if !ok {
+				return nil, false
+			}
+			parts[i] = fmt.Sprintf("%T:%v", hk, hk)
+		}
+		return "\x00tuple:" + strings.Join(parts, "\x00"), true
 	}
-	return k
+	return nil, false
 }
 
 // namespace is the object namespace() makes: attributes set with
@@ -136,11 +160,11 @@ func (v *dictView) list() List {
 	for _, k := range v.d.keys {
 		switch v.kind {
 		case "items":
-			out = append(out, Tuple{k, v.d.vals[k]})
+			out = append(out, Tuple{k, v.d.at(k)})
 		case "keys":
 			out = append(out, k)
 		default:
-			out = append(out, v.d.vals[k])
+			out = append(out, v.d.at(k))
 		}
 	}
 	return out
@@ -287,7 +311,7 @@ func writeRepr(b *strings.Builder, v any) {
 			}
 			writeRepr(b, k)
 			b.WriteString(": ")
-			writeRepr(b, t.vals[k])
+			writeRepr(b, t.at(k))
 		}
 		b.WriteByte('}')
 	case *namespace:
@@ -390,7 +414,7 @@ func equal(a, b any) bool {
 		}
 		for _, k := range x.keys {
 			v, ok := y.Get(k)
-			if !ok || !equal(x.vals[k], v) {
+			if !ok || !equal(x.at(k), v) {
 				return false
 			}
 		}
@@ -580,4 +604,10 @@ func htmlEscape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// at is the value of a key of d.keys.
+func (d *Dict) at(k any) any {
+	v, _ := d.Get(k)
+	return v
 }

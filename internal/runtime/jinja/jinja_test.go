@@ -1,0 +1,119 @@
+package jinja
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The snippets of testdata/snippets.json exercise one Jinja behaviour
+// each (whitespace control, scoping, Python printing, filters, the
+// sandbox's refusals, syntax errors); snippets.expected.json is what
+// Python's Jinja2 renders with transformers' settings, written by
+// hack/jinja-fixtures.py.
+type snippet struct {
+	Name     string                     `json:"name"`
+	Template string                     `json:"template"`
+	Vars     map[string]json.RawMessage `json:"vars"`
+}
+
+type snippetExpected struct {
+	Output     *string `json:"output"`
+	Error      *string `json:"error"`
+	ParseError *string `json:"parse_error"`
+}
+
+func loadSnippets(t testing.TB) ([]snippet, map[string]snippetExpected) {
+	b, err := os.ReadFile("testdata/snippets.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snippets []snippet
+	if err := json.Unmarshal(b, &snippets); err != nil {
+		t.Fatal(err)
+	}
+	b, err = os.ReadFile("testdata/snippets.expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]snippetExpected
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	return snippets, want
+}
+
+func TestSnippetsMatchPythonJinja2(t *testing.T) {
+	snippets, want := loadSnippets(t)
+	for _, s := range snippets {
+		t.Run(s.Name, func(t *testing.T) {
+			w, ok := want[s.Name]
+			if !ok {
+				t.Fatalf("no expected render (run hack/jinja-fixtures.py)")
+			}
+			vars := map[string]any{}
+			for k, raw := range s.Vars {
+				v, err := FromJSON(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vars[k] = v
+			}
+			tmpl, err := Parse(s.Template)
+			if w.ParseError != nil {
+				var se *SyntaxError
+				if !errors.As(err, &se) {
+					t.Fatalf("parsed (err %v); Python refuses it: %s", err, *w.ParseError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			got, err := tmpl.Render(vars)
+			switch {
+			case w.Output != nil:
+				if err != nil {
+					t.Fatalf("render: %v; Python renders %q", err, *w.Output)
+				}
+				if got != *w.Output {
+					t.Errorf("got  %q\nwant %q", got, *w.Output)
+				}
+			case w.Error != nil:
+				// The error names Python's exception class.
+				class, _, _ := strings.Cut(*w.Error, ":")
+				if err == nil || !strings.Contains(err.Error(), class) {
+					t.Errorf("got %q, %v; Python raises %s", got, err, *w.Error)
+				}
+			}
+		})
+	}
+}
+
+// FuzzRender: any template either fails to parse or renders (or fails)
+// without panicking, within the engine's bounds.
+func FuzzRender(f *testing.F) {
+	snippets, _ := loadSnippets(f)
+	for _, s := range snippets {
+		f.Add(s.Template)
+	}
+	vars := map[string]any{}
+	for k, v := range map[string]string{
+		"l": `[1, "a", {"k": [null, true]}]`, "d": `{"a": 1, "b": "x"}`, "s": `"héllo"`, "n": `null`, "x": `3`,
+	} {
+		vars[k], _ = FromJSON([]byte(v))
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		tmpl, err := Parse(src)
+		if err != nil {
+			var se *SyntaxError
+			if !errors.As(err, &se) {
+				t.Fatalf("parse error %v is not a *SyntaxError", err)
+			}
+			return
+		}
+		_, _ = tmpl.Render(vars)
+	})
+}
