@@ -165,6 +165,8 @@ def render(env, source, conv, bos, eos):
         "bos_token": bos,
         "eos_token": eos,
     }
+    # chat_template_kwargs, as transformers passes them: template variables.
+    kwargs.update(conv.get("kwargs", {}))
     try:
         return {"output": tmpl.render(**kwargs)}
     except jinja2.exceptions.TemplateError as e:

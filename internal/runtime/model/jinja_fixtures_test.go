@@ -39,12 +39,13 @@ type jinjaConversation struct {
 			} `json:"function"`
 		} `json:"tool_calls"`
 	} `json:"messages"`
-	Tools               []json.RawMessage `json:"tools"`
-	AddGenerationPrompt bool              `json:"add_generation_prompt"`
+	Tools               []json.RawMessage          `json:"tools"`
+	AddGenerationPrompt bool                       `json:"add_generation_prompt"`
+	Kwargs              map[string]json.RawMessage `json:"kwargs"`
 }
 
 func (c jinjaConversation) chat() *Chat {
-	ch := &Chat{Tools: c.Tools, AddGenerationPrompt: c.AddGenerationPrompt}
+	ch := &Chat{Tools: c.Tools, AddGenerationPrompt: c.AddGenerationPrompt, Kwargs: c.Kwargs}
 	for _, m := range c.Messages {
 		mm := Message{Role: m.Role, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
 		if m.Content == nil {
