@@ -188,6 +188,30 @@ func (r *renderer) execNode(n node, s *scope, b *strings.Builder) error {
 			}
 		}
 		return r.write(b, toStr(v))
+	case *callBlockNode:
+		caller := &macro{node: &macroNode{name: "caller", params: n.params, defaults: n.defaults, body: n.body}, closure: s}
+		fn, err := r.eval(n.call.fn, s)
+		if err != nil {
+			return err
+		}
+		args, err := r.evalArgs(n.call.args, s)
+		if err != nil {
+			return err
+		}
+		kwargs, err := r.evalKwargs(n.call.kwargs, s)
+		if err != nil {
+			return err
+		}
+		kwargs.Set("caller", caller)
+		v, err := r.call(fn, args, kwargs)
+		if err != nil {
+			var te *Error
+			if errors.As(err, &te) {
+				return err
+			}
+			return &Error{Line: n.call.line, Err: err}
+		}
+		return r.write(b, toStr(v))
 	case *breakNode:
 		return errBreak
 	case *continueNode:
@@ -231,13 +255,16 @@ func (r *renderer) assign(target expr, v any, s *scope) error {
 }
 
 func (r *renderer) execFor(n *forNode, s *scope, b *strings.Builder) error {
-	if n.recursive {
-		return &Error{Line: n.line, Err: errors.New("recursive for loops are not supported")}
-	}
 	iv, err := r.eval(n.iter, s)
 	if err != nil {
 		return err
 	}
+	return r.loop(n, iv, s, b, 1)
+}
+
+// loop runs a for loop over iv; a recursive loop's loop(items) runs it
+// again, one level deeper, where it is called.
+func (r *renderer) loop(n *forNode, iv any, s *scope, b *strings.Builder, depth int) error {
 	items, err := iterate(iv)
 	if err != nil {
 		return &Error{Line: n.line, Err: err}
@@ -265,9 +292,21 @@ func (r *renderer) execFor(n *forNode, s *scope, b *strings.Builder) error {
 	if len(items) == 0 {
 		return r.exec(n.orElse, s, b)
 	}
-	// depth counts recursive loop(...) calls, which are not supported: a
-	// nested for loop has a loop of its own at depth 1, as in Jinja.
-	loop := &loopInfo{items: items, depth: 1}
+	// depth counts recursive loop(...) calls: a nested for loop has a loop
+	// of its own at depth 1, as in Jinja.
+	loop := &loopInfo{items: items, depth: depth}
+	if n.recursive {
+		loop.recurse = func(v any) (string, error) {
+			if r.depth >= maxDepth {
+				return "", fmt.Errorf("recursive loop nests deeper than %d", maxDepth)
+			}
+			r.depth++
+			defer func() { r.depth-- }()
+			var inner strings.Builder
+			err := r.loop(n, v, s, &inner, depth+1)
+			return inner.String(), err
+		}
+	}
 	for i, it := range items {
 		if err := r.step(); err != nil {
 			return err
@@ -313,6 +352,12 @@ func (r *renderer) callMacro(m *macro, args []any, kwargs *Dict) (any, error) {
 	}
 	for _, k := range kwargs.Keys() {
 		name, _ := k.(string)
+		if name == "caller" {
+			// A {% call %} block's body, which the macro renders with
+			// caller().
+			s.vars["caller"], _ = kwargs.Get(k)
+			continue
+		}
 		found := false
 		for i, p := range n.params {
 			if p == name {
@@ -617,6 +662,14 @@ func (r *renderer) call(fn any, args []any, kwargs *Dict) (any, error) {
 		return f(args, kwargs)
 	case *boundMethod:
 		return r.callMethod(f, args, kwargs)
+	case *loopInfo:
+		if f.recurse == nil {
+			return nil, errors.New("TypeError: Tried to call non recursive loop. Maybe you forgot the 'recursive' modifier.")
+		}
+		if len(args) != 1 || kwargs.Len() > 0 {
+			return nil, errors.New("TypeError: loop() takes exactly one argument")
+		}
+		return f.recurse(args[0])
 	case Undefined:
 		return nil, undefinedError(f)
 	}

@@ -44,6 +44,14 @@ type (
 		filters []*filterExpr
 		body    []node
 	}
+	// callBlockNode is {% call(params) m(args) %}body{% endcall %}: m is
+	// called with the body as its caller.
+	callBlockNode struct {
+		params   []string
+		defaults []expr
+		call     *callExpr
+		body     []node
+	}
 	breakNode    struct{}
 	continueNode struct{}
 )
@@ -294,6 +302,8 @@ func (p *parser) statement() (node, error) {
 		return p.parseMacro()
 	case "filter":
 		return p.parseFilterBlock()
+	case "call":
+		return p.parseCallBlock()
 	case "generation":
 		// transformers' tag marking an assistant's generated text: it
 		// renders its body.
@@ -472,29 +482,8 @@ func (p *parser) parseMacro() (node, error) {
 	if err := p.expectOp("("); err != nil {
 		return nil, err
 	}
-	for !p.skipOp(")") {
-		if len(n.params) > 0 {
-			if err := p.expectOp(","); err != nil {
-				return nil, err
-			}
-			if p.skipOp(")") {
-				break
-			}
-		}
-		arg, err := p.expectKind(tokName, "a parameter name")
-		if err != nil {
-			return nil, err
-		}
-		n.params = append(n.params, arg.val)
-		if p.skipOp("=") {
-			d, err := p.parseExpression(true)
-			if err != nil {
-				return nil, err
-			}
-			n.defaults = append(n.defaults, d)
-		} else if len(n.defaults) > 0 {
-			return nil, p.errf("non-default argument %s follows default argument", arg.val)
-		}
+	if n.params, n.defaults, err = p.parseSignature(); err != nil {
+		return nil, err
 	}
 	if err := p.blockEnd(); err != nil {
 		return nil, err
@@ -507,6 +496,64 @@ func (p *parser) parseMacro() (node, error) {
 		p.pos++
 	}
 	return n, p.blockEnd()
+}
+
+func (p *parser) parseCallBlock() (node, error) {
+	n := &callBlockNode{}
+	if p.skipOp("(") {
+		var err error
+		if n.params, n.defaults, err = p.parseSignature(); err != nil {
+			return nil, err
+		}
+	}
+	e, err := p.parseExpression(true)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := e.(*callExpr)
+	if !ok {
+		return nil, p.errf("expected a call after 'call'")
+	}
+	n.call = c
+	if err := p.blockEnd(); err != nil {
+		return nil, err
+	}
+	if n.body, _, err = p.block("call", "endcall"); err != nil {
+		return nil, err
+	}
+	return n, p.blockEnd()
+}
+
+// parseSignature parses a parameter list after its "(": names, with
+// defaults from the first that has one on.
+func (p *parser) parseSignature() ([]string, []expr, error) {
+	var params []string
+	var defaults []expr
+	for !p.skipOp(")") {
+		if len(params) > 0 {
+			if err := p.expectOp(","); err != nil {
+				return nil, nil, err
+			}
+			if p.skipOp(")") {
+				break
+			}
+		}
+		arg, err := p.expectKind(tokName, "a parameter name")
+		if err != nil {
+			return nil, nil, err
+		}
+		params = append(params, arg.val)
+		if p.skipOp("=") {
+			d, err := p.parseExpression(true)
+			if err != nil {
+				return nil, nil, err
+			}
+			defaults = append(defaults, d)
+		} else if len(defaults) > 0 {
+			return nil, nil, p.errf("non-default argument %s follows default argument", arg.val)
+		}
+	}
+	return params, defaults, nil
 }
 
 func (p *parser) parseFilterBlock() (node, error) {

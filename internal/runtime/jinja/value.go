@@ -175,6 +175,9 @@ type loopInfo struct {
 	index int
 	items []any
 	depth int
+	// recurse runs the loop's body over other items (loop(items) in a
+	// recursive loop).
+	recurse func(items any) (string, error)
 }
 
 func typeName(v any) string {
