@@ -182,7 +182,7 @@ func TestJinjaParseErrorNamesConstruct(t *testing.T) {
 		"a\n{% for m in messages %}{{ m }}":     "line 2: 'for' block is never closed (expected 'endfor')",
 		"{% if x %}\n{% endfor %}":              "line 2: unexpected 'endfor' in 'if' block (expected 'endif')",
 		"{{ messages[0]['content'] | }}":        "line 1: expected a filter name, got end of print statement",
-		"{% call foo() %}{% endcall %}":         "line 1: unknown statement 'call'",
+		"{% include 'other.jinja' %}":           "line 1: unknown statement 'include'",
 		"{{ (a if b else c) }}{% set x = (1 if": "line 1: unexpected end of template",
 	} {
 		_, err := NewJinjaTemplate(src, "", "")
