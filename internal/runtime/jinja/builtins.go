@@ -124,7 +124,146 @@ func init() {
 		},
 		"reverse": filterReverse,
 		"sum":     filterSum,
+		"attr":    filterAttr,
+		"escape":  filterEscape,
+		"e":       filterEscape,
+		"forceescape": func(_ *renderer, v any, _ []any, _ *Dict, _ *scope) (any, error) {
+			return Markup(htmlEscape(toStr(v))), nil
+		},
+		"format": filterFormat,
+		"center": filterCenter,
+		"batch":  filterBatch,
+		"slice":  filterSlice,
 	}
+}
+
+// pythonFilters are the filters Python's Jinja2 has that this engine does
+// not: a template using one outside an if is refused when parsed (with a
+// message saying so), inside one when the filter runs.
+var pythonFilters = map[string]bool{
+	"filesizeformat": true, "groupby": true, "pprint": true, "random": true, "striptags": true,
+	"truncate": true, "urlencode": true, "urlize": true, "wordwrap": true, "xmlattr": true,
+}
+
+func filterAttr(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, error) {
+	a, err := filterArgs("attr", args, kwargs, "name")
+	if err != nil {
+		return nil, err
+	}
+	name, ok := a[0].(string)
+	if !ok {
+		return nil, errors.New("TypeError: attribute name must be a string")
+	}
+	// A dict's keys are not its attributes: only its methods are.
+	if d, ok := v.(*Dict); ok {
+		if dictMethods[name] || unsafeMethods["dict"][name] {
+			return getAttr(d, name)
+		}
+		return Undefined{Hint: fmt.Sprintf("'dict object' has no attribute '%s'", name)}, nil
+	}
+	return getAttr(v, name)
+}
+
+func filterEscape(_ *renderer, v any, _ []any, _ *Dict, _ *scope) (any, error) {
+	if m, ok := v.(Markup); ok {
+		return m, nil
+	}
+	return Markup(htmlEscape(toStr(v))), nil
+}
+
+func filterFormat(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, error) {
+	if len(args) > 0 && kwargs.Len() > 0 {
+		return nil, errors.New("FilterArgumentError: can't handle positional and keyword arguments at the same time")
+	}
+	if kwargs.Len() > 0 {
+		return nil, errors.New("format with keyword arguments is not supported")
+	}
+	return percentFormat(toStr(v), Tuple(args))
+}
+
+func filterCenter(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, error) {
+	a, err := filterArgs("center", args, kwargs, "width")
+	if err != nil {
+		return nil, err
+	}
+	width := 80
+	if a[0] != nil {
+		if width, _ = asInt(a[0]); width > 1<<20 {
+			return nil, errors.New("center width too large")
+		}
+	}
+	s := toStr(v)
+	n := len([]rune(s))
+	if width <= n {
+		return s, nil
+	}
+	// CPython's str.center: left = pad/2 + (pad & width & 1).
+	pad := width - n
+	left := pad/2 + (pad & width & 1)
+	return strings.Repeat(" ", left) + s + strings.Repeat(" ", pad-left), nil
+}
+
+func filterBatch(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, error) {
+	a, err := filterArgs("batch", args, kwargs, "linecount", "fill_with")
+	if err != nil {
+		return nil, err
+	}
+	n, ok := asInt(a[0])
+	if !ok || n <= 0 {
+		return nil, errors.New("batch needs a positive line count")
+	}
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	var tmp List
+	for _, it := range items {
+		if len(tmp) == n {
+			out = append(out, tmp)
+			tmp = nil
+		}
+		tmp = append(tmp, it)
+	}
+	if len(tmp) > 0 {
+		if a[1] != nil {
+			for len(tmp) < n {
+				tmp = append(tmp, a[1])
+			}
+		}
+		out = append(out, tmp)
+	}
+	return &generator{items: out}, nil
+}
+
+func filterSlice(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, error) {
+	a, err := filterArgs("slice", args, kwargs, "slices", "fill_with")
+	if err != nil {
+		return nil, err
+	}
+	slices, ok := asInt(a[0])
+	if !ok || slices <= 0 || slices > 1<<16 {
+		return nil, errors.New("slice needs a positive number of slices")
+	}
+	seq, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	per, extra, offset := len(seq)/slices, len(seq)%slices, 0
+	var out []any
+	for i := 0; i < slices; i++ {
+		start := offset + i*per
+		if i < extra {
+			offset++
+		}
+		end := offset + (i+1)*per
+		tmp := append(List{}, seq[start:end]...)
+		if a[1] != nil && i >= extra {
+			tmp = append(tmp, a[1])
+		}
+		out = append(out, tmp)
+	}
+	return &generator{items: out}, nil
 }
 
 // filterArgs binds a filter's arguments (after the value) by position or
@@ -179,6 +318,9 @@ func (r *renderer) applyFilter(f *filterExpr, v any, s *scope) (any, error) {
 func (r *renderer) callFilter(name string, v any, args []any, kwargs *Dict, s *scope) (any, error) {
 	fn, ok := filters[name]
 	if !ok {
+		if pythonFilters[name] {
+			return nil, fmt.Errorf("filter '%s' is not supported by kvpilot's Jinja engine", name)
+		}
 		return nil, fmt.Errorf("TemplateAssertionError: No filter named '%s'", name)
 	}
 	// Filters see a Markup as the str it is, but for those that keep it.
@@ -773,6 +915,10 @@ func (r *renderer) runTest(name string, v any, args []any, _ *scope) (bool, erro
 		}
 		return args[0], nil
 	}
+	if name == "escaped" {
+		_, ok := v.(Markup)
+		return ok, nil
+	}
 	v = plain(v)
 	_, undef := v.(Undefined)
 	switch name {
@@ -864,11 +1010,29 @@ func (r *renderer) runTest(name string, v any, args []any, _ *scope) (bool, erro
 			return v == a || (v == nil && a == nil), nil
 		}
 		return compareOp(op, v, a)
-	case "escaped":
-		return false, nil
+	case "filter", "test":
+		// "x is filter": x names a filter.
+		n, _ := v.(string)
+		if name == "filter" {
+			_, ok := filters[n]
+			return ok, nil
+		}
+		return knownTest(n), nil
 	}
 	if strings.ContainsFunc(name, unicode.IsSpace) || name == "" {
 		return false, fmt.Errorf("bad test name %q", name)
 	}
 	return false, fmt.Errorf("TemplateRuntimeError: No test named '%s'", name)
 }
+
+// testNames are the tests runTest knows.
+var testNames = map[string]bool{
+	"defined": true, "undefined": true, "none": true, "string": true, "mapping": true, "iterable": true,
+	"sequence": true, "number": true, "integer": true, "float": true, "boolean": true, "true": true,
+	"false": true, "callable": true, "odd": true, "even": true, "divisibleby": true, "lower": true,
+	"upper": true, "eq": true, "equalto": true, "==": true, "ne": true, "!=": true, "lt": true, "<": true,
+	"le": true, "<=": true, "gt": true, ">": true, "ge": true, ">=": true, "lessthan": true,
+	"greaterthan": true, "in": true, "sameas": true, "escaped": true, "filter": true, "test": true,
+}
+
+func knownTest(name string) bool { return testNames[name] }

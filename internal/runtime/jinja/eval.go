@@ -21,6 +21,9 @@ func Parse(source string) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNames(body, false); err != nil {
+		return nil, err
+	}
 	return &Template{body: body}, nil
 }
 

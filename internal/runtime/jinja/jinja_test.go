@@ -117,3 +117,23 @@ func FuzzRender(f *testing.F) {
 		_, _ = tmpl.Render(vars)
 	})
 }
+
+// TestUnsupportedFilter: a filter Python's Jinja2 has and this engine
+// does not is refused by name, when parsed where it would always run.
+func TestUnsupportedFilter(t *testing.T) {
+	_, err := Parse("a\n{{ messages|groupby('role') }}")
+	var se *SyntaxError
+	if !errors.As(err, &se) || se.Line != 2 || !strings.Contains(err.Error(), "filter 'groupby' is not supported") {
+		t.Errorf("got %v", err)
+	}
+	tmpl, err := Parse("{% if x %}{{ 'abc'|truncate(5) }}{% endif %}ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tmpl.Render(nil); err != nil || got != "ok" {
+		t.Errorf("unused guarded filter: %q, %v", got, err)
+	}
+	if _, err := tmpl.Render(map[string]any{"x": true}); err == nil || !strings.Contains(err.Error(), "filter 'truncate' is not supported") {
+		t.Errorf("used guarded filter: %v", err)
+	}
+}

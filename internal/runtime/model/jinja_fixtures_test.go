@@ -202,3 +202,33 @@ func firstDiff(got, want string) string {
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// BenchmarkJinjaRender renders a conversation with tool calls through
+// real templates, as every chat request does.
+func BenchmarkJinjaRender(b *testing.B) {
+	raw, err := os.ReadFile("testdata/jinja2/conversations.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var convs map[string]jinjaConversation
+	if err := json.Unmarshal(raw, &convs); err != nil {
+		b.Fatal(err)
+	}
+	chat := convs["parallel_tool_calls"].chat()
+	for _, name := range []string{"Qwen3.5-4B", "openai-gpt-oss-120b", "meta-llama-Llama-3.1-8B-Instruct"} {
+		src, err := os.ReadFile(filepath.Join("testdata/jinja2/templates", name+".jinja"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		j, err := NewJinjaTemplate(string(src), "", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				_, _ = j.Render(chat)
+			}
+		})
+	}
+}
