@@ -30,12 +30,13 @@ func Parse(source string) (*Template, error) {
 // Limits of one rendering: a template is code a model's author wrote, run
 // on every request, so its work is bounded.
 const (
-	// MaxOutput is the most bytes a rendering may write.
-	MaxOutput = 64 << 20
+	// MaxOutput is the most bytes a rendering may write, in all (text a
+	// macro or set block builds counts too); a prompt is a few MiB at most.
+	MaxOutput = 32 << 20
 	// maxDepth is the deepest macro call nesting.
 	maxDepth = 200
 	// maxSteps bounds the statements and loop iterations one rendering runs.
-	maxSteps = 10_000_000
+	maxSteps = 1_000_000
 )
 
 // Error is a failure while rendering: what went wrong and on which line.
@@ -59,16 +60,50 @@ var (
 	errContinue = errors.New("continue outside of a loop")
 )
 
+// scope holds the variables one block level sets. A loop iteration sets
+// a few (the loop variable, its target, some set statements), so the
+// first are held inline and a map is made only past them.
 type scope struct {
-	vars   map[string]any
+	names  [4]string
+	values [4]any
+	n      int
+	more   map[string]any
 	parent *scope
 }
 
-func newScope(parent *scope) *scope { return &scope{vars: map[string]any{}, parent: parent} }
+func newScope(parent *scope) *scope { return &scope{parent: parent} }
+
+func (s *scope) get(name string) (any, bool) {
+	for i := 0; i < s.n; i++ {
+		if s.names[i] == name {
+			return s.values[i], true
+		}
+	}
+	v, ok := s.more[name]
+	return v, ok
+}
+
+func (s *scope) set(name string, v any) {
+	for i := 0; i < s.n; i++ {
+		if s.names[i] == name {
+			s.values[i] = v
+			return
+		}
+	}
+	if s.n < len(s.names) {
+		s.names[s.n], s.values[s.n] = name, v
+		s.n++
+		return
+	}
+	if s.more == nil {
+		s.more = map[string]any{}
+	}
+	s.more[name] = v
+}
 
 func (s *scope) lookup(name string) (any, bool) {
 	for ; s != nil; s = s.parent {
-		if v, ok := s.vars[name]; ok {
+		if v, ok := s.get(name); ok {
 			return v, true
 		}
 	}
@@ -87,10 +122,10 @@ type renderer struct {
 func (t *Template) Render(vars map[string]any) (string, error) {
 	globals := newScope(nil)
 	for k, v := range builtinGlobals {
-		globals.vars[k] = v
+		globals.set(k, v)
 	}
 	for k, v := range vars {
-		globals.vars[k] = v
+		globals.set(k, v)
 	}
 	r := &renderer{}
 	var b strings.Builder
@@ -176,7 +211,7 @@ func (r *renderer) execNode(n node, s *scope, b *strings.Builder) error {
 		}
 		return r.assign(n.target, v, s)
 	case *macroNode:
-		s.vars[n.name] = &macro{node: n, closure: s}
+		s.set(n.name, &macro{node: n, closure: s})
 		return nil
 	case *filterBlockNode:
 		var inner strings.Builder
@@ -226,7 +261,7 @@ func (r *renderer) execNode(n node, s *scope, b *strings.Builder) error {
 func (r *renderer) assign(target expr, v any, s *scope) error {
 	switch t := target.(type) {
 	case *nameExpr:
-		s.vars[t.name] = v
+		s.set(t.name, v)
 		return nil
 	case *attrExpr:
 		obj, err := r.eval(t.obj, s)
@@ -316,7 +351,7 @@ func (r *renderer) loop(n *forNode, iv any, s *scope, b *strings.Builder, depth 
 		}
 		loop.index = i
 		is := newScope(s)
-		is.vars["loop"] = loop
+		is.set("loop", loop)
 		if err := r.assign(n.target, it, is); err != nil {
 			return err
 		}
@@ -350,7 +385,7 @@ func (r *renderer) callMacro(m *macro, args []any, kwargs *Dict) (any, error) {
 	s := newScope(m.closure)
 	for i, p := range n.params {
 		if i < len(args) {
-			s.vars[p] = args[i]
+			s.set(p, args[i])
 		}
 	}
 	for _, k := range kwargs.Keys() {
@@ -358,7 +393,8 @@ func (r *renderer) callMacro(m *macro, args []any, kwargs *Dict) (any, error) {
 		if name == "caller" {
 			// A {% call %} block's body, which the macro renders with
 			// caller().
-			s.vars["caller"], _ = kwargs.Get(k)
+			c, _ := kwargs.Get(k)
+			s.set("caller", c)
 			continue
 		}
 		found := false
@@ -367,7 +403,8 @@ func (r *renderer) callMacro(m *macro, args []any, kwargs *Dict) (any, error) {
 				if i < len(args) {
 					return nil, fmt.Errorf("TypeError: macro '%s' got multiple values for argument '%s'", n.name, name)
 				}
-				s.vars[p], _ = kwargs.Get(k)
+				v, _ := kwargs.Get(k)
+				s.set(p, v)
 				found = true
 			}
 		}
@@ -377,7 +414,7 @@ func (r *renderer) callMacro(m *macro, args []any, kwargs *Dict) (any, error) {
 	}
 	firstDefault := len(n.params) - len(n.defaults)
 	for i, p := range n.params {
-		if _, ok := s.vars[p]; ok {
+		if _, ok := s.get(p); ok {
 			continue
 		}
 		if i >= firstDefault {
@@ -385,9 +422,9 @@ func (r *renderer) callMacro(m *macro, args []any, kwargs *Dict) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.vars[p] = v
+			s.set(p, v)
 		} else {
-			s.vars[p] = Undefined{Hint: fmt.Sprintf("parameter '%s' was not provided", p)}
+			s.set(p, Undefined{Hint: fmt.Sprintf("parameter '%s' was not provided", p)})
 		}
 	}
 	r.depth++
@@ -929,13 +966,21 @@ func arith(op string, l, r any) (any, error) {
 			}
 		}
 	case "*":
+		// Repetition is bounded as the output is.
+		if s, ok := r.(string); ok && lInt {
+			l, r, li, ri, lInt, rInt = r, l, ri, li, rInt, lInt
+			_ = s
+		}
 		if s, ok := l.(string); ok && rInt {
+			if ri > 0 && len(s) > 0 && ri > MaxOutput/len(s) {
+				return nil, fmt.Errorf("MemoryError: repeated string exceeds %d bytes", MaxOutput)
+			}
 			return strings.Repeat(s, max(ri, 0)), nil
 		}
-		if s, ok := r.(string); ok && lInt {
-			return strings.Repeat(s, max(li, 0)), nil
-		}
 		if xs, ok := l.(List); ok && rInt {
+			if ri > 0 && len(xs) > 0 && ri > maxSteps/len(xs) {
+				return nil, fmt.Errorf("MemoryError: repeated list exceeds %d items", maxSteps)
+			}
 			var out List
 			for i := 0; i < ri; i++ {
 				out = append(out, xs...)

@@ -137,3 +137,33 @@ func TestUnsupportedFilter(t *testing.T) {
 		t.Errorf("used guarded filter: %v", err)
 	}
 }
+
+// TestBounds: a template's work is bounded: nesting when parsed, output,
+// steps and repetition when rendered.
+func TestBounds(t *testing.T) {
+	deep := strings.Repeat("(", 10000) + "1" + strings.Repeat(")", 10000)
+	for _, src := range []string{
+		"{{ " + deep + " }}",
+		"{{ " + strings.Repeat("not ", 10000) + "1 }}",
+		"{{ " + strings.Repeat("-", 10000) + "1 }}",
+		strings.Repeat("{% if true %}", 10000),
+	} {
+		if _, err := Parse(src); err == nil || !strings.Contains(err.Error(), "nest deeper") {
+			t.Errorf("%.20q…: %v", src, err)
+		}
+	}
+	for src, want := range map[string]string{
+		"{{ 'ab' * 1000000000 }}": "exceeds",
+		"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}": "steps",
+		"{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}":                         "exceeds",
+		"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}":                                  "nest deeper",
+	} {
+		tmpl, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tmpl.Render(nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error containing %q", src, err, want)
+		}
+	}
+}

@@ -128,7 +128,23 @@ type kwarg struct {
 type parser struct {
 	toks []token
 	pos  int
+	// depth is the nesting of blocks and expressions being parsed, bounded
+	// by maxNesting so that a hostile template cannot exhaust the stack.
+	depth int
 }
+
+// maxNesting bounds how deep blocks and expressions nest.
+const maxNesting = 256
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxNesting {
+		return p.errf("blocks or expressions nest deeper than %d", maxNesting)
+	}
+	return nil
+}
+
+func (p *parser) leave() { p.depth-- }
 
 func parse(src string) ([]node, error) {
 	toks, err := lex(src)
@@ -268,6 +284,10 @@ func (p *parser) subparse() ([]node, string, error) {
 
 // block parses a body that must end with one of ends.
 func (p *parser) block(start string, ends ...string) ([]node, string, error) {
+	if err := p.enter(); err != nil {
+		return nil, "", err
+	}
+	defer p.leave()
 	line := p.peek().line
 	body, end, err := p.subparse()
 	if err != nil {
@@ -619,6 +639,10 @@ func (p *parser) tupleEnds() bool {
 }
 
 func (p *parser) parseExpression(condExpr bool) (expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	if condExpr {
 		return p.parseCondExpr()
 	}
@@ -678,6 +702,10 @@ func (p *parser) parseAnd() (expr, error) {
 
 func (p *parser) parseNot() (expr, error) {
 	if p.skipName("not") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
 		x, err := p.parseNot()
 		if err != nil {
 			return nil, err
@@ -794,6 +822,10 @@ func (p *parser) parseUnary(withFilter bool) (expr, error) {
 	var err error
 	switch {
 	case p.isOp("-") || p.isOp("+"):
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
 		op := p.next().val
 		x, err := p.parseUnary(false)
 		if err != nil {
