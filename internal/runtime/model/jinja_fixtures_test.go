@@ -29,6 +29,7 @@ type jinjaConversation struct {
 	Messages []struct {
 		Role             string  `json:"role"`
 		Content          *string `json:"content"`
+		Name             string  `json:"name"`
 		ReasoningContent string  `json:"reasoning_content"`
 		ToolCallID       string  `json:"tool_call_id"`
 		ToolCalls        []struct {
@@ -47,7 +48,7 @@ type jinjaConversation struct {
 func (c jinjaConversation) chat() *Chat {
 	ch := &Chat{Tools: c.Tools, AddGenerationPrompt: c.AddGenerationPrompt, Kwargs: c.Kwargs}
 	for _, m := range c.Messages {
-		mm := Message{Role: m.Role, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		mm := Message{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
 		if m.Content == nil {
 			mm.ContentNull = true
 		} else {
