@@ -117,8 +117,8 @@ type renderer struct {
 }
 
 // Render renders the template with vars as its globals (messages, tools,
-// bos_token…, and Funcs such as raise_exception). Values must be those
-// documented on List (FromJSON and FromGo make them).
+// bos_token…, and Funcs such as raise_exception). Values must be of the
+// types listed in value.go (FromJSON and NewDict make them).
 func (t *Template) Render(vars map[string]any) (string, error) {
 	globals := newScope(nil)
 	for k, v := range builtinGlobals {
@@ -741,7 +741,7 @@ func (r *renderer) evalSlice(e *sliceExpr, s *scope) (any, error) {
 		return nil, err
 	}
 	var seq []any
-	str, isStr := obj.(string)
+	_, isStr := obj.(string)
 	var runes []rune
 	switch t := obj.(type) {
 	case string:
@@ -756,7 +756,6 @@ func (r *renderer) evalSlice(e *sliceExpr, s *scope) (any, error) {
 	default:
 		return nil, fmt.Errorf("TypeError: '%s' object is not subscriptable", typeName(obj))
 	}
-	_ = str
 	idx, err := sliceIndexes(len(seq), start, stop, step)
 	if err != nil {
 		return nil, err
@@ -865,8 +864,8 @@ func arith(op string, l, r any) (any, error) {
 	if u, ok := r.(Undefined); ok {
 		return nil, undefinedError(u)
 	}
-	lm, lMarkup := l.(Markup)
-	rm, rMarkup := r.(Markup)
+	_, lMarkup := l.(Markup)
+	_, rMarkup := r.(Markup)
 	if op == "+" && (lMarkup || rMarkup) {
 		ls, lok := plain(l).(string)
 		rs, rok := plain(r).(string)
@@ -880,7 +879,6 @@ func arith(op string, l, r any) (any, error) {
 			return Markup(ls + rs), nil
 		}
 	}
-	_, _ = lm, rm
 	l, r = plain(l), plain(r)
 	li, lInt := asInt(l)
 	ri, rInt := asInt(r)
@@ -966,10 +964,9 @@ func arith(op string, l, r any) (any, error) {
 			}
 		}
 	case "*":
-		// Repetition is bounded as the output is.
-		if s, ok := r.(string); ok && lInt {
-			l, r, li, ri, lInt, rInt = r, l, ri, li, rInt, lInt
-			_ = s
+		// Repetition is bounded as the output is; n * s is s * n.
+		if _, ok := r.(string); ok && lInt {
+			l, ri, rInt = r, li, true
 		}
 		if s, ok := l.(string); ok && rInt {
 			if ri > 0 && len(s) > 0 && ri > MaxOutput/len(s) {

@@ -101,7 +101,6 @@ func getItem(obj any, key any) (any, error) {
 	case List, Tuple, string:
 		i, ok := asInt(key)
 		if ok {
-			var n int
 			switch s := t.(type) {
 			case string:
 				rs := []rune(s)
@@ -111,7 +110,6 @@ func getItem(obj any, key any) (any, error) {
 				if i >= 0 && i < len(rs) {
 					return string(rs[i]), nil
 				}
-				n = len(rs)
 			default:
 				xs := seqOf(t)
 				if i < 0 {
@@ -120,9 +118,7 @@ func getItem(obj any, key any) (any, error) {
 				if i >= 0 && i < len(xs) {
 					return xs[i], nil
 				}
-				n = len(xs)
 			}
-			_ = n
 			return Undefined{Hint: fmt.Sprintf("%s object has no element %v", typeName(obj), key)}, nil
 		}
 	case *namespace, *loopInfo:
