@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // boundMethod is obj.name read as a value: a method of a str, list, dict
@@ -285,7 +286,7 @@ func strArg(fn string, v any) (string, error) {
 // pyStrip is str.strip/lstrip/rstrip: whitespace, or the characters of
 // chars.
 func pyStrip(s string, chars any, left, right bool) (string, error) {
-	cut := unicode.IsSpace
+	cut := isSpaceRune
 	if chars != nil {
 		cs, err := strArg("strip", chars)
 		if err != nil {
@@ -483,7 +484,7 @@ func strIs(s, name string) bool {
 				return false
 			}
 		case "isspace":
-			if !unicode.IsSpace(r) {
+			if !isSpaceRune(r) {
 				return false
 			}
 		case "islower":
@@ -508,26 +509,27 @@ func strIs(s, name string) bool {
 func pySplit(s string, sep any, maxsplit int, fromRight bool) (any, error) {
 	var parts []string
 	if sep == nil {
-		fields := strings.FieldsFunc(s, unicode.IsSpace)
+		fields := strings.FieldsFunc(s, isSpaceRune)
 		if maxsplit < 0 || maxsplit >= len(fields)-1 {
 			parts = fields
 		} else if !fromRight {
 			// Split off maxsplit leading fields; the rest keeps its inner
 			// whitespace and loses only leading whitespace.
-			rest := strings.TrimLeftFunc(s, unicode.IsSpace)
+			rest := strings.TrimLeftFunc(s, isSpaceRune)
 			for i := 0; i < maxsplit; i++ {
-				j := strings.IndexFunc(rest, unicode.IsSpace)
+				j := strings.IndexFunc(rest, isSpaceRune)
 				parts = append(parts, rest[:j])
-				rest = strings.TrimLeftFunc(rest[j:], unicode.IsSpace)
+				rest = strings.TrimLeftFunc(rest[j:], isSpaceRune)
 			}
 			parts = append(parts, rest)
 		} else {
-			rest := strings.TrimRightFunc(s, unicode.IsSpace)
+			rest := strings.TrimRightFunc(s, isSpaceRune)
 			var tail []string
 			for i := 0; i < maxsplit; i++ {
-				j := strings.LastIndexFunc(rest, unicode.IsSpace)
-				tail = append([]string{rest[j+1:]}, tail...)
-				rest = strings.TrimRightFunc(rest[:j], unicode.IsSpace)
+				j := strings.LastIndexFunc(rest, isSpaceRune)
+				_, size := utf8.DecodeRuneInString(rest[j:])
+				tail = append([]string{rest[j+size:]}, tail...)
+				rest = strings.TrimRightFunc(rest[:j], isSpaceRune)
 			}
 			parts = append([]string{rest}, tail...)
 		}
@@ -590,7 +592,7 @@ func pyTitle(s string) string {
 	prevCased := false
 	for _, r := range s {
 		switch {
-		case unicode.IsLetter(r):
+		case unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r):
 			if prevCased {
 				b.WriteRune(unicode.ToLower(r))
 			} else {
