@@ -167,3 +167,42 @@ func TestBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentRender: a Template is shared by all requests; renders at
+// once give what one alone gives.
+func TestConcurrentRender(t *testing.T) {
+	tmpl, err := Parse(`{% macro m(x) %}<{{ x }}>{% endmacro %}{% set ns = namespace(n=0) %}{% for i in l %}{% set ns.n = ns.n + i %}{{ m(i) }}{% endfor %}{{ ns.n }}{{ d|tojson }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(n int) (string, error) {
+		l := List{}
+		for i := range n {
+			l = append(l, i)
+		}
+		d := NewDict()
+		d.Set("n", n)
+		return tmpl.Render(map[string]any{"l": l, "d": d})
+	}
+	want := make([]string, 8)
+	for i := range want {
+		want[i], _ = render(i * 10)
+	}
+	errs := make(chan error, 8*20)
+	for g := range 8 {
+		go func() {
+			for range 20 {
+				got, err := render(g * 10)
+				if err == nil && got != want[g] {
+					err = errors.New("got " + got + ", want " + want[g])
+				}
+				errs <- err
+			}
+		}()
+	}
+	for range 8 * 20 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
