@@ -3,7 +3,8 @@
 transformers' apply_chat_template does, for the Go renderer's golden test
 (internal/runtime/model/jinja_fixtures_test.go).
 
-Regenerate (python3 with Jinja2 3.1.x, stdlib otherwise):
+Regenerate (python3 with Jinja2 3.1.x, stdlib otherwise) with
+`make jinja-fixtures`, or:
 
     export KVPILOT_LLAMA_CPP_DIR=$(hack/setup-llama-cpp.sh)
     python3 hack/jinja-fixtures.py
