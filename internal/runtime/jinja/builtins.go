@@ -130,10 +130,11 @@ func init() {
 		"forceescape": func(_ *renderer, v any, _ []any, _ *Dict, _ *scope) (any, error) {
 			return Markup(htmlEscape(toStr(v))), nil
 		},
-		"format": filterFormat,
-		"center": filterCenter,
-		"batch":  filterBatch,
-		"slice":  filterSlice,
+		"format":   filterFormat,
+		"truncate": filterTruncate,
+		"center":   filterCenter,
+		"batch":    filterBatch,
+		"slice":    filterSlice,
 	}
 }
 
@@ -142,7 +143,7 @@ func init() {
 // message saying so), inside one when the filter runs.
 var pythonFilters = map[string]bool{
 	"filesizeformat": true, "groupby": true, "pprint": true, "random": true, "striptags": true,
-	"truncate": true, "urlencode": true, "urlize": true, "wordwrap": true, "xmlattr": true,
+	"urlencode": true, "urlize": true, "wordwrap": true, "xmlattr": true,
 }
 
 func filterAttr(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, error) {
@@ -777,9 +778,30 @@ func filterInt(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, err
 		return int(t), nil
 	case string:
 		s := strings.TrimSpace(strings.ReplaceAll(t, "_", ""))
-		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		base := 10
+		if a[1] != nil {
+			if base, _ = asInt(a[1]); base != 0 && (base < 2 || base > 36) {
+				return def, nil
+			}
+			if base != 10 {
+				// Python accepts the base's prefix (0b, 0o, 0x) too.
+				body := strings.TrimLeft(s, "+-")
+				if len(body) > 2 && body[0] == '0' && strings.ContainsRune(map[int]string{0: "bBoOxX", 2: "bB", 8: "oO", 16: "xX"}[base], rune(body[1])) {
+					s = s[:len(s)-len(body)] + body[2:]
+					if base == 0 {
+						base = map[byte]int{'b': 2, 'B': 2, 'o': 8, 'O': 8, 'x': 16, 'X': 16}[body[1]]
+					}
+				}
+				if base == 0 {
+					base = 10
+				}
+			}
+		}
+		if i, err := strconv.ParseInt(s, base, 64); err == nil {
 			return int(i), nil
 		}
+		// Jinja's quirk: what int(s, base) refuses is read as a float,
+		// whatever the base ("42.23"|int is 42, "12"|int(base=2) is 12).
 		if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
 			return int(f), nil
 		}
@@ -1036,3 +1058,40 @@ var testNames = map[string]bool{
 }
 
 func knownTest(name string) bool { return testNames[name] }
+
+// filterTruncate is Jinja's truncate, with its default leeway of 5.
+func filterTruncate(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, error) {
+	a, err := filterArgs("truncate", args, kwargs, "length", "killwords", "end", "leeway")
+	if err != nil {
+		return nil, err
+	}
+	n, end, leeway := 255, "...", 5
+	if a[0] != nil {
+		n, _ = asInt(a[0])
+	}
+	if a[2] != nil {
+		end = toStr(a[2])
+	}
+	if a[3] != nil {
+		leeway, _ = asInt(a[3])
+	}
+	endLen := len([]rune(end))
+	if n < endLen {
+		return nil, fmt.Errorf("AssertionError: expected length >= %d, got %d", endLen, n)
+	}
+	if leeway < 0 {
+		return nil, fmt.Errorf("AssertionError: expected leeway >= 0, got %d", leeway)
+	}
+	s := []rune(toStr(v))
+	if len(s) <= n+leeway {
+		return string(s), nil
+	}
+	head := string(s[:n-endLen])
+	if truthy(a[1]) {
+		return head + end, nil
+	}
+	if i := strings.LastIndex(head, " "); i >= 0 {
+		head = head[:i]
+	}
+	return head + end, nil
+}

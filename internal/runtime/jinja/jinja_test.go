@@ -10,9 +10,10 @@ import (
 
 // The snippets of testdata/snippets.json exercise one Jinja behaviour
 // each (whitespace control, scoping, Python printing, filters, the
-// sandbox's refusals, syntax errors); snippets.expected.json is what
-// Python's Jinja2 renders with transformers' settings, written by
-// hack/jinja-fixtures.py.
+// sandbox's refusals, syntax errors); those named llamacpp/… are the
+// inputs of llama.cpp's own engine tests (hack/jinja-llamacpp-cases.py
+// imports them). snippets.expected.json is what Python's Jinja2 renders
+// with transformers' settings, written by hack/jinja-fixtures.py.
 type snippet struct {
 	Name     string                     `json:"name"`
 	Template string                     `json:"template"`
@@ -126,14 +127,14 @@ func TestUnsupportedFilter(t *testing.T) {
 	if !errors.As(err, &se) || se.Line != 2 || !strings.Contains(err.Error(), "filter 'groupby' is not supported") {
 		t.Errorf("got %v", err)
 	}
-	tmpl, err := Parse("{% if x %}{{ 'abc'|truncate(5) }}{% endif %}ok")
+	tmpl, err := Parse("{% if x %}{{ 'abc'|wordwrap(5) }}{% endif %}ok")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, err := tmpl.Render(nil); err != nil || got != "ok" {
 		t.Errorf("unused guarded filter: %q, %v", got, err)
 	}
-	if _, err := tmpl.Render(map[string]any{"x": true}); err == nil || !strings.Contains(err.Error(), "filter 'truncate' is not supported") {
+	if _, err := tmpl.Render(map[string]any{"x": true}); err == nil || !strings.Contains(err.Error(), "filter 'wordwrap' is not supported") {
 		t.Errorf("used guarded filter: %v", err)
 	}
 }

@@ -1033,7 +1033,8 @@ func (p *parser) parseSubscript(obj expr, line int) (expr, error) {
 	}
 	if !isSlice {
 		if parts[0] == nil {
-			return nil, &SyntaxError{Line: line, Msg: "empty subscript"}
+			// a[] is a[()], as Jinja parses it.
+			parts[0] = &tupleExpr{}
 		}
 		return &itemExpr{obj: obj, key: parts[0], line: line}, nil
 	}
