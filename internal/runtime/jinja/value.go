@@ -619,3 +619,6 @@ func (d *Dict) at(k any) any {
 	v, _ := d.Get(k)
 	return v
 }
+
+// Str is Python's str(v) of a template value, as a template prints it.
+func Str(v any) string { return toStr(v) }

@@ -145,10 +145,7 @@ func (j *JinjaTemplate) context(c *Chat) (map[string]any, error) {
 		"raise_exception": jinja.Func(func(args []any, _ *jinja.Dict) (any, error) {
 			msg := ""
 			if len(args) > 0 {
-				msg = fmt.Sprint(args[0])
-				if s, ok := args[0].(string); ok {
-					msg = s
-				}
+				msg = jinja.Str(args[0])
 			}
 			return nil, &raised{msg: msg}
 		}),
