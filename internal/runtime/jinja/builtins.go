@@ -138,6 +138,13 @@ func init() {
 	}
 }
 
+// constantTimeFilters do not go over their input: they are not charged
+// for its items (messages|length in a loop over messages is no work).
+var constantTimeFilters = map[string]bool{
+	"length": true, "count": true, "first": true, "last": true, "default": true, "d": true,
+	"attr": true, "int": true, "float": true, "abs": true, "round": true,
+}
+
 // pythonFilters are the filters Python's Jinja2 has that this engine does
 // not: a template using one outside an if is refused when parsed (with a
 // message saying so), inside one when the filter runs.
@@ -323,6 +330,11 @@ func (r *renderer) callFilter(name string, v any, args []any, kwargs *Dict, s *s
 			return nil, fmt.Errorf("filter '%s' is not supported by kvpilot's Jinja engine", name)
 		}
 		return nil, fmt.Errorf("TemplateAssertionError: No filter named '%s'", name)
+	}
+	if !constantTimeFilters[name] {
+		if err := r.charge(cost(v)); err != nil {
+			return nil, err
+		}
 	}
 	// Filters see a Markup as the str it is, but for those that keep it.
 	if m, ok := v.(Markup); ok {
@@ -654,7 +666,7 @@ func filterUnique(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, 
 		return nil, err
 	}
 	out := List{}
-	var seen []any
+	seen := map[any]bool{}
 	for _, it := range items {
 		k := it
 		if a[1] != nil {
@@ -665,15 +677,13 @@ func filterUnique(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, 
 		if !truthy(a[0]) {
 			k = ignoreCase(k)
 		}
-		dup := false
-		for _, s := range seen {
-			if equal(s, k) {
-				dup = true
-				break
-			}
+		// Python keeps the seen values in a set.
+		hk, ok := hashKey(k)
+		if !ok {
+			return nil, fmt.Errorf("TypeError: unhashable type: '%s'", typeName(k))
 		}
-		if !dup {
-			seen = append(seen, k)
+		if !seen[hk] {
+			seen[hk] = true
 			out = append(out, it)
 		}
 	}

@@ -35,9 +35,13 @@ const (
 	MaxOutput = 32 << 20
 	// maxDepth is the deepest macro call nesting.
 	maxDepth = 200
-	// maxSteps bounds the statements and loop iterations one rendering runs.
-	maxSteps = 1_000_000
 )
+
+// maxSteps bounds the work of one rendering (see renderer.charge): a
+// template quadratic in the messages (one that, for each message, looks at
+// the ones after it) still renders thousands of messages within it, in
+// a few seconds at most. A variable so that tests can lower it.
+var maxSteps = 10_000_000
 
 // Error is a failure while rendering: what went wrong and on which line.
 // It wraps the error a template function returned (raise_exception's).
@@ -148,12 +152,40 @@ func (r *renderer) write(b *strings.Builder, s string) error {
 	return nil
 }
 
-func (r *renderer) step() error {
-	r.steps++
+func (r *renderer) step() error { return r.charge(1) }
+
+// charge counts n steps of work: a statement or loop iteration is one, an
+// operation over a collection (a filter, `in`, ==, a call that returns a
+// list) one per item, so that no template runs unbounded work between
+// statements.
+func (r *renderer) charge(n int) error {
+	r.steps += n
 	if r.steps > maxSteps {
 		return &Error{Err: fmt.Errorf("template ran more than %d steps", maxSteps)}
 	}
 	return nil
+}
+
+// cost is the work an operation over v does: its items, or a step per KiB
+// of a string.
+func cost(v any) int {
+	switch t := v.(type) {
+	case List:
+		return len(t)
+	case Tuple:
+		return len(t)
+	case *Dict:
+		return t.Len()
+	case *dictView:
+		return t.d.Len()
+	case *generator:
+		return len(t.items)
+	case string:
+		return len(t) >> 10
+	case Markup:
+		return len(t) >> 10
+	}
+	return 0
 }
 
 func (r *renderer) exec(body []node, s *scope, b *strings.Builder) error {
@@ -608,6 +640,9 @@ func (r *renderer) eval(e expr, s *scope) (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := r.charge(cost(l) + cost(rv)); err != nil {
+				return nil, err
+			}
 			ok, err := compareOp(op, l, rv)
 			if err != nil {
 				return nil, &Error{Line: e.line, Err: err}
@@ -688,6 +723,9 @@ func (r *renderer) evalCall(e *callExpr, s *scope) (any, error) {
 			return nil, err
 		}
 		return nil, &Error{Line: e.line, Err: err}
+	}
+	if err := r.charge(cost(v)); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

@@ -142,6 +142,7 @@ func TestUnsupportedFilter(t *testing.T) {
 // TestBounds: a template's work is bounded: nesting when parsed, output,
 // steps and repetition when rendered.
 func TestBounds(t *testing.T) {
+	lowerSteps(t, 1_000_000)
 	deep := strings.Repeat("(", 10000) + "1" + strings.Repeat(")", 10000)
 	for _, src := range []string{
 		"{{ " + deep + " }}",
@@ -206,4 +207,32 @@ func TestConcurrentRender(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestWorkCharged: operations over collections count their items as
+// steps, so quadratic templates stop at the bound.
+func TestWorkCharged(t *testing.T) {
+	lowerSteps(t, 1_000_000)
+	for _, src := range []string{
+		"{% set big = range(100000)|list %}{% for i in range(100000) %}{% if i in big %}{% endif %}{% endfor %}",
+		"{% set big = range(100000)|list %}{% for i in range(100000) %}{{ big|join }}{% endfor %}",
+		"{% set big = range(100000)|list %}{% for i in range(100000) %}{{ big == big }}{% endfor %}",
+		"{% for i in range(100000) %}{{ range(100000)|unique|list|length }}{% endfor %}",
+	} {
+		tmpl, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tmpl.Render(nil); err == nil || !strings.Contains(err.Error(), "steps") {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
+}
+
+// lowerSteps bounds renders to n steps for the test, so that hitting the
+// bound is quick.
+func lowerSteps(t *testing.T, n int) {
+	old := maxSteps
+	maxSteps = n
+	t.Cleanup(func() { maxSteps = old })
 }

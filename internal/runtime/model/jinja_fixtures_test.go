@@ -233,3 +233,39 @@ func BenchmarkJinjaRender(b *testing.B) {
 		})
 	}
 }
+
+// TestJinjaLongConversationWithinBounds: the engine's work bounds leave
+// room for long agent sessions through real templates (some of which look
+// at every later message for each message).
+func TestJinjaLongConversationWithinBounds(t *testing.T) {
+	var msgs []Message
+	for i := range 2000 {
+		switch i % 4 {
+		case 0:
+			msgs = append(msgs, Message{Role: "user", Content: "question " + itoa(i)})
+		case 1:
+			msgs = append(msgs, Message{Role: "assistant", ContentNull: true, ToolCalls: []ToolCall{{ID: "a1b2c3d4e", Name: "get_weather", Arguments: `{"location": "Paris"}`}}})
+		case 2:
+			msgs = append(msgs, Message{Role: "tool", Content: `{"temperature": 18}`, ToolCallID: "a1b2c3d4e"})
+		default:
+			msgs = append(msgs, Message{Role: "assistant", Content: "answer " + itoa(i), ReasoningContent: "thinking " + itoa(i)})
+		}
+	}
+	msgs = append(msgs, Message{Role: "user", Content: "last"})
+	for _, name := range []string{"Qwen-Qwen3-0.6B", "openai-gpt-oss-120b", "GLM-4.7-Flash", "deepseek-ai-DeepSeek-V3.1", "MiniMax-M2", "Qwen3.5-4B"} {
+		src, err := os.ReadFile(filepath.Join("testdata/jinja2/templates", name+".jinja"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := NewJinjaTemplate(string(src), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := j.Render(&Chat{Messages: msgs, AddGenerationPrompt: true})
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if !strings.Contains(out, "question 1996") {
+			t.Errorf("%s: the render lacks a late message", name)
+		}
+	}
+}
