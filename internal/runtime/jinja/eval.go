@@ -50,6 +50,7 @@ type Error struct {
 	Err  error
 }
 
+// Error implements error: the line, then what went wrong.
 func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
@@ -57,6 +58,8 @@ func (e *Error) Error() string {
 	return e.Err.Error()
 }
 
+// Unwrap is the error a template function returned, so callers find
+// their own (raise_exception's) with errors.As.
 func (e *Error) Unwrap() error { return e.Err }
 
 var (

@@ -35,6 +35,7 @@ type SyntaxError struct {
 	Msg  string
 }
 
+// Error implements error: the line, then the construct refused.
 func (e *SyntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
 
 // normalizeNewlines is what Jinja does to a source before lexing: lines
