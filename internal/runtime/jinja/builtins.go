@@ -937,8 +937,6 @@ func filterSum(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, err
 	return total, nil
 }
 
-
-
 // filterTruncate is Jinja's truncate, with its default leeway of 5.
 func filterTruncate(_ *renderer, v any, args []any, kwargs *Dict, _ *scope) (any, error) {
 	a, err := filterArgs("truncate", args, kwargs, "length", "killwords", "end", "leeway")
