@@ -168,8 +168,8 @@ func (l *loopInfo) attr(name string) (any, error) {
 			return Undefined{Hint: "there is no next item"}, nil
 		}
 		return l.items[l.index+1], nil
-	case "cycle":
-		return &boundMethod{l, "cycle"}, nil
+	case "cycle", "changed":
+		return &boundMethod{l, name}, nil
 	}
 	return Undefined{Hint: fmt.Sprintf("'LoopContext' object has no attribute '%s'", name)}, nil
 }
@@ -214,6 +214,16 @@ func (r *renderer) callMethod(m *boundMethod, args []any, kwargs *Dict) (any, er
 	case List:
 		return listMethod(recv, m.name, args, kwargs)
 	case *loopInfo:
+		if m.name == "changed" {
+			// True on the first call and when the arguments differ from
+			// the last call's.
+			v := Tuple(args)
+			if recv.changedSet && equal(recv.lastChanged, v) {
+				return false, nil
+			}
+			recv.lastChanged, recv.changedSet = v, true
+			return true, nil
+		}
 		if len(args) == 0 {
 			return nil, errors.New("TypeError: no items for cycling given")
 		}

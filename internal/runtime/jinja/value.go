@@ -179,6 +179,9 @@ type loopInfo struct {
 	// recurse runs the loop's body over other items (loop(items) in a
 	// recursive loop).
 	recurse func(items any) (string, error)
+	// lastChanged is the arguments of the last loop.changed call.
+	lastChanged Tuple
+	changedSet  bool
 }
 
 func typeName(v any) string {
