@@ -85,14 +85,8 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
 	hd, rd := c.HeadDim, ropeDims(c)
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
-	proj := func(w, x, bias arch.Tensor) arch.Tensor {
-		y := o.MulMat(w, x)
-		if bias != 0 {
-			y = o.Add(y, bias)
-		}
-		return y
-	}
+	norm := func(x, w arch.Tensor) arch.Tensor { return arch.RMSNormed(o, x, w, c.NormEps) }
+	proj := func(w, x, bias arch.Tensor) arch.Tensor { return arch.Linear(o, w, x, bias) }
 	mlp := func(l *layer, x arch.Tensor) arch.Tensor {
 		return o.MulMat(l.down, o.SwiGLU(o.MulMat(l.gate, x), o.MulMat(l.up, x)))
 	}

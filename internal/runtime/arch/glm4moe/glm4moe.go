@@ -28,40 +28,22 @@ func (glm4moe) Name() string { return "glm4moe" }
 func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
 	p := prefix
 	var blocks int
-	ints := []struct {
-		key      string
-		dst      *int
-		optional bool
-	}{
-		{p + "embedding_length", &c.Dim, false},
-		{p + "block_count", &blocks, false},
-		{p + "feed_forward_length", &c.FFN, false},
-		{p + "attention.head_count", &c.Heads, false},
-		{p + "attention.head_count_kv", &c.KVHeads, true},
-		{p + "attention.key_length", &c.HeadDim, true},
-		{p + "context_length", &c.ContextLen, false},
-		{p + "expert_count", &c.Experts, false},
-		{p + "expert_used_count", &c.ExpertsUsed, false},
-		{p + "expert_shared_count", &c.SharedExperts, false},
-		{p + "expert_feed_forward_length", &c.ExpertFFN, false},
-		{p + "leading_dense_block_count", &c.DenseLayers, true},
-		{p + "nextn_predict_layers", &c.NextNLayers, true},
-	}
-	for _, x := range ints {
-		v, ok, err := file.Uint(x.key)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			if x.optional {
-				continue
-			}
-			return fmt.Errorf("metadata %s is missing", x.key)
-		}
-		if v > 1<<31 {
-			return fmt.Errorf("metadata %s = %d is out of range", x.key, v)
-		}
-		*x.dst = int(v)
+	if err := arch.Read(file,
+		arch.Uint(p+"embedding_length", &c.Dim),
+		arch.Uint(p+"block_count", &blocks),
+		arch.Uint(p+"feed_forward_length", &c.FFN),
+		arch.Uint(p+"attention.head_count", &c.Heads),
+		arch.OptUint(p+"attention.head_count_kv", &c.KVHeads),
+		arch.OptUint(p+"attention.key_length", &c.HeadDim),
+		arch.Uint(p+"context_length", &c.ContextLen),
+		arch.Uint(p+"expert_count", &c.Experts),
+		arch.Uint(p+"expert_used_count", &c.ExpertsUsed),
+		arch.Uint(p+"expert_shared_count", &c.SharedExperts),
+		arch.Uint(p+"expert_feed_forward_length", &c.ExpertFFN),
+		arch.OptUint(p+"leading_dense_block_count", &c.DenseLayers),
+		arch.OptUint(p+"nextn_predict_layers", &c.NextNLayers),
+	); err != nil {
+		return err
 	}
 	if c.NextNLayers >= blocks {
 		return fmt.Errorf("%d next-token prediction layers of %d blocks leave none to decode with", c.NextNLayers, blocks)
@@ -93,25 +75,12 @@ func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
 		return fmt.Errorf("rope scaling %q is unsupported", s)
 	}
 	c.RopeTheta = 10000
-	for _, x := range []struct {
-		key      string
-		dst      *float32
-		optional bool
-	}{
-		{p + "rope.freq_base", &c.RopeTheta, true},
-		{p + "attention.layer_norm_rms_epsilon", &c.NormEps, false},
-		{p + "expert_weights_scale", &c.ExpertWeightsScale, true},
-	} {
-		v, ok, err := file.Float(x.key)
-		if err != nil {
-			return err
-		}
-		if !ok && !x.optional {
-			return fmt.Errorf("metadata %s is missing", x.key)
-		}
-		if ok {
-			*x.dst = float32(v)
-		}
+	if err := arch.Read(file,
+		arch.OptFloat(p+"rope.freq_base", &c.RopeTheta),
+		arch.Float(p+"attention.layer_norm_rms_epsilon", &c.NormEps),
+		arch.OptFloat(p+"expert_weights_scale", &c.ExpertWeightsScale),
+	); err != nil {
+		return err
 	}
 	if v, ok, err := file.Bool(p + "expert_weights_norm"); err != nil {
 		return err

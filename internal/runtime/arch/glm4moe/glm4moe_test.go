@@ -1,60 +1,17 @@
 package glm4moe
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/archtest"
 )
 
-// file is a GGUF file's metadata and tensor shapes as ReadConfig sees them.
-type file struct {
-	kv     map[string]any
-	shapes map[string][]int
-}
-
-func lookup[T any](f file, key, what string) (T, bool, error) {
-	var zero T
-	v, ok := f.kv[key]
-	if !ok {
-		return zero, false, nil
-	}
-	x, isT := v.(T)
-	if !isT {
-		return zero, true, fmt.Errorf("metadata %s is not %s", key, what)
-	}
-	return x, true, nil
-}
-
-func (f file) String(key string) (string, bool, error) { return lookup[string](f, key, "a string") }
-func (f file) Bool(key string) (bool, bool, error)     { return lookup[bool](f, key, "a bool") }
-
-func (f file) Uint(key string) (uint64, bool, error) {
-	u, ok, err := lookup[uint32](f, key, "an integer")
-	return uint64(u), ok, err
-}
-
-func (f file) Float(key string) (float64, bool, error) {
-	x, ok, err := lookup[float32](f, key, "a float")
-	return float64(x), ok, err
-}
-
-func (f file) Shape(name string) []int { return f.shapes[name] }
-
 // fileOf is what the GGUF writer stores for c: Metadata and Tensors.
-func fileOf(c arch.Config) file {
-	f := file{kv: map[string]any{}, shapes: map[string][]int{}}
-	for _, kv := range GLM4MoE.Metadata(c) {
-		f.kv[kv.Key] = kv.Value
-	}
-	for _, s := range GLM4MoE.Tensors(c) {
-		f.shapes[s.Name] = s.Shape
-	}
-	return f
-}
+func fileOf(c arch.Config) archtest.File { return archtest.FileOf(GLM4MoE, c) }
 
 // air is GLM-4.5-Air's layout scaled down: a leading dense layer, q/k/v
 // biases, RoPE over half of each head, one shared expert, a nextn layer.
@@ -82,12 +39,12 @@ func TestReadConfigReadsMetadata(t *testing.T) {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
 	}
-	if got := fileOf(air()).kv["glm4moe.block_count"]; got != uint32(4) {
+	if got := fileOf(air()).KV["glm4moe.block_count"]; got != uint32(4) {
 		t.Errorf("block_count %v, want 4 (3 layers and the nextn one)", got)
 	}
 	// Without expert_gating_func: sigmoid, llama.cpp's default.
 	f := fileOf(air())
-	delete(f.kv, "glm4moe.expert_gating_func")
+	delete(f.KV, "glm4moe.expert_gating_func")
 	got := arch.Config{Arch: "glm4moe"}
 	if err := GLM4MoE.ReadConfig(f, &got); err != nil || got.ExpertGating != arch.GatingSigmoid {
 		t.Errorf("gating %v (%v), want sigmoid", got.ExpertGating, err)
@@ -150,9 +107,9 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 	} {
 		f := fileOf(air())
 		if tc.value == nil {
-			delete(f.kv, tc.key)
+			delete(f.KV, tc.key)
 		} else {
-			f.kv[tc.key] = tc.value
+			f.KV[tc.key] = tc.value
 		}
 		if err := GLM4MoE.ReadConfig(f, &arch.Config{Arch: "glm4moe"}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)

@@ -74,7 +74,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	hd := c.HeadDim
 	rope := c.RopeParams(arch.RopeNeox)
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
+	norm := func(x, w arch.Tensor) arch.Tensor { return arch.RMSNormed(o, x, w, c.NormEps) }
 	x := o.Embed(fw.tokEmbd) // [dim, n]
 	n := o.Tokens()
 	for li := range fw.layers {

@@ -46,39 +46,21 @@ func (gptoss) Name() string { return "gpt-oss" }
 func (gptoss) ReadConfig(file arch.File, c *arch.Config) error {
 	p := prefix
 	pattern := defaultPattern
-	ints := []struct {
-		key      string
-		dst      *int
-		optional bool
-	}{
-		{p + "embedding_length", &c.Dim, false},
-		{p + "block_count", &c.Layers, false},
-		{p + "feed_forward_length", &c.FFN, true},
-		{p + "attention.head_count", &c.Heads, false},
-		{p + "attention.head_count_kv", &c.KVHeads, true},
-		{p + "attention.key_length", &c.HeadDim, true},
-		{p + "context_length", &c.ContextLen, false},
-		{p + "expert_count", &c.Experts, false},
-		{p + "expert_used_count", &c.ExpertsUsed, false},
-		{p + "expert_feed_forward_length", &c.ExpertFFN, false},
-		{p + "attention.sliding_window", &c.SlidingWindow, false},
-		{p + "attention.sliding_window_pattern", &pattern, true},
-	}
-	for _, x := range ints {
-		v, ok, err := file.Uint(x.key)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			if x.optional {
-				continue
-			}
-			return fmt.Errorf("metadata %s is missing", x.key)
-		}
-		if v > 1<<31 {
-			return fmt.Errorf("metadata %s = %d is out of range", x.key, v)
-		}
-		*x.dst = int(v)
+	if err := arch.Read(file,
+		arch.Uint(p+"embedding_length", &c.Dim),
+		arch.Uint(p+"block_count", &c.Layers),
+		arch.OptUint(p+"feed_forward_length", &c.FFN),
+		arch.Uint(p+"attention.head_count", &c.Heads),
+		arch.OptUint(p+"attention.head_count_kv", &c.KVHeads),
+		arch.OptUint(p+"attention.key_length", &c.HeadDim),
+		arch.Uint(p+"context_length", &c.ContextLen),
+		arch.Uint(p+"expert_count", &c.Experts),
+		arch.Uint(p+"expert_used_count", &c.ExpertsUsed),
+		arch.Uint(p+"expert_feed_forward_length", &c.ExpertFFN),
+		arch.Uint(p+"attention.sliding_window", &c.SlidingWindow),
+		arch.OptUint(p+"attention.sliding_window_pattern", &pattern),
+	); err != nil {
+		return err
 	}
 	if c.FFN == 0 {
 		c.FFN = c.ExpertFFN // every layer's MLP is its experts
@@ -107,24 +89,11 @@ func (gptoss) ReadConfig(file arch.File, c *arch.Config) error {
 		return err
 	}
 	c.RopeTheta = 10000
-	for _, x := range []struct {
-		key      string
-		dst      *float32
-		optional bool
-	}{
-		{p + "rope.freq_base", &c.RopeTheta, true},
-		{p + "attention.layer_norm_rms_epsilon", &c.NormEps, false},
-	} {
-		v, ok, err := file.Float(x.key)
-		if err != nil {
-			return err
-		}
-		if !ok && !x.optional {
-			return fmt.Errorf("metadata %s is missing", x.key)
-		}
-		if ok {
-			*x.dst = float32(v)
-		}
+	if err := arch.Read(file,
+		arch.OptFloat(p+"rope.freq_base", &c.RopeTheta),
+		arch.Float(p+"attention.layer_norm_rms_epsilon", &c.NormEps),
+	); err != nil {
+		return err
 	}
 	if v, ok, err := file.Float(p + "rope.freq_base_swa"); err != nil {
 		return err

@@ -1,59 +1,17 @@
 package gptoss
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/archtest"
 )
 
-// file is a GGUF file's metadata and tensor shapes as ReadConfig sees them.
-type file struct {
-	kv     map[string]any
-	shapes map[string][]int
-}
-
-func lookup[T any](f file, key, what string) (T, bool, error) {
-	var zero T
-	v, ok := f.kv[key]
-	if !ok {
-		return zero, false, nil
-	}
-	x, isT := v.(T)
-	if !isT {
-		return zero, true, fmt.Errorf("metadata %s is not %s", key, what)
-	}
-	return x, true, nil
-}
-
-func (f file) String(key string) (string, bool, error) { return lookup[string](f, key, "a string") }
-func (f file) Bool(key string) (bool, bool, error)     { return lookup[bool](f, key, "a bool") }
-
-func (f file) Uint(key string) (uint64, bool, error) {
-	u, ok, err := lookup[uint32](f, key, "an integer")
-	return uint64(u), ok, err
-}
-
-func (f file) Float(key string) (float64, bool, error) {
-	x, ok, err := lookup[float32](f, key, "a float")
-	return float64(x), ok, err
-}
-
-func (f file) Shape(name string) []int { return f.shapes[name] }
-
-func fileOf(c arch.Config) file {
-	f := file{kv: map[string]any{}, shapes: map[string][]int{}}
-	for _, kv := range GptOss.Metadata(c) {
-		f.kv[kv.Key] = kv.Value
-	}
-	for _, s := range GptOss.Tensors(c) {
-		f.shapes[s.Name] = s.Shape
-	}
-	return f
-}
+// fileOf is what the GGUF writer stores for c: Metadata and Tensors.
+func fileOf(c arch.Config) archtest.File { return archtest.FileOf(GptOss, c) }
 
 // small is gpt-oss-20b's layout scaled down.
 func small() arch.Config {
@@ -85,7 +43,7 @@ func TestReadConfigReadsMetadata(t *testing.T) {
 			t.Errorf("Validate: %v", err)
 		}
 	}
-	if _, ok := fileOf(small()).kv["gpt-oss.attention.sliding_window_pattern"]; ok {
+	if _, ok := fileOf(small()).KV["gpt-oss.attention.sliding_window_pattern"]; ok {
 		t.Error("the default pattern is written")
 	}
 }
@@ -112,14 +70,14 @@ func TestLayerKinds(t *testing.T) {
 // file lacking what it needs, fails naming the key.
 func TestReadConfigRefuses(t *testing.T) {
 	for _, c := range []struct {
-		edit func(f file)
+		edit func(f archtest.File)
 		want string
 	}{
-		{func(f file) { f.kv["gpt-oss.rope.scaling.type"] = "longrope" }, `rope scaling "longrope" is unsupported`},
-		{func(f file) { delete(f.kv, "gpt-oss.attention.sliding_window") }, "gpt-oss.attention.sliding_window is missing"},
-		{func(f file) { f.kv["gpt-oss.rope.dimension_count"] = uint32(16) }, "gpt-oss.rope.dimension_count = 16"},
-		{func(f file) { f.kv["gpt-oss.rope.freq_base_swa"] = float32(10000) }, "gpt-oss.rope.freq_base_swa"},
-		{func(f file) { delete(f.kv, "gpt-oss.expert_count") }, "gpt-oss.expert_count is missing"},
+		{func(f archtest.File) { f.KV["gpt-oss.rope.scaling.type"] = "longrope" }, `rope scaling "longrope" is unsupported`},
+		{func(f archtest.File) { delete(f.KV, "gpt-oss.attention.sliding_window") }, "gpt-oss.attention.sliding_window is missing"},
+		{func(f archtest.File) { f.KV["gpt-oss.rope.dimension_count"] = uint32(16) }, "gpt-oss.rope.dimension_count = 16"},
+		{func(f archtest.File) { f.KV["gpt-oss.rope.freq_base_swa"] = float32(10000) }, "gpt-oss.rope.freq_base_swa"},
+		{func(f archtest.File) { delete(f.KV, "gpt-oss.expert_count") }, "gpt-oss.expert_count is missing"},
 	} {
 		f := fileOf(small())
 		c.edit(f)

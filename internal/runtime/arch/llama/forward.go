@@ -88,14 +88,8 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	rope := c.RopeParams(fw.rope) // with the file's scaling, as llama.cpp's context derives it
 	rope.Factors = fw.ropeFreqs
-	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
-	proj := func(w, x, bias arch.Tensor) arch.Tensor {
-		y := o.MulMat(w, x)
-		if bias != 0 {
-			y = o.Add(y, bias)
-		}
-		return y
-	}
+	norm := func(x, w arch.Tensor) arch.Tensor { return arch.RMSNormed(o, x, w, c.NormEps) }
+	proj := func(w, x, bias arch.Tensor) arch.Tensor { return arch.Linear(o, w, x, bias) }
 	x := o.Embed(fw.tokEmbd) // [dim, n]
 	n := o.Tokens()
 	for li := range fw.layers {

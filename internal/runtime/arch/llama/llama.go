@@ -46,34 +46,16 @@ func (f family) Name() string { return f.name }
 
 func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	p := f.name + "."
-	ints := []struct {
-		key      string
-		dst      *int
-		optional bool
-	}{
-		{p + "embedding_length", &c.Dim, false},
-		{p + "block_count", &c.Layers, false},
-		{p + "feed_forward_length", &c.FFN, false},
-		{p + "attention.head_count", &c.Heads, false},
-		{p + "attention.head_count_kv", &c.KVHeads, true},
-		{p + "attention.key_length", &c.HeadDim, true},
-		{p + "context_length", &c.ContextLen, false},
-	}
-	for _, x := range ints {
-		v, ok, err := file.Uint(x.key)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			if x.optional {
-				continue
-			}
-			return fmt.Errorf("metadata %s is missing", x.key)
-		}
-		if v > 1<<31 {
-			return fmt.Errorf("metadata %s = %d is out of range", x.key, v)
-		}
-		*x.dst = int(v)
+	if err := arch.Read(file,
+		arch.Uint(p+"embedding_length", &c.Dim),
+		arch.Uint(p+"block_count", &c.Layers),
+		arch.Uint(p+"feed_forward_length", &c.FFN),
+		arch.Uint(p+"attention.head_count", &c.Heads),
+		arch.OptUint(p+"attention.head_count_kv", &c.KVHeads),
+		arch.OptUint(p+"attention.key_length", &c.HeadDim),
+		arch.Uint(p+"context_length", &c.ContextLen),
+	); err != nil {
+		return err
 	}
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
@@ -92,17 +74,8 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 		return fmt.Errorf("partial rotary embeddings (%d of %d dimensions) are unsupported: %s rotates whole heads (llama.cpp's graph asserts it)", v, c.HeadDim, f.name)
 	}
 	c.RopeTheta, c.NormEps = 10000, 1e-5
-	for _, x := range []struct {
-		key string
-		dst *float32
-	}{{p + "rope.freq_base", &c.RopeTheta}, {p + "attention.layer_norm_rms_epsilon", &c.NormEps}} {
-		v, ok, err := file.Float(x.key)
-		if err != nil {
-			return err
-		}
-		if ok {
-			*x.dst = float32(v)
-		}
+	if err := arch.Read(file, arch.OptFloat(p+"rope.freq_base", &c.RopeTheta), arch.OptFloat(p+"attention.layer_norm_rms_epsilon", &c.NormEps)); err != nil {
+		return err
 	}
 	if err := arch.ReadRopeScaling(file, p, &c.RopeScaling); err != nil {
 		return err

@@ -8,75 +8,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/archtest"
 )
 
-// file is a GGUF file's metadata and tensor shapes as ReadConfig sees them.
-type file struct {
-	kv     map[string]any
-	shapes map[string][]int
-}
-
-func (f file) String(key string) (string, bool, error) {
-	v, ok := f.kv[key]
-	if !ok {
-		return "", false, nil
-	}
-	s, isString := v.(string)
-	if !isString {
-		return "", true, fmt.Errorf("metadata %s is not a string", key)
-	}
-	return s, true, nil
-}
-
-func (f file) Uint(key string) (uint64, bool, error) {
-	v, ok := f.kv[key]
-	if !ok {
-		return 0, false, nil
-	}
-	u, isUint := v.(uint32)
-	if !isUint {
-		return 0, true, fmt.Errorf("metadata %s is not an integer", key)
-	}
-	return uint64(u), true, nil
-}
-
-func (f file) Float(key string) (float64, bool, error) {
-	v, ok := f.kv[key]
-	if !ok {
-		return 0, false, nil
-	}
-	x, isFloat := v.(float32)
-	if !isFloat {
-		return 0, true, fmt.Errorf("metadata %s is not a float", key)
-	}
-	return float64(x), true, nil
-}
-
-func (f file) Bool(key string) (bool, bool, error) {
-	v, ok := f.kv[key]
-	if !ok {
-		return false, false, nil
-	}
-	b, isBool := v.(bool)
-	if !isBool {
-		return false, true, fmt.Errorf("metadata %s is not a bool", key)
-	}
-	return b, true, nil
-}
-
-func (f file) Shape(name string) []int { return f.shapes[name] }
-
 // fileOf is what the GGUF writer stores for c: Metadata and Tensors.
-func fileOf(a arch.Architecture, c arch.Config) file {
-	f := file{kv: map[string]any{}, shapes: map[string][]int{}}
-	for _, kv := range a.Metadata(c) {
-		f.kv[kv.Key] = kv.Value
-	}
-	for _, s := range a.Tensors(c) {
-		f.shapes[s.Name] = s.Shape
-	}
-	return f
-}
+func fileOf(a arch.Architecture, c arch.Config) archtest.File { return archtest.FileOf(a, c) }
 
 // TestReadConfigReadsMetadata: ReadConfig reads back what Metadata and
 // Tensors describe, for both variants.
@@ -135,7 +71,7 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		{"llama.block_count", "two", "not an integer"},
 	} {
 		f := fileOf(Llama, c)
-		f.kv[tc.key] = tc.value
+		f.KV[tc.key] = tc.value
 		got := arch.Config{Arch: "llama"}
 		if err := Llama.ReadConfig(f, &got); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
@@ -143,7 +79,7 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 	}
 	// A rope_freqs.weight not of half the head dim.
 	f := fileOf(Llama, c)
-	f.shapes["rope_freqs.weight"] = []int{16}
+	f.Shapes["rope_freqs.weight"] = []int{16}
 	if err := Llama.ReadConfig(f, &arch.Config{Arch: "llama"}); err == nil || !strings.Contains(err.Error(), "rope_freqs.weight has shape [16], want [8]") {
 		t.Errorf("rope_freqs.weight [16]: error %v", err)
 	}
@@ -151,14 +87,14 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 	q2 := c
 	q2.Arch = "qwen2"
 	f = fileOf(Qwen2, q2)
-	f.shapes["rope_freqs.weight"] = []int{8}
+	f.Shapes["rope_freqs.weight"] = []int{8}
 	if err := Qwen2.ReadConfig(f, &arch.Config{Arch: "qwen2"}); err == nil || !strings.Contains(err.Error(), "tensor rope_freqs.weight is unsupported (qwen2") {
 		t.Errorf("qwen2 with rope_freqs.weight: error %v", err)
 	}
 	// Tensors llama.cpp's llama graph takes and this one does not run.
 	for _, name := range []string{"blk.0.attn_output.bias", "blk.0.ffn_down.bias", "blk.0.ffn_gate_inp.weight"} {
 		f := fileOf(Llama, c)
-		f.shapes[name] = []int{64}
+		f.Shapes[name] = []int{64}
 		if err := Llama.ReadConfig(f, &arch.Config{Arch: "llama"}); err == nil || !strings.Contains(err.Error(), "tensor "+name+" is unsupported") {
 			t.Errorf("%s: error %v", name, err)
 		}
@@ -172,8 +108,8 @@ func TestOnlyMistral3ReadsItsKeys(t *testing.T) {
 	c := arch.Config{Arch: "mistral3", VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 96, ContextLen: 4096, RopeTheta: 1e6, NormEps: 1e-5,
 		RopeScaling: arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 1024, YarnBetaFast: 16, YarnBetaSlow: 2, YarnLogMul: 1}, AttnTempScale: 0.1}
 	f := fileOf(Mistral3, c)
-	for k, v := range f.kv {
-		f.kv["llama"+strings.TrimPrefix(k, "mistral3")] = v
+	for k, v := range f.KV {
+		f.KV["llama"+strings.TrimPrefix(k, "mistral3")] = v
 	}
 	got := arch.Config{Arch: "llama"}
 	if err := Llama.ReadConfig(f, &got); err != nil {
@@ -236,9 +172,9 @@ func TestQwen3RefusesMissingHeadNorms(t *testing.T) {
 	} {
 		f := fileOf(Qwen3, c)
 		if tc.shape == nil {
-			delete(f.shapes, tc.name)
+			delete(f.Shapes, tc.name)
 		} else {
-			f.shapes[tc.name] = tc.shape
+			f.Shapes[tc.name] = tc.shape
 		}
 		got := arch.Config{Arch: "qwen3"}
 		if err := Qwen3.ReadConfig(f, &got); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -250,7 +186,7 @@ func TestQwen3RefusesMissingHeadNorms(t *testing.T) {
 	q2.Arch = "qwen2"
 	f := fileOf(Qwen2, q2)
 	for _, kv := range Qwen3.Metadata(c) {
-		f.kv[kv.Key] = kv.Value
+		f.KV[kv.Key] = kv.Value
 	}
 	if err := Qwen3.ReadConfig(f, &arch.Config{Arch: "qwen3"}); err == nil || !strings.Contains(err.Error(), "attn_q_norm") {
 		t.Errorf("qwen2 tensors read as qwen3: error %v", err)
@@ -293,9 +229,9 @@ func TestQwen3MoE(t *testing.T) {
 	} {
 		f := fileOf(Qwen3MoE, c)
 		if tc.value == nil {
-			delete(f.kv, tc.key)
+			delete(f.KV, tc.key)
 		} else {
-			f.kv[tc.key] = tc.value
+			f.KV[tc.key] = tc.value
 		}
 		if err := Qwen3MoE.ReadConfig(f, &arch.Config{Arch: "qwen3moe"}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
@@ -303,7 +239,7 @@ func TestQwen3MoE(t *testing.T) {
 	}
 	// Without expert_feed_forward_length, llama.cpp's default: FFN/used.
 	f := fileOf(Qwen3MoE, c)
-	delete(f.kv, "qwen3moe.expert_feed_forward_length")
+	delete(f.KV, "qwen3moe.expert_feed_forward_length")
 	got := arch.Config{Arch: "qwen3moe"}
 	if err := Qwen3MoE.ReadConfig(f, &got); err != nil || got.ExpertFFN != 48 {
 		t.Errorf("expert ffn %d (%v), want 96/2", got.ExpertFFN, err)

@@ -7,24 +7,12 @@ import "github.com/kvpilot/kvpilot/internal/runtime/arch"
 // yarn_beta_slow, yarn_log_multiplier) and the attention temperature
 // (attention.temperature_scale, stepping every original context).
 func readMistral3(file arch.File, p string, c *arch.Config) error {
-	for _, x := range []struct {
-		key string
-		dst *float32
-	}{
-		{p + "rope.scaling.yarn_beta_fast", &c.RopeScaling.YarnBetaFast},
-		{p + "rope.scaling.yarn_beta_slow", &c.RopeScaling.YarnBetaSlow},
-		{p + "rope.scaling.yarn_log_multiplier", &c.RopeScaling.YarnLogMul},
-		{p + "attention.temperature_scale", &c.AttnTempScale},
-	} {
-		v, ok, err := file.Float(x.key)
-		if err != nil {
-			return err
-		}
-		if ok {
-			*x.dst = float32(v)
-		}
-	}
-	return nil
+	return arch.Read(file,
+		arch.OptFloat(p+"rope.scaling.yarn_beta_fast", &c.RopeScaling.YarnBetaFast),
+		arch.OptFloat(p+"rope.scaling.yarn_beta_slow", &c.RopeScaling.YarnBetaSlow),
+		arch.OptFloat(p+"rope.scaling.yarn_log_multiplier", &c.RopeScaling.YarnLogMul),
+		arch.OptFloat(p+"attention.temperature_scale", &c.AttnTempScale),
+	)
 }
 
 // mistral3Metadata is what readMistral3 reads, each key only when set.

@@ -1,0 +1,74 @@
+package arch
+
+import "fmt"
+
+// Key is one metadata entry an architecture's ReadConfig reads into a
+// Config field: Uint or OptUint for integers, Float or OptFloat for
+// floats. A required key that is absent is an error naming it; an
+// optional one leaves its field as it was (its default).
+type Key struct {
+	name     string
+	uint     *int
+	float    *float32
+	optional bool
+}
+
+// Uint is a required integer key (at most 2^31).
+func Uint(name string, dst *int) Key { return Key{name: name, uint: dst} }
+
+// OptUint is an optional integer key.
+func OptUint(name string, dst *int) Key { return Key{name: name, uint: dst, optional: true} }
+
+// Float is a required float key.
+func Float(name string, dst *float32) Key { return Key{name: name, float: dst} }
+
+// OptFloat is an optional float key.
+func OptFloat(name string, dst *float32) Key { return Key{name: name, float: dst, optional: true} }
+
+// Read reads keys from f in order, stopping at the first error: a key of
+// another type, a required key that is absent, an integer out of range.
+func Read(f File, keys ...Key) error {
+	for _, k := range keys {
+		if k.uint != nil {
+			v, ok, err := f.Uint(k.name)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if k.optional {
+					continue
+				}
+				return fmt.Errorf("metadata %s is missing", k.name)
+			}
+			if v > 1<<31 {
+				return fmt.Errorf("metadata %s = %d is out of range", k.name, v)
+			}
+			*k.uint = int(v)
+			continue
+		}
+		v, ok, err := f.Float(k.name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if k.optional {
+				continue
+			}
+			return fmt.Errorf("metadata %s is missing", k.name)
+		}
+		*k.float = float32(v)
+	}
+	return nil
+}
+
+// RMSNormed is x's rows RMS-normalized with eps, then scaled by w.
+func RMSNormed(o Ops, x, w Tensor, eps float32) Tensor { return o.Mul(o.RMSNorm(x, eps), w) }
+
+// Linear is w·x, plus bias when it is not 0.
+func Linear(o Ops, w, x, bias Tensor) Tensor {
+	y := o.MulMat(w, x)
+	if bias != 0 {
+		y = o.Add(y, bias)
+	}
+	return y
+}
