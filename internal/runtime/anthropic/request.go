@@ -95,6 +95,12 @@ type Thinking struct {
 	Display      *string `json:"display"`
 }
 
+// OmitsThinking reports whether thinking blocks come without their text
+// (thinking.display omitted).
+func (r *Request) OmitsThinking() bool {
+	return r.Thinking != nil && r.Thinking.Display != nil && *r.Thinking.Display == "omitted"
+}
+
 // minThinkingBudget is Anthropic's smallest budget_tokens.
 const minThinkingBudget = 1024
 
@@ -209,6 +215,11 @@ type Block struct {
 	ToolUseID string `json:"tool_use_id,omitempty"`
 	Content   Blocks `json:"content,omitempty"`
 	IsError   bool   `json:"is_error,omitempty"`
+	// thinking (Thinking, Signature) and redacted_thinking (Data), as
+	// a reply returned them.
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
 
 	// hasText is whether the block had a string text (an empty one
 	// included): a text block needs one.
@@ -408,6 +419,9 @@ func checkBlock(role string, b Block, where string) *openai.Error {
 			field := where + ".input"
 			return openai.BadRequest(field, "%s: a JSON object is required (the call's arguments)", field)
 		}
+	case (b.Type == "thinking" || b.Type == "redacted_thinking") && role == "assistant":
+		// The reasoning of a past reply: rendered as the turn's
+		// reasoning_content (a redacted one has no text to render).
 	case b.Type == "tool_result" && role == "user":
 		if b.ToolUseID == "" {
 			return openai.BadRequest("messages", "%s: a tool_result block needs tool_use_id", where)
@@ -421,7 +435,7 @@ func checkBlock(role string, b Block, where string) *openai.Error {
 			}
 		}
 	default:
-		return openai.BadRequest("messages", "%s.type %q is not supported in a %s turn (text, tool_use in assistant turns, tool_result in user turns)", where, b.Type, role)
+		return openai.BadRequest("messages", "%s.type %q is not supported in a %s turn (text, tool_use and thinking in assistant turns, tool_result in user turns)", where, b.Type, role)
 	}
 	return nil
 }
@@ -589,6 +603,9 @@ func (r *Request) templateKwargs() openai.TemplateKwargs {
 func assistantMessage(m Message) openai.Message {
 	msg := openai.Message{Role: "assistant", Content: openai.Content{Text: joinText(m.Content)}}
 	for _, b := range m.Content {
+		if b.Type == "thinking" {
+			msg.ReasoningContent += b.Thinking
+		}
 		if b.Type == "tool_use" {
 			msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: b.ID, Type: "function",
 				Function: openai.ToolCallFunction{Name: b.Name, Arguments: string(bytes.TrimSpace(b.Input))}})

@@ -20,6 +20,11 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolCallID is the call a tool turn answers.
 	ToolCallID string
+	// ReasoningContent is the reasoning an assistant turn wrote before its
+	// answer, as templates that render past reasoning read it
+	// (message.reasoning_content: Qwen3, GLM, DeepSeek, gpt-oss's
+	// "thinking").
+	ReasoningContent string
 }
 
 // ToolCall is one call an assistant turn made.

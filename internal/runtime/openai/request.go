@@ -171,6 +171,19 @@ type Message struct {
 	ToolCalls    []ToolCall    `json:"tool_calls,omitempty"`
 	ToolCallID   string        `json:"tool_call_id,omitempty"`
 	FunctionCall *FunctionCall `json:"function_call,omitempty"`
+	// ReasoningContent is an assistant turn's reasoning, as this server
+	// returned it (reasoning_content; reasoning, its other name, is read
+	// when reasoning_content is absent).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
+}
+
+// ReasoningText is the message's reasoning under either name.
+func (m *Message) ReasoningText() string {
+	if m.ReasoningContent != "" {
+		return m.ReasoningContent
+	}
+	return m.Reasoning
 }
 
 // ChatRequest is the body of POST /v1/chat/completions.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -119,7 +120,31 @@ func (s *Server) renderChat(ctx context.Context, h http.Header, req *openai.Chat
 	if err != nil {
 		return nil, openai.BadRequest(j.promptParam, "rendering the conversation with the model's chat template: %v", err)
 	}
+	s.planReading(j, prompt)
 	return prompt, nil
+}
+
+// planReading sets how the output of a chat job is read: for reasoning
+// whenever the model writes it (tool calls only when the request offers
+// tools, planTools). The output starts inside reasoning when the rendered
+// prompt ends by opening it (Qwen3.5's, GLM 4.7's and DeepSeek-R1's
+// generation prompts write <think>; Qwen3's writes an empty block when
+// thinking is off).
+func (s *Server) planReading(j *job, prompt []int32) {
+	if j.tools == nil && !s.format.Thinks() {
+		return
+	}
+	if j.tools == nil {
+		j.tools = &toolCalling{spec: s.format}
+	}
+	if s.format.Reasoning == chatformat.ReasoningThink {
+		j.tools.opts.Reasoning = true
+		tail := prompt[max(0, len(prompt)-8):]
+		j.tools.opts.InReasoning = strings.HasSuffix(strings.TrimRight(s.cfg.Codec.Decode(tail), " \t\r\n"), "<think>")
+	}
+	if s.format.Reasoning == chatformat.ReasoningHarmony {
+		j.tools.opts.Reasoning = true
+	}
 }
 
 // outputGrammar compiles the request's structured-output constraint into
@@ -330,6 +355,11 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			return fail(apiErr)
 		}
 		params[i] = c.EngineParams(maxTokens, s.defaults)
+		if j.tools != nil && j.tools.spec.Tools != nil && j.tools.spec.Tools.KeepSpecialTokens {
+			// The format's markup is special tokens: the output keeps
+			// them for the reader, which takes them out.
+			params[i].KeepSpecialTokens, params[i].SpecialTokenSpaces = true, false
+		}
 		params[i].BadWords = badWords
 		// best_of ranks candidates by their cumulative logprob.
 		params[i].Logprobs = j.lp.On || j.candidates > j.n
@@ -518,8 +548,9 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 			if j.tools != nil {
 				// The content without the calls' markup, also when it holds
 				// no call (a forced call max_tokens cut before its name).
-				content, calls := j.tools.readCalls(msg.Content)
+				content, reasoning, calls := j.tools.readCalls(msg.Content)
 				msg.Content = content
+				msg.ReasoningContent, msg.Reasoning = reasoning, reasoning
 				if len(calls) > 0 {
 					if j.tools.legacy {
 						msg.FunctionCall = &openai.FunctionCall{Name: calls[0].Function.Name, Arguments: calls[0].Function.Arguments}
