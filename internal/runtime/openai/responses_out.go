@@ -188,13 +188,13 @@ type ResponseShape struct {
 	seq  int
 	// The open message item and its text, and the function call items by
 	// the call's index, while streaming.
-	msg   int // index in resp.Output, -1 when none is open
-	text  strings.Builder
+	msg  int // index in resp.Output, -1 when none is open
+	text strings.Builder
 	// The open reasoning item (-1 when none) and its text.
 	think     int
 	reasoning strings.Builder
-	calls map[int]int // call index → index in resp.Output
-	open  int         // the open call's index in resp.Output, -1 when none
+	calls     map[int]int // call index → index in resp.Output
+	open      int         // the open call's index in resp.Output, -1 when none
 
 	// OnComplete, when set, is called with the finished response (status
 	// completed or incomplete) before its last event or its body is
