@@ -56,11 +56,14 @@ func schemaTypes(raw json.RawMessage) []string {
 		out = append(out, schemaTypes(b)...)
 	}
 	if len(out) == 0 && len(s.Enum) > 0 {
+		// An enum without a type: strings when all its values are, as
+		// the forced-call grammar writes them raw.
 		for _, v := range s.Enum {
-			if _, ok := v.(string); ok {
-				return []string{"string"}
+			if _, ok := v.(string); !ok {
+				return nil
 			}
 		}
+		return []string{"string"}
 	}
 	return out
 }

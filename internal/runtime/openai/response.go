@@ -120,9 +120,13 @@ type ChatResponse struct {
 
 // ChatDelta is the incremental message of a streaming chat chunk.
 type ChatDelta struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+	// ReasoningContent and Reasoning carry reasoning text (the same
+	// text under both names).
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	Reasoning        string     `json:"reasoning,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 	// FunctionCall is the legacy streamed call.
 	FunctionCall *FunctionCall `json:"function_call,omitempty"`
 }

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,8 +25,8 @@ type XMLToolCallFormat struct {
 // arguments are the tool's schema properties in the schema's order, the
 // required ones always and the others optionally; each value follows its
 // property's schema (compiled leniently: the keywords it cannot enforce
-// are dropped and returned, as are a string's assertions, its text being
-// free). A tool whose schema lists no properties takes any arguments. It
+// are dropped and returned, as are a string's assertions other than its
+// length and enum, its text being free). A tool whose schema lists no properties takes any arguments. It
 // stops with ctx's error when ctx ends.
 func CompileXMLToolCalls(ctx context.Context, f XMLToolCallFormat, tools []ToolSpec, parallel bool) (*Grammar, []string, error) {
 	if len(tools) == 0 {
@@ -118,7 +119,7 @@ func xmlArgumentsNode(ctx context.Context, f XMLToolCallFormat, params []byte, t
 // enum's strings when it has one), JSON following the schema otherwise.
 func xmlValueNode(ctx context.Context, schema any, text *node, floor *stateFloor) (*node, []string, error) {
 	s, ok := schema.(*object)
-	if !ok || s.vals["type"] != "string" {
+	if !ok || !stringSchema(s) {
 		return valueNode(ctx, schema, SchemaOptions{Lenient: true}, floor)
 	}
 	if enum, ok := s.vals["enum"].([]any); ok && len(enum) > 0 {
@@ -133,14 +134,54 @@ func xmlValueNode(ctx context.Context, schema any, text *node, floor *stateFloor
 		}
 	}
 	var dropped []string
+	minLen, maxLen := 0, -1
 	for _, k := range s.keys {
 		switch k {
 		case "type", "description", "title", "default", "examples", "enum":
+		case "minLength", "maxLength":
+			n, ok := s.vals[k].(json.Number)
+			v, err := n.Int64()
+			if !ok || err != nil || v < 0 || v > maxCountedLength {
+				dropped = append(dropped, k)
+				continue
+			}
+			if k == "minLength" {
+				minLen = int(v)
+			} else {
+				maxLen = int(v)
+			}
 		default:
 			dropped = append(dropped, k)
 		}
 	}
+	if minLen > 0 || maxLen >= 0 {
+		// Counted in characters of the text.
+		return lengthOf(text, minLen, maxLen), dropped, nil
+	}
 	return text, dropped, nil
+}
+
+// maxCountedLength bounds the minLength and maxLength a raw string value
+// is held to: the automaton has a state per count.
+const maxCountedLength = 4096
+
+// stringSchema reports a schema of strings: type string, or an enum of
+// strings alone with no type (the template writes its value raw, and the
+// reader keeps it a string).
+func stringSchema(s *object) bool {
+	if t, ok := s.vals["type"]; ok {
+		return t == "string"
+	}
+	enum, ok := s.vals["enum"].([]any)
+	if !ok || len(enum) == 0 {
+		return false
+	}
+	for _, e := range enum {
+		if _, ok := e.(string); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // textWithout is any text that does not contain tag. Text is runs of

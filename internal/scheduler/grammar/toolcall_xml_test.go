@@ -16,7 +16,7 @@ func TestXMLToolCalls(t *testing.T) {
 	glm := XMLToolCallFormat{Open: "<tool_call>", NameEnd: "\n", ArgOpen: "<arg_key>", ArgKeyEnd: "</arg_key>\n<arg_value>",
 		ArgClose: "</arg_value>\n", Close: "</tool_call>", ValueTag: "</arg_value>"}
 	tools := []ToolSpec{
-		{Name: "edit", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"line":{"type":"integer"},"mode":{"type":"string","enum":["a","b"]}},"required":["path"]}`)},
+		{Name: "edit", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","maxLength":20},"line":{"type":"integer"},"mode":{"enum":["a","b"]}},"required":["path"]}`)},
 		{Name: "free", Parameters: json.RawMessage(`{}`)},
 	}
 	g, _, err := CompileXMLToolCalls(context.Background(), qwen, tools, true)
@@ -35,6 +35,7 @@ func TestXMLToolCalls(t *testing.T) {
 		{call(arg("path", "x</p<</parameter")), true},
 		{call(arg("path", "x</parameter>y")), false},
 		{call(arg("path", "x</p</parameter>")), false},
+		{call(arg("path", "abcdefghijklmnopqrstu")), false},
 		{call(arg("path", "a.go") + arg("line", "twelve")), false},
 		{call(arg("path", "a.go") + arg("mode", "c")), false},
 		{call(arg("line", "12")), false},

@@ -1,0 +1,192 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/anthropic"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/util/testing/llamacpp"
+)
+
+// llamaCppTemplate is one of llama.cpp's reference chat templates
+// (models/templates), parsed by the model package.
+func llamaCppTemplate(t *testing.T, name string) *model.JinjaTemplate {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(llamacpp.Source(t), "models", "templates", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := model.NewJinjaTemplate(string(src), "", "<|im_end|>")
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return tmpl
+}
+
+// TestForcedCallInModelFormat: over a random-weight model carrying the
+// real Qwen3-Coder template, a forced call is written in the model's own
+// XML markup (the constrained decoder writes <function=…><parameter=…>)
+// and comes back structured in all three APIs: tool_calls in chat
+// completions (whole and streamed), a function_call item in Responses and
+// a tool_use block in Messages, with arguments valid for the tool's
+// schema (the XML's untyped values converted with it).
+func TestForcedCallInModelFormat(t *testing.T) {
+	env, _ := newCPUEnv(t, llamaCppTemplate(t, "Qwen3-Coder.jinja"))
+	if f := env.srv.format.ToolsName(); f != "qwen3_coder" {
+		t.Fatalf("detected tool format %q, want qwen3_coder", f)
+	}
+	const msgs = `"messages":[{"role":"user","content":"weather?"}]`
+	body := `{` + msgs + `,"tools":` + toolsJSON + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}},"max_tokens":200,"seed":3`
+	r := env.post("/v1/chat/completions", body+`}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("chat: %d %s", r.status, r.body)
+	}
+	var resp openai.ChatResponse
+	decodeStrict(t, r.body, &resp)
+	ch := resp.Choices[0]
+	if *ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.Content != "" {
+		t.Fatalf("chat: %s", r.body)
+	}
+	call := ch.Message.ToolCalls[0]
+	checkCall(t, "chat", assembled{call.Function.Name, call.Function.Arguments, call.ID}, "get_weather")
+
+	calls, content, finish := assembleStream(t, env.streamRequest("/v1/chat/completions", body+`,"stream":true}`))
+	if finish != "tool_calls" || len(calls) != 1 || strings.TrimSpace(content) != "" {
+		t.Fatalf("chat streamed: finish %q, %d calls, content %q", finish, len(calls), content)
+	}
+	checkCall(t, "chat streamed", calls[0], "get_weather")
+	if calls[0].args != call.Function.Arguments {
+		t.Errorf("streamed arguments %s, whole %s (same seed)", calls[0].args, call.Function.Arguments)
+	}
+
+	r = env.post("/v1/responses", `{"input":"weather?","tools":[{"type":"function","name":"get_weather","parameters":`+weatherParams+`}],`+
+		`"tool_choice":{"type":"function","name":"get_weather"},"max_output_tokens":200,"seed":3}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("responses: %d %s", r.status, r.body)
+	}
+	var rr struct {
+		Output []struct {
+			Type, Name, Arguments string
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(r.body, &rr); err != nil {
+		t.Fatal(err)
+	}
+	var fc []assembled
+	for _, it := range rr.Output {
+		if it.Type == "function_call" {
+			fc = append(fc, assembled{it.Name, it.Arguments, "x"})
+		}
+	}
+	if len(fc) != 1 {
+		t.Fatalf("responses: want one function_call item: %s", r.body)
+	}
+	checkCall(t, "responses", fc[0], "get_weather")
+
+	r = env.post("/v1/messages", `{"model":"","max_tokens":200,"messages":[{"role":"user","content":"weather?"}],`+
+		`"tools":[{"name":"get_weather","input_schema":`+weatherParams+`}],"tool_choice":{"type":"tool","name":"get_weather"}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("messages: %d %s", r.status, r.body)
+	}
+	var mr anthropic.Response
+	if err := json.Unmarshal(r.body, &mr); err != nil {
+		t.Fatal(err)
+	}
+	if len(mr.Content) != 1 || mr.Content[0].Type != "tool_use" || *mr.StopReason != "tool_use" {
+		t.Fatalf("messages: want one tool_use block: %s", r.body)
+	}
+	checkCall(t, "messages", assembled{mr.Content[0].Name, string(mr.Content[0].Input), mr.Content[0].ID}, "get_weather")
+}
+
+// TestReasoningInThreeAPIs: Qwen3.5's generation prompt opens <think>, so
+// a random-weight model carrying its template answers inside reasoning:
+// every API returns that text as reasoning, not content (chat's
+// reasoning_content, whole and as deltas; a Responses reasoning item; a
+// Messages thinking block), and a forced call still ends the reasoning
+// and comes back as a call.
+func TestReasoningInThreeAPIs(t *testing.T) {
+	env, _ := newCPUEnv(t, llamaCppTemplate(t, "Qwen3.5-4B.jinja"))
+	if f := env.srv.format; f.ToolsName() != "qwen3_coder" || f.Reasoning != "think" {
+		t.Fatalf("detected %q/%q, want qwen3_coder/think", f.ToolsName(), f.Reasoning)
+	}
+	const body = `{"messages":[{"role":"user","content":"hi"}],"max_tokens":12,"seed":7,"ignore_eos":true`
+	r := env.post("/v1/chat/completions", body+`}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("chat: %d %s", r.status, r.body)
+	}
+	var resp openai.ChatResponse
+	decodeStrict(t, r.body, &resp)
+	msg := resp.Choices[0].Message
+	if msg.ReasoningContent == "" || msg.Reasoning != msg.ReasoningContent || msg.Content != "" {
+		t.Fatalf("chat: want the output as reasoning: %s", r.body)
+	}
+	var streamed, streamedContent string
+	for _, ev := range env.streamRequest("/v1/chat/completions", body+`,"stream":true}`) {
+		if ev == "[DONE]" {
+			continue
+		}
+		var c openai.ChatChunk
+		decodeStrict(t, []byte(ev), &c)
+		if len(c.Choices) > 0 {
+			streamed += c.Choices[0].Delta.ReasoningContent
+			if p := c.Choices[0].Delta.Content; p != nil {
+				streamedContent += *p
+			}
+		}
+	}
+	if streamed != msg.ReasoningContent || streamedContent != "" {
+		t.Errorf("streamed reasoning %q content %q, whole reasoning %q (same seed)", streamed, streamedContent, msg.ReasoningContent)
+	}
+
+	r = env.post("/v1/responses", `{"input":"hi","max_output_tokens":12,"seed":7}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("responses: %d %s", r.status, r.body)
+	}
+	var rr struct {
+		Output []struct {
+			Type    string `json:"type"`
+			Content []struct{ Type, Text string }
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(r.body, &rr); err != nil {
+		t.Fatal(err)
+	}
+	if len(rr.Output) == 0 || rr.Output[0].Type != "reasoning" || rr.Output[0].Content[0].Type != "reasoning_text" || rr.Output[0].Content[0].Text == "" {
+		t.Fatalf("responses: want a reasoning item first: %s", r.body)
+	}
+
+	r = env.post("/v1/messages", `{"model":"","max_tokens":12,"messages":[{"role":"user","content":"hi"}]}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("messages: %d %s", r.status, r.body)
+	}
+	var mr anthropic.Response
+	if err := json.Unmarshal(r.body, &mr); err != nil {
+		t.Fatal(err)
+	}
+	if len(mr.Content) == 0 || mr.Content[0].Type != "thinking" || mr.Content[0].Thinking == nil || *mr.Content[0].Thinking == "" {
+		t.Fatalf("messages: want a thinking block first: %s", r.body)
+	}
+
+	// A forced call: the constrained output opens with <tool_call>, which
+	// ends the reasoning the prompt opened.
+	r = env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"tools":`+toolsJSON+
+		`,"tool_choice":"required","parallel_tool_calls":false,"max_tokens":200,"seed":3}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("forced: %d %s", r.status, r.body)
+	}
+	resp = openai.ChatResponse{}
+	decodeStrict(t, r.body, &resp)
+	if ch := resp.Choices[0]; *ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 {
+		t.Fatalf("forced: %s", r.body)
+	} else {
+		c := ch.Message.ToolCalls[0]
+		checkCall(t, "forced after opened reasoning", assembled{c.Function.Name, c.Function.Arguments, c.ID}, "")
+	}
+
+}
