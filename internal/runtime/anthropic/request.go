@@ -42,10 +42,13 @@ type Request struct {
 	// response_format json_schema does; give one of them.
 	OutputFormat *OutputFormat `json:"output_format"`
 	OutputConfig *OutputConfig `json:"output_config"`
-	// Thinking is honoured: a model that does not reason (every chat
-	// format served today) thinks zero tokens, which every budget allows,
-	// and the reply has no thinking blocks; disabled also reaches the
-	// template as enable_thinking false (templateKwargs).
+	// Thinking is honoured: a model that does not reason thinks zero
+	// tokens, which every budget allows, and the reply has no thinking
+	// blocks; a model that does (chatformat reads its reasoning) returns
+	// it as a thinking block. Disabled reaches the template as
+	// enable_thinking false (templateKwargs), which Qwen3's, GLM's and
+	// DeepSeek's templates obey. budget_tokens does not cap the
+	// reasoning: the reply's max_tokens bounds it.
 	Thinking *Thinking `json:"thinking"`
 	// ContextManagement is honoured for the edits that leave this
 	// server's prompt as it is (ContextManagement.validate); the others
@@ -133,11 +136,11 @@ type ContextManagement struct {
 }
 
 // ContextEdit is one edit. clear_thinking_20251015 clears the thinking
-// blocks of earlier turns: this server renders none (it accepts no
-// thinking blocks in messages, and its models write none), so the
-// prompt is the same whatever it keeps. clear_tool_uses_20250919 would
-// replace old tool results and is refused: the server does not edit the
-// conversation.
+// blocks of earlier turns: keep ("all", or {"type": "thinking_turns",
+// "value": N}, default 1) says how many of the last assistant turns keep
+// theirs (ChatRequest leaves the others' reasoning out).
+// clear_tool_uses_20250919 would replace old tool results and is refused:
+// the server does not edit tool results.
 type ContextEdit struct {
 	Type string          `json:"type"`
 	Keep json.RawMessage `json:"keep"`
@@ -147,10 +150,48 @@ func (c *ContextManagement) validate() *openai.Error {
 	for i, e := range c.Edits {
 		if e.Type != "clear_thinking_20251015" {
 			field := fmt.Sprintf("context_management.edits[%d].type", i)
-			return openai.BadRequest(field, "%s %q is not supported: the server does not edit the conversation (only clear_thinking_20251015, which changes nothing here)", field, e.Type)
+			return openai.BadRequest(field, "%s %q is not supported: the server does not edit the conversation (only clear_thinking_20251015)", field, e.Type)
+		}
+		if _, ok := e.keepTurns(); !ok {
+			field := fmt.Sprintf("context_management.edits[%d].keep", i)
+			return openai.BadRequest(field, "%s: want \"all\" or {\"type\": \"thinking_turns\", \"value\": N} with N >= 0", field)
 		}
 	}
 	return nil
+}
+
+// keepTurns is how many of the last assistant turns keep their thinking
+// (-1: all).
+func (e ContextEdit) keepTurns() (int, bool) {
+	k := bytes.TrimSpace(e.Keep)
+	if len(k) == 0 || string(k) == "null" {
+		return 1, true
+	}
+	if string(k) == `"all"` {
+		return -1, true
+	}
+	var v struct {
+		Type  string `json:"type"`
+		Value *int   `json:"value"`
+	}
+	if json.Unmarshal(k, &v) != nil || v.Type != "thinking_turns" || v.Value == nil || *v.Value < 0 {
+		return 0, false
+	}
+	return *v.Value, true
+}
+
+// thinkingTurns is how many of the last assistant turns keep their
+// thinking (-1: all, the default without a clear_thinking edit).
+func (r *Request) thinkingTurns() int {
+	keep := -1
+	if r.ContextManagement != nil {
+		for _, e := range r.ContextManagement.Edits {
+			if n, ok := e.keepTurns(); ok && e.Type == "clear_thinking_20251015" && (keep < 0 || n < keep) {
+				keep = n
+			}
+		}
+	}
+	return keep
 }
 
 // Message is one turn: role user or assistant.
@@ -464,11 +505,23 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 	// results name each tool message as the block it came from.
 	results := map[int]string{}
 	answered := false // an assistant turn came before
+	keep := r.thinkingTurns()
+	later := 0 // assistant turns after the current one
+	for _, m := range msgs {
+		if m.Role == "assistant" {
+			later++
+		}
+	}
 	for i, m := range msgs {
 		switch m.Role {
 		case "assistant":
 			answered = true
-			c.Messages = append(c.Messages, assistantMessage(m))
+			later--
+			am := assistantMessage(m)
+			if keep >= 0 && later >= keep {
+				am.ReasoningContent = "" // cleared by clear_thinking_20251015
+			}
+			c.Messages = append(c.Messages, am)
 			continue
 		case "system":
 			if !answered {

@@ -203,6 +203,10 @@ type ChatRequest struct {
 	// ChatTemplateKwargs are further variables of the chat template
 	// (vLLM's), e.g. {"enable_thinking": false} for Qwen3's.
 	ChatTemplateKwargs TemplateKwargs `json:"chat_template_kwargs"`
+	// ReasoningEffort (none, minimal, low, medium, high, xhigh) reaches
+	// the template as reasoning_effort (gpt-oss's "Reasoning: …"); none
+	// also as enable_thinking false (Qwen3's switch), as vLLM passes it.
+	ReasoningEffort *string `json:"reasoning_effort"`
 
 	// BestOf generates best_of choices and returns the n with the highest
 	// cumulative log-probability, as on completions.
@@ -373,6 +377,12 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 	}
 	if err := checkMessages(r.Messages); err != nil {
 		return nil, err
+	}
+	if e := r.ReasoningEffort; e != nil && !slices.Contains(reasoningEfforts, *e) {
+		return nil, BadRequest("reasoning_effort", "reasoning_effort %q: want one of %s", *e, strings.Join(reasoningEfforts, ", "))
+	}
+	if r.ReasoningEffort != nil {
+		r.ChatTemplateKwargs = effortKwargs(r.ChatTemplateKwargs, *r.ReasoningEffort)
 	}
 	switch lp := r.LogprobSettings(); {
 	case r.TopLogprobs != nil && (*r.TopLogprobs < 0 || *r.TopLogprobs > MaxTopLogprobs):

@@ -20,9 +20,8 @@ type ResponsesRequest struct {
 	// "name"}.
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	// Reasoning's effort reaches the chat template as reasoning_effort;
-	// no reasoning items are produced (the served models do not reason
-	// here).
+	// Reasoning's effort reaches the chat template as reasoning_effort
+	// (effortKwargs); a model that reasons returns a reasoning item.
 	Reasoning *ReasoningParam `json:"reasoning"`
 	// PromptCacheKey names the prefix-cache affinity group: here, the
 	// request's program when no other program id is given (ProgramID).
@@ -71,10 +70,11 @@ type ResponsesRequest struct {
 }
 
 // ReasoningParam is "reasoning". Effort is none, minimal, low, medium,
-// high or xhigh; Summary auto, concise, detailed or none. The served
-// models do not reason here, so no reasoning item is ever produced: the
-// effort is handed to the chat template (reasoning_effort, which gpt-oss
-// templates read), and the summary of no reasoning is nothing.
+// high or xhigh; Summary auto, concise, detailed or none. The effort is
+// handed to the chat template (reasoning_effort, which gpt-oss templates
+// read; none as enable_thinking false too). A model that reasons returns
+// its reasoning as written, as a reasoning item's reasoning_text: no
+// summary is made of it, whatever Summary asks.
 type ReasoningParam struct {
 	Effort  *string `json:"effort"`
 	Summary *string `json:"summary"`

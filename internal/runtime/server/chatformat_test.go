@@ -190,3 +190,18 @@ func TestReasoningInThreeAPIs(t *testing.T) {
 	}
 
 }
+
+// TestPastReasoningToTemplate: an assistant message's reasoning, under
+// either name, is the template's message.reasoning_content.
+func TestPastReasoningToTemplate(t *testing.T) {
+	msgs := chatMessages([]openai.Message{
+		{Role: "assistant", ReasoningContent: "R1"},
+		{Role: "assistant", Reasoning: "R2"},
+		{Role: "assistant", ReasoningContent: "R3", Reasoning: "other"},
+	})
+	for i, want := range []string{"R1", "R2", "R3"} {
+		if got := msgs[i].ReasoningContent; got != want {
+			t.Errorf("message %d: reasoning_content %q, want %q", i, got, want)
+		}
+	}
+}
