@@ -84,6 +84,17 @@ type Forced struct {
 	JSON *JSONShape
 	// XML: each call is written with one tag pair per argument.
 	XML *XMLShape
+	// Header: the name in a header, the JSON arguments as the body.
+	Header *HeaderShape
+	// SpecialTokens are the special tokens the shape's markup is made
+	// of: the constrained decoder may write each as its one token.
+	SpecialTokens []string
+}
+
+// HeaderShape is a call written as Open + name + NameEnd + {arguments} +
+// Close, calls joined by Separator.
+type HeaderShape struct {
+	Open, NameEnd, Close, Separator string
 }
 
 // JSONShape is a call written as a JSON object.

@@ -29,6 +29,12 @@ var harmony = &Format{
 	NotEndTokens:      []string{"<|end|>"},
 	KeepSpecialTokens: true,
 	CallIDLen:         24,
+	// One call per generation: the generation prompt opened the
+	// assistant's message, and a call ends the turn (<|call|>).
+	Forced: &Forced{
+		Header:        &HeaderShape{Open: hChannel + "commentary to=functions.", NameEnd: " " + hConstrain + "json" + hMessage},
+		SpecialTokens: []string{hChannel, hConstrain, hMessage},
+	},
 }
 
 const (

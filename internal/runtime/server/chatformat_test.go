@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/anthropic"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
 	"github.com/kvpilot/kvpilot/internal/util/testing/llamacpp"
 )
 
@@ -203,5 +205,109 @@ func TestPastReasoningToTemplate(t *testing.T) {
 		if got := msgs[i].ReasoningContent; got != want {
 			t.Errorf("message %d: reasoning_content %q, want %q", i, got, want)
 		}
+	}
+}
+
+// harmonySource is a harmony template reduced to its messages, tools and
+// generation prompt: gpt-oss's own (llama.cpp's
+// openai-gpt-oss-120b.jinja) does not parse with the Jinja engine yet
+// (its rewrite is under way), and this one renders the same markup.
+const harmonySource = `{%- for m in messages -%}` +
+	`{%- if m.role == 'assistant' -%}<|start|>assistant<|channel|>final<|message|>{{ m.content }}<|end|>` +
+	`{%- else -%}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{%- endif -%}{%- endfor -%}` +
+	`{%- if tools -%}<|start|>developer<|message|># Tools{% for t in tools %} {{ t.function.name }}{% endfor %}<|end|>{%- endif -%}` +
+	`{%- if add_generation_prompt -%}<|start|>assistant{%- endif -%}`
+
+// TestForcedCallHarmony: over a random-weight model carrying a harmony
+// template, a forced call is written as a commentary message to
+// functions.NAME (the constrained decoder writes the header; the byte
+// vocabulary spells its special tokens in bytes, a real one writes them
+// as the tokens) and comes back as a call in chat completions and
+// Messages.
+func TestForcedCallHarmony(t *testing.T) {
+	tmpl, err := model.NewJinjaTemplate(harmonySource, "", "<|return|>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := newCPUEnv(t, tmpl)
+	if f := env.srv.format; f.ToolsName() != "harmony" || f.Reasoning != "harmony" {
+		t.Fatalf("detected %q/%q, want harmony/harmony", f.ToolsName(), f.Reasoning)
+	}
+	r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"tools":`+toolsJSON+
+		`,"tool_choice":{"type":"function","function":{"name":"get_time"}},"max_tokens":200,"seed":3}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("chat: %d %s", r.status, r.body)
+	}
+	var resp openai.ChatResponse
+	decodeStrict(t, r.body, &resp)
+	ch := resp.Choices[0]
+	if *ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.Content != "" {
+		t.Fatalf("chat: %s", r.body)
+	}
+	c := ch.Message.ToolCalls[0]
+	checkCall(t, "harmony chat", assembled{c.Function.Name, c.Function.Arguments, c.ID}, "get_time")
+
+	r = env.post("/v1/messages", `{"model":"","max_tokens":200,"messages":[{"role":"user","content":"weather?"}],`+
+		`"tools":[{"name":"get_time","input_schema":`+timeParams+`}],"tool_choice":{"type":"any"}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("messages: %d %s", r.status, r.body)
+	}
+	var mr anthropic.Response
+	if err := json.Unmarshal(r.body, &mr); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(mr.Content); n == 0 || mr.Content[n-1].Type != "tool_use" {
+		t.Fatalf("messages: want a tool_use block: %s", r.body)
+	}
+	checkCall(t, "harmony messages", assembled{mr.Content[len(mr.Content)-1].Name, string(mr.Content[len(mr.Content)-1].Input), "x"}, "get_time")
+}
+
+// specialBytes is a decoder of the 256 byte tokens and two special tokens
+// (256 "<|channel|>", 257 "<|end|>"), whose text TokenBytes leaves out.
+type specialBytes struct{}
+
+func (specialBytes) TokenBytes(id int32) []byte {
+	if id < 256 {
+		return []byte{byte(id)}
+	}
+	return nil
+}
+
+func (specialBytes) SpecialText(id int32) []byte {
+	switch id {
+	case 256:
+		return []byte("<|channel|>")
+	case 257:
+		return []byte("<|end|>")
+	}
+	return nil
+}
+
+// TestSpecialVocabulary: a forced harmony call may write the special
+// tokens of its markup as the tokens themselves, and no other special
+// token, while other grammars see no special token at all.
+func TestSpecialVocabulary(t *testing.T) {
+	gs := newGrammars(258, specialBytes{})
+	compile := func(ctx context.Context) (*grammar.Grammar, []string, error) {
+		return grammar.CompileHeaderToolCalls(ctx, grammar.HeaderToolCallFormat{Open: "<|channel|>commentary to=functions.", NameEnd: "<|end|>"},
+			[]grammar.ToolSpec{{Name: "f"}}, false)
+	}
+	allowed := func(g *grammar.Grammar, specials []string, tok int) bool {
+		m := gs.matcher(g, []int32{0}, specials)
+		return m.Mask(100)[tok/64]&(1<<(tok%64)) != 0
+	}
+	with, err := gs.getWith(context.Background(), "with", []string{"<|channel|>"}, compile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !allowed(with.g, []string{"<|channel|>"}, 256) || !allowed(with.g, []string{"<|channel|>"}, '<') {
+		t.Error("the markup's special token (or its bytes) is not allowed at the start")
+	}
+	without, err := gs.get(context.Background(), "without", compile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allowed(without.g, nil, 256) || allowed(without.g, nil, 257) {
+		t.Error("a special token is allowed in a grammar that names none")
 	}
 }

@@ -202,8 +202,10 @@ type job struct {
 	lp            openai.Logprob
 	echo          bool
 	// grammar, when set, constrains the output (structured outputs,
-	// enforced tool calls).
-	grammar *grammar.Grammar
+	// enforced tool calls); grammarSpecials are the special tokens it may
+	// write as themselves (the format's markup: harmony's headers).
+	grammar         *grammar.Grammar
+	grammarSpecials []string
 	// tools, when set, reads tool calls out of the output.
 	tools *toolCalling
 	// shape, when set, makes the writer of the one reply in an API's own
@@ -382,7 +384,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 		case j.grammar != nil:
 			// A matcher per sequence: it tracks that sequence's output.
 			ends := append(slices.Clone(s.eng.Config().EOS), ep.StopTokenIDs...)
-			req.Constraint = s.grammars.matcher(j.grammar, ends)
+			req.Constraint = s.grammars.matcher(j.grammar, ends, j.grammarSpecials)
 		case allowed != nil:
 			req.Constraint = allowed.constraint(ep.MinTokens)
 		}

@@ -34,18 +34,31 @@ func (tc *toolCalling) reader() *openai.ToolStreamer {
 // forcedShape is the output shape the constrained decoder writes for
 // tool_choice required or a named function, in the model's format: the
 // form its template shows the model.
-func forcedShape(f *chatformat.Format) (json *grammar.ToolCallFormat, xml *grammar.XMLToolCallFormat) {
-	if f.Forced == nil {
-		return nil, nil
-	}
-	if j := f.Forced.JSON; j != nil {
-		return &grammar.ToolCallFormat{Open: j.Open, Close: j.Close, Prefix: j.Prefix, Suffix: j.Suffix, Separator: j.Separator, ArgsKey: j.ArgsKey}, nil
-	}
-	if x := f.Forced.XML; x != nil {
-		return nil, &grammar.XMLToolCallFormat{Open: x.Open, NameEnd: x.NameEnd, ArgOpen: x.ArgOpen, ArgKeyEnd: x.ArgKeyEnd,
+func forcedShape(f *chatformat.Format) func(ctx context.Context, tools []grammar.ToolSpec, parallel bool) (*grammar.Grammar, []string, error) {
+	switch {
+	case f.Forced == nil:
+		return nil
+	case f.Forced.JSON != nil:
+		j := f.Forced.JSON
+		shape := grammar.ToolCallFormat{Open: j.Open, Close: j.Close, Prefix: j.Prefix, Suffix: j.Suffix, Separator: j.Separator, ArgsKey: j.ArgsKey}
+		return func(ctx context.Context, tools []grammar.ToolSpec, parallel bool) (*grammar.Grammar, []string, error) {
+			return grammar.CompileToolCalls(ctx, shape, tools, parallel)
+		}
+	case f.Forced.XML != nil:
+		x := f.Forced.XML
+		shape := grammar.XMLToolCallFormat{Open: x.Open, NameEnd: x.NameEnd, ArgOpen: x.ArgOpen, ArgKeyEnd: x.ArgKeyEnd,
 			ArgClose: x.ArgClose, Close: x.Close, Separator: x.Separator, ValueTag: x.ValueTag}
+		return func(ctx context.Context, tools []grammar.ToolSpec, parallel bool) (*grammar.Grammar, []string, error) {
+			return grammar.CompileXMLToolCalls(ctx, shape, tools, parallel)
+		}
+	case f.Forced.Header != nil:
+		h := f.Forced.Header
+		shape := grammar.HeaderToolCallFormat{Open: h.Open, NameEnd: h.NameEnd, Close: h.Close, Separator: h.Separator}
+		return func(ctx context.Context, tools []grammar.ToolSpec, parallel bool) (*grammar.Grammar, []string, error) {
+			return grammar.CompileHeaderToolCalls(ctx, shape, tools, parallel)
+		}
 	}
-	return nil, nil
+	return nil
 }
 
 // chatMessages converts the request's messages for the template.
@@ -121,8 +134,8 @@ func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatR
 		}
 		names = append(names, t.Function.Name+"\x00"+params)
 	}
-	jsonShape, xmlShape := forcedShape(f)
-	if jsonShape == nil && xmlShape == nil {
+	compile := forcedShape(f)
+	if compile == nil {
 		return openai.BadRequest(param, "%s %s: calls in the model's tool format %q cannot be enforced", param, plan.Choice, format)
 	}
 	parallel := plan.Parallel && plan.Choice == openai.ToolChoiceRequired
@@ -130,11 +143,12 @@ func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatR
 	if s.grammars.size <= 0 {
 		return openai.BadRequest(param, "enforcing tool calls needs the model's vocabulary size, which this server was not given")
 	}
-	out, err := s.grammars.get(ctx, key, func(ctx context.Context) (*grammar.Grammar, []string, error) {
-		if xmlShape != nil {
-			return grammar.CompileXMLToolCalls(ctx, *xmlShape, specs, parallel)
-		}
-		return grammar.CompileToolCalls(ctx, *jsonShape, specs, parallel)
+	specials := f.Forced.SpecialTokens
+	if len(specials) > 0 {
+		key += "\x00specials\x00" + strings.Join(specials, "\x01")
+	}
+	out, err := s.grammars.getWith(ctx, key, specials, func(ctx context.Context) (*grammar.Grammar, []string, error) {
+		return compile(ctx, specs, parallel)
 	})
 	if err != nil {
 		var te *grammar.ToolError
@@ -144,6 +158,7 @@ func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatR
 		return openai.BadRequest(param, "%s: %v", param, err)
 	}
 	gen.grammar = out.g
+	gen.grammarSpecials = specials
 	s.reportDropped(h, field, out.dropped)
 	return nil
 }

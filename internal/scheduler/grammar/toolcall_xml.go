@@ -219,3 +219,52 @@ func charExcept(bs ...byte) *node {
 	parts = append(parts, utf8Range(lo, 0x10ffff))
 	return alt(parts...)
 }
+
+// HeaderToolCallFormat is how a model writes a call whose name is in a
+// header and whose body is the JSON arguments (gpt-oss's harmony:
+// <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}):
+// each call is Open + name + NameEnd + arguments + Close, calls joined by
+// Separator.
+type HeaderToolCallFormat struct {
+	Open, NameEnd, Close, Separator string
+}
+
+// CompileHeaderToolCalls compiles "the output is tool calls" written in
+// f, the arguments a JSON object following each tool's schema as in
+// CompileToolCalls.
+func CompileHeaderToolCalls(ctx context.Context, f HeaderToolCallFormat, tools []ToolSpec, parallel bool) (*Grammar, []string, error) {
+	if len(tools) == 0 {
+		return nil, nil, fmt.Errorf("no tools to call")
+	}
+	calls := make([]*node, len(tools))
+	droppedSet := map[string]bool{}
+	floor := &stateFloor{}
+	for i, t := range tools {
+		args, dropped, err := argumentsNode(ctx, t.Parameters, floor)
+		if errors.Is(err, ErrTooLarge) {
+			return nil, nil, err
+		}
+		if err != nil {
+			return nil, nil, &ToolError{Index: i, Err: err}
+		}
+		for _, d := range dropped {
+			droppedSet[d] = true
+		}
+		calls[i] = concat(lit(f.Open+t.Name+f.NameEnd), args, lit(f.Close))
+	}
+	call := alt(calls...)
+	body := call
+	if parallel {
+		body = concat(call, star(concat(lit(f.Separator), call)))
+	}
+	g, err := newGrammar(ctx, body)
+	if err != nil {
+		return nil, nil, schemaCompileError(err)
+	}
+	dropped := make([]string, 0, len(droppedSet))
+	for d := range droppedSet {
+		dropped = append(dropped, d)
+	}
+	slices.Sort(dropped)
+	return g, dropped, nil
+}

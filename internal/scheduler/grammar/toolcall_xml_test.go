@@ -63,3 +63,22 @@ func TestXMLToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderToolCalls: harmony's shape, the name in the header and the
+// arguments JSON valid for the schema.
+func TestHeaderToolCalls(t *testing.T) {
+	f := HeaderToolCallFormat{Open: "<|channel|>commentary to=functions.", NameEnd: " <|constrain|>json<|message|>"}
+	g, _, err := CompileHeaderToolCalls(context.Background(), f, []ToolSpec{{Name: "get", Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for out, want := range map[string]bool{
+		`<|channel|>commentary to=functions.get <|constrain|>json<|message|>{"n": 3}`:   true,
+		`<|channel|>commentary to=functions.get <|constrain|>json<|message|>{"n": "3"}`: false,
+		`<|channel|>commentary to=functions.put <|constrain|>json<|message|>{"n": 3}`:   false,
+	} {
+		if got := g.Accepts([]byte(out)); got != want {
+			t.Errorf("%q: accepted %v, want %v", out, got, want)
+		}
+	}
+}
