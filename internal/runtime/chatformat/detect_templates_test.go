@@ -35,7 +35,7 @@ func TestDetectTemplates(t *testing.T) {
 		"LFM2.5-Instruct.jinja":                               {"", ""},
 		"MiMo-VL.jinja":                                       {"hermes", ""},
 		"MiniMax-M1.jinja":                                    {"", ""},
-		"MiniMax-M2.jinja":                                    {"", "think"}, // <minimax:tool_call><invoke name=…>
+		"MiniMax-M2.jinja":                                    {"minimax_m2", "think"},
 		"MiniMax-M3.jinja":                                    {"", ""},
 		"Mistral-Small-3.2-24B-Instruct-2506.jinja":           {"mistral_args", ""},
 		"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja":           {"qwen3_coder", "think"},

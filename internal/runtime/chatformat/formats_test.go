@@ -164,3 +164,17 @@ func TestHarmony(t *testing.T) {
 			want: Result{Calls: calls("a", `{}`, "b", `{"x": 1}`)}},
 	})
 }
+
+func TestMiniMaxM2(t *testing.T) {
+	forcedCalls := Options{Reasoning: true, InReasoning: true, Calls: true}
+	runCases(t, "minimax_m2", ReasoningThink, []parseCase{
+		{name: "content after empty reasoning", out: "\n</think>\n\nHello, world!\nWhat's up?", opts: forcedCalls, want: Result{Content: "Hello, world!\nWhat's up?"}},
+		{name: "thoughts", out: "I'm\nthinking\n</think>\n\nHello, world!\nWhat's up?", opts: forcedCalls, want: Result{Reasoning: "I'm\nthinking", Content: "Hello, world!\nWhat's up?"}},
+		{name: "empty args", out: "Let's call a tool:\n</think>\n\n<minimax:tool_call>\n<invoke name=\"empty_args\">\n</invoke>\n</minimax:tool_call>", opts: forcedCalls,
+			want: Result{Reasoning: "Let's call a tool:", Calls: calls("empty_args", `{}`)}},
+		{name: "call", out: "\n</think>\n\n<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n</minimax:tool_call>", opts: forcedCalls,
+			want: Result{Calls: calls("special_function", `{"arg1": 1}`)}},
+		{name: "two invokes in one block", out: "<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n<invoke name=\"python\">\n<parameter name=\"code\">print(\"<x>\")</parameter>\n</invoke>\n</minimax:tool_call>", opts: withCalls,
+			want: Result{Calls: calls("special_function", `{"arg1": 1}`, "python", `{"code": "print(\"<x>\")"}`)}},
+	})
+}

@@ -204,14 +204,24 @@ func (p *xmlCalls) run(evs []Event, final bool) []Event {
 				p.state = xmlContent
 			}
 		case xmlArgsClose:
+			// The block's end, or another call in the same block
+			// (MiniMax writes all its invokes in one).
 			t := bytes.TrimLeft(p.buf, " \t\r\n")
-			if len(t) < len(s.blockEnd) && bytes.HasPrefix([]byte(s.blockEnd), t) && !final {
+			prefixOf := func(m string) bool { return len(t) < len(m) && bytes.HasPrefix([]byte(m), t) }
+			if (prefixOf(s.blockEnd) || prefixOf(s.funcOpen)) && !final {
 				return evs
 			}
-			if bytes.HasPrefix(t, []byte(s.blockEnd)) {
+			switch {
+			case bytes.HasPrefix(t, []byte(s.blockEnd)):
 				p.buf = t[len(s.blockEnd):]
+				p.state = xmlContent
+			case bytes.HasPrefix(t, []byte(s.funcOpen)):
+				p.block = p.block[:0]
+				p.buf = t[len(s.funcOpen):]
+				p.state = xmlName
+			default:
+				p.state = xmlContent
 			}
-			p.state = xmlContent
 		case xmlKey:
 			at := bytes.Index(p.buf, []byte(s.keyEnd))
 			if at < 0 {
