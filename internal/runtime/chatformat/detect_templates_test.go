@@ -27,8 +27,8 @@ func TestDetectTemplates(t *testing.T) {
 		"GigaChat3-10B-A1.8B.jinja":                           {"", ""},
 		"GigaChat3.1-10B-A1.8B.jinja":                         {"", ""},
 		"HuggingFaceTB-SmolLM3-3B.jinja":                      {"", "think"},
-		"Kimi-K2-Instruct.jinja":                              {"", ""}, // <|tool_calls_section_begin|>
-		"Kimi-K2-Thinking.jinja":                              {"", "think"},
+		"Kimi-K2-Instruct.jinja":                              {"kimi_k2", ""},
+		"Kimi-K2-Thinking.jinja":                              {"kimi_k2", "think"},
 		"Kimi-K3.jinja":                                       {"", ""},
 		"LFM2-8B-A1B.jinja":                                   {"", ""},
 		"LFM2.5-8B-A1B.jinja":                                 {"", "think"},
@@ -50,9 +50,9 @@ func TestDetectTemplates(t *testing.T) {
 		"Reka-Edge.jinja":                                     {"hermes", "think"},
 		"Spark2.5.jinja":                                      {"glm45", "think"},
 		"StepFun3.5-Flash.jinja":                              {"qwen3_coder", "think"},
-		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja":      {"", "think"}, // <｜tool▁calls▁begin｜>
+		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja":      {"", "think"}, // R1's function<｜tool▁sep｜>NAME ```json
 		"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja":      {"", "think"},
-		"deepseek-ai-DeepSeek-V3.1.jinja":                     {"", "think"},
+		"deepseek-ai-DeepSeek-V3.1.jinja":                     {"deepseek_v31", "think"},
 		"deepseek-ai-DeepSeek-V3.2.jinja":                     {"", "think"},
 		"deepseek-ai-DeepSeek-V4-Flash-0731.jinja":            {"", "think"},
 		"deepseek-ai-DeepSeek-V4.jinja":                       {"", "think"},
@@ -74,7 +74,7 @@ func TestDetectTemplates(t *testing.T) {
 		"microsoft-Phi-3.5-mini-instruct.jinja":               {"", ""},
 		"mistralai-Ministral-3-14B-Reasoning-2512.jinja":      {"mistral_args", ""}, // [THINK] not read
 		"mistralai-Mistral-Nemo-Instruct-2407.jinja":          {"mistral", ""},
-		"moonshotai-Kimi-K2.jinja":                            {"", ""},
+		"moonshotai-Kimi-K2.jinja":                            {"kimi_k2", ""},
 		"muse-glimmer.jinja":                                  {"", ""},
 		"openai-gpt-oss-120b.jinja":                           {"harmony", "harmony"},
 		"openbmb-MiniCPM5-1B.jinja":                           {"", "think"},

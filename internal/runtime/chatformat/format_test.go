@@ -71,6 +71,9 @@ func sameResult(got, want Result) bool {
 		if got.Calls[i].Name != want.Calls[i].Name {
 			return false
 		}
+		if got.Calls[i].Arguments == want.Calls[i].Arguments {
+			continue // also arguments a cut left incomplete
+		}
 		var a, b any
 		if json.Unmarshal([]byte(got.Calls[i].Arguments), &a) != nil || json.Unmarshal([]byte(want.Calls[i].Arguments), &b) != nil || !reflect.DeepEqual(a, b) {
 			return false

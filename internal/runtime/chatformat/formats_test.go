@@ -178,3 +178,27 @@ func TestMiniMaxM2(t *testing.T) {
 			want: Result{Calls: calls("special_function", `{"arg1": 1}`, "python", `{"code": "print(\"<x>\")"}`)}},
 	})
 }
+
+func TestDeepSeekV31AndKimiK2(t *testing.T) {
+	const ds = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜>"
+	forcedCalls := Options{Reasoning: true, InReasoning: true, Calls: true}
+	runCases(t, "deepseek_v31", ReasoningThink, []parseCase{
+		{name: "call", out: ds + "<｜tool▁calls▁end｜>", opts: withCalls, want: Result{Calls: calls("get_time", `{"city": "Paris"}`)}},
+		{name: "reasoning then call", out: "REASONING</think>" + ds + "<｜tool▁calls▁end｜>", opts: forcedCalls,
+			want: Result{Reasoning: "REASONING", Calls: calls("get_time", `{"city": "Paris"}`)}},
+		{name: "reasoning, content, two calls", out: "REASONING</think>CONTENT" + ds + "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", opts: forcedCalls,
+			want: Result{Reasoning: "REASONING", Content: "CONTENT", Calls: calls("get_time", `{"city": "Paris"}`, "get_weather", `{"city": "Paris"}`)}},
+		{name: "content", out: "CONTENT", opts: withCalls, want: Result{Content: "CONTENT"}},
+		{name: "cut in arguments", out: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\"", opts: withCalls,
+			want: Result{Calls: calls("get_time", `{"city"`)}},
+	})
+	runCases(t, "kimi_k2", ReasoningThink, []parseCase{
+		{name: "call", out: "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_calls_section_end|>", opts: withCalls,
+			want: Result{Calls: calls("special_function", `{"arg1": 1}`)}},
+		{name: "thoughts, content, two calls", out: "<think>I'm\nthinking</think>Hello<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{}<|tool_call_end|>" +
+			"<|tool_call_begin|>functions.b:1<|tool_call_argument_begin|>{\"x\": [1]}<|tool_call_end|><|tool_calls_section_end|>", opts: Options{Reasoning: true, Calls: true},
+			want: Result{Reasoning: "I'm\nthinking", Content: "Hello", Calls: calls("a", `{}`, "b", `{"x": [1]}`)}},
+		{name: "malformed id is text", out: "<|tool_calls_section_begin|><|tool_call_begin|>not a name<|tool_call_argument_begin|>x", opts: withCalls,
+			want: Result{Content: "<|tool_calls_section_begin|><|tool_call_begin|>not a name<|tool_call_argument_begin|>x"}},
+	})
+}

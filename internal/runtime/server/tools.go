@@ -53,7 +53,7 @@ func forcedShape(f *chatformat.Format) func(ctx context.Context, tools []grammar
 		}
 	case f.Forced.Header != nil:
 		h := f.Forced.Header
-		shape := grammar.HeaderToolCallFormat{Open: h.Open, NameEnd: h.NameEnd, Close: h.Close, Separator: h.Separator}
+		shape := grammar.HeaderToolCallFormat{Begin: h.Begin, End: h.End, Open: h.Open, NameEnd: h.NameEnd, Close: h.Close, Separator: h.Separator}
 		return func(ctx context.Context, tools []grammar.ToolSpec, parallel bool) (*grammar.Grammar, []string, error) {
 			return grammar.CompileHeaderToolCalls(ctx, shape, tools, parallel)
 		}

@@ -224,8 +224,10 @@ func charExcept(bs ...byte) *node {
 // header and whose body is the JSON arguments (gpt-oss's harmony:
 // <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}):
 // each call is Open + name + NameEnd + arguments + Close, calls joined by
-// Separator.
+// Separator, the list between Begin and End (DeepSeek's and Kimi's call
+// sections).
 type HeaderToolCallFormat struct {
+	Begin, End                      string
 	Open, NameEnd, Close, Separator string
 }
 
@@ -257,7 +259,7 @@ func CompileHeaderToolCalls(ctx context.Context, f HeaderToolCallFormat, tools [
 	if parallel {
 		body = concat(call, star(concat(lit(f.Separator), call)))
 	}
-	g, err := newGrammar(ctx, body)
+	g, err := newGrammar(ctx, concat(lit(f.Begin), body, lit(f.End)))
 	if err != nil {
 		return nil, nil, schemaCompileError(err)
 	}
