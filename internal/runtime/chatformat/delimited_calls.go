@@ -19,7 +19,7 @@ type delimitedSyntax struct {
 }
 
 // delimitedCalls reads calls in a delimitedSyntax. Content before the
-// section is the answer (trailing blanks dropped); the arguments of a
+// section is the answer, as it streamed (the server trims the content of an answer that called); the arguments of a
 // call are all its text up to its end marker, streamed as they come (a
 // cut marker held back). Markup that names no function is text.
 type delimitedCalls struct {
@@ -79,7 +79,7 @@ func (p *delimitedCalls) run(evs []Event, final bool) []Event {
 				p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
 				return evs
 			}
-			evs = textEvent(evs, EventText, bytes.TrimRight(p.buf[:at], " \t\r\n"))
+			evs = textEvent(evs, EventText, p.buf[:at])
 			p.raw = p.raw[:0]
 			if bytes.HasPrefix(p.buf[at:], []byte(s.sectionBegin)) {
 				p.raw = append(p.raw, s.sectionBegin...)

@@ -44,7 +44,7 @@ func (p *mistralArgsCalls) run(evs []Event) []Event {
 				p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
 				return evs
 			}
-			evs = textEvent(evs, EventText, bytes.TrimRight(p.buf[:at], " \t\r\n"))
+			evs = textEvent(evs, EventText, p.buf[:at])
 			p.buf = p.buf[at+len(mistralCalls):]
 			p.state = 1
 		case 1:

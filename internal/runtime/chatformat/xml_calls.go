@@ -36,7 +36,7 @@ type xmlSyntax struct {
 }
 
 // xmlCalls reads calls written in an xmlSyntax. Text before a call is
-// content (its trailing blanks dropped); text after a call that starts
+// content, as it streamed (the server trims the content of an answer that called); text after a call that starts
 // no new one is content too. Markup that does not parse as a call is
 // returned as text; a call the output cut short keeps the arguments it
 // completed.
@@ -122,7 +122,7 @@ func (p *xmlCalls) run(evs []Event, final bool) []Event {
 				p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
 				return evs
 			}
-			evs = textEvent(evs, EventText, bytes.TrimRight(p.buf[:at], " \t\r\n"))
+			evs = textEvent(evs, EventText, p.buf[:at])
 			if which == s.block {
 				p.block = append(p.block[:0], s.block...)
 				p.buf = p.buf[at+len(s.block):]
@@ -135,12 +135,13 @@ func (p *xmlCalls) run(evs []Event, final bool) []Event {
 		case xmlBlock:
 			t := bytes.TrimLeft(p.buf, " \t\r\n")
 			switch {
-			case bytes.HasPrefix(t, []byte(s.funcOpen)):
+			case s.funcOpen != "" && bytes.HasPrefix(t, []byte(s.funcOpen)):
 				p.block = append(p.block, p.buf[:len(p.buf)-len(t)+len(s.funcOpen)]...)
 				p.buf = t[len(s.funcOpen):]
 				p.state = xmlName
 			case s.funcOpen == "" && len(t) > 0:
 				// GLM: the name follows the block's tag directly.
+				p.block = append(p.block, p.buf[:len(p.buf)-len(t)]...)
 				p.buf = t
 				p.state = xmlName
 			case len(t) == 0 || bytes.HasPrefix([]byte(s.funcOpen), t):
