@@ -414,3 +414,39 @@ func TestResponsesReasoningInput(t *testing.T) {
 		t.Errorf("the call joined %d calls to the reasoning's turn, want 1", n)
 	}
 }
+
+// TestResponseShapeReasoning: reasoning streams as its own output item
+// (reasoning_text deltas) before the message, whole responses put it
+// first, and the item as input again is its text.
+func TestResponseShapeReasoning(t *testing.T) {
+	s := NewResponseShape("resp_1", 0, "m", &ResponsesRequest{})
+	b := s.Start(nil, 3)
+	b = s.Reasoning(b, []byte("thin"))
+	b = s.Reasoning(b, []byte("king"))
+	b = s.Text(b, []byte("answer"))
+	b = s.Finish(b, &Turn{Finish: "stop", Reasoning: "thinking", Content: "answer", PromptTokens: 3, CompletionTokens: 9, ReasoningTokens: 2})
+	want := []string{"response.created", "response.in_progress",
+		"response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.delta",
+		"response.reasoning_text.done", "response.output_item.done",
+		"response.output_item.added", "response.content_part.added", "response.output_text.delta",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done",
+		"response.completed"}
+	if diff := cmp.Diff(want, eventTypes(t, b)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	r := s.Response()
+	if len(r.Output) != 2 || r.Output[0].Type != ItemReasoning || r.Output[0].ReasoningText != "thinking" || r.Usage.OutputTokensDetails.ReasoningTokens != 2 {
+		t.Errorf("final response %+v", r)
+	}
+	whole := NewResponseShape("resp_2", 0, "m", &ResponsesRequest{}).Body(&Turn{Finish: "stop", Reasoning: "R", Content: "A"}).(*Response)
+	item, _ := json.Marshal(whole.Output[0])
+	if want := `"type":"reasoning","id":"` + whole.Output[0].ID + `","summary":[],"content":[{"type":"reasoning_text","text":"R"}],"status":"completed"}`; !strings.HasSuffix(string(item), want) {
+		t.Errorf("reasoning item %s", item)
+	}
+	if in := whole.Output[0].AsInput(); in.Type != ItemReasoning || in.Content.Text != "R" {
+		t.Errorf("as input %+v", in)
+	}
+	if m := AssistantMessage(whole.Output); m.ReasoningContent != "R" || m.Content.Text != "A" {
+		t.Errorf("assistant message %+v", m)
+	}
+}

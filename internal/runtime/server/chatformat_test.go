@@ -155,12 +155,16 @@ func TestReasoningInThreeAPIs(t *testing.T) {
 			Type    string `json:"type"`
 			Content []struct{ Type, Text string }
 		} `json:"output"`
+		Usage openai.ResponseUsage `json:"usage"`
 	}
 	if err := json.Unmarshal(r.body, &rr); err != nil {
 		t.Fatal(err)
 	}
 	if len(rr.Output) == 0 || rr.Output[0].Type != "reasoning" || rr.Output[0].Content[0].Type != "reasoning_text" || rr.Output[0].Content[0].Text == "" {
 		t.Fatalf("responses: want a reasoning item first: %s", r.body)
+	}
+	if u := rr.Usage; u.OutputTokensDetails.ReasoningTokens == 0 || u.OutputTokensDetails.ReasoningTokens > u.OutputTokens {
+		t.Errorf("responses: %d reasoning tokens of %d output tokens", u.OutputTokensDetails.ReasoningTokens, u.OutputTokens)
 	}
 
 	r = env.post("/v1/messages", `{"model":"","max_tokens":12,"messages":[{"role":"user","content":"hi"}]}`)

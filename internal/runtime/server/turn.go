@@ -129,6 +129,11 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Commo
 		CachedTokens: cached}
 	if ts != nil {
 		t.Reasoning = ts.Reasoning()
+		if t.Reasoning != "" {
+			// The reasoning's tokens, counted by tokenizing its text (the
+			// markup around it is not counted).
+			t.ReasoningTokens = min(len(s.cfg.Codec.Encode(t.Reasoning, false)), t.CompletionTokens)
+		}
 	}
 	if called {
 		t.Content = strings.TrimSpace(t.Content)
