@@ -134,3 +134,29 @@ func TestDetectTable(t *testing.T) {
 		}
 	}
 }
+
+// TestOverride: the runtime's flags replace or remove the detected
+// formats; unknown names and harmony reasoning without harmony calls are
+// errors naming them.
+func TestOverride(t *testing.T) {
+	qwen3 := Spec{Tools: hermes, Reasoning: ReasoningThink}
+	for _, tc := range []struct {
+		tools, reasoning string
+		want             Spec
+		err              bool
+	}{
+		{"", "", qwen3, false},
+		{"qwen3_coder", "", Spec{Tools: qwen3Coder, Reasoning: ReasoningThink}, false},
+		{"none", "none", Spec{}, false},
+		{"harmony", "", Spec{Tools: harmony, Reasoning: ReasoningThink}, true},
+		{"harmony", "harmony", Spec{Tools: harmony, Reasoning: ReasoningHarmony}, false},
+		{"", "harmony", Spec{}, true},
+		{"qwen3", "", Spec{}, true},
+		{"", "deepseek", Spec{}, true},
+	} {
+		got, err := qwen3.Override(tc.tools, tc.reasoning)
+		if (err != nil) != tc.err || (err == nil && got != tc.want) {
+			t.Errorf("Override(%q, %q) = %s/%q, %v", tc.tools, tc.reasoning, got.ToolsName(), got.Reasoning, err)
+		}
+	}
+}
