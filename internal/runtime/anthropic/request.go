@@ -47,8 +47,9 @@ type Request struct {
 	// blocks; a model that does (chatformat reads its reasoning) returns
 	// it as a thinking block. Disabled reaches the template as
 	// enable_thinking false (templateKwargs), which Qwen3's, GLM's and
-	// DeepSeek's templates obey. budget_tokens does not cap the
-	// reasoning: the reply's max_tokens bounds it.
+	// DeepSeek's templates obey. budget_tokens caps <think> reasoning:
+	// past it, the reasoning is closed for the model (thinkingBudget in
+	// the server), unless the output is otherwise constrained.
 	Thinking *Thinking `json:"thinking"`
 	// ContextManagement is honoured for the edits that leave this
 	// server's prompt as it is (ContextManagement.validate); the others
@@ -498,6 +499,9 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 		c.Messages = append(c.Messages, openai.Message{Role: "system", Content: openai.Content{Text: sys}})
 	}
 	c.ChatTemplateKwargs = r.templateKwargs()
+	if t := r.Thinking; t != nil && t.Type == "enabled" && t.BudgetTokens != nil {
+		c.ThinkingBudget = *t.BudgetTokens
+	}
 	msgs, prefill, err := r.prefill()
 	if err != nil {
 		return nil, err

@@ -473,3 +473,21 @@ func TestThinkingBlocks(t *testing.T) {
 		t.Errorf("bad keep: %v", err)
 	}
 }
+
+// TestThinkingBudget: budget_tokens of enabled thinking caps the chat
+// request's reasoning; adaptive and disabled set no cap.
+func TestThinkingBudget(t *testing.T) {
+	for body, want := range map[string]int{
+		`"thinking":{"type":"enabled","budget_tokens":2048}`: 2048,
+		`"thinking":{"type":"adaptive"}`:                     0,
+		`"thinking":{"type":"disabled"}`:                     0,
+	} {
+		c, err := translate(`{"max_tokens":4096,"messages":[{"role":"user","content":"q"}],` + body + `}`)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if c.ThinkingBudget != want {
+			t.Errorf("%s: budget %d, want %d", body, c.ThinkingBudget, want)
+		}
+	}
+}

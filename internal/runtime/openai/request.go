@@ -207,6 +207,10 @@ type ChatRequest struct {
 	// the template as reasoning_effort (gpt-oss's "Reasoning: …"); none
 	// also as enable_thinking false (Qwen3's switch), as vLLM passes it.
 	ReasoningEffort *string `json:"reasoning_effort"`
+	// ThinkingBudget caps the tokens of a model's <think> reasoning (0:
+	// no cap). No chat field sets it: Anthropic's thinking.budget_tokens
+	// does, through the Messages translation.
+	ThinkingBudget int `json:"-"`
 
 	// BestOf generates best_of choices and returns the n with the highest
 	// cumulative log-probability, as on completions.

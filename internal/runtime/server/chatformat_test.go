@@ -315,3 +315,41 @@ func TestSpecialVocabulary(t *testing.T) {
 		t.Error("a special token is allowed in a grammar that names none")
 	}
 }
+
+// plainBytes decodes the 256 byte tokens.
+type plainBytes struct{}
+
+func (plainBytes) TokenBytes(id int32) []byte { return []byte{byte(id)} }
+
+// TestThinkingBudgetConstraint: reasoning gets budget tokens, then the
+// closing tokens are forced one by one, then the answer is free; output
+// that does not open reasoning, or closes it in time, is never held.
+func TestThinkingBudgetConstraint(t *testing.T) {
+	closing := []int32{'<', '/', 't', 'h', 'i', 'n', 'k', '>'}
+	feed := func(tb *thinkingBudget, s string) {
+		for i := range len(s) {
+			if !tb.Advance(int32(s[i])) {
+				t.Fatalf("%q: byte %d refused", s, i)
+			}
+		}
+	}
+	tb := newThinkingBudget(3, closing, plainBytes{}, 256, true)
+	feed(tb, "abc")
+	if tb.Advance('d') {
+		t.Fatal("a fourth reasoning token was allowed")
+	}
+	feed(tb, "</think>")
+	feed(tb, "answer of any length")
+
+	// The closing tag counts: "ab</think>" is 10 tokens.
+	tb = newThinkingBudget(10, closing, plainBytes{}, 256, false)
+	feed(tb, " <think>ab</think>then anything at all")
+	tb = newThinkingBudget(9, closing, plainBytes{}, 256, false)
+	feed(tb, " <think>ab</think")
+	if tb.Advance('>') {
+		t.Fatal("a tenth reasoning token was allowed")
+	}
+
+	tb = newThinkingBudget(3, closing, plainBytes{}, 256, false)
+	feed(tb, "no reasoning here, long enough")
+}

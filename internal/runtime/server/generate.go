@@ -104,6 +104,7 @@ func (s *Server) chatJob(ctx context.Context, h http.Header, req *openai.ChatReq
 		return j, apiErr
 	}
 	j.prompts = [][]int32{prompt}
+	j.thinkingBudget = req.ThinkingBudget
 	return j, nil
 }
 
@@ -206,6 +207,9 @@ type job struct {
 	// write as themselves (the format's markup: harmony's headers).
 	grammar         *grammar.Grammar
 	grammarSpecials []string
+	// thinkingBudget caps <think> reasoning at that many tokens (0: no
+	// cap), when no other constraint holds the output.
+	thinkingBudget int
 	// tools, when set, reads tool calls out of the output.
 	tools *toolCalling
 	// shape, when set, makes the writer of the one reply in an API's own
@@ -387,6 +391,10 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			req.Constraint = s.grammars.matcher(j.grammar, ends, j.grammarSpecials)
 		case allowed != nil:
 			req.Constraint = allowed.constraint(ep.MinTokens)
+		case j.thinkingBudget > 0 && j.tools != nil && j.tools.spec.Reasoning == chatformat.ReasoningThink:
+			if closing := s.cfg.Codec.Encode("\n</think>\n\n", false); len(closing) > 0 {
+				req.Constraint = newThinkingBudget(j.thinkingBudget, closing, s.eng.Config().Decoder, s.eng.Config().VocabSize, j.tools.opts.InReasoning)
+			}
 		}
 		st, err := s.eng.Submit(r.Context(), req)
 		if err != nil {
