@@ -353,3 +353,69 @@ func TestThinkingBudgetConstraint(t *testing.T) {
 	tb = newThinkingBudget(3, closing, plainBytes{}, 256, false)
 	feed(tb, "no reasoning here, long enough")
 }
+
+// TestReasoningStreams: streamed, the reasoning the prompt opened comes
+// as Responses reasoning_text deltas (the completed response holding the
+// same text in its reasoning item) and as Messages thinking_delta events
+// in a thinking block.
+func TestReasoningStreams(t *testing.T) {
+	env, _ := newCPUEnv(t, llamaCppTemplate(t, "Qwen3.5-4B.jinja"))
+	var deltas, final string
+	for _, sev := range env.namedEvents("/v1/responses", `{"input":"hi","max_output_tokens":12,"seed":7,"stream":true}`) {
+		ev := sev.raw
+		var e struct {
+			Type     string `json:"type"`
+			Delta    string `json:"delta"`
+			Response struct {
+				Output []struct {
+					Type    string `json:"type"`
+					Content []struct{ Text string }
+				} `json:"output"`
+			} `json:"response"`
+		}
+		if err := json.Unmarshal([]byte(ev), &e); err != nil {
+			t.Fatalf("event %s: %v", ev, err)
+		}
+		switch e.Type {
+		case "response.reasoning_text.delta":
+			deltas += e.Delta
+		case "response.output_text.delta":
+			t.Errorf("answer text %q streamed: the output is all reasoning", e.Delta)
+		case "response.completed", "response.incomplete":
+			if o := e.Response.Output; len(o) > 0 && o[0].Type == "reasoning" {
+				final = o[0].Content[0].Text
+			}
+		}
+	}
+	if deltas == "" || deltas != final {
+		t.Errorf("responses: reasoning deltas %q, final reasoning item %q", deltas, final)
+	}
+
+	deltas = ""
+	blockTypes := []string{}
+	for _, sev := range env.namedEvents("/v1/messages", `{"model":"","max_tokens":12,"stream":true,"messages":[{"role":"user","content":"hi"}]}`) {
+		ev := sev.raw
+		var e struct {
+			Type         string `json:"type"`
+			ContentBlock struct {
+				Type string `json:"type"`
+			} `json:"content_block"`
+			Delta struct {
+				Type     string `json:"type"`
+				Thinking string `json:"thinking"`
+			} `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(ev), &e); err != nil {
+			t.Fatalf("event %s: %v", ev, err)
+		}
+		if e.Type == "content_block_start" {
+			blockTypes = append(blockTypes, e.ContentBlock.Type)
+		}
+		if e.Delta.Type == "thinking_delta" {
+			deltas += e.Delta.Thinking
+		}
+	}
+	if len(blockTypes) != 1 || blockTypes[0] != "thinking" || deltas == "" {
+		t.Errorf("messages: blocks %v, thinking %q", blockTypes, deltas)
+	}
+}
