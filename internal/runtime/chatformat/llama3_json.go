@@ -15,6 +15,9 @@ var llama3JSON = &Format{
 	},
 	calls:     func(*Options) Parser { return &jsonCalls{leads: []string{"<|python_tag|>"}, first: "{"} },
 	EndTokens: []string{"<|eom_id|>"},
-	CallIDLen: 24,
-	Forced:    &Forced{JSON: &JSONShape{Separator: "; ", ArgsKey: "parameters"}},
+	// <|python_tag|> is a special token: the output keeps it for the
+	// reader.
+	KeepSpecialTokens: true,
+	CallIDLen:         24,
+	Forced:            &Forced{JSON: &JSONShape{Separator: "; ", ArgsKey: "parameters"}},
 }

@@ -9,11 +9,18 @@ import (
 // Small 3.2, Devstral, Ministral 3), each call after its own
 // [TOOL_CALLS].
 var mistralArgs = &Format{
-	Name:      "mistral_args",
-	detect:    func(src string) bool { return strings.Contains(src, "[TOOL_CALLS]") && strings.Contains(src, "[ARGS]") },
-	calls:     func(*Options) Parser { return &mistralArgsCalls{} },
-	callOpen:  []string{"[TOOL_CALLS]"},
-	CallIDLen: 9,
+	Name:     "mistral_args",
+	detect:   func(src string) bool { return strings.Contains(src, "[TOOL_CALLS]") && strings.Contains(src, "[ARGS]") },
+	calls:    func(*Options) Parser { return &mistralArgsCalls{} },
+	callOpen: []string{"[TOOL_CALLS]"},
+	// [TOOL_CALLS] and [ARGS] are special tokens of Mistral's
+	// vocabularies: the output keeps them for the reader.
+	KeepSpecialTokens: true,
+	CallIDLen:         9,
+	Forced: &Forced{
+		Header:        &HeaderShape{Open: mistralCalls, NameEnd: mistralArgsT},
+		SpecialTokens: []string{mistralCalls, mistralArgsT},
+	},
 }
 
 const (
