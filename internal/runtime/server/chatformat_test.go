@@ -419,3 +419,33 @@ func TestReasoningStreams(t *testing.T) {
 		t.Errorf("messages: blocks %v, thinking %q", blockTypes, deltas)
 	}
 }
+
+// TestThinkingOffForAThinkingModel: a model whose template has a thinking
+// switch (Qwen3.5's) does not think when the request turns thinking off:
+// chat's reasoning_effort none, Responses' reasoning.effort none and
+// Anthropic's thinking disabled reach the template as enable_thinking
+// false, its prompt closes the reasoning block, and the whole reply is
+// the answer.
+func TestThinkingOffForAThinkingModel(t *testing.T) {
+	env, _ := newCPUEnv(t, llamaCppTemplate(t, "Qwen3.5-4B.jinja"))
+	r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":12,"seed":7,"ignore_eos":true,"reasoning_effort":"none"}`)
+	var resp openai.ChatResponse
+	decodeStrict(t, r.body, &resp)
+	if m := resp.Choices[0].Message; m.ReasoningContent != "" || m.Content == "" {
+		t.Errorf("chat: %s", r.body)
+	}
+	r = env.post("/v1/responses", `{"input":"hi","max_output_tokens":12,"seed":7,"reasoning":{"effort":"none"}}`)
+	if strings.Contains(string(r.body), `"type":"reasoning"`) || !strings.Contains(string(r.body), `"type":"output_text"`) {
+		t.Errorf("responses: %s", r.body)
+	}
+	r = env.post("/v1/messages", `{"model":"","max_tokens":12,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"hi"}]}`)
+	var mr anthropic.Response
+	if err := json.Unmarshal(r.body, &mr); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range mr.Content {
+		if b.Type == "thinking" {
+			t.Errorf("messages: a thinking block with thinking disabled: %s", r.body)
+		}
+	}
+}
