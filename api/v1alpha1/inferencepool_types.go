@@ -127,6 +127,17 @@ type InferencePoolSpec struct {
 	// +optional
 	EnablePromptTokensDetails bool `json:"enablePromptTokensDetails,omitempty"`
 
+	// sharePrefixCacheAcrossKeys lets clients of different API keys (see
+	// apiKeySecretRef) hit each other's prefix-cache entries, as vLLM
+	// does (the runtime's --share-prefix-cache-across-keys). Off by
+	// default: each key's requests are salted with its owner, so neither
+	// cached_tokens nor response timing can tell one tenant what another
+	// sent; clients of the same key still share. Turn it on when the keys
+	// trust each other and share long prompts (one agent product behind
+	// several keys): their common prefixes are then computed once.
+	// +optional
+	SharePrefixCacheAcrossKeys bool `json:"sharePrefixCacheAcrossKeys,omitempty"`
+
 	// image is the runtime container image. Empty means the image the
 	// manager was started with (its --runtime-image flag).
 	// +kubebuilder:validation:MaxLength=512
@@ -323,8 +334,11 @@ type SimExecutorSpec struct {
 	// +optional
 	Accelerator string `json:"accelerator,omitempty"`
 
-	// model is the simulated model geometry.
-	// +kubebuilder:validation:Enum=llama-3.1-8b;llama-3.1-70b
+	// model is the simulated model geometry: the dense Llama-3.1 models,
+	// or a mixture of experts (Qwen3-Coder-30B-A3B, gpt-oss with its MXFP4
+	// experts, GLM-4.5-Air in BF16 or FP8, GLM-4.7-Flash), each as its
+	// published checkpoint stores it.
+	// +kubebuilder:validation:Enum=llama-3.1-8b;llama-3.1-70b;qwen3-coder-30b-a3b;gpt-oss-20b;gpt-oss-120b;glm-4.5-air;glm-4.5-air-fp8;glm-4.7-flash
 	// +kubebuilder:default=llama-3.1-8b
 	// +optional
 	Model string `json:"model,omitempty"`

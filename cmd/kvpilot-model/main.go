@@ -71,8 +71,25 @@ func write(args []string, stdout, stderr io.Writer) error {
 	theta := fs.Float64("rope-theta", float64(tiny.RopeTheta), "rotary embedding base")
 	tied := fs.Bool("tied", false, "tie the output head to the token embedding")
 	bias := fs.Bool("qkv-bias", false, "q/k/v projection biases (Qwen2-style)")
+	experts := fs.Int("experts", 0, "mixture-of-experts MLPs: experts per layer (qwen3moe)")
+	expertsUsed := fs.Int("experts-used", 0, "experts each token runs (with --experts)")
+	expertFFN := fs.Int("expert-ffn", 0, "one expert's MLP hidden width (0: ffn/experts-used)")
+	sharedExperts := fs.Int("shared-experts", 0, "experts every token runs besides the routed ones (glm4moe)")
+	denseLayers := fs.Int("dense-layers", 0, "leading layers with a dense MLP of --ffn (glm4moe)")
+	expertNorm := fs.Bool("expert-weights-norm", false, "divide the chosen experts' weights by their sum (glm4moe; qwen3moe always does)")
+	expertScale := fs.Float64("expert-weights-scale", 0, "routed scaling factor of the experts' weights (glm4moe; 0: none)")
 	seed := fs.Int64("seed", 1, "weight seed")
 	dtype := fs.String("dtype", "f32", "matrix type: f32, f16, bf16 or q8_0")
+	ropeScaling := fs.String("rope-scaling", "", "RoPE scaling: "+strings.Join(archs.RopeScalingTypes, ", ")+" (empty: no rope.scaling.type key)")
+	ropeFactor := fs.Float64("rope-scaling-factor", 0, "RoPE scaling factor, the context's stretch (0: none)")
+	ropeOrigCtx := fs.Int("rope-orig-ctx", 0, "context trained before RoPE scaling (0: --context)")
+	ropeAttnFactor := fs.Float64("rope-attn-factor", 0, "rope.scaling.attn_factor, a multiplier of the rotated values (0: none)")
+	yarnBetaFast := fs.Float64("yarn-beta-fast", 0, "YaRN's beta_fast (mistral3; 0: llama.cpp's 32)")
+	yarnBetaSlow := fs.Float64("yarn-beta-slow", 0, "YaRN's beta_slow (mistral3; 0: llama.cpp's 1)")
+	yarnLogMul := fs.Float64("yarn-log-mul", 0, "YaRN's log multiplier (mistral3; 0: none)")
+	attnTemp := fs.Float64("attn-temp-scale", 0, "attention temperature scale, stepping every --rope-orig-ctx (else --context) positions (mistral3; 0: none)")
+	ropeFreqs := fs.Bool("rope-freqs", false, "write rope_freqs.weight, divisors of RoPE's frequencies (Llama 3.1's scaling; random in [1, 8])")
+	ropeDims := fs.Int("rope-dims", 0, "dimensions of a head RoPE rotates (0: the whole head; the llama family rotates whole heads)")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -93,6 +110,14 @@ func write(args []string, stdout, stderr io.Writer) error {
 		cfg := model.Config{
 			Arch: *arch, VocabSize: *vocab, Dim: *dim, Layers: *layers, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
 			FFN: *ffn, ContextLen: *ctxLen, RopeTheta: float32(*theta), TiedEmbeddings: *tied, QKVBias: *bias,
+			Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN,
+			SharedExperts: *sharedExperts, DenseLayers: *denseLayers, ExpertWeightsNorm: *expertNorm, ExpertWeightsScale: float32(*expertScale),
+			RopeDims: *ropeDims,
+			RopeScaling: archs.RopeScaling{
+				Type: *ropeScaling, Factor: float32(*ropeFactor), OrigContext: *ropeOrigCtx, AttnFactor: float32(*ropeAttnFactor),
+				YarnBetaFast: float32(*yarnBetaFast), YarnBetaSlow: float32(*yarnBetaSlow), YarnLogMul: float32(*yarnLogMul),
+			},
+			AttnTempScale: float32(*attnTemp), RopeFreqFactors: *ropeFreqs,
 		}.WithDefaults()
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -142,6 +167,21 @@ func writeFile(path string, m *model.Model) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	// What the architecture's ReadConfig refuses (partial RoPE in the llama
+	// family …) or does not read (mistral3's keys in a llama file) is not
+	// written.
+	back, err := model.Open(f.Name(), nil)
+	if err != nil {
+		return fmt.Errorf("the model written does not load: %w", err)
+	}
+	got := back.Config
+	if err := back.Close(); err != nil {
+		return err
+	}
+	if want := m.Config; got.RopeDims != want.RopeDims || got.RopeScaling != want.RopeScaling || got.AttnTempScale != want.AttnTempScale || got.RopeFreqFactors != want.RopeFreqFactors {
+		return fmt.Errorf("architecture %s does not store the model's RoPE: written rope dims %d, scaling %+v, attention temperature %g; read back %d, %+v, %g",
+			want.Arch, want.RopeDims, want.RopeScaling, want.AttnTempScale, got.RopeDims, got.RopeScaling, got.AttnTempScale)
+	}
 	return os.Rename(f.Name(), path)
 }
 
@@ -153,6 +193,30 @@ func describe(c model.Config) string {
 	}
 	if c.QKVBias {
 		s += ", qkv bias"
+	}
+	if c.Experts > 0 {
+		s += fmt.Sprintf(", %d experts (%d used, ffn %d)", c.Experts, c.ExpertsUsed, c.ExpertFFN)
+	}
+	if c.SharedExperts > 0 {
+		s += fmt.Sprintf(", %d shared", c.SharedExperts)
+	}
+	if c.DenseLayers > 0 {
+		s += fmt.Sprintf(", %d leading dense layers", c.DenseLayers)
+	}
+	if c.RopeDims > 0 && c.RopeDims != c.HeadDim {
+		s += fmt.Sprintf(", rope over %d of %d dims", c.RopeDims, c.HeadDim)
+	}
+	if r := c.RopeScaling; r != (archs.RopeScaling{}) {
+		s += fmt.Sprintf(", rope scaling %q factor %g (original context %d, attention factor %g)", r.Type, r.Factor, r.OrigContext, r.AttnFactor)
+		if r.YarnBetaFast != 0 || r.YarnBetaSlow != 0 || r.YarnLogMul != 0 {
+			s += fmt.Sprintf(", yarn beta fast %g, beta slow %g, log multiplier %g", r.YarnBetaFast, r.YarnBetaSlow, r.YarnLogMul)
+		}
+	}
+	if c.RopeFreqFactors {
+		s += ", rope frequency factors"
+	}
+	if c.AttnTempScale != 0 {
+		s += fmt.Sprintf(", attention temperature scale %g every %d positions", c.AttnTempScale, c.AttnTempFloor())
 	}
 	return s
 }

@@ -18,6 +18,19 @@ func TestWriteAndInfo(t *testing.T) {
 			"qwen2 vocab 300, dim 64, 1 layers, 4 heads (1 kv, head dim 16), ffn 64, context 4096, rope theta 10000, tied head, qkv bias"},
 		{[]string{"--layers", "2", "--dim", "128", "--heads", "4", "--kv-heads", "2", "--head-dim", "64", "--ffn", "192", "--dtype", "f16", "--arch", "qwen3", "--tied", "--rope-theta", "1000000"},
 			"qwen3 vocab 258, dim 128, 2 layers, 4 heads (2 kv, head dim 64), ffn 192, context 4096, rope theta 1e+06, tied head"},
+		{[]string{"--layers", "2", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--ffn", "96", "--dtype", "q8_0", "--arch", "qwen3moe", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32"},
+			"qwen3moe vocab 258, dim 64, 2 layers, 4 heads (2 kv, head dim 16), ffn 96, context 4096, rope theta 10000, 8 experts (2 used, ffn 32)"},
+		{[]string{"--layers", "3", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ffn", "96", "--dtype", "f16", "--arch", "glm4moe", "--qkv-bias", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32", "--shared-experts", "1", "--dense-layers", "1", "--expert-weights-norm", "--expert-weights-scale", "2.5"},
+			"glm4moe vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 96, context 4096, rope theta 10000, qkv bias, 8 experts (2 used, ffn 32), 1 shared, 1 leading dense layers"},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--arch", "qwen3", "--context", "8192", "--rope-scaling", "yarn", "--rope-scaling-factor", "4", "--rope-orig-ctx", "2048"},
+			`rope scaling "yarn" factor 4 (original context 2048, attention factor 0)`},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--rope-scaling", "linear", "--rope-scaling-factor", "2", "--rope-attn-factor", "0.5"},
+			`llama vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 4096, rope theta 10000, rope scaling "linear" factor 2 (original context 0, attention factor 0.5)`},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--arch", "mistral3", "--context", "8192", "--rope-scaling", "yarn", "--rope-scaling-factor", "16",
+			"--rope-orig-ctx", "512", "--yarn-beta-fast", "32", "--yarn-beta-slow", "1", "--yarn-log-mul", "1", "--attn-temp-scale", "0.1"},
+			`mistral3 vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 8192, rope theta 10000, rope scaling "yarn" factor 16 (original context 512, attention factor 0), yarn beta fast 32, beta slow 1, log multiplier 1, attention temperature scale 0.1 every 512 positions`},
+		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--rope-freqs", "--rope-theta", "500000"},
+			"llama vocab 258, dim 64, 1 layers, 4 heads (4 kv, head dim 16), ffn 64, context 4096, rope theta 500000, rope frequency factors"},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer
@@ -37,6 +50,16 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--heads", "3", "--kv-heads", "2"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--dtype", "q4_k"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--vocab", "100"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3moe"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3moe", "--experts", "4", "--experts-used", "5"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--experts", "4", "--experts-used", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "glm4moe", "--experts", "4", "--experts-used", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--rope-scaling", "longrope", "--rope-scaling-factor", "4"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--rope-scaling-factor", "-1"},
+		// The llama family rotates whole heads: the file would not load.
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--rope-dims", "8"},
+		// llama reads no attention temperature (mistral3 does).
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--attn-temp-scale", "0.1"},
 		{"info", filepath.Join(dir, "missing.gguf")},
 		{"frobnicate"},
 	} {

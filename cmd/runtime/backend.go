@@ -60,9 +60,12 @@ type modelExecutor interface {
 func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
 	log.Info("loading model", "model", o.Model)
 	start := time.Now()
-	m, err := model.Open(o.Model, loadProgress(log))
+	m, err := model.OpenWith(o.Model, loadProgress(log), model.LoadOptions{PreTokenizerFallback: o.TokenizerPreFallback})
 	if err != nil {
 		return nil, err
+	}
+	if m.PreTokenizerFallback != "" {
+		log.Warn("TOKENIZER FALLBACK: prompts do not tokenize as the model was trained", "model", o.Model, "reason", m.PreTokenizerFallback, "flag", "--tokenizer-pre-fallback")
 	}
 	cfg := m.Config
 	log.Info("model loaded", "model", o.Model, "arch", cfg.Arch, "params", cfg.NumParams(), "layers", cfg.Layers,
@@ -235,6 +238,9 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	if err != nil {
 		return nil, err
 	}
+	if o.SimWeightBits > 0 {
+		geom = geom.WithWeightBits(o.SimWeightBits, 0)
+	}
 	geom.KVDType = o.KVCacheDType
 	if err := geom.KV().Validate(); err != nil {
 		return nil, fmt.Errorf("--kv-cache-dtype %s: %w", o.KVCacheDType, err)
@@ -251,7 +257,7 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	case blocks > 0:
 		sizedFrom = "--kv-cache-blocks"
 	case o.KVCacheMemory > 0:
-		perBlock := geom.KVBytesPerToken() / int64(o.TensorParallel) * int64(o.BlockSize)
+		perBlock := geom.KVBytesPerTokenPerDevice(o.TensorParallel) * int64(o.BlockSize)
 		blocks = int(int64(o.KVCacheMemory) / perBlock)
 		sizedFrom = "--kv-cache-memory"
 		if blocks == 0 {
@@ -268,7 +274,7 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		return nil, err
 	}
 	vocab := exec.Vocabulary()
-	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "tensor_parallel", o.TensorParallel,
+	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "weight_bytes", geom.WeightBytes(), "tensor_parallel", o.TensorParallel,
 		"kv_blocks", blocks, "kv_cache_dtype", geom.KV().DType, "kv_sized_from", sizedFrom)
 	return &backend{
 		exec: exec, codec: codec.Sim{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},

@@ -177,3 +177,39 @@ func TestBackendArchitecture(t *testing.T) {
 		}
 	}
 }
+
+// TestSimWeightBits: GLM-4.5-Air's BF16 weights (214 GB) do not fit one
+// simulated H100; at --sim-weight-bits 4.5 (60 GB) they do, and the
+// blocks are what the 0.9 fraction leaves beside them.
+func TestSimWeightBits(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	build := func(args ...string) (*backend, error) {
+		o, err := parseOptions(append([]string{"--executor", "sim", "--sim-model", "glm-4.5-air"}, args...), env(nil), io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		return buildBackend(o, nil, log)
+	}
+	if _, err := build(); err == nil || !strings.Contains(err.Error(), "does not fit") {
+		t.Fatalf("GLM-4.5-Air in BF16 on one H100: %v, want it not to fit", err)
+	}
+	be, err := build("--sim-weight-bits", "4.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.close()
+	acc, _ := sim.LookupAccelerator("H100-SXM")
+	geom, _ := sim.LookupGeometry("glm-4.5-air")
+	want, err := sim.KVBlocksForDevice(acc, geom.WithWeightBits(4.5, 0), 1, 0.9, 16)
+	if err != nil || be.numBlocks != want || want == 0 {
+		t.Errorf("at 4.5 bits: %d blocks, want %d (%v)", be.numBlocks, want, err)
+	}
+	for _, bad := range [][]string{{"--sim-weight-bits", "0.5"}, {"--sim-weight-bits", "64"}} {
+		if _, err := build(bad...); err == nil || !strings.Contains(err.Error(), "--sim-weight-bits") {
+			t.Errorf("%q: %v, want an error naming --sim-weight-bits", bad, err)
+		}
+	}
+	if _, err := parseOptions([]string{"--sim-weight-bits", "8"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "--executor sim only") {
+		t.Errorf("--sim-weight-bits with the cpu executor: %v", err)
+	}
+}

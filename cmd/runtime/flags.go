@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
+	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -28,6 +29,7 @@ type options struct {
 	Executor        string
 	SimAccelerator  string
 	SimModel        string
+	SimWeightBits   float64
 	TensorParallel  int
 	CPUThreads      int
 	Device          string
@@ -50,6 +52,7 @@ type options struct {
 	// Tenancy.
 	MaxProgramsPerKey         int
 	EnablePromptTokensDetails bool
+	SharePrefixCache          bool
 
 	MaxNumSeqs          int
 	MaxNumBatchedTokens int
@@ -80,10 +83,14 @@ type options struct {
 	WarmupIterations      int
 	MaxBodyBytes          byteSize
 	StreamWriteTimeout    time.Duration
+	MaxConnections        int
 	StreamMaxBuffered     byteSize
 	ResponsesStoreEntries int
 	ResponsesStoreBytes   byteSize
 	LogLevel              slog.Level
+
+	// TokenizerPreFallback is model.LoadOptions.PreTokenizerFallback.
+	TokenizerPreFallback string
 }
 
 const (
@@ -104,6 +111,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	}
 
 	fs.StringVar(&o.Model, "model", "builtin:tiny", "model to serve with the cpu or ggml executor: a GGUF file path, or builtin:tiny")
+	fs.StringVar(&o.TokenizerPreFallback, "tokenizer-pre-fallback", "", "tokenizer.ggml.pre to split text with when the GGUF's is one kvpilot does not support (e.g. gpt-2), instead of refusing the model; tokens then differ from the model's training (logged as a warning): for trying a model out")
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model name in the API (default: derived from --model, or --sim-model with the sim executor)")
 	fs.StringVar(&o.Executor, "executor", executorCPU, "executor: cpu (pure-Go transformer), ggml (ggml's CPU or CUDA kernels; libraries from hack/setup-ggml.sh) or sim (roofline model of an accelerator)")
 	fs.StringVar(&o.Device, "device", "", "ggml executor: cuda or cpu (default: cuda when NVML finds a GPU and the CUDA backend loads, else cpu)")
@@ -111,7 +119,8 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.GGMLDeviceArgmax, "ggml-device-argmax", false, "ggml executor: take the argmax of greedy rows (no logprobs, processors or constraint) on the device and read back their token instead of their logits (not yet measured on a GPU)")
 	fs.IntVar(&o.GGMLFlashMaxSeqs, "ggml-flash-max-seqs", 0, "ggml executor: batches of at most this many sequences run flash attention per sequence, larger ones the plain attention (0: every batch on the cpu device, none on cuda, where it is not yet measured; needs ggml built with flash-attention kernels for the KV cache's type)")
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
-	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry (llama-3.1-8b, llama-3.1-70b)")
+	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry ("+strings.Join(sim.GeometryNames(), ", ")+")")
+	fs.Float64Var(&o.SimWeightBits, "sim-weight-bits", 0, "sim executor: bits a weight, routed experts included, for a quantized checkpoint (8: FP8, about 4.9: Q4_K_M; 0: the profile's own)")
 	fs.IntVar(&o.TensorParallel, "tensor-parallel", 1, "sim executor: devices one replica spans (the cpu and ggml executors run on one device: 1 only)")
 	fs.IntVar(&o.CPUThreads, "cpu-threads", 0, "cpu executor, and ggml on the cpu device: threads (0: GOMAXPROCS for cpu; for ggml up to one per physical core of the CPUs this process is given, its cgroup's CPU quota, then its CPU affinity, each graph on the count measured fastest)")
 	fs.TextVar(&o.KVCacheDType, "kv-cache-dtype", kvcache.DTypeAuto, "KV cache element type: auto, f16, bf16, q8_0 or f32 (auto: the model's activation type, as vLLM's; ggml: f16 unless the weights are F32 or BF16; cpu keeps f32 and refuses the others; sim: the geometry's bf16)")
@@ -126,6 +135,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.ProgramIdle, "program-idle-timeout", 10*time.Minute, "a program with no request for this long ends")
 	fs.StringVar(&o.APIKeyFile, "api-key-file", "", "file of API keys, one per line; when set, /v1/* requires Authorization: Bearer <key> (or x-api-key), and each key's programs are its own")
 	fs.IntVar(&o.MaxProgramsPerKey, "max-programs-per-key", 0, "most live programs one API key may have on this pod; a request starting one more gets 429 with Retry-After (0: no limit)")
+	fs.BoolVar(&o.SharePrefixCache, "share-prefix-cache-across-keys", false, "let requests of different API keys hit each other's prefix-cache entries, as vLLM does (off: each key's prefixes are salted with its owner, so hits and timing reveal nothing across keys)")
 	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", false, "report prefix-cache hits in usage (chat and completions: prompt_tokens_details.cached_tokens; Responses: input_tokens_details.cached_tokens; Messages: cache_read_input_tokens; 0 when off); off by default, as in vLLM, since hits tell one client about another's prompts)")
 
 	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one iteration")
@@ -156,6 +166,8 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body, e.g. 4Mi")
 	fs.DurationVar(&o.StreamWriteTimeout, "stream-write-timeout", 5*time.Second,
 		"a streaming response whose write blocks this long (the client stopped reading) is cancelled and its KV freed (0: no limit)")
+	fs.IntVar(&o.MaxConnections, "max-connections", 0,
+		"most open connections on the API port; one over closes the oldest still sending its request or idle (0: three quarters of the open-file limit)")
 	o.StreamMaxBuffered = 1 << 20
 	fs.Var(&o.StreamMaxBuffered, "stream-max-buffered-bytes",
 		"a streaming response with more than this sent but not read by the client (Linux: the socket's send queue) is cancelled and its KV freed (0: no limit)")
@@ -269,6 +281,8 @@ func (o *options) validate() error {
 	check(o.ResponsesStoreBytes > 0, "--responses-store-bytes must be > 0")
 	check(o.CPUThreads >= 0, "--cpu-threads must be >= 0")
 	check(o.GGMLFlashMaxSeqs >= 0, "--ggml-flash-max-seqs must be >= 0")
+	check(o.SimWeightBits == 0 || (o.SimWeightBits >= 1 && o.SimWeightBits <= 32), "--sim-weight-bits must be 0 (the profile's) or between 1 and 32, got %g", o.SimWeightBits)
+	check(o.SimWeightBits == 0 || o.Executor == executorSim, "--sim-weight-bits applies to --executor sim only")
 	check(o.GGMLFlashMaxSeqs == 0 || o.Executor == executorGGML, "--ggml-flash-max-seqs applies to --executor ggml only")
 	check(!o.GGMLDeviceArgmax || o.Executor == executorGGML, "--ggml-device-argmax applies to --executor ggml only")
 	check(o.Executor != executorCPU || o.KVCacheDType.ResolveAuto(kvcache.DTypeF32) == kvcache.DTypeF32,

@@ -217,7 +217,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
 		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken), AdvertiseAddr: advertise,
 		ResponsesStoreEntries: int(noLimit(int64(o.ResponsesStoreEntries))), ResponsesStoreBytes: int64(o.ResponsesStoreBytes),
-		PromptTokensDetails: o.EnablePromptTokensDetails,
+		PromptTokensDetails: o.EnablePromptTokensDetails, SharePrefixCacheAcrossKeys: o.SharePrefixCache,
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -229,9 +229,16 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		return err
 	}
 	defer stopControl()
+	evicted, err := server.NewConnEvictedCounter(reg)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	conns := server.NewConnLimiter(apiConnLimit(o.MaxConnections), evicted)
 	httpSrv := &http.Server{
 		Handler:           srv,
 		ConnContext:       server.ConnContext,
+		ConnState:         conns.ConnState,
 		ReadHeaderTimeout: 10 * time.Second,
 		// Bounds reading a request (headers and body); a response streams
 		// as long as it needs (the server clears the read deadline once the
@@ -241,8 +248,8 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- httpSrv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "model", name, "backend", be.description, "max_model_len", maxModelLen)
+	go func() { served <- httpSrv.Serve(conns.Listener(ln)) }()
+	log.Info("listening", "addr", ln.Addr().String(), "max_connections", conns.Limit(), "model", name, "backend", be.description, "max_model_len", maxModelLen)
 
 	if err := eng.Start(ctx); err != nil {
 		_ = httpSrv.Close()
@@ -384,4 +391,19 @@ func advertiseAddr(o *options, listen net.Addr) string {
 		return net.JoinHostPort(ip, port)
 	}
 	return listen.String()
+}
+
+// apiConnLimit is --max-connections, or when it is 0 three quarters of
+// the process's open-file limit: the rest stays for the control port, the
+// model's files and the connections the pod opens itself (requests
+// forwarded to other pods, KV moves).
+func apiConnLimit(flag int) int {
+	if flag > 0 {
+		return flag
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 || rl.Cur > 1<<20 {
+		return 1 << 15
+	}
+	return max(int(rl.Cur)*3/4, 16)
 }

@@ -312,3 +312,67 @@ func TestIdleControlConnectionsDoNotStarveHealth(t *testing.T) {
 		t.Errorf("the controller's call with 1000 idle control connections: %v", err)
 	}
 }
+
+// TestSlowBodyFloodDoesNotStarveHealth (issue 34, item 3): 1,020
+// connections to the API port that send a request's headers and then
+// trickle (or never send) its body, under a 1,024 open-file limit, would
+// hold a descriptor each until the pod could accept nothing: /health,
+// /ready and the control port then time out. With the API port's
+// connections bounded (three quarters of the limit here), the oldest
+// slow ones are closed to make room and the probes and the controller's
+// calls answer; a request being answered meanwhile is never closed.
+func TestSlowBodyFloodDoesNotStarveHealth(t *testing.T) {
+	p := &pod{t: t, Pod: runtimeproc.StartPod(t, runtimeproc.PodOptions{
+		Options:      runtimeproc.Options{Name: "pod", Env: cleanEnv(), MaxOpenFiles: 1024},
+		ControlToken: testControlToken,
+		ReadyTimeout: startTimeout,
+	})}
+	// A stream that runs through the flood.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	streamed := make(chan result, 1)
+	go func() {
+		streamed <- post(ctx, p.API, "", `{"prompt":"hello","max_tokens":400,"ignore_eos":true,"stream":true}`)
+	}()
+	time.Sleep(200 * time.Millisecond)
+
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for i := range 1020 {
+		c, err := net.DialTimeout("tcp", p.API, 2*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if i%2 == 0 {
+			_, _ = c.Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"prompt\":"))
+		}
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	for _, path := range []string{"/health", "/ready"} {
+		resp, err := client.Get("http://" + p.API + path)
+		if err != nil {
+			t.Fatalf("%s with 1020 slow connections: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if _, err := control.NewClient(testControlToken, 3*time.Second).State(cctx, p.Control); err != nil {
+		t.Errorf("the controller's call with 1020 slow API connections: %v", err)
+	}
+	if got := p.metrics()["kvpilot_api_connections_evicted_total"]; got < 1020-768 {
+		t.Errorf("kvpilot_api_connections_evicted_total = %v, want at least %d", got, 1020-768)
+	}
+	r := <-streamed
+	if r.err != nil || r.status != http.StatusOK || !strings.Contains(r.body, "[DONE]") {
+		t.Errorf("the stream answered during the flood: status %d, err %v, body ends %q", r.status, r.err, tail(r.body))
+	}
+}

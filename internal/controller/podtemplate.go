@@ -111,6 +111,9 @@ func podTemplate(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.Sc
 	if n := spec.MaxProgramsPerKey; n != nil {
 		args = append(args, fmt.Sprintf("--max-programs-per-key=%d", *n))
 	}
+	if spec.SharePrefixCacheAcrossKeys {
+		args = append(args, "--share-prefix-cache-across-keys")
+	}
 	if spec.EnablePromptTokensDetails {
 		args = append(args, "--enable-prompt-tokens-details")
 	}

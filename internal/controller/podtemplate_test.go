@@ -131,6 +131,11 @@ func TestPodTemplateArgs(t *testing.T) {
 			pool: utiltesting.MakeInferencePool("p", "ns").EnablePromptTokensDetails().Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--enable-prompt-tokens-details"),
 		},
+		"prefix cache shared across keys": {
+			pool: utiltesting.MakeInferencePool("p", "ns").APIKey("keys", "openai").SharePrefixCacheAcrossKeys().Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--api-key-file=/var/run/kvpilot/api-key/openai",
+				"--share-prefix-cache-across-keys"),
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

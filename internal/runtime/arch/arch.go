@@ -42,6 +42,7 @@ type File interface {
 	String(key string) (v string, ok bool, err error)
 	Uint(key string) (v uint64, ok bool, err error)
 	Float(key string) (v float64, ok bool, err error)
+	Bool(key string) (v, ok bool, err error)
 	// Shape is the named tensor's shape (GGUF order), or nil when the file
 	// has no such tensor.
 	Shape(name string) []int

@@ -1,6 +1,11 @@
 package arch
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
 
 // Config is a model's geometry and hyperparameters: the fields every
 // architecture has (the KV cache's geometry among them), and those of the
@@ -49,14 +54,60 @@ type Config struct {
 	// Experts and ExpertsUsed are a mixture-of-experts MLP's expert count
 	// and how many each token runs; 0 for a dense MLP.
 	Experts, ExpertsUsed int
+	// ExpertFFN is the hidden width of one expert's SwiGLU MLP (GGUF's
+	// expert_feed_forward_length); FFN stays the dense layers' width.
+	ExpertFFN int
+	// SharedExperts counts the experts every token runs besides the routed
+	// ones (GGUF's expert_shared_count), together one MLP of
+	// SharedExperts·ExpertFFN.
+	SharedExperts int
+	// DenseLayers is how many leading layers have a dense MLP of FFN
+	// instead of experts (GGUF's leading_dense_block_count).
+	DenseLayers int
+	// ExpertGating is how the router's logits become the experts' weights.
+	ExpertGating Gating
+	// ExpertWeightsNorm: the selected experts' weights are divided by
+	// their sum (Hugging Face's norm_topk_prob).
+	ExpertWeightsNorm bool
+	// ExpertWeightsScale multiplies the selected experts' weights (the
+	// routed scaling factor); 0 means 1.
+	ExpertWeightsScale float32
+	// QKNorm: each layer RMS-normalizes every query and key head by
+	// weights of HeadDim (attn_q_norm, attn_k_norm) where an architecture
+	// makes them optional (glm4moe; qwen3's are its architecture's).
+	QKNorm bool
+	// NextNLayers counts the multi-token-prediction layers a file carries
+	// after its Layers (GGUF's nextn_predict_layers, counted in its
+	// block_count): the forward pass skips them, as llama.cpp's does.
+	NextNLayers int
+	// AttnTempScale is Llama 4's attention temperature tuning, which
+	// mistral3 reads (attention.temperature_scale): each query is
+	// multiplied by 1 + AttnTempScale·ln(⌊pos/AttnTempFloor()⌋+1), so that
+	// attention sharpens past the trained context; 0 for none.
+	AttnTempScale float32
+	// RopeFreqFactors: the file has rope_freqs.weight, RopeDims/2 divisors
+	// of RoPE's per-pair frequencies (Llama 3.1's "llama3" scaling, which
+	// converters bake into the file; mistral3 may carry one too).
+	RopeFreqFactors bool
 }
 
 // RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor
 // the context's stretch and OrigContext the context trained before it.
+// Type "" is a file without rope.scaling.type, which llama.cpp reads as
+// "linear" (so a Factor alone stretches linearly); "none" ignores Factor.
 type RopeScaling struct {
 	Type        string
 	Factor      float32
 	OrigContext int
+	// AttnFactor is rope.scaling.attn_factor, the model's own multiplier
+	// of the rotated values (every architecture's); 0 means 1.
+	AttnFactor float32
+	// YarnBetaFast, YarnBetaSlow and YarnLogMul are
+	// rope.scaling.yarn_beta_fast, yarn_beta_slow and
+	// yarn_log_multiplier, which only some architectures read (mistral3;
+	// llama.cpp's llama family keeps its defaults whatever the file says).
+	// 0 means the defaults: betas 32 and 1, no log multiplier.
+	YarnBetaFast, YarnBetaSlow, YarnLogMul float32
 }
 
 // LayerKind is what a layer's attention reads.
@@ -81,7 +132,8 @@ func (c Config) RopeNeox() bool { return c.Arch == "qwen2" || c.Arch == "qwen3" 
 // Validate reports the first inconsistency in the geometry, or an
 // architecture that is not registered.
 func (c Config) Validate() error {
-	if _, err := Lookup(c.Arch); err != nil {
+	a, err := Lookup(c.Arch)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -100,13 +152,39 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bos token %d outside the vocabulary of %d", c.BOS, c.VocabSize)
 	case c.LayerKinds != nil && len(c.LayerKinds) != c.Layers:
 		return fmt.Errorf("%d layer kinds for %d layers", len(c.LayerKinds), c.Layers)
+	case c.Experts < 0 || c.ExpertsUsed < 0 || c.ExpertsUsed > c.Experts || (c.Experts > 0) != (c.ExpertsUsed > 0):
+		return fmt.Errorf("%d experts, %d used per token: want 0 < used ≤ experts, or both 0", c.Experts, c.ExpertsUsed)
+	case c.Experts > 0 && c.ExpertFFN <= 0:
+		return fmt.Errorf("expert ffn %d must be positive with %d experts", c.ExpertFFN, c.Experts)
+	case c.DenseLayers < 0 || c.DenseLayers > c.Layers || c.SharedExperts < 0 || c.NextNLayers < 0:
+		return fmt.Errorf("%d leading dense layers of %d, %d shared experts, %d next-token layers: out of range", c.DenseLayers, c.Layers, c.SharedExperts, c.NextNLayers)
+	case c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0:
+		return fmt.Errorf("rope dims %d: must be even and at most the head dim %d (0: all of it)", c.RopeDims, c.HeadDim)
+	case c.RopeScaling.Type != "" && !slices.Contains(RopeScalingTypes, c.RopeScaling.Type):
+		return fmt.Errorf("rope scaling %q is unsupported (supported: %s)", c.RopeScaling.Type, strings.Join(RopeScalingTypes, ", "))
+	case c.RopeScaling.Factor < 0 || math.IsInf(float64(c.RopeScaling.Factor), 0) || c.RopeScaling.Factor != c.RopeScaling.Factor:
+		return fmt.Errorf("rope scaling factor %g must be positive (0: none)", c.RopeScaling.Factor)
+	case math.IsInf(float64(c.AttnTempScale), 0) || c.AttnTempScale != c.AttnTempScale:
+		return fmt.Errorf("attention temperature scale %g must be finite", c.AttnTempScale)
+	case c.RopeScaling.OrigContext < 0:
+		return fmt.Errorf("rope scaling original context %d must not be negative", c.RopeScaling.OrigContext)
 	}
 	for _, id := range c.EOS {
 		if id < 0 || int(id) >= c.VocabSize {
 			return fmt.Errorf("eos token %d outside the vocabulary of %d", id, c.VocabSize)
 		}
 	}
+	if v, ok := a.(Validator); ok {
+		return v.Validate(c)
+	}
 	return nil
+}
+
+// Validator is implemented by an architecture whose geometry has rules of
+// its own (a mixture of experts needs experts): Config.Validate calls it
+// after its own checks.
+type Validator interface {
+	Validate(c Config) error
 }
 
 // NumParams is the number of weights, counting a tied head once: the sum
@@ -120,7 +198,8 @@ func (c Config) NumParams() int64 {
 }
 
 // WithDefaults fills unset fields the way model.Random does: arch llama,
-// head dim Dim/Heads, kv heads Heads, context 4096, theta 10000, eps 1e-5.
+// head dim Dim/Heads, kv heads Heads, context 4096, theta 10000, eps 1e-5,
+// expert ffn FFN/ExpertsUsed.
 func (c Config) WithDefaults() Config {
 	if c.Arch == "" {
 		c.Arch = "llama"
@@ -139,6 +218,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
+	}
+	if c.Experts > 0 && c.ExpertFFN == 0 && c.ExpertsUsed > 0 {
+		c.ExpertFFN = c.FFN / c.ExpertsUsed // llama.cpp's default
 	}
 	return c
 }

@@ -2,6 +2,8 @@
 // general.architecture): an Architecture reads its hyperparameters from the
 // file's metadata, lists the tensors it needs, and describes its forward pass
 // once over the tensor operations an executor offers (Ops), paged attention
-// included. Each family is a package below this one (llama: llama and
-// qwen2); the registry maps names to them. See docs/architectures.md.
+// included. Each family is a package below this one (llama: llama, qwen2,
+// qwen3 and qwen3moe; glm4moe); the registry maps names to them. A
+// mixture-of-experts MLP is described once, here (MoE, over MoEOps). See
+// docs/architectures.md.
 package arch

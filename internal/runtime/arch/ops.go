@@ -36,8 +36,18 @@ type Ops interface {
 	// Reshape3D views x, contiguous, as [ne0, ne1, ne2].
 	Reshape3D(x Tensor, ne0, ne1, ne2 int) Tensor
 	// Rope rotates the first dims dimensions of every head of x
-	// [headDim, heads, n] by the batch's positions.
+	// [headDim, heads, n] by the batch's positions: RopeExt without
+	// scaling.
 	Rope(x Tensor, dims int, mode RopeMode, theta float32) Tensor
+	// RopeExt is Rope with every parameter of ggml_rope_ext: partial
+	// rotation, linear and YaRN scaling (Config.RopeParams derives them
+	// from a model's hyperparameters as llama.cpp does).
+	RopeExt(x Tensor, p RopeParams) Tensor
+	// AttnTemperature multiplies each token's rows of q [headDim, heads, n]
+	// by 1 + scale·ln(⌊pos/floor⌋+1) at its position pos (Llama 4's
+	// attention temperature tuning, Config.AttnTempScale): the same scale
+	// and floor in every call of a forward pass.
+	AttnTemperature(q Tensor, scale float32, floor int) Tensor
 	// SwiGLU is silu(gate) ⊙ up.
 	SwiGLU(gate, up Tensor) Tensor
 	// Attention writes this iteration's keys k [headDim, kvHeads, n] and
@@ -49,6 +59,8 @@ type Ops interface {
 	// is false when it samples none; the forward pass then ends at x (its
 	// KV writes are what the iteration is for).
 	Sampled(x Tensor) (rows Tensor, ok bool)
+	// MoEOps are those of mixture-of-experts MLPs (moe.go).
+	MoEOps
 }
 
 // Forward is an architecture's forward pass over its bound weights.

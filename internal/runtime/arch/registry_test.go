@@ -11,7 +11,7 @@ import (
 )
 
 func TestRegistryNamesTheArchitectures(t *testing.T) {
-	if diff := cmp.Diff([]string{"llama", "qwen2", "qwen3"}, arch.Names()); diff != "" {
+	if diff := cmp.Diff([]string{"glm4moe", "llama", "mistral3", "qwen2", "qwen3", "qwen3moe"}, arch.Names()); diff != "" {
 		t.Errorf("registered architectures (-want +got):\n%s", diff)
 	}
 	for _, name := range arch.Names() {
@@ -25,12 +25,12 @@ func TestRegistryNamesTheArchitectures(t *testing.T) {
 // TestRegistryRefusesUnknownArchitecture: the error names the architecture
 // asked for and every one this build runs.
 func TestRegistryRefusesUnknownArchitecture(t *testing.T) {
-	for _, name := range []string{"qwen3moe", "", "LLAMA"} {
+	for _, name := range []string{"mamba", "", "LLAMA"} {
 		a, err := arch.Lookup(name)
 		if err == nil {
 			t.Fatalf("Lookup(%q) = %v, want an error", name, a)
 		}
-		for _, want := range []string{`unsupported architecture "` + name + `"`, "supported: llama, qwen2, qwen3"} {
+		for _, want := range []string{`unsupported architecture "` + name + `"`, "supported: glm4moe, llama, mistral3, qwen2, qwen3, qwen3moe"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("Lookup(%q): %q lacks %q", name, err, want)
 			}

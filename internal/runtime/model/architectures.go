@@ -2,6 +2,7 @@ package model
 
 import (
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/glm4moe"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/llama"
 )
 
@@ -13,5 +14,8 @@ func init() {
 		llama.Llama,
 		llama.Qwen2,
 		llama.Qwen3,
+		llama.Qwen3MoE,
+		glm4moe.GLM4MoE,
+		llama.Mistral3,
 	)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 )
 
 // TestLoadRefusesUnknownArchitecture: a file of an architecture the
@@ -17,7 +19,7 @@ func TestLoadRefusesUnknownArchitecture(t *testing.T) {
 	if err == nil {
 		t.Fatal("loaded")
 	}
-	for _, want := range []string{`unsupported architecture "gemma" (supported: llama, qwen2, qwen3)`, p} {
+	for _, want := range []string{`unsupported architecture "gemma" (supported: glm4moe, llama, mistral3, qwen2, qwen3, qwen3moe)`, p} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -50,5 +52,45 @@ func TestSpecsFollowTheArchitecture(t *testing.T) {
 		if got, want := len(m.Weights.Tensors()), len(w.specs(c)); got != want {
 			t.Errorf("%s: %d tensors, the architecture lists %d", c.Arch, got, want)
 		}
+	}
+}
+
+// TestLoadSkipsNextNLayers: a glm4moe file carries its multi-token
+// prediction layer after the decoding ones (block_count counts it,
+// nextn_predict_layers says how many); it loads, its tensors unread, as
+// llama.cpp loads it when it does not predict ahead.
+func TestLoadSkipsNextNLayers(t *testing.T) {
+	c := Config{
+		Arch: ArchGLM4MoE, VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, RopeDims: 16, FFN: 96, ContextLen: 256,
+		RopeTheta: 1e6, NormEps: 1e-5, QKVBias: true, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32, SharedExperts: 1, DenseLayers: 1,
+		ExpertGating: arch.GatingSigmoid, ExpertWeightsNorm: true, ExpertWeightsScale: 1, NextNLayers: 1,
+	}
+	m := Random(c, 1)
+	want := len(m.Weights.Tensors())
+	for _, s := range []struct {
+		name  string
+		shape []int
+	}{
+		{"blk.2.attn_norm.weight", []int{64}},
+		{"blk.2.ffn_gate_exps.weight", []int{64, 32, 4}},
+		{"blk.2.nextn.eh_proj.weight", []int{128, 64}},
+		{"blk.2.nextn.enorm.weight", []int{64}},
+	} {
+		n := 1
+		for _, d := range s.shape {
+			n *= d
+		}
+		m.Weights.Extra = append(m.Weights.Extra, f32Tensor(s.name, s.shape, make([]float32, n)))
+	}
+	out, err := Load(writeFile(t, ggufBytes(t, m)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if out.Config.Layers != 2 || out.Config.NextNLayers != 1 {
+		t.Errorf("%d layers, %d nextn layers; want 2 and 1", out.Config.Layers, out.Config.NextNLayers)
+	}
+	if got := len(out.Weights.Tensors()); got != want {
+		t.Errorf("%d tensors loaded, want the %d decoding ones", got, want)
 	}
 }

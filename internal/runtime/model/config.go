@@ -8,6 +8,10 @@ const (
 	ArchLlama = "llama"
 	ArchQwen2 = "qwen2"
 	ArchQwen3 = "qwen3"
+	// ArchQwen3MoE is qwen3 with mixture-of-experts MLPs.
+	ArchQwen3MoE = "qwen3moe"
+	// ArchGLM4MoE is GLM-4.5's (arch/glm4moe).
+	ArchGLM4MoE = "glm4moe"
 )
 
 // Config is a model's geometry and hyperparameters (see arch.Config).

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 )
 
 func writeFile(t *testing.T, data []byte) string {
@@ -28,6 +30,10 @@ func TestGGUFRoundTrip(t *testing.T) {
 	qwen.Arch, qwen.QKVBias, qwen.TiedEmbeddings = ArchQwen2, true, true
 	qwen3 := smallConfig()
 	qwen3.Arch, qwen3.HeadDim, qwen3.TiedEmbeddings, qwen3.RopeTheta, qwen3.NormEps = ArchQwen3, 32, true, 1e6, 1e-6
+	// Experts' stacked matrices are 3-D: [Dim, ExpertFFN, Experts].
+	moe := qwen3
+	moe.Arch, moe.Experts, moe.ExpertsUsed, moe.ExpertFFN = ArchQwen3MoE, 4, 2, 32
+	moe.ExpertGating, moe.ExpertWeightsNorm = arch.GatingSoftmax, true
 	for _, tc := range []struct {
 		name string
 		m    *Model
@@ -39,6 +45,8 @@ func TestGGUFRoundTrip(t *testing.T) {
 		{"q8_0", base, Q8_0},
 		{"qwen2-tied-bias", Random(qwen, 3), Q8_0},
 		{"qwen3-head-norms", Random(qwen3, 5), F16},
+		{"qwen3moe-experts-f16", Random(moe, 5), F16},
+		{"qwen3moe-experts-q8_0", Random(moe, 5), Q8_0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := tc.m.Convert(tc.typ)
@@ -166,7 +174,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	var err error
 	for n := 0; n < len(good); n += 97 {
-		if _, err = fromGGUF(good[:n], nil); err == nil {
+		if _, err = fromGGUF(good[:n], nil, LoadOptions{}); err == nil {
 			t.Fatalf("file cut at %d of %d bytes loaded", n, len(good))
 		}
 	}
@@ -198,7 +206,7 @@ func FuzzGGUFReader(f *testing.F) {
 	f.Add([]byte("GGUF"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := fromGGUF(data, nil)
+		m, err := fromGGUF(data, nil, LoadOptions{})
 		if err != nil {
 			return
 		}

@@ -14,34 +14,35 @@ import (
 // name, type and shape. progress, when set, is called with bytes of tensor
 // data paged in so far and the total. Errors name the path and the cause.
 func Load(path string, progress func(done, total int64)) (*Model, error) {
-	m, err := load(path, progress)
+	return LoadWith(path, progress, LoadOptions{})
+}
+
+// LoadOptions change what Load accepts.
+type LoadOptions struct {
+	// PreTokenizerFallback, when not empty, is the tokenizer.ggml.pre value
+	// (one kvpilot supports, e.g. "gpt-2") to split text with when the
+	// file's is unknown, instead of refusing the model. Text then splits
+	// unlike the model's training, so tokens differ from llama.cpp's and
+	// quality may drop: for trying a model out. The loaded Model's
+	// PreTokenizerFallback says when it was used.
+	PreTokenizerFallback string
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, progress func(done, total int64), opts LoadOptions) (*Model, error) {
+	m, err := load(path, progress, opts)
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", path, err)
 	}
 	return m, nil
 }
 
-func load(path string, progress func(done, total int64)) (*Model, error) {
-	f, err := os.Open(path)
+func load(path string, progress func(done, total int64), opts LoadOptions) (*Model, error) {
+	data, unmap, err := mapGGUF(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if st.Size() == 0 {
-		return nil, fmt.Errorf("not a GGUF file: %w: the file is empty", ErrTruncated)
-	}
-	data, unmap, err := mapFile(f, st.Size())
-	if err != nil {
-		return nil, err
-	}
-	m, err := fromGGUF(data, progress)
+	m, err := fromGGUF(data, progress, opts)
 	if err != nil {
 		_ = unmap()
 		return nil, err
@@ -50,8 +51,60 @@ func load(path string, progress func(done, total int64)) (*Model, error) {
 	return m, nil
 }
 
+// mapGGUF maps the file at path read-only.
+func mapGGUF(path string) (data []byte, unmap func() error, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, nil, errors.New("not a regular file")
+	}
+	if st.Size() == 0 {
+		return nil, nil, fmt.Errorf("not a GGUF file: %w: the file is empty", ErrTruncated)
+	}
+	return mapFile(f, st.Size())
+}
+
+// LoadTokenizer reads only the tokenizer of a GGUF file: the vocabulary
+// files llama.cpp tests its tokenizers with (models/ggml-vocab-*.gguf) have
+// no tensors and no geometry, and a tool that only counts tokens need not
+// map a model's weights. It refuses what Load refuses (an unknown
+// tokenizer model or pre-tokenizer), with the same errors.
+func LoadTokenizer(path string) (Tokenizer, error) {
+	tok, err := loadTokenizer(path)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %q: %w", path, err)
+	}
+	return tok, nil
+}
+
+func loadTokenizer(path string) (Tokenizer, error) {
+	data, unmap, err := mapGGUF(path)
+	if err != nil {
+		return nil, err
+	}
+	// The parsed metadata copies its strings out of data, so the mapping
+	// can go as soon as the tokenizer is built.
+	defer func() { _ = unmap() }()
+	f, err := parseGGUF(data)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizerFromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return tok, nil
+}
+
 // fromGGUF builds a model whose tensors alias data.
-func fromGGUF(data []byte, progress func(done, total int64)) (*Model, error) {
+func fromGGUF(data []byte, progress func(done, total int64), opts LoadOptions) (*Model, error) {
 	f, err := parseGGUF(data)
 	if err != nil {
 		return nil, err
@@ -64,14 +117,15 @@ func fromGGUF(data []byte, progress func(done, total int64)) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenizerFromGGUF(f)
+	var fallback string
+	tok, err := readTokenizer(f, opts, &fallback)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	if tok.VocabSize() != cfg.VocabSize {
 		return nil, fmt.Errorf("tokenizer has %d tokens, the embedding %d rows", tok.VocabSize(), cfg.VocabSize)
 	}
-	m := &Model{Tokenizer: tok}
+	m := &Model{Tokenizer: tok, PreTokenizerFallback: fallback}
 	src, _, err := f.string("tokenizer.chat_template")
 	if err != nil {
 		return nil, err
@@ -179,6 +233,7 @@ type archFile struct {
 func (a archFile) String(key string) (string, bool, error) { return a.f.string(key) }
 func (a archFile) Uint(key string) (uint64, bool, error)   { return a.f.uint(key) }
 func (a archFile) Float(key string) (float64, bool, error) { return a.f.float(key) }
+func (a archFile) Bool(key string) (bool, bool, error)     { return a.f.bool(key) }
 func (a archFile) Shape(name string) []int {
 	if t := a.tensors[name]; t != nil {
 		return t.shape
@@ -233,6 +288,13 @@ func tokensFromGGUF(f *ggufFile, c *Config, tmpl ChatTemplate, src string, tok T
 }
 
 func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
+	return readTokenizer(f, LoadOptions{}, new(string))
+}
+
+// readTokenizer builds the file's tokenizer; when opts' pre-tokenizer
+// fallback stands in for an unknown one, it sets *fallback to what
+// Model.PreTokenizerFallback says.
+func readTokenizer(f *ggufFile, opts LoadOptions, fallback *string) (Tokenizer, error) {
 	kind, ok, err := f.string("tokenizer.ggml.model")
 	if err != nil {
 		return nil, err
@@ -282,10 +344,34 @@ func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !hasAddBOS {
-			addBOS = false
+		splitAs := pre
+		p, err := lookupPreTokenizer(pre)
+		if err != nil {
+			if opts.PreTokenizerFallback == "" {
+				return nil, err
+			}
+			splitAs = opts.PreTokenizerFallback
+			if p, err = lookupPreTokenizer(splitAs); err != nil {
+				return nil, fmt.Errorf("pre-tokenizer fallback: %w", err)
+			}
+			*fallback = fmt.Sprintf("pre-tokenizer %q (tokenizer.ggml.pre) is unsupported: text is split as %q instead, unlike the model's training", pre, splitAs)
 		}
-		return NewBPETokenizer(tokens, types, merges, bos, addBOS, pre)
+		if !hasAddBOS {
+			addBOS = p.addBOS
+		}
+		tok, err := NewBPETokenizer(tokens, types, merges, bos, addBOS, splitAs)
+		if err != nil {
+			return nil, err
+		}
+		// Written back as the file names it.
+		tok.pre = pre
+		return tok, nil
+	case "gemma4":
+		merges, ok := f.kv["tokenizer.ggml.merges"].([]string)
+		if !ok {
+			return nil, errors.New("metadata tokenizer.ggml.merges is missing or not a string array")
+		}
+		return newGemma4Tokenizer(tokens, types, merges, bos)
 	case "llama":
 		scores, ok := f.kv["tokenizer.ggml.scores"].([]float32)
 		if !ok {
@@ -304,5 +390,5 @@ func tokenizerFromGGUF(f *ggufFile) (Tokenizer, error) {
 		}
 		return NewSPMTokenizer(tokens, scores, types, bos, unk, addBOS, space || !hasSpace)
 	}
-	return nil, fmt.Errorf("tokenizer model %q is unsupported (supported: gpt2, llama)", kind)
+	return nil, fmt.Errorf("tokenizer model %q (tokenizer.ggml.model) is unsupported (supported: gpt2, gemma4, llama)", kind)
 }

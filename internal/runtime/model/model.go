@@ -17,6 +17,12 @@ type Model struct {
 	// parsed (ChatTemplate is then the built-in fallback).
 	ChatTemplateErr error
 	Weights         Weights
+	// PreTokenizerFallback, when not empty, says that the file's
+	// tokenizer.ggml.pre is unknown and text is split as
+	// LoadOptions.PreTokenizerFallback names instead: prompts then
+	// tokenize unlike the model's training, which its server must say
+	// loudly.
+	PreTokenizerFallback string
 
 	unmap func() error
 }
@@ -41,10 +47,15 @@ const BuiltinPrefix = "builtin:"
 
 // Open opens "builtin:<name>" or a GGUF file path.
 func Open(spec string, progress func(done, total int64)) (*Model, error) {
+	return OpenWith(spec, progress, LoadOptions{})
+}
+
+// OpenWith is Open with options for a GGUF file.
+func OpenWith(spec string, progress func(done, total int64), opts LoadOptions) (*Model, error) {
 	if name, ok := strings.CutPrefix(spec, BuiltinPrefix); ok {
 		return Builtin(name)
 	}
-	return Load(spec, progress)
+	return LoadWith(spec, progress, opts)
 }
 
 // TinyConfig is the geometry of the "tiny" built-in model.
@@ -106,6 +117,9 @@ func Random(cfg Config, seed int64) *Model {
 			v = uniform(n, 0, 0.1)
 		case s.name == "token_embd.weight":
 			v = uniform(n, 0, 1)
+		case s.name == "rope_freqs.weight":
+			// Llama 3.1's divisors run from 1 (high frequencies) to 8.
+			v = uniform(n, 4.5, 3.5)
 		default:
 			// Unit-variance outputs for unit-variance inputs.
 			v = uniform(n, 0, float32(math.Sqrt(3/float64(s.shape[0]))))

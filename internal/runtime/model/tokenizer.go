@@ -95,10 +95,17 @@ func (v *vocab) VocabSize() int { return len(v.tokens) }
 // split calls text for each run of ordinary text and special for each
 // special token written out in s. Every run of text starts s or follows a
 // special token.
-func (v *vocab) split(s string, text func(string), special func(int32)) {
+//
+// With control false, control tokens written out stay text (user-defined
+// ones are still matched): llama.cpp's parse_special=false, which its vocab
+// tests use.
+func (v *vocab) split(s string, control bool, text func(string), special func(int32)) {
 	start := 0
 	for i := 0; i < len(s); i++ {
 		for _, id := range v.specials[s[i]] {
+			if !control && v.types[id] == tokenControl {
+				continue
+			}
 			if tok := v.tokens[id]; strings.HasPrefix(s[i:], tok) {
 				if i > start {
 					text(s[start:i])
@@ -115,12 +122,12 @@ func (v *vocab) split(s string, text func(string), special func(int32)) {
 	}
 }
 
-func (v *vocab) encodeWith(s string, addBOS bool, text func(out []int32, s string) []int32) []int32 {
+func (v *vocab) encodeWith(s string, addBOS, control bool, text func(out []int32, s string) []int32) []int32 {
 	var out []int32
 	if addBOS && v.addBOS && v.bos >= 0 {
 		out = append(out, v.bos)
 	}
-	v.split(s, func(t string) { out = text(out, t) }, func(id int32) { out = append(out, id) })
+	v.split(s, control, func(t string) { out = text(out, t) }, func(id int32) { out = append(out, id) })
 	return out
 }
 

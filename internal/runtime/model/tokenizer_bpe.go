@@ -7,14 +7,28 @@ import (
 
 // BPETokenizer is GPT-2's byte-level BPE (tokenizer.ggml.model "gpt2"):
 // text is split by a pre-tokenizer, each piece's bytes are mapped to
-// printable characters, and merges are applied lowest rank first.
+// printable characters, and merges are applied lowest rank first. It is
+// also Gemma 4's SentencePiece-style BPE (tokenizer.ggml.model "gemma4"),
+// as llama.cpp runs it: spaces become '▁', text is split only into runs of
+// newlines and runs of the rest, merges apply to UTF-8 characters, and
+// bytes no token covers become <0xNN> tokens.
 type BPETokenizer struct {
 	vocab
-	merges map[[2]string]int
+	// merges maps each merge line ("left right") to its rank (high 32
+	// bits) and the length of its left token (low 32 bits): one string
+	// key per merge loads faster than a pair, and the length tells the
+	// line's split from another that reads the same.
+	merges map[string]uint64
 	// mergeList is kept to write the tokenizer back.
 	mergeList []string
 	pre       string
 	split     pretokenizer
+	// ignoreMerges takes a piece that is a token whole (preTokenizer).
+	ignoreMerges bool
+	// gemma4 is the SentencePiece-style variant; byteTokens are then its
+	// <0xNN> tokens (-1 where missing).
+	gemma4     bool
+	byteTokens [256]int32
 }
 
 var _ Tokenizer = (*BPETokenizer)(nil)
@@ -22,23 +36,21 @@ var _ Tokenizer = (*BPETokenizer)(nil)
 // NewBPETokenizer builds a byte-level BPE tokenizer. tokens are in
 // byte-level form (GPT-2's byte-to-unicode mapping); merges are "left right"
 // pairs in rank order; types may be nil (all normal); bos is -1 when there is
-// none; pre names the pre-tokenizer as tokenizer.ggml.pre does ("gpt2" when
-// empty or unknown; "llama-bpe" and relatives, "qwen2" and relatives).
+// none; pre names the pre-tokenizer as tokenizer.ggml.pre does, with
+// llama.cpp's names ("gpt-2", "llama-bpe", "qwen2", "gpt-4o", …; empty is
+// llama.cpp's default): an unknown one is an error that lists the known.
 func NewBPETokenizer(tokens []string, types []int32, merges []string, bos int32, addBOS bool, pre string) (*BPETokenizer, error) {
+	p, err := lookupPreTokenizer(pre)
+	if err != nil {
+		return nil, err
+	}
 	v, err := newVocab(tokens, types, bos, addBOS)
 	if err != nil {
 		return nil, err
 	}
-	t := &BPETokenizer{vocab: v, merges: make(map[[2]string]int, len(merges)), mergeList: merges, pre: pre, split: pretokenizerFor(pre)}
-	for rank, m := range merges {
-		l, r, ok := strings.Cut(m, " ")
-		if !ok {
-			return nil, fmt.Errorf("merge %d %q is not two tokens separated by a space", rank, m)
-		}
-		k := [2]string{l, r}
-		if _, dup := t.merges[k]; !dup {
-			t.merges[k] = rank
-		}
+	t := &BPETokenizer{vocab: v, mergeList: merges, pre: pre, split: p.split, ignoreMerges: p.ignoreMerges}
+	if err := t.readMerges(); err != nil {
+		return nil, err
 	}
 	t.pieces = make([][]byte, len(tokens))
 	for i, tok := range tokens {
@@ -53,14 +65,81 @@ func NewBPETokenizer(tokens []string, types []int32, merges []string, bos int32,
 	return t, nil
 }
 
+// newGemma4Tokenizer builds Gemma 4's tokenizer (tokenizer.ggml.model
+// "gemma4"): tokens are UTF-8 text with '▁' for spaces and <0xNN> byte
+// tokens (type byte); merges as NewBPETokenizer's. llama.cpp always adds
+// its BOS token.
+func newGemma4Tokenizer(tokens []string, types []int32, merges []string, bos int32) (*BPETokenizer, error) {
+	v, err := newVocab(tokens, types, bos, true)
+	if err != nil {
+		return nil, err
+	}
+	t := &BPETokenizer{vocab: v, mergeList: merges, pre: "gemma4", gemma4: true}
+	if err := t.readMerges(); err != nil {
+		return nil, err
+	}
+	for i := range t.byteTokens {
+		t.byteTokens[i] = -1
+	}
+	t.pieces = make([][]byte, len(tokens))
+	for i, tok := range tokens {
+		switch t.types[i] {
+		case tokenControl, tokenUnused:
+		case tokenByte:
+			if b, ok := parseByteToken(tok); ok {
+				t.pieces[i] = []byte{b}
+				if t.byteTokens[b] < 0 {
+					t.byteTokens[b] = int32(i)
+				}
+			}
+		case tokenUserDefined:
+			t.pieces[i] = []byte(tok)
+		default:
+			t.pieces[i] = []byte(strings.ReplaceAll(tok, spmSpace, " "))
+		}
+	}
+	return t, nil
+}
+
+// readMerges indexes mergeList. A merge is split at its first space past
+// its first byte, as llama.cpp splits it, so that a left token that is a
+// space survives.
+func (t *BPETokenizer) readMerges() error {
+	t.merges = make(map[string]uint64, len(t.mergeList))
+	for rank, m := range t.mergeList {
+		sp := -1
+		if len(m) > 1 {
+			if k := strings.IndexByte(m[1:], ' '); k >= 0 {
+				sp = k + 1
+			}
+		}
+		if sp < 0 {
+			return fmt.Errorf("merge %d %q is not two tokens separated by a space", rank, m)
+		}
+		if _, dup := t.merges[m]; !dup {
+			t.merges[m] = uint64(rank)<<32 | uint64(sp)
+		}
+	}
+	return nil
+}
+
 // Encode implements Tokenizer.
 func (t *BPETokenizer) Encode(text string, addBOS bool) []int32 {
+	return t.encode(text, addBOS, true)
+}
+
+// encode is Encode that, with control false, leaves control tokens written
+// out in text as text.
+func (t *BPETokenizer) encode(text string, addBOS, control bool) []int32 {
+	if t.gemma4 {
+		return t.encodeWith(text, addBOS, control, t.encodeGemma4)
+	}
 	buf := make([]byte, 0, 64)
-	return t.encodeWith(text, addBOS, func(out []int32, s string) []int32 {
+	return t.encodeWith(text, addBOS, control, func(out []int32, s string) []int32 {
 		t.split(s, func(word string) {
 			buf = toByteLevel(buf[:0], word)
 			w := string(buf)
-			if id, ok := t.ids[w]; ok {
+			if id, ok := t.ids[w]; ok && t.ignoreMerges {
 				out = append(out, id)
 				return
 			}
@@ -81,22 +160,62 @@ func (t *BPETokenizer) Encode(text string, addBOS bool) []int32 {
 	})
 }
 
+// encodeGemma4 encodes one run of text as llama.cpp encodes Gemma 4's: a
+// run of newlines that is a token is that token; anything else merges.
+func (t *BPETokenizer) encodeGemma4(out []int32, s string) []int32 {
+	s = strings.ReplaceAll(s, " ", spmSpace)
+	for len(s) > 0 {
+		nl := s[0] == '\n'
+		end := 1
+		for end < len(s) && (s[end] == '\n') == nl {
+			end++
+		}
+		word := s[:end]
+		s = s[end:]
+		if id, ok := t.ids[word]; ok && nl {
+			out = append(out, id)
+			continue
+		}
+		mergeWord(word, t.mergeCost, func(piece string) {
+			if id, ok := t.ids[piece]; ok {
+				out = append(out, id)
+				return
+			}
+			for i := 0; i < len(piece); i++ {
+				if id := t.byteTokens[piece[i]]; id >= 0 {
+					out = append(out, id)
+				}
+			}
+		})
+	}
+	return out
+}
+
 func (t *BPETokenizer) mergeCost(w string, start, mid, end int) (float64, bool) {
-	rank, ok := t.merges[[2]string{w[start:mid], w[mid:end]}]
-	return float64(rank), ok
+	var buf [128]byte
+	key := append(append(append(buf[:0], w[start:mid]...), ' '), w[mid:end]...)
+	v, ok := t.merges[string(key)]
+	if !ok || int(uint32(v)) != mid-start {
+		return 0, false
+	}
+	return float64(v >> 32), true
 }
 
 func (t *BPETokenizer) ggufMetadata() []ggufKV {
 	scores := make([]float32, len(t.tokens))
+	model := "gpt2"
+	if t.gemma4 {
+		model = "gemma4"
+	}
 	kvs := []ggufKV{
-		{"tokenizer.ggml.model", "gpt2"},
+		{"tokenizer.ggml.model", model},
 		{"tokenizer.ggml.tokens", t.tokens},
 		{"tokenizer.ggml.token_type", t.types},
 		{"tokenizer.ggml.scores", scores},
 		{"tokenizer.ggml.merges", t.mergeList},
 		{"tokenizer.ggml.add_bos_token", t.addBOS},
 	}
-	if t.pre != "" {
+	if t.pre != "" && !t.gemma4 {
 		kvs = append(kvs, ggufKV{"tokenizer.ggml.pre", t.pre})
 	}
 	return kvs

@@ -94,7 +94,13 @@ func parseByteToken(tok string) (byte, bool) {
 
 // Encode implements Tokenizer.
 func (t *SPMTokenizer) Encode(text string, addBOS bool) []int32 {
-	return t.encodeWith(text, addBOS, func(out []int32, s string) []int32 {
+	return t.encode(text, addBOS, true)
+}
+
+// encode is Encode that, with control false, leaves control tokens written
+// out in text as text.
+func (t *SPMTokenizer) encode(text string, addBOS, control bool) []int32 {
+	return t.encodeWith(text, addBOS, control, func(out []int32, s string) []int32 {
 		// Every run of text gets the prefix, the one after a special token
 		// (<s>[INST] …, Hello</s> world) as much as the first, as
 		// llama.cpp and SentencePiece-based reference tokenizers encode it:

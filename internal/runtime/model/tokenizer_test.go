@@ -2,7 +2,9 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -50,7 +52,7 @@ func testBPE(t *testing.T, merges []string, specials ...string) *BPETokenizer {
 		tokens = append(tokens, s)
 		types = append(types, tokenControl)
 	}
-	tok, err := NewBPETokenizer(tokens, types, merges, -1, false, "gpt2")
+	tok, err := NewBPETokenizer(tokens, types, merges, -1, false, "gpt-2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +164,11 @@ func TestPretokenizers(t *testing.T) {
 		pre, text string
 		want      []string
 	}{
-		{"gpt2", "Hello world", []string{"Hello", " world"}},
-		{"gpt2", "it's   3 dogs!!\n\nok ", []string{"it", "'s", "  ", " 3", " dogs", "!!", "\n", "\n", "ok", " "}},
-		{"gpt2", "a\n b", []string{"a", "\n", " b"}},
-		{"gpt2", "x  \ty", []string{"x", "  ", "\t", "y"}},
-		{"gpt2", "ümlaut 123456", []string{"ümlaut", " 123456"}},
+		{"gpt-2", "Hello world", []string{"Hello", " world"}},
+		{"gpt-2", "it's   3 dogs!!\n\nok ", []string{"it", "'s", "  ", " 3", " dogs", "!!", "\n", "\n", "ok", " "}},
+		{"gpt-2", "a\n b", []string{"a", "\n", " b"}},
+		{"gpt-2", "x  \ty", []string{"x", "  ", "\t", "y"}},
+		{"gpt-2", "ümlaut 123456", []string{"ümlaut", " 123456"}},
 		{"llama-bpe", "Hello world", []string{"Hello", " world"}},
 		{"llama-bpe", "IT'S 1234567", []string{"IT", "'S", " ", "123", "456", "7"}},
 		{"llama-bpe", "(x) .\n\nnext  \n end", []string{"(x", ")", " .\n\n", "next", "  \n", " end"}},
@@ -174,7 +176,7 @@ func TestPretokenizers(t *testing.T) {
 		{"qwen2", "12 ab", []string{"1", "2", " ab"}},
 	} {
 		var got []string
-		pretokenizerFor(tc.pre)(tc.text, func(s string) { got = append(got, s) })
+		preTokenizers[tc.pre].split(tc.text, func(s string) { got = append(got, s) })
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s %q (-want +got):\n%s", tc.pre, tc.text, diff)
 		}
@@ -183,11 +185,12 @@ func TestPretokenizers(t *testing.T) {
 
 func TestPretokenizersCover(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, pre := range []string{"gpt2", "llama-bpe", "qwen2"} {
+	for _, pre := range slices.Sorted(maps.Keys(preTokenizers)) {
+		p := preTokenizers[pre]
 		for range 300 {
 			s := randomUTF8(rng) + strings.Repeat(" \n", rng.IntN(3))
 			var b strings.Builder
-			pretokenizerFor(pre)(s, func(p string) {
+			p.split(s, func(p string) {
 				if p == "" {
 					t.Fatalf("%s: empty piece in %q", pre, s)
 				}

@@ -164,6 +164,19 @@ func (s *Server) outputGrammar(ctx context.Context, h http.Header, c *openai.Com
 	return apiErr
 }
 
+// cacheSalt is the prefix-cache salt of r: the request's cache_salt,
+// prefixed with its API key's owner unless the pod shares prefixes across
+// keys (Config.SharePrefixCacheAcrossKeys). The owner is a keyed digest of
+// the key, the same on every pod of the pool, so a program's context moved
+// or restored elsewhere keeps its hits.
+func (s *Server) cacheSalt(r *http.Request, salt string) string {
+	owner := ownerOf(r)
+	if owner == "" || s.cfg.SharePrefixCacheAcrossKeys {
+		return salt
+	}
+	return "key:" + string(owner) + "\x00" + salt
+}
+
 // readBody reads the body within the size limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
 	limit := s.cfg.MaxBodyBytes
@@ -178,6 +191,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 		}
 		return nil, openai.BadRequest("", "reading the request body: %v", err)
 	}
+	requestRead(r)
 	return body, nil
 }
 
@@ -281,7 +295,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c
 			return
 		}
 		prompt := j.prompts[0]
-		s.cfg.Programs.Started(tk, int64(len(prompt)), c.Salt())
+		s.cfg.Programs.Started(tk, int64(len(prompt)), s.cacheSalt(r, c.Salt()))
 		out := &programOutcome{}
 		defer s.programDone(tk, prompt, out)
 		s.run(w, r, c, &j, pid, out)
@@ -382,7 +396,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 		}
 		req := &engine.Request{
 			ID: rid, ProgramID: pid, Prompt: j.prompts[p], Params: ep, Priority: c.Priority.Priority(),
-			CacheSalt: c.Salt(),
+			CacheSalt: s.cacheSalt(r, c.Salt()),
 		}
 		switch {
 		case j.grammar != nil:

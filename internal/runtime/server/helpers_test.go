@@ -99,6 +99,7 @@ type envOpts struct {
 	forwardKey                                   string
 	forwardConnect, forwardHeader                time.Duration
 	promptTokensDetails                          bool
+	sharePrefixCache                             bool
 	responsesStoreEntries                        int
 	// wrap, when set, wraps the server's handler (to watch what reaches
 	// the pod).
@@ -161,7 +162,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		APIKeys: o.keys, MaxBodyBytes: o.maxBodyBytes, Registry: reg, Requests: m, Logger: quiet, Devices: o.devices,
 		Programs: o.programs, ForwardKey: []byte(o.forwardKey), AdvertiseAddr: ts.Listener.Addr().String(),
 		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
-		PromptTokensDetails: o.promptTokensDetails, ResponsesStoreEntries: o.responsesStoreEntries,
+		PromptTokensDetails: o.promptTokensDetails, SharePrefixCacheAcrossKeys: o.sharePrefixCache, ResponsesStoreEntries: o.responsesStoreEntries,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -138,6 +138,13 @@ type Config struct {
 	// a client could otherwise tell from its own hits whether another
 	// client's prompt is cached.
 	PromptTokensDetails bool
+	// SharePrefixCacheAcrossKeys lets requests of different API keys hit
+	// each other's prefix-cache entries (vLLM's behaviour). Off (the
+	// default), each key's owner salts its requests' prefix hashes, so
+	// neither cached_tokens nor timing tells one tenant what another
+	// sent; clients of one key still share, and cache_salt splits further
+	// within a key. Without API keys every client is one owner and shares.
+	SharePrefixCacheAcrossKeys bool
 	// Clock dates and checks forwarded requests' signatures (default: the
 	// real clock).
 	Clock clock.Clock

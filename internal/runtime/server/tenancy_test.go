@@ -143,6 +143,45 @@ func TestCacheSaltIsolatesPrefixHits(t *testing.T) {
 	}
 }
 
+// TestPrefixCacheIsolatedByKey (issue 34, item 6): with API keys, a
+// prompt key A cached is no prefix hit for key B (nor its timing), while
+// A's own repeat hits and B's own repeat hits; a pod that shares across
+// keys (--share-prefix-cache-across-keys) gives B the hit.
+func TestPrefixCacheIsolatedByKey(t *testing.T) {
+	prompt := strings.Repeat("the secret system prompt of tenant a ", 10)
+	body := `{"prompt":"` + prompt + `","max_tokens":1}`
+	for _, share := range []bool{false, true} {
+		env := newEnv(t, envOpts{promptTokensDetails: true, keys: []string{"key-a", "key-b"}, forwardKey: poolKey, sharePrefixCache: share})
+		cached := func(key string) int {
+			t.Helper()
+			r := env.post("/v1/completions", body, "Authorization", "Bearer "+key)
+			if r.status != 200 {
+				t.Fatalf("%s: %d %s", key, r.status, r.body)
+			}
+			var c struct {
+				Usage struct {
+					PromptTokensDetails struct {
+						CachedTokens int `json:"cached_tokens"`
+					} `json:"prompt_tokens_details"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal(r.body, &c); err != nil {
+				t.Fatal(err)
+			}
+			return c.Usage.PromptTokensDetails.CachedTokens
+		}
+		steps := []struct {
+			key string
+			hit bool
+		}{{"key-a", false}, {"key-a", true}, {"key-b", share}, {"key-b", true}}
+		for i, st := range steps {
+			if got := cached(st.key); (got > 0) != st.hit {
+				t.Errorf("shared across keys %t, step %d (%s): %d cached tokens; want a hit: %t", share, i, st.key, got, st.hit)
+			}
+		}
+	}
+}
+
 // saltSteps are requests of one prompt, in order, with the cache_salt
 // field each adds to its body and whether it must be a prefix hit.
 var saltSteps = []struct {

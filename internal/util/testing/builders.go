@@ -165,6 +165,12 @@ func (w *InferencePoolWrapper) EnablePromptTokensDetails() *InferencePoolWrapper
 	return w
 }
 
+// SharePrefixCacheAcrossKeys sets spec.sharePrefixCacheAcrossKeys.
+func (w *InferencePoolWrapper) SharePrefixCacheAcrossKeys() *InferencePoolWrapper {
+	w.Spec.SharePrefixCacheAcrossKeys = true
+	return w
+}
+
 // Image sets spec.image.
 func (w *InferencePoolWrapper) Image(image string) *InferencePoolWrapper {
 	w.Spec.Image = image

@@ -12,6 +12,7 @@ type forward struct {
 	c                      arch.Config
 	rope                   arch.RopeMode
 	tokEmbd, outNorm, head arch.Tensor
+	ropeFreqs              arch.Tensor // rope_freqs.weight (Config.RopeFreqFactors), else 0
 	layers                 []layer
 }
 
@@ -21,6 +22,7 @@ type layer struct {
 	qBias, kBias, vBias arch.Tensor
 	qNorm, kNorm        arch.Tensor // [HeadDim] (qwen3), else 0
 	gate, up, down      arch.Tensor
+	moe                 arch.MoE // its Router is 0 in a dense layer
 }
 
 func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
@@ -34,12 +36,19 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 		return t
 	}
 	fw.tokEmbd, fw.outNorm, fw.head = get("token_embd.weight"), get("output_norm.weight"), get("output.weight")
+	if c.RopeFreqFactors {
+		fw.ropeFreqs = get("rope_freqs.weight")
+	}
 	for i := range fw.layers {
 		l := &fw.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		l.attnNorm, l.ffnNorm = get(p+"attn_norm.weight"), get(p+"ffn_norm.weight")
 		l.q, l.k, l.v, l.o = get(p+"attn_q.weight"), get(p+"attn_k.weight"), get(p+"attn_v.weight"), get(p+"attn_output.weight")
-		l.gate, l.up, l.down = get(p+"ffn_gate.weight"), get(p+"ffn_up.weight"), get(p+"ffn_down.weight")
+		if f.moe {
+			l.moe = moeLayer(c, p, get)
+		} else {
+			l.gate, l.up, l.down = get(p+"ffn_gate.weight"), get(p+"ffn_up.weight"), get(p+"ffn_down.weight")
+		}
 		if c.QKVBias {
 			l.qBias, l.kBias, l.vBias = get(p+"attn_q.bias"), get(p+"attn_k.bias"), get(p+"attn_v.bias")
 		}
@@ -54,18 +63,31 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 }
 
 // Nodes: about 20 a block, 24 with qwen3's head norms (40 leaves room),
-// and the embedding, final norm and head.
-func (fw *forward) Nodes() int { return 40*len(fw.layers) + 16 }
+// a mixture of experts' besides, and the embedding, final norm and head.
+func (fw *forward) Nodes() int {
+	n := 40*len(fw.layers) + 16
+	for _, l := range fw.layers {
+		if l.moe.Router != 0 {
+			n += l.moe.Nodes()
+		}
+	}
+	return n
+}
 
-// Build is, per block, x += o·attn(rope(q), rope(k), v) over the
+// Build is, per block, x += o·attn(rope(q), rope(k), v) (RoPE scaled as
+// the file says: Config.RopeParams, its frequencies divided by
+// rope_freqs.weight where the file has one) over the
 // attention-normed x (qwen3: each head of q and of k RMS-normed by its
 // layer's weights, with the model's epsilon, before RoPE, as llama.cpp's
 // qwen3 graph), then x += down·swiglu(gate·x', up·x') over the
-// MLP-normed x; then the final norm and head of the sampled rows.
+// MLP-normed x' (qwen3moe: x += the mixture of experts over x', arch.MoE);
+// then the final norm and head of the sampled rows.
 func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
 	hd := c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	rope := c.RopeParams(fw.rope) // with the file's scaling, as llama.cpp's context derives it
+	rope.Factors = fw.ropeFreqs
 	norm := func(x, w arch.Tensor) arch.Tensor { return o.Mul(o.RMSNorm(x, c.NormEps), w) }
 	proj := func(w, x, bias arch.Tensor) arch.Tensor {
 		y := o.MulMat(w, x)
@@ -85,10 +107,17 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		if l.qNorm != 0 {
 			q, k = norm(q, l.qNorm), norm(k, l.kNorm) // per head: rows of HeadDim
 		}
-		q, k = o.Rope(q, hd, fw.rope, c.RopeTheta), o.Rope(k, hd, fw.rope, c.RopeTheta)
+		q, k = o.RopeExt(q, rope), o.RopeExt(k, rope)
+		if c.AttnTempScale != 0 {
+			q = o.AttnTemperature(q, c.AttnTempScale, c.AttnTempFloor())
+		}
 		x = o.Add(x, o.MulMat(l.o, o.Attention(li, q, k, v, scale)))
 
 		xn = norm(x, l.ffnNorm)
+		if l.moe.Router != 0 {
+			x = o.Add(l.moe.Build(o, xn), x)
+			continue
+		}
 		h := o.SwiGLU(o.MulMat(l.gate, xn), o.MulMat(l.up, xn))
 		x = o.Add(x, o.MulMat(l.down, h))
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -68,6 +69,30 @@ func KVGeometry(cfg model.Config) kvcache.Geometry {
 // the ggml executor runs every registered architecture.
 func Runs(name string) bool { return name == model.ArchLlama || name == model.ArchQwen2 }
 
+// runsRope refuses a RoPE the kernels do not implement: they rotate whole
+// heads by unscaled angles (divided by Llama 3.1's rope_freqs.weight when
+// the model has one), so partial rotary embeddings, any scaling (linear,
+// YaRN, a model's attention factor) and the attention temperature are the
+// ggml executor's.
+func runsRope(c model.Config) error {
+	p := c.RopeParams(arch.RopeNormal)
+	if p.Dims != c.HeadDim {
+		return fmt.Errorf("cpu executor: partial rotary embeddings (%d of %d dimensions) are unsupported; run this model with --executor ggml", p.Dims, c.HeadDim)
+	}
+	if p.FreqScale != 1 || p.ExtFactor != 0 || p.AttnFactor != 1 {
+		s := c.RopeScaling
+		typ := s.Type
+		if typ == "" {
+			typ = "linear"
+		}
+		return fmt.Errorf("cpu executor: rope scaling %q (factor %g, attention factor %g) is unsupported; run this model with --executor ggml", typ, s.Factor, p.AttnFactor)
+	}
+	if c.AttnTempScale != 0 {
+		return fmt.Errorf("cpu executor: attention temperature scale %g is unsupported; run this model with --executor ggml", c.AttnTempScale)
+	}
+	return nil
+}
+
 // New prepares m's weights for the kernels (F32 and Q8_0 are used as
 // stored, F16 and BF16 are widened to F32) and allocates the KV storage.
 // The model must stay open while the executor is used.
@@ -78,6 +103,9 @@ func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, err
 	}
 	if !Runs(c.Arch) {
 		return nil, fmt.Errorf("cpu executor: architecture %q: the pure-Go executor is the reference for %s and %s only; run this model with --executor ggml", c.Arch, model.ArchLlama, model.ArchQwen2)
+	}
+	if err := runsRope(c); err != nil {
+		return nil, err
 	}
 	if numBlocks <= 0 || blockSize <= 0 {
 		return nil, fmt.Errorf("cpu executor: %d blocks of %d slots: both must be positive", numBlocks, blockSize)
@@ -128,6 +156,21 @@ func New(m *model.Model, numBlocks, blockSize int, opts Options) (*Executor, err
 	e.invFreq = make([]float64, c.HeadDim/2)
 	for i := range e.invFreq {
 		e.invFreq[i] = math.Pow(float64(c.RopeTheta), -2*float64(i)/float64(c.HeadDim))
+	}
+	if c.RopeFreqFactors {
+		// Llama 3.1's rope_freqs.weight divides each pair's frequency.
+		var ff *model.Tensor
+		for _, t := range w.Extra {
+			if t.Name == "rope_freqs.weight" {
+				ff = t
+			}
+		}
+		if ff == nil || ff.Rows()*ff.Cols() != len(e.invFreq) {
+			return nil, fmt.Errorf("cpu executor: the model has no rope_freqs.weight of %d factors", len(e.invFreq))
+		}
+		for i, f := range ff.Float32() {
+			e.invFreq[i] /= float64(f)
+		}
 	}
 	slots := numBlocks * blockSize * e.kvDim
 	e.kCache, e.vCache = make([][]float32, c.Layers), make([][]float32, c.Layers)

@@ -1,6 +1,7 @@
 // Package ggml is an executor that runs GGUF models of every registered
-// architecture (internal/runtime/arch: llama, qwen2, qwen3) with ggml's kernels
-// (CPU and CUDA), loaded at run time from ggml's shared libraries with
+// architecture (internal/runtime/arch: llama, qwen2, qwen3, mistral3, and the
+// mixtures of experts qwen3moe and glm4moe) with ggml's kernels (CPU and
+// CUDA), loaded at run time from ggml's shared libraries with
 // purego: no cgo, and a binary that starts without them.
 //
 // Go builds the model's compute graph each iteration, for every scheduled

@@ -166,6 +166,8 @@ type scratch struct {
 	mask   []float32
 	mask16 []uint16 // the mask in F16, as flash attention takes it
 	tokens []int32  // the sampled rows' argmax (deviceArgmax)
+	// attnTemp are the tokens' attention temperatures (AttnTemperature).
+	attnTemp []float32
 	// flash: this batch's attention runs per sequence (flashMax).
 	flash bool
 	// logits receives the sampled rows' logits, which the engine reads in
@@ -216,8 +218,8 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 		if !weightTypes[t.Type] {
 			return nil, fmt.Errorf("tensor %s has type %s, which this executor does not run (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", t.Name, t.Type)
 		}
-		if len(t.Shape) < 1 || len(t.Shape) > 2 {
-			return nil, fmt.Errorf("tensor %s has shape %v; want 1 or 2 dimensions", t.Name, t.Shape)
+		if len(t.Shape) < 1 || len(t.Shape) > 3 {
+			return nil, fmt.Errorf("tensor %s has shape %v; want 1 to 3 dimensions (3: a mixture of experts' stacked matrices)", t.Name, t.Shape)
 		}
 		weightBytes += int64(len(t.Data))
 	}
@@ -425,10 +427,13 @@ func (e *Executor) loadWeights(plain bool) error {
 	ts := w.Tensors()
 	newTensor := func(ctx cCtx, t *model.Tensor, name string) cTensor {
 		var h cTensor
-		if len(t.Shape) == 1 {
+		switch len(t.Shape) {
+		case 1:
 			h = e.a.newTensor1d(ctx, int32(t.Type), int64(t.Shape[0]))
-		} else {
+		case 2:
 			h = e.a.newTensor2d(ctx, int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1]))
+		default:
+			h = e.a.newTensor3d(ctx, int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1]), int64(t.Shape[2]))
 		}
 		e.a.setName(h, name)
 		return h
@@ -443,18 +448,25 @@ func (e *Executor) loadWeights(plain bool) error {
 		e.placed.bufts = append(e.placed.bufts, e.a.buftName(b))
 	}
 	type shape struct {
-		typ      int32
-		ne0, ne1 int64
+		typ           int32
+		ne0, ne1, ne2 int64
 	}
 	asked := map[shape]cBuft{}
 	bestBuft := func(t *model.Tensor) cBuft {
-		if len(bufts) == 0 || t == nil || len(t.Shape) != 2 {
+		if len(bufts) == 0 || t == nil || len(t.Shape) < 2 {
 			return 0
 		}
-		k := shape{int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1])}
+		k := shape{int32(t.Type), int64(t.Shape[0]), int64(t.Shape[1]), 1}
+		if len(t.Shape) == 3 {
+			k.ne2 = int64(t.Shape[2])
+		}
 		b, ok := asked[k]
 		if !ok {
-			b = e.mulMatBuft(bufts, k.typ, k.ne0, k.ne1)
+			if len(t.Shape) == 3 {
+				b = e.mulMatIDBuft(bufts, k.typ, k.ne0, k.ne1)
+			} else {
+				b = e.mulMatBuft(bufts, k.typ, k.ne0, k.ne1)
+			}
 			asked[k] = b
 		}
 		return b

@@ -4,6 +4,7 @@ package ggml
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 	"unsafe"
@@ -17,6 +18,12 @@ type inputs struct {
 	ids, pos, kIdx, blocks, mask, outRows cTensor
 	// rowIdx is every token's row, with attention per sequence.
 	rowIdx cTensor
+	// attnTemp is every token's attention temperature ([1, 1, n]), when
+	// the forward pass asks for it (AttnTemperature), else 0; tempScale
+	// and tempFloor its parameters.
+	attnTemp  cTensor
+	tempScale float32
+	tempFloor int
 }
 
 // graph is a built compute graph and what run needs of it, kept for the
@@ -111,6 +118,10 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	}
 	if in.rowIdx != 0 {
 		set(in.rowIdx, unsafe.Pointer(&s.rowIdx[0]), 8*n)
+	}
+	if in.attnTemp != 0 {
+		s.attnTemp = attnTemperatures(s.attnTemp, s.pos[:n], in.tempScale, in.tempFloor)
+		set(in.attnTemp, unsafe.Pointer(&s.attnTemp[0]), 4*n)
 	}
 	if s.flash {
 		set(in.mask, unsafe.Pointer(&s.mask16[0]), 2*len(s.mask16))
@@ -290,7 +301,44 @@ func (o *graphOps) Reshape3D(x arch.Tensor, ne0, ne1, ne2 int) arch.Tensor {
 
 func (o *graphOps) Rope(x arch.Tensor, dims int, mode arch.RopeMode, theta float32) arch.Tensor {
 	// ext_factor 0 disables YaRN, so beta_fast and beta_slow are unused.
-	return arch.Tensor(o.e.a.ropeExt(o.ctx, cTensor(x), o.in.pos, 0, int32(dims), int32(mode), 0, theta, 1, 0, 1, 0, 0))
+	return o.RopeExt(x, arch.RopeParams{Dims: dims, Mode: mode, Theta: theta})
+}
+
+func (o *graphOps) RopeExt(x arch.Tensor, p arch.RopeParams) arch.Tensor {
+	freqScale, attnFactor := p.FreqScale, p.AttnFactor
+	if freqScale == 0 {
+		freqScale = 1
+	}
+	if attnFactor == 0 {
+		attnFactor = 1
+	}
+	return arch.Tensor(o.e.a.ropeExt(o.ctx, cTensor(x), o.in.pos, cTensor(p.Factors), int32(p.Dims), int32(p.Mode), int32(p.OrigContext),
+		p.Theta, freqScale, p.ExtFactor, attnFactor, p.BetaFast, p.BetaSlow))
+}
+
+// AttnTemperature multiplies q by the graph's attention temperature
+// input, which run fills from the batch's positions (attnTemperatures).
+func (o *graphOps) AttnTemperature(q arch.Tensor, scale float32, floor int) arch.Tensor {
+	if o.in.attnTemp == 0 {
+		o.in.attnTemp = o.e.a.newTensor3d(o.ctx, typeF32, 1, 1, o.nt)
+		o.e.a.setInput(o.in.attnTemp)
+		o.in.tempScale, o.in.tempFloor = scale, floor
+	} else if scale != o.in.tempScale || floor != o.in.tempFloor {
+		panic(fmt.Sprintf("ggml: attention temperature %g over %d, then %g over %d in one graph", o.in.tempScale, o.in.tempFloor, scale, floor))
+	}
+	return arch.Tensor(o.e.a.mul(o.ctx, cTensor(q), o.in.attnTemp))
+}
+
+// attnTemperatures are the temperatures of tokens at pos into dst (grown):
+// 1 + scale·ln(⌊pos/floor⌋+1), with llama.cpp's float32 division and
+// floor and float64 logarithm.
+func attnTemperatures(dst []float32, pos []int32, scale float32, floor int) []float32 {
+	dst = grow(dst, len(pos))
+	for i, p := range pos {
+		steps := float64(float32(math.Floor(float64(float32(p) / float32(floor)))))
+		dst[i] = float32(math.Log(steps+1)*float64(scale) + 1)
+	}
+	return dst
 }
 
 func (o *graphOps) SwiGLU(gate, up arch.Tensor) arch.Tensor {

@@ -12,10 +12,15 @@ import (
 )
 
 // TestGraphReusedForTheSameShape: decode steps of the same batch structure
-// reuse the last graph (only the inputs change) and give the logits of a
-// graph built afresh each step; a step of another structure builds anew.
+// reuse the last graph (only the inputs change: positions, and with them
+// mistral3's attention temperatures) and give the logits of a graph built
+// afresh each step; a step of another structure builds anew.
 func TestGraphReusedForTheSameShape(t *testing.T) {
-	for _, cfg := range []model.Config{wideHeads()["qwen2"], qwen3Config()} {
+	// mistral3's attention temperature is an input of its own; stepping
+	// every 2 positions, it changes from step to step.
+	m3 := mistral3Config()
+	m3.RopeScaling.OrigContext = 2
+	for _, cfg := range []model.Config{wideHeads()["qwen2"], qwen3Config(), qwen3moeConfig(), glm4moeConfig(), m3} {
 		t.Run(cfg.Arch, func(t *testing.T) { testGraphReused(t, cfg) })
 	}
 }

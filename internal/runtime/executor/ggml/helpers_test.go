@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -153,6 +154,30 @@ func withKV(t *testing.T, d kvcache.DType, f func(t *testing.T)) {
 // own (Qwen3-0.6B: dim 1024, 16 heads of 128), and Qwen3's epsilon.
 func qwen3Config() model.Config {
 	return model.Config{Arch: model.ArchQwen3, VocabSize: 320, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 192, TiedEmbeddings: true, RopeTheta: 1e6, NormEps: 1e-6}
+}
+
+// qwen3moeConfig is qwen3Config with a mixture of experts in every
+// layer: 8 experts of 64 (a Q8_0 block's multiple), 2 per token, as
+// Qwen3-30B-A3B's 128 of 768, 8 per token, scaled down.
+func qwen3moeConfig() model.Config {
+	c := qwen3Config()
+	c.Arch, c.Experts, c.ExpertsUsed, c.ExpertFFN = model.ArchQwen3MoE, 8, 2, 64
+	return c
+}
+
+// glm4moeConfig is GLM-4.5's layout scaled down: q/k/v biases, RoPE over
+// half of each head (GLM-4.5-Air: 64 of 128), a leading dense layer, then
+// layers of 8 sigmoid-routed experts (2 a token, their weights normalized
+// and scaled by 2.5, GLM-4.5's factor) and a shared one, an untied head,
+// and a multi-token-prediction layer counted in block_count but not
+// stored (llama.cpp loads such a file without it).
+func glm4moeConfig() model.Config {
+	return model.Config{
+		Arch: model.ArchGLM4MoE, VocabSize: 320, Dim: 128, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 64, RopeDims: 32, FFN: 192,
+		QKVBias: true, RopeTheta: 1e6, NormEps: 1e-5,
+		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, SharedExperts: 1, DenseLayers: 1,
+		ExpertGating: arch.GatingSigmoid, ExpertWeightsNorm: true, ExpertWeightsScale: 2.5, NextNLayers: 1,
+	}
 }
 
 // wideHeads are small random models whose heads hold 32 elements, a whole

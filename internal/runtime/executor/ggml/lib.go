@@ -140,6 +140,8 @@ type api struct {
 	devType          func(cDev) int32
 	devName          func(cDev) string
 	devDescription   func(cDev) string
+
+	moeAPI
 }
 
 // Library is a loaded set of ggml shared libraries.
@@ -324,6 +326,7 @@ func (l *Library) bind() error {
 	sym(&a.devType, "ggml_backend_dev_type")
 	sym(&a.devName, "ggml_backend_dev_name")
 	sym(&a.devDescription, "ggml_backend_dev_description")
+	a.moeAPI.bind(sym)
 	if len(missing) > 0 {
 		return fmt.Errorf("missing symbols %s", strings.Join(missing, ", "))
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -40,8 +41,15 @@ const parityLogitsTol = 1e-3
 
 // TestGreedyParityWithLlamaCpp holds the ggml executor to llama.cpp itself
 // (node-llama-cpp 3.22.1, hack/llama-cpp-greedy.mjs), the reference for
-// every architecture: for llama, qwen2 (q/k/v biases, tied head) and qwen3
-// (q/k head norms, a head dim other than dim/heads, tied head), each
+// every architecture: for llama, qwen2 (q/k/v biases, tied head), qwen3
+// (q/k head norms, a head dim other than dim/heads, tied head), qwen3moe
+// (qwen3 with mixture-of-experts MLPs), glm4moe (partial RoPE, a leading
+// dense layer, sigmoid routing biased in its choice, shared experts,
+// scaled weights, a next-token layer skipped), RoPE scaling (qwen3 with
+// YaRN from an original context the long prompt passes, llama linear with
+// a model's attention factor), mistral3 (YaRN with its own betas and log
+// multiplier, the attention temperature stepping within the long prompt)
+// and llama with Llama 3.1's rope_freqs.weight, each
 // with F16 and with Q8_0 weights, a random-weight GGUF goes to both; both
 // keep an F16 KV cache, run flash attention on one CPU thread, and decode
 // greedily paritySteps tokens after a short prompt and after a long one
@@ -93,14 +101,65 @@ func TestGreedyParityWithLlamaCpp(t *testing.T) {
 // logits at least 3.8e-3 apart at every step (qwen3: 3.2e-3, the widest of
 // seeds 1–45, whose logits all equal llama.cpp's to the bit; random models
 // have near-ties; the smallest margin is logged), far above the logits'
-// differences.
+// differences. qwen3moe is qwen3's geometry with 8 experts, 2 a token
+// (seed 2: margins of 2.9e-3 and more, the widest of seeds 1–9), glm4moe
+// glm4moeConfig's (seed 7: 5.0e-3, of seeds 1–11); the logits of both
+// equal llama.cpp's to the bit, F16 and Q8_0.
 func parityModels() []parityCase {
 	heads := wideHeads()
 	return []parityCase{
 		{name: "llama", cfg: heads["llama"], seed: 12},
 		{name: "qwen2", cfg: heads["qwen2"], seed: 7},
 		{name: "qwen3", cfg: qwen3Config(), seed: 27},
+		{name: "qwen3moe", cfg: qwen3moeConfig(), seed: 2},
+		{name: "glm4moe", cfg: glm4moeConfig(), seed: 7},
+		// RoPE scaling, mistral3 and Llama 3.1's frequency factors (seeds:
+		// the widest top-2 margins with F16 weights of 1–30, 1–20, 1–20
+		// and 1–20: 8.0e-3, 7.8e-3, 7.9e-3, 2.1e-2).
+		{name: "qwen3-yarn", cfg: yarnConfig(), seed: 18},
+		{name: "llama-linear", cfg: linearConfig(), seed: 16},
+		{name: "mistral3", cfg: mistral3Config(), seed: 14},
+		{name: "llama3", cfg: llama3Config(), seed: 10},
 	}
+}
+
+// llama3Config is wideHeads' llama with Llama 3.1's RoPE: a
+// rope_freqs.weight of divisors between 1 and 8 (model.Random's).
+func llama3Config() model.Config {
+	c := wideHeads()["llama"]
+	c.RopeTheta, c.RopeFreqFactors = 5e5, true
+	return c
+}
+
+// mistral3Config is wideHeads' llama as mistral3, with Devstral's kind of
+// YaRN (a log multiplier of 1, here betas of its own) over an original
+// context of 128 tokens and the attention temperature on, which steps
+// every 128 positions: the long prompt's tokens see three temperatures.
+func mistral3Config() model.Config {
+	c := wideHeads()["llama"]
+	c.Arch, c.RopeTheta, c.ContextLen = "mistral3", 1e6, 1024
+	c.RopeScaling = arch.RopeScaling{Type: "yarn", Factor: 8, OrigContext: 128, YarnBetaFast: 24, YarnBetaSlow: 2, YarnLogMul: 1}
+	c.AttnTempScale = 0.1
+	return c
+}
+
+// yarnConfig is qwen3Config with YaRN scaling 4× over an original context
+// of 128 tokens, which the long prompt passes (YaRN's ramp and magnitude
+// scaling apply at every position; the trained context decides which
+// dimensions interpolate).
+func yarnConfig() model.Config {
+	c := qwen3Config()
+	c.ContextLen = 512
+	c.RopeScaling = arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 128}
+	return c
+}
+
+// linearConfig is wideHeads' llama with linear RoPE scaling 2× and a
+// rope.scaling.attn_factor of its own.
+func linearConfig() model.Config {
+	c := wideHeads()["llama"]
+	c.RopeScaling = arch.RopeScaling{Type: "linear", Factor: 2, AttnFactor: 0.8}
+	return c
 }
 
 type parityCase struct {

@@ -24,6 +24,8 @@ func parityConfigs() map[string]model.Config {
 	return map[string]model.Config{
 		"llama": {Arch: model.ArchLlama, VocabSize: 320, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 128},
 		"qwen2": {Arch: model.ArchQwen2, VocabSize: 320, Dim: 64, Layers: 2, Heads: 4, KVHeads: 1, FFN: 96, QKVBias: true, TiedEmbeddings: true, RopeTheta: 1e6},
+		// Llama 3.1's RoPE: rope_freqs.weight divides each pair's frequency.
+		"llama3": {Arch: model.ArchLlama, VocabSize: 320, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 128, RopeTheta: 5e5, RopeFreqFactors: true},
 	}
 }
 

@@ -36,7 +36,7 @@ func (l *Library) Quantize(typ model.DType, src []float32, rows, cols int) ([]by
 // Quantize; norms and biases stay F32, as in GGUF files.
 func (l *Library) QuantizeModel(m *model.Model, typ model.DType) (*model.Model, error) {
 	out, err := m.MapTensors(func(t *model.Tensor, _ bool) (*model.Tensor, error) {
-		if len(t.Shape) != 2 {
+		if len(t.Shape) < 2 { // experts' stacks (3-D) are matrices too
 			return t, nil
 		}
 		data, err := l.Quantize(typ, t.Float32(), t.Rows(), t.Cols())

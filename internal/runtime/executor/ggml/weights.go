@@ -121,3 +121,43 @@ func (e *Executor) runsMulMat(buft cBuft, typ int32, ne0, ne1 int64) bool {
 	x := e.a.newTensor2d(opctx, typeF32, ne0, 32)
 	return e.a.devSupportsOp(e.be.dev, e.a.mulMat(opctx, w, x))
 }
+
+// mulMatIDBuft is mulMatBuft for a mixture of experts' stacked matrices
+// (ne0×ne1 each), which mul_mat_id multiplies: llama.cpp asks the same
+// question of them (the repacked CPU buffer runs mul_mat_id too). The
+// stand-in has two experts.
+func (e *Executor) mulMatIDBuft(bufts []cBuft, typ int32, ne0, ne1 int64) cBuft {
+	rows := ne1
+	if rows >= 128 {
+		rows = 64 + ne1%64
+	}
+	for _, buft := range bufts {
+		if e.runsMulMatID(buft, typ, ne0, rows) {
+			return buft
+		}
+	}
+	return 0
+}
+
+func (e *Executor) runsMulMatID(buft cBuft, typ int32, ne0, ne1 int64) bool {
+	const experts, tokens = 2, 32
+	wctx, err := e.newMetaCtx(1)
+	if err != nil {
+		return false
+	}
+	defer e.a.freeCtx(wctx)
+	w := e.a.newTensor3d(wctx, typ, ne0, ne1, experts)
+	buf := e.a.allocCtxFromBuft(wctx, buft)
+	if buf == 0 {
+		return false
+	}
+	defer e.a.bufferFree(buf)
+	opctx, err := e.newMetaCtx(3)
+	if err != nil {
+		return false
+	}
+	defer e.a.freeCtx(opctx)
+	x := e.a.newTensor3d(opctx, typeF32, ne0, 1, tokens)
+	ids := e.a.newTensor2d(opctx, typeI32, 1, tokens)
+	return e.a.devSupportsOp(e.be.dev, e.a.mulMatID(opctx, w, x, ids))
+}

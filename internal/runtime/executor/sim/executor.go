@@ -102,32 +102,49 @@ func (e *Executor) EOS() int32 { return e.vocab.EOS() }
 
 // StepTime is the modelled duration of one iteration:
 // max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth) per device,
-// plus tensor-parallel all-reduces and the fixed overhead. Bytes are the
-// weights (read once per iteration, whatever the batch size — why batching
-// pays) plus the KV cache the batch reads and writes.
+// plus tensor-parallel all-reduces and the fixed overhead.
+//
+// FLOPs are the active parameters' (a mixture of experts runs ExpertsUsed
+// of its routed experts a token) and attention's. Bytes are the weights
+// the step reads, once per iteration whatever the batch size (why
+// batching pays): all of a dense model's; a mixture of experts' dense
+// weights and, per MoE layer, the routed experts its tokens touch
+// (Geometry.WeightBytesRead, uniform routing assumed). Plus the KV the
+// batch reads, each layer group its own positions: a sliding-window layer
+// only the last SlidingWindow, whatever the context.
 func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 	g := &e.opts.Geometry
 	a := &e.opts.Accelerator
 	embed := int64(g.Vocab) * int64(g.Hidden)
-	linearParams := float64(g.Params - 2*embed)
-	attnWidth := float64(g.Heads * g.HeadDim)
-	var flops, kvTokensRead float64
+	// Active linear parameters: the output projection runs for sampled
+	// tokens only (below), the input embedding is a lookup.
+	linearParams := float64(g.ActiveParams() - embed)
+	groups := g.KVLayerGroups()
+	pair := g.attnFLOPsPerPair()
+	var flops, kvBytes float64
 	sampled := 0
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
-		n, p := float64(len(s.Tokens)), float64(s.Pos)
-		// Each new token attends to every earlier position and itself.
-		flops += 4 * float64(g.Layers) * attnWidth * (n*p + n*(n+1)/2)
-		kvTokensRead += p + n
+		n, p := len(s.Tokens), s.Pos
+		for _, gr := range groups {
+			// Each new token attends to the earlier positions its layer
+			// keeps and to itself.
+			flops += pair * float64(gr.Layers) * attendedPairs(p, n, gr.Window)
+			kvBytes += float64(gr.Layers) * float64(gr.BytesPerTokenPerLayer) * float64(positionsRead(p, n, gr.Window))
+		}
 		if s.Sample {
 			sampled++
 		}
 	}
 	tokens := float64(b.NumTokens)
 	flops += 2*linearParams*tokens + 2*float64(embed)*float64(sampled)
-	bytes := float64(g.WeightBytes()) + kvTokensRead*float64(g.KVBytesPerToken())
+	kvSplit := e.tp
+	if g.mla() {
+		kvSplit = 1 // every device holds and reads the whole latent
+	}
+	bytes := g.WeightBytesRead(b.NumTokens)/e.tp + kvBytes/kvSplit
 	compute := flops / e.tp / (a.PeakFLOPS * e.opts.FLOPSEfficiency)
-	memory := bytes / e.tp / (a.MemBandwidth * e.opts.BandwidthEfficiency)
+	memory := bytes / (a.MemBandwidth * e.opts.BandwidthEfficiency)
 	sec := math.Max(compute, memory)
 	if e.opts.TensorParallel > 1 && a.LinkBandwidth > 0 {
 		// Two ring all-reduces of the activations per layer.
@@ -136,6 +153,31 @@ func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 		sec += 2 * float64(g.Layers) * (launch + 2*(e.tp-1)/e.tp*msg/a.LinkBandwidth)
 	}
 	return time.Duration(sec*float64(time.Second)) + e.opts.StepOverhead
+}
+
+// attendedPairs is the (query, key) pairs of n new tokens after p earlier
+// ones, each attending to itself and the earlier positions within window
+// (0: all): the sum over positions j = p+1 … p+n of min(j, window).
+func attendedPairs(p, n, window int) float64 {
+	lo, hi := float64(p+1), float64(p+n)
+	if window <= 0 || p+n <= window {
+		return float64(n) * (lo + hi) / 2
+	}
+	w := float64(window)
+	if p+1 > window {
+		return float64(n) * w
+	}
+	return (lo+w)*(w-lo+1)/2 + (hi-w)*w
+}
+
+// positionsRead is the KV positions n new tokens after p earlier ones
+// read: all p+n, or within a window only the last window-1 earlier ones
+// and the new ones.
+func positionsRead(p, n, window int) int {
+	if window <= 0 {
+		return p + n
+	}
+	return min(p, window-1) + n
 }
 
 // SamplesTokens implements batch.TokenSampler: the sim emits synthetic

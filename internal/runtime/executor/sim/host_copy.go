@@ -38,7 +38,7 @@ func (e *Executor) TransferTime(out, in int) time.Duration {
 	if out == 0 && in == 0 {
 		return 0
 	}
-	perBlock := float64(e.blockSize) * float64(e.opts.Geometry.KVBytesPerToken()) / e.tp
+	perBlock := float64(e.blockSize) * float64(e.opts.Geometry.KVBytesPerTokenPerDevice(e.opts.TensorParallel))
 	bw := e.opts.Accelerator.HostLinkBandwidth * e.opts.BandwidthEfficiency
 	sec := float64(max(out, in)) * perBlock / bw
 	return time.Duration(math.Ceil(sec*float64(time.Second))) + transferLatency
@@ -93,7 +93,7 @@ func (e *Executor) linkTime(out, in int) time.Duration {
 	}
 	now := e.now()
 	end := now.Add(d)
-	perBlock := float64(e.blockSize) * float64(e.opts.Geometry.KVBytesPerToken()) / e.tp
+	perBlock := float64(e.blockSize) * float64(e.opts.Geometry.KVBytesPerTokenPerDevice(e.opts.TensorParallel))
 	for _, l := range e.opts.HostLinks {
 		bw := l.Bandwidth * e.opts.BandwidthEfficiency
 		for dir, n := range [2]int{out, in} {

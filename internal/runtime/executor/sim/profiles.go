@@ -1,12 +1,15 @@
 // Package sim is a roofline cost model of an accelerator running a
-// Llama-family model. It implements the engine's executor contract with
-// deterministic synthetic tokens, so the real engine and block manager run
-// at scale on machines without accelerators: in virtual time for
-// simulations and benchmarks, or in real time (sleeping) for serving.
+// decoder-only model: dense (Llama) or a mixture of experts (Qwen3-MoE,
+// gpt-oss, GLM), with full, sliding-window or latent (MLA) attention. It
+// implements the engine's executor contract with deterministic synthetic
+// tokens, so the real engine and block manager run at scale on machines
+// without accelerators: in virtual time for simulations and benchmarks,
+// or in real time (sleeping) for serving.
 package sim
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -48,12 +51,25 @@ var accelerators = map[string]Accelerator{
 	"L4":        {Name: "L4", PeakFLOPS: 121e12, MemBandwidth: 300e9, MemoryBytes: 24 << 30, LinkBandwidth: 32e9, HostLinkBandwidth: pcieGen4x16},
 }
 
-// Geometry is a model's shape.
+// Geometry is a model's shape: what the cost model charges a step for and
+// what sizes the KV cache.
+//
+// A mixture-of-experts model keeps its routed experts' parameters apart
+// (RoutedParams): a token runs ExpertsUsed of Experts of them, so its
+// FLOPs are those of ActiveParams, while a step reads the weights of the
+// experts its tokens hit (see ExpectedExpertsTouched). Its layers' KV
+// comes in groups (KVLayerGroups): full attention, sliding-window
+// attention, multi-head latent attention.
 type Geometry struct {
-	Name                                         string
+	Name string
+	// Layers to FFN are the transformer's sizes. FFN is the dense FFN's
+	// intermediate size (a mixture of experts': one routed expert's), for
+	// reference only: Params counts the weights.
 	Layers, Hidden, Heads, KVHeads, HeadDim, FFN int
 	Vocab                                        int
-	// Params is the parameter count.
+	// Params is the parameter count, the routed experts included. The
+	// input embedding and the output projection (untied) are Vocab×Hidden
+	// each.
 	Params int64
 	// DTypeBytes is the weight element size (2 for BF16), and the KV's
 	// when KVDType is auto.
@@ -64,13 +80,52 @@ type Geometry struct {
 	KVDType kvcache.DType
 	// ContextLen is the model's maximum context.
 	ContextLen int
+
+	// Experts is the number of routed experts of a mixture-of-experts
+	// layer (0: a dense model), ExpertsUsed how many of them each token
+	// runs, SharedExperts how many every token runs besides (their
+	// parameters are dense ones: they are read and run for every token).
+	Experts, ExpertsUsed, SharedExperts int
+	// MoELayers is the number of layers with routed experts; the others
+	// (DeepSeek's and GLM's leading dense layers) have a dense FFN.
+	MoELayers int
+	// RoutedParams is the routed experts' parameters, all MoE layers
+	// together (a part of Params).
+	RoutedParams int64
+	// WeightBits is the element size, in bits, of every weight but the
+	// routed experts' (0: DTypeBytes×8); ExpertWeightBits is the routed
+	// experts' (0: WeightBits). gpt-oss ships its experts in MXFP4: 4-bit
+	// elements and an 8-bit scale per 32, 4.25 bits a weight.
+	WeightBits, ExpertWeightBits float64
+
+	// SlidingLayers of the Layers attend over the last SlidingWindow
+	// positions only (gpt-oss: every other layer, 128 tokens); the others
+	// attend over the whole context.
+	SlidingLayers, SlidingWindow int
+	// KVLoRARank and RopeHeadDim, when set, make every layer multi-head
+	// latent attention (DeepSeek-V2's MLA, llama.cpp's deepseek2): the
+	// cache holds one compressed latent per token and layer, KVLoRARank
+	// wide plus RopeHeadDim of rotary key, shared by all heads. Attention
+	// runs on it with the projections absorbed, as llama.cpp does: keys
+	// KVLoRARank+RopeHeadDim wide, values KVLoRARank wide, per head.
+	KVLoRARank, RopeHeadDim int
 }
+
+// MXFP4Bits is the storage of an MXFP4 weight: a 4-bit element plus an
+// 8-bit shared scale per block of 32.
+const MXFP4Bits = 4 + 8.0/32
 
 var geometries = map[string]Geometry{
 	"llama-3.1-8b": {Name: "llama-3.1-8b", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336,
 		Vocab: 128256, Params: 8_030_261_248, DTypeBytes: 2, ContextLen: 131072},
 	"llama-3.1-70b": {Name: "llama-3.1-70b", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, HeadDim: 128, FFN: 28672,
 		Vocab: 128256, Params: 70_553_706_496, DTypeBytes: 2, ContextLen: 131072},
+}
+
+func init() {
+	for _, g := range moeProfiles() {
+		geometries[g.Name] = g
+	}
 }
 
 // LookupAccelerator finds a profile by name (case-insensitive).
@@ -93,6 +148,9 @@ func LookupGeometry(name string) (Geometry, error) {
 	return Geometry{}, fmt.Errorf("unknown model geometry %q (known: %s)", name, strings.Join(names(geometries), ", "))
 }
 
+// GeometryNames lists the model geometries, sorted (for help texts).
+func GeometryNames() []string { return names(geometries) }
+
 func names[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -102,21 +160,194 @@ func names[V any](m map[string]V) []string {
 	return out
 }
 
-// KV is the model's KV cache geometry, its type resolved.
+// mla reports multi-head latent attention.
+func (g Geometry) mla() bool { return g.KVLoRARank > 0 }
+
+// attnFLOPsPerPair is the FLOPs of one (query, key) pair in one layer: a
+// key dot product and a value accumulation per head, 2 FLOPs an element.
+// MLA runs them on the latent, keys KVLoRARank+RopeHeadDim wide, values
+// KVLoRARank wide.
+func (g Geometry) attnFLOPsPerPair() float64 {
+	if g.mla() {
+		return 2 * float64(g.Heads) * float64(2*g.KVLoRARank+g.RopeHeadDim)
+	}
+	return 4 * float64(g.Heads*g.HeadDim)
+}
+
+// KV is the KV cache geometry the block manager allocates today: every
+// layer alike, each token's K and V rows in every layer, its type
+// resolved. That is the whole truth for a model of full-attention layers
+// only. For the others it is what the pod really holds today, not what
+// the model needs (KVLayerGroups):
+//
+//   - sliding-window layers are allocated for the whole context, though
+//     they keep only their window (the engine has no per-group allocation
+//     yet);
+//   - an MLA model's cache is one latent row per layer, KVLoRARank +
+//     RopeHeadDim wide (llama.cpp v0.5.0 stores the deepseek2 cache as K
+//     only, V being a view of the K row's first KVLoRARank elements):
+//     kvcache.Geometry has a K and a V row per layer, so the latent is
+//     reported as one KV head of half its width, the same bytes.
 func (g Geometry) KV() kvcache.Geometry {
 	model := kvcache.DTypeBF16
 	if g.DTypeBytes == 4 {
 		model = kvcache.DTypeF32
 	}
-	return kvcache.Geometry{Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim, DType: g.KVDType.ResolveAuto(model)}
+	kv := kvcache.Geometry{Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim, DType: g.KVDType.ResolveAuto(model)}
+	if g.mla() {
+		kv.KVHeads, kv.HeadDim = 1, (g.KVLoRARank+g.RopeHeadDim)/2
+	}
+	return kv
 }
 
-// KVBytesPerToken is the KV cache footprint of one token (kvcache's
-// accounting of the KV geometry).
+// KVBytesPerToken is the KV cache footprint of one token as the pod
+// allocates it today (kvcache's accounting of KV()).
 func (g Geometry) KVBytesPerToken() int64 { return g.KV().BytesPerToken() }
 
+// KVBytesPerTokenPerDevice is one device's share of KVBytesPerToken in a
+// tensor-parallel group of tp: KV heads are split across the group, but
+// an MLA latent is shared by all heads, so every device holds all of it.
+func (g Geometry) KVBytesPerTokenPerDevice(tp int) int64 {
+	if tp <= 1 || g.mla() {
+		return g.KVBytesPerToken()
+	}
+	return g.KVBytesPerToken() / int64(tp)
+}
+
+// KVLayerGroup is a set of layers whose KV is alike: how much each layer
+// stores per token and how many positions it keeps.
+type KVLayerGroup struct {
+	// Kind is "full", "sliding" or "mla".
+	Kind   string
+	Layers int
+	// Window is the positions a layer keeps and reads (0: all of them).
+	Window int
+	// BytesPerTokenPerLayer is one layer's KV of one token.
+	BytesPerTokenPerLayer int64
+}
+
+// KVLayerGroups is the model's layers grouped by their KV: what a
+// per-group allocation (issue 31, item 3) would size, and what a step
+// reads (StepTime charges every group its own positions).
+func (g Geometry) KVLayerGroups() []KVLayerGroup {
+	perLayer := g.KVBytesPerToken() / int64(g.Layers)
+	if g.mla() {
+		return []KVLayerGroup{{Kind: "mla", Layers: g.Layers, BytesPerTokenPerLayer: perLayer}}
+	}
+	var out []KVLayerGroup
+	if full := g.Layers - g.SlidingLayers; full > 0 {
+		out = append(out, KVLayerGroup{Kind: "full", Layers: full, BytesPerTokenPerLayer: perLayer})
+	}
+	if g.SlidingLayers > 0 {
+		out = append(out, KVLayerGroup{Kind: "sliding", Layers: g.SlidingLayers, Window: g.SlidingWindow, BytesPerTokenPerLayer: perLayer})
+	}
+	return out
+}
+
+// KVGroupBytes is the KV a sequence of ctxLen tokens needs when every
+// layer group keeps only what it reads: a sliding-window layer at most its
+// window (block rounding left out). KVBytesPerToken()×ctxLen is what the
+// pod allocates today.
+func (g Geometry) KVGroupBytes(ctxLen int) int64 {
+	var n int64
+	for _, gr := range g.KVLayerGroups() {
+		kept := ctxLen
+		if gr.Window > 0 {
+			kept = min(ctxLen, gr.Window)
+		}
+		n += int64(gr.Layers) * int64(kept) * gr.BytesPerTokenPerLayer
+	}
+	return n
+}
+
+// KVGroupRatio is KVGroupBytes(ctxLen) over what the pod allocates today
+// for ctxLen tokens: 1 for a model of full-attention layers (and for MLA,
+// whose latent the pod already sizes), about ½ for gpt-oss at long
+// contexts. A per-group block manager would hold 1/ratio as many tokens.
+func (g Geometry) KVGroupRatio(ctxLen int) float64 {
+	if ctxLen <= 0 {
+		return 1
+	}
+	return float64(g.KVGroupBytes(ctxLen)) / (float64(g.KVBytesPerToken()) * float64(ctxLen))
+}
+
+// weightBits is the dense weights' element size in bits.
+func (g Geometry) weightBits() float64 {
+	if g.WeightBits > 0 {
+		return g.WeightBits
+	}
+	return float64(8 * g.DTypeBytes)
+}
+
+// expertBits is the routed experts' element size in bits.
+func (g Geometry) expertBits() float64 {
+	if g.ExpertWeightBits > 0 {
+		return g.ExpertWeightBits
+	}
+	return g.weightBits()
+}
+
+// WithWeightBits is the geometry with its weights stored at dense bits an
+// element and its routed experts at expert bits (0: as the dense ones): a
+// quantized checkpoint (FP8: 8, 0; GGUF Q4_K_M: about 4.9, 0; gpt-oss's
+// own: 16, MXFP4Bits). The KV type is unchanged (KVDType).
+func (g Geometry) WithWeightBits(dense, expert float64) Geometry {
+	g.WeightBits, g.ExpertWeightBits = dense, expert
+	return g
+}
+
+// DenseParams is every parameter but the routed experts'.
+func (g Geometry) DenseParams() int64 { return g.Params - g.RoutedParams }
+
+// ActiveParams is the parameters one token runs: the dense ones (the
+// output projection included, the input embedding left out: a lookup) and
+// ExpertsUsed/Experts of the routed ones.
+func (g Geometry) ActiveParams() int64 {
+	embed := int64(g.Vocab) * int64(g.Hidden)
+	active := g.DenseParams() - embed
+	if g.Experts > 0 {
+		active += g.RoutedParams * int64(g.ExpertsUsed) / int64(g.Experts)
+	}
+	return active
+}
+
 // WeightBytes is the size of the weights.
-func (g Geometry) WeightBytes() int64 { return g.Params * int64(g.DTypeBytes) }
+func (g Geometry) WeightBytes() int64 {
+	return int64(math.Round(float64(g.DenseParams())*g.weightBits()/8 + float64(g.RoutedParams)*g.expertBits()/8))
+}
+
+// ExpertBytes is one routed expert of one layer.
+func (g Geometry) ExpertBytes() float64 {
+	if g.Experts == 0 || g.MoELayers == 0 {
+		return 0
+	}
+	return float64(g.RoutedParams) / float64(g.MoELayers*g.Experts) * g.expertBits() / 8
+}
+
+// ExpectedExpertsTouched is the expected number of distinct routed experts
+// a MoE layer runs for a batch of tokens tokens, each choosing ExpertsUsed
+// of Experts: E·(1 − (1 − k/E)^T). It assumes uniform, independent
+// routing: real routers are skewed and a sequence's tokens pick alike, so
+// real batches touch fewer experts and this errs towards more weight
+// bytes read.
+func (g Geometry) ExpectedExpertsTouched(tokens int) float64 {
+	if g.Experts == 0 || tokens <= 0 {
+		return 0
+	}
+	e := float64(g.Experts)
+	return e * (1 - math.Pow(1-float64(g.ExpertsUsed)/e, float64(tokens)))
+}
+
+// WeightBytesRead is the weights a step of tokens tokens reads: the dense
+// ones and, in every MoE layer, the routed experts its tokens touch
+// (ExpectedExpertsTouched). A dense model reads all its weights.
+func (g Geometry) WeightBytesRead(tokens int) float64 {
+	if g.Experts == 0 {
+		return float64(g.WeightBytes())
+	}
+	dense := float64(g.DenseParams()) * g.weightBits() / 8
+	return dense + float64(g.MoELayers)*g.ExpectedExpertsTouched(tokens)*g.ExpertBytes()
+}
 
 // ActivationReserve is the device memory a KV cache sized from a fraction
 // of it leaves for what is neither weights nor KV: the CUDA context, the
@@ -126,16 +357,18 @@ const ActivationReserve = 2 << 30
 
 // KVBlocksForDevice sizes the KV cache of one tensor-parallel group: the
 // fraction memFraction of each device's memory, less its shard of the
-// weights and ActivationReserve, divided by the KV bytes per block (KV
-// heads are split across the group too).
+// weights and ActivationReserve, divided by the KV bytes per block each
+// device holds (KVBytesPerTokenPerDevice: what the pod allocates today,
+// every layer for the whole context).
 func KVBlocksForDevice(a Accelerator, g Geometry, tp int, memFraction float64, blockSize int) (int, error) {
 	if tp < 1 {
 		tp = 1
 	}
 	budget := int64(float64(a.MemoryBytes)*memFraction) - g.WeightBytes()/int64(tp) - ActivationReserve
-	perBlock := g.KVBytesPerToken() / int64(tp) * int64(blockSize)
+	perBlock := g.KVBytesPerTokenPerDevice(tp) * int64(blockSize)
 	if budget <= 0 || perBlock <= 0 {
-		return 0, fmt.Errorf("%s does not fit on %d× %s at memory fraction %.2f", g.Name, tp, a.Name, memFraction)
+		return 0, fmt.Errorf("%s (%.1f GB of weights) does not fit on %d× %s at memory fraction %.2f",
+			g.Name, float64(g.WeightBytes())/1e9, tp, a.Name, memFraction)
 	}
 	return int(budget / perBlock), nil
 }

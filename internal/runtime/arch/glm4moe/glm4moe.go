@@ -1,0 +1,256 @@
+// Package glm4moe is GLM-4.5's architecture (GLM-4.5-Air, GLM-4.5; GGUF
+// "glm4moe"), as llama.cpp's glm4-moe graph runs it: pre-norm blocks of
+// grouped-query attention with q/k/v biases, optional per-head q/k norms
+// and RoPE over the first RopeDims dimensions of each head (NEOX pairs);
+// after attention a post-attention norm, then a dense SwiGLU MLP in the
+// DenseLayers leading layers and in the others a mixture of experts routed
+// by sigmoid, its choice biased by exp_probs_b, plus shared experts. The
+// multi-token-prediction (nextn) layers a file carries after its Layers
+// are skipped, as llama.cpp skips them when it decodes.
+package glm4moe
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+)
+
+// GLM4MoE is the architecture.
+var GLM4MoE arch.Architecture = glm4moe{}
+
+type glm4moe struct{}
+
+const prefix = "glm4moe."
+
+func (glm4moe) Name() string { return "glm4moe" }
+
+func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
+	p := prefix
+	var blocks int
+	ints := []struct {
+		key      string
+		dst      *int
+		optional bool
+	}{
+		{p + "embedding_length", &c.Dim, false},
+		{p + "block_count", &blocks, false},
+		{p + "feed_forward_length", &c.FFN, false},
+		{p + "attention.head_count", &c.Heads, false},
+		{p + "attention.head_count_kv", &c.KVHeads, true},
+		{p + "attention.key_length", &c.HeadDim, true},
+		{p + "context_length", &c.ContextLen, false},
+		{p + "expert_count", &c.Experts, false},
+		{p + "expert_used_count", &c.ExpertsUsed, false},
+		{p + "expert_shared_count", &c.SharedExperts, false},
+		{p + "expert_feed_forward_length", &c.ExpertFFN, false},
+		{p + "leading_dense_block_count", &c.DenseLayers, true},
+		{p + "nextn_predict_layers", &c.NextNLayers, true},
+	}
+	for _, x := range ints {
+		v, ok, err := file.Uint(x.key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if x.optional {
+				continue
+			}
+			return fmt.Errorf("metadata %s is missing", x.key)
+		}
+		if v > 1<<31 {
+			return fmt.Errorf("metadata %s = %d is out of range", x.key, v)
+		}
+		*x.dst = int(v)
+	}
+	if c.NextNLayers >= blocks {
+		return fmt.Errorf("%d next-token prediction layers of %d blocks leave none to decode with", c.NextNLayers, blocks)
+	}
+	c.Layers = blocks - c.NextNLayers
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if v, ok, err := file.Uint(p + "attention.value_length"); err != nil {
+		return err
+	} else if ok && int(v) != c.HeadDim {
+		return fmt.Errorf("value length %d differs from key length %d (unsupported)", v, c.HeadDim)
+	}
+	if v, ok, err := file.Uint(p + "rope.dimension_count"); err != nil {
+		return err
+	} else if ok && int(v) != c.HeadDim {
+		if v == 0 || v%2 != 0 || int(v) > c.HeadDim {
+			return fmt.Errorf("rope dimension count %d: want an even count up to the head dim %d", v, c.HeadDim)
+		}
+		c.RopeDims = int(v)
+	}
+	if _, ok, _ := file.String(p + "rope.dimension_sections"); ok {
+		return errors.New("rope.dimension_sections (multimodal RoPE, GLM-4.5V) is unsupported")
+	}
+	if s, _, _ := file.String(p + "rope.scaling.type"); s != "" && s != "none" {
+		return fmt.Errorf("rope scaling %q is unsupported", s)
+	}
+	c.RopeTheta = 10000
+	for _, x := range []struct {
+		key      string
+		dst      *float32
+		optional bool
+	}{
+		{p + "rope.freq_base", &c.RopeTheta, true},
+		{p + "attention.layer_norm_rms_epsilon", &c.NormEps, false},
+		{p + "expert_weights_scale", &c.ExpertWeightsScale, true},
+	} {
+		v, ok, err := file.Float(x.key)
+		if err != nil {
+			return err
+		}
+		if !ok && !x.optional {
+			return fmt.Errorf("metadata %s is missing", x.key)
+		}
+		if ok {
+			*x.dst = float32(v)
+		}
+	}
+	if v, ok, err := file.Bool(p + "expert_weights_norm"); err != nil {
+		return err
+	} else if ok {
+		c.ExpertWeightsNorm = v
+	}
+	// llama.cpp's default is sigmoid, GLM-4.5's.
+	c.ExpertGating = arch.GatingSigmoid
+	if v, ok, err := file.Uint(p + "expert_gating_func"); err != nil {
+		return err
+	} else if ok && v != 0 {
+		if g := arch.Gating(v); g != arch.GatingSigmoid && g != arch.GatingSoftmax {
+			return fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (1 softmax, 2 sigmoid)", p, v)
+		}
+		c.ExpertGating = arch.Gating(v)
+	}
+	if v, ok, err := file.Uint(p + "expert_group_count"); err != nil {
+		return err
+	} else if ok && v > 1 {
+		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection is unsupported", p, v)
+	}
+	emb := file.Shape("token_embd.weight")
+	if emb == nil {
+		return errors.New("missing tensor token_embd.weight")
+	}
+	if len(emb) != 2 {
+		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
+	}
+	c.VocabSize = emb[1]
+	c.TiedEmbeddings = file.Shape("output.weight") == nil
+	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
+	c.QKNorm = file.Shape("blk.0.attn_q_norm.weight") != nil
+	return nil
+}
+
+// Validate: experts, at least one shared (llama.cpp's graph runs them
+// unconditionally), and the leading dense layers among the layers.
+func (glm4moe) Validate(c arch.Config) error {
+	switch {
+	case c.Experts == 0:
+		return errors.New("glm4moe needs experts (expert_count, expert_used_count)")
+	case c.SharedExperts == 0:
+		return errors.New("glm4moe needs shared experts (expert_shared_count)")
+	case c.RopeDims < 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim:
+		return fmt.Errorf("rope dims %d: want an even count up to the head dim %d", c.RopeDims, c.HeadDim)
+	}
+	return nil
+}
+
+func ropeDims(c arch.Config) int {
+	if c.RopeDims > 0 {
+		return c.RopeDims
+	}
+	return c.HeadDim
+}
+
+func (glm4moe) Metadata(c arch.Config) []arch.KV {
+	p := prefix
+	kvs := []arch.KV{
+		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
+		{Key: p + "context_length", Value: uint32(c.ContextLen)},
+		{Key: p + "embedding_length", Value: uint32(c.Dim)},
+		{Key: p + "block_count", Value: uint32(c.Layers + c.NextNLayers)},
+		{Key: p + "feed_forward_length", Value: uint32(c.FFN)},
+		{Key: p + "attention.head_count", Value: uint32(c.Heads)},
+		{Key: p + "attention.head_count_kv", Value: uint32(c.KVHeads)},
+		{Key: p + "attention.key_length", Value: uint32(c.HeadDim)},
+		{Key: p + "attention.value_length", Value: uint32(c.HeadDim)},
+		{Key: p + "rope.dimension_count", Value: uint32(ropeDims(c))},
+		{Key: p + "rope.freq_base", Value: c.RopeTheta},
+		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
+		{Key: p + "expert_count", Value: uint32(c.Experts)},
+		{Key: p + "expert_used_count", Value: uint32(c.ExpertsUsed)},
+		{Key: p + "expert_shared_count", Value: uint32(c.SharedExperts)},
+		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
+		{Key: p + "leading_dense_block_count", Value: uint32(c.DenseLayers)},
+		{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale},
+		{Key: p + "expert_weights_norm", Value: c.ExpertWeightsNorm},
+	}
+	if c.ExpertGating != 0 {
+		kvs = append(kvs, arch.KV{Key: p + "expert_gating_func", Value: uint32(c.ExpertGating)})
+	}
+	if c.NextNLayers > 0 {
+		kvs = append(kvs, arch.KV{Key: p + "nextn_predict_layers", Value: uint32(c.NextNLayers)})
+	}
+	return kvs
+}
+
+// Tensors are the decoding layers' (a file's nextn layers, blk.Layers… ,
+// are neither listed nor loaded).
+func (glm4moe) Tensors(c arch.Config) []arch.TensorSpec {
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	shared := c.SharedExperts * c.ExpertFFN
+	s := []arch.TensorSpec{{Name: "token_embd.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true}}
+	for i := range c.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		s = append(s,
+			arch.TensorSpec{Name: p + "attn_norm.weight", Shape: []int{c.Dim}},
+			arch.TensorSpec{Name: p + "attn_q.weight", Shape: []int{c.Dim, q}, Matrix: true},
+			arch.TensorSpec{Name: p + "attn_k.weight", Shape: []int{c.Dim, kv}, Matrix: true},
+			arch.TensorSpec{Name: p + "attn_v.weight", Shape: []int{c.Dim, kv}, Matrix: true},
+		)
+		if c.QKVBias {
+			s = append(s,
+				arch.TensorSpec{Name: p + "attn_q.bias", Shape: []int{q}},
+				arch.TensorSpec{Name: p + "attn_k.bias", Shape: []int{kv}},
+				arch.TensorSpec{Name: p + "attn_v.bias", Shape: []int{kv}},
+			)
+		}
+		s = append(s, arch.TensorSpec{Name: p + "attn_output.weight", Shape: []int{q, c.Dim}, Matrix: true})
+		if c.QKNorm {
+			s = append(s,
+				arch.TensorSpec{Name: p + "attn_q_norm.weight", Shape: []int{c.HeadDim}},
+				arch.TensorSpec{Name: p + "attn_k_norm.weight", Shape: []int{c.HeadDim}},
+			)
+		}
+		s = append(s, arch.TensorSpec{Name: p + "post_attention_norm.weight", Shape: []int{c.Dim}})
+		if i < c.DenseLayers {
+			s = append(s,
+				arch.TensorSpec{Name: p + "ffn_gate.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
+				arch.TensorSpec{Name: p + "ffn_down.weight", Shape: []int{c.FFN, c.Dim}, Matrix: true},
+				arch.TensorSpec{Name: p + "ffn_up.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
+			)
+			continue
+		}
+		s = append(s,
+			arch.TensorSpec{Name: p + "ffn_gate_inp.weight", Shape: []int{c.Dim, c.Experts}, Matrix: true},
+			arch.TensorSpec{Name: p + "exp_probs_b.bias", Shape: []int{c.Experts}},
+			arch.TensorSpec{Name: p + "ffn_gate_exps.weight", Shape: []int{c.Dim, c.ExpertFFN, c.Experts}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_down_exps.weight", Shape: []int{c.ExpertFFN, c.Dim, c.Experts}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_up_exps.weight", Shape: []int{c.Dim, c.ExpertFFN, c.Experts}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_gate_shexp.weight", Shape: []int{c.Dim, shared}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_down_shexp.weight", Shape: []int{shared, c.Dim}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_up_shexp.weight", Shape: []int{c.Dim, shared}, Matrix: true},
+		)
+	}
+	s = append(s, arch.TensorSpec{Name: "output_norm.weight", Shape: []int{c.Dim}})
+	if !c.TiedEmbeddings {
+		s = append(s, arch.TensorSpec{Name: "output.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true})
+	}
+	return s
+}
