@@ -50,8 +50,8 @@ func TestDetectTemplates(t *testing.T) {
 		"Reka-Edge.jinja":                                     {"hermes", "think"},
 		"Spark2.5.jinja":                                      {"glm45", "think"},
 		"StepFun3.5-Flash.jinja":                              {"qwen3_coder", "think"},
-		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja":      {"", "think"}, // R1's function<｜tool▁sep｜>NAME ```json
-		"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja":      {"", "think"},
+		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja":      {"deepseek_r1", "think"},
+		"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja":      {"deepseek_r1", "think"},
 		"deepseek-ai-DeepSeek-V3.1.jinja":                     {"deepseek_v31", "think"},
 		"deepseek-ai-DeepSeek-V3.2.jinja":                     {"", "think"},
 		"deepseek-ai-DeepSeek-V4-Flash-0731.jinja":            {"", "think"},
@@ -64,7 +64,7 @@ func TestDetectTemplates(t *testing.T) {
 		"ibm-granite-granite-4.0.jinja":                       {"hermes", ""},
 		"ibm-granite-granite-4.1.jinja":                       {"hermes", ""},
 		"inclusionai-ling-3.0-flash.jinja":                    {"glm45", "think"},
-		"llama-cpp-deepseek-r1.jinja":                         {"", "think"},
+		"llama-cpp-deepseek-r1.jinja":                         {"deepseek_r1", "think"},
 		"llama-cpp-rwkv-world.jinja":                          {"", "think"},
 		"meetkai-functionary-medium-v3.1.jinja":               {"", ""}, // <function=NAME>{…}</function>
 		"meetkai-functionary-medium-v3.2.jinja":               {"", ""}, // >>>NAME\n{…}

@@ -157,7 +157,7 @@ const (
 // formats in detection order: the first whose detect matches a template
 // wins, so more specific markup comes before the markers it contains
 // (Qwen3-Coder's XML and GLM's calls are inside <tool_call> too).
-var formats = []*Format{harmony, qwen3Coder, glm45, minimaxM2, deepseekV31, kimiK2, mistralArgs, mistral, hermes, llama3JSON}
+var formats = []*Format{harmony, qwen3Coder, glm45, minimaxM2, deepseekR1, deepseekV31, kimiK2, mistralArgs, mistral, hermes, llama3JSON}
 
 // Names lists the tool-call formats, sorted.
 func Names() []string {

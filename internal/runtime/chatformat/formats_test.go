@@ -202,3 +202,15 @@ func TestDeepSeekV31AndKimiK2(t *testing.T) {
 			want: Result{Content: "<|tool_calls_section_begin|><|tool_call_begin|>not a name<|tool_call_argument_begin|>x"}},
 	})
 }
+
+func TestDeepSeekR1(t *testing.T) {
+	forced := Options{Reasoning: true, InReasoning: true, Calls: true}
+	runCases(t, "deepseek_r1", ReasoningThink, []parseCase{
+		{name: "content after empty reasoning", out: "</think>Hello, world!\nWhat's up?", opts: forced, want: Result{Content: "Hello, world!\nWhat's up?"}},
+		{name: "thoughts", out: "I'm\nthinking</think>Hello, world!\nWhat's up?", opts: forced, want: Result{Reasoning: "I'm\nthinking", Content: "Hello, world!\nWhat's up?"}},
+		{name: "call after reasoning", out: "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>special_function\n```json\n{\"arg1\": 1}```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", opts: forced,
+			want: Result{Calls: calls("special_function", `{"arg1": 1}`)}},
+		{name: "call", out: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>special_function\n```json\n{\"arg1\": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", opts: withCalls,
+			want: Result{Calls: calls("special_function", `{"arg1": 1}`)}},
+	})
+}
