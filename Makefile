@@ -196,6 +196,10 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs and the manager's RBAC from th
 generate: $(CONTROLLER_GEN) ## Generate the API types' DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
+.PHONY: jinja-fixtures
+jinja-fixtures: ## Re-render with Python Jinja2 (python3-jinja2 3.1) llama.cpp's chat templates and the engine's snippets, the goldens of the Jinja tests.
+	KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" python3 hack/jinja-fixtures.py
+
 .PHONY: verify
 verify: manifests generate ## Regenerate everything and fail if a generated file was stale.
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \

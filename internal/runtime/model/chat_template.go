@@ -23,10 +23,10 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolCallID is the call a tool turn answers.
 	ToolCallID string
-	// ReasoningContent is the reasoning an assistant turn wrote before its
-	// answer, as templates that render past reasoning read it
-	// (message.reasoning_content: Qwen3, GLM, DeepSeek, gpt-oss's
-	// "thinking").
+	// ReasoningContent is the reasoning an assistant turn gave before its
+	// answer (reasoning_content, as vLLM and DeepSeek name it); templates
+	// see it only when set: Qwen3's, GLM's and DeepSeek's re-render or drop
+	// it by whether it is there.
 	ReasoningContent string
 }
 
@@ -94,8 +94,9 @@ type ChatTemplate interface {
 // Llama-3 when it uses <|start_header_id|>. Without a template, or with one
 // in neither format, the choice is Llama-3 when the vocabulary has
 // <|start_header_id|> and ChatML otherwise. Models load the source itself
-// as a JinjaTemplate; the built-ins serve GGUFs that carry none (or one
-// the Jinja engine cannot parse).
+// as a JinjaTemplate, and a source that does not parse fails the load; the
+// built-ins serve only GGUFs that carry no template (and name the
+// end-of-turn tokens of the family a source belongs to).
 func ChatTemplateFor(source string, tok Tokenizer) ChatTemplate {
 	switch {
 	case strings.Contains(source, "<|im_start|>"):

@@ -139,6 +139,12 @@ func TestLoadErrors(t *testing.T) {
 	badShape := ggufBytes(t, bad)
 	gpt := Random(smallConfig(), 1)
 	gpt.Config.Arch = "gptneox"
+	// A template the engine cannot parse fails the load rather than
+	// falling back to a built-in prompt.
+	badTemplate := Random(smallConfig(), 1)
+	badTemplate.ChatTemplate = ChatML{Source: "<|im_start|>{% for m in messages %}{{ m.content }"}
+	unclosed := Random(smallConfig(), 1)
+	unclosed.ChatTemplate = ChatML{Source: "<|im_start|>\n{% if messages %}{{ messages[0].content }}"}
 
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -157,6 +163,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "data cut", data: good[:len(good)-100], want: "truncated"},
 		{name: "huge tensor count", data: patch(good, 8, 0xffffff), want: "tensor count"},
 		{name: "tensor shape", data: badShape, want: "blk.1.ffn_up.weight has shape [64 95], want [64 96]"},
+		{name: "chat template syntax", data: ggufBytes(t, badTemplate), want: "tokenizer.chat_template: parse chat template: line 1: unexpected '}'"},
+		{name: "chat template unclosed", data: ggufBytes(t, unclosed), want: "tokenizer.chat_template: parse chat template: line 2: 'if' block is never closed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.path

@@ -3,27 +3,27 @@ package model
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
-	"github.com/nikolalohinski/gonja/v2/builtins"
-	"github.com/nikolalohinski/gonja/v2/config"
-	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/kvpilot/kvpilot/internal/runtime/jinja"
 )
 
-// JinjaTemplate renders a GGUF's tokenizer.chat_template with gonja, a
-// maintained Go implementation of Jinja, configured as transformers'
-// apply_chat_template configures Jinja (trim_blocks, lstrip_blocks, loop
-// controls, raise_exception, strftime_now, a tojson that writes what
-// Python's json.dumps writes), so a model formats messages, tools, tool
-// calls and tool results as its authors wrote.
+// JinjaTemplate renders a GGUF's tokenizer.chat_template with kvpilot's
+// Jinja engine (internal/runtime/jinja), which renders as Python's Jinja2
+// does with the settings transformers' apply_chat_template gives it
+// (trim_blocks, lstrip_blocks, loop controls, raise_exception,
+// strftime_now, tojson as json.dumps), so a model formats messages, tools,
+// tool calls and tool results as its authors wrote. testdata/jinja2 holds
+// Python's renders of llama.cpp's templates that it is checked against.
 type JinjaTemplate struct {
 	source   string
-	tmpl     *exec.Template
+	tmpl     *jinja.Template
 	bos, eos string
 	format   ToolFormat
+	// nullContent: the template sees a null content as None even in a
+	// message with tool calls (it renders none; see messageValue).
+	nullContent bool
 	// family is the built-in format the source uses, if any: it names the
 	// end-of-turn tokens.
 	family ChatTemplate
@@ -35,55 +35,17 @@ type JinjaTemplate struct {
 // failed expression): the request it rendered is at fault or unsupported.
 var ErrTemplate = errors.New("chat template")
 
-var jinjaEnv = newJinjaEnv()
-
-// newJinjaEnv is gonja's default environment with transformers' additions
-// and Python-compatible tojson, items, keys, values and list.
-func newJinjaEnv() *exec.Environment {
-	filters := exec.NewFilterSet(map[string]exec.FilterFunction{})
-	filters.Update(builtins.Filters)
-	_ = filters.Replace("tojson", filterToJSON)
-	_ = filters.Replace("list", filterList)
-	dict := map[string]exec.Method[map[string]any]{}
-	for _, name := range []string{"get", "update", "pop", "setdefault", "copy"} {
-		if m, ok := builtins.Methods.Dict.Get(name); ok {
-			dict[name] = m
-		}
-	}
-	dict["items"] = dictItems
-	dict["keys"] = dictKeys
-	dict["values"] = dictValues
-	methods := builtins.Methods
-	methods.Dict = exec.NewMethodSet(dict)
-	return &exec.Environment{
-		Context:           exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables),
-		Filters:           filters,
-		Tests:             builtins.Tests,
-		ControlStructures: builtins.ControlStructures,
-		Methods:           methods,
-	}
-}
-
 // NewJinjaTemplate parses source. bos and eos are the texts of the
-// model's BOS and EOS tokens (bos_token, eos_token in the template).
+// model's BOS and EOS tokens (bos_token, eos_token in the template). A
+// source the engine cannot parse is an error naming the construct and its
+// line.
 func NewJinjaTemplate(source, bos, eos string) (*JinjaTemplate, error) {
-	cfg := config.New()
-	cfg.TrimBlocks = true
-	cfg.LeftStripBlocks = true
-	cfg.KeepTrailingNewline = false
-	loader, err := loaders.NewFileSystemLoader("")
-	if err != nil {
-		return nil, err
-	}
-	shifted, err := loaders.NewShiftedLoader("chat_template", strings.NewReader(source), loader)
-	if err != nil {
-		return nil, err
-	}
-	t, err := exec.NewTemplate("chat_template", cfg, shifted, jinjaEnv)
+	t, err := jinja.Parse(source)
 	if err != nil {
 		return nil, fmt.Errorf("parse chat template: %w", err)
 	}
-	j := &JinjaTemplate{source: source, tmpl: t, bos: bos, eos: eos, format: toolFormatOf(source), Now: time.Now}
+	j := &JinjaTemplate{source: source, tmpl: t, bos: bos, eos: eos, format: toolFormatOf(source), Now: time.Now,
+		nullContent: !strings.Contains(source, "tool_calls")}
 	switch {
 	case strings.Contains(source, "<|im_start|>"):
 		j.family = ChatML{}
@@ -115,13 +77,11 @@ func (j *JinjaTemplate) ggufMetadata() []ggufKV {
 
 // Render implements ChatTemplate.
 func (j *JinjaTemplate) Render(c *Chat) (string, error) {
-	var order orderedMaps
-	defer order.release()
-	ctx, err := j.context(c, &order)
+	ctx, err := j.context(c)
 	if err != nil {
 		return "", err
 	}
-	out, err := j.tmpl.ExecuteToString(exec.NewContext(ctx))
+	out, err := j.tmpl.Render(ctx)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s", ErrTemplate, templateMessage(err))
 	}
@@ -151,18 +111,14 @@ func continueFinal(out string, msgs []Message) (string, error) {
 	return out[:i+len(last)], nil
 }
 
-// templateMessage extracts raise_exception's message from gonja's
-// wrapped error, else the whole error.
+// templateMessage is raise_exception's message, else the engine's error
+// (which names the line).
 func templateMessage(err error) string {
 	var r *raised
 	if errors.As(err, &r) {
 		return r.msg
 	}
-	s := err.Error()
-	if i := strings.Index(s, raisedPrefix); i >= 0 {
-		return s[i+len(raisedPrefix):]
-	}
-	return s
+	return err.Error()
 }
 
 const raisedPrefix = "raise_exception: "
@@ -171,10 +127,10 @@ type raised struct{ msg string }
 
 func (r *raised) Error() string { return raisedPrefix + r.msg }
 
-func (j *JinjaTemplate) context(c *Chat, order *orderedMaps) (map[string]any, error) {
-	msgs := make(jinjaList, len(c.Messages))
+func (j *JinjaTemplate) context(c *Chat) (map[string]any, error) {
+	msgs := make(jinja.List, len(c.Messages))
 	for i, m := range c.Messages {
-		v, err := messageValue(m, order)
+		v, err := messageValue(m, j.nullContent)
 		if err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
@@ -185,21 +141,33 @@ func (j *JinjaTemplate) context(c *Chat, order *orderedMaps) (map[string]any, er
 		"add_generation_prompt": c.AddGenerationPrompt && !c.ContinueFinalMessage,
 		"bos_token":             j.bos,
 		"eos_token":             j.eos,
-		"raise_exception": func(msg string) (string, error) {
-			return "", &raised{msg: msg}
-		},
-		"strftime_now": func(format string) string {
+		"documents":             nil,
+		"raise_exception": jinja.Func(func(args []any, _ *jinja.Dict) (any, error) {
+			msg := ""
+			if len(args) > 0 {
+				msg = jinja.Str(args[0])
+			}
+			return nil, &raised{msg: msg}
+		}),
+		"strftime_now": jinja.Func(func(args []any, _ *jinja.Dict) (any, error) {
+			if len(args) != 1 {
+				return nil, fmt.Errorf("strftime_now takes one format argument, got %d", len(args))
+			}
+			format, ok := args[0].(string)
+			if !ok {
+				return nil, fmt.Errorf("strftime_now: the format must be a string")
+			}
 			now := j.Now
 			if now == nil {
 				now = time.Now
 			}
-			return strftime(now(), format)
-		},
+			return strftime(now(), format), nil
+		}),
 	}
 	if len(c.Tools) > 0 {
-		tools := make(jinjaList, len(c.Tools))
+		tools := make(jinja.List, len(c.Tools))
 		for i, t := range c.Tools {
-			v, err := decodeOrdered(t, order)
+			v, err := jinja.FromJSON(t)
 			if err != nil {
 				return nil, fmt.Errorf("tools[%d]: %w", i, err)
 			}
@@ -210,7 +178,7 @@ func (j *JinjaTemplate) context(c *Chat, order *orderedMaps) (map[string]any, er
 		ctx["tools"] = nil
 	}
 	for k, raw := range c.Kwargs {
-		v, err := decodeOrdered(raw, order)
+		v, err := jinja.FromJSON(raw)
 		if err != nil {
 			return nil, fmt.Errorf("chat_template_kwargs.%s: %w", k, err)
 		}
@@ -221,126 +189,51 @@ func (j *JinjaTemplate) context(c *Chat, order *orderedMaps) (map[string]any, er
 
 // messageValue is a message as templates expect it (the OpenAI shape,
 // tool-call arguments decoded into an object, as vLLM passes them).
-func messageValue(m Message, order *orderedMaps) (map[string]any, error) {
-	v := map[string]any{"role": m.Role}
-	keys := []string{"role", "content"}
-	if m.ContentNull {
-		v["content"] = nil
+// nullContent is false for a template that renders tool calls: there the
+// null content of a message that calls tools is "" (llama.cpp's rule,
+// common/chat.cpp requires_non_null_content), as such templates
+// concatenate it or test it as a string.
+func messageValue(m Message, nullContent bool) (*jinja.Dict, error) {
+	v := jinja.NewDict()
+	v.Set("role", m.Role)
+	if m.ContentNull && (nullContent || len(m.ToolCalls) == 0) {
+		v.Set("content", nil)
 	} else {
-		v["content"] = m.Content
+		v.Set("content", m.Content)
 	}
 	if m.Name != "" {
-		v["name"] = m.Name
-		keys = append(keys, "name")
+		v.Set("name", m.Name)
 	}
 	if len(m.ToolCalls) > 0 {
-		calls := make(jinjaList, len(m.ToolCalls))
+		calls := make(jinja.List, len(m.ToolCalls))
 		for i, tc := range m.ToolCalls {
-			var args any = map[string]any{}
+			var args any = jinja.NewDict()
 			if strings.TrimSpace(tc.Arguments) != "" {
-				a, err := decodeOrdered([]byte(tc.Arguments), order)
+				a, err := jinja.FromJSON([]byte(tc.Arguments))
 				if err != nil {
 					return nil, fmt.Errorf("tool_calls[%d].function.arguments is not JSON: %w", i, err)
 				}
 				args = a
 			}
-			fn := map[string]any{"name": tc.Name, "arguments": args}
-			order.record(fn, []string{"name", "arguments"})
-			call := map[string]any{"id": tc.ID, "type": "function", "function": fn}
-			order.record(call, []string{"id", "type", "function"})
+			fn := jinja.NewDict()
+			fn.Set("name", tc.Name)
+			fn.Set("arguments", args)
+			call := jinja.NewDict()
+			call.Set("id", tc.ID)
+			call.Set("type", "function")
+			call.Set("function", fn)
 			calls[i] = call
 		}
-		v["tool_calls"] = calls
-		keys = append(keys, "tool_calls")
+		v.Set("tool_calls", calls)
 	}
 	if m.ToolCallID != "" {
-		v["tool_call_id"] = m.ToolCallID
-		keys = append(keys, "tool_call_id")
+		v.Set("tool_call_id", m.ToolCallID)
 	}
-	order.record(v, keys)
+	if m.ReasoningContent != "" {
+		v.Set("reasoning_content", m.ReasoningContent)
+	}
 	return v, nil
 }
-
-// Python-compatible filters and methods.
-
-func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	p := pyJSON{}
-	if v, ok := params.KwArgs["indent"]; ok && !v.IsNil() {
-		if !v.IsInteger() {
-			return exec.AsValue(fmt.Errorf("tojson: indent must be an integer"))
-		}
-		p.indent = strings.Repeat(" ", v.Integer())
-	}
-	if v, ok := params.KwArgs["sort_keys"]; ok && v.IsTrue() {
-		p.sortKeys = true
-	}
-	if len(params.Args) > 0 && params.Args[0].IsInteger() {
-		p.indent = strings.Repeat(" ", params.Args[0].Integer())
-	}
-	if err := p.value(in, 0); err != nil {
-		return exec.AsValue(err)
-	}
-	return exec.AsSafeValue(string(p.buf))
-}
-
-func filterList(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	if in.IsString() {
-		out := jinjaList{}
-		for _, r := range in.String() {
-			out = append(out, string(r))
-		}
-		return exec.AsValue(out)
-	}
-	out := jinjaList{}
-	in.Iterate(func(_, _ int, key, _ *exec.Value) bool {
-		out = append(out, key.Interface())
-		return true
-	}, func() {})
-	return exec.AsValue(out)
-}
-
-// selfMap is the template's own map behind a method call (gonja hands
-// methods a copy, which has lost the recorded key order).
-func selfMap(self map[string]any, selfValue *exec.Value) reflect.Value {
-	if selfValue != nil {
-		if m, ok := selfValue.Interface().(map[string]any); ok {
-			return reflect.ValueOf(m)
-		}
-	}
-	return reflect.ValueOf(self)
-}
-
-// dictMethod is a dict method that takes no arguments and returns a list
-// with entry(m, k) for each key k, in the dict's key order: keys, values,
-// items.
-func dictMethod(entry func(m reflect.Value, k string) any) exec.Method[map[string]any] {
-	return func(self map[string]any, selfValue *exec.Value, args *exec.VarArgs) (any, error) {
-		if err := args.Take(); err != nil {
-			return nil, exec.ErrInvalidCall(err)
-		}
-		m := selfMap(self, selfValue)
-		keys := orderedKeys(m)
-		out := make(jinjaList, len(keys))
-		for i, k := range keys {
-			out[i] = entry(m, k)
-		}
-		return out, nil
-	}
-}
-
-var (
-	dictKeys   = dictMethod(func(_ reflect.Value, k string) any { return k })
-	dictValues = dictMethod(func(m reflect.Value, k string) any { return m.MapIndex(reflect.ValueOf(k)).Interface() })
-	dictItems  = dictMethod(func(m reflect.Value, k string) any {
-		return jinjaList{k, m.MapIndex(reflect.ValueOf(k)).Interface()}
-	})
-)
 
 // strftime formats t with Python's strftime directives (the ones chat
 // templates use; others are written as they are).

@@ -143,3 +143,51 @@ func TestJinjaDictMethodsKeepKeyOrder(t *testing.T) {
 		t.Fatalf("rendered %q, %v; want %q", got, err, want)
 	}
 }
+
+// TestJinjaNullContent: the null content of a message that only calls
+// tools is "" for a template that renders tool calls (llama.cpp's rule:
+// such templates concatenate or test it as a string), and stays None
+// elsewhere and in messages without tool calls.
+func TestJinjaNullContent(t *testing.T) {
+	msgs := []Message{
+		{Role: "user", Content: "hi"},
+		{Role: "assistant", ContentNull: true, ToolCalls: []ToolCall{{ID: "c1", Name: "f", Arguments: `{"a": 1}`}}},
+		{Role: "assistant", ContentNull: true},
+	}
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"renders tool calls", `{% for m in messages %}[{{ m.content is none }}:{{ m.content }}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments|tojson }}{% endif %}]{% endfor %}`,
+			`[False:hi][False:{"a": 1}][True:None]`},
+		{"no tool calls", `{% for m in messages %}[{{ m.content is none }}:{{ m.content }}]{% endfor %}`,
+			`[False:hi][True:None][True:None]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := NewJinjaTemplate(tc.src, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := j.Render(&Chat{Messages: msgs})
+			if err != nil || got != tc.want {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestJinjaParseErrorNamesConstruct: a template the engine cannot parse
+// is an error that names the construct and its line.
+func TestJinjaParseErrorNamesConstruct(t *testing.T) {
+	for src, want := range map[string]string{
+		"a\n{% for m in messages %}{{ m }}":     "line 2: 'for' block is never closed (expected 'endfor')",
+		"{% if x %}\n{% endfor %}":              "line 2: unexpected 'endfor' in 'if' block (expected 'endif')",
+		"{{ messages[0]['content'] | }}":        "line 1: expected a filter name, got end of print statement",
+		"{% include 'other.jinja' %}":           "line 1: unknown statement 'include'",
+		"{{ (a if b else c) }}{% set x = (1 if": "line 1: unexpected end of template",
+	} {
+		_, err := NewJinjaTemplate(src, "", "")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one containing %q", src, err, want)
+		}
+	}
+}

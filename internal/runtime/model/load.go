@@ -135,18 +135,18 @@ func fromGGUF(data []byte, progress func(done, total int64), opts LoadOptions) (
 		return nil, err
 	}
 	if src != "" {
-		// The model's own template; the built-in stays only for a source
-		// the Jinja engine cannot parse.
+		// The model's own template. One the Jinja engine cannot parse stops
+		// the load: a built-in prompt in its place would run the model on a
+		// format it was not trained on, silently.
 		eos := int32(-1)
 		if len(cfg.EOS) > 0 {
 			eos = cfg.EOS[0]
 		}
 		j, err := NewJinjaTemplate(src, tokenText(tok, cfg.BOS), tokenText(tok, eos))
 		if err != nil {
-			m.ChatTemplateErr = err
-		} else {
-			m.ChatTemplate = j
+			return nil, fmt.Errorf("tokenizer.chat_template: %w", err)
 		}
+		m.ChatTemplate = j
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

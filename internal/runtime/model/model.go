@@ -10,13 +10,12 @@ import (
 // Model is a loaded or built model. Models loaded from files hold a read-only
 // memory mapping until Close.
 type Model struct {
-	Config       Config
-	Tokenizer    Tokenizer
+	Config    Config
+	Tokenizer Tokenizer
+	// ChatTemplate is the GGUF's own template (a *JinjaTemplate), or the
+	// built-in ChatTemplateFor picks when the GGUF carries none.
 	ChatTemplate ChatTemplate
-	// ChatTemplateErr says why the GGUF's own chat template could not be
-	// parsed (ChatTemplate is then the built-in fallback).
-	ChatTemplateErr error
-	Weights         Weights
+	Weights      Weights
 	// PreTokenizerFallback, when not empty, says that the file's
 	// tokenizer.ggml.pre is unknown and text is split as
 	// LoadOptions.PreTokenizerFallback names instead: prompts then
