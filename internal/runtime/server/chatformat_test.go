@@ -211,32 +211,23 @@ func TestPastReasoningToTemplate(t *testing.T) {
 	}
 }
 
-// harmonySource is a harmony template reduced to its messages, tools and
-// generation prompt: gpt-oss's own (llama.cpp's
-// openai-gpt-oss-120b.jinja) does not parse with the Jinja engine yet
-// (its rewrite is under way), and this one renders the same markup.
-const harmonySource = `{%- for m in messages -%}` +
-	`{%- if m.role == 'assistant' -%}<|start|>assistant<|channel|>final<|message|>{{ m.content }}<|end|>` +
-	`{%- else -%}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{%- endif -%}{%- endfor -%}` +
-	`{%- if tools -%}<|start|>developer<|message|># Tools{% for t in tools %} {{ t.function.name }}{% endfor %}<|end|>{%- endif -%}` +
-	`{%- if add_generation_prompt -%}<|start|>assistant{%- endif -%}`
+// describedTools are toolsJSON with a description each (gpt-oss's
+// template requires one).
+var describedTools = `[{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":` + weatherParams + `}},
+	{"type":"function","function":{"name":"get_time","description":"Time","parameters":` + timeParams + `}}]`
 
-// TestForcedCallHarmony: over a random-weight model carrying a harmony
-// template, a forced call is written as a commentary message to
+// TestForcedCallHarmony: over a random-weight model carrying gpt-oss's
+// real template (llama.cpp's openai-gpt-oss-120b.jinja), a forced call is written as a commentary message to
 // functions.NAME (the constrained decoder writes the header; the byte
 // vocabulary spells its special tokens in bytes, a real one writes them
 // as the tokens) and comes back as a call in chat completions and
 // Messages.
 func TestForcedCallHarmony(t *testing.T) {
-	tmpl, err := model.NewJinjaTemplate(harmonySource, "", "<|return|>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, _ := newCPUEnv(t, tmpl)
+	env, _ := newCPUEnv(t, llamaCppTemplate(t, "openai-gpt-oss-120b.jinja"))
 	if f := env.srv.format; f.ToolsName() != "harmony" || f.Reasoning != "harmony" {
 		t.Fatalf("detected %q/%q, want harmony/harmony", f.ToolsName(), f.Reasoning)
 	}
-	r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"tools":`+toolsJSON+
+	r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"tools":`+describedTools+
 		`,"tool_choice":{"type":"function","function":{"name":"get_time"}},"max_tokens":200,"seed":3}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("chat: %d %s", r.status, r.body)
@@ -251,7 +242,7 @@ func TestForcedCallHarmony(t *testing.T) {
 	checkCall(t, "harmony chat", assembled{c.Function.Name, c.Function.Arguments, c.ID}, "get_time")
 
 	r = env.post("/v1/messages", `{"model":"","max_tokens":200,"messages":[{"role":"user","content":"weather?"}],`+
-		`"tools":[{"name":"get_time","input_schema":`+timeParams+`}],"tool_choice":{"type":"any"}}`)
+		`"tools":[{"name":"get_time","description":"Time","input_schema":`+timeParams+`}],"tool_choice":{"type":"any"}}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("messages: %d %s", r.status, r.body)
 	}
@@ -446,5 +437,61 @@ func TestThinkingOffForAThinkingModel(t *testing.T) {
 		if b.Type == "thinking" {
 			t.Errorf("messages: a thinking block with thinking disabled: %s", r.body)
 		}
+	}
+}
+
+// TestPastReasoningInPrompt: reasoning sent back in each API's own shape
+// (chat's reasoning_content, a Responses reasoning item, a Messages
+// thinking block) is rendered by the template where it renders past
+// reasoning: Qwen3.5's, for the turns after the last user message (a
+// tool-call loop).
+func TestPastReasoningInPrompt(t *testing.T) {
+	env, _ := newCPUEnv(t, llamaCppTemplate(t, "Qwen3.5-4B.jinja"))
+	render := func(chat *openai.ChatRequest) string {
+		t.Helper()
+		toks, apiErr := env.srv.renderChat(context.Background(), http.Header{}, chat, &job{promptParam: "messages"})
+		if apiErr != nil {
+			t.Fatal(apiErr)
+		}
+		return env.srv.cfg.Codec.Decode(toks)
+	}
+	tool := `{"type":"function","function":{"name":"get_time","parameters":` + timeParams + `}}`
+	chat, apiErr := openai.ParseChat([]byte(`{"messages":[{"role":"user","content":"time?"},` +
+		`{"role":"assistant","content":"","reasoning_content":"CHAT-REASONING","tool_calls":[{"id":"c1","type":"function","function":{"name":"get_time","arguments":"{\"zone\":\"utc\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"noon"}],"tools":[` + tool + `]}`))
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	if p := render(chat); !strings.Contains(p, "CHAT-REASONING") {
+		t.Errorf("chat: past reasoning not in the prompt:\n%s", p)
+	}
+
+	resp, apiErr := openai.ParseResponses([]byte(`{"input":[{"role":"user","content":"time?"},` +
+		`{"type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"RESP-REASONING"}]},` +
+		`{"type":"function_call","call_id":"c1","name":"get_time","arguments":"{\"zone\":\"utc\"}"},` +
+		`{"type":"function_call_output","call_id":"c1","output":"noon"}],"tools":[{"type":"function","name":"get_time","parameters":` + timeParams + `}]}`))
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	turn, apiErr := resp.ChatRequest(noHistory{})
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	if p := render(turn.Chat); !strings.Contains(p, "RESP-REASONING") {
+		t.Errorf("responses: past reasoning not in the prompt:\n%s", p)
+	}
+
+	msg, apiErr := anthropic.Parse([]byte(`{"model":"","max_tokens":8,"tools":[{"name":"get_time","input_schema":` + timeParams + `}],"messages":[{"role":"user","content":"time?"},` +
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"MSG-REASONING","signature":""},{"type":"tool_use","id":"c1","name":"get_time","input":{"zone":"utc"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"noon"}]}]}`))
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	mchat, apiErr := msg.ChatRequest()
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	if p := render(mchat); !strings.Contains(p, "MSG-REASONING") {
+		t.Errorf("messages: past reasoning not in the prompt:\n%s", p)
 	}
 }
