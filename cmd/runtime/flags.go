@@ -8,10 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
@@ -74,6 +76,8 @@ type options struct {
 	DefaultMaxTokens      int
 	Stop                  stringList
 	MaxResponseChars      int
+	ToolCallParser        string
+	ReasoningParser       string
 	DrainTimeout          time.Duration
 	IterationTimeout      time.Duration
 	WarmupIterations      int
@@ -153,6 +157,8 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.DefaultMaxTokens, "default-max-tokens", 0, "max_tokens of requests without one, capped by the room left in the context (0: the room left)")
 	fs.Var(&o.Stop, "stop", "stop string of requests that give none (repeatable; env: a JSON array or one string)")
 	fs.IntVar(&o.MaxResponseChars, "max-response-chars", 0, "most characters of one response (0: no limit)")
+	fs.StringVar(&o.ToolCallParser, "tool-call-parser", "", "tool-call format of the model's output, overriding the one its chat template shows ("+strings.Join(chatformat.Names(), ", ")+", or none)")
+	fs.StringVar(&o.ReasoningParser, "reasoning-parser", "", "reasoning format of the model's output, overriding the one its chat template shows ("+strings.Join(chatformat.ReasoningNames(), ", ")+", or none)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may run before they are aborted")
 	fs.DurationVar(&o.IterationTimeout, "iteration-timeout", 0, "most time one executor iteration may take (0: no limit)")
 	fs.IntVar(&o.WarmupIterations, "warmup-iterations", 0, "executor iterations run before the server is ready")
@@ -258,6 +264,15 @@ func (o *options) validate() error {
 	check(o.MaxModelLen >= 0, "--max-model-len must be >= 0")
 	check(o.DefaultMaxTokens >= 0, "--default-max-tokens must be >= 0")
 	check(o.MaxResponseChars >= 0, "--max-response-chars must be >= 0")
+	// The names are checked here; whether they go together with the
+	// formats detected from the template, when the model is loaded.
+	if p := o.ToolCallParser; p != "" && p != "none" {
+		_, err := chatformat.Lookup(p)
+		check(err == nil, "--tool-call-parser: %v", err)
+	}
+	if r := o.ReasoningParser; r != "" && r != "none" {
+		check(slices.Contains(chatformat.ReasoningNames(), r), "--reasoning-parser %q: want %s or none", r, strings.Join(chatformat.ReasoningNames(), ", "))
+	}
 	check(o.DrainTimeout >= 0, "--drain-timeout must be >= 0")
 	check(o.IterationTimeout >= 0, "--iteration-timeout must be >= 0")
 	check(o.WarmupIterations >= 0, "--warmup-iterations must be >= 0")

@@ -119,6 +119,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		// Only the sim executor spans devices.
 		{args: []string{"--tensor-parallel", "2"}},
 		{args: []string{"--executor", "ggml", "--tensor-parallel", "2"}},
+		{args: []string{"--tool-call-parser", "qwen3"}},
+		{args: []string{"--reasoning-parser", "deepseek"}},
+		{env: map[string]string{"KVPILOT_TOOL_CALL_PARSER": "nope"}},
 	} {
 		if _, err := parseOptions(tt.args, env(tt.env), io.Discard); err == nil {
 			t.Errorf("args %q env %v: want an error", tt.args, tt.env)
@@ -240,4 +243,17 @@ func TestREADMEDocumentsEveryFlag(t *testing.T) {
 			t.Errorf("README.md does not document --%s", f.Name)
 		}
 	})
+}
+
+// TestParseOptionsParsers: the output-format overrides take the formats'
+// names and none, from flags or the environment.
+func TestParseOptionsParsers(t *testing.T) {
+	o, err := parseOptions([]string{"--tool-call-parser", "qwen3_coder", "--reasoning-parser", "none"}, env(nil), io.Discard)
+	if err != nil || o.ToolCallParser != "qwen3_coder" || o.ReasoningParser != "none" {
+		t.Fatalf("flags: %+v, %v", o, err)
+	}
+	o, err = parseOptions(nil, env(map[string]string{"KVPILOT_REASONING_PARSER": "think"}), io.Discard)
+	if err != nil || o.ReasoningParser != "think" {
+		t.Fatalf("env: %+v, %v", o, err)
+	}
 }

@@ -42,10 +42,14 @@ type Request struct {
 	// response_format json_schema does; give one of them.
 	OutputFormat *OutputFormat `json:"output_format"`
 	OutputConfig *OutputConfig `json:"output_config"`
-	// Thinking is honoured: a model that does not reason (every chat
-	// format served today) thinks zero tokens, which every budget allows,
-	// and the reply has no thinking blocks; disabled also reaches the
-	// template as enable_thinking false (templateKwargs).
+	// Thinking is honoured: a model that does not reason thinks zero
+	// tokens, which every budget allows, and the reply has no thinking
+	// blocks; a model that does (chatformat reads its reasoning) returns
+	// it as a thinking block. Disabled reaches the template as
+	// enable_thinking false (templateKwargs), which Qwen3's, GLM's and
+	// DeepSeek's templates obey. budget_tokens caps <think> reasoning:
+	// past it, the reasoning is closed for the model (thinkingBudget in
+	// the server), unless the output is otherwise constrained.
 	Thinking *Thinking `json:"thinking"`
 	// ContextManagement is honoured for the edits that leave this
 	// server's prompt as it is (ContextManagement.validate); the others
@@ -95,6 +99,12 @@ type Thinking struct {
 	Display      *string `json:"display"`
 }
 
+// OmitsThinking reports whether thinking blocks come without their text
+// (thinking.display omitted).
+func (r *Request) OmitsThinking() bool {
+	return r.Thinking != nil && r.Thinking.Display != nil && *r.Thinking.Display == "omitted"
+}
+
 // minThinkingBudget is Anthropic's smallest budget_tokens.
 const minThinkingBudget = 1024
 
@@ -127,11 +137,11 @@ type ContextManagement struct {
 }
 
 // ContextEdit is one edit. clear_thinking_20251015 clears the thinking
-// blocks of earlier turns: this server renders none (it accepts no
-// thinking blocks in messages, and its models write none), so the
-// prompt is the same whatever it keeps. clear_tool_uses_20250919 would
-// replace old tool results and is refused: the server does not edit the
-// conversation.
+// blocks of earlier turns: keep ("all", or {"type": "thinking_turns",
+// "value": N}, default 1) says how many of the last assistant turns keep
+// theirs (ChatRequest leaves the others' reasoning out).
+// clear_tool_uses_20250919 would replace old tool results and is refused:
+// the server does not edit tool results.
 type ContextEdit struct {
 	Type string          `json:"type"`
 	Keep json.RawMessage `json:"keep"`
@@ -141,10 +151,48 @@ func (c *ContextManagement) validate() *openai.Error {
 	for i, e := range c.Edits {
 		if e.Type != "clear_thinking_20251015" {
 			field := fmt.Sprintf("context_management.edits[%d].type", i)
-			return openai.BadRequest(field, "%s %q is not supported: the server does not edit the conversation (only clear_thinking_20251015, which changes nothing here)", field, e.Type)
+			return openai.BadRequest(field, "%s %q is not supported: the server does not edit the conversation (only clear_thinking_20251015)", field, e.Type)
+		}
+		if _, ok := e.keepTurns(); !ok {
+			field := fmt.Sprintf("context_management.edits[%d].keep", i)
+			return openai.BadRequest(field, "%s: want \"all\" or {\"type\": \"thinking_turns\", \"value\": N} with N >= 0", field)
 		}
 	}
 	return nil
+}
+
+// keepTurns is how many of the last assistant turns keep their thinking
+// (-1: all).
+func (e ContextEdit) keepTurns() (int, bool) {
+	k := bytes.TrimSpace(e.Keep)
+	if len(k) == 0 || string(k) == "null" {
+		return 1, true
+	}
+	if string(k) == `"all"` {
+		return -1, true
+	}
+	var v struct {
+		Type  string `json:"type"`
+		Value *int   `json:"value"`
+	}
+	if json.Unmarshal(k, &v) != nil || v.Type != "thinking_turns" || v.Value == nil || *v.Value < 0 {
+		return 0, false
+	}
+	return *v.Value, true
+}
+
+// thinkingTurns is how many of the last assistant turns keep their
+// thinking (-1: all, the default without a clear_thinking edit).
+func (r *Request) thinkingTurns() int {
+	keep := -1
+	if r.ContextManagement != nil {
+		for _, e := range r.ContextManagement.Edits {
+			if n, ok := e.keepTurns(); ok && e.Type == "clear_thinking_20251015" && (keep < 0 || n < keep) {
+				keep = n
+			}
+		}
+	}
+	return keep
 }
 
 // Message is one turn: role user or assistant.
@@ -209,6 +257,11 @@ type Block struct {
 	ToolUseID string `json:"tool_use_id,omitempty"`
 	Content   Blocks `json:"content,omitempty"`
 	IsError   bool   `json:"is_error,omitempty"`
+	// thinking (Thinking, Signature) and redacted_thinking (Data), as
+	// a reply returned them.
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
 
 	// hasText is whether the block had a string text (an empty one
 	// included): a text block needs one.
@@ -408,6 +461,9 @@ func checkBlock(role string, b Block, where string) *openai.Error {
 			field := where + ".input"
 			return openai.BadRequest(field, "%s: a JSON object is required (the call's arguments)", field)
 		}
+	case (b.Type == "thinking" || b.Type == "redacted_thinking") && role == "assistant":
+		// The reasoning of a past reply: rendered as the turn's
+		// reasoning_content (a redacted one has no text to render).
 	case b.Type == "tool_result" && role == "user":
 		if b.ToolUseID == "" {
 			return openai.BadRequest("messages", "%s: a tool_result block needs tool_use_id", where)
@@ -421,7 +477,7 @@ func checkBlock(role string, b Block, where string) *openai.Error {
 			}
 		}
 	default:
-		return openai.BadRequest("messages", "%s.type %q is not supported in a %s turn (text, tool_use in assistant turns, tool_result in user turns)", where, b.Type, role)
+		return openai.BadRequest("messages", "%s.type %q is not supported in a %s turn (text, tool_use and thinking in assistant turns, tool_result in user turns)", where, b.Type, role)
 	}
 	return nil
 }
@@ -443,6 +499,9 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 		c.Messages = append(c.Messages, openai.Message{Role: "system", Content: openai.Content{Text: sys}})
 	}
 	c.ChatTemplateKwargs = r.templateKwargs()
+	if t := r.Thinking; t != nil && t.Type == "enabled" && t.BudgetTokens != nil {
+		c.ThinkingBudget = *t.BudgetTokens
+	}
 	msgs, prefill, err := r.prefill()
 	if err != nil {
 		return nil, err
@@ -450,11 +509,23 @@ func (r *Request) ChatRequest() (*openai.ChatRequest, *openai.Error) {
 	// results name each tool message as the block it came from.
 	results := map[int]string{}
 	answered := false // an assistant turn came before
+	keep := r.thinkingTurns()
+	later := 0 // assistant turns after the current one
+	for _, m := range msgs {
+		if m.Role == "assistant" {
+			later++
+		}
+	}
 	for i, m := range msgs {
 		switch m.Role {
 		case "assistant":
 			answered = true
-			c.Messages = append(c.Messages, assistantMessage(m))
+			later--
+			am := assistantMessage(m)
+			if keep >= 0 && later >= keep {
+				am.ReasoningContent = "" // cleared by clear_thinking_20251015
+			}
+			c.Messages = append(c.Messages, am)
 			continue
 		case "system":
 			if !answered {
@@ -589,6 +660,9 @@ func (r *Request) templateKwargs() openai.TemplateKwargs {
 func assistantMessage(m Message) openai.Message {
 	msg := openai.Message{Role: "assistant", Content: openai.Content{Text: joinText(m.Content)}}
 	for _, b := range m.Content {
+		if b.Type == "thinking" {
+			msg.ReasoningContent += b.Thinking
+		}
 		if b.Type == "tool_use" {
 			msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: b.ID, Type: "function",
 				Function: openai.ToolCallFunction{Name: b.Name, Arguments: string(bytes.TrimSpace(b.Input))}})

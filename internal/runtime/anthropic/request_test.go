@@ -415,3 +415,79 @@ func TestContentShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkingBlocks: a reply's reasoning is a thinking block before its
+// text, whole and streamed (thinking_delta), without its text when the
+// display is omitted; thinking blocks sent back become the assistant
+// turn's reasoning_content (a redacted one adds nothing), and are refused
+// in a user turn.
+func TestThinkingBlocks(t *testing.T) {
+	turn := &openai.Turn{Finish: "stop", Reasoning: "R", Content: "A"}
+	body, _ := json.Marshal(NewMessageShape("m", "x").Body(turn))
+	if !strings.Contains(string(body), `"content":[{"type":"thinking","thinking":"R","signature":""},{"type":"text","text":"A"}]`) {
+		t.Errorf("body %s", body)
+	}
+	omit := NewMessageShape("m", "x")
+	omit.OmitThinking = true
+	body, _ = json.Marshal(omit.Body(turn))
+	if !strings.Contains(string(body), `{"type":"thinking","thinking":"","signature":""}`) {
+		t.Errorf("omitted: body %s", body)
+	}
+	s := NewMessageShape("m", "x")
+	b := s.Reasoning(nil, []byte("thin"))
+	b = s.Reasoning(b, []byte("king"))
+	b = s.Text(b, []byte("A"))
+	want := `"content_block":{"type":"thinking","thinking":"","signature":""}`
+	if ev := string(b); !strings.Contains(ev, want) || !strings.Contains(ev, `"delta":{"type":"thinking_delta","thinking":"thin"}`) ||
+		!strings.Contains(ev, `"delta":{"type":"thinking_delta","thinking":"king"}`) || strings.Index(ev, "thinking_delta") > strings.Index(ev, "text_delta") {
+		t.Errorf("events %s", ev)
+	}
+
+	c, err := translate(`{"max_tokens":8,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[` +
+		`{"type":"thinking","thinking":"R1","signature":"s"},{"type":"redacted_thinking","data":"x"},{"type":"text","text":"A"}]},` +
+		`{"role":"user","content":"q2"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := c.Messages[1]; m.Role != "assistant" || m.ReasoningContent != "R1" || m.Content.Text != "A" {
+		t.Errorf("assistant message %+v", m)
+	}
+	if _, err := translate(`{"max_tokens":8,"messages":[{"role":"user","content":[{"type":"thinking","thinking":"R"}]}]}`); err == nil {
+		t.Error("a thinking block in a user turn was accepted")
+	}
+	// clear_thinking_20251015 keeps the thinking of the last turns only.
+	conv := `"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"thinking","thinking":"R1"},{"type":"text","text":"A1"}]},` +
+		`{"role":"user","content":"q2"},{"role":"assistant","content":[{"type":"thinking","thinking":"R2"},{"type":"text","text":"A2"}]},{"role":"user","content":"q3"}]`
+	for keep, want := range map[string][2]string{
+		`"all"`: {"R1", "R2"}, `null`: {"", "R2"}, `{"type":"thinking_turns","value":0}`: {"", ""}, `{"type":"thinking_turns","value":2}`: {"R1", "R2"},
+	} {
+		c, err := translate(`{"max_tokens":8,` + conv + `,"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":` + keep + `}]}}`)
+		if err != nil {
+			t.Fatalf("keep %s: %v", keep, err)
+		}
+		if got := [2]string{c.Messages[1].ReasoningContent, c.Messages[3].ReasoningContent}; got != want {
+			t.Errorf("keep %s: reasoning %q, want %q", keep, got, want)
+		}
+	}
+	if _, err := translate(`{"max_tokens":8,` + conv + `,"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":{"type":"turns"}}]}}`); err == nil || err.Param != "context_management.edits[0].keep" {
+		t.Errorf("bad keep: %v", err)
+	}
+}
+
+// TestThinkingBudget: budget_tokens of enabled thinking caps the chat
+// request's reasoning; adaptive and disabled set no cap.
+func TestThinkingBudget(t *testing.T) {
+	for body, want := range map[string]int{
+		`"thinking":{"type":"enabled","budget_tokens":2048}`: 2048,
+		`"thinking":{"type":"adaptive"}`:                     0,
+		`"thinking":{"type":"disabled"}`:                     0,
+	} {
+		c, err := translate(`{"max_tokens":4096,"messages":[{"role":"user","content":"q"}],` + body + `}`)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if c.ThinkingBudget != want {
+			t.Errorf("%s: budget %d, want %d", body, c.ThinkingBudget, want)
+		}
+	}
+}

@@ -21,13 +21,18 @@ type Response struct {
 	Usage        Usage          `json:"usage"`
 }
 
-// ContentBlock is a reply's text or tool_use block.
+// ContentBlock is a reply's thinking, text or tool_use block.
 type ContentBlock struct {
 	Type  string          `json:"type"`
 	Text  *string         `json:"text,omitempty"`
 	ID    string          `json:"id,omitempty"`
 	Name  string          `json:"name,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
+	// Thinking and Signature make a thinking block. The signature is
+	// empty: this server's reasoning is the model's own text, returned
+	// as it was written, with nothing to verify.
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature *string `json:"signature,omitempty"`
 }
 
 // Usage is a reply's token accounting: InputTokens are the prompt tokens
@@ -50,6 +55,10 @@ type MessageShape struct {
 	// the index of the next block.
 	index, next int
 	open        string // the open block's type
+
+	// OmitThinking: thinking.display is omitted, so thinking blocks
+	// come without their text.
+	OmitThinking bool
 }
 
 // NewMessageShape prepares the reply with the given id.
@@ -83,6 +92,20 @@ func (s *MessageShape) Text(b, delta []byte) []byte {
 		b = s.openBlock(b, "text", ContentBlock{Type: "text", Text: &empty})
 	}
 	return s.delta(b, "text_delta", "text", delta)
+}
+
+// Reasoning opens a thinking block on the first reasoning and sends
+// thinking_delta (none when the display is omitted).
+func (s *MessageShape) Reasoning(b, delta []byte) []byte {
+	if s.open != "thinking" {
+		b = s.closeBlock(b)
+		empty := ""
+		b = s.openBlock(b, "thinking", ContentBlock{Type: "thinking", Thinking: &empty, Signature: &empty})
+	}
+	if s.OmitThinking {
+		return b
+	}
+	return s.delta(b, "thinking_delta", "thinking", delta)
 }
 
 // delta appends a content_block_delta event of the open block, written
@@ -142,10 +165,17 @@ func (s *MessageShape) Fail(b []byte, err *openai.Error) []byte {
 	return event(b, "error", ErrorBody(err))
 }
 
-// Body is the whole reply: a text block (when there is text) and a
-// tool_use block per call.
+// Body is the whole reply: a thinking block (when the model reasoned), a
+// text block (when there is text) and a tool_use block per call.
 func (s *MessageShape) Body(t *openai.Turn) any {
 	resp := Response{ID: s.id, Type: "message", Role: "assistant", Model: s.model, Content: []ContentBlock{}, Usage: usage(t)}
+	if t.Reasoning != "" {
+		thinking, sig := t.Reasoning, ""
+		if s.OmitThinking {
+			thinking = ""
+		}
+		resp.Content = append(resp.Content, ContentBlock{Type: "thinking", Thinking: &thinking, Signature: &sig})
+	}
 	if t.Content != "" {
 		text := t.Content
 		resp.Content = append(resp.Content, ContentBlock{Type: "text", Text: &text})

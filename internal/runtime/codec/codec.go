@@ -7,6 +7,7 @@ package codec
 import (
 	"strings"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
@@ -58,8 +59,44 @@ func (c Model) EncodeChat(chat *model.Chat, addSpecial bool) ([]int32, error) {
 	return c.Tokenizer.Encode(text, addSpecial), nil
 }
 
-// ToolFormat implements Codec.
-func (c Model) ToolFormat() string { return string(c.Template.ToolFormat()) }
+// ToolFormat implements Codec: the name of ChatFormat's tool-call format.
+func (c Model) ToolFormat() string { return c.ChatFormat().ToolsName() }
+
+// Formatter is a Codec that knows its model's output formats (tool calls
+// and reasoning); a Codec that is not one is read by its ToolFormat alone.
+type Formatter interface {
+	ChatFormat() chatformat.Spec
+}
+
+var _ Formatter = Model{}
+
+// ChatFormat implements Formatter: the formats the template's source
+// shows its model (chatformat.Detect); the built-in templates, which
+// carry no source of their own, write Hermes (ChatML) or Llama 3 JSON
+// calls.
+func (c Model) ChatFormat() chatformat.Spec {
+	if s, ok := c.Template.(interface{ Source() string }); ok {
+		return chatformat.Detect(s.Source())
+	}
+	var spec chatformat.Spec
+	if f, err := chatformat.Lookup(string(c.Template.ToolFormat())); err == nil {
+		spec.Tools = f
+	}
+	return spec
+}
+
+// FormatOf is c's output formats: its own when it is a Formatter, else
+// the tool-call format its ToolFormat names.
+func FormatOf(c Codec) chatformat.Spec {
+	if f, ok := c.(Formatter); ok {
+		return f.ChatFormat()
+	}
+	var spec chatformat.Spec
+	if f, err := chatformat.Lookup(c.ToolFormat()); err == nil {
+		spec.Tools = f
+	}
+	return spec
+}
 
 // Encode implements Codec.
 func (c Model) Encode(text string, addSpecial bool) []int32 {

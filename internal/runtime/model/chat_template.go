@@ -5,7 +5,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
 )
 
 // Message is one chat turn.
@@ -277,17 +280,23 @@ func compact(raw json.RawMessage) []byte {
 
 // endOfTurnTokens are the texts of the tokens that end an assistant turn in
 // each format; they are added to Config.EOS when the vocabulary has them.
-func endOfTurnTokens(t ChatTemplate) []string {
+// notEnd are tokens the GGUF may name as an end that, in the template's
+// output format, are not (gpt-oss's <|end|> ends a message; the turn ends
+// at <|call|> or <|return|>). src is the GGUF's template source.
+func endOfTurnTokens(t ChatTemplate, src string) (end, notEnd []string) {
 	if j, ok := t.(*JinjaTemplate); ok {
+		src = j.Source()
 		t = j.family
 	}
+	end, notEnd = chatformat.Detect(src).EndTokens()
+	end = slices.Clone(end)
 	switch t.(type) {
 	case ChatML:
-		return []string{"<|im_end|>", "<|endoftext|>"}
+		end = append(end, "<|im_end|>", "<|endoftext|>")
 	case Llama3:
-		return []string{"<|eot_id|>", "<|end_of_text|>", "<|eom_id|>"}
+		end = append(end, "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>")
 	}
-	return nil
+	return end, notEnd
 }
 
 func tokenID(tok Tokenizer, text string) (int32, bool) {

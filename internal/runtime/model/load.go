@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 )
@@ -130,7 +131,7 @@ func fromGGUF(data []byte, progress func(done, total int64), opts LoadOptions) (
 		return nil, err
 	}
 	m.ChatTemplate = ChatTemplateFor(src, tok)
-	if err := tokensFromGGUF(f, &cfg, m.ChatTemplate, tok); err != nil {
+	if err := tokensFromGGUF(f, &cfg, m.ChatTemplate, src, tok); err != nil {
 		return nil, err
 	}
 	if src != "" {
@@ -241,8 +242,10 @@ func (a archFile) Shape(name string) []int {
 }
 
 // tokensFromGGUF sets BOS and EOS: kvpilot.eos_token_ids when present, else
-// eos_token_id, eot_token_id and the chat template's end-of-turn tokens.
-func tokensFromGGUF(f *ggufFile, c *Config, tmpl ChatTemplate, tok Tokenizer) error {
+// eos_token_id, eot_token_id and the chat template's end-of-turn tokens,
+// less those its output format says end no turn (src is the template's
+// source).
+func tokensFromGGUF(f *ggufFile, c *Config, tmpl ChatTemplate, src string, tok Tokenizer) error {
 	c.BOS = -1
 	if v, ok, err := f.uint("tokenizer.ggml.bos_token_id"); err != nil {
 		return err
@@ -269,7 +272,14 @@ func tokensFromGGUF(f *ggufFile, c *Config, tmpl ChatTemplate, tok Tokenizer) er
 			add(int32(v))
 		}
 	}
-	for _, text := range endOfTurnTokens(tmpl) {
+	end, notEnd := endOfTurnTokens(tmpl, src)
+	for _, text := range notEnd {
+		if id, ok := tokenID(tok, text); ok {
+			seen[id] = true // never added below
+			c.EOS = slices.DeleteFunc(c.EOS, func(e int32) bool { return e == id })
+		}
+	}
+	for _, text := range end {
 		if id, ok := tokenID(tok, text); ok {
 			add(id)
 		}

@@ -171,6 +171,19 @@ type Message struct {
 	ToolCalls    []ToolCall    `json:"tool_calls,omitempty"`
 	ToolCallID   string        `json:"tool_call_id,omitempty"`
 	FunctionCall *FunctionCall `json:"function_call,omitempty"`
+	// ReasoningContent is an assistant turn's reasoning, as this server
+	// returned it (reasoning_content; reasoning, its other name, is read
+	// when reasoning_content is absent).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
+}
+
+// ReasoningText is the message's reasoning under either name.
+func (m *Message) ReasoningText() string {
+	if m.ReasoningContent != "" {
+		return m.ReasoningContent
+	}
+	return m.Reasoning
 }
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -190,6 +203,14 @@ type ChatRequest struct {
 	// ChatTemplateKwargs are further variables of the chat template
 	// (vLLM's), e.g. {"enable_thinking": false} for Qwen3's.
 	ChatTemplateKwargs TemplateKwargs `json:"chat_template_kwargs"`
+	// ReasoningEffort (none, minimal, low, medium, high, xhigh) reaches
+	// the template as reasoning_effort (gpt-oss's "Reasoning: …"); none
+	// also as enable_thinking false (Qwen3's switch), as vLLM passes it.
+	ReasoningEffort *string `json:"reasoning_effort"`
+	// ThinkingBudget caps the tokens of a model's <think> reasoning (0:
+	// no cap). No chat field sets it: Anthropic's thinking.budget_tokens
+	// does, through the Messages translation.
+	ThinkingBudget int `json:"-"`
 
 	// BestOf generates best_of choices and returns the n with the highest
 	// cumulative log-probability, as on completions.
@@ -360,6 +381,12 @@ func ParseChat(body []byte) (*ChatRequest, *Error) {
 	}
 	if err := checkMessages(r.Messages); err != nil {
 		return nil, err
+	}
+	if e := r.ReasoningEffort; e != nil && !slices.Contains(reasoningEfforts, *e) {
+		return nil, BadRequest("reasoning_effort", "reasoning_effort %q: want one of %s", *e, strings.Join(reasoningEfforts, ", "))
+	}
+	if r.ReasoningEffort != nil {
+		r.ChatTemplateKwargs = effortKwargs(r.ChatTemplateKwargs, *r.ReasoningEffort)
 	}
 	switch lp := r.LogprobSettings(); {
 	case r.TopLogprobs != nil && (*r.TopLogprobs < 0 || *r.TopLogprobs > MaxTopLogprobs):

@@ -359,3 +359,43 @@ func manyBiases(n int) string {
 	}
 	return b.String()
 }
+
+// TestChatReasoningEffort: reasoning_effort reaches the template as
+// reasoning_effort, and none as enable_thinking false too (a thinking
+// model then does not think); the client's own variables win; an
+// unknown effort is a 400 naming the field.
+func TestChatReasoningEffort(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		kwargs map[string]string
+		param  string
+	}{
+		{`"reasoning_effort":"high"`, map[string]string{"reasoning_effort": `"high"`}, ""},
+		{`"reasoning_effort":"none"`, map[string]string{"reasoning_effort": `"none"`, "enable_thinking": "false"}, ""},
+		{`"reasoning_effort":"none","chat_template_kwargs":{"enable_thinking":true}`, map[string]string{"reasoning_effort": `"none"`, "enable_thinking": "true"}, ""},
+		{`"reasoning_effort":"extreme"`, nil, "reasoning_effort"},
+	} {
+		r, err := ParseChat([]byte(`{"messages":[{"role":"user","content":"x"}],` + tc.body + `}`))
+		if tc.param != "" {
+			if err == nil || err.Param != tc.param {
+				t.Errorf("%s: got %v; want a 400 naming %s", tc.body, err, tc.param)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		got := map[string]string{}
+		for k, v := range r.ChatTemplateKwargs {
+			got[k] = string(v)
+		}
+		if len(got) != len(tc.kwargs) {
+			t.Errorf("%s: kwargs %v, want %v", tc.body, got, tc.kwargs)
+		}
+		for k, v := range tc.kwargs {
+			if got[k] != v {
+				t.Errorf("%s: kwargs %v, want %v", tc.body, got, tc.kwargs)
+			}
+		}
+	}
+}

@@ -83,6 +83,11 @@ type CompletionResponse struct {
 type ChatMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ReasoningContent is the reasoning the model wrote before its answer
+	// (vLLM's and DeepSeek's field); Reasoning is the same text under the
+	// name vLLM's newer releases and OpenRouter use.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
 	// ToolCalls are the calls the model made (content is then null when
 	// empty); FunctionCall is the legacy form for requests that used
 	// functions.
@@ -115,9 +120,13 @@ type ChatResponse struct {
 
 // ChatDelta is the incremental message of a streaming chat chunk.
 type ChatDelta struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+	// ReasoningContent and Reasoning carry reasoning text (the same
+	// text under both names).
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	Reasoning        string     `json:"reasoning,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 	// FunctionCall is the legacy streamed call.
 	FunctionCall *FunctionCall `json:"function_call,omitempty"`
 }
@@ -149,6 +158,8 @@ type Turn struct {
 	// calls); Calls are the tool calls, in order.
 	Content string
 	Calls   []ToolCall
+	// Reasoning is the reasoning the model wrote before them.
+	Reasoning string
 	// Finish is "stop" or "length"; StopMatched is the stop string that
 	// ended the reply, if one did.
 	Finish      string
@@ -156,6 +167,9 @@ type Turn struct {
 	// Token counts: CachedTokens of the PromptTokens came from the prefix
 	// cache.
 	PromptTokens, CompletionTokens, CachedTokens int
+	// ReasoningTokens is how many of the CompletionTokens were reasoning
+	// (0 when not counted).
+	ReasoningTokens int
 }
 
 // Model is one entry of GET /v1/models.

@@ -20,9 +20,8 @@ type ResponsesRequest struct {
 	// "name"}.
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	// Reasoning's effort reaches the chat template as reasoning_effort;
-	// no reasoning items are produced (the served models do not reason
-	// here).
+	// Reasoning's effort reaches the chat template as reasoning_effort
+	// (effortKwargs); a model that reasons returns a reasoning item.
 	Reasoning *ReasoningParam `json:"reasoning"`
 	// PromptCacheKey names the prefix-cache affinity group: here, the
 	// request's program when no other program id is given (ProgramID).
@@ -71,10 +70,11 @@ type ResponsesRequest struct {
 }
 
 // ReasoningParam is "reasoning". Effort is none, minimal, low, medium,
-// high or xhigh; Summary auto, concise, detailed or none. The served
-// models do not reason here, so no reasoning item is ever produced: the
-// effort is handed to the chat template (reasoning_effort, which gpt-oss
-// templates read), and the summary of no reasoning is nothing.
+// high or xhigh; Summary auto, concise, detailed or none. The effort is
+// handed to the chat template (reasoning_effort, which gpt-oss templates
+// read; none as enable_thinking false too). A model that reasons returns
+// its reasoning as written, as a reasoning item's reasoning_text: no
+// summary is made of it, whatever Summary asks.
 type ReasoningParam struct {
 	Effort  *string `json:"effort"`
 	Summary *string `json:"summary"`
@@ -171,6 +171,7 @@ const (
 	ItemFunctionCall       = "function_call"
 	ItemFunctionCallOutput = "function_call_output"
 	ItemReference          = "item_reference"
+	ItemReasoning          = "reasoning"
 )
 
 // ResponseItem is one input item: a message, a function call the model
@@ -189,6 +190,11 @@ type ResponseItem struct {
 	Name      string      `json:"name,omitempty"`
 	Arguments string      `json:"arguments,omitempty"`
 	Output    ItemContent `json:"output,omitzero"`
+	// Reasoning: Content holds its reasoning_text parts; Summary its
+	// summary_text parts, read when there is no content. An encrypted
+	// reasoning (OpenAI's own) cannot be read here and is left out.
+	Summary          ItemContent     `json:"summary,omitzero"`
+	EncryptedContent json.RawMessage `json:"encrypted_content,omitempty"`
 }
 
 // ItemContent is a message's content or a call's output: a string or a
@@ -212,7 +218,7 @@ func (c *ItemContent) UnmarshalJSON(b []byte) error {
 	if isNull(b) {
 		return nil
 	}
-	text, err := textContent(b, "input", "input_text", "output_text", "text")
+	text, err := textContent(b, "input", "input_text", "output_text", "text", "reasoning_text", "summary_text")
 	c.Text = text
 	return err
 }
@@ -310,8 +316,9 @@ func (it *ResponseItem) check(i int) *Error {
 		if it.ID == "" {
 			return BadRequest("input", "input[%d]: an item_reference needs id", i)
 		}
+	case ItemReasoning:
 	default:
-		return BadRequest("input", "input[%d].type %q is not supported (message, function_call, function_call_output, item_reference)", i, it.Type)
+		return BadRequest("input", "input[%d].type %q is not supported (message, function_call, function_call_output, item_reference, reasoning)", i, it.Type)
 	}
 	return nil
 }
@@ -440,6 +447,28 @@ func (r *ResponsesRequest) ChatRequest(h ResponseHistory) (*ResponsesTurn, *Erro
 // the model wrote it.
 func appendItem(msgs []Message, start int, it ResponseItem) []Message {
 	switch it.kind() {
+	case ItemReasoning:
+		// Reasoning opens the assistant turn it led to: the message or
+		// calls that follow join it, and the template renders it as the
+		// turn's reasoning_content.
+		text := it.Content.Text
+		if text == "" {
+			text = it.Summary.Text
+		}
+		if text == "" {
+			return msgs // encrypted only: nothing this server can read
+		}
+		if n := len(msgs); n > start && msgs[n-1].Role == "assistant" && msgs[n-1].ReasoningContent == "" && msgs[n-1].Content.Text == "" && len(msgs[n-1].ToolCalls) == 0 {
+			msgs[n-1].ReasoningContent = text
+			return msgs
+		}
+		return append(msgs, Message{Role: "assistant", ReasoningContent: text})
+	case ItemMessage:
+		if n := len(msgs); it.Role == "assistant" && n > start && msgs[n-1].Role == "assistant" && msgs[n-1].ReasoningContent != "" &&
+			msgs[n-1].Content.Text == "" && len(msgs[n-1].ToolCalls) == 0 {
+			msgs[n-1].Content = Content{Text: it.Content.Text}
+			return msgs
+		}
 	case ItemFunctionCall:
 		call := ToolCall{ID: it.CallID, Type: "function", Function: ToolCallFunction{Name: FlatToolName(it.Namespace, it.Name), Arguments: it.Arguments}}
 		if n := len(msgs); n > start && msgs[n-1].Role == "assistant" {

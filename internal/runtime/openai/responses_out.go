@@ -63,8 +63,9 @@ type ResponseUsage struct {
 }
 
 // OutputItem is one item of a response's output: an assistant message
-// (Content) or a function call (CallID, Namespace, Name, Arguments; the
-// namespace only for a function of one).
+// (Content), a function call (CallID, Namespace, Name, Arguments; the
+// namespace only for a function of one) or the model's reasoning
+// (ReasoningText).
 type OutputItem struct {
 	Type   string
 	ID     string
@@ -73,6 +74,15 @@ type OutputItem struct {
 	Content []OutputText
 	// Function call.
 	CallID, Namespace, Name, Arguments string
+	// Reasoning.
+	ReasoningText string
+}
+
+// ReasoningPart is a reasoning item's content part (reasoning_text) or
+// summary part (summary_text).
+type ReasoningPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 // OutputText is a message's output_text part.
@@ -96,6 +106,17 @@ func (it OutputItem) MarshalJSON() ([]byte, error) {
 			Status    string `json:"status"`
 		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Arguments, it.Status})
 	}
+	if it.Type == ItemReasoning {
+		// The reasoning as written (reasoning_text), as vLLM returns it;
+		// no summary is made of it.
+		return json.Marshal(struct {
+			Type    string          `json:"type"`
+			ID      string          `json:"id"`
+			Summary []ReasoningPart `json:"summary"`
+			Content []ReasoningPart `json:"content"`
+			Status  string          `json:"status"`
+		}{it.Type, it.ID, []ReasoningPart{}, []ReasoningPart{{Type: "reasoning_text", Text: it.ReasoningText}}, it.Status})
+	}
 	content := it.Content
 	if content == nil {
 		content = []OutputText{}
@@ -115,6 +136,9 @@ func (it OutputItem) AsInput() ResponseItem {
 	if it.Type == ItemFunctionCall {
 		return ResponseItem{Type: ItemFunctionCall, ID: it.ID, CallID: it.CallID, Namespace: it.Namespace, Name: it.Name, Arguments: it.Arguments}
 	}
+	if it.Type == ItemReasoning {
+		return ResponseItem{Type: ItemReasoning, ID: it.ID, Content: ItemContent{Text: it.ReasoningText, set: true}}
+	}
 	var texts []string
 	for _, c := range it.Content {
 		texts = append(texts, c.Text)
@@ -129,6 +153,10 @@ func AssistantMessage(out []OutputItem) Message {
 	m := Message{Role: "assistant"}
 	var texts []string
 	for _, it := range out {
+		if it.Type == ItemReasoning {
+			m.ReasoningContent += it.ReasoningText
+			continue
+		}
 		if it.Type == ItemFunctionCall {
 			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: it.CallID, Type: "function",
 				Function: ToolCallFunction{Name: FlatToolName(it.Namespace, it.Name), Arguments: it.Arguments}})
@@ -160,10 +188,13 @@ type ResponseShape struct {
 	seq  int
 	// The open message item and its text, and the function call items by
 	// the call's index, while streaming.
-	msg   int // index in resp.Output, -1 when none is open
-	text  strings.Builder
-	calls map[int]int // call index → index in resp.Output
-	open  int         // the open call's index in resp.Output, -1 when none
+	msg  int // index in resp.Output, -1 when none is open
+	text strings.Builder
+	// The open reasoning item (-1 when none) and its text.
+	think     int
+	reasoning strings.Builder
+	calls     map[int]int // call index → index in resp.Output
+	open      int         // the open call's index in resp.Output, -1 when none
 
 	// OnComplete, when set, is called with the finished response (status
 	// completed or incomplete) before its last event or its body is
@@ -205,7 +236,7 @@ func NewResponseShape(id string, created int64, model string, r *ResponsesReques
 	if r.Reasoning != nil {
 		resp.Reasoning = *r.Reasoning
 	}
-	return &ResponseShape{resp: resp, req: r, msg: -1, open: -1, calls: map[int]int{}}
+	return &ResponseShape{resp: resp, req: r, msg: -1, open: -1, think: -1, calls: map[int]int{}}
 }
 
 // Response is the response as it stands: complete after Body or Finish.
@@ -235,6 +266,7 @@ func (s *ResponseShape) Start(b []byte, _ int) []byte {
 // the first text and sends output_text.delta.
 func (s *ResponseShape) Text(b, delta []byte) []byte {
 	if s.msg < 0 {
+		b = s.closeReasoning(b)
 		b = s.closeCall(b)
 		b = s.openMessage(b)
 	}
@@ -297,10 +329,42 @@ func (s *ResponseShape) closeMessageAs(b []byte, status string) []byte {
 	return b
 }
 
+// Reasoning opens a reasoning item on the first reasoning text and sends
+// reasoning_text.delta.
+func (s *ResponseShape) Reasoning(b, delta []byte) []byte {
+	if s.think < 0 {
+		b = s.closeMessage(b)
+		b = s.closeCall(b)
+		s.think = len(s.resp.Output)
+		s.reasoning.Reset()
+		it := OutputItem{Type: ItemReasoning, ID: itemID("rs_"), Status: "in_progress"}
+		s.resp.Output = append(s.resp.Output, it)
+		b = s.event(b, "response.output_item.added", map[string]any{"output_index": s.think, "item": it})
+	}
+	s.reasoning.Write(delta)
+	return s.delta(b, "response.reasoning_text.delta", s.think, false, delta)
+}
+
+// closeReasoning ends the open reasoning item: reasoning_text.done,
+// output_item.done.
+func (s *ResponseShape) closeReasoning(b []byte) []byte {
+	if s.think < 0 {
+		return b
+	}
+	it := &s.resp.Output[s.think]
+	it.ReasoningText, it.Status = s.reasoning.String(), "completed"
+	b = s.event(b, "response.reasoning_text.done", map[string]any{"item_id": it.ID, "output_index": s.think,
+		"content_index": 0, "text": it.ReasoningText})
+	b = s.event(b, "response.output_item.done", map[string]any{"output_index": s.think, "item": *it})
+	s.think = -1
+	return b
+}
+
 // Call opens a function_call item on a call's first piece and sends its
 // argument fragments as function_call_arguments.delta.
 func (s *ResponseShape) Call(b []byte, d ToolCallDelta) []byte {
 	if d.First {
+		b = s.closeReasoning(b)
 		b = s.closeMessage(b)
 		b = s.closeCall(b)
 		s.open = len(s.resp.Output)
@@ -348,6 +412,10 @@ func (s *ResponseShape) Finish(b []byte, t *Turn) []byte {
 		b = s.openMessage(b)
 	}
 	last := lastItemStatus(t)
+	b = s.closeReasoning(b)
+	if len(s.resp.Output) == 1 && s.resp.Output[0].Type == ItemReasoning {
+		b = s.openMessage(b) // reasoning alone still answers with its (empty) message
+	}
 	b = s.closeMessageAs(b, last)
 	b = s.closeCallAs(b, last)
 	s.complete(t)
@@ -371,6 +439,9 @@ func (s *ResponseShape) Fail(b []byte, err *Error) []byte {
 
 // Body is the whole response.
 func (s *ResponseShape) Body(t *Turn) any {
+	if t.Reasoning != "" {
+		s.resp.Output = append(s.resp.Output, OutputItem{Type: ItemReasoning, ID: itemID("rs_"), Status: "completed", ReasoningText: t.Reasoning})
+	}
 	if t.Content != "" || len(t.Calls) == 0 {
 		s.resp.Output = append(s.resp.Output, OutputItem{Type: ItemMessage, ID: itemID("msg_"), Status: "completed",
 			Content: []OutputText{{Type: "output_text", Text: t.Content, Annotations: []any{}, Logprobs: []any{}}}})
@@ -405,6 +476,7 @@ func (s *ResponseShape) complete(t *Turn) {
 	u := &ResponseUsage{InputTokens: t.PromptTokens, OutputTokens: t.CompletionTokens,
 		TotalTokens: t.PromptTokens + t.CompletionTokens}
 	u.InputTokensDetails.CachedTokens = t.CachedTokens
+	u.OutputTokensDetails.ReasoningTokens = t.ReasoningTokens
 	s.resp.Usage = u
 	if s.OnComplete != nil {
 		s.OnComplete(&s.resp)

@@ -168,7 +168,9 @@ func TestResponsesReasoningAndInclude(t *testing.T) {
 		{"effort to the template", `"reasoning":{"effort":"xhigh","summary":null}`, map[string]string{"reasoning_effort": `"xhigh"`}, ""},
 		{"the client's own kwarg wins", `"reasoning":{"effort":"high"},"chat_template_kwargs":{"reasoning_effort":"low","x":1}`,
 			map[string]string{"reasoning_effort": `"low"`, "x": "1"}, ""},
-		{"effort none", `"reasoning":{"effort":"none"}`, map[string]string{"reasoning_effort": `"none"`}, ""},
+		{"effort none", `"reasoning":{"effort":"none"}`, map[string]string{"reasoning_effort": `"none"`, "enable_thinking": "false"}, ""},
+		{"effort none, the client's switch wins", `"reasoning":{"effort":"none"},"chat_template_kwargs":{"enable_thinking":true}`,
+			map[string]string{"reasoning_effort": `"none"`, "enable_thinking": "true"}, ""},
 		{"unknown effort", `"reasoning":{"effort":"max"}`, nil, "reasoning.effort"},
 		{"unknown summary", `"reasoning":{"summary":"brief"}`, nil, "reasoning.summary"},
 		{"include of a dropped tool's item", `"include":["web_search_call.action.sources","file_search_call.results"]`, nil, ""},
@@ -375,5 +377,76 @@ func TestCutCallIsIncomplete(t *testing.T) {
 				t.Errorf("finish %s, %s: item statuses (-want +got):\n%s", finish, name, diff)
 			}
 		}
+	}
+}
+
+// TestResponsesReasoningInput: a reasoning item sent back (as this server
+// returns it, or with only a summary) opens the assistant turn it led to,
+// whose message and calls join it, and becomes its reasoning_content; one
+// with encrypted content alone adds nothing.
+func TestResponsesReasoningInput(t *testing.T) {
+	r, err := ParseResponses([]byte(`{"input":[{"role":"user","content":"q"},` +
+		`{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"R1"}]},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"A1"}]},` +
+		`{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"c1","output":"o"},` +
+		`{"type":"reasoning","summary":[{"type":"summary_text","text":"R2"}],"encrypted_content":"x"},` +
+		`{"type":"reasoning","summary":[],"encrypted_content":"opaque"},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"A2"}]},` +
+		`{"role":"user","content":"q2"}],"tools":[{"type":"function","name":"f","parameters":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := r.ChatRequest(history{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type msg struct{ Role, Content, Reasoning string }
+	var got []msg
+	for _, m := range turn.Chat.Messages {
+		got = append(got, msg{m.Role, m.Content.Text, m.ReasoningContent})
+	}
+	want := []msg{{"user", "q", ""}, {"assistant", "A1", "R1"}, {"tool", "o", ""}, {"assistant", "A2", "R2"}, {"user", "q2", ""}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	if n := len(turn.Chat.Messages[1].ToolCalls); n != 1 {
+		t.Errorf("the call joined %d calls to the reasoning's turn, want 1", n)
+	}
+}
+
+// TestResponseShapeReasoning: reasoning streams as its own output item
+// (reasoning_text deltas) before the message, whole responses put it
+// first, and the item as input again is its text.
+func TestResponseShapeReasoning(t *testing.T) {
+	s := NewResponseShape("resp_1", 0, "m", &ResponsesRequest{})
+	b := s.Start(nil, 3)
+	b = s.Reasoning(b, []byte("thin"))
+	b = s.Reasoning(b, []byte("king"))
+	b = s.Text(b, []byte("answer"))
+	b = s.Finish(b, &Turn{Finish: "stop", Reasoning: "thinking", Content: "answer", PromptTokens: 3, CompletionTokens: 9, ReasoningTokens: 2})
+	want := []string{"response.created", "response.in_progress",
+		"response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.delta",
+		"response.reasoning_text.done", "response.output_item.done",
+		"response.output_item.added", "response.content_part.added", "response.output_text.delta",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done",
+		"response.completed"}
+	if diff := cmp.Diff(want, eventTypes(t, b)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	r := s.Response()
+	if len(r.Output) != 2 || r.Output[0].Type != ItemReasoning || r.Output[0].ReasoningText != "thinking" || r.Usage.OutputTokensDetails.ReasoningTokens != 2 {
+		t.Errorf("final response %+v", r)
+	}
+	whole := NewResponseShape("resp_2", 0, "m", &ResponsesRequest{}).Body(&Turn{Finish: "stop", Reasoning: "R", Content: "A"}).(*Response)
+	item, _ := json.Marshal(whole.Output[0])
+	if want := `"type":"reasoning","id":"` + whole.Output[0].ID + `","summary":[],"content":[{"type":"reasoning_text","text":"R"}],"status":"completed"}`; !strings.HasSuffix(string(item), want) {
+		t.Errorf("reasoning item %s", item)
+	}
+	if in := whole.Output[0].AsInput(); in.Type != ItemReasoning || in.Content.Text != "R" {
+		t.Errorf("as input %+v", in)
+	}
+	if m := AssistantMessage(whole.Output); m.ReasoningContent != "R" || m.Content.Text != "A" {
+		t.Errorf("assistant message %+v", m)
 	}
 }

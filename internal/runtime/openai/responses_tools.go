@@ -190,20 +190,30 @@ func (p *ReasoningParam) check() *Error {
 }
 
 // templateKwargs are the chat template's variables: the request's own,
-// and reasoning.effort as reasoning_effort unless the request set that
-// variable itself.
+// and reasoning.effort (effortKwargs).
 func (r *ResponsesRequest) templateKwargs() TemplateKwargs {
 	if r.Reasoning == nil || r.Reasoning.Effort == nil {
 		return r.ChatTemplateKwargs
 	}
-	if _, ok := r.ChatTemplateKwargs["reasoning_effort"]; ok {
-		return r.ChatTemplateKwargs
-	}
-	kw := make(TemplateKwargs, len(r.ChatTemplateKwargs)+1)
-	for k, v := range r.ChatTemplateKwargs {
+	return effortKwargs(r.ChatTemplateKwargs, *r.Reasoning.Effort)
+}
+
+// effortKwargs adds a reasoning effort to a request's template variables:
+// as reasoning_effort (gpt-oss's templates read it), and effort none as
+// enable_thinking false too (Qwen3's, GLM's and DeepSeek's switch, so a
+// model that thinks does not), each unless the request set that
+// variable itself. A template that reads neither renders as before.
+func effortKwargs(in TemplateKwargs, effort string) TemplateKwargs {
+	kw := make(TemplateKwargs, len(in)+2)
+	for k, v := range in {
 		kw[k] = v
 	}
-	kw["reasoning_effort"], _ = json.Marshal(*r.Reasoning.Effort)
+	if _, ok := kw["reasoning_effort"]; !ok {
+		kw["reasoning_effort"], _ = json.Marshal(effort)
+	}
+	if _, ok := kw["enable_thinking"]; !ok && effort == "none" {
+		kw["enable_thinking"] = json.RawMessage("false")
+	}
 	return kw
 }
 

@@ -52,6 +52,9 @@ func (e *ChunkEncoder) Chunk(text []byte, finishReason string) []byte {
 type ChoiceEvent struct {
 	Index int
 	Text  []byte
+	// Reasoning is reasoning text (chat only): delta.reasoning_content and
+	// delta.reasoning.
+	Reasoning []byte
 	// FinishReason is "" (null) but on the choice's last event.
 	FinishReason string
 	// Logprobs is the choice's "logprobs" value as JSON (nil: null).
@@ -80,7 +83,16 @@ func (e *ChunkEncoder) Choice(c *ChoiceEvent) []byte {
 	b = strconv.AppendInt(b, int64(c.Index), 10)
 	if e.chat {
 		b = append(b, `,"delta":{`...)
-		if len(c.Text) > 0 || c.FinishReason == "" {
+		if len(c.Reasoning) > 0 {
+			b = append(b, `"reasoning_content":`...)
+			b = AppendJSONBytes(b, c.Reasoning)
+			b = append(b, `,"reasoning":`...)
+			b = AppendJSONBytes(b, c.Reasoning)
+		}
+		if len(c.Text) > 0 || (c.FinishReason == "" && len(c.Reasoning) == 0) {
+			if len(c.Reasoning) > 0 {
+				b = append(b, ',')
+			}
 			b = append(b, `"content":`...)
 			b = AppendJSONBytes(b, c.Text)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -38,6 +39,9 @@ type grammars struct {
 
 	once  sync.Once
 	vocab *grammar.Vocab
+	// special are the vocabularies with some special tokens (guarded by
+	// mu), by vocabularyWith's key.
+	special map[string]*grammar.Vocab
 
 	mu    sync.Mutex
 	cache map[string]*list.Element
@@ -75,6 +79,13 @@ func (gs *grammars) vocabulary() *grammar.Vocab {
 // lasts) instead of compiling it again. A compile cut short by its ctx is
 // not cached; those waiting on it then compile it themselves.
 func (gs *grammars) get(ctx context.Context, key string, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
+	return gs.getWith(ctx, key, nil, compile)
+}
+
+// getWith is get for a grammar decoded with the vocabulary that spells
+// specials as themselves (vocabularyWith); key must tell such grammars
+// apart, as a grammar is bound to one vocabulary.
+func (gs *grammars) getWith(ctx context.Context, key string, specials []string, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
 	for {
 		gs.mu.Lock()
 		if e, ok := gs.cache[key]; ok {
@@ -90,7 +101,7 @@ func (gs *grammars) get(ctx context.Context, key string, compile func(context.Co
 		}
 		gs.mu.Unlock()
 		if !busy {
-			return gs.compileInto(ctx, key, wait, compile)
+			return gs.compileInto(ctx, key, specials, wait, compile)
 		}
 		select {
 		case <-wait:
@@ -106,7 +117,7 @@ func (gs *grammars) get(ctx context.Context, key string, compile func(context.Co
 // a decoding step: a grammar whose rule stacks multiply past it from the
 // start is refused here, with a 400, instead of failing in the engine,
 // and the first step of a request finds its mask ready.
-func (gs *grammars) compileInto(ctx context.Context, key string, done chan struct{}, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
+func (gs *grammars) compileInto(ctx context.Context, key string, specials []string, done chan struct{}, compile func(context.Context) (*grammar.Grammar, []string, error)) (compiled, error) {
 	released := false
 	defer func() {
 		// A compile that panicked still releases those waiting on it (the
@@ -121,7 +132,7 @@ func (gs *grammars) compileInto(ctx context.Context, key string, done chan struc
 	}()
 	g, dropped, err := compile(ctx)
 	if err == nil && gs.size > 0 && gs.decoder != nil { // no vocabulary otherwise (tests of the cache)
-		if err = g.Prepare(gs.vocabulary()); err != nil {
+		if err = g.Prepare(gs.vocabularyFor(specials)); err != nil {
 			g, dropped = nil, nil
 		}
 	}
@@ -252,6 +263,44 @@ var _ engine.FailingConstraint = (*grammar.Matcher)(nil)
 
 // matcher starts a request on g; ends are the model's EOS ids and the
 // request's stop token ids.
-func (gs *grammars) matcher(g *grammar.Grammar, ends []int32) *grammar.Matcher {
-	return g.NewMatcher(gs.vocabulary(), ends)
+func (gs *grammars) matcher(g *grammar.Grammar, ends []int32, specials []string) *grammar.Matcher {
+	return g.NewMatcher(gs.vocabularyFor(specials), ends)
+}
+
+// vocabularyFor is the vocabulary, or vocabularyWith specials when there
+// are any.
+func (gs *grammars) vocabularyFor(specials []string) *grammar.Vocab {
+	if len(specials) > 0 {
+		return gs.vocabularyWith(specials)
+	}
+	return gs.vocabulary()
+}
+
+// vocabularyWith is the vocabulary with the special tokens whose texts
+// are specials spelled as those texts: a format whose markup is special
+// tokens (harmony) writes them as the model does, and its output keeps
+// their text. Other special tokens stay out of grammars. Built once per
+// set, on first use.
+func (gs *grammars) vocabularyWith(specials []string) *grammar.Vocab {
+	key := strings.Join(specials, "\x00")
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if v, ok := gs.special[key]; ok {
+		return v
+	}
+	sd, ok := gs.decoder.(engine.SpecialDecoder)
+	if !ok {
+		return gs.vocabulary()
+	}
+	v := grammar.NewVocab(gs.size, func(id int32) []byte {
+		if t := sd.SpecialText(id); t != nil && slices.Contains(specials, string(t)) {
+			return t
+		}
+		return gs.decoder.TokenBytes(id)
+	})
+	if gs.special == nil {
+		gs.special = map[string]*grammar.Vocab{}
+	}
+	gs.special[key] = v
+	return v
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -103,6 +104,7 @@ func (s *Server) chatJob(ctx context.Context, h http.Header, req *openai.ChatReq
 		return j, apiErr
 	}
 	j.prompts = [][]int32{prompt}
+	j.thinkingBudget = req.ThinkingBudget
 	return j, nil
 }
 
@@ -119,7 +121,31 @@ func (s *Server) renderChat(ctx context.Context, h http.Header, req *openai.Chat
 	if err != nil {
 		return nil, openai.BadRequest(j.promptParam, "rendering the conversation with the model's chat template: %v", err)
 	}
+	s.planReading(j, prompt)
 	return prompt, nil
+}
+
+// planReading sets how the output of a chat job is read: for reasoning
+// whenever the model writes it (tool calls only when the request offers
+// tools, planTools). The output starts inside reasoning when the rendered
+// prompt ends by opening it (Qwen3.5's, GLM 4.7's and DeepSeek-R1's
+// generation prompts write <think>; Qwen3's writes an empty block when
+// thinking is off).
+func (s *Server) planReading(j *job, prompt []int32) {
+	if j.tools == nil && !s.format.Thinks() {
+		return
+	}
+	if j.tools == nil {
+		j.tools = &toolCalling{spec: s.format}
+	}
+	if s.format.Reasoning == chatformat.ReasoningThink {
+		j.tools.opts.Reasoning = true
+		tail := prompt[max(0, len(prompt)-8):]
+		j.tools.opts.InReasoning = strings.HasSuffix(strings.TrimRight(s.cfg.Codec.Decode(tail), " \t\r\n"), "<think>")
+	}
+	if s.format.Reasoning == chatformat.ReasoningHarmony {
+		j.tools.opts.Reasoning = true
+	}
 }
 
 // outputGrammar compiles the request's structured-output constraint into
@@ -191,8 +217,13 @@ type job struct {
 	lp            openai.Logprob
 	echo          bool
 	// grammar, when set, constrains the output (structured outputs,
-	// enforced tool calls).
-	grammar *grammar.Grammar
+	// enforced tool calls); grammarSpecials are the special tokens it may
+	// write as themselves (the format's markup: harmony's headers).
+	grammar         *grammar.Grammar
+	grammarSpecials []string
+	// thinkingBudget caps <think> reasoning at that many tokens (0: no
+	// cap), when no other constraint holds the output.
+	thinkingBudget int
 	// tools, when set, reads tool calls out of the output.
 	tools *toolCalling
 	// shape, when set, makes the writer of the one reply in an API's own
@@ -344,6 +375,11 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 			return fail(apiErr)
 		}
 		params[i] = c.EngineParams(maxTokens, s.defaults)
+		if j.tools != nil && j.tools.spec.Tools != nil && j.tools.spec.Tools.KeepSpecialTokens {
+			// The format's markup is special tokens: the output keeps
+			// them for the reader, which takes them out.
+			params[i].KeepSpecialTokens, params[i].SpecialTokenSpaces = true, false
+		}
 		params[i].BadWords = badWords
 		// best_of ranks candidates by their cumulative logprob.
 		params[i].Logprobs = j.lp.On || j.candidates > j.n
@@ -366,9 +402,13 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 		case j.grammar != nil:
 			// A matcher per sequence: it tracks that sequence's output.
 			ends := append(slices.Clone(s.eng.Config().EOS), ep.StopTokenIDs...)
-			req.Constraint = s.grammars.matcher(j.grammar, ends)
+			req.Constraint = s.grammars.matcher(j.grammar, ends, j.grammarSpecials)
 		case allowed != nil:
 			req.Constraint = allowed.constraint(ep.MinTokens)
+		case j.thinkingBudget > 0 && j.tools != nil && j.tools.spec.Reasoning == chatformat.ReasoningThink:
+			if closing := s.cfg.Codec.Encode("\n</think>\n\n", false); len(closing) > 0 {
+				req.Constraint = newThinkingBudget(j.thinkingBudget, closing, s.eng.Config().Decoder, s.eng.Config().VocabSize, j.tools.opts.InReasoning)
+			}
 		}
 		st, err := s.eng.Submit(r.Context(), req)
 		if err != nil {
@@ -532,8 +572,9 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, c *openai.Commo
 			if j.tools != nil {
 				// The content without the calls' markup, also when it holds
 				// no call (a forced call max_tokens cut before its name).
-				content, calls := j.tools.readCalls(msg.Content)
+				content, reasoning, calls := j.tools.readCalls(msg.Content)
 				msg.Content = content
+				msg.ReasoningContent, msg.Reasoning = reasoning, reasoning
 				if len(calls) > 0 {
 					if j.tools.legacy {
 						msg.FunctionCall = &openai.FunctionCall{Name: calls[0].Function.Name, Arguments: calls[0].Function.Arguments}

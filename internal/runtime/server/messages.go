@@ -25,7 +25,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		var j job
 		if j, apiErr = s.chatJob(r.Context(), w.Header(), chat, "messages", "max_tokens"); apiErr == nil {
 			j.idPrefix = "msg_"
-			j.shape = func(id string) turnWriter { return anthropic.NewMessageShape(id, s.cfg.ModelName) }
+			j.shape = func(id string) turnWriter {
+				shape := anthropic.NewMessageShape(id, s.cfg.ModelName)
+				shape.OmitThinking = req.OmitsThinking()
+				return shape
+			}
 			s.generate(w, r, body, &chat.Common, j)
 			return
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
 	"github.com/kvpilot/kvpilot/internal/runtime/codec"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
@@ -58,6 +59,10 @@ type Config struct {
 	Engine *engine.Engine
 	// Codec tokenizes prompts and chat conversations (required).
 	Codec codec.Codec
+	// ToolCallParser and ReasoningParser name the formats the model's
+	// output is read in (chatformat's names, "none" for none), overriding
+	// what its chat template shows; "" keeps the detected ones.
+	ToolCallParser, ReasoningParser string
 	// ModelName is the served model's name (required): requests naming
 	// another model get 404; an empty "model" means this one.
 	ModelName string
@@ -149,7 +154,9 @@ type Config struct {
 
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
-	cfg         Config
+	cfg Config
+	// format is how the model's output is read (tool calls, reasoning).
+	format      chatformat.Spec
 	eng         *engine.Engine
 	maxModelLen int
 	// kvTokens is what the whole device KV cache holds: one sequence
@@ -223,12 +230,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
+	format, err := codec.FormatOf(cfg.Codec).Override(cfg.ToolCallParser, cfg.ReasoningParser)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	m, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("server: HTTP metrics: %w", err)
 	}
 	s := &Server{
 		cfg:         cfg,
+		format:      format,
 		eng:         cfg.Engine,
 		maxModelLen: cfg.Engine.Config().MaxModelLen,
 		kvTokens:    cfg.Engine.Config().KV.NumBlocks * cfg.Engine.BlockSize(),

@@ -115,7 +115,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 	if j.tools != nil {
 		readers = make([]*openai.ToolStreamer, len(seqs))
 		for i := range readers {
-			readers[i] = openai.NewToolStreamer(j.tools.format)
+			readers[i] = j.tools.reader()
 		}
 	}
 	// write sends one engine chunk of choice i; it reports false when the
@@ -131,17 +131,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 		}
 		finishing := ch.Done && (ch.FinishReason == completion.Stop || ch.FinishReason == completion.Length)
 		if readers != nil && (!ch.Done || finishing) {
-			content, deltas := readers[i].Feed(ch.Text)
+			pc := readers[i].Read(ch.Text)
 			called := false
 			if finishing {
-				c2, d2, fin := j.tools.finish(readers[i])
-				content, deltas, called = append(content, c2...), append(deltas, d2...), fin
+				var end openai.Piece
+				end, called = j.tools.finishRead(readers[i])
+				pc.Content, pc.Reasoning, pc.Deltas = append(pc.Content, end.Content...), append(pc.Reasoning, end.Reasoning...), append(pc.Deltas, end.Deltas...)
 			}
-			ev.Text = content
+			content, deltas := pc.Content, pc.Deltas
+			ev.Text, ev.Reasoning = content, pc.Reasoning
 			if len(deltas) > 0 {
 				// The content (and the tokens' logprobs and ids) go first,
 				// then the call pieces, then the finish reason alone.
-				if (len(ev.Text) > 0 || len(ev.Logprobs) > 0 || ev.HasTokenIDs) && !send(enc.Choice(&ev), false) {
+				if (len(ev.Text) > 0 || len(ev.Reasoning) > 0 || len(ev.Logprobs) > 0 || ev.HasTokenIDs) && !send(enc.Choice(&ev), false) {
 					return false
 				}
 				if !send(enc.ToolCallChunk(i, mergeDeltas(deltas), j.tools.legacy), !ch.Done) {
@@ -160,7 +162,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *openai.Common
 			}
 		}
 		if !ch.Done {
-			if len(ev.Text) == 0 && len(ev.Logprobs) == 0 && !ev.HasTokenIDs {
+			if len(ev.Text) == 0 && len(ev.Reasoning) == 0 && len(ev.Logprobs) == 0 && !ev.HasTokenIDs {
 				return true
 			}
 			return send(enc.Choice(&ev), true)

@@ -22,6 +22,8 @@ type turnWriter interface {
 	Start(b []byte, promptTokens int) []byte
 	// Text is new content (never inside a tool call).
 	Text(b, delta []byte) []byte
+	// Reasoning is new reasoning text (before the content it leads to).
+	Reasoning(b, delta []byte) []byte
 	// Call is a piece of a tool call: a call's first piece has its id and
 	// name, later ones add to its arguments.
 	Call(b []byte, d openai.ToolCallDelta) []byte
@@ -57,7 +59,7 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Commo
 	failed := func() bool { return sink != nil && sink.err != nil }
 	var ts *openai.ToolStreamer
 	if j.tools != nil {
-		ts = openai.NewToolStreamer(j.tools.format)
+		ts = j.tools.reader()
 	}
 	keepTokens := s.cfg.Programs != nil || len(c.StopTokenIDs) > 0
 	var content strings.Builder
@@ -75,16 +77,21 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Commo
 			q.tokens = append(q.tokens, ch.TokenIDs...)
 		}
 		finishing := ch.Done && (ch.FinishReason == completion.Stop || ch.FinishReason == completion.Length)
-		text, deltas := ch.Text, []openai.ToolCallDelta(nil)
+		text, deltas, reasoning := ch.Text, []openai.ToolCallDelta(nil), []byte(nil)
 		if ts != nil && (!ch.Done || finishing) {
-			text, deltas = ts.Feed(ch.Text)
+			pc := ts.Read(ch.Text)
 			if finishing {
-				c2, d2, fin := j.tools.finish(ts)
-				text, deltas, called = append(text, c2...), append(deltas, d2...), fin
+				var end openai.Piece
+				end, called = j.tools.finishRead(ts)
+				pc.Content, pc.Reasoning, pc.Deltas = append(pc.Content, end.Content...), append(pc.Reasoning, end.Reasoning...), append(pc.Deltas, end.Deltas...)
 			}
+			text, deltas, reasoning = pc.Content, pc.Deltas, pc.Reasoning
 		}
 		content.Write(text)
 		if c.Stream {
+			if len(reasoning) > 0 {
+				buf = shape.Reasoning(buf, reasoning)
+			}
 			if len(text) > 0 {
 				buf = shape.Text(buf, text)
 			}
@@ -120,6 +127,14 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, c *openai.Commo
 	t := &openai.Turn{Content: content.String(), Finish: q.final.FinishReason.String(), StopMatched: q.final.StopMatched,
 		PromptTokens: q.final.Usage.PromptTokens, CompletionTokens: q.final.Usage.CompletionTokens,
 		CachedTokens: cached}
+	if ts != nil {
+		t.Reasoning = ts.Reasoning()
+		if t.Reasoning != "" {
+			// The reasoning's tokens, counted by tokenizing its text (the
+			// markup around it is not counted).
+			t.ReasoningTokens = min(len(s.cfg.Codec.Encode(t.Reasoning, false)), t.CompletionTokens)
+		}
+	}
 	if called {
 		t.Content = strings.TrimSpace(t.Content)
 		t.Calls = ts.Calls()
