@@ -507,10 +507,12 @@ type s3Store struct {
 	// the ETag (an MD5) is the only checksum.
 	checksum bool
 	// etag replaces the ETag (a multipart upload's, or a corrupt one).
-	etag      string
-	abortGETs int
-	mu        sync.Mutex
-	gets      []string
+	etag string
+	// badChecksum publishes a wrong x-amz-checksum-sha256.
+	badChecksum bool
+	abortGETs   int
+	mu          sync.Mutex
+	gets        []string
 }
 
 func (s *s3Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -533,6 +535,9 @@ func (s *s3Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("ETag", `"`+etag+`"`)
 	if s.checksum && r.Header.Get("X-Amz-Checksum-Mode") == "ENABLED" {
 		sum := sha256.Sum256(b)
+		if s.badChecksum {
+			sum = sha256.Sum256(nil)
+		}
 		w.Header().Set("X-Amz-Checksum-Sha256", base64.StdEncoding.EncodeToString(sum[:]))
 	}
 	if r.Method == http.MethodGet {
@@ -570,9 +575,9 @@ func (s *s3Store) verify(r *http.Request) error {
 
 // s3Config is a test case's store behaviour.
 type s3Config struct {
-	checksum  bool
-	etag      string
-	abortGETs int
+	checksum, badChecksum bool
+	etag                  string
+	abortGETs             int
 }
 
 func TestFetchS3(t *testing.T) {
@@ -590,11 +595,13 @@ func TestFetchS3(t *testing.T) {
 		{name: "resume", store: s3Config{abortGETs: 1}, wantGETs: 2},
 		{name: "wrong secret", store: s3Config{}, secret: "nope",
 			wantErr: []string{"s3://models/" + key, "403 Forbidden", "refused the credentials"}},
+		{name: "corrupt sha256 checksum", store: s3Config{checksum: true, badChecksum: true},
+			wantErr: []string{"checksum mismatch", "SHA-256 " + emptySHA256, sha(data)}},
 		{name: "corrupt etag", store: s3Config{etag: strings.Repeat("0", 32)},
 			wantErr: []string{"checksum mismatch", "MD5 " + strings.Repeat("0", 32), func() string { m := md5.Sum(data); return hex.EncodeToString(m[:]) }()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := &s3Store{checksum: tc.store.checksum, etag: tc.store.etag, abortGETs: tc.store.abortGETs}
+			st := &s3Store{checksum: tc.store.checksum, badChecksum: tc.store.badChecksum, etag: tc.store.etag, abortGETs: tc.store.abortGETs}
 			st.access, st.secret = "minioadmin", "minio-secret"
 			st.objects = map[string][]byte{"models/" + key: data}
 			srv := httptest.NewServer(st)
@@ -673,6 +680,8 @@ func TestParseSource(t *testing.T) {
 		{url: "hf://Qwen/Qwen3-GGUF:Q4 K", wantErr: "quantisation"},
 		{url: "s3://bucket", wantErr: "s3://BUCKET/KEY"},
 		{url: "s3://bucket/dir/", wantErr: "s3://BUCKET/KEY"},
+		{url: "https://example.com/a/../m.gguf", wantErr: "'..'"},
+		{url: "https://example.com/m.gguf?download=true", want: Source{Scheme: SchemeHTTPS}},
 		{url: "ftp://x/y", wantErr: "unsupported scheme"},
 		{url: "/models/x.gguf", wantErr: "want hf://"},
 	} {

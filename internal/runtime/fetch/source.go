@@ -85,8 +85,14 @@ func ParseSource(raw string) (Source, error) {
 	case "https", "http":
 		s.Scheme = SchemeHTTPS
 		host, p, _ := strings.Cut(rest, "/")
+		if i := strings.IndexAny(p, "?#"); i >= 0 {
+			p = p[:i]
+		}
 		if host == "" || p == "" || strings.HasSuffix(p, "/") {
 			return s, fmt.Errorf("model URL %q: want %s://HOST/PATH naming one file", raw, scheme)
+		}
+		if err := checkPath(p); err != nil {
+			return s, fmt.Errorf("model URL %q: %w", raw, err)
 		}
 		return s, nil
 	default:
