@@ -270,7 +270,10 @@ func (f *fetcher) download(ctx context.Context, rf *remoteFile) (string, error) 
 			return p, nil
 		}
 	}
-	partKey := RefKey(rf.display)
+	// Keyed by the source URL too: its lock makes the partial file this
+	// fetcher's alone, though another URL (a quantisation selector and a
+	// path) may name the same file.
+	partKey := RefKey(f.src.URL + "\n" + rf.display)
 	part := filepath.Join(f.opts.CacheDir, "partial", partKey+".part")
 	idFile := part + ".id"
 	if b, err := os.ReadFile(idFile); err != nil || string(b) != rf.identity {

@@ -40,6 +40,8 @@ type hub struct {
 	abortGETs  int
 	// noRange makes the CDN ignore Range headers.
 	noRange bool
+	// pageSize, above zero, splits the tree listing into linked pages.
+	pageSize int
 
 	mu       sync.Mutex
 	requests []string // "METHOD path range"
@@ -68,6 +70,16 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		entries = append(entries, map[string]any{"type": "directory", "path": "docs"})
 		sort.Slice(entries, func(i, j int) bool { return entries[i]["path"].(string) < entries[j]["path"].(string) })
+		if h.pageSize > 0 {
+			// Pages linked by cursor, as the Hub's Link: <...>; rel="next".
+			var from int
+			fmt.Sscanf(r.URL.Query().Get("cursor"), "%d", &from)
+			to := min(from+h.pageSize, len(entries))
+			if to < len(entries) {
+				w.Header().Set("Link", fmt.Sprintf(`<http://%s%s?recursive=true&cursor=%d>; rel="next"`, r.Host, r.URL.Path, to))
+			}
+			entries = entries[from:to]
+		}
 		json.NewEncoder(w).Encode(entries)
 	case strings.HasPrefix(r.URL.Path, "/"+h.repo+"/resolve/main/"):
 		p := strings.TrimPrefix(r.URL.Path, "/"+h.repo+"/resolve/main/")
@@ -393,7 +405,7 @@ func TestFetchQuantSelector(t *testing.T) {
 		{quant: "Q5_K_M", wantErr: []string{"ambiguous", "tiny-Q5_K_M.gguf", "v2/tiny-v2-Q5_K_M.gguf", "name the file instead"}},
 	} {
 		t.Run(tc.quant, func(t *testing.T) {
-			h := &hub{files: files}
+			h := &hub{files: files, pageSize: 3}
 			srv := startHub(t, h)
 			opts := testOptions(t, srv.URL)
 			url := "hf://acme/tiny-GGUF:" + tc.quant
@@ -429,6 +441,10 @@ func TestFetchQuantSelector(t *testing.T) {
 			// The tree listing gave the checksums: no HEAD was needed.
 			if n := h.count("HEAD "); n != 0 {
 				t.Errorf("%d HEAD requests, want 0", n)
+			}
+			// 11 entries in pages of 3, every page read.
+			if n := h.count("GET /api/models/"); n != 4 {
+				t.Errorf("%d listing pages read, want 4", n)
 			}
 		})
 	}
@@ -718,6 +734,35 @@ func TestQuantMatches(t *testing.T) {
 	} {
 		if got := quantMatches(tc.path, tc.quant); got != tc.want {
 			t.Errorf("quantMatches(%q, %q) = %v", tc.path, tc.quant, got)
+		}
+	}
+}
+
+// Two URLs naming one file (a quantisation selector and its path) hold
+// different locks: their partial downloads must not be one file.
+func TestFetchTwoURLsOneFileConcurrently(t *testing.T) {
+	data := content("twourls", 3<<20)
+	h := &hub{files: map[string][]byte{"tiny-Q4_K_M.gguf": data}}
+	srv := startHub(t, h)
+	opts := testOptions(t, srv.URL)
+	urls := []string{"hf://acme/tiny-GGUF:Q4_K_M", "hf://acme/tiny-GGUF/tiny-Q4_K_M.gguf"}
+	var wg sync.WaitGroup
+	results := make([]Result, len(urls))
+	errs := make([]error, len(urls))
+	for i, u := range urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = Fetch(context.Background(), u, opts)
+		}()
+	}
+	wg.Wait()
+	for i := range urls {
+		if errs[i] != nil {
+			t.Fatalf("%s: %v", urls[i], errs[i])
+		}
+		if !bytes.Equal(readModel(t, results[i]), data) {
+			t.Fatalf("%s: content differs", urls[i])
 		}
 	}
 }
