@@ -15,6 +15,10 @@ const (
 	// the policy it names exists; False while the policy is missing (the
 	// pods then run with the runtime's defaults).
 	PoolPolicyResolved = "PolicyResolved"
+	// PoolModelReady, on pools whose model has a source.url, is True once
+	// every pod's init container has fetched the model; False while one
+	// fetches or after one failed (the message says why).
+	PoolModelReady = "ModelReady"
 )
 
 // Condition types of SchedulerPolicy.
@@ -70,6 +74,17 @@ const (
 	// ReasonControlSecretCreated: event, the pool's control-API token Secret
 	// was created.
 	ReasonControlSecretCreated = "ControlSecretCreated"
+
+	// ReasonModelFetched: ModelReady=True, every pod has the model.
+	ReasonModelFetched = "ModelFetched"
+	// ReasonModelFetching: ModelReady=False while pods fetch the model.
+	ReasonModelFetching = "ModelFetching"
+	// ReasonModelFetchFailed: ModelReady=False, a pod's fetch failed (a
+	// missing file, a refused token, a full volume...); it retries with
+	// the kubelet's back-off.
+	ReasonModelFetchFailed = "ModelFetchFailed"
+	// ReasonNoPods: ModelReady=Unknown while the pool has no pods.
+	ReasonNoPods = "NoPods"
 
 	// ReasonAccepted: Accepted=True.
 	ReasonAccepted = "Accepted"

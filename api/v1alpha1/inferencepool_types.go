@@ -174,6 +174,8 @@ type InferencePoolSpec struct {
 }
 
 // ModelSpec says which model a pool serves and where its weights are.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.fetch) || has(self.source.url)",message="model.fetch configures the download of a source.url: set source.url or remove fetch"
 type ModelSpec struct {
 	// name is the model name clients send in the "model" field of OpenAI
 	// requests, and the name the runtime reports in its metrics.
@@ -188,9 +190,14 @@ type ModelSpec struct {
 	Format ModelFormat `json:"format,omitempty"`
 
 	// source is where the weights are: exactly one of builtin,
-	// persistentVolumeClaim, hostPath or image.
+	// persistentVolumeClaim, hostPath, image or url.
 	// +required
 	Source ModelSource `json:"source"`
+
+	// fetch configures the download of a source.url: the Hub token, the S3
+	// store and credentials, and the cache volume. Only with source.url.
+	// +optional
+	Fetch *ModelFetch `json:"fetch,omitempty"`
 }
 
 // ModelFormat is the file format of model weights.
@@ -204,7 +211,7 @@ const (
 
 // ModelSource says where a model's weights are. Exactly one field is set.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.builtin), has(self.persistentVolumeClaim), has(self.hostPath), has(self.image)].filter(x, x).size() == 1",message="set exactly one of builtin, persistentVolumeClaim, hostPath or image"
+// +kubebuilder:validation:XValidation:rule="[has(self.builtin), has(self.persistentVolumeClaim), has(self.hostPath), has(self.image), has(self.url)].filter(x, x).size() == 1",message="set exactly one of builtin, persistentVolumeClaim, hostPath, image or url"
 type ModelSource struct {
 	// builtin names a model compiled into the runtime, served with no
 	// files: "tiny" is a small random-weight Llama-family model for trying
@@ -229,6 +236,130 @@ type ModelSource struct {
 	// volumes enabled.
 	// +optional
 	Image *ImageModelSource `json:"image,omitempty"`
+
+	// url downloads the model: each pod's init container runs the
+	// runtime's fetch mode (the same image) into the cache volume of
+	// model.fetch.cache, verifying the store's checksum and resuming an
+	// interrupted transfer, and the runtime loads it from there. One of
+	// hf://ORG/REPO[@REVISION]/PATH.gguf (a file of a Hugging Face Hub
+	// repository), hf://ORG/REPO[@REVISION]:QUANT (the one GGUF file or
+	// split set of the repository naming the quantisation, e.g. Q4_K_M),
+	// s3://BUCKET/KEY (an S3-compatible store, see model.fetch.s3) or
+	// https://HOST/PATH. A split GGUF (NAME-00001-of-00003.gguf) is fetched
+	// as the whole set, but the runtime does not load split GGUFs yet.
+	// +kubebuilder:validation:MinLength=8
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(hf|s3|https|http)://[^/]+/[^/].*$')",message="url must be hf://ORG/REPO[@REVISION]/PATH, hf://ORG/REPO[@REVISION]:QUANT, s3://BUCKET/KEY or https://HOST/PATH"
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="url must not contain '..'"
+	// +optional
+	URL string `json:"url,omitempty"`
+}
+
+// ModelFetch configures how a source.url is downloaded and cached.
+type ModelFetch struct {
+	// hfTokenSecretRef names the Secret key holding a Hugging Face token,
+	// for gated or private hf:// repositories. The init container gets it
+	// as HF_TOKEN.
+	// +optional
+	HFTokenSecretRef *TokenSecretReference `json:"hfTokenSecretRef,omitempty"`
+
+	// hfEndpoint is the base URL of the Hugging Face Hub or a mirror of it.
+	// Empty means https://huggingface.co.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^/]+`
+	// +optional
+	HFEndpoint string `json:"hfEndpoint,omitempty"`
+
+	// s3 is the store and credentials of an s3:// url.
+	// +optional
+	S3 *S3Fetch `json:"s3,omitempty"`
+
+	// cache is the volume fetched models are kept in. Empty means an
+	// emptyDir per pod: every pod downloads the model itself, again after
+	// each restart elsewhere. Name a ReadWriteMany claim to share the
+	// cache among a pool's pods (they download once, and a new pod finds
+	// the model there).
+	// +optional
+	Cache *ModelCache `json:"cache,omitempty"`
+}
+
+// TokenSecretReference is a key of a Secret in the pool's namespace.
+type TokenSecretReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// key in the Secret's data.
+	// +kubebuilder:default=token
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// S3Fetch is where and as whom an s3:// url is read.
+type S3Fetch struct {
+	// endpoint of an S3-compatible store, e.g. http://minio.minio:9000.
+	// Objects are addressed path-style (endpoint/BUCKET/KEY). Empty means
+	// AWS's https://s3.REGION.amazonaws.com.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^/]+`
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// region requests are signed for. Empty means us-east-1 (which MinIO
+	// accepts by default).
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9-]+$`
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// credentialsSecretRef names a Secret with the keys AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and, for temporary credentials,
+	// AWS_SESSION_TOKEN. Without it requests are anonymous (a public
+	// bucket).
+	// +optional
+	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// SecretReference names a Secret in the pool's namespace.
+type SecretReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// ModelCache is the volume fetched models are kept in.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.persistentVolumeClaim) && has(self.sizeLimit))",message="cache.sizeLimit bounds the per-pod emptyDir: it does not apply with cache.persistentVolumeClaim"
+type ModelCache struct {
+	// persistentVolumeClaim names a claim in the pool's namespace, mounted
+	// read-write by the fetching init container and read-only by the
+	// runtime. With more than one replica it needs ReadWriteMany (or
+	// pods on one node with ReadWriteOnce); concurrent fetches of one URL
+	// take a file lock and download once.
+	// +optional
+	PersistentVolumeClaim *CacheClaim `json:"persistentVolumeClaim,omitempty"`
+
+	// sizeLimit of the per-pod emptyDir cache. The fetch refuses a model
+	// larger than the room left, naming the bytes needed.
+	// +optional
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+}
+
+// CacheClaim names the PersistentVolumeClaim of a model cache.
+type CacheClaim struct {
+	// claimName is the name of a PersistentVolumeClaim in the pool's
+	// namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ClaimName string `json:"claimName"`
 }
 
 // BuiltinModel names a model compiled into the runtime.

@@ -5,6 +5,7 @@
 //	runtime                                  # the built-in tiny model on CPU, port 8000
 //	runtime --model ./qwen2.5-0.5b.gguf      # a GGUF model on CPU
 //	runtime --executor sim --sim-model llama-3.1-8b --sim-accelerator H100-SXM
+//	runtime fetch --url hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M --cache-dir /var/cache/kvpilot
 //
 // Every flag can also be set by an environment variable KVPILOT_<FLAG>
 // (--max-num-seqs is KVPILOT_MAX_NUM_SEQS); the flag wins. On SIGTERM or
@@ -18,6 +19,10 @@
 // while it is paused. With --control-token-file the control API on
 // --control-port lets the controller read the program table and push
 // placements.
+//
+// runtime fetch downloads a model named by a URL into a cache directory and
+// prints the path to load: a pool whose model has a url runs it as an init
+// container, so the same image brings its weights in.
 package main
 
 import (
@@ -66,6 +71,9 @@ const maxAbortGrace = time.Second
 // restores default signal handling once draining starts, so a second
 // Ctrl-C kills the process. It returns the exit code.
 func run(ctx context.Context, releaseSignals func(), args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "fetch" {
+		return runFetch(ctx, args[1:], getenv, stdout, stderr)
+	}
 	o, err := parseOptions(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -24,7 +24,19 @@ const (
 	// the model plus the time to schedule the pod and pull its image: a
 	// rollout is reported stalled only once a pod has overrun both.
 	deploymentProgressDeadline = int32((modelLoadBudget + imagePullAllowance) / time.Second)
+	// modelFetchAllowance extends the progress deadline of a pool whose
+	// model is downloaded by an init container (source.url): tens of GB
+	// take tens of minutes, during which the pod is rightly not ready.
+	modelFetchAllowance = 2 * time.Hour
 )
+
+// progressDeadline is the Deployment's progress deadline for a pool.
+func progressDeadline(pool *servingv1alpha1.InferencePool) int32 {
+	if pool.Spec.Model.Source.URL != "" {
+		return deploymentProgressDeadline + int32(modelFetchAllowance/time.Second)
+	}
+	return deploymentProgressDeadline
+}
 
 // ownerReference makes a child belong to its pool: it is deleted with the
 // pool, and its changes requeue the pool.
@@ -66,7 +78,7 @@ func desiredDeployment(pool *servingv1alpha1.InferencePool, tmpl corev1.PodTempl
 				WithType(appsv1.RollingUpdateDeploymentStrategyType).
 				WithRollingUpdate(strategy)).
 			WithRevisionHistoryLimit(deploymentRevisionHistoryLimit).
-			WithProgressDeadlineSeconds(deploymentProgressDeadline)), nil
+			WithProgressDeadlineSeconds(progressDeadline(pool))), nil
 }
 
 // desiredService is the Service in front of a pool's pods. It exposes only

@@ -46,6 +46,8 @@ func isBadNews(c metav1.Condition) bool {
 		return c.Status == metav1.ConditionTrue
 	case servingv1alpha1.PoolPolicyResolved:
 		return c.Status == metav1.ConditionFalse
+	case servingv1alpha1.PoolModelReady:
+		return c.Reason == servingv1alpha1.ReasonModelFetchFailed
 	}
 	return false
 }

@@ -122,6 +122,13 @@ func (r *InferencePoolReconciler) reconcile(ctx context.Context, pool *servingv1
 		obs.applyErr = fmt.Errorf("apply PodDisruptionBudget %s: %w", pool.Name, err)
 		return obs, pending, obs.applyErr
 	}
+	if pool.Spec.Model.Source.URL != "" {
+		pods := &corev1.PodList{}
+		if err := r.Client.List(ctx, pods, client.InNamespace(pool.Namespace), client.MatchingLabels(podSelector(pool.Name))); err != nil {
+			return obs, pending, fmt.Errorf("list pods: %w", err)
+		}
+		obs.modelReady = modelReadyCondition(pods.Items)
+	}
 	log.FromContext(ctx).V(1).Info("applied children", "templateHash", obs.deployment.Spec.Template.Annotations[AnnotationTemplateHash])
 	return obs, pending, nil
 }
@@ -169,11 +176,38 @@ func (r *InferencePoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		// Pods with a fetch-model init container move their pool's
+		// ModelReady condition; other pods' changes are the fleet loop's.
+		Watches(&corev1.Pod{},
+			handler.EnqueueRequestsFromMapFunc(poolOfPod),
+			builder.WithPredicates(predicate.NewPredicateFuncs(hasFetchContainer))).
 		Watches(&servingv1alpha1.SchedulerPolicy{},
 			handler.EnqueueRequestsFromMapFunc(r.poolsUsingPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("inferencepool").
 		Complete(r)
+}
+
+// poolOfPod maps a runtime pod to its pool by the pool label.
+func poolOfPod(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[LabelPool]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+func hasFetchContainer(obj client.Object) bool {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == fetchContainerName {
+			return true
+		}
+	}
+	return false
 }
 
 // poolsUsingPolicy maps a SchedulerPolicy to the pools that name it, by

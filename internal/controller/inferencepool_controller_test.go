@@ -317,6 +317,50 @@ var _ = Describe("InferencePool controller", func() {
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 	})
 
+	It("reports a url pool's fetches in its ModelReady condition", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("fetched", ns).URLModel("hf://acme/m-GGUF:Q4_K_M", nil).Obj())).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
+			g.Expect(c.Status).To(Equal(metav1.ConditionUnknown))
+			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonNoPods))
+		}, reconcileTimeout, pollInterval).Should(Succeed())
+
+		By("failing with the fetch's own message")
+		// envtest runs no Deployment controller or kubelet: the pod and its
+		// status are written here as they would be.
+		tmpl := getDeployment(Default, ctx, "fetched").Spec.Template
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fetched-0", Namespace: ns, Labels: tmpl.Labels}, Spec: tmpl.Spec}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		setFetch := func(st corev1.ContainerStatus) {
+			Eventually(func(g Gomega) {
+				g.Expect(k8sClient.Get(ctx, key("fetched-0"), pod)).To(Succeed())
+				st.Name, st.Image = "fetch-model", pod.Spec.InitContainers[0].Image
+				pod.Status.InitContainerStatuses = []corev1.ContainerStatus{st}
+				g.Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+			}, reconcileTimeout, pollInterval).Should(Succeed())
+		}
+		setFetch(corev1.ContainerStatus{
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+				Message: `level=ERROR msg="fetch failed" err="hf://acme/m-GGUF@main/m-Q4_K_M.gguf: 401 Unauthorized: the repository is gated"`}},
+		})
+		Eventually(func(g Gomega) {
+			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetchFailed))
+			g.Expect(c.Message).To(ContainSubstring("fetched-0: "))
+			g.Expect(c.Message).To(ContainSubstring("401 Unauthorized"))
+		}, reconcileTimeout, pollInterval).Should(Succeed())
+
+		By("turning True once the fetch is done")
+		setFetch(corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}})
+		Eventually(func(g Gomega) {
+			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetched))
+		}, reconcileTimeout, pollInterval).Should(Succeed())
+	})
+
 	It("gives accelerator pools GPUs, the product's nodes and a one-at-a-time rollout", func(ctx SpecContext) {
 		pool := utiltesting.MakeInferencePool("gpu", ns).PVCModel("weights", "llama-3.1-8b/model.gguf").
 			Accelerators(1, "NVIDIA-L4").Obj()

@@ -33,6 +33,8 @@ const (
 	controlTokenMountPath = "/var/run/kvpilot/control"
 	apiKeyMountPath       = "/var/run/kvpilot/api-key"
 	modelMountPath        = "/models"
+	modelCacheMountPath   = "/var/cache/kvpilot"
+	fetchContainerName    = "fetch-model"
 	tmpMountPath          = "/tmp"
 
 	// runtimeUID is distroless' nonroot user.

@@ -17,10 +17,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
 )
 
 const (
 	volumeModel        = "model"
+	volumeModelCache   = "model-cache"
 	volumeControlToken = "control-token"
 	volumeAPIKey       = "api-key"
 	volumeTmp          = "tmp"
@@ -157,15 +159,10 @@ func podTemplate(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.Sc
 		VolumeMounts: mounts,
 		// Loading a large model can take minutes; the startup probe holds
 		// the liveness probe off until the server answers at all.
-		StartupProbe:   httpProbe("/health", int32(startupProbePeriod/time.Second), startupProbeFailures),
-		LivenessProbe:  httpProbe("/health", 10, 3),
-		ReadinessProbe: httpProbe("/ready", 5, 2),
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		StartupProbe:             httpProbe("/health", int32(startupProbePeriod/time.Second), startupProbeFailures),
+		LivenessProbe:            httpProbe("/health", 10, 3),
+		ReadinessProbe:           httpProbe("/ready", 5, 2),
+		SecurityContext:          containerSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// The kubelet's own sleep: the image needs no shell or sleep binary.
 		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
@@ -173,11 +170,17 @@ func podTemplate(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.Sc
 		}},
 	}
 
+	var initContainers []corev1.Container
+	if spec.Model.Source.URL != "" {
+		initContainers = []corev1.Container{fetchContainer(spec, image)}
+	}
+
 	tmpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: poolLabels(pool.Name)},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{container},
-			Volumes:    volumes,
+			InitContainers: initContainers,
+			Containers:     []corev1.Container{container},
+			Volumes:        volumes,
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   ptr.To(true),
 				RunAsUser:      ptr.To[int64](runtimeUID),
@@ -242,6 +245,10 @@ func modelSource(m *servingv1alpha1.ModelSpec) (string, *corev1.Volume, *corev1.
 		return file, &corev1.Volume{Name: volumeModel, VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: src.HostPath.Path, Type: ptr.To(corev1.HostPathFile)},
 		}}, mount
+	case src.URL != "":
+		// The init container fetches into the cache; the runtime reads it.
+		mount.Name, mount.MountPath = volumeModelCache, modelCacheMountPath
+		return fetch.ModelPath(modelCacheMountPath, src.URL), modelCacheVolume(m.Fetch), mount
 	case src.Image != nil:
 		return path.Join(modelMountPath, path.Clean(string(src.Image.Path))),
 			&corev1.Volume{Name: volumeModel, VolumeSource: corev1.VolumeSource{
@@ -253,6 +260,17 @@ func modelSource(m *servingv1alpha1.ModelSpec) (string, *corev1.Volume, *corev1.
 			builtin = servingv1alpha1.BuiltinModelTiny
 		}
 		return "builtin:" + string(builtin), nil, nil
+	}
+}
+
+// containerSecurityContext locks down the runtime's containers: no
+// privileges, a read-only root, non-root.
+func containerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 }
 

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 	"time"
 
@@ -51,6 +53,11 @@ func TestPodTemplateArgs(t *testing.T) {
 		"GGUF from a claim": {
 			pool: utiltesting.MakeInferencePool("p", "ns").ServedModelName("llama").PVCModel("weights", "llama/./model.gguf").Obj(),
 			want: append(baseArgs("/models/llama/model.gguf", "llama"), "--executor=cpu"),
+		},
+		"GGUF fetched from a URL": {
+			pool: utiltesting.MakeInferencePool("p", "ns").ServedModelName("qwen").URLModel("hf://Qwen/Qwen3-GGUF:Q4_K_M", nil).Obj(),
+			// The ref directory is the first 16 bytes of the URL's SHA-256.
+			want: append(baseArgs("/var/cache/kvpilot/refs/"+urlKey("hf://Qwen/Qwen3-GGUF:Q4_K_M")+"/model.gguf", "qwen"), "--executor=cpu"),
 		},
 		"GGUF from the node": {
 			pool: utiltesting.MakeInferencePool("p", "ns").HostPathModel("/data/llama.gguf").Obj(),
@@ -274,6 +281,129 @@ func TestPodTemplateModelVolumes(t *testing.T) {
 				t.Errorf("mount (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// urlKey is fetch.RefKey written out, so the test pins the path contract
+// between the controller and the fetch mode.
+func urlKey(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return hex.EncodeToString(sum[:16])
+}
+
+func TestPodTemplateURLModel(t *testing.T) {
+	secretEnv := func(name, secret, key string, optional bool) corev1.EnvVar {
+		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
+		if optional {
+			ref.Optional = ptr.To(true)
+		}
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}}
+	}
+	limit := resource.MustParse("50Gi")
+	cases := map[string]struct {
+		url        string
+		fetch      *servingv1alpha1.ModelFetch
+		wantArgs   []string
+		wantEnv    []corev1.EnvVar
+		wantVolume corev1.VolumeSource
+	}{
+		"hub, per-pod cache": {
+			url:        "hf://Qwen/Qwen3-GGUF/Qwen3-Q4_K_M.gguf",
+			wantArgs:   []string{"fetch", "--url=hf://Qwen/Qwen3-GGUF/Qwen3-Q4_K_M.gguf", "--cache-dir=/var/cache/kvpilot"},
+			wantVolume: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+		},
+		"gated hub repository, mirror, shared claim": {
+			url: "hf://meta-llama/Llama-3.1-8B-GGUF:Q8_0",
+			fetch: &servingv1alpha1.ModelFetch{
+				HFTokenSecretRef: &servingv1alpha1.TokenSecretReference{Name: "hf"},
+				HFEndpoint:       "https://hf-mirror.internal",
+				Cache:            &servingv1alpha1.ModelCache{PersistentVolumeClaim: &servingv1alpha1.CacheClaim{ClaimName: "model-cache"}},
+			},
+			wantArgs: []string{"fetch", "--url=hf://meta-llama/Llama-3.1-8B-GGUF:Q8_0", "--cache-dir=/var/cache/kvpilot",
+				"--hf-endpoint=https://hf-mirror.internal"},
+			wantEnv:    []corev1.EnvVar{secretEnv("HF_TOKEN", "hf", "token", false)},
+			wantVolume: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "model-cache"}},
+		},
+		"minio with credentials, bounded emptyDir": {
+			url: "s3://models/qwen3.gguf",
+			fetch: &servingv1alpha1.ModelFetch{
+				S3: &servingv1alpha1.S3Fetch{Endpoint: "http://minio.minio:9000", Region: "eu-1",
+					CredentialsSecretRef: &servingv1alpha1.SecretReference{Name: "minio"}},
+				Cache: &servingv1alpha1.ModelCache{SizeLimit: &limit},
+			},
+			wantArgs: []string{"fetch", "--url=s3://models/qwen3.gguf", "--cache-dir=/var/cache/kvpilot",
+				"--s3-endpoint=http://minio.minio:9000", "--s3-region=eu-1"},
+			wantEnv: []corev1.EnvVar{
+				secretEnv("AWS_ACCESS_KEY_ID", "minio", "AWS_ACCESS_KEY_ID", false),
+				secretEnv("AWS_SECRET_ACCESS_KEY", "minio", "AWS_SECRET_ACCESS_KEY", false),
+				secretEnv("AWS_SESSION_TOKEN", "minio", "AWS_SESSION_TOKEN", true),
+			},
+			wantVolume: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pool := utiltesting.MakeInferencePool("p", "ns").URLModel(tc.url, tc.fetch).Obj()
+			pool.Spec.ImagePullPolicy = corev1.PullAlways
+			tmpl := podTemplate(pool, nil, testImage)
+			if len(tmpl.Spec.InitContainers) != 1 {
+				t.Fatalf("want one init container, got %d", len(tmpl.Spec.InitContainers))
+			}
+			ic := tmpl.Spec.InitContainers[0]
+			if ic.Name != "fetch-model" || ic.Image != testImage || ic.ImagePullPolicy != corev1.PullAlways ||
+				len(ic.Command) != 1 || ic.Command[0] != runtimeCommand {
+				t.Errorf("init container %s runs %s %v (pull %s), want fetch-model running the runtime's image", ic.Name, ic.Image, ic.Command, ic.ImagePullPolicy)
+			}
+			if diff := cmp.Diff(tc.wantArgs, ic.Args); diff != "" {
+				t.Errorf("init container args (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEnv, ic.Env); diff != "" {
+				t.Errorf("init container env (-want +got):\n%s", diff)
+			}
+			wantInitMounts := []corev1.VolumeMount{{Name: "model-cache", MountPath: "/var/cache/kvpilot"}, {Name: "tmp", MountPath: "/tmp"}}
+			if diff := cmp.Diff(wantInitMounts, ic.VolumeMounts); diff != "" {
+				t.Errorf("init container mounts (-want +got):\n%s", diff)
+			}
+			if sc := ic.SecurityContext; sc == nil || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) {
+				t.Errorf("init container security context not locked down: %+v", sc)
+			}
+
+			c := runtimeContainer(t, tmpl)
+			if want := "--model=/var/cache/kvpilot/refs/" + urlKey(tc.url) + "/model.gguf"; c.Args[0] != want {
+				t.Errorf("runtime %s, want %s", c.Args[0], want)
+			}
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					t.Errorf("the runtime container must not see the fetch's secrets: %s", e.Name)
+				}
+			}
+			mounts := c.VolumeMounts
+			if diff := cmp.Diff(corev1.VolumeMount{Name: "model-cache", MountPath: "/var/cache/kvpilot", ReadOnly: true}, mounts[len(mounts)-1]); diff != "" {
+				t.Errorf("runtime mount (-want +got):\n%s", diff)
+			}
+			var vol *corev1.Volume
+			for i := range tmpl.Spec.Volumes {
+				if tmpl.Spec.Volumes[i].Name == "model-cache" {
+					vol = &tmpl.Spec.Volumes[i]
+				}
+			}
+			if vol == nil {
+				t.Fatal("no model-cache volume")
+			}
+			if diff := cmp.Diff(tc.wantVolume, vol.VolumeSource); diff != "" {
+				t.Errorf("cache volume (-want +got):\n%s", diff)
+			}
+			d, err := desiredDeployment(pool, tmpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Duration(ptr.Deref(d.Spec.ProgressDeadlineSeconds, 0)) * time.Second; got < 2*time.Hour {
+				t.Errorf("progress deadline %s leaves no time for the download", got)
+			}
+		})
+	}
+	if ics := podTemplate(utiltesting.MakeInferencePool("p", "ns").Obj(), nil, testImage).Spec.InitContainers; ics != nil {
+		t.Errorf("a builtin model needs no init container, got %+v", ics)
 	}
 }
 

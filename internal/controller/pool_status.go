@@ -23,6 +23,9 @@ type observation struct {
 	policy metav1.Condition
 	// applyErr is the first error applying a child, if any.
 	applyErr error
+	// modelReady is the ModelReady condition of a url-source pool (empty
+	// Type for other sources, whose pools carry no such condition).
+	modelReady metav1.Condition
 }
 
 // setPoolStatus writes an observation into the pool's status. It leaves
@@ -42,6 +45,11 @@ func setPoolStatus(pool *servingv1alpha1.InferencePool, obs observation) {
 	}
 	if obs.policy.Type != "" {
 		set(obs.policy)
+	}
+	if obs.modelReady.Type != "" {
+		set(obs.modelReady)
+	} else if pool.Spec.Model.Source.URL == "" {
+		meta.RemoveStatusCondition(&st.Conditions, servingv1alpha1.PoolModelReady)
 	}
 
 	d := obs.deployment

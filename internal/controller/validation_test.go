@@ -36,13 +36,36 @@ var _ = Describe("API validation", func() {
 			"metadata.name must be at most 63 lowercase letters"),
 		Entry("no model source", func() client.Object {
 			return pool("p").ModelSource(servingv1alpha1.ModelSource{}).Obj()
-		}, "set exactly one of builtin, persistentVolumeClaim, hostPath or image"),
+		}, "set exactly one of builtin, persistentVolumeClaim, hostPath, image or url"),
 		Entry("two model sources", func() client.Object {
 			return pool("p").ModelSource(servingv1alpha1.ModelSource{
 				Builtin:  servingv1alpha1.BuiltinModelTiny,
 				HostPath: &servingv1alpha1.HostPathModelSource{Path: "/m.gguf"},
 			}).Obj()
-		}, "set exactly one of builtin, persistentVolumeClaim, hostPath or image"),
+		}, "set exactly one of builtin, persistentVolumeClaim, hostPath, image or url"),
+		Entry("a URL beside another model source", func() client.Object {
+			return pool("p").ModelSource(servingv1alpha1.ModelSource{
+				Image: &servingv1alpha1.ImageModelSource{Reference: "models/llama:1", Path: "m.gguf"},
+				URL:   "hf://Qwen/Qwen3-GGUF:Q4_K_M",
+			}).Obj()
+		}, "set exactly one of builtin, persistentVolumeClaim, hostPath, image or url"),
+		Entry("a model URL of an unsupported scheme", func() client.Object { return pool("p").URLModel("ftp://host/m.gguf", nil).Obj() },
+			"url must be hf://ORG/REPO[@REVISION]/PATH"),
+		Entry("a model URL escaping its repository", func() client.Object { return pool("p").URLModel("hf://Qwen/Qwen3-GGUF/../x.gguf", nil).Obj() },
+			"url must not contain '..'"),
+		Entry("fetch settings without a URL", func() client.Object {
+			w := pool("p").PVCModel("c", "m.gguf")
+			w.Spec.Model.Fetch = &servingv1alpha1.ModelFetch{HFTokenSecretRef: &servingv1alpha1.TokenSecretReference{Name: "hf"}}
+			return w.Obj()
+		}, "model.fetch configures the download of a source.url"),
+		Entry("a size limit on a claim cache", func() client.Object {
+			return pool("p").URLModel("s3://models/m.gguf", &servingv1alpha1.ModelFetch{Cache: &servingv1alpha1.ModelCache{
+				PersistentVolumeClaim: &servingv1alpha1.CacheClaim{ClaimName: "cache"}, SizeLimit: ptr.To(resource.MustParse("10Gi")),
+			}}).Obj()
+		}, "cache.sizeLimit bounds the per-pod emptyDir"),
+		Entry("an S3 endpoint that is no URL", func() client.Object {
+			return pool("p").URLModel("s3://models/m.gguf", &servingv1alpha1.ModelFetch{S3: &servingv1alpha1.S3Fetch{Endpoint: "minio:9000"}}).Obj()
+		}, "spec.model.fetch.s3.endpoint"),
 		Entry("a model path escaping its volume", func() client.Object { return pool("p").PVCModel("c", "../etc/passwd").Obj() },
 			"path must not contain '..'"),
 		Entry("an absolute model path in a volume", func() client.Object { return pool("p").PVCModel("c", "/m.gguf").Obj() },
@@ -202,6 +225,16 @@ var _ = Describe("API validation", func() {
 			ggml("ggml-tp1").Accelerators(1, "").Engine(servingv1alpha1.EngineSpec{TensorParallelSize: ptr.To[int32](1)}).Obj(),
 			pool("few-seqs").Engine(servingv1alpha1.EngineSpec{MaxNumSeqs: ptr.To[int32](2048)}).Obj(),
 			pool("many-tokens").Engine(servingv1alpha1.EngineSpec{MaxNumBatchedTokens: ptr.To[int32](256)}).Obj(),
+			pool("hub-quant").URLModel("hf://Qwen/Qwen3-GGUF@v1:Q4_K_M", nil).Obj(),
+			pool("hub-file").URLModel("hf://Qwen/Qwen3-GGUF/sub/Qwen3-Q8_0-00001-of-00002.gguf", &servingv1alpha1.ModelFetch{
+				HFTokenSecretRef: &servingv1alpha1.TokenSecretReference{Name: "hf"},
+				Cache:            &servingv1alpha1.ModelCache{PersistentVolumeClaim: &servingv1alpha1.CacheClaim{ClaimName: "cache"}},
+			}).Obj(),
+			pool("minio").URLModel("s3://models/m.gguf", &servingv1alpha1.ModelFetch{
+				S3:    &servingv1alpha1.S3Fetch{Endpoint: "http://minio.minio:9000", CredentialsSecretRef: &servingv1alpha1.SecretReference{Name: "minio"}},
+				Cache: &servingv1alpha1.ModelCache{SizeLimit: ptr.To(resource.MustParse("40Gi"))},
+			}).Obj(),
+			pool("plain-https").URLModel("https://example.com/m.gguf", nil).Obj(),
 		} {
 			Expect(k8sClient.Create(ctx, p, client.DryRunAll)).To(Succeed(), p.Name)
 		}

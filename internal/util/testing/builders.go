@@ -62,6 +62,13 @@ func (w *InferencePoolWrapper) PVCModel(claim, path string) *InferencePoolWrappe
 	}})
 }
 
+// URLModel serves the model fetched from url (hf://, s3://, https://)
+// with the fetch settings f (nil: none).
+func (w *InferencePoolWrapper) URLModel(url string, f *servingv1alpha1.ModelFetch) *InferencePoolWrapper {
+	w.Spec.Model.Fetch = f
+	return w.ModelSource(servingv1alpha1.ModelSource{URL: url})
+}
+
 // HostPathModel serves the GGUF file at path on the node.
 func (w *InferencePoolWrapper) HostPathModel(path string) *InferencePoolWrapper {
 	return w.ModelSource(servingv1alpha1.ModelSource{HostPath: &servingv1alpha1.HostPathModelSource{Path: path}})

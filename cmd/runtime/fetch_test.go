@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
+)
+
+func TestRunFetch(t *testing.T) {
+	data := bytes.Repeat([]byte("gguf"), 10_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/m.gguf" {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	cache := t.TempDir()
+	env := func(k string) string {
+		if k == EnvName("cache-dir") {
+			return cache
+		}
+		return ""
+	}
+	noop := func() {}
+
+	var stdout, stderr bytes.Buffer
+	url := srv.URL + "/m.gguf"
+	if code := run(context.Background(), noop, []string{"fetch", "--url", url}, env, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	path := strings.TrimSpace(stdout.String())
+	if path != fetch.ModelPath(cache, url) {
+		t.Errorf("printed %q, want %q", path, fetch.ModelPath(cache, url))
+	}
+	if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("fetched file: %v or content differs", err)
+	}
+	if !strings.Contains(stderr.String(), "msg=downloaded") || !strings.Contains(stderr.String(), "percent=100.0") {
+		t.Errorf("log has no progress line:\n%s", stderr.String())
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	code := run(context.Background(), noop, []string{"fetch", "--url", srv.URL + "/missing.gguf"}, env, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), srv.URL+"/missing.gguf: 404 Not Found") || stdout.Len() != 0 {
+		t.Errorf("missing file: exit %d, stdout %q, stderr:\n%s", code, stdout.String(), stderr.String())
+	}
+
+	for _, args := range [][]string{
+		{"fetch"},
+		{"fetch", "--url", "ftp://x/y", "--cache-dir", cache},
+		{"fetch", "--url", url, "--cache-dir", cache, "--attempts", "0"},
+	} {
+		stderr.Reset()
+		if code := run(context.Background(), noop, args, func(string) string { return "" }, io.Discard, &stderr); code != 2 {
+			t.Errorf("%q: exit %d, want 2; stderr:\n%s", args, code, stderr.String())
+		}
+	}
+}
+
+func TestRunFetchHFTokenFile(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer hf_secret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("X-Linked-Size", "3")
+		w.Write([]byte("abc"))
+	}))
+	defer srv.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("hf_secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"fetch", "--url", "hf://acme/repo/m.gguf", "--cache-dir", t.TempDir(), "--hf-endpoint", srv.URL, "--hf-token-file", tokenFile}
+	if code := run(context.Background(), func() {}, args, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	stderr.Reset()
+	args = append(args[:len(args)-2], "--cache-dir", t.TempDir())
+	code := run(context.Background(), func() {}, args, func(string) string { return "" }, io.Discard, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "401 Unauthorized") || !strings.Contains(stderr.String(), "needs a Hugging Face token") {
+		t.Errorf("without the token: exit %d, stderr:\n%s", code, stderr.String())
+	}
+}
+
+func TestREADMEDocumentsEveryFetchFlag(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := newFetchFlagSet(&fetchOptions{}, io.Discard)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(readme), "`--"+f.Name+"`") {
+			t.Errorf("README.md does not document runtime fetch's --%s", f.Name)
+		}
+	})
+}

@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+)
+
+// maxFetchMessage bounds the part of a failed fetch's termination message
+// (the tail of its log) that goes into the condition.
+const maxFetchMessage = 1024
+
+// modelReadyCondition summarises the pods' fetch-model init containers of
+// a url-source pool. A failed fetch wins (its message is the reason the
+// pool is stuck); then fetching pods; True only when every pod is past its
+// fetch. The download's bytes are in the init container's log, not here.
+func modelReadyCondition(pods []corev1.Pod) metav1.Condition {
+	c := metav1.Condition{Type: servingv1alpha1.PoolModelReady}
+	if len(pods) == 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, servingv1alpha1.ReasonNoPods, "the pool has no pods"
+		return c
+	}
+	sorted := append([]corev1.Pod(nil), pods...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	fetched, fetching := 0, 0
+	var failed []string
+	for i := range sorted {
+		p := &sorted[i]
+		st := fetchStatus(p)
+		switch {
+		case st == nil:
+			// Not started yet (scheduling, pulling the image).
+			fetching++
+		case st.State.Terminated != nil && st.State.Terminated.ExitCode == 0:
+			fetched++
+		case st.State.Terminated != nil:
+			failed = append(failed, p.Name+": "+fetchFailure(st.State.Terminated))
+		case st.State.Waiting != nil && st.LastTerminationState.Terminated != nil && st.LastTerminationState.Terminated.ExitCode != 0:
+			failed = append(failed, p.Name+": "+fetchFailure(st.LastTerminationState.Terminated))
+		default:
+			fetching++
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, servingv1alpha1.ReasonModelFetchFailed
+		c.Message = fmt.Sprintf("%d of %d pods failed to fetch the model (kubectl logs POD -c %s); %s", len(failed), len(pods), fetchContainerName, failed[0])
+	case fetched == len(pods):
+		c.Status, c.Reason = metav1.ConditionTrue, servingv1alpha1.ReasonModelFetched
+		c.Message = fmt.Sprintf("%d of %d pods have the model", fetched, len(pods))
+	default:
+		c.Status, c.Reason = metav1.ConditionFalse, servingv1alpha1.ReasonModelFetching
+		c.Message = fmt.Sprintf("%d of %d pods fetching the model (progress: kubectl logs POD -c %s)", fetching, len(pods), fetchContainerName)
+	}
+	return c
+}
+
+func fetchStatus(p *corev1.Pod) *corev1.ContainerStatus {
+	for i := range p.Status.InitContainerStatuses {
+		if s := &p.Status.InitContainerStatuses[i]; s.Name == fetchContainerName {
+			return s
+		}
+	}
+	return nil
+}
+
+// fetchFailure is a failed fetch's last log line that says why (the
+// termination message is the log's tail), bounded.
+func fetchFailure(t *corev1.ContainerStateTerminated) string {
+	msg := strings.TrimSpace(t.Message)
+	if msg == "" {
+		return fmt.Sprintf("exit code %d", t.ExitCode)
+	}
+	lines := strings.Split(msg, "\n")
+	last := lines[len(lines)-1]
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "fetch failed") || strings.Contains(lines[i], "runtime:") {
+			last = lines[i]
+			break
+		}
+	}
+	if len(last) > maxFetchMessage {
+		last = last[:maxFetchMessage]
+	}
+	return last
+}
