@@ -122,6 +122,11 @@ func allZeroWidth(res []*syntax.Regexp) bool {
 type regexConv struct {
 	allow func(lo, hi rune) [][2]rune
 	err   error
+	// done are the sub-expressions converted, by pointer: Simplify spells
+	// x{0,99} as 99 nested uses of one x, and converting x once (the
+	// builder then shares its node) keeps a class such as \p{L}, hundreds
+	// of byte ranges, from being built 99 times.
+	done map[*syntax.Regexp]*node
 }
 
 func (c *regexConv) ranges(lo, hi rune) *node {
@@ -148,6 +153,18 @@ func (c *regexConv) conv(re *syntax.Regexp) *node {
 	if c.err != nil {
 		return empty
 	}
+	if n, ok := c.done[re]; ok {
+		return n
+	}
+	n := c.conv1(re)
+	if c.done == nil {
+		c.done = map[*syntax.Regexp]*node{}
+	}
+	c.done[re] = n
+	return n
+}
+
+func (c *regexConv) conv1(re *syntax.Regexp) *node {
 	switch re.Op {
 	case syntax.OpNoMatch:
 		return nothing

@@ -1,0 +1,149 @@
+// Package membudget counts the memory of request preprocessing (body
+// decoding, tokenization, constraint compiles) against one budget shared
+// by every in-flight request of a pod. Each request bounds its own work,
+// but sixteen requests each within their bound still add up to sixteen
+// times it; the budget is what bounds their sum.
+//
+// A request holds a Claim, which grows as its work does (Grow, or Charge
+// through the context) and is given back whole when the request ends.
+// Growing never waits: a claim that cannot grow fails at once with
+// ErrExhausted, and the request answers 503 with Retry-After. Waiting
+// while holding part of the budget would let two large requests, each
+// holding half, wait on each other for ever; failing fast lets the one
+// that failed release its part and be retried.
+package membudget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrExhausted is a claim that could not grow because the pod's budget is
+// spent by requests in flight: the work may succeed later.
+var ErrExhausted = errors.New("the pod's request-preprocessing memory budget is in use by other requests")
+
+// Budget is a pod-wide number of bytes that claims draw on.
+type Budget struct {
+	limit int64
+
+	mu   sync.Mutex
+	used int64
+	peak int64
+}
+
+// New returns a budget of limit bytes; limit <= 0 is no budget (every
+// claim grows, and only the use is counted).
+func New(limit int64) *Budget { return &Budget{limit: limit} }
+
+// Limit is the budget's size in bytes (<= 0: unlimited).
+func (b *Budget) Limit() int64 { return b.limit }
+
+// InUse is the bytes held by claims now.
+func (b *Budget) InUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// Peak is the most bytes claims have held at once.
+func (b *Budget) Peak() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peak
+}
+
+// tryAcquire takes n bytes if they are free.
+func (b *Budget) tryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limit > 0 && b.used+n > b.limit {
+		return false
+	}
+	b.used += n
+	b.peak = max(b.peak, b.used)
+	return true
+}
+
+func (b *Budget) release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if b.used < 0 {
+		panic(fmt.Sprintf("membudget: released %d bytes more than were held", -b.used))
+	}
+}
+
+// Claim is one request's share of a budget. Its methods may be called from
+// several goroutines.
+type Claim struct {
+	b *Budget
+
+	mu       sync.Mutex
+	held     int64
+	released bool
+}
+
+// Claim starts a claim of nothing on b. Release it when the request ends.
+func (b *Budget) Claim() *Claim { return &Claim{b: b} }
+
+// Grow adds n bytes to the claim, or fails with ErrExhausted (wrapped
+// with the sizes) without waiting. A released claim grows no more.
+func (c *Claim) Grow(n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return fmt.Errorf("%w (the request has ended)", ErrExhausted)
+	}
+	if !c.b.tryAcquire(n) {
+		return fmt.Errorf("%w: %d more bytes asked, %d held by this request, budget %d", ErrExhausted, n, c.held, c.b.limit)
+	}
+	c.held += n
+	return nil
+}
+
+// Held is the bytes the claim holds.
+func (c *Claim) Held() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held
+}
+
+// Release gives back all the claim holds. It may be called more than once.
+func (c *Claim) Release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return
+	}
+	c.released = true
+	c.b.release(c.held)
+	c.held = 0
+}
+
+type claimKey struct{}
+
+// WithClaim returns ctx carrying c, which Charge grows.
+func WithClaim(ctx context.Context, c *Claim) context.Context {
+	return context.WithValue(ctx, claimKey{}, c)
+}
+
+// FromContext is the claim ctx carries, or nil.
+func FromContext(ctx context.Context) *Claim {
+	c, _ := ctx.Value(claimKey{}).(*Claim)
+	return c
+}
+
+// Charge grows the claim ctx carries by n bytes; with no claim in ctx
+// (work outside a request, tests) it does nothing. Code that allocates in
+// proportion to its input calls it as it goes, before it allocates.
+func Charge(ctx context.Context, n int64) error {
+	if c := FromContext(ctx); c != nil {
+		return c.Grow(n)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package membudget
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+)
+
+func TestClaimsShareTheBudget(t *testing.T) {
+	b := New(100)
+	c1, c2 := b.Claim(), b.Claim()
+	if err := c1.Grow(60); err != nil {
+		t.Fatal(err)
+	}
+	// Fails at once, without waiting, and takes nothing.
+	if err := c2.Grow(50); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("Grow past the budget: %v, want ErrExhausted", err)
+	}
+	if got := b.InUse(); got != 60 {
+		t.Fatalf("InUse after a failed Grow = %d, want 60", got)
+	}
+	if err := c2.Grow(40); err != nil {
+		t.Fatalf("Grow to exactly the budget: %v", err)
+	}
+	c1.Release()
+	c1.Release() // twice gives back nothing more
+	if got := b.InUse(); got != 40 {
+		t.Fatalf("InUse after Release = %d, want 40", got)
+	}
+	if err := c2.Grow(60); err != nil {
+		t.Fatalf("Grow into the released part: %v", err)
+	}
+	if got := b.Peak(); got != 100 {
+		t.Fatalf("Peak = %d, want 100", got)
+	}
+	c2.Release()
+	if err := c2.Grow(1); err == nil {
+		t.Fatal("a released claim grew")
+	}
+	if got := b.InUse(); got != 0 {
+		t.Fatalf("InUse at the end = %d", got)
+	}
+}
+
+// Two requests that each hold half and want more both fail instead of
+// waiting on each other.
+func TestNoDeadlockBetweenHalfHolders(t *testing.T) {
+	b := New(100)
+	c1, c2 := b.Claim(), b.Claim()
+	_ = c1.Grow(50)
+	_ = c2.Grow(50)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, c := range []*Claim{c1, c2} {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.Grow(10) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, ErrExhausted) {
+			t.Errorf("claim %d: %v, want ErrExhausted", i, err)
+		}
+	}
+}
+
+func TestChargeThroughContext(t *testing.T) {
+	if err := Charge(context.Background(), 1<<40); err != nil {
+		t.Fatalf("Charge without a claim: %v", err)
+	}
+	b := New(10)
+	c := b.Claim()
+	ctx, cancel := context.WithCancel(WithClaim(context.Background(), c))
+	if err := Charge(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := Charge(ctx, 8); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("Charge past the budget: %v", err)
+	}
+	// A request cancelled releases its claim (the server releases when
+	// the handler returns, whatever ended it).
+	cancel()
+	c.Release()
+	if b.InUse() != 0 {
+		t.Fatalf("InUse after release = %d", b.InUse())
+	}
+}
+
+func TestUnlimited(t *testing.T) {
+	b := New(0)
+	c := b.Claim()
+	if err := c.Grow(1 << 50); err != nil {
+		t.Fatal(err)
+	}
+	if b.InUse() != 1<<50 {
+		t.Fatal("an unlimited budget still counts its use")
+	}
+}
