@@ -5,12 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/kvpilot/kvpilot/internal/util/membudget"
 )
 
 // MaxNFAStates bounds a compiled constraint, so a request cannot make the
 // server build an automaton of unbounded size. The bound is checked as
 // states are added, so a refused compile never holds more than this.
 const MaxNFAStates = 1 << 18
+
+// BytesPerNFAState is what one automaton state may cost a compile at
+// most: the state, its share of the builder's memo and rule tables, and
+// the nodes it is built from. It bounds the bytes a compile allocates
+// (TestBytesPerNFAState: 421 a state for a choice that reaches
+// MaxNFAStates), which bound the heap it can hold whenever the collector
+// runs. A compile charges it to the request's memory claim
+// (membudget.Charge) per 1024 states, before it builds them.
+const BytesPerNFAState = 512
 
 // autoRuleMin is the size (in states) from which a sub-expression that
 // is compiled a second time with another continuation becomes a rule,
@@ -99,6 +110,14 @@ func (b *builder) add(s nstate) int32 {
 	}
 	if len(b.states)&1023 == 0 {
 		if err := b.ctx.Err(); err != nil {
+			b.err = err
+			return 0
+		}
+		// The next 1024 states, with the memo entries and rule tables
+		// that come with them, drawn on the pod's preprocessing budget
+		// before they are built (membudget: a compile that cannot get
+		// them fails now, whatever its own bounds would allow).
+		if err := membudget.Charge(b.ctx, 1024*BytesPerNFAState); err != nil {
 			b.err = err
 			return 0
 		}
