@@ -82,6 +82,7 @@ type options struct {
 	IterationTimeout      time.Duration
 	WarmupIterations      int
 	MaxBodyBytes          byteSize
+	PreprocessMemory      byteSize
 	StreamWriteTimeout    time.Duration
 	MaxConnections        int
 	StreamMaxBuffered     byteSize
@@ -164,6 +165,8 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.WarmupIterations, "warmup-iterations", 0, "executor iterations run before the server is ready")
 	o.MaxBodyBytes = 4 << 20
 	fs.Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body, e.g. 4Mi")
+	o.PreprocessMemory = 512 << 20
+	fs.Var(&o.PreprocessMemory, "preprocess-memory", "pod-wide budget of request preprocessing memory shared by all in-flight requests (bodies decoded and tokenized at 16x their size, constraint compiles as their automata grow), e.g. 512Mi; a request it cannot serve now gets 503 with Retry-After")
 	fs.DurationVar(&o.StreamWriteTimeout, "stream-write-timeout", 5*time.Second,
 		"a streaming response whose write blocks this long (the client stopped reading) is cancelled and its KV freed (0: no limit)")
 	fs.IntVar(&o.MaxConnections, "max-connections", 0,
@@ -277,6 +280,7 @@ func (o *options) validate() error {
 	check(o.IterationTimeout >= 0, "--iteration-timeout must be >= 0")
 	check(o.WarmupIterations >= 0, "--warmup-iterations must be >= 0")
 	check(o.MaxBodyBytes > 0, "--max-body-bytes must be > 0")
+	check(o.PreprocessMemory > 0, "--preprocess-memory must be > 0")
 	check(o.ResponsesStoreEntries >= 0, "--responses-store-entries must be >= 0")
 	check(o.ResponsesStoreBytes > 0, "--responses-store-bytes must be > 0")
 	check(o.CPUThreads >= 0, "--cpu-threads must be >= 0")

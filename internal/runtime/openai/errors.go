@@ -28,6 +28,9 @@ const (
 	// CodeUpstreamUnavailable: the pod the request's program runs on could
 	// not be reached; retrying (after Retry-After) is safe.
 	CodeUpstreamUnavailable = "upstream_unavailable"
+	// CodeMemoryBusy: the pod's budget of request-preprocessing memory is
+	// spent by requests in flight; retrying (after Retry-After) is safe.
+	CodeMemoryBusy = "preprocessing_memory_busy"
 )
 
 // Error is an API error: the HTTP status and the body
@@ -138,6 +141,15 @@ func Unavailable(msg string) *Error {
 // cannot be reached: this pod is not draining, the other one is gone.
 func UpstreamUnavailable(msg string) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Code: CodeUpstreamUnavailable, Message: msg}
+}
+
+// MemoryBusy is the 503 when the pod's budget of request-preprocessing
+// memory cannot give the request what its body or its constraint needs
+// now: the request is not at fault, and other requests in flight give
+// their part back as they end.
+func MemoryBusy(param, format string, args ...any) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Code: CodeMemoryBusy, Param: param,
+		Message: fmt.Sprintf(format, args...) + "; retry later"}
 }
 
 // Internal is a 500.

@@ -281,7 +281,7 @@ func (specialBytes) SpecialText(id int32) []byte {
 // tokens of its markup as the tokens themselves, and no other special
 // token, while other grammars see no special token at all.
 func TestSpecialVocabulary(t *testing.T) {
-	gs := newGrammars(258, specialBytes{})
+	gs := newGrammars(258, specialBytes{}, nil)
 	compile := func(ctx context.Context) (*grammar.Grammar, []string, error) {
 		return grammar.CompileHeaderToolCalls(ctx, grammar.HeaderToolCallFormat{Open: "<|channel|>commentary to=functions.", NameEnd: "<|end|>"},
 			[]grammar.ToolSpec{{Name: "f"}}, false)

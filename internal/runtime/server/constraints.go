@@ -12,6 +12,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
+	"github.com/kvpilot/kvpilot/internal/util/membudget"
 )
 
 // The compile cache bounds: an agent sends the same schema or tool list
@@ -48,6 +49,10 @@ type grammars struct {
 	lru   *list.List // of *grammarEntry, most recent first
 	// inflight are the keys being compiled, each closed when done.
 	inflight map[string]chan struct{}
+	// budget is the pod's preprocessing memory: a compile draws its
+	// automaton and its start mask on a claim of its own, given back when
+	// the compile ends (the grammar cache bounds what it keeps).
+	budget *membudget.Budget
 }
 
 type grammarEntry struct {
@@ -64,9 +69,17 @@ type compiled struct {
 	dropped []string
 }
 
-func newGrammars(vocabSize int, dec engine.TokenDecoder) *grammars {
+// prepareMemory is what a compile's start mask (grammar.Prepare) may
+// take, drawn on the budget before it runs: a mask at the work bound of a
+// decoding step allocates up to 25 MB (BenchmarkMaskAtBound).
+const prepareMemory = 32 << 20
+
+func newGrammars(vocabSize int, dec engine.TokenDecoder, budget *membudget.Budget) *grammars {
+	if budget == nil {
+		budget = membudget.New(0)
+	}
 	return &grammars{size: vocabSize, decoder: dec, cache: map[string]*list.Element{}, lru: list.New(),
-		inflight: map[string]chan struct{}{}}
+		inflight: map[string]chan struct{}{}, budget: budget}
 }
 
 func (gs *grammars) vocabulary() *grammar.Vocab {
@@ -130,9 +143,15 @@ func (gs *grammars) compileInto(ctx context.Context, key string, specials []stri
 			gs.mu.Unlock()
 		}
 	}()
-	g, dropped, err := compile(ctx)
+	claim := gs.budget.Claim()
+	defer claim.Release()
+	cctx := membudget.WithClaim(ctx, claim)
+	g, dropped, err := compile(cctx)
 	if err == nil && gs.size > 0 && gs.decoder != nil { // no vocabulary otherwise (tests of the cache)
-		if err = g.Prepare(gs.vocabularyFor(specials)); err != nil {
+		if err = claim.Grow(prepareMemory); err == nil {
+			err = g.Prepare(gs.vocabularyFor(specials))
+		}
+		if err != nil {
 			g, dropped = nil, nil
 		}
 	}
@@ -141,7 +160,10 @@ func (gs *grammars) compileInto(ctx context.Context, key string, specials []stri
 	released = true
 	delete(gs.inflight, key)
 	close(done)
-	if err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	// Neither a compile cut short nor one the budget refused says
+	// anything about the constraint: the next request compiles it again.
+	if err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, membudget.ErrExhausted)) {
 		return compiled{}, err
 	}
 	gs.cache[key] = gs.lru.PushFront(&grammarEntry{key: key, g: g, dropped: dropped, err: err})
@@ -212,9 +234,19 @@ func (gs *grammars) compileOutput(ctx context.Context, c *openai.OutputConstrain
 		return nil, nil, errors.New("unknown constraint kind " + c.Kind)
 	})
 	if err != nil {
-		return compiled{}, openai.BadRequest(c.Param, "%s: %v", c.Param, err)
+		return compiled{}, constraintError(c.Param, err)
 	}
 	return out, nil
+}
+
+// constraintError is the answer to a compile that failed: 503 when the
+// pod's preprocessing budget refused it (the constraint may compile
+// later), else a 400 naming param.
+func constraintError(param string, err error) *openai.Error {
+	if errors.Is(err, membudget.ErrExhausted) {
+		return busy(param, "%s: compiling the constraint: %v", param, err)
+	}
+	return openai.BadRequest(param, "%s: %v", param, err)
 }
 
 // reportDropped tells the client (a response header) and the log which

@@ -20,6 +20,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/grammar"
 	"github.com/kvpilot/kvpilot/internal/scheduler/sampling"
+	"github.com/kvpilot/kvpilot/internal/util/membudget"
 )
 
 // readRequest reads and parses a request and checks its model; on failure
@@ -177,22 +178,66 @@ func (s *Server) cacheSalt(r *http.Request, salt string) string {
 	return "key:" + string(owner) + "\x00" + salt
 }
 
-// readBody reads the body within the size limit.
+// BodyMemoryFactor is what a request body costs the pod's preprocessing
+// budget, in multiples of its size: the bytes read, the request decoded
+// from them, and its prompt tokenized (the built-in model's byte-level
+// vocabulary makes a token of each byte, four bytes each in []int32, with
+// the slices' growth), at the process's peak resident memory. Measured in
+// docs/benchmarks.md ("Request body amplification").
+const BodyMemoryFactor = 16
+
+// readBody reads the body within the size limit, drawing BodyMemoryFactor
+// times its size on the request's memory claim first (as it reads, when
+// the length is not announced).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
 	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
 		return nil, openai.TooLarge(limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var src io.Reader = http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength > 0 {
+		if err := membudget.Charge(r.Context(), BodyMemoryFactor*r.ContentLength); err != nil {
+			return nil, busy("", "a body of %d bytes: %v", r.ContentLength, err)
+		}
+	} else {
+		src = &chargingReader{ctx: r.Context(), r: src}
+	}
+	body, err := io.ReadAll(src)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.As(err, &tooLarge):
 			return nil, openai.TooLarge(limit)
+		case errors.Is(err, membudget.ErrExhausted):
+			return nil, busy("", "reading the request body: %v", err)
 		}
 		return nil, openai.BadRequest("", "reading the request body: %v", err)
 	}
 	requestRead(r)
 	return body, nil
+}
+
+// chargingReader draws BodyMemoryFactor times each read on the claim ctx
+// carries: a body of unannounced length (chunked) is charged as it
+// arrives, and its read stops at the first charge the budget refuses.
+type chargingReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *chargingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		if cerr := membudget.Charge(c.ctx, BodyMemoryFactor*int64(n)); cerr != nil {
+			return n, cerr
+		}
+	}
+	return n, err
+}
+
+// busy is the 503 of work the pod's preprocessing budget cannot take now.
+func busy(param, format string, args ...any) *openai.Error {
+	return openai.MemoryBusy(param, format, args...)
 }
 
 func (s *Server) checkModel(name string) *openai.Error {

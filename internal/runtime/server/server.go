@@ -30,11 +30,13 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+	"github.com/kvpilot/kvpilot/internal/util/membudget"
 )
 
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes       = 4 << 20
+	DefaultPreprocessMemory   = 512 << 20
 	DefaultRetryAfter         = time.Second
 	DefaultStreamWriteTimeout = 5 * time.Second
 	DefaultStreamMaxBuffered  = 1 << 20
@@ -78,6 +80,16 @@ type Config struct {
 	MaxResponseChars int
 	// MaxBodyBytes limits request bodies (default 4 MiB).
 	MaxBodyBytes int64
+	// PreprocessMemory is the pod-wide budget, in bytes, of the memory
+	// requests take before the engine runs them: their bodies, decoded and
+	// tokenized (charged at BodyMemoryFactor times the body's size, for
+	// as long as the request lasts), and constraint compiles (their
+	// automaton states and start mask, for as long as the compile runs).
+	// Each request bounds its own work; this bounds their sum, so that
+	// concurrency cannot multiply a per-request bound. A request the
+	// budget cannot serve now gets 503 with Retry-After (default
+	// DefaultPreprocessMemory; negative: no budget).
+	PreprocessMemory int64
 	// APIKeys, when set, are required as "Authorization: Bearer <key>" (or
 	// Anthropic's "x-api-key: <key>") on the API routes; /health, /ready
 	// and /metrics stay open. Each key is a tenant: its programs are its
@@ -173,10 +185,13 @@ type Server struct {
 	forwarder   *http.Client
 	heldGauge   prometheus.Gauge
 	grammars    *grammars
-	stalled     *prometheus.CounterVec
-	store       *responseStore
-	clk         clock.Clock
-	nonces      *nonceCache // of verified forwarded requests
+	// budget is the pod's preprocessing memory (Config.PreprocessMemory):
+	// each API request holds a claim on it while it runs.
+	budget  *membudget.Budget
+	stalled *prometheus.CounterVec
+	store   *responseStore
+	clk     clock.Clock
+	nonces  *nonceCache // of verified forwarded requests
 
 	// drainCtx ends when the pod starts draining (BeginDrain): held and
 	// queued requests are answered at once. abortCtx ends when the drain
@@ -199,6 +214,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.PreprocessMemory == 0 {
+		cfg.PreprocessMemory = DefaultPreprocessMemory
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
@@ -238,6 +256,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: HTTP metrics: %w", err)
 	}
+	budget := membudget.New(max(0, cfg.PreprocessMemory))
 	s := &Server{
 		cfg:         cfg,
 		format:      format,
@@ -250,7 +269,8 @@ func New(cfg Config) (*Server, error) {
 		created:     time.Now().Unix(),
 		retryAfter:  fmt.Sprint(max(1, int(cfg.RetryAfter.Round(time.Second)/time.Second))),
 		defaults:    openai.Defaults{Stop: cfg.Stop, MaxResponseChars: cfg.MaxResponseChars},
-		grammars:    newGrammars(cfg.Engine.Config().VocabSize, cfg.Engine.Config().Decoder),
+		budget:      budget,
+		grammars:    newGrammars(cfg.Engine.Config().VocabSize, cfg.Engine.Config().Decoder, budget),
 		store:       newResponseStore(cfg.ResponsesStoreEntries, cfg.ResponsesStoreBytes),
 		clk:         cfg.Clock,
 		nonces:      newNonceCache(maxSeenNonces),
@@ -411,7 +431,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(out, apiErr)
 			return
 		}
-		rt.handle(s, out, r)
+		claim := s.budget.Claim()
+		defer claim.Release()
+		rt.handle(s, out, r.WithContext(membudget.WithClaim(r.Context(), claim)))
 	}
 }
 

@@ -223,7 +223,7 @@ func TestSchemaDroppedHeader(t *testing.T) {
 // cache keeps refusals, forgets compiles cut short by the request's
 // context, and holds at most grammarCacheEntries entries.
 func TestCompileCache(t *testing.T) {
-	gs := newGrammars(300, nil)
+	gs := newGrammars(300, nil, nil)
 	compileSchema := func(ctx context.Context, schema string) (compiled, *openai.Error) {
 		return gs.compileOutput(ctx, &openai.OutputConstraint{Kind: openai.ConstraintJSONSchema, Param: "p", Schema: json.RawMessage(schema)})
 	}
@@ -368,7 +368,7 @@ func TestDisconnectStopsCompile(t *testing.T) {
 // the requests waiting on its key, which then compile it themselves
 // instead of waiting for as long as they last.
 func TestCompilePanicReleasesWaiters(t *testing.T) {
-	gs := newGrammars(300, nil)
+	gs := newGrammars(300, nil, nil)
 	entered, release := make(chan struct{}), make(chan struct{})
 	panicking := func(context.Context) (*grammar.Grammar, []string, error) {
 		close(entered)

@@ -155,7 +155,7 @@ func (s *Server) planTools(ctx context.Context, h http.Header, req *openai.ChatR
 		if errors.As(err, &te) {
 			return openai.BadRequest(field, "%s: enforcing %s %s: %v", field, param, plan.Choice, err)
 		}
-		return openai.BadRequest(param, "%s: %v", param, err)
+		return constraintError(param, err)
 	}
 	gen.grammar = out.g
 	gen.grammarSpecials = specials
