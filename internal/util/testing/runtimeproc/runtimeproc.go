@@ -172,6 +172,18 @@ func (p *Process) ExitErr() error {
 	return p.exitErr
 }
 
+// PeakRSS is the most resident memory the process has held so far, in
+// bytes (Linux's VmHWM): what a memory limit on the pod would meet. Where
+// it cannot be read (not Linux) the test is skipped.
+func (p *Process) PeakRSS(t testing.TB) int64 {
+	t.Helper()
+	n, err := peakRSS(p.cmd.Process.Pid)
+	if err != nil {
+		t.Skipf("%s: %v", p.Name, err)
+	}
+	return n
+}
+
 // Log is everything the process has written to stdout and stderr so far.
 func (p *Process) Log() string { return p.log.String() }
 

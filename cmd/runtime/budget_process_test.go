@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
+)
+
+// costlyPattern is a distinct pattern (by i) of about 126 bytes that the
+// grammar compiler refuses on its own as too complex: six Unicode classes
+// of hundreds of byte ranges each, repeated up to 99 times. Before the
+// pod-wide budget, 16 at once on the built-in model peaked at 4.3 GiB of
+// resident memory (docs/benchmarks.md, "Concurrent costly compiles").
+func costlyPattern(i int) string {
+	return strings.Repeat(fmt.Sprintf(`(\p{L}|\p{N}){0,%d}`, 99-i%5), 6) + strings.Repeat("[a-z]", i/5)
+}
+
+// TestConcurrentCostlyCompilesStayInBudget sends distinct costly patterns
+// at once to a pod serving the built-in model with a 256 MiB
+// --preprocess-memory: each is refused, 400 (too complex) or 503 with
+// Retry-After (the budget is spent), none with 500 or a hang; the pod's
+// peak resident memory grows by no more than the budget plus 64 MiB (the
+// collector's lag behind released charges, connections' buffers), and
+// /health answers throughout.
+func TestConcurrentCostlyCompilesStayInBudget(t *testing.T) {
+	const (
+		n      = 24
+		budget = 256 << 20
+		slack  = 64 << 20
+	)
+	p := runtimeproc.StartPod(t, runtimeproc.PodOptions{
+		Options: runtimeproc.Options{Name: "pod", Env: cleanEnv(),
+			Args: []string{"--executor", "cpu", "--kv-cache-memory", "64Mi", "--preprocess-memory", "256Mi"}},
+		ControlToken: testControlToken,
+		ReadyTimeout: startTimeout,
+	})
+	base := p.PeakRSS(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, err := json.Marshal(map[string]any{"prompt": "hi", "max_tokens": 4,
+				"structured_outputs": map[string]any{"regex": costlyPattern(i)}})
+			if err != nil {
+				panic(err)
+			}
+			results[i] = post(ctx, p.API, "", string(body))
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+
+	// /health throughout, each within 2 s.
+	client := &http.Client{Timeout: 2 * time.Second}
+	var probes atomic.Int64
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(100 * time.Millisecond):
+		}
+		probes.Add(1)
+		resp, err := client.Get("http://" + p.API + "/health")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("/health during the compiles: %v %v", err, resp)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+	}
+
+	counts := map[int]int{}
+	for i, r := range results {
+		counts[r.status]++
+		switch {
+		case r.err != nil:
+			t.Errorf("pattern %d: %v", i, r.err)
+		case r.status == http.StatusBadRequest:
+			if !strings.Contains(r.body, "too") {
+				t.Errorf("pattern %d: 400 %s, want a refusal as too large or complex", i, r.body)
+			}
+		case r.status == http.StatusServiceUnavailable:
+			if r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "preprocessing_memory_busy") {
+				t.Errorf("pattern %d: 503 without Retry-After or code preprocessing_memory_busy: %q %s", i, r.header.Get("Retry-After"), r.body)
+			}
+		default:
+			t.Errorf("pattern %d: status %d %s, want 400 or 503", i, r.status, tail(r.body))
+		}
+	}
+	peak := p.PeakRSS(t)
+	t.Logf("%d patterns: %v; peak RSS %d MiB over a baseline of %d MiB (budget %d MiB); %d /health probes",
+		n, counts, (peak-base)>>20, base>>20, budget>>20, probes.Load())
+	if peak-base > budget+slack {
+		t.Errorf("peak RSS grew by %d MiB, more than the budget %d MiB + %d MiB", (peak-base)>>20, budget>>20, slack>>20)
+	}
+	if counts[http.StatusServiceUnavailable] == 0 {
+		t.Errorf("no request met the budget: %v (the test no longer loads it)", counts)
+	}
+}
