@@ -220,9 +220,8 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	kvMove = &control.KVTransfer{Engine: eng, Table: table, MaxChainTokens: maxModelLen, Metrics: kvMetrics, Logger: log}
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, ModelArchitecture: be.architecture, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
-		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
-		PreprocessMemory: int64(o.PreprocessMemory),
-		ToolCallParser:   o.ToolCallParser, ReasoningParser: o.ReasoningParser,
+		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), PreprocessMemory: int64(o.PreprocessMemory), APIKeys: keys,
+		ToolCallParser: o.ToolCallParser, ReasoningParser: o.ReasoningParser,
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
 		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken), AdvertiseAddr: advertise,
 		ResponsesStoreEntries: int(noLimit(int64(o.ResponsesStoreEntries))), ResponsesStoreBytes: int64(o.ResponsesStoreBytes),
