@@ -197,6 +197,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 	var src io.Reader = http.MaxBytesReader(w, r.Body, limit)
 	if r.ContentLength > 0 {
 		if err := membudget.Charge(r.Context(), BodyMemoryFactor*r.ContentLength); err != nil {
+			// Read and dropped through a small buffer, so that the client,
+			// still sending, reads the 503 instead of a reset connection.
+			_, _ = io.Copy(io.Discard, src)
 			return nil, busy("", "a body of %d bytes: %v", r.ContentLength, err)
 		}
 	} else {

@@ -101,6 +101,7 @@ type envOpts struct {
 	promptTokensDetails                          bool
 	sharePrefixCache                             bool
 	responsesStoreEntries                        int
+	preprocessMemory                             int64
 	// wrap, when set, wraps the server's handler (to watch what reaches
 	// the pod).
 	wrap func(http.Handler) http.Handler
@@ -163,6 +164,7 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 		Programs: o.programs, ForwardKey: []byte(o.forwardKey), AdvertiseAddr: ts.Listener.Addr().String(),
 		ForwardConnectTimeout: o.forwardConnect, ForwardHeaderTimeout: o.forwardHeader,
 		PromptTokensDetails: o.promptTokensDetails, SharePrefixCacheAcrossKeys: o.sharePrefixCache, ResponsesStoreEntries: o.responsesStoreEntries,
+		PreprocessMemory: o.preprocessMemory,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+)
+
+// A body the pod's preprocessing budget cannot take now is answered 503
+// with Retry-After, read to its end (the client reads the answer, not a
+// reset), and a body it can take is served; every claim is given back.
+func TestPreprocessBudgetRefusesABody(t *testing.T) {
+	env, _ := newCPUEnvWith(t, envOpts{preprocessMemory: 1 << 20})
+	big := `{"prompt":"` + strings.Repeat("a", 100<<10) + `","max_tokens":1}` // 16× is over 1 MiB
+	r := env.post("/v1/completions", big)
+	var e openai.ErrorResponse
+	decodeStrict(t, r.body, &e)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || deref(e.Error.Code) != openai.CodeMemoryBusy {
+		t.Fatalf("a body over the budget: %d %q %s, want 503 with Retry-After and code %s", r.status, r.header.Get("Retry-After"), r.body, openai.CodeMemoryBusy)
+	}
+	if r := env.post("/v1/completions", `{"prompt":"hi","max_tokens":1}`); r.status != http.StatusOK {
+		t.Fatalf("a small body: %d %s", r.status, r.body)
+	}
+	if used := env.srv.budget.InUse(); used != 0 {
+		t.Fatalf("%d bytes of the budget still held with no request in flight", used)
+	}
+}
+
+// A compile the budget cannot feed fails with 503 naming the field, is
+// not cached, and compiles once the budget has room again.
+func TestPreprocessBudgetRefusesACompile(t *testing.T) {
+	const budget = 40 << 20
+	env, _ := newCPUEnvWith(t, envOpts{preprocessMemory: budget})
+	hold := env.srv.budget.Claim()
+	if err := hold.Grow(budget - 256<<10); err != nil {
+		t.Fatal(err)
+	}
+	pattern, _ := json.Marshal(`[a-z]{1,40}@[a-z]{1,20}\.(com|org)`)
+	req := `{"prompt":"hi","max_tokens":4,"structured_outputs":{"regex":` + string(pattern) + `}}`
+	r := env.post("/v1/completions", req)
+	var e openai.ErrorResponse
+	decodeStrict(t, r.body, &e)
+	if r.status != http.StatusServiceUnavailable || deref(e.Error.Param) != "structured_outputs.regex" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a compile with the budget held elsewhere: %d %s, want 503 naming structured_outputs.regex", r.status, r.body)
+	}
+	hold.Release()
+	if r := env.post("/v1/completions", req); r.status != http.StatusOK {
+		t.Fatalf("the same constraint once the budget is free: %d %s (a refusal by the budget must not be cached)", r.status, r.body)
+	}
+	if used := env.srv.budget.InUse(); used != 0 {
+		t.Fatalf("%d bytes of the budget still held after the compile", used)
+	}
+}
