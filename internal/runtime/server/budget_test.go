@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
 )
@@ -24,9 +25,7 @@ func TestPreprocessBudgetRefusesABody(t *testing.T) {
 	if r := env.post("/v1/completions", `{"prompt":"hi","max_tokens":1}`); r.status != http.StatusOK {
 		t.Fatalf("a small body: %d %s", r.status, r.body)
 	}
-	if used := env.srv.budget.InUse(); used != 0 {
-		t.Fatalf("%d bytes of the budget still held with no request in flight", used)
-	}
+	waitBudgetFree(t, env)
 }
 
 // A compile the budget cannot feed fails with 503 naming the field, is
@@ -50,7 +49,43 @@ func TestPreprocessBudgetRefusesACompile(t *testing.T) {
 	if r := env.post("/v1/completions", req); r.status != http.StatusOK {
 		t.Fatalf("the same constraint once the budget is free: %d %s (a refusal by the budget must not be cached)", r.status, r.body)
 	}
-	if used := env.srv.budget.InUse(); used != 0 {
-		t.Fatalf("%d bytes of the budget still held after the compile", used)
+	waitBudgetFree(t, env)
+}
+
+// A request that has gone to the engine keeps two times its body drawn
+// (the bytes and the decoded request), not the sixteen its preprocessing
+// was charged, and gives that back when it ends.
+func TestPreprocessBudgetShrinksOnceSubmitted(t *testing.T) {
+	env := newEnv(t, envOpts{preprocessMemory: 1 << 30})
+	env.gate.close()
+	body := `{"prompt":"hello there","max_tokens":2,"ignore_eos":true}`
+	done := make(chan response, 1)
+	go func() { done <- env.post("/v1/completions", body) }()
+	select {
+	case <-env.gate.entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request never reached the executor")
+	}
+	if got, want := env.srv.budget.InUse(), int64(bodyRetainedFactor*len(body)); got != want {
+		t.Errorf("a running request holds %d bytes of the budget, want %d (%d× its body)", got, want, bodyRetainedFactor)
+	}
+	env.gate.open()
+	if r := <-done; r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	waitBudgetFree(t, env)
+}
+
+// waitBudgetFree waits for every claim on env's budget to be given back:
+// a handler releases its claim as it returns, which may be just after the
+// client has read the answer.
+func waitBudgetFree(t *testing.T, env *testEnv) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for env.srv.budget.InUse() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of the budget still held with no request in flight", env.srv.budget.InUse())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

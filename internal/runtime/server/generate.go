@@ -186,6 +186,11 @@ func (s *Server) cacheSalt(r *http.Request, salt string) string {
 // docs/benchmarks.md ("Request body amplification").
 const BodyMemoryFactor = 16
 
+// bodyRetainedFactor is what a request keeps drawn on the budget once it
+// is preprocessed, in multiples of its body's size: the bytes and the
+// request decoded from them, both referenced until it ends.
+const bodyRetainedFactor = 2
+
 // readBody reads the body within the size limit, drawing BodyMemoryFactor
 // times its size on the request's memory claim first (as it reads, when
 // the length is not announced).
@@ -320,6 +325,14 @@ func (s *Server) contextError(param string, promptLen, maxTokens int) *openai.Er
 // generate passes the request through the program gate, submits it and
 // writes its response.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, body []byte, c *openai.Common, j job) {
+	// Preprocessing is over: what its decoding and tokenizing took beyond
+	// the body and the request decoded from it, which stay referenced
+	// while the request runs, goes back to the pod's budget (the prompt's
+	// tokens are the engine's now, bounded by the context and the KV
+	// cache).
+	if claim := membudget.FromContext(r.Context()); claim != nil {
+		claim.ShrinkTo(bodyRetainedFactor * int64(len(body)))
+	}
 	if t := c.TruncatePromptTokens; t != nil {
 		keep := *t
 		if keep < 0 {

@@ -82,8 +82,8 @@ type Config struct {
 	MaxBodyBytes int64
 	// PreprocessMemory is the pod-wide budget, in bytes, of the memory
 	// requests take before the engine runs them: their bodies, decoded and
-	// tokenized (charged at BodyMemoryFactor times the body's size, for
-	// as long as the request lasts), and constraint compiles (their
+	// tokenized (charged at BodyMemoryFactor times the body's size while
+	// it is preprocessed, bodyRetainedFactor times while it then runs), and constraint compiles (their
 	// automaton states and start mask, for as long as the compile runs).
 	// Each request bounds its own work; this bounds their sum, so that
 	// concurrency cannot multiply a per-request bound. A request the

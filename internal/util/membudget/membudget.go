@@ -113,6 +113,18 @@ func (c *Claim) Held() int64 {
 	return c.held
 }
 
+// ShrinkTo gives back what the claim holds beyond n bytes: the part of a
+// request's work that is over while the request goes on.
+func (c *Claim) ShrinkTo(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released || c.held <= n {
+		return
+	}
+	c.b.release(c.held - max(n, 0))
+	c.held = max(n, 0)
+}
+
 // Release gives back all the claim holds. It may be called more than once.
 func (c *Claim) Release() {
 	c.mu.Lock()

@@ -86,6 +86,25 @@ func TestChargeThroughContext(t *testing.T) {
 	}
 }
 
+func TestShrinkTo(t *testing.T) {
+	b := New(100)
+	c := b.Claim()
+	_ = c.Grow(80)
+	c.ShrinkTo(30)
+	if c.Held() != 30 || b.InUse() != 30 {
+		t.Fatalf("after ShrinkTo(30): held %d, in use %d", c.Held(), b.InUse())
+	}
+	c.ShrinkTo(50) // never grows
+	if c.Held() != 30 {
+		t.Fatalf("ShrinkTo above the held grew the claim to %d", c.Held())
+	}
+	c.Release()
+	c.ShrinkTo(0)
+	if b.InUse() != 0 {
+		t.Fatalf("in use after Release and ShrinkTo: %d", b.InUse())
+	}
+}
+
 func TestUnlimited(t *testing.T) {
 	b := New(0)
 	c := b.Claim()
