@@ -25,6 +25,9 @@ func TestPreprocessBudgetRefusesABody(t *testing.T) {
 	if r := env.post("/v1/completions", `{"prompt":"hi","max_tokens":1}`); r.status != http.StatusOK {
 		t.Fatalf("a small body: %d %s", r.status, r.body)
 	}
+	if got := gathered(t, env, "kvpilot_preprocess_memory_refused_total"); got != 1 {
+		t.Errorf("kvpilot_preprocess_memory_refused_total = %v, want 1", got)
+	}
 	waitBudgetFree(t, env)
 }
 
@@ -88,4 +91,26 @@ func waitBudgetFree(t *testing.T, env *testEnv) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// gathered is the value of env's metric name (a gauge or a counter).
+func gathered(t *testing.T, env *testEnv, name string) float64 {
+	t.Helper()
+	fams, err := env.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -297,6 +297,18 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registry.Register(s.heldGauge); err != nil {
 		return nil, fmt.Errorf("server: held-requests gauge: %w", err)
 	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kvpilot_preprocess_memory_bytes",
+			Help: "Bytes of the pod's request-preprocessing budget (--preprocess-memory) that requests in flight hold."},
+			func() float64 { return float64(budget.InUse()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kvpilot_preprocess_memory_refused_total",
+			Help: "Times the request-preprocessing budget could not give a request what it asked (each answered 503)."},
+			func() float64 { return float64(budget.Refused()) }),
+	} {
+		if err := cfg.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("server: preprocessing-memory metrics: %w", err)
+		}
+	}
 	if s.stalled, err = newStalledCounter(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("server: stalled-streams counter: %w", err)
 	}

@@ -28,9 +28,10 @@ var ErrExhausted = errors.New("the pod's request-preprocessing memory budget is 
 type Budget struct {
 	limit int64
 
-	mu   sync.Mutex
-	used int64
-	peak int64
+	mu      sync.Mutex
+	used    int64
+	peak    int64
+	refused int64
 }
 
 // New returns a budget of limit bytes; limit <= 0 is no budget (every
@@ -54,11 +55,19 @@ func (b *Budget) Peak() int64 {
 	return b.peak
 }
 
+// Refused is how many times a claim could not grow.
+func (b *Budget) Refused() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refused
+}
+
 // tryAcquire takes n bytes if they are free.
 func (b *Budget) tryAcquire(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.limit > 0 && b.used+n > b.limit {
+		b.refused++
 		return false
 	}
 	b.used += n

@@ -20,6 +20,9 @@ func TestClaimsShareTheBudget(t *testing.T) {
 	if got := b.InUse(); got != 60 {
 		t.Fatalf("InUse after a failed Grow = %d, want 60", got)
 	}
+	if got := b.Refused(); got != 1 {
+		t.Fatalf("Refused = %d, want 1", got)
+	}
 	if err := c2.Grow(40); err != nil {
 		t.Fatalf("Grow to exactly the budget: %v", err)
 	}
