@@ -110,3 +110,55 @@ func TestConcurrentCostlyCompilesStayInBudget(t *testing.T) {
 		t.Errorf("no request met the budget: %v (the test no longer loads it)", counts)
 	}
 }
+
+// TestConcurrentLargeBodiesStayInBudget sends 32 bodies of 4 MiB at once
+// (a prompt the built-in model's context refuses once tokenized) to a pod
+// with the default 512 MiB --preprocess-memory: each is answered, 400 or
+// 503 with Retry-After, and the peak resident memory grows by no more
+// than the budget plus 64 MiB. Without the budget they peaked at 1.6 GiB
+// (docs/benchmarks.md, "Request body amplification").
+func TestConcurrentLargeBodiesStayInBudget(t *testing.T) {
+	const (
+		n      = 32
+		size   = 4 << 20
+		budget = 512 << 20
+		slack  = 64 << 20
+	)
+	p := runtimeproc.StartPod(t, runtimeproc.PodOptions{
+		Options: runtimeproc.Options{Name: "pod", Env: cleanEnv(),
+			Args: []string{"--executor", "cpu", "--kv-cache-memory", "64Mi", "--max-body-bytes", "8Mi"}},
+		ControlToken: testControlToken,
+		ReadyTimeout: startTimeout,
+	})
+	base := p.PeakRSS(t)
+	prompt := strings.Repeat("hello world ", size/12)
+	body := `{"max_tokens":1,"prompt":"` + prompt + `"}`
+
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = post(ctx, p.API, "", body) }()
+	}
+	wg.Wait()
+	counts := map[int]int{}
+	for i, r := range results {
+		counts[r.status]++
+		switch {
+		case r.err != nil:
+			t.Errorf("body %d: %v", i, r.err)
+		case r.status == http.StatusBadRequest && strings.Contains(r.body, "context_length_exceeded"):
+		case r.status == http.StatusServiceUnavailable && r.header.Get("Retry-After") != "" && strings.Contains(r.body, "preprocessing_memory_busy"):
+		default:
+			t.Errorf("body %d: %d %s, want 400 context_length_exceeded or 503 with Retry-After", i, r.status, tail(r.body))
+		}
+	}
+	peak := p.PeakRSS(t)
+	t.Logf("%d bodies of %d MiB: %v; peak RSS %d MiB over a baseline of %d MiB (budget %d MiB)",
+		n, size>>20, counts, (peak-base)>>20, base>>20, budget>>20)
+	if peak-base > budget+slack {
+		t.Errorf("peak RSS grew by %d MiB, more than the budget %d MiB + %d MiB", (peak-base)>>20, budget>>20, slack>>20)
+	}
+}
