@@ -79,3 +79,23 @@ func TestCompileChargesItsClaim(t *testing.T) {
 		t.Fatalf("compile past the budget: %v, want ErrExhausted", err)
 	}
 }
+
+// A sub-expression Simplify repeats (x{0,99} is 99 nested uses of one x)
+// is converted once: a Unicode class of hundreds of byte ranges repeated
+// 99 times allocated 40 MB when each use was converted anew (491 KiB now).
+func TestRepeatedClassConvertedOnce(t *testing.T) {
+	pattern := `(\p{L}|\p{N}){0,99}`
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	n, err := regexNode(pattern, nil)
+	runtime.ReadMemStats(&after)
+	if err != nil || n == nil {
+		t.Fatal(err)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%s: %d KiB allocated", pattern, alloc>>10)
+	if alloc > 2<<20 {
+		t.Errorf("%s allocated %d KiB converting, want under 2 MiB (the class converted once)", pattern, alloc>>10)
+	}
+}
