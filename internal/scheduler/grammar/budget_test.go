@@ -99,3 +99,21 @@ func TestRepeatedClassConvertedOnce(t *testing.T) {
 		t.Errorf("%s allocated %d KiB converting, want under 2 MiB (the class converted once)", pattern, alloc>>10)
 	}
 }
+
+// A schema's conversion draws the states it counts before it builds their
+// nodes, and the compile fails with membudget.ErrExhausted when the claim
+// cannot grow.
+func TestSchemaCompileChargesItsClaim(t *testing.T) {
+	schema := []byte(bigSchema(3))
+	c := membudget.New(1 << 40).Claim()
+	if _, _, err := CompileJSONSchema(membudget.WithClaim(context.Background(), c), schema, SchemaOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held := c.Held()
+	small := membudget.New(held / 4).Claim()
+	_, _, err := CompileJSONSchema(membudget.WithClaim(context.Background(), small), schema, SchemaOptions{})
+	if !errors.Is(err, membudget.ErrExhausted) {
+		t.Fatalf("a schema past the budget: %v, want ErrExhausted", err)
+	}
+	t.Logf("the schema drew %d KiB; refused at a quarter", held>>10)
+}

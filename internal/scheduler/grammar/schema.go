@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kvpilot/kvpilot/internal/util/membudget"
 )
 
 // SchemaError is a schema the compiler refuses: Path is the JSON pointer of
@@ -252,6 +254,10 @@ type schemaConv struct {
 	formats map[string]*node
 	nodes   int
 	floor   *stateFloor
+	// uncharged are the states counted (own) but not yet drawn on the
+	// request's memory claim: they are drawn, BytesPerNFAState each, per
+	// 1024, before their nodes are built.
+	uncharged int
 	// narrowed are the values left by keywords that narrow others, in
 	// the order built.
 	narrowed []narrowing
@@ -403,6 +409,13 @@ func (c *schemaConv) own(states int) bool {
 			c.err = err
 			return false
 		}
+	}
+	if c.uncharged += states; c.uncharged >= 1024 {
+		if err := membudget.Charge(c.ctx, int64(c.uncharged)*BytesPerNFAState); err != nil {
+			c.err = err
+			return false
+		}
+		c.uncharged = 0
 	}
 	return true
 }
