@@ -92,6 +92,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{args: []string{"--executor", "ggml", "--ggml-flash-max-seqs", "-1"}}, // 0 is the device's default
 		{args: []string{"--ggml-device-argmax"}},                              // the ggml executor's
 		{args: []string{"--port", "70000"}},
+		{args: []string{"--preprocess-memory", "0"}},
 		{args: []string{"--max-num-seqs", "0"}},
 		{args: []string{"--max-num-partial-prefills", "0"}},
 		{args: []string{"--max-long-partial-prefills", "5"}}, // more than --max-num-partial-prefills
