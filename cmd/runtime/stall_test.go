@@ -229,7 +229,8 @@ func stalledByReason(t testing.TB, p *pod) map[string]float64 {
 //	go test -run '^$' -bench BenchmarkStalledReaders -benchtime 1x ./cmd/runtime
 //
 // The numbers are in docs/benchmarks.md. KVPILOT_STALL_BENCH_OTHERS
-// changes the 200, KVPILOT_STALL_BENCH_BODY the others' request body.
+// changes the 200, KVPILOT_STALL_BENCH_BODY the others' request body,
+// KVPILOT_STALL_BENCH_RCVBUF sets the stalled clients' SO_RCVBUF.
 func BenchmarkStalledReaders(b *testing.B) {
 	others := 200
 	if v := os.Getenv("KVPILOT_STALL_BENCH_OTHERS"); v != "" {
@@ -238,6 +239,14 @@ func BenchmarkStalledReaders(b *testing.B) {
 			b.Fatal(err)
 		}
 		others = n
+	}
+	rcvbuf := 0
+	if v := os.Getenv("KVPILOT_STALL_BENCH_RCVBUF"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rcvbuf = n
 	}
 	const readers = 4
 	otherBody := `{"prompt":"another stream %d","max_tokens":4000,"ignore_eos":true,"stream":true}`
@@ -258,7 +267,7 @@ func BenchmarkStalledReaders(b *testing.B) {
 				body = fmt.Sprintf(body, i)
 			}
 			if stall {
-				conns = append(conns, stallStream(b, a.API, 0, body))
+				conns = append(conns, stallStream(b, a.API, rcvbuf, body))
 			} else {
 				go readStream(ctx, a.API, 0, body, 0)
 			}
