@@ -230,7 +230,8 @@ func stalledByReason(t testing.TB, p *pod) map[string]float64 {
 //
 // The numbers are in docs/benchmarks.md. KVPILOT_STALL_BENCH_OTHERS
 // changes the 200, KVPILOT_STALL_BENCH_BODY the others' request body,
-// KVPILOT_STALL_BENCH_RCVBUF sets the stalled clients' SO_RCVBUF.
+// KVPILOT_STALL_BENCH_RCVBUF sets the stalled clients' SO_RCVBUF,
+// KVPILOT_STALL_BENCH_ARGS adds runtime flags (space-separated).
 func BenchmarkStalledReaders(b *testing.B) {
 	others := 200
 	if v := os.Getenv("KVPILOT_STALL_BENCH_OTHERS"); v != "" {
@@ -253,7 +254,7 @@ func BenchmarkStalledReaders(b *testing.B) {
 	if v := os.Getenv("KVPILOT_STALL_BENCH_BODY"); v != "" {
 		otherBody = v
 	}
-	a := startPod(b, "pod-a", "--kv-cache-blocks", "80000")
+	a := startPod(b, "pod-a", append([]string{"--kv-cache-blocks", "80000"}, strings.Fields(os.Getenv("KVPILOT_STALL_BENCH_ARGS"))...)...)
 	b.ResetTimer()
 	for _, stall := range []bool{false, true} {
 		name := map[bool]string{false: "reading", true: "stalled"}[stall]

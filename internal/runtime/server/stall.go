@@ -26,10 +26,12 @@ import (
 // request is cancelled at once, whether or not a write is blocked, instead
 // of after our own send buffer fills too. A stream with nothing unsent or
 // unacknowledged (idle, a long prefill, a slow model) never counts as
-// stalled: the clock only runs while output waits for the client. The
-// client's kernel still absorbs what it has room for before its window
-// closes (on Linux 6.x loopback, several hundred KB of small writes), so
-// detection takes that long at the stream's rate plus the timeout.
+// stalled: the clock only runs while output waits for the client. Until
+// the client's kernel stops taking data nothing tells it from a reader's:
+// Linux 6.x grows the receive buffer of an application that reads nothing
+// while small segments arrive (up to net.ipv4.tcp_rmem's maximum, 32 MB
+// by default), so such a client may absorb a whole stream; one whose
+// buffer is bounded is judged the timeout after it fills.
 //
 // The other two are the fallbacks where the window is not known: a write
 // that blocks longer than StreamWriteTimeout, and more than
