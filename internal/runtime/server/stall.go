@@ -100,7 +100,8 @@ type streamWriter struct {
 func (s *Server) newStreamWriter(w http.ResponseWriter, r *http.Request, onStall func()) *streamWriter {
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w), conn: connOf(r),
 		timeout: s.cfg.StreamWriteTimeout, maxBuffered: s.cfg.StreamMaxBufferedBytes}
-	if s.cfg.StreamStallTimeout > 0 && sw.conn != nil {
+	// Only HTTP/1: the connection's window is this response's alone.
+	if s.cfg.StreamStallTimeout > 0 && sw.conn != nil && r.ProtoMajor == 1 {
 		if _, _, ok := peerWindow(sw.conn); ok {
 			sw.watch = startStallWatch(sw.conn, s.cfg.StreamStallTimeout, onStall)
 		}

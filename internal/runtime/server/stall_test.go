@@ -119,7 +119,10 @@ func TestStallWatchLoopback(t *testing.T) {
 		w.stop()
 	})
 	t.Run("slow reader", func(t *testing.T) {
-		// 20 events a second written, 10 read: behind, but reading.
+		// 40 events a second written, 20 read: behind, but reading. The
+		// timeout is longer here: the window reopens only once half the
+		// small buffer is free, and the machine may be loaded.
+		const timeout = 2 * time.Second
 		server, client := pair(t)
 		go func() {
 			buf := make([]byte, len(event))
@@ -127,11 +130,12 @@ func TestStallWatchLoopback(t *testing.T) {
 				if _, err := io.ReadFull(client, buf); err != nil {
 					return
 				}
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
 			}
 		}()
 		w := startStallWatch(server, timeout, func() { t.Error("a slow reader was judged stalled") })
-		for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(25 * time.Millisecond) {
+			_ = server.SetWriteDeadline(time.Now().Add(time.Minute))
 			if _, err := server.Write(event); err != nil {
 				t.Fatal(err)
 			}
