@@ -213,7 +213,8 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	srv, err := server.New(server.Config{
 		Engine: eng, Codec: be.codec, ModelName: name, ModelArchitecture: be.architecture, DefaultMaxTokens: o.DefaultMaxTokens, Stop: o.Stop,
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
-		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamStallTimeout: noLimit(o.StreamStallTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
+		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
+		StreamStallTimeout: noLimit(o.StreamStallTimeout),
 		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken), AdvertiseAddr: advertise,
 		ResponsesStoreEntries: int(noLimit(int64(o.ResponsesStoreEntries))), ResponsesStoreBytes: int64(o.ResponsesStoreBytes),
 		PromptTokensDetails: o.EnablePromptTokensDetails, SharePrefixCacheAcrossKeys: o.SharePrefixCache,
