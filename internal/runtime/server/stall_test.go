@@ -122,7 +122,7 @@ func TestStallWatchLoopback(t *testing.T) {
 		// 40 events a second written, 20 read: behind, but reading. The
 		// timeout is longer here: the window reopens only once half the
 		// small buffer is free, and the machine may be loaded.
-		const timeout = 2 * time.Second
+		const timeout = 3 * time.Second
 		server, client := pair(t)
 		go func() {
 			buf := make([]byte, len(event))
