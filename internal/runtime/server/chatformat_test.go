@@ -20,6 +20,12 @@ import (
 // (models/templates), parsed by the model package.
 func llamaCppTemplate(t *testing.T, name string) *model.JinjaTemplate {
 	t.Helper()
+	if testing.Short() {
+		// The real templates' prompts run to thousands of tokens, which the
+		// cpu executor prefills slowly under the race detector (-short):
+		// these run in the plain pass.
+		t.Skip("a real template's long prompt: not with -short")
+	}
 	src, err := os.ReadFile(filepath.Join(llamacpp.Source(t), "models", "templates", name))
 	if err != nil {
 		t.Fatal(err)
