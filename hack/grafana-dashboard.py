@@ -47,8 +47,10 @@ def panel(title, description, unit, targets, width=8, kind="timeseries", stack=F
     if _x + width > 24:
         _x = 0
         y += 8
-    defaults = {"unit": unit, "custom": {"fillOpacity": 10, "showPoints": "never"}}
-    if stack:
+    defaults = {"unit": unit}
+    if kind == "timeseries":
+        defaults["custom"] = {"fillOpacity": 10, "showPoints": "never"}
+    if stack and kind == "timeseries":
         defaults["custom"]["stacking"] = {"mode": "normal", "group": "A"}
     if minimum is not None:
         defaults["min"] = minimum
@@ -62,8 +64,7 @@ def panel(title, description, unit, targets, width=8, kind="timeseries", stack=F
         "datasource": DS,
         "gridPos": {"h": 8, "w": width, "x": _x, "y": y},
         "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-                    "tooltip": {"mode": "multi", "sort": "desc"}},
+        "options": OPTIONS[kind],
         "targets": [{"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend,
                      "range": True}
                     for i, (expr, legend) in enumerate(targets)],
@@ -71,6 +72,15 @@ def panel(title, description, unit, targets, width=8, kind="timeseries", stack=F
     panels.append(p)
     next_id += 1
     _x += width
+
+
+OPTIONS = {
+    "timeseries": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                   "tooltip": {"mode": "multi", "sort": "desc"}},
+    "stat": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+             "colorMode": "value", "graphMode": "area", "justifyMode": "auto", "orientation": "auto",
+             "textMode": "value_and_name"},
+}
 
 
 def end_row():
@@ -84,6 +94,31 @@ def quantiles(metric, sel, by="pool"):
     return [(f'histogram_quantile({q}, sum by ({by}, le) (rate({metric}_bucket{{{sel}}}{RATE})))',
              f"p{int(q * 100)} {{{{{by}}}}}") for q in (0.5, 0.99)]
 
+
+row("Pools")
+panel("Model ready",
+      "1 once every pod of a pool has fetched the model of its source.url (the pool's ModelReady condition: "
+      "kvpilot_pool_model_ready); 0 while pods fetch it or a fetch failed (kubectl describe kvpool says which). "
+      "Pools without a source.url have no series. Download progress in bytes is only in the fetch-model "
+      "init container's log.",
+      "none",
+      [(f'max by (pool) (kvpilot_pool_model_ready{{{POOL}}})', "{{pool}}")], width=6, kind="stat", minimum=0, maximum=1)
+panel("Ready replicas",
+      "Ready runtime pods of each pool over its desired replicas (kvpilot_pool_replicas).",
+      "short",
+      [(f'max by (pool) (kvpilot_pool_replicas{{{POOL}, state="ready"}})', "ready {{pool}}"),
+       (f'max by (pool) (kvpilot_pool_replicas{{{POOL}, state="desired"}})', "desired {{pool}}")],
+      width=6, kind="stat")
+panel("Requests running",
+      "Requests in the pods' batches, per pool (vllm:num_requests_running).",
+      "short",
+      [(f'sum by (pool) (vllm:num_requests_running{{{POD}}})', "{{pool}}")], width=6, kind="stat")
+panel("KV cache use",
+      "Mean device KV-cache use of each pool's pods (vllm:kv_cache_usage_perc).",
+      "percentunit",
+      [(f'avg by (pool) (vllm:kv_cache_usage_perc{{{POD}}})', "{{pool}}")], width=6, kind="stat",
+      minimum=0, maximum=1)
+end_row()
 
 row("Traffic")
 panel("Requests/s by status",
@@ -178,11 +213,13 @@ panel("Placements",
       [(f'sum by (pool) (increase(kvpilot_program_resumes_total{{{POOL}}}{RATE}))', "resumed {{pool}}"),
        (f'sum by (pool) (increase(kvpilot_program_pauses_total{{{POOL}}}{RATE}))', "paused {{pool}}"),
        (f'sum by (pool) (increase(kvpilot_program_fairness_pauses_total{{{POOL}}}{RATE}))', "fairness {{pool}}")])
-panel("Recommended replicas vs pods",
+panel("Recommended replicas vs replicas",
       "Replicas the fleet loop estimates would run every program without pausing "
-      "(kvpilot_pool_recommended_replicas: the autoscaling signal), against the runtime pods Prometheus scrapes.",
+      "(kvpilot_pool_recommended_replicas: the autoscaling signal), against the pool's desired and ready "
+      "replicas (kvpilot_pool_replicas) and the runtime pods Prometheus scrapes.",
       "short",
       [(f'max by (pool) (kvpilot_pool_recommended_replicas{{{POOL}}})', "recommended {{pool}}"),
+       (f'max by (pool, state) (kvpilot_pool_replicas{{{POOL}}})', "{{state}} {{pool}}"),
        (f'count by (pool) (vllm:num_requests_running{{{POOL}}})', "scraped pods {{pool}}")])
 panel("Fleet round duration",
       "p50 and p99 of one fleet round of a pool: read every pod, decide, push placements "

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/fleet"
 	"github.com/kvpilot/kvpilot/internal/util/testing/grafana"
 	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
@@ -88,13 +90,17 @@ func checkDashboardQueries(queries []grafana.Query, names map[string]bool) []str
 	return problems
 }
 
-// managerSeries runs one fleet round's metrics for a pool with a pod and a
-// failed round (so every counter has a child) and returns the series names
+// managerSeries records the status of a pool fetching its model and one
+// fleet round with a pod and an error (so every vector has a child), and
+// returns the series names
 // the manager's registry then serves.
 func managerSeries(t *testing.T) map[string]bool {
 	t.Helper()
 	m := newPoolMetrics("dashboard-test", "pool")
 	t.Cleanup(m.forget)
+	pool := &servingv1alpha1.InferencePool{}
+	pool.Status.Conditions = []metav1.Condition{{Type: servingv1alpha1.PoolModelReady, Status: metav1.ConditionFalse}}
+	m.status(pool)
 	m.round(&fleet.Summary{
 		Pods:           []fleet.PodSummary{{Name: "pool-0", Reachable: true, CapacityTokens: 4096, PlacedTokens: 1024}},
 		ProgramsActive: 1, ProgramsPaused: 1, Pauses: 1, Resumes: 1, FairnessPauses: 1,
