@@ -73,7 +73,8 @@ var labelValues = regexp.MustCompile(`^\s*label_values\((.*),\s*([a-zA-Z_][a-zA-
 // Load reads a dashboard and returns its queries: every panel target's
 // expression (rows' panels included) and every query variable's
 // label_values expression. A panel that plots data but has no expression,
-// or a query variable that is not label_values(...), is an error.
+// a query variable that is not label_values(...), or a query that uses a
+// variable the dashboard does not define, is an error.
 func Load(path string) ([]Query, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -108,6 +109,10 @@ func Load(path string) ([]Query, error) {
 	if err := walk(d.Panels); err != nil {
 		return nil, err
 	}
+	defined := map[string]bool{}
+	for _, v := range d.Templating.List {
+		defined[v.Name] = true
+	}
 	for _, v := range d.Templating.List {
 		if v.Type != "query" {
 			continue
@@ -128,8 +133,21 @@ func Load(path string) ([]Query, error) {
 		}
 		qs = append(qs, Query{Where: fmt.Sprintf("variable %q", v.Name), Expr: m[1], Variable: true})
 	}
+	for _, q := range qs {
+		for _, m := range variableRef.FindAllStringSubmatch(q.Expr, -1) {
+			name := m[1] + m[2]
+			if !strings.HasPrefix(name, "__") && !defined[name] {
+				return nil, fmt.Errorf("%s: %s: undefined variable $%s in %q", path, q.Where, name, q.Expr)
+			}
+		}
+	}
 	return qs, nil
 }
+
+// variableRef is a Grafana variable in a query: $name or ${name} (or
+// ${name:format}). Names starting with __ are Grafana's own
+// ($__rate_interval, $__interval, $__range).
+var variableRef = regexp.MustCompile(`\$(?:([a-zA-Z_][a-zA-Z0-9_]*)|\{([a-zA-Z_][a-zA-Z0-9_]*)(?::[^}]*)?\})`)
 
 // functions are PromQL's functions and aggregation operators.
 var functions = setOf(

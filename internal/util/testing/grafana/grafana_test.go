@@ -62,7 +62,7 @@ func TestLoad(t *testing.T) {
       {"id": 2, "type": "timeseries", "title": "inner", "targets": [{"refId": "A", "expr": "a"}]}
     ]},
     {"id": 3, "type": "text", "title": "notes"},
-    {"id": 4, "type": "stat", "title": "outer", "targets": [{"refId": "A", "expr": "b"}, {"refId": "B", "expr": "c"}]}
+    {"id": 4, "type": "stat", "title": "outer", "targets": [{"refId": "A", "expr": "b"}, {"refId": "B", "expr": "rate(c{namespace=~\"${ns:regex}\", pod=\"$old\"}[$__rate_interval])"}]}
   ],
   "templating": {"list": [
     {"name": "datasource", "type": "datasource", "query": "prometheus"},
@@ -80,7 +80,7 @@ func TestLoad(t *testing.T) {
 	want := []Query{
 		{Where: `panel "inner" target A`, Expr: "a"},
 		{Where: `panel "outer" target A`, Expr: "b"},
-		{Where: `panel "outer" target B`, Expr: "c"},
+		{Where: `panel "outer" target B`, Expr: `rate(c{namespace=~"${ns:regex}", pod="$old"}[$__rate_interval])`},
 		{Where: `variable "ns"`, Expr: `d{x="1"}`, Variable: true},
 		{Where: `variable "old"`, Expr: "e", Variable: true},
 	}
@@ -88,16 +88,20 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load = %+v\nwant %+v", got, want)
 	}
 
-	for _, bad := range []string{
-		`{"panels": [{"id": 1, "type": "timeseries", "title": "empty"}]}`,
-		`{"panels": [{"id": 1, "type": "timeseries", "title": "blank", "targets": [{"refId": "A", "expr": " "}]}]}`,
-		`{"templating": {"list": [{"name": "v", "type": "query", "query": "query_result(x)"}]}}`,
+	for _, bad := range []struct{ json, want string }{
+		{`{"panels": [{"id": 1, "type": "timeseries", "title": "empty"}]}`, "has no targets"},
+		{`{"panels": [{"id": 1, "type": "timeseries", "title": "blank", "targets": [{"refId": "A", "expr": " "}]}]}`, "has no expr"},
+		{`{"templating": {"list": [{"name": "v", "type": "query", "query": "query_result(x)"}]}}`, "is not label_values"},
+		{`{"panels": [{"id": 1, "type": "timeseries", "title": "typo", "targets": [{"refId": "A", "expr": "x{pool=~\"$pol\"}"}]}],
+		  "templating": {"list": [{"name": "pool", "type": "query", "query": "label_values(x, pool)"}]}}`, "undefined variable $pol"},
+		{`{"panels": [{"id": 1, "type": "timeseries", "title": "typo", "targets": [{"refId": "A", "expr": "rate(x{pool=~\"${pool:regex}\"}[$__rate_interval])"}]}],
+		  "templating": {"list": [{"name": "pol", "type": "query", "query": "label_values(x, pool)"}]}}`, "undefined variable $pool"},
 	} {
-		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(bad.json), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Load(path); err == nil {
-			t.Errorf("Load(%s) succeeded, want an error", bad)
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Load(%s) = %v, want an error with %q", bad.json, err, bad.want)
 		}
 	}
 }
