@@ -2,17 +2,9 @@
 // JSON model and names the metrics each one selects, so a test can check
 // a dashboard against the metrics kvpilot really exports (a misspelt or
 // renamed metric otherwise shows as an empty panel nobody notices), and an
-// end-to-end test can run every query against a Prometheus.
-//
-// The metric names come from a small PromQL lexer rather than the
-// Prometheus parser: github.com/prometheus/prometheus would pull its whole
-// module graph (and newer Kubernetes libraries) into kvpilot's go.mod for
-// one test. The lexer knows PromQL's structure well enough for that job:
-// strings, label matchers ({...}), ranges and subqueries ([...]), the label
-// lists of by/without/on/ignoring/group_left/group_right, functions,
-// keywords and numbers. An identifier left over is a metric name; an
-// identifier called like a function that PromQL does not define is an
-// error, so a misspelt function fails as loudly as a misspelt metric.
+// end-to-end test can run every query against a Prometheus. Queries are
+// parsed with Prometheus' own PromQL parser, so one Prometheus would
+// refuse fails here too.
 package grafana
 
 import (
@@ -22,6 +14,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // Query is one PromQL expression of a dashboard.
@@ -149,144 +143,37 @@ func Load(path string) ([]Query, error) {
 // ($__rate_interval, $__interval, $__range).
 var variableRef = regexp.MustCompile(`\$(?:([a-zA-Z_][a-zA-Z0-9_]*)|\{([a-zA-Z_][a-zA-Z0-9_]*)(?::[^}]*)?\})`)
 
-// functions are PromQL's functions and aggregation operators.
-var functions = setOf(
-	// Aggregations.
-	"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
-	"bottomk", "topk", "quantile", "limitk", "limit_ratio",
-	// Functions.
-	"abs", "absent", "absent_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min",
-	"day_of_month", "day_of_week", "day_of_year", "days_in_month", "delta", "deriv", "exp", "floor",
-	"histogram_avg", "histogram_count", "histogram_fraction", "histogram_quantile", "histogram_stddev",
-	"histogram_stdvar", "histogram_sum", "holt_winters", "double_exponential_smoothing", "hour", "idelta",
-	"increase", "irate", "label_join", "label_replace", "ln", "log2", "log10", "minute", "month",
-	"predict_linear", "rate", "resets", "round", "scalar", "sgn", "sort", "sort_desc", "sort_by_label",
-	"sort_by_label_desc", "sqrt", "time", "timestamp", "vector", "year",
-	"avg_over_time", "min_over_time", "max_over_time", "sum_over_time", "count_over_time",
-	"quantile_over_time", "stddev_over_time", "stdvar_over_time", "last_over_time", "present_over_time",
-	"mad_over_time", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "sin", "sinh",
-	"tan", "tanh", "deg", "rad", "pi",
-	// The @ modifier's start() and end().
-	"start", "end",
-)
+// grafanaIntervals are the interval variables Grafana expands to a
+// duration; MetricNames puts one in their place so the expression parses.
+var grafanaIntervals = regexp.MustCompile(`\$(__rate_interval|__interval|__range)\b|\$\{(__rate_interval|__interval|__range)\}`)
 
-// keywords are PromQL's binary operators and modifiers spelt as words.
-var keywords = setOf("and", "or", "unless", "atan2", "bool", "offset", "inf", "nan")
-
-// labelListKeywords are followed by a parenthesised list of label names.
-var labelListKeywords = setOf("by", "without", "on", "ignoring", "group_left", "group_right")
-
-func setOf(s ...string) map[string]bool {
-	m := make(map[string]bool, len(s))
-	for _, x := range s {
-		m[x] = true
-	}
-	return m
-}
-
-// MetricNames returns the metric names expr selects, sorted and without
-// duplicates. It fails on what it cannot read: an unterminated string,
-// unbalanced brackets, an unknown function, a {...} selector with no
-// metric name (which this check could not verify).
+// MetricNames parses expr with the Prometheus PromQL parser and returns
+// the metric names it selects, sorted and without duplicates. Grafana's
+// interval variables ($__rate_interval, $__interval, $__range) become 5m;
+// other variables may appear only inside label matchers' strings. A
+// selector without a metric name ({__name__=~"..."}) is an error: this
+// check could not tell what it reads.
 func MetricNames(expr string) ([]string, error) {
-	names := map[string]bool{}
-	var parens []byte // open brackets: ( [ {
-	for i := 0; i < len(expr); {
-		c := expr[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			i++
-		case c == '#':
-			for i < len(expr) && expr[i] != '\n' {
-				i++
-			}
-		case c == '"' || c == '\'' || c == '`':
-			end, err := skipString(expr, i)
-			if err != nil {
-				return nil, err
-			}
-			i = end
-		case c == '{':
-			// A selector with no name before it: {__name__=...} or a
-			// bare matcher set.
-			if !precededByName(expr, i) {
-				return nil, fmt.Errorf("%q: label matchers at offset %d without a metric name before them", expr, i)
-			}
-			end, err := skipBracket(expr, i, '{', '}')
-			if err != nil {
-				return nil, err
-			}
-			i = end
-		case c == '[':
-			end, err := skipBracket(expr, i, '[', ']')
-			if err != nil {
-				return nil, err
-			}
-			i = end
-		case c == '(':
-			parens = append(parens, c)
-			i++
-		case c == ')':
-			if len(parens) == 0 {
-				return nil, fmt.Errorf("%q: unbalanced ')' at offset %d", expr, i)
-			}
-			parens = parens[:len(parens)-1]
-			i++
-		case c == '}' || c == ']':
-			return nil, fmt.Errorf("%q: unbalanced %q at offset %d", expr, c, i)
-		case c >= '0' && c <= '9' || c == '.' && i+1 < len(expr) && expr[i+1] >= '0' && expr[i+1] <= '9':
-			// A number or a duration (5m, 1e3, 0x1f, 1.5).
-			for i < len(expr) && (isIdent(expr[i]) || expr[i] == '.') {
-				i++
-			}
-		case c == '$':
-			// A Grafana variable ($__rate_interval, ${pool}).
-			i++
-			if i < len(expr) && expr[i] == '{' {
-				end, err := skipBracket(expr, i, '{', '}')
-				if err != nil {
-					return nil, err
-				}
-				i = end
-				continue
-			}
-			for i < len(expr) && isIdent(expr[i]) {
-				i++
-			}
-		case isIdentStart(c):
-			start := i
-			for i < len(expr) && (isIdent(expr[i]) || expr[i] == ':') {
-				i++
-			}
-			word := expr[start:i]
-			next := skipSpace(expr, i)
-			called := next < len(expr) && expr[next] == '('
-			switch {
-			case labelListKeywords[word]:
-				if called {
-					end, err := skipBracket(expr, next, '(', ')')
-					if err != nil {
-						return nil, err
-					}
-					i = end
-				}
-			case keywords[word]:
-			case functions[word] && modifierFollows(expr, next):
-				// An aggregation with its clause first: sum by (pool) (...).
-			case called:
-				if !functions[word] {
-					return nil, fmt.Errorf("%q: unknown function %q", expr, word)
-				}
-			default:
-				names[word] = true
-			}
-		default:
-			// Operators: + - * / % ^ == != < > <= >= , @
-			i++
-		}
+	e, err := parser.ParseExpr(grafanaIntervals.ReplaceAllString(expr, "5m"))
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", expr, err)
 	}
-	if len(parens) != 0 {
-		return nil, fmt.Errorf("%q: unbalanced '('", expr)
+	names := map[string]bool{}
+	var unnamed error
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		if vs.Name == "" {
+			unnamed = fmt.Errorf("%q: selector %s has no metric name", expr, vs)
+			return unnamed
+		}
+		names[vs.Name] = true
+		return nil
+	})
+	if unnamed != nil {
+		return nil, unnamed
 	}
 	out := make([]string, 0, len(names))
 	for n := range names {
@@ -294,75 +181,4 @@ func MetricNames(expr string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func isIdentStart(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-
-func isIdent(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
-
-func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// modifierFollows says whether the word at i is by or without.
-func modifierFollows(s string, i int) bool {
-	for _, w := range []string{"by", "without"} {
-		if strings.HasPrefix(s[i:], w) && (len(s) == i+len(w) || !isIdent(s[i+len(w)])) {
-			return true
-		}
-	}
-	return false
-}
-
-// precededByName says whether the '{' at i follows a metric name (spaces
-// between are allowed by PromQL).
-func precededByName(s string, i int) bool {
-	j := i - 1
-	for j >= 0 && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r') {
-		j--
-	}
-	return j >= 0 && (isIdent(s[j]) || s[j] == ':')
-}
-
-// skipString returns the offset after the string literal starting at i.
-func skipString(s string, i int) (int, error) {
-	q := s[i]
-	for j := i + 1; j < len(s); j++ {
-		switch {
-		case s[j] == '\\' && q != '`':
-			j++
-		case s[j] == q:
-			return j + 1, nil
-		}
-	}
-	return 0, fmt.Errorf("%q: unterminated string at offset %d", s, i)
-}
-
-// skipBracket returns the offset after the bracket opened at i, skipping
-// strings and nested brackets of the same kind inside.
-func skipBracket(s string, i int, open, close byte) (int, error) {
-	depth := 0
-	for j := i; j < len(s); j++ {
-		switch s[j] {
-		case '"', '\'', '`':
-			end, err := skipString(s, j)
-			if err != nil {
-				return 0, err
-			}
-			j = end - 1
-		case open:
-			depth++
-		case close:
-			depth--
-			if depth == 0 {
-				return j + 1, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("%q: unbalanced %q at offset %d", s, open, i)
 }

@@ -41,11 +41,12 @@ func TestMetricNames(t *testing.T) {
 
 func TestMetricNamesErrors(t *testing.T) {
 	for _, tc := range []struct{ expr, want string }{
-		{`rat(x_total[5m])`, `unknown function "rat"`},
-		{`sum(rate(x_total[5m])`, `unbalanced '('`},
-		{`x_total{a="b}`, `unterminated string`},
-		{`{__name__="x_total"}`, `without a metric name`},
-		{`rate(x_total[5m]))`, `unbalanced ')'`},
+		{`rat(x_total[5m])`, `unknown function with name "rat"`},
+		{`sum(rate(x_total[5m])`, `unclosed left parenthesis`},
+		{`x_total{a="b}`, `unterminated quoted string`},
+		{`{__name__="x_total"}`, `has no metric name`},
+		{`rate(x_total[5m]))`, `unexpected right parenthesis`},
+		{`topk($k, x_total)`, `unexpected character: '$'`},
 	} {
 		_, err := MetricNames(tc.expr)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
