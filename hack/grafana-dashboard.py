@@ -2,9 +2,9 @@
 """Writes config/grafana/kvpilot-dashboard.json, the Grafana dashboard for
 kvpilot's pools, pods and programs.
 
-Regenerate after editing this file:
+Regenerate after editing this file (`make verify` fails on a stale one):
 
-    python3 hack/grafana-dashboard.py > config/grafana/kvpilot-dashboard.json
+    make grafana-dashboard
 
 The dashboard reads two sources, both through the monitors in
 config/prometheus: the runtime pods (vLLM's metric names and kvpilot_*,
