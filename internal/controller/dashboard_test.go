@@ -32,8 +32,9 @@ var dashboardPath = filepath.Join("..", "..", "config", "grafana", "kvpilot-dash
 // against the series kvpilot really exports: a runtime process (the sim
 // executor) that has served a request, scraped on /metrics, and the
 // manager's registry after a fleet round. A metric renamed or misspelt in
-// the dashboard, or one the dashboard expects that nothing exports, fails
-// here rather than showing as an empty panel.
+// the dashboard, one the dashboard expects that nothing exports, or a label
+// a query matches or groups by that the series lack, fails here rather
+// than showing as an empty or wrongly summed panel.
 func TestDashboardMetricsExist(t *testing.T) {
 	queries, err := grafana.Load(dashboardPath)
 	if err != nil {
@@ -42,9 +43,21 @@ func TestDashboardMetricsExist(t *testing.T) {
 	if len(queries) == 0 {
 		t.Fatalf("%s: no queries", dashboardPath)
 	}
+	// The runtime's series get namespace, pool and pod from the
+	// PodMonitor's relabeling (TestRuntimeMonitorPoolLabel); the manager's
+	// carry theirs, and keep them (honorLabels). Both export the Go
+	// runtime's go_* and process_*.
 	names := managerSeries(t)
-	for n := range runtimeSeries(t) {
-		names[n] = true
+	for n, labels := range runtimeSeries(t) {
+		if names[n] == nil {
+			names[n] = map[string]bool{}
+		}
+		for l := range labels {
+			names[n][l] = true
+		}
+		for _, l := range []string{"namespace", "pool", "pod"} {
+			names[n][l] = true
+		}
 	}
 
 	if problems := checkDashboardQueries(queries, names); len(problems) > 0 {
@@ -66,24 +79,51 @@ func TestDashboardMetricsExist(t *testing.T) {
 			t.Errorf("a misspelt metric gave %q, want one problem naming it", problems)
 		}
 	})
+
+	// And a label the series lack: finish_reason for finished_reason, and
+	// the runtime pods' pod label on a per-pool manager series.
+	t.Run("wrong labels", func(t *testing.T) {
+		bad := slices.Clone(queries)
+		i := slices.IndexFunc(bad, func(q grafana.Query) bool { return strings.Contains(q.Expr, "by (pool, finished_reason)") })
+		j := slices.IndexFunc(bad, func(q grafana.Query) bool { return strings.Contains(q.Expr, "kvpilot_programs{") })
+		if i < 0 || j < 0 {
+			t.Fatal("the dashboard has no finish-reason or programs query to break")
+		}
+		bad[i].Expr = strings.Replace(bad[i].Expr, "finished_reason", "finish_reason", 1)
+		bad[j].Expr = strings.Replace(bad[j].Expr, "kvpilot_programs{", `kvpilot_programs{pod=~"$pod", `, 1)
+		problems := checkDashboardQueries(bad, names)
+		if len(problems) != 2 || !strings.Contains(problems[0]+problems[1], "vllm:request_success_total has no label finish_reason") ||
+			!strings.Contains(problems[0]+problems[1], "kvpilot_programs has no label pod") {
+			t.Errorf("wrong labels gave %q, want two problems naming them", problems)
+		}
+	})
 }
 
-// checkDashboardQueries returns a line for each query that names no
-// metric, cannot be read, or names a metric that has no series in names.
-func checkDashboardQueries(queries []grafana.Query, names map[string]bool) []string {
+// checkDashboardQueries returns a line for each query that selects no
+// metric or cannot be parsed, and for each metric a query selects that
+// has no series in names (series name: its label names), or whose series
+// lack a label the query matches, groups or joins on.
+func checkDashboardQueries(queries []grafana.Query, names map[string]map[string]bool) []string {
 	var problems []string
 	for _, q := range queries {
-		ms, err := grafana.MetricNames(q.Expr)
+		sels, err := grafana.Selectors(q.Expr)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", q.Where, err))
 			continue
 		}
-		if len(ms) == 0 {
+		if len(sels) == 0 {
 			problems = append(problems, fmt.Sprintf("%s: %q selects no metric", q.Where, q.Expr))
 		}
-		for _, m := range ms {
-			if !names[m] {
-				problems = append(problems, fmt.Sprintf("%s: no series named %s (in %q)", q.Where, m, q.Expr))
+		for _, sel := range sels {
+			labels, ok := names[sel.Metric]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s: no series named %s (in %q)", q.Where, sel.Metric, q.Expr))
+				continue
+			}
+			for _, l := range sel.Labels {
+				if !labels[l] {
+					problems = append(problems, fmt.Sprintf("%s: %s has no label %s (in %q)", q.Where, sel.Metric, l, q.Expr))
+				}
 			}
 		}
 	}
@@ -92,9 +132,8 @@ func checkDashboardQueries(queries []grafana.Query, names map[string]bool) []str
 
 // managerSeries records the status of a pool fetching its model and one
 // fleet round with a pod and an error (so every vector has a child), and
-// returns the series names
-// the manager's registry then serves.
-func managerSeries(t *testing.T) map[string]bool {
+// returns the series the manager's registry then serves, with their labels.
+func managerSeries(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	m := newPoolMetrics("dashboard-test", "pool")
 	t.Cleanup(m.forget)
@@ -120,8 +159,8 @@ func managerSeries(t *testing.T) map[string]bool {
 }
 
 // runtimeSeries starts a runtime pod, has it serve one completion and
-// returns the series names its /metrics then serves.
-func runtimeSeries(t *testing.T) map[string]bool {
+// returns the series its /metrics then serves, with their labels.
+func runtimeSeries(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	p := runtimeproc.StartPod(t, runtimeproc.PodOptions{
 		Options:      runtimeproc.Options{Name: "dashboard", Env: runtimeEnv()},
@@ -167,12 +206,16 @@ func runtimeEnv() []string {
 
 // sampleName is the series name at the start of a text-format sample
 // line: what Prometheus stores, histogram suffixes (_bucket, _sum,
-// _count) included.
-var sampleName = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]`)
+// _count) included. sampleLabel is one label pair of its {...}.
+var (
+	sampleName  = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{|\s)`)
+	sampleLabel = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"\s*(,|\})`)
+)
 
-// seriesNames reads a /metrics response in the text format.
-func seriesNames(r io.Reader) (map[string]bool, error) {
-	names := map[string]bool{}
+// seriesNames reads a /metrics response in the text format and returns
+// each series name with the label names its samples carry.
+func seriesNames(r io.Reader) (map[string]map[string]bool, error) {
+	names := map[string]map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -180,11 +223,28 @@ func seriesNames(r io.Reader) (map[string]bool, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		m := sampleName.FindStringSubmatch(line)
+		m := sampleName.FindStringSubmatchIndex(line)
 		if m == nil {
 			return nil, fmt.Errorf("unreadable sample line %q", line)
 		}
-		names[m[1]] = true
+		name := line[m[2]:m[3]]
+		if names[name] == nil {
+			names[name] = map[string]bool{}
+		}
+		if line[m[4]:m[5]] != "{" {
+			continue
+		}
+		for rest := line[m[5]:]; !strings.HasPrefix(strings.TrimSpace(rest), "}"); {
+			l := sampleLabel.FindStringSubmatchIndex(rest)
+			if l == nil {
+				return nil, fmt.Errorf("unreadable labels in sample line %q", line)
+			}
+			names[name][rest[l[2]:l[3]]] = true
+			if rest[l[4]:l[5]] == "}" {
+				break
+			}
+			rest = rest[l[1]:]
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

@@ -144,23 +144,34 @@ func Load(path string) ([]Query, error) {
 var variableRef = regexp.MustCompile(`\$(?:([a-zA-Z_][a-zA-Z0-9_]*)|\{([a-zA-Z_][a-zA-Z0-9_]*)(?::[^}]*)?\})`)
 
 // grafanaIntervals are the interval variables Grafana expands to a
-// duration; MetricNames puts one in their place so the expression parses.
+// duration; Selectors puts one in their place so the expression parses.
 var grafanaIntervals = regexp.MustCompile(`\$(__rate_interval|__interval|__range)\b|\$\{(__rate_interval|__interval|__range)\}`)
 
-// MetricNames parses expr with the Prometheus PromQL parser and returns
-// the metric names it selects, sorted and without duplicates. Grafana's
-// interval variables ($__rate_interval, $__interval, $__range) become 5m;
-// other variables may appear only inside label matchers' strings. A
-// selector without a metric name ({__name__=~"..."}) is an error: this
-// check could not tell what it reads.
-func MetricNames(expr string) ([]string, error) {
+// Selector is one metric a query reads and the labels it relies on that
+// metric having: its label matchers' and those it is grouped by (the
+// nearest enclosing aggregation's by(...)) or matched on (on(...) of a
+// binary operation below that aggregation). A label the series lack makes
+// the panel empty, or lumps every series into one, without an error.
+type Selector struct {
+	Metric string
+	Labels []string
+}
+
+// Selectors parses expr with the Prometheus PromQL parser and returns the
+// metrics it selects with the labels each must carry, in the order they
+// appear. Grafana's interval variables ($__rate_interval, $__interval,
+// $__range) become 5m; other variables may appear only inside label
+// matchers' strings. A selector without a metric name
+// ({__name__=~"..."}) is an error: this check could not tell what it
+// reads.
+func Selectors(expr string) ([]Selector, error) {
 	e, err := parser.ParseExpr(grafanaIntervals.ReplaceAllString(expr, "5m"))
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", expr, err)
 	}
-	names := map[string]bool{}
+	var out []Selector
 	var unnamed error
-	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+	parser.Inspect(e, func(n parser.Node, path []parser.Node) error {
 		vs, ok := n.(*parser.VectorSelector)
 		if !ok {
 			return nil
@@ -169,11 +180,54 @@ func MetricNames(expr string) ([]string, error) {
 			unnamed = fmt.Errorf("%q: selector %s has no metric name", expr, vs)
 			return unnamed
 		}
-		names[vs.Name] = true
+		labels := map[string]bool{}
+		for _, m := range vs.LabelMatchers {
+			if m.Name != "__name__" {
+				labels[m.Name] = true
+			}
+		}
+	ancestors:
+		for i := len(path) - 1; i >= 0; i-- {
+			switch a := path[i].(type) {
+			case *parser.AggregateExpr:
+				if !a.Without {
+					for _, l := range a.Grouping {
+						labels[l] = true
+					}
+				}
+				break ancestors
+			case *parser.BinaryExpr:
+				if a.VectorMatching != nil && a.VectorMatching.On {
+					for _, l := range a.VectorMatching.MatchingLabels {
+						labels[l] = true
+					}
+				}
+			}
+		}
+		sel := Selector{Metric: vs.Name}
+		for l := range labels {
+			sel.Labels = append(sel.Labels, l)
+		}
+		sort.Strings(sel.Labels)
+		out = append(out, sel)
 		return nil
 	})
 	if unnamed != nil {
 		return nil, unnamed
+	}
+	return out, nil
+}
+
+// MetricNames returns the metric names expr selects (see Selectors),
+// sorted and without duplicates.
+func MetricNames(expr string) ([]string, error) {
+	sels, err := Selectors(expr)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, s := range sels {
+		names[s.Metric] = true
 	}
 	out := make([]string, 0, len(names))
 	for n := range names {

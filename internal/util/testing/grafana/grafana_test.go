@@ -39,6 +39,31 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
+func TestSelectors(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want []Selector
+	}{
+		{`up`, []Selector{{Metric: "up"}}},
+		{`histogram_quantile(0.99, sum by (pool, le) (rate(x_bucket{pod=~"$pod"}[5m])))`,
+			[]Selector{{Metric: "x_bucket", Labels: []string{"le", "pod", "pool"}}}},
+		// The nearest aggregation's grouping only (a is grouped by pod
+		// before the division); on(...) below the aggregation; without(...)
+		// asks for nothing.
+		{`max by (pool) (sum by (pod) (a) / on (node) b) + sum without (le) (c) + count(d)`,
+			[]Selector{{Metric: "a", Labels: []string{"pod"}}, {Metric: "b", Labels: []string{"node", "pool"}}, {Metric: "c"}, {Metric: "d"}}},
+	} {
+		got, err := Selectors(tc.expr)
+		if err != nil {
+			t.Errorf("Selectors(%q): %v", tc.expr, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Selectors(%q) = %+v, want %+v", tc.expr, got, tc.want)
+		}
+	}
+}
+
 func TestMetricNamesErrors(t *testing.T) {
 	for _, tc := range []struct{ expr, want string }{
 		{`rat(x_total[5m])`, `unknown function with name "rat"`},
