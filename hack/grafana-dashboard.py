@@ -253,8 +253,11 @@ def query_var(name, label, expr, depends):
     q = f"label_values({expr}, {label})"
     return {
         "name": name, "label": label, "type": "query", "datasource": DS,
-        "query": {"query": q, "refId": f"{name}-variable", "qryType": 1},
+        # As Grafana 10's Prometheus variable editor saves a label_values
+        # query (qryType 1).
+        "query": {"qryType": 1, "query": q, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
         "definition": q, "refresh": 2, "multi": True, "includeAll": True, "allValue": ".*",
+        "options": [], "regex": "", "hide": 0, "skipUrlSync": False,
         "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
         "sort": 1, "description": depends,
     }
