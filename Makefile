@@ -26,6 +26,11 @@ CONTAINER_TOOL ?=
 # reinstalls.
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 CONTROLLER_GEN ?= $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+# Helm, for `make test`'s chart checks (test/helm: helm lint, helm template
+# against kubectl kustomize, server-side dry-run on envtest), built from the
+# Go module proxy (~5 min once on 2 cores).
+HELM_VERSION ?= v3.22.0
+HELM ?= $(BIN)/helm-$(HELM_VERSION)
 
 # The envtest binaries (kube-apiserver, etcd) are built from source into a
 # cache outside the tree and reused; see hack/setup-envtest.sh.
@@ -68,7 +73,7 @@ E2E_NODE_ENV = KVPILOT_E2E_NODE=$(E2E_NODE) NODE_IMG=$(NODE_IMG) PAUSE_IMG=$(PAU
 RACE_PACKAGES = ./internal/scheduler/... ./internal/runtime/... ./internal/fleet/...
 
 # Files controller-gen writes; `make verify` fails when they are stale.
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml charts/kvpilot/templates/crds charts/kvpilot/templates/rbac/role.yaml
 
 .PHONY: all
 all: build
@@ -95,8 +100,9 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint envtest ggml ## Run all tests (unit, fuzz seed corpora, envtest suites, the ggml executor on CPU and its greedy parity with llama.cpp: node-llama-cpp from npm, ~85 MB once, skipped without node or the registry), and the concurrent packages under the race detector.
+test: lint envtest ggml $(HELM) ## Run all tests (unit, fuzz seed corpora, envtest suites, the Helm chart against the kustomize config, the ggml executor on CPU and its greedy parity with llama.cpp: node-llama-cpp from npm, ~85 MB once, skipped without node or the registry), and the concurrent packages under the race detector.
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 \
+		KVPILOT_HELM=$(HELM) KVPILOT_REQUIRE_HELM=1 \
 		KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_REQUIRE_GGML=1 \
 		KVPILOT_LLAMA_CPP_DIR="$$(npm_config_fetch_retries=0 npm_config_fetch_timeout=60000 $(SETUP_LLAMA_CPP) || true)" $(GO) test $(GOFLAGS_TEST) ./...
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" $(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
@@ -188,9 +194,18 @@ demo-down: ## Stop the local cluster of `make demo` and remove its files.
 ##@ Code generation
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRDs and the manager's RBAC from the markers.
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs and the manager's RBAC from the markers, into config/ and the Helm chart.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./internal/controller/..." output:rbac:artifacts:config=config/rbac
+	hack/helm-chart.sh
+
+.PHONY: helm-chart
+helm-chart: ## Copy the generated CRDs and manager role from config/ into the Helm chart (charts/kvpilot); make manifests runs it.
+	hack/helm-chart.sh
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## helm lint --strict the chart (test/helm runs it too, with the kustomize comparison).
+	$(HELM) lint --strict charts/kvpilot
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate the API types' DeepCopy methods.
@@ -209,6 +224,11 @@ verify: manifests generate ## Regenerate everything and fail if a generated file
 	kubectl kustomize config/default >/dev/null
 	kubectl kustomize config/samples >/dev/null
 	kubectl kustomize config/prometheus >/dev/null
+
+$(HELM):
+	@mkdir -p $(BIN)/.install
+	GOBIN=$(BIN)/.install $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/.install/helm $@
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)/.install
