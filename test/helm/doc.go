@@ -1,8 +1,9 @@
 // Package helm holds the checks of kvpilot's Helm chart (charts/kvpilot)
 // against the kustomize config it mirrors (config/): helm lint, the chart
 // rendered with default values against `kubectl kustomize config/default`
-// object for object, and the rendered objects applied with a server-side
-// dry run on an envtest kube-apiserver. The chart's CRDs and manager role
+// object for object, and, on an envtest kube-apiserver, helm install,
+// upgrade and uninstall, then the rendered objects applied with a
+// server-side dry run. The chart's CRDs and manager role
 // are generated from config/ by hack/helm-chart.sh; these tests catch the
 // rest of the chart drifting from config/.
 //

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -80,8 +82,15 @@ func helmBin(t *testing.T) string {
 // its standard error.
 func run(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
+	return runEnv(t, nil, name, args...)
+}
+
+// runEnv is run with env added to the environment.
+func runEnv(t *testing.T, env []string, name string, args ...string) []byte {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
@@ -359,11 +368,13 @@ func TestValues(t *testing.T) {
 	}
 }
 
-// TestDryRunOnAPIServer applies the rendered chart to an envtest
-// kube-apiserver: the CRDs for real (waiting until they are established),
-// then every object with a server-side dry run, so the API server's
-// validation and defaulting see them as `helm install` would send them.
-func TestDryRunOnAPIServer(t *testing.T) {
+// TestOnAPIServer installs, upgrades and uninstalls the chart with helm on
+// an envtest kube-apiserver (which runs no pods: it checks the objects and
+// Helm's handling of them, not the manager), then applies the rendered
+// chart with the CRDs first, for real, and every object with a
+// server-side dry run, with defaults and with the toggles flipped.
+func TestOnAPIServer(t *testing.T) {
+	helm := helmBin(t)
 	objs := render(t)
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		skipOrFail(t, "KVPILOT_REQUIRE_ENVTEST", "KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)")
@@ -391,6 +402,9 @@ func TestDryRunOnAPIServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	t.Run("helm install, upgrade, uninstall", func(t *testing.T) {
+		helmLifecycle(ctx, t, helm, env, c)
+	})
 	apply := func(u *unstructured.Unstructured, opts ...client.ApplyOption) error {
 		opts = append(opts, client.FieldOwner("helm"), client.ForceOwnership)
 		return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), opts...)
@@ -452,6 +466,68 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 		case <-ctx.Done():
 			return fmt.Errorf("CRD %s not established: %v (last error %v)", name, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// helmLifecycle runs helm install, upgrade and uninstall against env's API
+// server and checks what each leaves there.
+func helmLifecycle(ctx context.Context, t *testing.T, helm string, env *envtest.Environment, c client.Client) {
+	user, err := env.AddUser(envtest.User{Name: "helm", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kcPath := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	helmEnv := []string{"KUBECONFIG=" + kcPath, "HELM_CACHE_HOME=" + filepath.Join(dir, "cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(dir, "config"), "HELM_DATA_HOME=" + filepath.Join(dir, "data")}
+	helmRun := func(args ...string) {
+		t.Helper()
+		runEnv(t, helmEnv, helm, append(args, "--namespace", namespace)...)
+	}
+	manager := client.ObjectKey{Namespace: namespace, Name: "kvpilot-controller-manager"}
+	container := func() (replicas int32, image string) {
+		t.Helper()
+		var d appsv1.Deployment
+		if err := c.Get(ctx, manager, &d); err != nil {
+			t.Fatalf("getting the manager Deployment: %v", err)
+		}
+		return *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image
+	}
+
+	helmRun("install", release, chartDir, "--create-namespace")
+	for _, name := range []string{"inferencepools.serving.kvpilot.dev", "schedulerpolicies.serving.kvpilot.dev"} {
+		if err := waitEstablished(ctx, c, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, img := container(); r != 2 || img != "kvpilot:latest" {
+		t.Errorf("after helm install: replicas %d, image %s; want 2, kvpilot:latest", r, img)
+	}
+
+	helmRun("upgrade", release, chartDir, "--set", "replicas=1,image.tag=v2")
+	if r, img := container(); r != 1 || img != "kvpilot:v2" {
+		t.Errorf("after helm upgrade: replicas %d, image %s; want 1, kvpilot:v2", r, img)
+	}
+
+	// Uninstall removes the manager and keeps the CRDs (crds.keep), and so
+	// every pool.
+	helmRun("uninstall", release, "--wait")
+	var d appsv1.Deployment
+	if err := c.Get(ctx, manager, &d); !apierrors.IsNotFound(err) {
+		t.Errorf("after helm uninstall, getting the manager Deployment: %v; want NotFound", err)
+	}
+	for _, name := range []string{"inferencepools.serving.kvpilot.dev", "schedulerpolicies.serving.kvpilot.dev"} {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+			t.Errorf("after helm uninstall, CRD %s: %v; want it kept", name, err)
 		}
 	}
 }
