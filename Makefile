@@ -61,6 +61,9 @@ E2E_RUN ?= .
 # when this machine has every piece, else process, saying which is missing).
 # See hack/e2e-node.sh.
 E2E_NODE ?= auto
+# How the real node's e2e installs kvpilot: kustomize (`kubectl apply -k
+# config/default`) or helm (charts/kvpilot, with helm built into bin/).
+E2E_INSTALL ?= kustomize
 # The images the real node runs, built by hack/build-node-images.sh.
 NODE_IMG ?= kvpilot.local/kvpilot:dev
 PAUSE_IMG ?= kvpilot.local/pause:dev
@@ -176,9 +179,10 @@ kube-components: ## Build (first time, ~2 min after `make envtest`) or reuse kub
 	@$(SETUP_KUBE_COMPONENTS) >/dev/null
 
 .PHONY: test-e2e
-test-e2e: envtest kube-components ## End-to-end tests on a local cluster with a real node (E2E_NODE=auto|real|process; first time ~20 min to build the node's binaries and images, then ~2.5 min).
+test-e2e: envtest kube-components $(if $(filter helm,$(E2E_INSTALL)),$(HELM)) ## End-to-end tests on a local cluster with a real node (E2E_NODE=auto|real|process; E2E_INSTALL=kustomize|helm on a real node; first time ~20 min to build the node's binaries and images, then ~2.5 min).
 	node_env="$$($(E2E_NODE_ENV))" && eval "$$node_env" && \
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$${KUBE_COMPONENTS:-$$($(SETUP_KUBE_COMPONENTS))}" \
+		KVPILOT_E2E_INSTALL=$(E2E_INSTALL) KVPILOT_HELM=$(HELM) \
 		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/
 
 .PHONY: demo
