@@ -531,3 +531,75 @@ func helmLifecycle(ctx context.Context, t *testing.T, helm string, env *envtest.
 		}
 	}
 }
+
+// TestOtherReleaseName checks that under another release name and
+// namespace every reference between the chart's objects still holds: the
+// bindings' roles and subjects, the Deployment's ServiceAccount, and the
+// Service's and monitor's selectors of the manager's pods.
+func TestOtherReleaseName(t *testing.T) {
+	out := run(t, helmBin(t), "template", "prod", chartDir, "--namespace", "ops",
+		"--set", "metrics.serviceMonitor.enabled=true")
+	objs := decode(t, "helm template prod", out)
+	have := map[string]bool{}
+	for _, u := range objs {
+		have[u.GetKind()+"/"+u.GetName()] = true
+		if !strings.HasPrefix(u.GetName(), "prod-kvpilot-") && u.GetKind() != "CustomResourceDefinition" {
+			t.Errorf("%s: want the name prefix prod-kvpilot-", key(u))
+		}
+		if ns := u.GetNamespace(); ns != "" && ns != "ops" {
+			t.Errorf("%s: namespace %s, want ops", key(u), ns)
+		}
+	}
+	var podLabels map[string]string
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "RoleBinding", "ClusterRoleBinding":
+			kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind")
+			name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
+			if !have[kind+"/"+name] {
+				t.Errorf("%s binds %s %s, which the chart does not render", key(u), kind, name)
+			}
+			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+			for _, s := range subjects {
+				s := s.(map[string]any)
+				if !have[fmt.Sprint(s["kind"], "/", s["name"])] || s["namespace"] != "ops" {
+					t.Errorf("%s binds %v, not the chart's ServiceAccount in ops", key(u), s)
+				}
+			}
+		case "Deployment":
+			sa, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "serviceAccountName")
+			if !have["ServiceAccount/"+sa] {
+				t.Errorf("%s runs as ServiceAccount %s, which the chart does not render", key(u), sa)
+			}
+			podLabels, _, _ = unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "labels")
+		}
+	}
+	for _, u := range objs {
+		var sel map[string]string
+		switch u.GetKind() {
+		case "Service":
+			sel, _, _ = unstructured.NestedStringMap(u.Object, "spec", "selector")
+		case "ServiceMonitor":
+			sel, _, _ = unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
+			svcLabels := map[string]string{}
+			for _, s := range objs {
+				if s.GetKind() == "Service" {
+					svcLabels = s.GetLabels()
+				}
+			}
+			for k, v := range sel {
+				if svcLabels[k] != v {
+					t.Errorf("%s selects %s=%s; the metrics Service has %q", key(u), k, v, svcLabels[k])
+				}
+			}
+			continue
+		default:
+			continue
+		}
+		for k, v := range sel {
+			if podLabels[k] != v {
+				t.Errorf("%s selects %s=%s; the manager's pods have %q", key(u), k, v, podLabels[k])
+			}
+		}
+	}
+}
