@@ -79,8 +79,9 @@ E2E_NODE_ENV = KVPILOT_E2E_NODE=$(E2E_NODE) NODE_IMG=$(NODE_IMG) PAUSE_IMG=$(PAU
 # too, with -short skipping what is too slow there.
 RACE_PACKAGES = ./internal/scheduler/... ./internal/runtime/... ./internal/fleet/...
 
-# Files controller-gen writes; `make verify` fails when they are stale.
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml charts/kvpilot/templates/crds charts/kvpilot/templates/rbac/role.yaml
+# Generated files; `make verify` fails when they are stale.
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/grafana/kvpilot-dashboard.json \
+	charts/kvpilot/templates/crds charts/kvpilot/templates/rbac/role.yaml
 
 .PHONY: all
 all: build
@@ -223,15 +224,20 @@ generate: $(CONTROLLER_GEN) ## Generate the API types' DeepCopy methods.
 jinja-fixtures: ## Re-render with Python Jinja2 (python3-jinja2 3.1) llama.cpp's chat templates and the engine's snippets, the goldens of the Jinja tests.
 	KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" python3 hack/jinja-fixtures.py
 
+.PHONY: grafana-dashboard
+grafana-dashboard: ## Write config/grafana/kvpilot-dashboard.json from hack/grafana-dashboard.py.
+	python3 hack/grafana-dashboard.py > config/grafana/kvpilot-dashboard.json
+
 .PHONY: verify
-verify: manifests generate ## Regenerate everything and fail if a generated file was stale.
+verify: manifests generate grafana-dashboard ## Regenerate everything and fail if a generated file was stale.
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		git status --short -- $(GENERATED); git diff --stat -- $(GENERATED); \
-		echo "generated files differ from what is committed: run 'make manifests generate' and commit the result"; exit 1; \
+		echo "generated files differ from what is committed: run 'make manifests generate grafana-dashboard' and commit the result"; exit 1; \
 	fi
 	kubectl kustomize config/default >/dev/null
 	kubectl kustomize config/samples >/dev/null
 	kubectl kustomize config/prometheus >/dev/null
+	kubectl kustomize config/grafana >/dev/null
 
 $(HELM):
 	@mkdir -p $(BIN)/.install

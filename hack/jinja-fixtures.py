@@ -117,14 +117,22 @@ def environment():
 
 
 def normalize(source, messages):
-    """The runtime's rule for null content (llama.cpp's, common/chat.cpp
-    requires_non_null_content): an assistant message that only calls tools
-    has content "" where the template renders tool calls, None elsewhere."""
+    """The runtime's rules (llama.cpp's) for what a message carries: null
+    content (common/chat.cpp requires_non_null_content): an assistant
+    message that only calls tools has content "" where the template renders
+    tool calls, None elsewhere; and gpt-oss's "thinking" field."""
     out = []
     for m in messages:
         m = dict(m)
         if m.get("content") is None and m.get("tool_calls") and "tool_calls" in source:
             m["content"] = ""
+        # gpt-oss (llama.cpp's common/parsers/gpt-oss.cpp): its template
+        # reads past reasoning from "thinking", and a message that calls
+        # tools carries no content beside it.
+        if "<|channel|>" in source and "message.thinking" in source and isinstance(m.get("reasoning_content"), str):
+            m["thinking"] = m["reasoning_content"]
+            if m.get("tool_calls"):
+                m.pop("content", None)
         out.append(m)
     return out
 

@@ -509,6 +509,7 @@ type PodResources struct {
 // +kubebuilder:validation:XValidation:rule="[has(self.kvCacheBlocks), has(self.kvCacheMemory), has(self.kvCacheMemoryFraction)].filter(x, x).size() <= 1",message="set at most one of kvCacheBlocks, kvCacheMemory and kvCacheMemoryFraction"
 // +kubebuilder:validation:XValidation:rule="(has(self.maxNumBatchedTokens) ? self.maxNumBatchedTokens : 2048) >= (has(self.maxNumSeqs) ? self.maxNumSeqs : 256)",message="maxNumBatchedTokens must be at least maxNumSeqs (unset, the runtime's defaults: 2048 and 256), or some scheduled sequences could not get a token in an iteration"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxLongPartialPrefills) || self.maxLongPartialPrefills <= (has(self.maxNumPartialPrefills) ? self.maxNumPartialPrefills : 4)",message="maxLongPartialPrefills must be at most maxNumPartialPrefills (unset, the runtime's default: 4)"
+// +kubebuilder:validation:XValidation:rule="!has(self.reasoningParser) || !has(self.toolCallParser) || self.reasoningParser == 'none' || (self.reasoningParser == 'harmony') == (self.toolCallParser == 'harmony')",message="reasoningParser harmony goes only with toolCallParser harmony, and toolCallParser harmony only with reasoningParser harmony or none (the runtime reads gpt-oss's reasoning with its calls)"
 type EngineSpec struct {
 	// maxNumSeqs is the most sequences in one iteration's batch. Unset: the
 	// runtime's 256.
@@ -615,6 +616,23 @@ type EngineSpec struct {
 	// +kubebuilder:validation:Maximum=16
 	// +optional
 	TensorParallelSize *int32 `json:"tensorParallelSize,omitempty"`
+
+	// toolCallParser names the format the model writes tool calls in, for
+	// a model whose chat template does not show it (or shows another): the
+	// runtime's --tool-call-parser. none reads no calls. Unset: the format
+	// the chat template shows. These are the runtime's formats (its --help
+	// lists them).
+	// +kubebuilder:validation:Enum=deepseek_r1;deepseek_v31;glm45;harmony;hermes;kimi_k2;lfm2;llama3_json;minimax_m2;mistral;mistral_args;pythonic;qwen3_coder;none
+	// +optional
+	ToolCallParser string `json:"toolCallParser,omitempty"`
+
+	// reasoningParser names how the model writes reasoning: think
+	// (<think>…</think>), harmony (gpt-oss's analysis channel, only with
+	// the harmony tool-call format) or none (reasoning is answer text): the
+	// runtime's --reasoning-parser. Unset: what the chat template shows.
+	// +kubebuilder:validation:Enum=think;harmony;none
+	// +optional
+	ReasoningParser string `json:"reasoningParser,omitempty"`
 
 	// drainTimeout is how long a terminating pod keeps finishing its
 	// requests before it exits; the pod's termination grace period is a

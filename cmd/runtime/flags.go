@@ -83,6 +83,7 @@ type options struct {
 	WarmupIterations      int
 	MaxBodyBytes          byteSize
 	StreamWriteTimeout    time.Duration
+	StreamStallTimeout    time.Duration
 	MaxConnections        int
 	StreamMaxBuffered     byteSize
 	ResponsesStoreEntries int
@@ -166,6 +167,8 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body, e.g. 4Mi")
 	fs.DurationVar(&o.StreamWriteTimeout, "stream-write-timeout", 5*time.Second,
 		"a streaming response whose write blocks this long (the client stopped reading) is cancelled and its KV freed (0: no limit)")
+	fs.DurationVar(&o.StreamStallTimeout, "stream-stall-timeout", 10*time.Second,
+		"a streaming response whose output waits this long for a client whose TCP receive window does not move (it reads nothing; Linux) is cancelled and its KV freed (0: off)")
 	fs.IntVar(&o.MaxConnections, "max-connections", 0,
 		"most open connections on the API port; one over closes the oldest still sending its request or idle (0: three quarters of the open-file limit)")
 	o.StreamMaxBuffered = 1 << 20
@@ -263,6 +266,7 @@ func (o *options) validate() error {
 	check(o.MaxProgramsPerKey >= 0, "--max-programs-per-key must be >= 0")
 	check(o.MaxModelLen >= 0, "--max-model-len must be >= 0")
 	check(o.DefaultMaxTokens >= 0, "--default-max-tokens must be >= 0")
+	check(o.StreamStallTimeout >= 0, "--stream-stall-timeout must be >= 0, got %v", o.StreamStallTimeout)
 	check(o.MaxResponseChars >= 0, "--max-response-chars must be >= 0")
 	// The names are checked here; whether they go together with the
 	// formats detected from the template, when the model is loaded.

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -29,7 +32,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		Model: "builtin:tiny", Executor: "cpu", SimAccelerator: "H100-SXM", SimModel: "llama-3.1-8b", TensorParallel: 1,
 		Host: "0.0.0.0", Port: 8000, ControlPort: 8081, ProgramIdle: 10 * time.Minute, MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, MaxNumPartialPrefills: 4, BlockSize: 16,
 		KVCacheMemoryFraction: 0.9, MaxQueue: 4096, AgingRate: 0.1, DrainTimeout: 30 * time.Second,
-		MaxBodyBytes: 4 << 20, StreamWriteTimeout: 5 * time.Second, StreamMaxBuffered: 1 << 20, LogLevel: slog.LevelInfo,
+		MaxBodyBytes: 4 << 20, StreamWriteTimeout: 5 * time.Second, StreamStallTimeout: 10 * time.Second, StreamMaxBuffered: 1 << 20, LogLevel: slog.LevelInfo,
 		ResponsesStoreEntries: 1024, ResponsesStoreBytes: 64 << 20,
 	}
 	if d := cmp.Diff(want, *o); d != "" {
@@ -173,6 +176,52 @@ func TestCRDEngineDefaultsMatchFlags(t *testing.T) {
 		fs.Lookup("max-num-partial-prefills").DefValue)
 	if !strings.Contains(string(src), rule) {
 		t.Errorf("api/v1alpha1/inferencepool_types.go has no rule %s: update its default to the flag's", rule)
+	}
+}
+
+// TestCRDChatFormatsMatchRuntime: the InferencePool's engine.toolCallParser
+// and engine.reasoningParser enums (in the generated CRD) are the
+// runtime's registered formats and "none", so a format added to the
+// runtime is offered by the API and the API offers none the runtime would
+// refuse at start.
+func TestCRDChatFormatsMatchRuntime(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "serving.kvpilot.dev_inferencepools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type props map[string]struct {
+		Enum       []string `json:"enum"`
+		Properties props    `json:"properties"`
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties props `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(src, &crd); err != nil {
+		t.Fatal(err)
+	}
+	if len(crd.Spec.Versions) == 0 {
+		t.Fatal("the CRD has no versions")
+	}
+	engine := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["engine"].Properties
+	for field, names := range map[string][]string{
+		"toolCallParser":  chatformat.Names(),
+		"reasoningParser": chatformat.ReasoningNames(),
+	} {
+		want := append(slices.Clone(names), "none")
+		got := slices.Clone(engine[field].Enum)
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("spec.engine.%s enum %q, want the runtime's %q: update the marker in api/v1alpha1/inferencepool_types.go and run make manifests", field, got, want)
+		}
 	}
 }
 

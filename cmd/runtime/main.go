@@ -223,7 +223,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		MaxResponseChars: o.MaxResponseChars, MaxBodyBytes: int64(o.MaxBodyBytes), APIKeys: keys,
 		ToolCallParser: o.ToolCallParser, ReasoningParser: o.ReasoningParser,
 		StreamWriteTimeout: noLimit(o.StreamWriteTimeout), StreamMaxBufferedBytes: noLimit(int64(o.StreamMaxBuffered)),
-		Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken), AdvertiseAddr: advertise,
+		StreamStallTimeout: noLimit(o.StreamStallTimeout), Registry: reg, Requests: engineMetrics, Devices: devs, Logger: log, Programs: table, ForwardKey: []byte(controlToken), AdvertiseAddr: advertise,
 		ResponsesStoreEntries: int(noLimit(int64(o.ResponsesStoreEntries))), ResponsesStoreBytes: int64(o.ResponsesStoreBytes),
 		PromptTokensDetails: o.EnablePromptTokensDetails, SharePrefixCacheAcrossKeys: o.SharePrefixCache,
 	})

@@ -28,11 +28,11 @@ const testControlToken = "test-control-token"
 // pod is one runtime process.
 type pod struct {
 	*runtimeproc.Pod
-	t *testing.T
+	t testing.TB
 }
 
 // startPod runs the sim executor with a control API; extra flags follow.
-func startPod(t *testing.T, name string, extra ...string) *pod {
+func startPod(t testing.TB, name string, extra ...string) *pod {
 	t.Helper()
 	p := runtimeproc.StartPod(t, runtimeproc.PodOptions{
 		Options: runtimeproc.Options{
@@ -82,7 +82,7 @@ func (p *pod) metrics() map[string]float64 {
 	return out
 }
 
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func waitUntil(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

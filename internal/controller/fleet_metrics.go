@@ -2,8 +2,12 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/fleet"
 )
 
@@ -52,11 +56,22 @@ var (
 		Name: "kvpilot_pool_recommended_replicas",
 		Help: "Replicas the fleet loop estimates would run every program of a pool without pausing.",
 	}, []string{"namespace", "pool"})
+	// The pool's status as gauges, so a dashboard shows it next to the
+	// rest without kube-state-metrics (which cannot read custom
+	// resources' status unless configured for them).
+	poolReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kvpilot_pool_replicas",
+		Help: "Runtime pods of a pool: desired (spec.replicas) and ready (status.readyReplicas).",
+	}, []string{"namespace", "pool", "state"})
+	poolModelReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kvpilot_pool_model_ready",
+		Help: "1 when a pool's ModelReady condition is True (every pod has fetched the model of its source.url), 0 while pods fetch it or a fetch failed; absent for pools without a source.url.",
+	}, []string{"namespace", "pool"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(fleetPrograms, fleetPauses, fleetResumes, fleetFairnessPauses, fleetOldestWait, fleetPodCapacity, fleetPodPlaced,
-		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas)
+		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas, poolReplicas, poolModelReady)
 }
 
 // poolMetrics writes one pool's series. It remembers which pods it
@@ -68,6 +83,22 @@ type poolMetrics struct {
 
 func newPoolMetrics(namespace, pool string) *poolMetrics {
 	return &poolMetrics{namespace: namespace, pool: pool, pods: map[string]struct{}{}}
+}
+
+// status records the pool's replicas and ModelReady condition, as the
+// reconciler last wrote them.
+func (m *poolMetrics) status(pool *servingv1alpha1.InferencePool) {
+	poolReplicas.WithLabelValues(m.namespace, m.pool, "desired").Set(float64(ptr.Deref(pool.Spec.Replicas, 1)))
+	poolReplicas.WithLabelValues(m.namespace, m.pool, "ready").Set(float64(pool.Status.ReadyReplicas))
+	c := meta.FindStatusCondition(pool.Status.Conditions, servingv1alpha1.PoolModelReady)
+	switch {
+	case c == nil:
+		poolModelReady.DeleteLabelValues(m.namespace, m.pool)
+	case c.Status == metav1.ConditionTrue:
+		poolModelReady.WithLabelValues(m.namespace, m.pool).Set(1)
+	default:
+		poolModelReady.WithLabelValues(m.namespace, m.pool).Set(0)
+	}
 }
 
 // round records a round's outcome; sum may be nil when the round failed
@@ -129,7 +160,7 @@ func (m *poolMetrics) forget() {
 	labels := prometheus.Labels{"namespace": m.namespace, "pool": m.pool}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		fleetPrograms, fleetPauses, fleetResumes, fleetFairnessPauses, fleetOldestWait, fleetPodCapacity, fleetPodPlaced,
-		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas,
+		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas, poolReplicas, poolModelReady,
 	} {
 		v.DeletePartialMatch(labels)
 	}

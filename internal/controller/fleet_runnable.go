@@ -251,6 +251,7 @@ func (w *poolWorker) round(ctx context.Context) (time.Duration, error) {
 	if !pool.DeletionTimestamp.IsZero() {
 		return 0, errPoolGone
 	}
+	w.metrics.status(pool)
 	policy := w.policy(ctx, pool)
 
 	pods := &corev1.PodList{}

@@ -325,6 +325,12 @@ func engineArgs(e *servingv1alpha1.EngineSpec) []string {
 	}
 	intArg("max-queue", e.MaxQueue)
 	intArg("tensor-parallel", e.TensorParallelSize)
+	if e.ToolCallParser != "" {
+		args = append(args, "--tool-call-parser="+e.ToolCallParser)
+	}
+	if e.ReasoningParser != "" {
+		args = append(args, "--reasoning-parser="+e.ReasoningParser)
+	}
 	return args
 }
 

@@ -118,6 +118,10 @@ func TestPodTemplateArgs(t *testing.T) {
 				Engine(servingv1alpha1.EngineSpec{KVCacheDType: "q8_0", KVCacheMemory: ptr.To(resource.MustParse("8Gi"))}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml", "--kv-cache-dtype=q8_0", "--kv-cache-memory=8Gi"),
 		},
+		"chat formats": {
+			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{ToolCallParser: "pythonic", ReasoningParser: "none"}).Obj(),
+			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--tool-call-parser=pythonic", "--reasoning-parser=none"),
+		},
 		"policy request defaults": {
 			pool: utiltesting.MakeInferencePool("p", "ns").Policy("agents").Obj(),
 			policy: utiltesting.MakeSchedulerPolicy("agents", "ns").AgingRate("0.5").DefaultMaxTokens(256).

@@ -135,6 +135,15 @@ var _ = Describe("API validation", func() {
 		Entry("a long-prefill threshold below -1", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{LongPrefillTokenThreshold: ptr.To[int32](-2)})
 		}, "spec.engine.longPrefillTokenThreshold"),
+		Entry("an unknown tool-call parser", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{ToolCallParser: "llama4"})
+		}, "spec.engine.toolCallParser: Unsupported value: \"llama4\""),
+		Entry("harmony reasoning with another tool-call format", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{ToolCallParser: "hermes", ReasoningParser: "harmony"})
+		}, "reasoningParser harmony goes only with toolCallParser harmony"),
+		Entry("harmony calls with think reasoning", func() client.Object {
+			return engine(servingv1alpha1.EngineSpec{ToolCallParser: "harmony", ReasoningParser: "think"})
+		}, "reasoningParser harmony goes only with toolCallParser harmony"),
 		Entry("an unsupported block size", func() client.Object {
 			return engine(servingv1alpha1.EngineSpec{BlockSize: ptr.To[int32](12)})
 		}, "spec.engine.blockSize: Unsupported value: 12"),
@@ -235,6 +244,10 @@ var _ = Describe("API validation", func() {
 				Cache: &servingv1alpha1.ModelCache{SizeLimit: ptr.To(resource.MustParse("40Gi"))},
 			}).Obj(),
 			pool("plain-https").URLModel("https://example.com/m.gguf", nil).Obj(),
+			pool("pythonic").Engine(servingv1alpha1.EngineSpec{ToolCallParser: "pythonic", ReasoningParser: "none"}).Obj(),
+			pool("gpt-oss").Engine(servingv1alpha1.EngineSpec{ToolCallParser: "harmony", ReasoningParser: "harmony"}).Obj(),
+			pool("think-only").Engine(servingv1alpha1.EngineSpec{ReasoningParser: "think"}).Obj(),
+			pool("no-calls").Engine(servingv1alpha1.EngineSpec{ToolCallParser: "none", ReasoningParser: "think"}).Obj(),
 		} {
 			Expect(k8sClient.Create(ctx, p, client.DryRunAll)).To(Succeed(), p.Name)
 		}

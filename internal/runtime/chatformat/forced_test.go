@@ -1,6 +1,7 @@
 package chatformat
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,21 @@ func forcedText(f *Forced, name string, args [][2]string, jsonArgs string) strin
 			b.WriteString(x.ArgOpen + a[0] + x.ArgKeyEnd + a[1] + x.ArgClose)
 		}
 		b.WriteString(x.Close)
+		return b.String()
+	case f.Pythonic != nil:
+		var b strings.Builder
+		b.WriteString(f.Pythonic.Begin + "[" + name + "(")
+		for i, a := range args {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			v := a[1]
+			if !json.Valid([]byte(v)) {
+				v = string(jsonString(v))
+			}
+			b.WriteString(a[0] + "=" + v)
+		}
+		b.WriteString(")]" + f.Pythonic.End)
 		return b.String()
 	case f.Header != nil:
 		h := f.Header

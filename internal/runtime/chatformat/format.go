@@ -86,6 +86,8 @@ type Forced struct {
 	XML *XMLShape
 	// Header: the name in a header, the JSON arguments as the body.
 	Header *HeaderShape
+	// Pythonic: a Python call list with keyword arguments.
+	Pythonic *PythonicShape
 	// SpecialTokens are the special tokens the shape's markup is made
 	// of: the constrained decoder may write each as its one token.
 	SpecialTokens []string
@@ -157,7 +159,7 @@ const (
 // formats in detection order: the first whose detect matches a template
 // wins, so more specific markup comes before the markers it contains
 // (Qwen3-Coder's XML and GLM's calls are inside <tool_call> too).
-var formats = []*Format{harmony, qwen3Coder, glm45, minimaxM2, deepseekR1, deepseekV31, kimiK2, mistralArgs, mistral, hermes, llama3JSON}
+var formats = []*Format{harmony, qwen3Coder, glm45, minimaxM2, deepseekR1, deepseekV31, kimiK2, mistralArgs, mistral, lfm2, pythonic, hermes, llama3JSON}
 
 // Names lists the tool-call formats, sorted.
 func Names() []string {

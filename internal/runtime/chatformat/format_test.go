@@ -117,14 +117,19 @@ func TestDetectTable(t *testing.T) {
 	// llamacpp.Source in detect_templates_test.go) and the formats they
 	// write, checked against the markup each renders for calls.
 	for src, want := range map[string]Spec{
-		"{{ '<tool_call>' }}{\"name\"":                  {Tools: hermes},
-		"<|start_header_id|> ipython":                   {Tools: llama3JSON},
-		"<|channel|> <|message|>":                       {Tools: harmony, Reasoning: ReasoningHarmony},
-		"<tool_call><function=x><parameter=y>":          {Tools: qwen3Coder},
-		"<think></think><tool_call><arg_key>":           {Tools: glm45, Reasoning: ReasoningThink},
-		"[TOOL_CALLS][ARGS]":                            {Tools: mistralArgs},
-		"[TOOL_CALLS]":                                  {Tools: mistral},
-		"{{ messages }}":                                {},
+		"{{ '<tool_call>' }}{\"name\"":            {Tools: hermes},
+		"<|start_header_id|> ipython":             {Tools: llama3JSON},
+		"<|channel|> <|message|>":                 {Tools: harmony, Reasoning: ReasoningHarmony},
+		"<tool_call><function=x><parameter=y>":    {Tools: qwen3Coder},
+		"<think></think><tool_call><arg_key>":     {Tools: glm45, Reasoning: ReasoningThink},
+		"[TOOL_CALLS][ARGS]":                      {Tools: mistralArgs},
+		"[TOOL_CALLS]":                            {Tools: mistral},
+		"<|tool_list_start|>[ ]<|tool_list_end|>": {Tools: lfm2},
+		"List of tools: [ <think></think>":        {Tools: lfm2, Reasoning: ReasoningThink},
+		// vLLM's Llama 3.2 pythonic template: Llama 3's headers and
+		// "parameters", but the pythonic instruction.
+		"<|start_header_id|> \"parameters\" [func_name1(params_name1=params_value1": {Tools: pythonic},
+		"{{ messages }}": {},
 		"<think> </think> <tool_call> <tool_calls>":     {Reasoning: ReasoningThink},
 		"]<]minimax[>[<tool_call> <invoke name=":        {},
 		"<think>\\n\\n</think> <tool_call>{\"name\": }": {Tools: hermes, Reasoning: ReasoningThink},

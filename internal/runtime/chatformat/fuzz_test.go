@@ -22,6 +22,8 @@ func FuzzParsers(f *testing.F) {
 		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
 		"<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
 		"{\"name\": \"f\", \"parameters\": {\"a\": \"}\"}}",
+		"[f(a='x\\n', b=[1, 2.5, True], c={'k': None}, d=\"\"\"q\"\"\")]",
+		"A<|tool_call_start|>[f(a=\"\\u00e9\\x41\"), g()]<|tool_call_end|>B",
 	} {
 		f.Add(seed, uint8(3), true)
 	}

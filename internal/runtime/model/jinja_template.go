@@ -24,6 +24,9 @@ type JinjaTemplate struct {
 	// nullContent: the template sees a null content as None even in a
 	// message with tool calls (it renders none; see messageValue).
 	nullContent bool
+	// thinkingField: the template reads past reasoning from a message's
+	// "thinking" (gpt-oss's), not "reasoning_content".
+	thinkingField bool
 	// family is the built-in format the source uses, if any: it names the
 	// end-of-turn tokens.
 	family ChatTemplate
@@ -45,7 +48,7 @@ func NewJinjaTemplate(source, bos, eos string) (*JinjaTemplate, error) {
 		return nil, fmt.Errorf("parse chat template: %w", err)
 	}
 	j := &JinjaTemplate{source: source, tmpl: t, bos: bos, eos: eos, format: toolFormatOf(source), Now: time.Now,
-		nullContent: !strings.Contains(source, "tool_calls")}
+		nullContent: !strings.Contains(source, "tool_calls"), thinkingField: strings.Contains(source, "<|channel|>") && strings.Contains(source, "message.thinking")}
 	switch {
 	case strings.Contains(source, "<|im_start|>"):
 		j.family = ChatML{}
@@ -130,7 +133,7 @@ func (r *raised) Error() string { return raisedPrefix + r.msg }
 func (j *JinjaTemplate) context(c *Chat) (map[string]any, error) {
 	msgs := make(jinja.List, len(c.Messages))
 	for i, m := range c.Messages {
-		v, err := messageValue(m, j.nullContent)
+		v, err := messageValue(m, j.nullContent, j.thinkingField)
 		if err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
@@ -193,12 +196,19 @@ func (j *JinjaTemplate) context(c *Chat) (map[string]any, error) {
 // null content of a message that calls tools is "" (llama.cpp's rule,
 // common/chat.cpp requires_non_null_content), as such templates
 // concatenate it or test it as a string.
-func messageValue(m Message, nullContent bool) (*jinja.Dict, error) {
+//
+// thinkingField is true for gpt-oss's template, which reads a message's
+// past reasoning from "thinking": it gets the reasoning there too, and a
+// message that calls tools has no content beside it (llama.cpp's rule,
+// common/parsers/gpt-oss.cpp; the template refuses both).
+func messageValue(m Message, nullContent, thinkingField bool) (*jinja.Dict, error) {
 	v := jinja.NewDict()
 	v.Set("role", m.Role)
-	if m.ContentNull && (nullContent || len(m.ToolCalls) == 0) {
+	switch {
+	case thinkingField && m.ReasoningContent != "" && len(m.ToolCalls) > 0:
+	case m.ContentNull && (nullContent || len(m.ToolCalls) == 0):
 		v.Set("content", nil)
-	} else {
+	default:
 		v.Set("content", m.Content)
 	}
 	if m.Name != "" {
@@ -231,6 +241,9 @@ func messageValue(m Message, nullContent bool) (*jinja.Dict, error) {
 	}
 	if m.ReasoningContent != "" {
 		v.Set("reasoning_content", m.ReasoningContent)
+		if thinkingField {
+			v.Set("thinking", m.ReasoningContent)
+		}
 	}
 	return v, nil
 }

@@ -271,14 +271,23 @@ func (s *ResponseShape) Text(b, delta []byte) []byte {
 		b = s.openMessage(b)
 	}
 	s.text.Write(delta)
-	return s.delta(b, "response.output_text.delta", s.msg, true, delta)
+	return s.delta(b, "response.output_text.delta", s.msg, partText, delta)
 }
+
+// Content parts a delta event names (content_index): none for a call's
+// arguments, an output_text part (with its logprobs), a reasoning_text
+// part.
+const (
+	partNone = iota
+	partText
+	partReasoning
+)
 
 // delta appends a per-token delta event, written by hand so that the
 // token path allocates nothing: the item's id and output index, the
-// text part's content index and (empty) logprobs when textPart is set,
+// content index of the part (and an output_text part's empty logprobs),
 // and the delta.
-func (s *ResponseShape) delta(b []byte, typ string, out int, textPart bool, delta []byte) []byte {
+func (s *ResponseShape) delta(b []byte, typ string, out int, part int, delta []byte) []byte {
 	b = append(b, "event: "...)
 	b = append(b, typ...)
 	b = append(b, "\ndata: {\"type\":\""...)
@@ -290,8 +299,13 @@ func (s *ResponseShape) delta(b []byte, typ string, out int, textPart bool, delt
 	b = AppendJSONString(b, s.resp.Output[out].ID)
 	b = append(b, `,"output_index":`...)
 	b = strconv.AppendInt(b, int64(out), 10)
-	if textPart {
+	switch part {
+	case partText:
 		b = append(b, `,"content_index":0,"logprobs":[]`...)
+	case partReasoning:
+		// The SDKs' stream accumulators (openai's ResponseStream) add
+		// the delta to the item's content part at content_index.
+		b = append(b, `,"content_index":0`...)
 	}
 	b = append(b, `,"delta":`...)
 	b = AppendJSONBytes(b, delta)
@@ -342,7 +356,7 @@ func (s *ResponseShape) Reasoning(b, delta []byte) []byte {
 		b = s.event(b, "response.output_item.added", map[string]any{"output_index": s.think, "item": it})
 	}
 	s.reasoning.Write(delta)
-	return s.delta(b, "response.reasoning_text.delta", s.think, false, delta)
+	return s.delta(b, "response.reasoning_text.delta", s.think, partReasoning, delta)
 }
 
 // closeReasoning ends the open reasoning item: reasoning_text.done,
@@ -380,7 +394,7 @@ func (s *ResponseShape) Call(b []byte, d ToolCallDelta) []byte {
 	}
 	it := &s.resp.Output[i]
 	it.Arguments += d.Arguments
-	return s.delta(b, "response.function_call_arguments.delta", i, false, []byte(d.Arguments))
+	return s.delta(b, "response.function_call_arguments.delta", i, partNone, []byte(d.Arguments))
 }
 
 // closeCall ends the open function_call item:

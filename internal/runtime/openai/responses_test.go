@@ -434,6 +434,12 @@ func TestResponseShapeReasoning(t *testing.T) {
 	if diff := cmp.Diff(want, eventTypes(t, b)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
+	// openai's ResponseStream adds a reasoning delta to the part at its
+	// content_index, and fails without one.
+	if !strings.Contains(string(b), `"type":"response.reasoning_text.delta","sequence_number":3,"item_id":"`) ||
+		!strings.Contains(string(b), `"output_index":0,"content_index":0,"delta":"thin"}`) {
+		t.Errorf("a reasoning delta names no content_index: %s", b)
+	}
 	r := s.Response()
 	if len(r.Output) != 2 || r.Output[0].Type != ItemReasoning || r.Output[0].ReasoningText != "thinking" || r.Usage.OutputTokensDetails.ReasoningTokens != 2 {
 		t.Errorf("final response %+v", r)

@@ -20,6 +20,12 @@ import (
 // (models/templates), parsed by the model package.
 func llamaCppTemplate(t *testing.T, name string) *model.JinjaTemplate {
 	t.Helper()
+	if testing.Short() {
+		// The real templates' prompts run to thousands of tokens, which the
+		// cpu executor prefills slowly under the race detector (-short):
+		// these run in the plain pass.
+		t.Skip("a real template's long prompt: not with -short")
+	}
 	src, err := os.ReadFile(filepath.Join(llamacpp.Source(t), "models", "templates", name))
 	if err != nil {
 		t.Fatal(err)
@@ -493,5 +499,40 @@ func TestPastReasoningInPrompt(t *testing.T) {
 	}
 	if p := render(mchat); !strings.Contains(p, "MSG-REASONING") {
 		t.Errorf("messages: past reasoning not in the prompt:\n%s", p)
+	}
+}
+
+// TestForcedCallPythonic: over a random-weight model carrying LFM2's real
+// template, a forced call is written as LFM2's pythonic list between its
+// markers (the constrained decoder writes
+// <|tool_call_start|>[get_weather(city="…", unit="c")]<|tool_call_end|>)
+// and comes back as a structured call, whole and streamed, with arguments
+// valid for the tool's schema.
+func TestForcedCallPythonic(t *testing.T) {
+	env, _ := newCPUEnv(t, llamaCppTemplate(t, "LFM2-8B-A1B.jinja"))
+	if f := env.srv.format.ToolsName(); f != "lfm2" {
+		t.Fatalf("detected tool format %q, want lfm2", f)
+	}
+	const msgs = `"messages":[{"role":"user","content":"weather?"}]`
+	body := `{` + msgs + `,"tools":` + toolsJSON + `,"tool_choice":"required","max_tokens":200,"seed":5`
+	r := env.post("/v1/chat/completions", body+`}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("chat: %d %s", r.status, r.body)
+	}
+	var resp openai.ChatResponse
+	decodeStrict(t, r.body, &resp)
+	ch := resp.Choices[0]
+	if *ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 || ch.Message.Content != "" {
+		t.Fatalf("chat: %s", r.body)
+	}
+	for _, call := range ch.Message.ToolCalls {
+		checkCall(t, "chat", assembled{call.Function.Name, call.Function.Arguments, call.ID}, "")
+	}
+	calls, content, finish := assembleStream(t, env.streamRequest("/v1/chat/completions", body+`,"stream":true}`))
+	if finish != "tool_calls" || len(calls) == 0 || strings.TrimSpace(content) != "" {
+		t.Fatalf("chat streamed: finish %q, %d calls, content %q", finish, len(calls), content)
+	}
+	for _, c := range calls {
+		checkCall(t, "chat streamed", c, "")
 	}
 }

@@ -138,7 +138,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, pid, addr strin
 	copyHeaders(w.Header(), resp.Header, forwardedResponseHeaders)
 	w.Header().Set("X-Kvpilot-Served-By", addr)
 	w.WriteHeader(resp.StatusCode)
-	sw := s.newStreamWriter(w, r)
+	sw := s.newStreamWriter(w, r, nil) // a stall fails the next write, which cancels upstream
 	defer sw.done()
 	buf := make([]byte, 32<<10)
 	for {

@@ -3,9 +3,11 @@ package server
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/util/testing/jsonschema"
 	"github.com/kvpilot/kvpilot/internal/util/testing/nodeclients"
 )
 
@@ -163,6 +165,115 @@ func TestNodeClients(t *testing.T) {
 	for id, want := range map[string]int{"node-openai": 4, "node-ai-sdk": 4, "node-anthropic": 4} {
 		if after[id]-steps[id] != want && !t.Failed() {
 			t.Errorf("program %s: %d steps, want %d (all: %v)", id, after[id]-steps[id], want, after)
+		}
+	}
+}
+
+// TestNodeClientsPerFormat: the official `openai` and `@anthropic-ai/sdk`
+// clients read a forced tool call from pods whose random-weight models
+// carry real chat templates of each representative output format (the
+// constrained decoder writes the call in the format's own markup, the
+// pod's parser reads it back): tool_calls in chat completions, a
+// function_call item in Responses and a tool_use block in Messages, whole
+// and through the SDKs' stream helpers, with arguments valid for the
+// schema. Qwen3.5's template opens <think> in its generation prompt, so
+// that pod's plain answer is reasoning: reasoning_content, a reasoning
+// item and a thinking block, whole and streamed, and no content. One node
+// process goes through all the pods.
+func TestNodeClientsPerFormat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Node.js clients: not with -short")
+	}
+	dir := nodeclients.Dir(t)
+	type pod struct {
+		Label     string `json:"label"`
+		URL       string `json:"url"`
+		Reasoning bool   `json:"reasoning"`
+	}
+	formats := []struct{ label, template, format, reasoning string }{
+		{"qwen3-coder", "Qwen3-Coder.jinja", "qwen3_coder", ""},
+		{"qwen3.5", "Qwen3.5-4B.jinja", "qwen3_coder", "think"},
+		{"gpt-oss", "openai-gpt-oss-120b.jinja", "harmony", "harmony"},
+		{"glm-4.6", "GLM-4.6.jinja", "glm45", "think"},
+		{"qwen2.5", "Qwen-Qwen2.5-7B-Instruct.jinja", "hermes", ""},
+		{"mistral-nemo", "mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral", ""},
+		{"lfm2", "LFM2-8B-A1B.jinja", "lfm2", ""},
+	}
+	var pods []pod
+	for _, f := range formats {
+		env, _ := newCPUEnv(t, llamaCppTemplate(t, f.template))
+		if got := env.srv.format; got.ToolsName() != f.format || got.Reasoning != f.reasoning {
+			t.Fatalf("%s: detected %q/%q, want %q/%q", f.template, got.ToolsName(), got.Reasoning, f.format, f.reasoning)
+		}
+		pods = append(pods, pod{Label: f.label, URL: env.ts.URL, Reasoning: f.label == "qwen3.5"})
+	}
+	podsJSON, err := json.Marshal(pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type call struct {
+		N                     int
+		Name, Args, ID        string
+		Content, Status, Stop string
+	}
+	type text struct{ Type, Text, Reasoning, Content string }
+	var got map[string]struct {
+		Chat, ChatStream, Responses, ResponsesStream, Messages, MessagesStream call
+		Reasoning                                                              *struct {
+			Chat, ChatStream, Responses, ResponsesStream, Messages, MessagesStream text
+		}
+	}
+	out := nodeclients.Run(t, dir, "testdata/node/formats.mjs", "MODEL="+testModel, "PODS="+string(podsJSON))
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	for _, p := range pods {
+		r, ok := got[p.Label]
+		if !ok {
+			t.Errorf("%s: no result", p.Label)
+			continue
+		}
+		for api, c := range map[string]call{"chat": r.Chat, "chat streamed": r.ChatStream, "responses": r.Responses,
+			"responses streamed": r.ResponsesStream, "messages": r.Messages, "messages streamed": r.MessagesStream} {
+			label := p.Label + " " + api
+			if c.N != 1 || strings.TrimSpace(c.Content) != "" {
+				t.Errorf("%s: %d calls, content %q; want one call and no content", label, c.N, c.Content)
+				continue
+			}
+			if c.Name != "get_weather" || c.ID == "" {
+				t.Errorf("%s: called %q (id %q), want get_weather", label, c.Name, c.ID)
+			}
+			// The script's schema: city, one of Paris and Berlin.
+			const params = `{"type":"object","properties":{"city":{"type":"string","enum":["Paris","Berlin"]}},"required":["city"]}`
+			if err := jsonschema.Validate([]byte(params), []byte(c.Args)); err != nil {
+				t.Errorf("%s: arguments %q: %v", label, c.Args, err)
+			}
+		}
+		if r.Responses.Status != "completed" || r.ResponsesStream.Status != "completed" || r.Messages.Stop != "tool_use" || r.MessagesStream.Stop != "tool_use" {
+			t.Errorf("%s: responses status %q/%q, messages stop %q/%q", p.Label, r.Responses.Status, r.ResponsesStream.Status, r.Messages.Stop, r.MessagesStream.Stop)
+		}
+		if !p.Reasoning {
+			continue
+		}
+		if r.Reasoning == nil {
+			t.Errorf("%s: no reasoning results", p.Label)
+			continue
+		}
+		rs := r.Reasoning
+		for api, x := range map[string]text{"chat": rs.Chat, "chat streamed": rs.ChatStream} {
+			if x.Reasoning == "" || x.Content != "" {
+				t.Errorf("%s %s: reasoning %q, content %q; want the answer as reasoning", p.Label, api, x.Reasoning, x.Content)
+			}
+		}
+		for api, x := range map[string]text{"responses": rs.Responses, "responses streamed": rs.ResponsesStream} {
+			if x.Type != "reasoning" || x.Text == "" {
+				t.Errorf("%s %s: first item %q %q; want a reasoning item", p.Label, api, x.Type, x.Text)
+			}
+		}
+		for api, x := range map[string]text{"messages": rs.Messages, "messages streamed": rs.MessagesStream} {
+			if x.Type != "thinking" || x.Text == "" {
+				t.Errorf("%s %s: first block %q %q; want a thinking block", p.Label, api, x.Type, x.Text)
+			}
 		}
 	}
 }

@@ -37,6 +37,7 @@ const (
 	DefaultMaxBodyBytes       = 4 << 20
 	DefaultRetryAfter         = time.Second
 	DefaultStreamWriteTimeout = 5 * time.Second
+	DefaultStreamStallTimeout = 10 * time.Second
 	DefaultStreamMaxBuffered  = 1 << 20
 	// Forwarding between pods: see Config.
 	DefaultForwardConnectTimeout = 5 * time.Second
@@ -97,6 +98,12 @@ type Config struct {
 	// StreamWriteTimeout bounds each write of a streaming response, so a
 	// client that stops reading is cancelled (default 5 s; negative: none).
 	StreamWriteTimeout time.Duration
+	// StreamStallTimeout cancels a streaming request whose output has
+	// waited this long for a client whose receive window does not move
+	// (it reads nothing; where the platform reports the window: Linux),
+	// without waiting for our send buffer to fill (default 10 s;
+	// negative: none).
+	StreamStallTimeout time.Duration
 	// StreamMaxBufferedBytes bounds the output of a streaming response
 	// sent but not yet read by the client (the socket's send queue, where
 	// the platform reports it: Linux); beyond it the request is cancelled
@@ -205,6 +212,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.StreamWriteTimeout == 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if cfg.StreamStallTimeout == 0 {
+		cfg.StreamStallTimeout = DefaultStreamStallTimeout
 	}
 	if cfg.StreamMaxBufferedBytes == 0 {
 		cfg.StreamMaxBufferedBytes = DefaultStreamMaxBuffered

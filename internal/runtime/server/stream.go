@@ -38,7 +38,7 @@ func (s *Server) startEvents(w http.ResponseWriter, r *http.Request, id string, 
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // no proxy buffering (nginx)
 	w.WriteHeader(http.StatusOK)
-	return &eventSink{s: s, sw: s.newStreamWriter(w, r), id: id, cancel: cancel}
+	return &eventSink{s: s, sw: s.newStreamWriter(w, r, cancel), id: id, cancel: cancel}
 }
 
 // send writes ev (and flushes); it reports false once a write failed.
@@ -60,7 +60,7 @@ func (k *eventSink) send(ev []byte, flush bool) bool {
 	return true
 }
 
-// done clears the write deadline.
+// done stops watching the client and clears the write deadline.
 func (k *eventSink) done() { k.sw.done() }
 
 // stream writes a job's output as server-sent events: for chat a role

@@ -51,6 +51,11 @@ func forcedShape(f *chatformat.Format) func(ctx context.Context, tools []grammar
 		return func(ctx context.Context, tools []grammar.ToolSpec, parallel bool) (*grammar.Grammar, []string, error) {
 			return grammar.CompileXMLToolCalls(ctx, shape, tools, parallel)
 		}
+	case f.Forced.Pythonic != nil:
+		shape := grammar.PythonicToolCallFormat{Begin: f.Forced.Pythonic.Begin, End: f.Forced.Pythonic.End}
+		return func(ctx context.Context, tools []grammar.ToolSpec, parallel bool) (*grammar.Grammar, []string, error) {
+			return grammar.CompilePythonicToolCalls(ctx, shape, tools, parallel)
+		}
 	case f.Forced.Header != nil:
 		h := f.Forced.Header
 		shape := grammar.HeaderToolCallFormat{Begin: h.Begin, End: h.End, Open: h.Open, NameEnd: h.NameEnd, Close: h.Close, Separator: h.Separator}

@@ -82,3 +82,36 @@ func TestHeaderToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestPythonicToolCalls: the pythonic shape writes keyword arguments in
+// the schema's order, required ones always, comma-separated with no
+// leading or doubled comma, each value JSON valid for its schema.
+func TestPythonicToolCalls(t *testing.T) {
+	tools := []ToolSpec{
+		{Name: "edit", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"line":{"type":"integer"},"mode":{"enum":["a","b"]}},"required":["line"]}`)},
+		{Name: "opt", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"boolean"},"b":{"type":"integer"}}}`)},
+		{Name: "free", Parameters: json.RawMessage(`{}`)},
+	}
+	g, _, err := CompilePythonicToolCalls(context.Background(), PythonicToolCallFormat{Begin: "<|tool_call_start|>", End: "<|tool_call_end|>"}, tools, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for out, want := range map[string]bool{
+		`<|tool_call_start|>[edit(line=3)]<|tool_call_end|>`:                                                   true,
+		`<|tool_call_start|>[edit(path="a.go", line=3, mode="b")]<|tool_call_end|>`:                            true,
+		`<|tool_call_start|>[edit(path="a.go", line=3), opt(), free(x=[1], y_2={"k": null})]<|tool_call_end|>`: true,
+		`<|tool_call_start|>[opt(b=2)]<|tool_call_end|>`:                                                       true,
+		`<|tool_call_start|>[opt(a=true, b=2)]<|tool_call_end|>`:                                               true,
+		`<|tool_call_start|>[edit(path="a.go")]<|tool_call_end|>`:                                              false, // line is required
+		`<|tool_call_start|>[edit(line=3, path="a.go")]<|tool_call_end|>`:                                      false, // schema order
+		`<|tool_call_start|>[edit(line="3")]<|tool_call_end|>`:                                                 false,
+		`<|tool_call_start|>[edit(line=3, mode="c")]<|tool_call_end|>`:                                         false,
+		`<|tool_call_start|>[opt(, b=2)]<|tool_call_end|>`:                                                     false,
+		`<|tool_call_start|>[other()]<|tool_call_end|>`:                                                        false,
+		`[edit(line=3)]`: false,
+	} {
+		if got := g.Accepts([]byte(out)); got != want {
+			t.Errorf("%q: accepted %v, want %v", out, got, want)
+		}
+	}
+}
