@@ -81,7 +81,7 @@ RACE_PACKAGES = ./internal/scheduler/... ./internal/runtime/... ./internal/fleet
 
 # Generated files; `make verify` fails when they are stale.
 GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/grafana/kvpilot-dashboard.json \
-	charts/kvpilot/templates/crds charts/kvpilot/templates/rbac/role.yaml
+	charts/kvpilot/templates/crds charts/kvpilot/templates/rbac/role.yaml charts/kvpilot/files
 
 .PHONY: all
 all: build

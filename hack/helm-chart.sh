@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the parts of the Helm chart (charts/kvpilot) that controller-gen
 # generates in config/: the CRDs (config/crd/bases) and the manager's
-# ClusterRole rules (config/rbac/role.yaml). `make manifests` runs it after
+# ClusterRole rules (config/rbac/role.yaml), and the Grafana dashboard
+# (config/grafana, from hack/grafana-dashboard.py). `make manifests` runs it after
 # controller-gen, so the chart follows the markers with the kustomize config;
 # test/helm then checks every object the chart renders against `kubectl
 # kustomize config/default`, the hand-written templates included.
@@ -49,3 +50,8 @@ metadata:
 TPL
 	sed -n '/^rules:$/,$p' "${src}"
 } >"${chart}/templates/rbac/role.yaml"
+
+# The Grafana dashboard, read by templates/grafana/dashboard.yaml with
+# .Files.Get (so its "{{" stay text).
+mkdir -p "${chart}/files"
+cp config/grafana/kvpilot-dashboard.json "${chart}/files/kvpilot-dashboard.json"

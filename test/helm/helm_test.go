@@ -230,7 +230,8 @@ func TestLint(t *testing.T) {
 
 // allToggles flips every toggle of values.yaml from its default.
 const allToggles = "namespace.create=true,crds.install=false,crds.keep=false,leaderElection.enabled=false,replicas=1," +
-	"metrics.enabled=false,metrics.serviceMonitor.enabled=true,metrics.runtimePodMonitor.enabled=true,rbac.userRoles=false"
+	"metrics.enabled=false,metrics.serviceMonitor.enabled=true,metrics.runtimePodMonitor.enabled=true,rbac.userRoles=false," +
+	"grafana.dashboard.enabled=true"
 
 // TestMatchesKustomizeDefault checks that the chart with its defaults (and
 // namespace.create, since config/default creates its namespace) renders
@@ -254,10 +255,22 @@ func TestMatchesKustomizePrometheus(t *testing.T) {
 	sameObjects(t, monitors, kustomize(t, "prometheus"), "kubectl kustomize config/prometheus")
 }
 
+// TestMatchesKustomizeGrafana checks the chart's dashboard ConfigMap
+// against config/grafana.
+func TestMatchesKustomizeGrafana(t *testing.T) {
+	var dashboards []*unstructured.Unstructured
+	for _, u := range render(t, "--set", "grafana.dashboard.enabled=true") {
+		if u.GetKind() == "ConfigMap" {
+			dashboards = append(dashboards, u)
+		}
+	}
+	sameObjects(t, dashboards, kustomize(t, "grafana"), "kustomize build config/grafana")
+}
+
 // TestChartLabels checks that every object the chart renders but the CRDs
 // (kept byte for byte) carries Helm's recommended labels.
 func TestChartLabels(t *testing.T) {
-	for _, u := range render(t, "--set", "namespace.create=true,metrics.serviceMonitor.enabled=true,metrics.runtimePodMonitor.enabled=true") {
+	for _, u := range render(t, "--set", "namespace.create=true,metrics.serviceMonitor.enabled=true,metrics.runtimePodMonitor.enabled=true,grafana.dashboard.enabled=true") {
 		if u.GetKind() == "CustomResourceDefinition" {
 			continue
 		}
@@ -444,7 +457,7 @@ func TestOnAPIServer(t *testing.T) {
 	// needs no other CRDs flipped.
 	renders := map[string][]*unstructured.Unstructured{
 		"defaults": objs,
-		"toggles":  render(t, "--set", "namespace.create=true,crds.keep=false,leaderElection.enabled=false,replicas=1,metrics.enabled=false,rbac.userRoles=false,watchNamespaces={a,b}"),
+		"toggles":  render(t, "--set", "namespace.create=true,crds.keep=false,leaderElection.enabled=false,replicas=1,metrics.enabled=false,rbac.userRoles=false,watchNamespaces={a,b},grafana.dashboard.enabled=true"),
 	}
 	for name, objs := range renders {
 		for _, u := range objs {
