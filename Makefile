@@ -225,8 +225,9 @@ jinja-fixtures: ## Re-render with Python Jinja2 (python3-jinja2 3.1) llama.cpp's
 	KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" python3 hack/jinja-fixtures.py
 
 .PHONY: grafana-dashboard
-grafana-dashboard: ## Write config/grafana/kvpilot-dashboard.json from hack/grafana-dashboard.py.
+grafana-dashboard: ## Write config/grafana/kvpilot-dashboard.json from hack/grafana-dashboard.py (and its copy in the Helm chart).
 	python3 hack/grafana-dashboard.py > config/grafana/kvpilot-dashboard.json
+	hack/helm-chart.sh
 
 .PHONY: verify
 verify: manifests generate grafana-dashboard ## Regenerate everything and fail if a generated file was stale.
