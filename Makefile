@@ -26,6 +26,15 @@ CONTAINER_TOOL ?=
 # reinstalls.
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 CONTROLLER_GEN ?= $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+# Helm, for `make test`'s chart checks (test/helm: helm lint, helm template
+# against kubectl kustomize, server-side dry-run on envtest), built from the
+# Go module proxy (~5 min once on 2 cores).
+HELM_VERSION ?= v3.22.0
+HELM ?= $(BIN)/helm-$(HELM_VERSION)
+# kustomize, the other side of those checks, so they need no kubectl
+# (~2 min once). v5.7.1: the newest that builds with Go 1.26.
+KUSTOMIZE_VERSION ?= v5.7.1
+KUSTOMIZE ?= $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 
 # The envtest binaries (kube-apiserver, etcd) are built from source into a
 # cache outside the tree and reused; see hack/setup-envtest.sh.
@@ -56,6 +65,9 @@ E2E_RUN ?= .
 # when this machine has every piece, else process, saying which is missing).
 # See hack/e2e-node.sh.
 E2E_NODE ?= auto
+# How the real node's e2e installs kvpilot: kustomize (`kubectl apply -k
+# config/default`) or helm (charts/kvpilot, with helm built into bin/).
+E2E_INSTALL ?= kustomize
 # The images the real node runs, built by hack/build-node-images.sh.
 NODE_IMG ?= kvpilot.local/kvpilot:dev
 PAUSE_IMG ?= kvpilot.local/pause:dev
@@ -68,7 +80,8 @@ E2E_NODE_ENV = KVPILOT_E2E_NODE=$(E2E_NODE) NODE_IMG=$(NODE_IMG) PAUSE_IMG=$(PAU
 RACE_PACKAGES = ./internal/scheduler/... ./internal/runtime/... ./internal/fleet/...
 
 # Generated files; `make verify` fails when they are stale.
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/grafana/kvpilot-dashboard.json
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/grafana/kvpilot-dashboard.json \
+	charts/kvpilot/templates/crds charts/kvpilot/templates/rbac/role.yaml charts/kvpilot/files
 
 .PHONY: all
 all: build
@@ -95,8 +108,9 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint envtest ggml ## Run all tests (unit, fuzz seed corpora, envtest suites, the ggml executor on CPU and its greedy parity with llama.cpp: node-llama-cpp from npm, ~85 MB once, skipped without node or the registry), and the concurrent packages under the race detector.
+test: lint envtest ggml $(HELM) $(KUSTOMIZE) ## Run all tests (unit, fuzz seed corpora, envtest suites, the Helm chart against the kustomize config, the ggml executor on CPU and its greedy parity with llama.cpp: node-llama-cpp from npm, ~85 MB once, skipped without node or the registry), and the concurrent packages under the race detector.
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KVPILOT_REQUIRE_ENVTEST=1 \
+		KVPILOT_HELM=$(HELM) KVPILOT_KUSTOMIZE=$(KUSTOMIZE) KVPILOT_REQUIRE_HELM=1 \
 		KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_REQUIRE_GGML=1 \
 		KVPILOT_LLAMA_CPP_DIR="$$(npm_config_fetch_retries=0 npm_config_fetch_timeout=60000 $(SETUP_LLAMA_CPP) || true)" $(GO) test $(GOFLAGS_TEST) ./...
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" $(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
@@ -170,9 +184,10 @@ kube-components: ## Build (first time, ~2 min after `make envtest`) or reuse kub
 	@$(SETUP_KUBE_COMPONENTS) >/dev/null
 
 .PHONY: test-e2e
-test-e2e: envtest kube-components ## End-to-end tests on a local cluster with a real node (E2E_NODE=auto|real|process; first time ~20 min to build the node's binaries and images, then ~2.5 min).
+test-e2e: envtest kube-components $(if $(filter helm,$(E2E_INSTALL)),$(HELM)) ## End-to-end tests on a local cluster with a real node (E2E_NODE=auto|real|process; E2E_INSTALL=kustomize|helm on a real node; first time ~20 min to build the node's binaries and images, then ~2.5 min).
 	node_env="$$($(E2E_NODE_ENV))" && eval "$$node_env" && \
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$${KUBE_COMPONENTS:-$$($(SETUP_KUBE_COMPONENTS))}" \
+		KVPILOT_E2E_INSTALL=$(E2E_INSTALL) KVPILOT_HELM=$(HELM) \
 		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/
 
 .PHONY: demo
@@ -188,9 +203,18 @@ demo-down: ## Stop the local cluster of `make demo` and remove its files.
 ##@ Code generation
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRDs and the manager's RBAC from the markers.
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs and the manager's RBAC from the markers, into config/ and the Helm chart.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./internal/controller/..." output:rbac:artifacts:config=config/rbac
+	hack/helm-chart.sh
+
+.PHONY: helm-chart
+helm-chart: ## Copy the generated CRDs and manager role from config/ into the Helm chart (charts/kvpilot); make manifests runs it.
+	hack/helm-chart.sh
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## helm lint --strict the chart (test/helm runs it too, with the kustomize comparison).
+	$(HELM) lint --strict charts/kvpilot
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate the API types' DeepCopy methods.
@@ -201,8 +225,9 @@ jinja-fixtures: ## Re-render with Python Jinja2 (python3-jinja2 3.1) llama.cpp's
 	KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" python3 hack/jinja-fixtures.py
 
 .PHONY: grafana-dashboard
-grafana-dashboard: ## Write config/grafana/kvpilot-dashboard.json from hack/grafana-dashboard.py.
+grafana-dashboard: ## Write config/grafana/kvpilot-dashboard.json from hack/grafana-dashboard.py (and its copy in the Helm chart).
 	python3 hack/grafana-dashboard.py > config/grafana/kvpilot-dashboard.json
+	hack/helm-chart.sh
 
 .PHONY: verify
 verify: manifests generate grafana-dashboard ## Regenerate everything and fail if a generated file was stale.
@@ -214,6 +239,16 @@ verify: manifests generate grafana-dashboard ## Regenerate everything and fail i
 	kubectl kustomize config/samples >/dev/null
 	kubectl kustomize config/prometheus >/dev/null
 	kubectl kustomize config/grafana >/dev/null
+
+$(HELM):
+	@mkdir -p $(BIN)/.install
+	GOBIN=$(BIN)/.install $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/.install/helm $@
+
+$(KUSTOMIZE):
+	@mkdir -p $(BIN)/.install
+	GOBIN=$(BIN)/.install $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(BIN)/.install/kustomize $@
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)/.install

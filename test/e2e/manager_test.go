@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -58,13 +59,65 @@ const (
 	managerReadyTimeout = 3 * time.Minute
 )
 
-// deployManager installs kvpilot as a user does, from a copy of config/
-// whose config/manager/kustomization.yaml points the image at image (the
-// edit config/manager's comment tells users to make), with `kubectl apply
-// -k config/default`. It waits for the Deployment and a leader, and sets
+// deployManager installs kvpilot as a user does: with the Helm chart
+// where KVPILOT_E2E_INSTALL is "helm" (installChart), else with kustomize
+// (applyKustomize). It waits for the Deployment and a leader, and sets
 // up a ServiceAccount bound to the metrics-reader role whose token reads
 // the manager's metrics over HTTPS, as Prometheus would.
 func deployManager(ctx context.Context, runDir, image string) error {
+	switch mode := os.Getenv("KVPILOT_E2E_INSTALL"); mode {
+	case "", "kustomize":
+		if err := applyKustomize(runDir, image); err != nil {
+			return err
+		}
+	case "helm":
+		if err := installChart(ctx, runDir, image); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("KVPILOT_E2E_INSTALL=%q: want kustomize or helm", mode)
+	}
+	if out, err := kubectl("rollout", "status", "-n", managerNamespace, "deployment/"+managerDeployment, "--timeout="+managerReadyTimeout.String()); err != nil {
+		return fmt.Errorf("manager Deployment not available: %w\n%s\n%s", err, out, managerDiagnostics())
+	}
+	return watchManager(ctx)
+}
+
+// installChart installs charts/kvpilot as release kvpilot (so its objects
+// have config/default's names) with the image set to image, with the helm
+// binary of KVPILOT_HELM, into a namespace labelled as config/default
+// labels it.
+func installChart(ctx context.Context, runDir, image string) error {
+	helm := os.Getenv("KVPILOT_HELM")
+	if helm == "" {
+		return fmt.Errorf("KVPILOT_E2E_INSTALL=helm needs KVPILOT_HELM (make test-e2e E2E_INSTALL=helm builds it)")
+	}
+	name, tag, ok := strings.Cut(image, ":")
+	if !ok || strings.Contains(tag, "/") {
+		return fmt.Errorf("image %q: want NAME:TAG", image)
+	}
+	if _, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   managerNamespace,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+	}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	home := filepath.Join(runDir, "helm")
+	cmd := exec.CommandContext(ctx, helm, "install", "kvpilot", filepath.Join(env.repo, "charts", "kvpilot"),
+		"--namespace", managerNamespace, "--set", "image.repository="+name, "--set", "image.tag="+tag)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.cluster.Kubeconfig, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm install kvpilot charts/kvpilot: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// applyKustomize installs kvpilot from a copy of config/ whose
+// config/manager/kustomization.yaml points the image at image (the edit
+// config/manager's comment tells users to make), with `kubectl apply -k
+// config/default`.
+func applyKustomize(runDir, image string) error {
 	dst := filepath.Join(runDir, "config")
 	if err := os.CopyFS(dst, os.DirFS(filepath.Join(env.repo, "config"))); err != nil {
 		return err
@@ -89,10 +142,11 @@ func deployManager(ctx context.Context, runDir, image string) error {
 	if out, err := kubectl("apply", "--server-side", "-k", filepath.Join(dst, "default")); err != nil {
 		return fmt.Errorf("kubectl apply -k config/default: %w\n%s", err, out)
 	}
-	if out, err := kubectl("rollout", "status", "-n", managerNamespace, "deployment/"+managerDeployment, "--timeout="+managerReadyTimeout.String()); err != nil {
-		return fmt.Errorf("manager Deployment not available: %w\n%s\n%s", err, out, managerDiagnostics())
-	}
+	return nil
+}
 
+// watchManager sets up the metrics reader and waits for a leader.
+func watchManager(ctx context.Context) error {
 	// A reader of the metrics, bound to config/rbac's metrics-reader role.
 	const reader = "e2e-metrics-reader"
 	kube := env.kube
