@@ -72,3 +72,40 @@ func Linear(o Ops, w, x, bias Tensor) Tensor {
 	}
 	return y
 }
+
+// HeadDefaults completes what an attention's metadata may leave out, as
+// llama.cpp does: KV heads default to the query heads (no grouping), the
+// head dim to Dim/Heads. It then refuses a value length (p +
+// "attention.value_length") other than the key length: the paged cache
+// keeps keys and values of one width.
+func HeadDefaults(f File, p string, c *Config) error {
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if v, ok, err := f.Uint(p + "attention.value_length"); err != nil {
+		return err
+	} else if ok && int(v) != c.HeadDim {
+		return fmt.Errorf("value length %d differs from key length %d (unsupported)", v, c.HeadDim)
+	}
+	return nil
+}
+
+// BaseMetadata is the geometry every transformer architecture stores
+// under prefix p, first, in this order: vocabulary, context, width,
+// blocks, MLP width, heads, KV heads, key and value lengths.
+func BaseMetadata(p string, c Config) []KV {
+	return []KV{
+		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
+		{Key: p + "context_length", Value: uint32(c.ContextLen)},
+		{Key: p + "embedding_length", Value: uint32(c.Dim)},
+		{Key: p + "block_count", Value: uint32(c.Layers)},
+		{Key: p + "feed_forward_length", Value: uint32(c.FFN)},
+		{Key: p + "attention.head_count", Value: uint32(c.Heads)},
+		{Key: p + "attention.head_count_kv", Value: uint32(c.KVHeads)},
+		{Key: p + "attention.key_length", Value: uint32(c.HeadDim)},
+		{Key: p + "attention.value_length", Value: uint32(c.HeadDim)},
+	}
+}

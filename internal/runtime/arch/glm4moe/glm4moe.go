@@ -49,16 +49,8 @@ func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
 		return fmt.Errorf("%d next-token prediction layers of %d blocks leave none to decode with", c.NextNLayers, blocks)
 	}
 	c.Layers = blocks - c.NextNLayers
-	if c.KVHeads == 0 {
-		c.KVHeads = c.Heads
-	}
-	if c.HeadDim == 0 && c.Heads > 0 {
-		c.HeadDim = c.Dim / c.Heads
-	}
-	if v, ok, err := file.Uint(p + "attention.value_length"); err != nil {
+	if err := arch.HeadDefaults(file, p, c); err != nil {
 		return err
-	} else if ok && int(v) != c.HeadDim {
-		return fmt.Errorf("value length %d differs from key length %d (unsupported)", v, c.HeadDim)
 	}
 	if v, ok, err := file.Uint(p + "rope.dimension_count"); err != nil {
 		return err
@@ -139,16 +131,9 @@ func ropeDims(c arch.Config) int {
 
 func (glm4moe) Metadata(c arch.Config) []arch.KV {
 	p := prefix
-	kvs := []arch.KV{
-		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
-		{Key: p + "context_length", Value: uint32(c.ContextLen)},
-		{Key: p + "embedding_length", Value: uint32(c.Dim)},
-		{Key: p + "block_count", Value: uint32(c.Layers + c.NextNLayers)},
-		{Key: p + "feed_forward_length", Value: uint32(c.FFN)},
-		{Key: p + "attention.head_count", Value: uint32(c.Heads)},
-		{Key: p + "attention.head_count_kv", Value: uint32(c.KVHeads)},
-		{Key: p + "attention.key_length", Value: uint32(c.HeadDim)},
-		{Key: p + "attention.value_length", Value: uint32(c.HeadDim)},
+	base := c
+	base.Layers += c.NextNLayers // block_count counts the next-token layers
+	kvs := append(arch.BaseMetadata(p, base), []arch.KV{
 		{Key: p + "rope.dimension_count", Value: uint32(ropeDims(c))},
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
@@ -159,7 +144,7 @@ func (glm4moe) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "leading_dense_block_count", Value: uint32(c.DenseLayers)},
 		{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale},
 		{Key: p + "expert_weights_norm", Value: c.ExpertWeightsNorm},
-	}
+	}...)
 	if c.ExpertGating != 0 {
 		kvs = append(kvs, arch.KV{Key: p + "expert_gating_func", Value: uint32(c.ExpertGating)})
 	}

@@ -65,21 +65,13 @@ func (gptoss) ReadConfig(file arch.File, c *arch.Config) error {
 	if c.FFN == 0 {
 		c.FFN = c.ExpertFFN // every layer's MLP is its experts
 	}
-	if c.KVHeads == 0 {
-		c.KVHeads = c.Heads
-	}
-	if c.HeadDim == 0 && c.Heads > 0 {
-		c.HeadDim = c.Dim / c.Heads
+	if err := arch.HeadDefaults(file, p, c); err != nil {
+		return err
 	}
 	if c.SlidingWindow <= 0 {
 		return fmt.Errorf("metadata %sattention.sliding_window = %d: want a positive window", p, c.SlidingWindow)
 	}
 	c.LayerKinds = LayerKinds(c.Layers, pattern)
-	if v, ok, err := file.Uint(p + "attention.value_length"); err != nil {
-		return err
-	} else if ok && int(v) != c.HeadDim {
-		return fmt.Errorf("value length %d differs from key length %d (unsupported)", v, c.HeadDim)
-	}
 	if v, ok, err := file.Uint(p + "rope.dimension_count"); err != nil {
 		return err
 	} else if ok && int(v) != c.HeadDim {
@@ -169,23 +161,14 @@ func pattern(kinds []arch.LayerKind) int {
 // llama.cpp's default for gpt-oss.
 func (gptoss) Metadata(c arch.Config) []arch.KV {
 	p := prefix
-	kvs := []arch.KV{
-		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
-		{Key: p + "context_length", Value: uint32(c.ContextLen)},
-		{Key: p + "embedding_length", Value: uint32(c.Dim)},
-		{Key: p + "block_count", Value: uint32(c.Layers)},
-		{Key: p + "feed_forward_length", Value: uint32(c.FFN)},
-		{Key: p + "attention.head_count", Value: uint32(c.Heads)},
-		{Key: p + "attention.head_count_kv", Value: uint32(c.KVHeads)},
-		{Key: p + "attention.key_length", Value: uint32(c.HeadDim)},
-		{Key: p + "attention.value_length", Value: uint32(c.HeadDim)},
+	kvs := append(arch.BaseMetadata(p, c), []arch.KV{
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
 		{Key: p + "attention.sliding_window", Value: uint32(c.SlidingWindow)},
 		{Key: p + "expert_count", Value: uint32(c.Experts)},
 		{Key: p + "expert_used_count", Value: uint32(c.ExpertsUsed)},
 		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
-	}
+	}...)
 	kvs = append(kvs, arch.RopeScalingMetadata(p, c.RopeScaling)...)
 	if n := pattern(c.LayerKinds); n >= 0 && n != defaultPattern {
 		kvs = append(kvs, arch.KV{Key: p + "attention.sliding_window_pattern", Value: uint32(n)})

@@ -57,16 +57,8 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 	); err != nil {
 		return err
 	}
-	if c.KVHeads == 0 {
-		c.KVHeads = c.Heads
-	}
-	if c.HeadDim == 0 && c.Heads > 0 {
-		c.HeadDim = c.Dim / c.Heads
-	}
-	if v, ok, err := file.Uint(p + "attention.value_length"); err != nil {
+	if err := arch.HeadDefaults(file, p, c); err != nil {
 		return err
-	} else if ok && int(v) != c.HeadDim {
-		return fmt.Errorf("value length %d differs from key length %d (unsupported)", v, c.HeadDim)
 	}
 	if v, ok, err := file.Uint(p + "rope.dimension_count"); err != nil {
 		return err
@@ -146,20 +138,11 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 
 func (f family) Metadata(c arch.Config) []arch.KV {
 	p := f.name + "."
-	kvs := []arch.KV{
-		{Key: p + "vocab_size", Value: uint32(c.VocabSize)},
-		{Key: p + "context_length", Value: uint32(c.ContextLen)},
-		{Key: p + "embedding_length", Value: uint32(c.Dim)},
-		{Key: p + "block_count", Value: uint32(c.Layers)},
-		{Key: p + "feed_forward_length", Value: uint32(c.FFN)},
-		{Key: p + "attention.head_count", Value: uint32(c.Heads)},
-		{Key: p + "attention.head_count_kv", Value: uint32(c.KVHeads)},
-		{Key: p + "attention.key_length", Value: uint32(c.HeadDim)},
-		{Key: p + "attention.value_length", Value: uint32(c.HeadDim)},
+	kvs := append(arch.BaseMetadata(p, c), []arch.KV{
 		{Key: p + "rope.dimension_count", Value: uint32(cmp.Or(c.RopeDims, c.HeadDim))},
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
-	}
+	}...)
 	kvs = append(kvs, arch.RopeScalingMetadata(p, c.RopeScaling)...)
 	if f.moe {
 		kvs = append(kvs, moeMetadata(p, c)...)
