@@ -79,12 +79,7 @@ func CompileToolCalls(ctx context.Context, f ToolCallFormat, tools []ToolSpec, p
 	if err != nil {
 		return nil, nil, schemaCompileError(err)
 	}
-	dropped := make([]string, 0, len(droppedSet))
-	for d := range droppedSet {
-		dropped = append(dropped, d)
-	}
-	slices.Sort(dropped)
-	return g, dropped, nil
+	return g, sortedSet(droppedSet), nil
 }
 
 // argumentsNode is a call's arguments: an object, whatever the schema
@@ -111,4 +106,15 @@ func argumentsNode(ctx context.Context, params json.RawMessage, floor *stateFloo
 func isAbsentSchema(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
+}
+
+// sortedSet is the members of set, sorted: the keywords a tool-call
+// grammar dropped from its schemas, reported in a stable order.
+func sortedSet(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 )
 
 // PythonicToolCallFormat is how a model writes tool calls as a Python
@@ -53,12 +52,7 @@ func CompilePythonicToolCalls(ctx context.Context, f PythonicToolCallFormat, too
 	if err != nil {
 		return nil, nil, schemaCompileError(err)
 	}
-	dropped := make([]string, 0, len(droppedSet))
-	for d := range droppedSet {
-		dropped = append(dropped, d)
-	}
-	slices.Sort(dropped)
-	return g, dropped, nil
+	return g, sortedSet(droppedSet), nil
 }
 
 // pythonicArgumentsNode is a call's keyword arguments.
@@ -69,28 +63,12 @@ func pythonicArgumentsNode(ctx context.Context, params []byte, floor *stateFloor
 		kw := concat(key, lit("="), anyValue())
 		return opt(concat(kw, star(concat(lit(", "), kw))))
 	}
-	if isAbsentSchema(params) {
-		return anyArgs(), nil, nil
-	}
-	v, err := parseOrdered(params)
+	props, required, err := toolParameters(params)
 	if err != nil {
-		return nil, nil, &SchemaError{Reason: fmt.Sprintf("not valid JSON: %v", err)}
+		return nil, nil, err
 	}
-	o, ok := v.(*object)
-	if !ok {
-		return nil, nil, &SchemaError{Reason: "parameters is not a JSON object"}
-	}
-	props, _ := o.vals["properties"].(*object)
-	if props == nil || len(props.keys) == 0 {
+	if props == nil {
 		return anyArgs(), nil, nil
-	}
-	required := map[string]bool{}
-	if rs, ok := o.vals["required"].([]any); ok {
-		for _, r := range rs {
-			if s, ok := r.(string); ok {
-				required[s] = true
-			}
-		}
 	}
 	var dropped []string
 	args := make([]*node, len(props.keys))

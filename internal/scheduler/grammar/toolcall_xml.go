@@ -61,12 +61,7 @@ func CompileXMLToolCalls(ctx context.Context, f XMLToolCallFormat, tools []ToolS
 	if err != nil {
 		return nil, nil, schemaCompileError(err)
 	}
-	dropped := make([]string, 0, len(droppedSet))
-	for d := range droppedSet {
-		dropped = append(dropped, d)
-	}
-	slices.Sort(dropped)
-	return g, dropped, nil
+	return g, sortedSet(droppedSet), nil
 }
 
 // xmlArgumentsNode is a call's arguments in f.
@@ -75,28 +70,12 @@ func xmlArgumentsNode(ctx context.Context, f XMLToolCallFormat, params []byte, t
 		key := repeat(charExcept('<', '>', '\n'), 1, -1)
 		return star(concat(lit(f.ArgOpen), key, lit(f.ArgKeyEnd), text, lit(f.ArgClose)))
 	}
-	if isAbsentSchema(params) {
-		return anyArgs(), nil, nil
-	}
-	v, err := parseOrdered(params)
+	props, required, err := toolParameters(params)
 	if err != nil {
-		return nil, nil, &SchemaError{Reason: fmt.Sprintf("not valid JSON: %v", err)}
+		return nil, nil, err
 	}
-	o, ok := v.(*object)
-	if !ok {
-		return nil, nil, &SchemaError{Reason: "parameters is not a JSON object"}
-	}
-	props, _ := o.vals["properties"].(*object)
-	if props == nil || len(props.keys) == 0 {
+	if props == nil {
 		return anyArgs(), nil, nil
-	}
-	required := map[string]bool{}
-	if rs, ok := o.vals["required"].([]any); ok {
-		for _, r := range rs {
-			if s, ok := r.(string); ok {
-				required[s] = true
-			}
-		}
 	}
 	var parts []*node
 	var dropped []string
@@ -263,10 +242,36 @@ func CompileHeaderToolCalls(ctx context.Context, f HeaderToolCallFormat, tools [
 	if err != nil {
 		return nil, nil, schemaCompileError(err)
 	}
-	dropped := make([]string, 0, len(droppedSet))
-	for d := range droppedSet {
-		dropped = append(dropped, d)
+	return g, sortedSet(droppedSet), nil
+}
+
+// toolParameters reads a tool's parameters schema as the argument shapes
+// (XML, pythonic) need it: its properties in their order and the required
+// ones. props is nil when the schema is absent or names no property: any
+// arguments then.
+func toolParameters(params []byte) (props *object, required map[string]bool, err error) {
+	if isAbsentSchema(params) {
+		return nil, nil, nil
 	}
-	slices.Sort(dropped)
-	return g, dropped, nil
+	v, err := parseOrdered(params)
+	if err != nil {
+		return nil, nil, &SchemaError{Reason: fmt.Sprintf("not valid JSON: %v", err)}
+	}
+	o, ok := v.(*object)
+	if !ok {
+		return nil, nil, &SchemaError{Reason: "parameters is not a JSON object"}
+	}
+	props, _ = o.vals["properties"].(*object)
+	if props == nil || len(props.keys) == 0 {
+		return nil, nil, nil
+	}
+	required = map[string]bool{}
+	if rs, ok := o.vals["required"].([]any); ok {
+		for _, r := range rs {
+			if s, ok := r.(string); ok {
+				required[s] = true
+			}
+		}
+	}
+	return props, required, nil
 }
