@@ -67,6 +67,8 @@ type Ops interface {
 	MoEOps
 	// GptOssOps are gpt-oss's (ops_oss.go).
 	GptOssOps
+	// RecurrentOps are hybrid models' (ops_recurrent.go).
+	RecurrentOps
 }
 
 // Forward is an architecture's forward pass over its bound weights.

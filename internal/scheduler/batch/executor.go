@@ -85,6 +85,24 @@ type Seq struct {
 	// MaxTokens is the request's output limit (the sim executor uses it to
 	// pick an output length).
 	MaxTokens int
+	// State is the sequence's recurrent-state slot, for an executor that
+	// keeps states (StateKeeper; others ignore it): the slot holds the
+	// state after positions [0, Pos) and the executor advances it over
+	// Tokens; at Pos 0 it starts from a zero state. No two sequences of a
+	// batch share a slot.
+	State int
+}
+
+// StateKeeper is implemented by executors of hybrid models, whose
+// recurrent layers keep a fixed-size state per sequence instead of KV
+// per token. StateSlots is how many sequences' states it holds (0: it
+// keeps none). The engine gives every running sequence a slot of its own
+// (Seq.State) and runs at most StateSlots sequences at once. A state
+// cannot be cut back to an earlier position, so the engine starts a
+// sequence whose state it does not have (preempted, or found in the
+// prefix cache) from position 0.
+type StateKeeper interface {
+	StateSlots() int
 }
 
 // Output receives an iteration's results; index i refers to Batch.Seqs[i].

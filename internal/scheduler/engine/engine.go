@@ -172,6 +172,10 @@ type sequence struct {
 	// copies numbered up to it have landed (see overlap).
 	loadUntil uint64
 
+	// slot is its recurrent-state slot while hasSlot (stateSlots).
+	slot    int
+	hasSlot bool
+
 	cachedTokens int  // prefix-cache hit on first admission
 	admitted     bool // admitted at least once
 	preemptions  int
@@ -221,6 +225,9 @@ type Engine struct {
 	// copies while an iteration computes (see overlap.go).
 	copier  batch.BlockCopier
 	overlap *overlap
+	// slots are the executor's recurrent-state slots (a hybrid model's),
+	// nil when it keeps none.
+	slots *stateSlots
 
 	// Iteration scratch, owned by whoever holds stepMu.
 	stepMu sync.Mutex
@@ -273,6 +280,15 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		return nil, fmt.Errorf("engine: MaxLongPartialPrefills must be in [1, MaxNumPartialPrefills=%d], got %d",
 			cfg.MaxNumPartialPrefills, cfg.MaxLongPartialPrefills)
 	}
+	if sk, ok := exec.(batch.StateKeeper); ok && sk.StateSlots() > 0 {
+		// A recurrent state holds a sequence's whole past and cannot be
+		// cut back to a cached prefix: a prefix hit would skip tokens the
+		// state never saw.
+		if cfg.KV.EnablePrefixCache {
+			return nil, errors.New("engine: the executor keeps recurrent states (a hybrid model), and the prefix cache cannot restore them yet: turn the prefix cache off")
+		}
+		cfg.MaxNumSeqs = min(cfg.MaxNumSeqs, sk.StateSlots())
+	}
 	kv, err := kvcache.New(cfg.KV)
 	if err != nil {
 		return nil, fmt.Errorf("engine: KV cache: %w", err)
@@ -295,6 +311,9 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		Epoch:     e.clk.Now(),
 	})
 	e.b.BlockSize = e.blockSize
+	if sk, ok := exec.(batch.StateKeeper); ok && sk.StateSlots() > 0 {
+		e.slots = newStateSlots(sk.StateSlots())
+	}
 	if ts, ok := exec.(batch.TokenSampler); ok {
 		e.samplesTokens = ts.SamplesTokens()
 	}
@@ -1020,6 +1039,7 @@ func (e *Engine) finishWithTextLocked(s *sequence, reason completion.Reason, err
 		shared = e.kv.SharedShare(s.id)
 		e.kv.Free(s.id, false)
 	}
+	e.slots.give(s)
 	s.blocks = nil
 	s.state = stateFinished
 	u := Usage{PromptTokens: s.promptLen, CompletionTokens: s.outTokens, CachedTokens: s.cachedTokens,

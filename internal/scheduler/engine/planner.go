@@ -142,6 +142,7 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			break
 		}
 		e.waiting.Pop()
+		e.slots.take(s)
 		s.blocks = e.kv.Blocks(s.id)
 		s.state = stateRunning
 		s.numComputed = cached
@@ -285,6 +286,7 @@ func (e *Engine) scheduleLocked(s *sequence, n int) {
 		PromptLen:  s.promptLen,
 		Seed:       s.seed,
 		MaxTokens:  s.req.Params.MaxTokens,
+		State:      s.slot,
 	})
 	e.b.NumTokens += n
 	e.sched = append(e.sched, s)
@@ -327,6 +329,7 @@ func (e *Engine) lastRunningLocked() *sequence { return e.running[len(e.running)
 // make that cheap when its blocks were not reused meanwhile).
 func (e *Engine) preemptLocked(s *sequence) {
 	e.kv.Free(s.id, false)
+	e.slots.give(s)
 	s.blocks = nil
 	s.numComputed = 0
 	s.preemptions++

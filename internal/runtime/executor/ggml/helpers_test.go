@@ -181,6 +181,19 @@ func glm4moeConfig() model.Config {
 	}
 }
 
+// qwen35Config is Qwen3.5's hybrid layout scaled down: three gated
+// DeltaNet layers (4 value heads reading 2 key heads of 32, a
+// convolution of 4) and a gated attention layer (heads of 64, M-RoPE over
+// a quarter of each, sections 3+3+2 pairs), an untied head.
+func qwen35Config() model.Config {
+	return model.Config{
+		Arch: "qwen35", VocabSize: 320, Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 192,
+		RopeDims: 16, RopeSections: [4]int{3, 3, 2, 0}, RopeTheta: 1e7, NormEps: 1e-6,
+		LayerKinds: []arch.LayerKind{arch.Recurrent, arch.Recurrent, arch.Recurrent, arch.Full},
+		Recurrent:  arch.RecurrentGeometry{ConvKernel: 4, StateSize: 32, KeyHeads: 2, ValueHeads: 4, Inner: 128},
+	}
+}
+
 // gptossConfig is gpt-oss-20b's layout scaled down: q/k/v/o biases,
 // sinks, three layers of which the first and last attend over a window of
 // 32 tokens (shorter than the long parity prompt) and the middle one over

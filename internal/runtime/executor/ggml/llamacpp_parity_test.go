@@ -121,6 +121,7 @@ func parityModels() []parityCase {
 		{name: "mistral3", cfg: mistral3Config(), seed: 14},
 		{name: "llama3", cfg: llama3Config(), seed: 10},
 		gptossParity(),
+		{name: "qwen35", cfg: qwen35Config(), seed: 1},
 	}
 }
 

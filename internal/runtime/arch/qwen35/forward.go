@@ -1,0 +1,148 @@
+package qwen35
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+)
+
+// forward is the forward pass over one executor's weights.
+type forward struct {
+	c                      arch.Config
+	tokEmbd, outNorm, head arch.Tensor
+	layers                 []layer
+}
+
+// layer is one block's weights: its norms, its mixer's (attention's or
+// the DeltaNet's, by Config.LayerKinds) and its MLP's.
+type layer struct {
+	attnNorm, postNorm arch.Tensor
+	// Gated attention.
+	q, k, v, o, qNorm, kNorm arch.Tensor
+	// Gated DeltaNet.
+	qkv, z, conv, dt, a, beta, alpha, ssmNorm, ssmOut arch.Tensor
+	// The MLP.
+	gate, up, down arch.Tensor
+}
+
+// weights resolves names, collecting the missing ones.
+type weights struct {
+	get     func(string) arch.Tensor
+	missing []string
+}
+
+func (w *weights) of(name string) arch.Tensor {
+	t := w.get(name)
+	if t == 0 {
+		w.missing = append(w.missing, name)
+	}
+	return t
+}
+
+// bindMixer resolves layer i's norms and mixer.
+func bindMixer(c arch.Config, w *weights, l *layer, i int, p string) {
+	l.attnNorm, l.postNorm = w.of(p+"attn_norm.weight"), w.of(p+"post_attention_norm.weight")
+	if c.LayerKinds[i] != arch.Recurrent {
+		l.q, l.k, l.v, l.o = w.of(p+"attn_q.weight"), w.of(p+"attn_k.weight"), w.of(p+"attn_v.weight"), w.of(p+"attn_output.weight")
+		l.qNorm, l.kNorm = w.of(p+"attn_q_norm.weight"), w.of(p+"attn_k_norm.weight")
+		return
+	}
+	l.qkv, l.z, l.conv = w.of(p+"attn_qkv.weight"), w.of(p+"attn_gate.weight"), w.of(p+"ssm_conv1d.weight")
+	l.dt, l.a = w.of(p+"ssm_dt.bias"), w.of(p+"ssm_a")
+	l.beta, l.alpha = w.of(p+"ssm_beta.weight"), w.of(p+"ssm_alpha.weight")
+	l.ssmNorm, l.ssmOut = w.of(p+"ssm_norm.weight"), w.of(p+"ssm_out.weight")
+}
+
+func (qwen35) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
+	fw := &forward{c: c, layers: make([]layer, c.Layers)}
+	w := &weights{get: weight}
+	fw.tokEmbd, fw.outNorm, fw.head = w.of("token_embd.weight"), w.of("output_norm.weight"), w.of("output.weight")
+	for i := range fw.layers {
+		l := &fw.layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		bindMixer(c, w, l, i, p)
+		l.gate, l.up, l.down = w.of(p+"ffn_gate.weight"), w.of(p+"ffn_up.weight"), w.of(p+"ffn_down.weight")
+	}
+	if len(w.missing) > 0 {
+		return nil, fmt.Errorf("qwen35: the executor has no weights %v", w.missing)
+	}
+	return fw, nil
+}
+
+// Nodes: about 45 a recurrent block and 35 an attending one (60 leaves
+// room), and the embedding, final norm and head.
+func (fw *forward) Nodes() int { return 60*len(fw.layers) + 16 }
+
+// Build is, per block, x += mixer(x') over the attention-normed x' (the
+// DeltaNet in a recurrent layer, gated attention in the others), then
+// x += mlp(x'') over the post-attention-normed x''; then the final norm
+// and head of the sampled rows. The order of every sum is llama.cpp's.
+func (fw *forward) Build(o arch.Ops) arch.Tensor {
+	c := fw.c
+	x := o.Embed(fw.tokEmbd) // [dim, n]
+	for li := range fw.layers {
+		l := &fw.layers[li]
+		xn := arch.RMSNormed(o, x, l.attnNorm, c.NormEps)
+		x = o.Add(mix(o, c, li, l, xn), x)
+		xn = arch.RMSNormed(o, x, l.postNorm, c.NormEps)
+		x = o.Add(o.MulMat(l.down, o.SwiGLU(o.MulMat(l.gate, xn), o.MulMat(l.up, xn))), x)
+	}
+	x, ok := o.Sampled(x) // [dim, rows]
+	if !ok {
+		return x
+	}
+	return o.MulMat(fw.head, arch.RMSNormed(o, x, fw.outNorm, c.NormEps))
+}
+
+// mix is layer li's mixer over the normed xn [dim, n].
+func mix(o arch.Ops, c arch.Config, li int, l *layer, xn arch.Tensor) arch.Tensor {
+	if c.LayerKinds[li] == arch.Recurrent {
+		return deltaNet(o, c, li, l, xn)
+	}
+	return gatedAttention(o, c, li, l, xn)
+}
+
+// gatedAttention: the query projection gives each head its query and
+// its gate, side by side; queries and keys are RMS-normed per head and
+// rotated by M-RoPE; the attention's output is gated by sigmoid(gate).
+func gatedAttention(o arch.Ops, c arch.Config, li int, l *layer, xn arch.Tensor) arch.Tensor {
+	hd, n := c.HeadDim, o.Tokens()
+	qg := o.MulMat(l.q, xn) // [2·hd·heads, n]: per head hd of query, then hd of gate
+	q := o.View(qg, hd, c.Heads, n, 2*hd, 2*hd*c.Heads, 0)
+	gate := o.Cont(o.View(qg, hd, c.Heads, n, 2*hd, 2*hd*c.Heads, hd), hd*c.Heads, n)
+	q = arch.RMSNormed(o, q, l.qNorm, c.NormEps)
+	k := arch.RMSNormed(o, o.Reshape3D(o.MulMat(l.k, xn), hd, c.KVHeads, n), l.kNorm, c.NormEps)
+	v := o.MulMat(l.v, xn) // [kvDim, n]
+	rp := c.RopeParams(ropeIMRoPE)
+	q, k = o.RopeMulti(q, rp, c.RopeSections), o.RopeMulti(k, rp, c.RopeSections)
+	attn := o.Attention(li, q, k, v, float32(1/math.Sqrt(float64(hd))))
+	return o.MulMat(l.o, o.Mul(attn, o.Sigmoid(gate)))
+}
+
+// deltaNet: one projection gives the convolution's channels (queries,
+// keys, values), another the output gate z; per value head, beta =
+// sigmoid(ssm_beta·x) and the decay gate = softplus(ssm_alpha·x + dt) ×
+// ssm_a (ssm_a is −exp(A_log)). After the convolution and SiLU, queries
+// and keys are L2-normed (llama.cpp's: an RMS norm of eps/S, scaled by
+// 1/√S); the DeltaNet's output is RMS-normed per head by ssm_norm, gated
+// by silu(z), and projected back.
+func deltaNet(o arch.Ops, c arch.Config, li int, l *layer, xn arch.Tensor) arch.Tensor {
+	g, n := c.Recurrent, o.Tokens()
+	S, hk, hv, ch := g.StateSize, g.KeyHeads, g.ValueHeads, g.ConvChannels()
+	qkv := o.MulMat(l.qkv, xn) // [ch, n]
+	z := o.MulMat(l.z, xn)     // [inner, n]
+	beta := o.Sigmoid(o.MulMat(l.beta, xn))
+	gate := o.Mul(o.Softplus(o.Add(o.MulMat(l.alpha, xn), l.dt)), l.a) // [hv, n]
+	conv := o.SiLU(o.SSMConv(li, qkv, l.conv))                          // [ch, n]
+	l2 := func(x arch.Tensor) arch.Tensor {
+		return o.Scale(o.RMSNorm(x, c.NormEps/float32(S)), float32(1/math.Sqrt(float64(S))))
+	}
+	q := l2(o.View(conv, S, hk, n, S, ch, 0))
+	k := l2(o.View(conv, S, hk, n, S, ch, S*hk))
+	v := o.Cont(o.View(conv, S, hv, n, S, ch, 2*S*hk), S*hv, n)
+	out := o.GatedDeltaNet(li, q, k, v, gate, beta) // [S·hv, n]
+	normed := arch.RMSNormed(o, o.Reshape3D(out, S, hv, n), l.ssmNorm, c.NormEps)
+	gated := o.Mul(normed, o.SiLU(o.Reshape3D(z, S, hv, n)))
+	return o.MulMat(l.ssmOut, o.Reshape2D(gated, g.Inner, n))
+}
