@@ -76,7 +76,7 @@ func (fw *forward) Nodes() int { return 60*len(fw.layers) + 16 }
 
 // Build is, per block, x += mixer(x') over the attention-normed x' (the
 // DeltaNet in a recurrent layer, gated attention in the others), then
-// x += mlp(x'') over the post-attention-normed x''; then the final norm
+// x += mlp(x”) over the post-attention-normed x”; then the final norm
 // and head of the sampled rows. The order of every sum is llama.cpp's.
 func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
@@ -134,7 +134,7 @@ func deltaNet(o arch.Ops, c arch.Config, li int, l *layer, xn arch.Tensor) arch.
 	z := o.MulMat(l.z, xn)     // [inner, n]
 	beta := o.Sigmoid(o.MulMat(l.beta, xn))
 	gate := o.Mul(o.Softplus(o.Add(o.MulMat(l.alpha, xn), l.dt)), l.a) // [hv, n]
-	conv := o.SiLU(o.SSMConv(li, qkv, l.conv))                          // [ch, n]
+	conv := o.SiLU(o.SSMConv(li, qkv, l.conv))                         // [ch, n]
 	l2 := func(x arch.Tensor) arch.Tensor {
 		return o.Scale(o.RMSNorm(x, c.NormEps/float32(S)), float32(1/math.Sqrt(float64(S))))
 	}
