@@ -309,9 +309,9 @@ type hybridFlags struct {
 // sections (by default a quarter of each head rotates, all of it in the
 // first section).
 func hybrid(c *model.Config, f hybridFlags) error {
-	if c.Arch != "qwen35" {
+	if c.Arch != "qwen35" && c.Arch != "qwen35moe" {
 		if f.sections != "" || f.state != 0 || f.keyHeads != 0 || f.valueHeads != 0 {
-			return fmt.Errorf("--rope-sections and --ssm-* are qwen35's, not %s's", c.Arch)
+			return fmt.Errorf("--rope-sections and --ssm-* are qwen35's and qwen35moe's, not %s's", c.Arch)
 		}
 		return nil
 	}

@@ -21,5 +21,6 @@ func init() {
 		llama.Mistral3,
 		gptoss.GptOss,
 		qwen35.Qwen35,
+		qwen35.Qwen35MoE,
 	)
 }

@@ -22,8 +22,12 @@ type layer struct {
 	q, k, v, o, qNorm, kNorm arch.Tensor
 	// Gated DeltaNet.
 	qkv, z, conv, dt, a, beta, alpha, ssmNorm, ssmOut arch.Tensor
-	// The MLP.
+	// The MLP: qwen35's, or qwen35moe's shared expert, gated per token
+	// by sigmoid(sharedGate·x), beside its experts (moe.Router is 0 in
+	// qwen35).
 	gate, up, down arch.Tensor
+	sharedGate     arch.Tensor
+	moe            arch.MoE
 }
 
 // weights resolves names, collecting the missing ones.
@@ -71,8 +75,17 @@ func (qwen35) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Fo
 }
 
 // Nodes: about 45 a recurrent block and 35 an attending one (60 leaves
-// room), and the embedding, final norm and head.
-func (fw *forward) Nodes() int { return 60*len(fw.layers) + 16 }
+// room), a mixture of experts' besides, and the embedding, final norm and
+// head.
+func (fw *forward) Nodes() int {
+	n := 60*len(fw.layers) + 16
+	for _, l := range fw.layers {
+		if l.moe.Router != 0 {
+			n += l.moe.Nodes() + 8
+		}
+	}
+	return n
+}
 
 // Build is, per block, x += mixer(x') over the attention-normed x' (the
 // DeltaNet in a recurrent layer, gated attention in the others), then
@@ -86,13 +99,24 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		xn := arch.RMSNormed(o, x, l.attnNorm, c.NormEps)
 		x = o.Add(mix(o, c, li, l, xn), x)
 		xn = arch.RMSNormed(o, x, l.postNorm, c.NormEps)
-		x = o.Add(o.MulMat(l.down, o.SwiGLU(o.MulMat(l.gate, xn), o.MulMat(l.up, xn))), x)
+		x = o.Add(mlp(o, l, xn), x)
 	}
 	x, ok := o.Sampled(x) // [dim, rows]
 	if !ok {
 		return x
 	}
 	return o.MulMat(fw.head, arch.RMSNormed(o, x, fw.outNorm, c.NormEps))
+}
+
+// mlp is layer l's MLP over the normed xn: qwen35's SwiGLU, or
+// qwen35moe's experts plus its gated shared expert.
+func mlp(o arch.Ops, l *layer, xn arch.Tensor) arch.Tensor {
+	y := o.MulMat(l.down, o.SwiGLU(o.MulMat(l.gate, xn), o.MulMat(l.up, xn)))
+	if l.moe.Router == 0 {
+		return y
+	}
+	shared := o.Mul(y, o.Sigmoid(o.MulMat(l.sharedGate, xn)))
+	return o.Add(l.moe.Build(o, xn), shared)
 }
 
 // mix is layer li's mixer over the normed xn [dim, n].

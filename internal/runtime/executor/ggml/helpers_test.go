@@ -194,6 +194,16 @@ func qwen35Config() model.Config {
 	}
 }
 
+// qwen35moeConfig is qwen35Config with Qwen3.5-35B-A3B's kind of MLP
+// scaled down: 8 experts of 64, 2 a token, beside a gated shared expert
+// of 128.
+func qwen35moeConfig() model.Config {
+	c := qwen35Config()
+	c.Arch, c.Experts, c.ExpertsUsed, c.ExpertFFN, c.FFN = "qwen35moe", 8, 2, 64, 128
+	c.ExpertGating, c.ExpertWeightsNorm = arch.GatingSoftmax, true
+	return c
+}
+
 // gptossConfig is gpt-oss-20b's layout scaled down: q/k/v/o biases,
 // sinks, three layers of which the first and last attend over a window of
 // 32 tokens (shorter than the long parity prompt) and the middle one over

@@ -122,6 +122,7 @@ func parityModels() []parityCase {
 		{name: "llama3", cfg: llama3Config(), seed: 10},
 		gptossParity(),
 		{name: "qwen35", cfg: qwen35Config(), seed: 1},
+		{name: "qwen35moe", cfg: qwen35moeConfig(), seed: 1},
 	}
 }
 
