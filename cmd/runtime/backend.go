@@ -42,9 +42,9 @@ type backend struct {
 	// stateSlots are the recurrent-state slots of a hybrid model's
 	// executor (0 for others): the engine then runs without the prefix
 	// cache and the host tier, which cannot restore states yet.
-	stateSlots int
-	description  string
-	close        func()
+	stateSlots  int
+	description string
+	close       func()
 }
 
 func buildBackend(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
