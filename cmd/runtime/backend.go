@@ -40,8 +40,8 @@ type backend struct {
 	// architecture is the model file's general.architecture ("" for sim).
 	architecture string
 	// stateSlots are the recurrent-state slots of a hybrid model's
-	// executor (0 for others): the engine then runs without the prefix
-	// cache and the host tier, which cannot restore states yet.
+	// executor (0 for others): the engine then runs without the host
+	// tier, which does not keep states yet.
 	stateSlots  int
 	description string
 	close       func()
@@ -85,12 +85,14 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	perBlock := kv.BytesPerBlock(o.BlockSize)
 	blocks := o.KVCacheBlocks
 	// slots: a hybrid model's recurrent states, one per running sequence
-	// (--max-num-seqs, less when the KV budget cannot hold that many).
+	// (--max-num-seqs) and as many checkpoints, which prefix hits resume
+	// from (the engine splits them); fewer when the KV budget cannot hold
+	// that many.
 	slots := 0
 	if cfg.StateBytes() > 0 {
-		slots = o.MaxNumSeqs
+		slots = 2 * o.MaxNumSeqs
 		if blocks > 0 {
-			slots = min(slots, ggml.DefaultStateSlots)
+			slots = min(slots, 2*ggml.DefaultStateSlots)
 		}
 	}
 	// gpuOnly: the KV cache was sized from the GPU's memory, so ggml must

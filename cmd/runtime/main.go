@@ -162,19 +162,19 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err != nil {
 		return err
 	}
-	// A hybrid model's recurrent states cannot be cut back to a cached
-	// prefix, nor spilled to the host with their blocks, yet.
-	prefixCache, hostBlocks := true, o.KVHostBlocks
-	if be.stateSlots > 0 {
-		prefixCache, hostBlocks = false, 0
-		log.Warn("hybrid model: prefix caching, the host KV tier and KV moves between pods are off (recurrent states are not restored from cached blocks yet); every request prefills its whole prompt",
+	// A hybrid model's recurrent states are not spilled to the host with
+	// their blocks, nor moved between pods, yet.
+	hostBlocks := o.KVHostBlocks
+	if be.stateSlots > 0 && hostBlocks > 0 {
+		hostBlocks = 0
+		log.Warn("hybrid model: the host KV tier and KV moves between pods are off (recurrent states do not spill or move yet); prefix hits resume from state checkpoints on the device",
 			"arch", be.architecture, "kv_host_blocks_asked", o.KVHostBlocks)
 	}
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxQueue: o.MaxQueue,
 		MaxModelLen: maxModelLen, VocabSize: be.vocabSize,
 		LongPrefillTokenThreshold: o.LongPrefillTokenThreshold, MaxNumPartialPrefills: o.MaxNumPartialPrefills, MaxLongPartialPrefills: o.MaxLongPartialPrefills,
-		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: prefixCache, HostBlocks: hostBlocks},
+		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true, HostBlocks: hostBlocks},
 		AgingRate: o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
 		EOS: be.eos, Decoder: be.decoder, Observer: engineMetrics, Logger: log,
 	}, be.exec)

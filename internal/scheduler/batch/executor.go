@@ -52,6 +52,18 @@ type Batch struct {
 	NumTokens int
 	// BlockSize is the KV block size in tokens.
 	BlockSize int
+	// StateCopies and StateSaves copy recurrent states between slots of
+	// an executor that keeps them (StateKeeper), in order: StateCopies
+	// before the iteration computes (a sequence resuming from a saved
+	// state), StateSaves after (a sequence's state at the end of its
+	// tokens, kept for later requests). Executors without states ignore
+	// them; the engine gives them none.
+	StateCopies, StateSaves []StateCopy
+}
+
+// StateCopy copies the recurrent state of slot From into slot To.
+type StateCopy struct {
+	From, To int
 }
 
 // Seq is one sequence's part of an iteration.

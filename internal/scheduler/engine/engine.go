@@ -172,9 +172,13 @@ type sequence struct {
 	// copies numbered up to it have landed (see overlap).
 	loadUntil uint64
 
-	// slot is its recurrent-state slot while hasSlot (stateSlots).
+	// slot is its recurrent-state slot while hasSlot (stateSlots); ckpt
+	// the checkpoint it saves into (-1: none), hashed its tokens' key up
+	// to its last save.
 	slot    int
 	hasSlot bool
+	ckpt    int
+	hashed  prefixHasher
 
 	cachedTokens int  // prefix-cache hit on first admission
 	admitted     bool // admitted at least once
@@ -280,14 +284,14 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		return nil, fmt.Errorf("engine: MaxLongPartialPrefills must be in [1, MaxNumPartialPrefills=%d], got %d",
 			cfg.MaxNumPartialPrefills, cfg.MaxLongPartialPrefills)
 	}
+	var slots *stateSlots
 	if sk, ok := exec.(batch.StateKeeper); ok && sk.StateSlots() > 0 {
-		// A recurrent state holds a sequence's whole past and cannot be
-		// cut back to a cached prefix: a prefix hit would skip tokens the
-		// state never saw.
-		if cfg.KV.EnablePrefixCache {
-			return nil, errors.New("engine: the executor keeps recurrent states (a hybrid model), and the prefix cache cannot restore them yet: turn the prefix cache off")
+		// A recurrent state is not in the blocks the host tier keeps
+		// (state_slots.go).
+		if cfg.KV.HostBlocks > 0 {
+			return nil, errors.New("engine: the executor keeps recurrent states (a hybrid model), which the host KV tier does not keep yet: run without host blocks")
 		}
-		cfg.MaxNumSeqs = min(cfg.MaxNumSeqs, sk.StateSlots())
+		slots, cfg.MaxNumSeqs = newStateSlots(sk.StateSlots(), cfg.MaxNumSeqs, cfg.KV.EnablePrefixCache)
 	}
 	kv, err := kvcache.New(cfg.KV)
 	if err != nil {
@@ -311,9 +315,7 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		Epoch:     e.clk.Now(),
 	})
 	e.b.BlockSize = e.blockSize
-	if sk, ok := exec.(batch.StateKeeper); ok && sk.StateSlots() > 0 {
-		e.slots = newStateSlots(sk.StateSlots())
-	}
+	e.slots = slots
 	if ts, ok := exec.(batch.TokenSampler); ok {
 		e.samplesTokens = ts.SamplesTokens()
 	}
@@ -358,6 +360,7 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		priority:  r.Priority,
 		promptLen: len(r.Prompt),
 		salt:      kvcache.SaltOf(r.CacheSalt),
+		ckpt:      -1,
 	}
 	s.tokens = make([]int32, len(r.Prompt), len(r.Prompt)+min(r.Params.MaxTokens, 256))
 	copy(s.tokens, r.Prompt)
@@ -663,6 +666,9 @@ func (e *Engine) step(ctx context.Context) StepResult {
 		r.Finished += e.abandonCopiesLocked(copyErr, done)
 	}
 	sampled, finished := e.processLocked(done, err)
+	if e.slots != nil {
+		e.slots.ck.commit(err == nil)
+	}
 	r.Sampled, r.Finished = sampled, r.Finished+finished
 	e.publishLocked(done, r)
 	e.mu.Unlock()

@@ -126,12 +126,11 @@ func testEngineBatchingEquivalence(t *testing.T, cfg model.Config) {
 	}
 
 	// 22 blocks of 4 slots hold about three of these sequences at once:
-	// the engine must preempt. A hybrid model's recurrent states cannot be
-	// restored from the prefix cache (engine.New refuses it): its
-	// sequences run in groups by length, the decoding ones together, and
-	// a preempted one recomputes from a fresh state.
-	prefix := cfg.RecurrentLayers() == 0
-	e, reg := newEngine(t, m, engineOpts{numBlocks: 22, maxSeqs: 8, maxBatched: 16, prefix: prefix})
+	// the engine must preempt. A hybrid model's sequences run in groups by
+	// length (the decoding ones together), resume prefix hits from
+	// recurrent-state checkpoints at block boundaries, and a preempted one
+	// resumes from its own last checkpoint.
+	e, reg := newEngine(t, m, engineOpts{numBlocks: 22, maxSeqs: 8, maxBatched: 16, prefix: true})
 	streams := map[string]*engine.Stream{}
 	for iter := 0; iter < 2000; iter++ {
 		for _, it := range items {
@@ -156,7 +155,7 @@ func testEngineBatchingEquivalence(t *testing.T, cfg model.Config) {
 		t.Errorf("batched tokens differ from solo (-alone +together):\n%s", diff)
 	}
 	pre, hits := counter(t, reg, "vllm:num_preemptions_total"), counter(t, reg, "vllm:prefix_cache_hits_total")
-	if pre == 0 || (prefix && hits == 0) {
+	if pre == 0 || hits == 0 {
 		t.Errorf("preemptions %v, prefix-cache hit tokens %v: the workload must exercise both", pre, hits)
 	}
 	t.Logf("preemptions %v, prefix-cache hit tokens %v", pre, hits)

@@ -202,6 +202,7 @@ type scratch struct {
 	stateKeep []float32
 	slotSeen  []uint64
 	slotStamp uint64
+	stateRow  []byte // a state's row on its way between slots
 	pos4      []int32
 	// logits receives the sampled rows' logits, which the engine reads in
 	// place (batch.ShareLogits). On a GPU it lies in the device's pinned
@@ -700,9 +701,11 @@ func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Outpu
 	if n == 0 {
 		return nil
 	}
+	e.copyStates(b.StateCopies)
 	if err := e.run(b, out, n); err != nil {
 		return fmt.Errorf("ggml executor: %w", err)
 	}
+	e.copyStates(b.StateSaves)
 	return nil
 }
 

@@ -233,11 +233,43 @@ func (e *Executor) allocStates(ctx cCtx) (ts []cTensor, sizes []int) {
 // (batch.StateKeeper): 0 for a model without recurrent layers.
 func (e *Executor) StateSlots() int { return e.stateSlots }
 
+// copyStates copies recurrent states between slots (batch.Batch's
+// StateCopies and StateSaves), layer by layer, through host memory.
+func (e *Executor) copyStates(copies []batch.StateCopy) {
+	if len(copies) == 0 {
+		return
+	}
+	c := e.cfg.Recurrent
+	for l := range e.cfg.Layers {
+		if !e.recurrent(l) {
+			continue
+		}
+		for _, st := range [2]struct {
+			t   cTensor
+			row int
+		}{{e.convState[l], 4 * c.ConvStateFloats()}, {e.deltaState[l], 4 * c.DeltaStateFloats()}} {
+			e.s.stateRow = grow(e.s.stateRow, st.row)
+			p := unsafe.Pointer(&e.s.stateRow[0])
+			for _, cp := range copies {
+				e.a.tensorGet(st.t, p, uintptr(cp.From*st.row), uintptr(st.row))
+				e.a.tensorSet(st.t, p, uintptr(cp.To*st.row), uintptr(st.row))
+			}
+		}
+	}
+}
+
 // checkStates refuses a batch whose sequences' state slots are out of
-// range or shared.
+// range or shared, or whose state copies name slots out of range.
 func (e *Executor) checkStates(b *batch.Batch) error {
 	if e.convState == nil {
 		return nil
+	}
+	for _, cps := range [2][]batch.StateCopy{b.StateCopies, b.StateSaves} {
+		for _, cp := range cps {
+			if cp.From < 0 || cp.From >= e.stateSlots || cp.To < 0 || cp.To >= e.stateSlots {
+				return fmt.Errorf("state copy %d → %d outside the executor's %d slots", cp.From, cp.To, e.stateSlots)
+			}
+		}
 	}
 	s := &e.s
 	if len(s.slotSeen) < e.stateSlots {

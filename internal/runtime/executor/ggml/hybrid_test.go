@@ -1,0 +1,107 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
+)
+
+// TestHybridTurnResumesFromCheckpoint: an agent program's second turn
+// extends its first turn's tokens; on a hybrid model the engine resumes
+// it from the recurrent-state checkpoint its first turn left at its last
+// block boundary (the prompt's cached blocks beyond it are not used), and
+// the second turn's tokens are those of an engine that computes it from
+// scratch.
+func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
+	for _, cfg := range []model.Config{qwen35Config(), qwen35moeConfig()} {
+		t.Run(cfg.Arch, func(t *testing.T) {
+			m := randomModel(t, cfg, model.F32, 5)
+			rng := rand.New(rand.NewPCG(3, 4))
+			turn1 := make([]int32, 37)
+			for i := range turn1 {
+				turn1[i] = int32(rng.IntN(m.Config.VocabSize))
+			}
+			run := func(e *engine.Engine, prompt []int32, id string) ([]int32, engine.Usage) {
+				s, err := e.Submit(context.Background(), &engine.Request{ID: id, Prompt: prompt, Params: engine.Params{MaxTokens: 11, IgnoreEOS: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 200 {
+					if run, wait := e.Pending(); run == 0 && wait == 0 {
+						break
+					}
+					e.Step(context.Background())
+				}
+				toks, _, c, err := s.Wait(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return toks, c.Usage
+			}
+			e, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true})
+			out1, _ := run(e, turn1, "turn1")
+			turn2 := append(append(append([]int32(nil), turn1...), out1...), 7, 8, 9)
+			got, u := run(e, turn2, "turn2")
+
+			fresh, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true})
+			want, _ := run(fresh, turn2, "alone")
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("second turn from the checkpoint differs from scratch (-scratch +resumed):\n%s", diff)
+			}
+			// Turn 1 computed 37+10 tokens (the last sampled one is not);
+			// its last checkpoint is at the block boundary below 47.
+			if want := 47 / testBlockSize * testBlockSize; u.CachedTokens != want {
+				t.Errorf("second turn resumed from %d cached tokens, want %d (the first turn's last checkpoint)", u.CachedTokens, want)
+			}
+		})
+	}
+}
+
+// TestStateSlotsChecked: the executor refuses a batch whose state slots
+// are out of range or shared, or whose copies name a slot it lacks.
+func TestStateSlotsChecked(t *testing.T) {
+	m := randomModel(t, qwen35Config(), model.F32, 5)
+	x := newTestExec(t, m, 16)
+	slots := x.StateSlots()
+	if slots != DefaultStateSlots {
+		t.Fatalf("%d state slots, want the default %d", slots, DefaultStateSlots)
+	}
+	if g := x.KV(); g.Layers != 1 {
+		t.Errorf("KV geometry of %d layers, want the one attending layer of 4", g.Layers)
+	}
+	seq := func(state int) batch.Seq {
+		return batch.Seq{Tokens: []int32{1, 2}, Blocks: contiguous(0, 2), State: state, Sample: true}
+	}
+	for _, c := range []struct {
+		name string
+		b    batch.Batch
+		want string
+	}{
+		{"slot out of range", batch.Batch{Seqs: []batch.Seq{seq(slots)}}, "outside the executor's"},
+		{"negative slot", batch.Batch{Seqs: []batch.Seq{seq(-1)}}, "outside the executor's"},
+		{"shared slot", batch.Batch{Seqs: []batch.Seq{seq(3), {Tokens: []int32{1}, Blocks: contiguous(4, 2), State: 3}}}, "another sequence's"},
+		{"copy out of range", batch.Batch{Seqs: []batch.Seq{seq(0)}, StateCopies: []batch.StateCopy{{From: slots, To: 0}}}, "state copy"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.b
+			b.BlockSize = testBlockSize
+			for _, s := range b.Seqs {
+				b.NumTokens += len(s.Tokens)
+			}
+			out := &batch.Output{Logits: make([][]float32, len(b.Seqs)), Tokens: make([]int32, len(b.Seqs)), Sampled: make([]bool, len(b.Seqs))}
+			err := x.Execute(context.Background(), &b, out)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
