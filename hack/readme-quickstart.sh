@@ -16,15 +16,23 @@
 # Fails when the README has no serve and client block, so the quick start
 # cannot silently lose its check.
 #
+# KVPILOT_QUICKSTART_CLONE=1 runs them in a fresh clone of HEAD (committed
+# files only, as a reader gets them) instead of this working tree.
+#
 # Usage: hack/readme-quickstart.sh [README.md]   (make test-readme)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-README=${1:-${ROOT}/README.md}
 START_TIMEOUT=${KVPILOT_QUICKSTART_START_TIMEOUT:-600}
 log() { echo "readme-quickstart: $*" >&2; }
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvpilot-quickstart.XXXXXX")
+if [ "${KVPILOT_QUICKSTART_CLONE:-0}" = 1 ]; then
+	git clone -q "${ROOT}" "${WORK}/clone"
+	ROOT=${WORK}/clone
+	log "in a fresh clone of $(git -C "${ROOT}" rev-parse --short HEAD) at ${ROOT}"
+fi
+README=${1:-${ROOT}/README.md}
 servers=()
 stop_servers() {
 	for pid in "${servers[@]}"; do
@@ -87,6 +95,7 @@ for i in $(seq 1 "${count}"); do
 			sleep 1
 		done
 		log "server up on port ${port} after ${SECONDS}s"
+		passed=$((passed + 1))
 		;;
 	client)
 		if ! out=$(cd "${ROOT}" && timeout 300 bash -e "${block}" 2>&1); then
