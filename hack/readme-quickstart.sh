@@ -49,8 +49,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Split the README into numbered blocks: WORK/N.kind, WORK/N.arg, WORK/N.sh.
-awk -v dir="${WORK}" '
+# Split the README into numbered blocks: BLOCKS/N.kind, BLOCKS/N.arg,
+# BLOCKS/N.sh.
+BLOCKS=${WORK}/blocks
+mkdir "${BLOCKS}"
+awk -v dir="${BLOCKS}" '
 	/^<!-- quickstart: [a-z]+/ {
 		kind = $3; arg = ($4 == "-->") ? "" : $4
 		want = 1; next
@@ -61,8 +64,8 @@ awk -v dir="${WORK}" '
 	inblock { print >> f }
 ' "${README}"
 
-count=$(find "${WORK}" -name '*.sh' | wc -l)
-kinds=$(cat "${WORK}"/*.kind 2>/dev/null | sort -u | tr '\n' ' ')
+count=$(find "${BLOCKS}" -name '*.sh' | wc -l)
+kinds=$(cat "${BLOCKS}"/*.kind 2>/dev/null | sort -u | tr '\n' ' ')
 case "${kinds}" in
 *client*serve*) ;;
 *) log "FAIL: ${README} has no quickstart serve and client blocks (found: ${kinds:-none})"; exit 1 ;;
@@ -71,9 +74,9 @@ esac
 passed=0
 port=
 for i in $(seq 1 "${count}"); do
-	kind=$(cat "${WORK}/${i}.kind")
-	arg=$(cat "${WORK}/${i}.arg")
-	block="${WORK}/${i}.sh"
+	kind=$(cat "${BLOCKS}/${i}.kind")
+	arg=$(cat "${BLOCKS}/${i}.arg")
+	block="${BLOCKS}/${i}.sh"
 	log "block ${i} (${kind}${arg:+ ${arg}}):"
 	sed 's/^/    /' "${block}" >&2
 	case "${kind}" in
