@@ -115,6 +115,10 @@ test: lint envtest ggml $(HELM) $(KUSTOMIZE) ## Run all tests (unit, fuzz seed c
 		KVPILOT_LLAMA_CPP_DIR="$$(npm_config_fetch_retries=0 npm_config_fetch_timeout=60000 $(SETUP_LLAMA_CPP) || true)" $(GO) test $(GOFLAGS_TEST) ./...
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" $(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
 
+.PHONY: test-readme
+test-readme: ## Run the README's quick-start commands that need no cluster as written (make run, then its curl; GGUF writing), from the repository root (~1 min, the build included).
+	hack/readme-quickstart.sh
+
 .PHONY: test-agent-clients
 test-agent-clients: ggml ## Claude Code and Codex from npm (pinned; ~800 MB once, cached) complete headless turns with their defaults against a local pod, a forced tool call each, and a second Claude Code session reads >= 95% of its prompt from the prefix cache (~1 min; skipped without node, npm or the registry).
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" hack/agent-clients/run.sh
