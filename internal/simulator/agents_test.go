@@ -1,11 +1,15 @@
 package simulator
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/fleet"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -358,8 +362,8 @@ func TestAgentsHeldForwardedRequestFollowsItsProgramsMove(t *testing.T) {
 	if err := a.dispatch(p, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	if !p.held || p.heldAt != 1 || !p.heldFwd {
-		t.Fatalf("the request is held %v on pod %d (forwarded %v); want held on pod-1, forwarded", p.held, p.heldAt, p.heldFwd)
+	if !p.held || p.heldAt != 1 {
+		t.Fatalf("the request is held %v on pod %d; want held on pod-1, where pod-0 forwarded it", p.held, p.heldAt)
 	}
 	// The next round resumes it on pod-0.
 	to.table.Apply(&wire.Placement{Version: 2, Mode: string(placement.ModeProgramAware), Place: []string{p.id}})
@@ -479,4 +483,33 @@ func checkStepWaits(t *testing.T, r *AgentResult) (waited int) {
 		}
 	}
 	return waited
+}
+
+// The in-process control client refuses what the control API refuses: an
+// invalid placement, and one past the table's bounds, which comes back as
+// the same LimitError and changes nothing.
+func TestSimPodClientRefusesWhatTheControlAPIRefuses(t *testing.T) {
+	a, err := newAgentSim(smallAgents(), smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, pd := simPodClient{a}, a.pods[0]
+	if _, err := c.Push(context.Background(), pd.addr, &wire.Placement{Version: 0}); err == nil {
+		t.Error("a placement the control API refuses as invalid was accepted")
+	}
+	place := make([]string, programs.MaxPlacedEntries)
+	for i := range place {
+		place[i] = fmt.Sprintf("p%d", i)
+	}
+	if res, err := c.Push(context.Background(), pd.addr, &wire.Placement{Version: 1, Place: place}); err != nil || !res.Applied || res.Version != 1 {
+		t.Fatalf("%d programs placed: %+v, %v", len(place), res, err)
+	}
+	_, err = c.Push(context.Background(), pd.addr, &wire.Placement{Version: 2, Place: []string{"p0", "one-more"}})
+	var le *programs.LimitError
+	if !errors.As(err, &le) || le.Field != "place" {
+		t.Fatalf("one program past the table's bound: %v; want a *programs.LimitError on place", err)
+	}
+	if pd.table.Version() != 1 {
+		t.Errorf("the refused placement was applied (version %d)", pd.table.Version())
+	}
 }

@@ -61,28 +61,43 @@ func Routes(t *programs.Table) *http.ServeMux {
 			writeJSON(w, status, map[string]string{"error": "placement: " + err.Error()})
 			return
 		}
-		if err := ValidatePlacement(&p); err != nil {
-			var fe *FieldError
-			field := ""
-			if errors.As(err, &fe) {
-				field = fe.Field
-			}
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement refused: " + err.Error(), "field": field})
-			return
-		}
-		applied, err := t.ApplyPlacement(&p)
+		res, err := Apply(t, &p)
 		if err != nil {
-			var le *programs.LimitError
-			field := ""
-			if errors.As(err, &le) {
-				field = le.Field
-			}
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement refused: " + err.Error(), "field": field})
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "placement refused: " + err.Error(), "field": refusedField(err)})
 			return
 		}
-		writeJSON(w, http.StatusOK, wire.PlacementResult{Version: t.Version(), Applied: applied})
+		writeJSON(w, http.StatusOK, res)
 	})
 	return mux
+}
+
+// Apply applies placement p to the pod's program table t, as PUT
+// /v1/placement does (the in-process client of the simulator of agent
+// pools calls it too): ValidatePlacement, then Table.ApplyPlacement. A
+// refused placement changes nothing; its error is a *FieldError or a
+// *programs.LimitError, naming the field.
+func Apply(t *programs.Table, p *wire.Placement) (*wire.PlacementResult, error) {
+	if err := ValidatePlacement(p); err != nil {
+		return nil, err
+	}
+	applied, err := t.ApplyPlacement(p)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.PlacementResult{Version: t.Version(), Applied: applied}, nil
+}
+
+// refusedField is the placement field an Apply error names, "" if none.
+func refusedField(err error) string {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Field
+	}
+	var le *programs.LimitError
+	if errors.As(err, &le) {
+		return le.Field
+	}
+	return ""
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

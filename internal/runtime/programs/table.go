@@ -87,6 +87,10 @@ const (
 	// Limited: refused, the owner has MaxProgramsPerOwner live programs
 	// here; Route.RetryAfter says when the first of them idles out.
 	Limited
+	// Unavailable: refused for now, the pod is draining and the held
+	// request has nowhere to go; a retry reaches a pod that stays (only
+	// Gate.Drain says it).
+	Unavailable
 )
 
 func (k RouteKind) String() string {
@@ -97,6 +101,8 @@ func (k RouteKind) String() string {
 		return "forward"
 	case Limited:
 		return "limited"
+	case Unavailable:
+		return "unavailable"
 	}
 	return "hold"
 }
