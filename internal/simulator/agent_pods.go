@@ -346,12 +346,10 @@ func (a *agentSim) retireDrained() {
 }
 
 // releaseCall is the client's POST /programs/release through the Service,
-// handled as the runtime's server handles it: the pod that gets it ends
-// the program, and tells the pod it is routed to.
+// handled as the runtime's server handles it (programs.Table.ReleaseRouted):
+// the pod that gets it ends the program, and tells the pod it is routed to.
 func (a *agentSim) releaseCall(id string) {
-	t := a.pods[a.serviceNext()].table
-	t.Release(id)
-	if addr, ok := t.RouteOf(id); ok {
+	if _, addr := a.pods[a.serviceNext()].table.ReleaseRouted(id); addr != "" {
 		if j, known := a.byAddr[addr]; known && !a.pods[j].gone {
 			a.pods[j].table.Release(id)
 		}

@@ -513,3 +513,28 @@ func TestSimPodClientRefusesWhatTheControlAPIRefuses(t *testing.T) {
 		t.Errorf("the refused placement was applied (version %d)", pd.table.Version())
 	}
 }
+
+// A release the Service sends to a pod that only routes the program ends
+// it on the pod that runs it too, as the server's release does.
+func TestAgentsReleaseReachesThePodRunningTheProgram(t *testing.T) {
+	w := smallAgents()
+	w.Programs = 1
+	a, err := newAgentSim(w, smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, routing, running := a.live[0], a.pods[0], a.pods[1]
+	running.table.Apply(&wire.Placement{Version: 1, Mode: string(placement.ModeProgramAware), Place: []string{p.id}})
+	routing.table.Apply(&wire.Placement{Version: 1, Mode: string(placement.ModeProgramAware), Routes: map[string]string{p.id: running.addr}})
+	a.rr = len(a.pods) - 1 // the Service's next pod is pod-0
+	a.releaseCall(p.id)
+	state := "absent"
+	for _, pr := range running.table.Report().Programs {
+		if pr.ID == p.id {
+			state = pr.State
+		}
+	}
+	if state != placement.StateTerminated.String() {
+		t.Errorf("on the pod running it, the released program is %s; want TERMINATED", state)
+	}
+}

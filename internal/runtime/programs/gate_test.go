@@ -123,3 +123,23 @@ func TestGateAwait(t *testing.T) {
 		}
 	})
 }
+
+// A release received where the program is only routed names the pod that
+// runs it, which Release alone forgets.
+func TestReleaseRoutedNamesThePodThatRunsIt(t *testing.T) {
+	f := newFixture(16000)
+	f.t.Apply(&wire.Placement{Version: 1, Routes: map[string]string{"elsewhere": "10.0.0.9:8000"}})
+	if released, to := f.t.ReleaseRouted("elsewhere"); !released || to != "10.0.0.9:8000" {
+		t.Errorf("release of a routed program: %v, %q; want released, routed to 10.0.0.9:8000", released, to)
+	}
+	if _, routed := f.t.RouteOf("elsewhere"); routed {
+		t.Error("the released program is still routed")
+	}
+	f.t.End(f.t.Route("here", false).Ticket, 100, 0, nil)
+	if released, to := f.t.ReleaseRouted("here"); !released || to != "" {
+		t.Errorf("release of a program run here: %v, %q; want released, routed nowhere", released, to)
+	}
+	if released, to := f.t.ReleaseRouted("unknown"); released || to != "" {
+		t.Errorf("release of an unknown program: %v, %q", released, to)
+	}
+}

@@ -488,6 +488,16 @@ func (t *Table) RouteOf(id string) (string, bool) {
 	return addr, ok && addr != ""
 }
 
+// ReleaseRouted is Release for POST /programs/release received on this
+// pod, with the pod program id was routed to before it ("" when none):
+// the pod that runs it, which whoever received the release tells too (the
+// server, unless the release came forwarded). The route is read first,
+// since releasing a program this pod only routes forgets its route.
+func (t *Table) ReleaseRouted(id string) (released bool, routedTo string) {
+	routedTo, _ = t.RouteOf(id)
+	return t.Release(id), routedTo
+}
+
 // Release ends program id (POST /programs/release); false if unknown.
 func (t *Table) Release(id string) bool {
 	t.mu.Lock()

@@ -176,11 +176,9 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 	}
 	released := false
 	if s.cfg.Programs != nil {
-		// The route first: releasing a program this pod only routes
-		// forgets its route.
-		addr, routed := s.cfg.Programs.RouteOf(prog.ID)
-		released = s.cfg.Programs.Release(prog.ID)
-		if routed && !s.verifyForwarded(r, prog.ID, body) {
+		var addr string
+		released, addr = s.cfg.Programs.ReleaseRouted(prog.ID)
+		if addr != "" && !s.verifyForwarded(r, prog.ID, body) {
 			// Tell the pod running it too (as the same key); best effort,
 			// bounded.
 			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
