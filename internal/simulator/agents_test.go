@@ -347,12 +347,7 @@ func TestAgentsDecisionsLandOnTheNamedPods(t *testing.T) {
 // both pods (TestAgentsDecisionsLandOnTheNamedPods saw it as a pod running
 // one program more than the round placed there).
 func TestAgentsHeldForwardedRequestFollowsItsProgramsMove(t *testing.T) {
-	w := smallAgents()
-	w.Programs = 1
-	a, err := newAgentSim(w, smallPool(placement.ModeProgramAware))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := oneProgramPool(t)
 	p, from, to := a.live[0], a.pods[1], a.pods[0]
 	// Paused with its cache on pod-1; pod-0, a round behind, still routes
 	// it there.
@@ -489,10 +484,7 @@ func checkStepWaits(t *testing.T, r *AgentResult) (waited int) {
 // invalid placement, and one past the table's bounds, which comes back as
 // the same LimitError and changes nothing.
 func TestSimPodClientRefusesWhatTheControlAPIRefuses(t *testing.T) {
-	a, err := newAgentSim(smallAgents(), smallPool(placement.ModeProgramAware))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := oneProgramPool(t)
 	c, pd := simPodClient{a}, a.pods[0]
 	if _, err := c.Push(context.Background(), pd.addr, &wire.Placement{Version: 0}); err == nil {
 		t.Error("a placement the control API refuses as invalid was accepted")
@@ -504,7 +496,7 @@ func TestSimPodClientRefusesWhatTheControlAPIRefuses(t *testing.T) {
 	if res, err := c.Push(context.Background(), pd.addr, &wire.Placement{Version: 1, Place: place}); err != nil || !res.Applied || res.Version != 1 {
 		t.Fatalf("%d programs placed: %+v, %v", len(place), res, err)
 	}
-	_, err = c.Push(context.Background(), pd.addr, &wire.Placement{Version: 2, Place: []string{"p0", "one-more"}})
+	_, err := c.Push(context.Background(), pd.addr, &wire.Placement{Version: 2, Place: []string{"p0", "one-more"}})
 	var le *programs.LimitError
 	if !errors.As(err, &le) || le.Field != "place" {
 		t.Fatalf("one program past the table's bound: %v; want a *programs.LimitError on place", err)
@@ -517,12 +509,7 @@ func TestSimPodClientRefusesWhatTheControlAPIRefuses(t *testing.T) {
 // A release the Service sends to a pod that only routes the program ends
 // it on the pod that runs it too, as the server's release does.
 func TestAgentsReleaseReachesThePodRunningTheProgram(t *testing.T) {
-	w := smallAgents()
-	w.Programs = 1
-	a, err := newAgentSim(w, smallPool(placement.ModeProgramAware))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := oneProgramPool(t)
 	p, routing, running := a.live[0], a.pods[0], a.pods[1]
 	running.table.Apply(&wire.Placement{Version: 1, Mode: string(placement.ModeProgramAware), Place: []string{p.id}})
 	routing.table.Apply(&wire.Placement{Version: 1, Mode: string(placement.ModeProgramAware), Routes: map[string]string{p.id: running.addr}})
@@ -537,4 +524,16 @@ func TestAgentsReleaseReachesThePodRunningTheProgram(t *testing.T) {
 	if state != placement.StateTerminated.String() {
 		t.Errorf("on the pod running it, the released program is %s; want TERMINATED", state)
 	}
+}
+
+// oneProgramPool is smallPool, program-aware, with one program, not started.
+func oneProgramPool(t *testing.T) *agentSim {
+	t.Helper()
+	w := smallAgents()
+	w.Programs = 1
+	a, err := newAgentSim(w, smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
