@@ -38,7 +38,7 @@ func TestClientsRefuseRedirects(t *testing.T) {
 	// A pod with the usual engine, which would take the blocks.
 	b := newKVPod(t, kvTestModel(), "b")
 	for name, c := range map[string]*controlclient.Client{
-		"NewClient":              controlclient.New(testToken, 2*time.Second),
+		"controlclient.New":      controlclient.New(testToken, 2*time.Second),
 		"a following HTTPClient": {HTTP: &http.Client{Timeout: 2 * time.Second}, Token: testToken},
 		"no HTTPClient":          {Token: testToken},
 	} {

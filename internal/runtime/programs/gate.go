@@ -22,6 +22,8 @@ type Gate struct {
 	forwarded bool
 	// held is the ticket of the Hold route in force, zero when none.
 	held Ticket
+	// drained: Drain answered the request.
+	drained bool
 }
 
 // Gate starts the gate for one request of program id (the table's id,
@@ -63,6 +65,7 @@ func (g *Gate) Leave() { g.unhold() }
 // not see through.
 func (g *Gate) Drain() Route {
 	g.unhold()
+	g.drained = true
 	if addr, ok := g.t.RouteOf(g.id); ok && !g.forwarded {
 		return Route{Kind: Forward, Addr: addr}
 	}
@@ -87,6 +90,10 @@ func (g *Gate) Await(ctx context.Context, drain <-chan struct{}, rt Route) (Rout
 	}
 	return rt, nil
 }
+
+// Drained reports whether Drain answered the request (its Forward, if it
+// is one, is the drain's).
+func (g *Gate) Drained() bool { return g.drained }
 
 func (g *Gate) unhold() {
 	g.t.Unhold(g.held)

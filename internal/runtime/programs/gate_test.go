@@ -37,8 +37,8 @@ func TestGateWokenAsksAgainAsNotForwarded(t *testing.T) {
 	if !isClosed(rt.Wait) {
 		t.Fatal("the move must wake the held request")
 	}
-	if rt := g.Woken(); rt.Kind != Forward || rt.Addr != "10.0.0.9:8000" {
-		t.Fatalf("woken: %+v; want forwarded to the program's new pod", rt)
+	if rt := g.Woken(); rt.Kind != Forward || rt.Addr != "10.0.0.9:8000" || g.Drained() {
+		t.Fatalf("woken: %+v (drained %v); want forwarded to the program's new pod, not drained", rt, g.Drained())
 	}
 	if n := f.program("p").HeldRequests; n != 0 {
 		t.Errorf("%d requests still held after the wake", n)
@@ -63,8 +63,8 @@ func TestGateDrain(t *testing.T) {
 			if tc.routes != nil {
 				f.t.Apply(&wire.Placement{Version: 2, Routes: tc.routes})
 			}
-			if got := g.Drain(); got != tc.want {
-				t.Errorf("drain: %+v, want %+v", got, tc.want)
+			if got := g.Drain(); got != tc.want || !g.Drained() {
+				t.Errorf("drain: %+v (drained %v), want %+v", got, g.Drained(), tc.want)
 			}
 			if n := f.program("p").HeldRequests; n != 0 {
 				t.Errorf("%d requests still held after the drain", n)

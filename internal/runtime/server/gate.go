@@ -31,8 +31,7 @@ func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog progr
 	pid := prog.ID
 	g := s.cfg.Programs.Gate(prog.Owner, pid, s.verifyForwarded(r, pid, body))
 	rt := g.Route()
-	held := rt.Kind == programs.Hold
-	if held {
+	if rt.Kind == programs.Hold {
 		s.heldGauge.Inc()
 		var err error
 		rt, err = g.Await(r.Context(), s.drainCtx.Done(), rt)
@@ -46,7 +45,7 @@ func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog progr
 	case programs.Local:
 		return rt.Ticket, true
 	case programs.Forward:
-		if held && s.drainCtx.Err() != nil {
+		if g.Drained() {
 			s.log.Info("draining: forwarding a held request to its program's pod", "program", pid, "to", rt.Addr)
 		}
 		s.forward(w, r, pid, rt.Addr, body)
