@@ -102,7 +102,8 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 
 // simPodClient is the fleet loop's control API client, in process: a
 // state read and a placement push (control.Apply, as the control API's
-// handler applies it), without HTTP. A pod's API address is also its control address.
+// handler applies it), without HTTP. A pod's API address is also its
+// control address.
 type simPodClient struct{ a *agentSim }
 
 var _ fleet.PodClient = simPodClient{}
@@ -182,8 +183,8 @@ func (a *agentSim) follow(p *agentProgram, i int, g programs.Gate, rt programs.R
 
 // retryLater is the client's answer to a failed request (a 503 from a
 // draining pod, a pod gone, a 429 for its key's program limit): it sends
-// it again through the Service after after, by when the fleet loop has
-// placed its program elsewhere. The step's latency runs on.
+// it again through the Service once after has passed, by when the fleet
+// loop has placed its program elsewhere. The step's latency runs on.
 func (a *agentSim) retryLater(p *agentProgram, after time.Duration) {
 	p.retry, p.readyAt = true, a.now+after
 	heap.Push(&a.ready, p)
@@ -260,7 +261,7 @@ func (a *agentSim) collect(podIdx int) error {
 
 // wakeHeld asks the gates again for every held request whose wait ended
 // (a placement, a timer or a release changed its program's routing), as
-// not forwarded, as the server does (programs.Table.RouteFor).
+// the server's Await does (programs.Gate.Woken).
 func (a *agentSim) wakeHeld() error {
 	old := a.held
 	a.held = nil
