@@ -17,7 +17,7 @@ import (
 // maxPauseDuration ≤ 24h, bufferTokensPerProgram ≤ 1Mi) are the largest a
 // correct controller sends; anything beyond is refused rather than wrapped
 // into a negative duration.
-// The highest version a pod applies is wire.wire.MaxPlacementVersion.
+// The highest version a pod applies is wire.MaxPlacementVersion.
 //
 // MaxPlacementPrograms bounds the program ids one placement names in its
 // lists (place, pause, mark, unmark, release, unroute, fetch, together) and
