@@ -134,7 +134,7 @@ envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and 
 .PHONY: bench
 bench: ## Run the Go benchmarks (engine, block manager, queue, placement, executors, batching simulation).
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/scheduler/... ./internal/runtime/...
-	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
+	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/simulator/
 
 .PHONY: bench-executors
 bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and threads, interleaved, BENCH_REPS rounds) and vs the cpu executor (GGML_THREADS=n to set the CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, 32 streams (~20 min on 2 cores).
@@ -171,7 +171,7 @@ bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same rel
 
 .PHONY: bench-agents
 bench-agents: ## Agent scenarios S1-S4 (and S1a, S1b: S1 one phase at a time): kvpilot vs the best hand-tuned baseline on simulated pools (virtual time). AGENTS_SIZE=small|full|large, AGENTS_SEEDS, AGENTS_SCENARIOS, AGENTS_ARMS, AGENTS_MODEL (a sim profile; docs/benchmarks.md).
-	AGENTS_SIZE=$(AGENTS_SIZE) $(GO) test -run '^$$' -bench Agents -benchtime=1x -timeout 0 ./internal/loadgen/
+	AGENTS_SIZE=$(AGENTS_SIZE) $(GO) test -run '^$$' -bench Agents -benchtime=1x -timeout 0 ./internal/simulator/
 
 .PHONY: fuzz
 fuzz: ## Explore every fuzz target for FUZZTIME each (their seed corpora already run in `make test`).
