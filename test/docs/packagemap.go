@@ -31,7 +31,6 @@ var packageGroups = []struct{ prefix, group string }{
 	{"api/", groupOperator},
 	{"internal/controller", groupOperator},
 	{"cmd/manager", groupOperator},
-	{"internal/loadgen", groupTools},
 	{"internal/simulator", groupTools},
 	{"cmd/kvpilot-model", groupTools},
 	{"internal/util/testing", groupTests},
