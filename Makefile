@@ -115,6 +115,10 @@ test: lint envtest ggml $(HELM) $(KUSTOMIZE) ## Run all tests (unit, fuzz seed c
 		KVPILOT_LLAMA_CPP_DIR="$$(npm_config_fetch_retries=0 npm_config_fetch_timeout=60000 $(SETUP_LLAMA_CPP) || true)" $(GO) test $(GOFLAGS_TEST) ./...
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" $(GO) test -race -short $(GOFLAGS_TEST) $(RACE_PACKAGES)
 
+.PHONY: test-readme
+test-readme: ## Run the README's quick-start commands that need no cluster as written (make run, then its curl; GGUF writing), from the repository root (~1 min, the build included).
+	hack/readme-quickstart.sh
+
 .PHONY: test-agent-clients
 test-agent-clients: ggml ## Claude Code and Codex from npm (pinned; ~800 MB once, cached) complete headless turns with their defaults against a local pod, a forced tool call each, and a second Claude Code session reads >= 95% of its prompt from the prefix cache (~1 min; skipped without node, npm or the registry).
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" hack/agent-clients/run.sh
@@ -130,7 +134,7 @@ envtest: ## Build (first time, ~10 min) or reuse the envtest kube-apiserver and 
 .PHONY: bench
 bench: ## Run the Go benchmarks (engine, block manager, queue, placement, executors, batching simulation).
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/scheduler/... ./internal/runtime/...
-	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/loadgen/
+	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/simulator/
 
 .PHONY: bench-executors
 bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and threads, interleaved, BENCH_REPS rounds) and vs the cpu executor (GGML_THREADS=n to set the CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, 32 streams (~20 min on 2 cores).
@@ -167,7 +171,7 @@ bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same rel
 
 .PHONY: bench-agents
 bench-agents: ## Agent scenarios S1-S4 (and S1a, S1b: S1 one phase at a time): kvpilot vs the best hand-tuned baseline on simulated pools (virtual time). AGENTS_SIZE=small|full|large, AGENTS_SEEDS, AGENTS_SCENARIOS, AGENTS_ARMS, AGENTS_MODEL (a sim profile; docs/benchmarks.md).
-	AGENTS_SIZE=$(AGENTS_SIZE) $(GO) test -run '^$$' -bench Agents -benchtime=1x -timeout 0 ./internal/loadgen/
+	AGENTS_SIZE=$(AGENTS_SIZE) $(GO) test -run '^$$' -bench Agents -benchtime=1x -timeout 0 ./internal/simulator/
 
 .PHONY: fuzz
 fuzz: ## Explore every fuzz target for FUZZTIME each (their seed corpora already run in `make test`).

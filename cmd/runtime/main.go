@@ -46,6 +46,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/metrics"
@@ -210,7 +211,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 			go func() {
 				defer done()
 				start := time.Now()
-				n, err := kvMove.Fetch(ctx, control.NewClient(controlToken, programs.DefaultFetchTimeout), addr, id)
+				n, err := kvMove.Fetch(ctx, controlclient.New(controlToken, programs.DefaultFetchTimeout), addr, id)
 				if err != nil {
 					log.Warn("KV fetch from another pod failed or was cut short; the rest is recomputed",
 						"program", id, "from", addr, "blocks", n, "err", err)

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
@@ -50,7 +50,7 @@ func (p *pod) push(pl *wire.Placement) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := control.NewClient(testControlToken, 5*time.Second).Push(ctx, p.Control, pl); err != nil {
+	if _, err := controlclient.New(testControlToken, 5*time.Second).Push(ctx, p.Control, pl); err != nil {
 		p.t.Fatalf("push to %s: %v", p.Name, err)
 	}
 }
@@ -308,7 +308,7 @@ func TestIdleControlConnectionsDoNotStarveHealth(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := control.NewClient(testControlToken, 3*time.Second).State(ctx, p.Control); err != nil {
+	if _, err := controlclient.New(testControlToken, 3*time.Second).State(ctx, p.Control); err != nil {
 		t.Errorf("the controller's call with 1000 idle control connections: %v", err)
 	}
 }
@@ -365,7 +365,7 @@ func TestSlowBodyFloodDoesNotStarveHealth(t *testing.T) {
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer ccancel()
-	if _, err := control.NewClient(testControlToken, 3*time.Second).State(cctx, p.Control); err != nil {
+	if _, err := controlclient.New(testControlToken, 3*time.Second).State(cctx, p.Control); err != nil {
 		t.Errorf("the controller's call with 1020 slow API connections: %v", err)
 	}
 	if got := p.metrics()["kvpilot_api_connections_evicted_total"]; got < 1020-768 {

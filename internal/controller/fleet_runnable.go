@@ -17,7 +17,7 @@ import (
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/fleet"
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 )
 
@@ -168,7 +168,7 @@ func (l *FleetLoop) startWorker(ctx context.Context, key types.NamespacedName) *
 		key:     key,
 		log:     log,
 		metrics: newPoolMetrics(key.Namespace, key.Name),
-		control: control.NewClient("", l.ControlTimeout),
+		control: controlclient.New("", l.ControlTimeout),
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}
@@ -185,7 +185,7 @@ type poolWorker struct {
 	metrics *poolMetrics
 	// control carries the pool's token, read once from its Secret and again
 	// after a pod refused it (the Secret may have been recreated).
-	control *control.Client
+	control *controlclient.Client
 	fleet   *fleet.Fleet
 
 	lastStatusWrite, lastCostWrite time.Time
@@ -290,7 +290,7 @@ func (w *poolWorker) round(ctx context.Context) (time.Duration, error) {
 		// without it. Only a pod refusing the token makes it worth reading
 		// the Secret again (it was recreated); a pod that is down or slow
 		// does not.
-		if control.IsUnauthorized(roundErr) {
+		if controlclient.IsUnauthorized(roundErr) {
 			w.control.Token = ""
 		}
 		roundErr = fmt.Errorf("round: %w", roundErr)

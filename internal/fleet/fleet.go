@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
@@ -92,15 +92,15 @@ type PodClient interface {
 	Push(ctx context.Context, addr string, p *wire.Placement) (*wire.PlacementResult, error)
 }
 
-var _ PodClient = (*control.Client)(nil)
+var _ PodClient = (*controlclient.Client)(nil)
 
 // maxContinuedVersion is the highest placement version the loop continues
 // from. A new leader continues from the highest version its pods report,
 // but one that a sender other than this loop put near the bound pods take
-// (control.MaxPlacementVersion) would soon leave it nothing to send any pod;
+// (wire.MaxPlacementVersion) would soon leave it nothing to send any pod;
 // a pod past this one (2^52 rounds away from any loop's start) is left out
 // of step alone, and the loop keeps 2^52 versions before the bound.
-const maxContinuedVersion = control.MaxPlacementVersion / 2
+const maxContinuedVersion = wire.MaxPlacementVersion / 2
 
 // Fleet is one pool's loop state. It is not safe for concurrent rounds.
 type Fleet struct {
@@ -371,7 +371,7 @@ func (f *Fleet) count(r *round) {
 
 // push is step 6: send each reachable pod its delta, in parallel.
 func (f *Fleet) push(ctx context.Context, r *round) {
-	if f.version >= control.MaxPlacementVersion {
+	if f.version >= wire.MaxPlacementVersion {
 		// Not reached in 2^52 rounds (maxContinuedVersion); never wrap
 		// into versions every pod refuses.
 		r.sum.Version = f.version

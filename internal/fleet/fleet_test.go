@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
@@ -81,7 +82,7 @@ func find(r wire.Report, id string) wire.ProgramReport {
 // their control token.
 func newFleet(t *testing.T, policy placement.Policy) *Fleet {
 	t.Helper()
-	f, err := New(policy, control.NewClient(token, 2*time.Second), nil)
+	f, err := New(policy, controlclient.New(token, 2*time.Second), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestRoundPausesOverflowAndResumesElsewhere(t *testing.T) {
 	for _, id := range []string{"p1", "p2", "p3", "p4"} {
 		run(a, id, 5000)
 	}
-	f, err := New(placement.DefaultPolicy(), control.NewClient(token, 2*time.Second), nil)
+	f, err := New(placement.DefaultPolicy(), controlclient.New(token, 2*time.Second), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,13 +163,13 @@ func TestNewLeaderContinuesVersionsAndLosesNothing(t *testing.T) {
 	}
 	ctx := context.Background()
 	pods := []Pod{a.fleetPod(), b.fleetPod()}
-	first, _ := New(placement.DefaultPolicy(), control.NewClient(token, 2*time.Second), nil)
+	first, _ := New(placement.DefaultPolicy(), controlclient.New(token, 2*time.Second), nil)
 	s1, err := first.Round(ctx, pods, clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The leader dies; a new one starts from nothing but the pods' reports.
-	second, _ := New(placement.DefaultPolicy(), control.NewClient(token, 2*time.Second), nil)
+	second, _ := New(placement.DefaultPolicy(), controlclient.New(token, 2*time.Second), nil)
 	s2, err := second.Round(ctx, pods, clk.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func TestUnreachablePodIsLeftAlone(t *testing.T) {
 	a := newPod(t, "a", 16000, clk)
 	run(a, "p1", 1000)
 	gone := Pod{Name: "z", APIAddr: "127.0.0.1:1", ControlAddr: "127.0.0.1:1", Ready: true}
-	f, _ := New(placement.DefaultPolicy(), control.NewClient(token, 500*time.Millisecond), nil)
+	f, _ := New(placement.DefaultPolicy(), controlclient.New(token, 500*time.Millisecond), nil)
 	sum, err := f.Round(context.Background(), []Pod{a.fleetPod(), gone}, clk.Now())
 	if err == nil || len(sum.Errors) != 1 {
 		t.Fatalf("an unreachable pod must be reported: %v", err)

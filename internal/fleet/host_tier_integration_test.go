@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
@@ -35,7 +35,7 @@ func TestProcessesPauseThroughHostTier(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := startPod(t, "pod-a", 48, tc.extra...) // 768 device tokens
-			client := control.NewClient(token, 2*time.Second)
+			client := controlclient.New(token, 2*time.Second)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			const prog = "agent-h"

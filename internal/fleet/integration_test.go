@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
@@ -106,7 +106,7 @@ func TestProcessesPauseResumeAcrossPods(t *testing.T) {
 	// And pod a must overflow: at the default overcommit (400%) its host
 	// tier (2,048 tokens) would take all six programs.
 	policy.DeviceOvercommit = 2
-	client := control.NewClient(token, 2*time.Second)
+	client := controlclient.New(token, 2*time.Second)
 	f, err := New(policy, client, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestProcessesForceResumeWithoutController(t *testing.T) {
 		t.Skip("starts runtime processes")
 	}
 	a := startPod(t, "pod-a", 64)
-	client := control.NewClient(token, 2*time.Second)
+	client := controlclient.New(token, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// The program runs a step, then a controller pauses it and goes away.
@@ -273,7 +273,7 @@ func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
 	a := startPod(t, "pod-a", 64)
 	b := startPod(t, "pod-b", 64)
 	pods := []Pod{a.fleetPod(), b.fleetPod()}
-	client := control.NewClient(token, 2*time.Second)
+	client := controlclient.New(token, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// Four long requests run on pod a at once: 4 × (200 + 100) tokens of

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 )
 
@@ -188,7 +188,7 @@ func controlToken(t *testing.T, ns, pool string) string {
 // podState reads a runtime pod's report (its KV cache and program table)
 // from its control API.
 func podState(ctx context.Context, token, ip string) (*wire.Report, error) {
-	rep, err := control.NewClient(token, 5*time.Second).State(ctx, ip+":8081")
+	rep, err := controlclient.New(token, 5*time.Second).State(ctx, ip+":8081")
 	if err != nil {
 		return nil, fmt.Errorf("state of %s: %w", ip, err)
 	}

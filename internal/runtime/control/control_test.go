@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
@@ -23,7 +24,7 @@ func TestControlAPIOverLoopback(t *testing.T) {
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	ctx := context.Background()
-	c := NewClient("s3cret", 2*time.Second)
+	c := controlclient.New("s3cret", 2*time.Second)
 
 	rep, err := c.State(ctx, addr)
 	if err != nil {
@@ -49,12 +50,12 @@ func TestControlAPIOverLoopback(t *testing.T) {
 		name, token, method, path, body string
 		want                            int
 	}{
-		{"no token", "", "GET", StatePath, "", 401},
-		{"wrong token", "nope", "GET", StatePath, "", 401},
-		{"bad json", "s3cret", "PUT", PlacementPath, "{", 400},
-		{"unknown field", "s3cret", "PUT", PlacementPath, `{"version":9,"evict":["x"]}`, 400},
-		{"zero version", "s3cret", "PUT", PlacementPath, `{"place":["x"]}`, 400},
-		{"wrong method", "s3cret", "POST", StatePath, "", 405},
+		{"no token", "", "GET", wire.StatePath, "", 401},
+		{"wrong token", "nope", "GET", wire.StatePath, "", 401},
+		{"bad json", "s3cret", "PUT", wire.PlacementPath, "{", 400},
+		{"unknown field", "s3cret", "PUT", wire.PlacementPath, `{"version":9,"evict":["x"]}`, 400},
+		{"zero version", "s3cret", "PUT", wire.PlacementPath, `{"place":["x"]}`, 400},
+		{"wrong method", "s3cret", "POST", wire.StatePath, "", 405},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
@@ -71,7 +72,7 @@ func TestControlAPIOverLoopback(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewClient("", time.Second).State(ctx, addr); err == nil {
+	if _, err := controlclient.New("", time.Second).State(ctx, addr); err == nil {
 		t.Error("an empty token must not open the API")
 	}
 }
@@ -90,18 +91,18 @@ func TestClientErrorsAreTyped(t *testing.T) {
 	defer failing.Close()
 	ctx := context.Background()
 
-	_, stale := NewClient("wrong", time.Second).State(ctx, addr)
-	var se *StatusError
-	if !errors.As(stale, &se) || se.Code != http.StatusUnauthorized || !IsUnauthorized(stale) {
+	_, stale := controlclient.New("wrong", time.Second).State(ctx, addr)
+	var se *controlclient.StatusError
+	if !errors.As(stale, &se) || se.Code != http.StatusUnauthorized || !controlclient.IsUnauthorized(stale) {
 		t.Fatalf("wrong token: %v (%#v)", stale, se)
 	}
-	_, down := NewClient("right", time.Second).State(ctx, "127.0.0.1:1")
-	_, broken := NewClient("right", time.Second).State(ctx, strings.TrimPrefix(failing.URL, "http://"))
-	if down == nil || broken == nil || IsUnauthorized(down) || IsUnauthorized(broken) {
+	_, down := controlclient.New("right", time.Second).State(ctx, "127.0.0.1:1")
+	_, broken := controlclient.New("right", time.Second).State(ctx, strings.TrimPrefix(failing.URL, "http://"))
+	if down == nil || broken == nil || controlclient.IsUnauthorized(down) || controlclient.IsUnauthorized(broken) {
 		t.Errorf("unreachable %v, failing %v: neither is a stale token", down, broken)
 	}
 	round := errors.Join(fmt.Errorf("pod a: %w", down), fmt.Errorf("pod b: %w", broken), fmt.Errorf("pod c: %w", stale))
-	if !IsUnauthorized(round) || !IsUnauthorized(fmt.Errorf("round: %w", round)) || IsUnauthorized(errors.Join(down, broken)) {
+	if !controlclient.IsUnauthorized(round) || !controlclient.IsUnauthorized(fmt.Errorf("round: %w", round)) || controlclient.IsUnauthorized(errors.Join(down, broken)) {
 		t.Errorf("joined round errors: %v", round)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
@@ -17,17 +18,17 @@ import (
 // one of the API's statuses, never a 5xx.
 func FuzzControlAPI(f *testing.F) {
 	for _, s := range []struct{ method, path, auth, body string }{
-		{"GET", StatePath, "Bearer " + testToken, ""},
-		{"PUT", PlacementPath, "Bearer " + testToken, `{"version":1,"place":["a"]}`},
-		{"PUT", PlacementPath, "Bearer wrong", `{"version":1,"place":["a"]}`},
-		{"PUT", PlacementPath, "", `{"version":1,"release":["a"]}`},
-		{"PUT", PlacementPath, "bearer " + testToken, `{"version":1}`},
-		{"PUT", PlacementPath, "BEARER  " + testToken, `{"version":1}`},
-		{"PUT", PlacementPath, "Bearer" + testToken, `{"version":1}`},
-		{"POST", StatePath, "Bearer " + testToken, ""},
+		{"GET", wire.StatePath, "Bearer " + testToken, ""},
+		{"PUT", wire.PlacementPath, "Bearer " + testToken, `{"version":1,"place":["a"]}`},
+		{"PUT", wire.PlacementPath, "Bearer wrong", `{"version":1,"place":["a"]}`},
+		{"PUT", wire.PlacementPath, "", `{"version":1,"release":["a"]}`},
+		{"PUT", wire.PlacementPath, "bearer " + testToken, `{"version":1}`},
+		{"PUT", wire.PlacementPath, "BEARER  " + testToken, `{"version":1}`},
+		{"PUT", wire.PlacementPath, "Bearer" + testToken, `{"version":1}`},
+		{"POST", wire.StatePath, "Bearer " + testToken, ""},
 		{"GET", "/v1/unknown", "Bearer " + testToken, ""},
-		{"PUT", PlacementPath, "Bearer " + testToken + " ", `{"version":1}`},
-		{"PUT", PlacementPath, "Bearer " + testToken, `{"version":2,"place":["0123456789abcdef0123456789abcdef/p"]}`},
+		{"PUT", wire.PlacementPath, "Bearer " + testToken + " ", `{"version":1}`},
+		{"PUT", wire.PlacementPath, "Bearer " + testToken, `{"version":2,"place":["0123456789abcdef0123456789abcdef/p"]}`},
 		{"GET", "//v1/state", "Bearer " + testToken, ""},
 	} {
 		f.Add(s.method, s.path, s.auth, s.body)

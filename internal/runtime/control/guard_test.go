@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
@@ -54,7 +55,7 @@ func closedByServer(c net.Conn, wait time.Duration) bool {
 func TestUnauthorizedIsAnsweredWithoutItsBody(t *testing.T) {
 	addr := serveGuarded(t, MaxUnauthenticatedConns)
 	c := dial(t, addr)
-	if _, err := c.Write([]byte("PUT " + PlacementPath + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")); err != nil {
+	if _, err := c.Write([]byte("PUT " + wire.PlacementPath + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -76,7 +77,7 @@ func TestGuardListenerBoundsUnauthenticatedConns(t *testing.T) {
 	addr := serveGuarded(t, limit)
 
 	// An authenticated keep-alive connection, like the controller's.
-	client := NewClient("s3cret", 2*time.Second)
+	client := controlclient.New("s3cret", 2*time.Second)
 	if _, err := client.State(t.Context(), addr); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestGuardListenerBoundsUnauthenticatedConns(t *testing.T) {
 	if _, err := client.State(t.Context(), addr); err != nil {
 		t.Errorf("the controller's connection: %v", err)
 	}
-	if _, err := NewClient("s3cret", 2*time.Second).State(t.Context(), addr); err != nil {
+	if _, err := controlclient.New("s3cret", 2*time.Second).State(t.Context(), addr); err != nil {
 		t.Errorf("a new authenticated connection: %v", err)
 	}
 }
@@ -119,7 +120,7 @@ func TestAuthorizeSchemeIsCaseInsensitive(t *testing.T) {
 		"s3cret":         http.StatusUnauthorized,
 		"Bearer ":        http.StatusUnauthorized,
 	} {
-		req := httptest.NewRequest(http.MethodGet, StatePath, nil)
+		req := httptest.NewRequest(http.MethodGet, wire.StatePath, nil)
 		req.Header.Set("Authorization", auth)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

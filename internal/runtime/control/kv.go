@@ -13,16 +13,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/kvstream"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
-
-// KVPath serves a program's cached KV blocks to another pod of the pool:
-// GET /v1/kv?program=<id> streams them in the kvstream format. Like every
-// control endpoint it needs the pool's token.
-const KVPath = "/v1/kv"
 
 // KVEngine is what moving KV needs of the engine (engine.Engine).
 type KVEngine interface {
@@ -50,7 +47,7 @@ type KVTransfer struct {
 // AddRoutes adds the KV endpoint to a control API mux (Routes'), to be
 // served behind Authorize.
 func (k *KVTransfer) AddRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+KVPath, k.serve)
+	mux.HandleFunc("GET "+wire.KVPath, k.serve)
 }
 
 func (k *KVTransfer) log() *slog.Logger {
@@ -140,33 +137,33 @@ func (k *KVTransfer) stream(ctx context.Context, w io.Writer, rc *http.ResponseC
 // pod's cache has no room for more without evicting other programs'
 // offloaded KV (kvcache.Manager.Import); a chain longer than
 // MaxChainTokens is refused whole.
-func (k *KVTransfer) Fetch(ctx context.Context, c *Client, addr, id string) (int, error) {
+func (k *KVTransfer) Fetch(ctx context.Context, c *controlclient.Client, addr, id string) (int, error) {
 	got, blockBytes, err := k.fetch(ctx, c, addr, id)
 	k.Metrics.observe("in", got, blockBytes, err)
 	return got, err
 }
 
 // fetch is Fetch; it also returns the bytes of one block.
-func (k *KVTransfer) fetch(ctx context.Context, c *Client, addr, id string) (blocks, blockBytes int, err error) {
+func (k *KVTransfer) fetch(ctx context.Context, c *controlclient.Client, addr, id string) (blocks, blockBytes int, err error) {
 	own, ok := k.Engine.BlockFormat()
 	if !ok {
 		return 0, 0, errors.New("kv fetch: this pod's executor cannot move KV blocks")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // closes the connection: the source stops
-	u := "http://" + addr + KVPath + "?program=" + url.QueryEscape(id)
+	u := "http://" + addr + wire.KVPath + "?program=" + url.QueryEscape(id)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, 0, err
 	}
-	resp, err := c.send(req)
+	resp, err := c.Send(req)
 	if err != nil {
 		return 0, 0, fmt.Errorf("kv fetch %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return 0, 0, &StatusError{Method: http.MethodGet, URL: addr + KVPath, Code: resp.StatusCode, Status: resp.Status,
+		return 0, 0, &controlclient.StatusError{Method: http.MethodGet, URL: addr + wire.KVPath, Code: resp.StatusCode, Status: resp.Status,
 			Message: strings.TrimSpace(string(msg))}
 	}
 	dec, err := kvstream.NewBoundedDecoder(resp.Body, k.MaxChainTokens)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/kvstream"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/cpu"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
@@ -173,11 +175,11 @@ func TestKVTransferBetweenPods(t *testing.T) {
 
 	t.Run("unauthenticated", func(t *testing.T) {
 		b := newKVPod(t, m, "b")
-		got, err := b.kv.Fetch(ctx, NewClient("wrong", 5*time.Second), addrA, "p")
-		if !IsUnauthorized(err) || got != 0 {
+		got, err := b.kv.Fetch(ctx, controlclient.New("wrong", 5*time.Second), addrA, "p")
+		if !controlclient.IsUnauthorized(err) || got != 0 {
 			t.Fatalf("fetch with a wrong token: %d blocks, %v", got, err)
 		}
-		resp, err := http.Get(srvA.URL + KVPath + "?program=p")
+		resp, err := http.Get(srvA.URL + wire.KVPath + "?program=p")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,8 +197,8 @@ func TestKVTransferBetweenPods(t *testing.T) {
 
 	t.Run("unknown program", func(t *testing.T) {
 		b := newKVPod(t, m, "b")
-		_, err := b.kv.Fetch(ctx, NewClient(testToken, 5*time.Second), addrA, "nope")
-		var se *StatusError
+		_, err := b.kv.Fetch(ctx, controlclient.New(testToken, 5*time.Second), addrA, "nope")
+		var se *controlclient.StatusError
 		if !errors.As(err, &se) || se.Code != http.StatusNotFound {
 			t.Fatalf("fetch of an unknown program: %v", err)
 		}
@@ -204,7 +206,7 @@ func TestKVTransferBetweenPods(t *testing.T) {
 
 	t.Run("whole", func(t *testing.T) {
 		b := newKVPod(t, m, "b")
-		got, err := b.kv.Fetch(ctx, NewClient(testToken, 5*time.Second), addrA, "p")
+		got, err := b.kv.Fetch(ctx, controlclient.New(testToken, 5*time.Second), addrA, "p")
 		if err != nil || got != chain {
 			t.Fatalf("fetch: %d blocks of %d, %v", got, chain, err)
 		}
@@ -243,7 +245,7 @@ func TestKVTransferBetweenPods(t *testing.T) {
 		}))
 		defer cut.Close()
 		b := newKVPod(t, m, "b")
-		got, err := b.kv.Fetch(ctx, NewClient(testToken, 5*time.Second), strings.TrimPrefix(cut.URL, "http://"), "p")
+		got, err := b.kv.Fetch(ctx, controlclient.New(testToken, 5*time.Second), strings.TrimPrefix(cut.URL, "http://"), "p")
 		if !errors.Is(err, io.ErrUnexpectedEOF) || got >= chain {
 			t.Fatalf("fetch of a cut stream: %d of %d blocks, %v", got, chain, err)
 		}
@@ -291,7 +293,7 @@ func TestKVFetchRefusesChainsLongerThanTheContext(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return strings.TrimPrefix(srv.URL, "http://")
 	}
-	c := NewClient(testToken, 5*time.Second)
+	c := controlclient.New(testToken, 5*time.Second)
 	got, err := b.kv.Fetch(context.Background(), c, peer(maxBlocks+1), "long")
 	if !errors.Is(err, kvstream.ErrTooLong) || got != 0 {
 		t.Fatalf("a chain of %d blocks on a pod of %d tokens: %d blocks, %v; want ErrTooLong", maxBlocks+1, kvMaxModelLen, got, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 )
 
@@ -36,13 +37,13 @@ func TestClientsRefuseRedirects(t *testing.T) {
 
 	// A pod with the usual engine, which would take the blocks.
 	b := newKVPod(t, kvTestModel(), "b")
-	for name, c := range map[string]*Client{
-		"NewClient":              NewClient(testToken, 2*time.Second),
+	for name, c := range map[string]*controlclient.Client{
+		"controlclient.New":      controlclient.New(testToken, 2*time.Second),
 		"a following HTTPClient": {HTTP: &http.Client{Timeout: 2 * time.Second}, Token: testToken},
 		"no HTTPClient":          {Token: testToken},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var se *StatusError
+			var se *controlclient.StatusError
 			if _, err := c.State(ctx, addr); !errors.As(err, &se) || se.Code != http.StatusFound {
 				t.Errorf("state through a redirect: %v, want a 302 StatusError", err)
 			}

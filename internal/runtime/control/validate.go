@@ -17,12 +17,7 @@ import (
 // maxPauseDuration ≤ 24h, bufferTokensPerProgram ≤ 1Mi) are the largest a
 // correct controller sends; anything beyond is refused rather than wrapped
 // into a negative duration.
-//
-// MaxPlacementVersion is the highest version a pod applies: 2^53, exact as
-// a JSON number anywhere, and more rounds than a controller runs in a
-// hundred million years at one a second. A pod at a higher version could
-// never be sent a newer one, and the controller, which continues from the
-// highest version its pods report, would overflow.
+// The highest version a pod applies is wire.MaxPlacementVersion.
 //
 // MaxPlacementPrograms bounds the program ids one placement names in its
 // lists (place, pause, mark, unmark, release, unroute, fetch, together) and
@@ -36,7 +31,6 @@ import (
 const (
 	MaxPauseSecondsLimit = int64(programs.MaxPauseLimit / time.Second)
 	MaxBufferTokens      = 1 << 20
-	MaxPlacementVersion  = int64(1) << 53
 	MaxPlacementPrograms = 1 << 16
 	MaxPlacementRoutes   = programs.MaxRoutes
 )
@@ -57,8 +51,8 @@ func fieldErr(field, format string, args ...any) *FieldError {
 // returned and the whole placement must be refused (applying part of it
 // would leave the pod's view of the fleet half old, half new).
 func ValidatePlacement(p *wire.Placement) error {
-	if p.Version <= 0 || p.Version > MaxPlacementVersion {
-		return fieldErr("version", "must be in [1, %d], got %d", MaxPlacementVersion, p.Version)
+	if p.Version <= 0 || p.Version > wire.MaxPlacementVersion {
+		return fieldErr("version", "must be in [1, %d], got %d", wire.MaxPlacementVersion, p.Version)
 	}
 	lists := []struct {
 		name string

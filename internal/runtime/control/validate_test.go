@@ -18,7 +18,7 @@ const testToken = "s3cret"
 
 func putPlacement(t testing.TB, h http.Handler, body string) (int, map[string]string) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPut, PlacementPath, strings.NewReader(body))
+	req := httptest.NewRequest(http.MethodPut, wire.PlacementPath, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -83,13 +83,13 @@ func TestPlacementValidation(t *testing.T) {
 func TestPlacementVersionBound(t *testing.T) {
 	tab := programs.New(programs.Config{Pod: "a"})
 	h := Handler(tab, testToken)
-	if status, out := putPlacement(t, h, fmt.Sprintf(`{"version":%d}`, MaxPlacementVersion)); status != http.StatusOK {
+	if status, out := putPlacement(t, h, fmt.Sprintf(`{"version":%d}`, wire.MaxPlacementVersion)); status != http.StatusOK {
 		t.Fatalf("version 2^53: %d %v", status, out)
 	}
-	if status, out := putPlacement(t, h, fmt.Sprintf(`{"version":%d}`, MaxPlacementVersion+1)); status != http.StatusBadRequest || out["field"] != "version" {
+	if status, out := putPlacement(t, h, fmt.Sprintf(`{"version":%d}`, wire.MaxPlacementVersion+1)); status != http.StatusBadRequest || out["field"] != "version" {
 		t.Fatalf("version 2^53+1: %d %v, want 400 naming version", status, out)
 	}
-	if tab.Version() != MaxPlacementVersion {
+	if tab.Version() != wire.MaxPlacementVersion {
 		t.Fatalf("version %d after a refused push", tab.Version())
 	}
 }

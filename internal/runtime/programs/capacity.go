@@ -7,45 +7,34 @@ import (
 
 // capacityState is the gate's capacity model: the controller's, from its
 // placements, so that the gate and the controller agree about this pod's
-// room (both call placement's PodCapacity).
+// room (the gate calls placement.PodCapacity, the formula a round charges
+// pods by).
 type capacityState struct {
 	// set: a placement named the model; until then every token of a
 	// placed program counts and nothing is overcommitted.
 	set   bool
 	model placement.CapacityModel
-	sched *placement.Scheduler
 	progs []placement.Program // scratch
 }
 
 // applyCapacityLocked takes the capacity model of a placement (nil keeps
 // the current one); the buffer is the table's.
 func (t *Table) applyCapacityLocked(m *wire.CapacityModel) {
-	c := &t.capacity
 	if m != nil {
-		c.set = true
-		c.model = placement.CapacityModel{ActingTokenWeight: m.ActingTokenWeight, ActingOnHost: m.ActingOnHost,
+		t.capacity.set = true
+		t.capacity.model = placement.CapacityModel{ActingTokenWeight: m.ActingTokenWeight, ActingOnHost: m.ActingOnHost,
 			DeviceOvercommit: m.DeviceOvercommit}
 	}
-	c.sched = nil // rebuilt with the buffer too
 }
 
-// schedLocked is the scheduler PodCapacity runs on, for the current model.
-func (t *Table) schedLocked() (*placement.Scheduler, error) {
-	c := &t.capacity
-	if c.sched != nil {
-		return c.sched, nil
+// modelLocked is the capacity model the gate charges this pod by now.
+func (t *Table) modelLocked() placement.CapacityModel {
+	if !t.capacity.set {
+		return placement.RawCapacityModel(t.cfg.Buffer)
 	}
-	m := placement.RawCapacityModel(t.cfg.Buffer)
-	if c.set {
-		m = c.model
-		m.BufferTokensPerProgram = t.cfg.Buffer
-	}
-	s, err := placement.NewForCapacity(m)
-	if err != nil {
-		return nil, err
-	}
-	c.sched = s
-	return s, nil
+	m := t.capacity.model
+	m.BufferTokensPerProgram = t.cfg.Buffer
+	return m
 }
 
 // selfName names this pod in the capacity snapshot (a table configured
@@ -85,12 +74,7 @@ func (t *Table) localRoomLocked() int64 {
 		}
 		c.progs = append(c.progs, p)
 	}
-	s, err := t.schedLocked()
-	if err != nil {
-		t.cfg.Logger.Error("gate capacity model refused", "err", err)
-		return 0
-	}
-	capa, err := s.PodCapacity(pod, c.progs, t.cfg.Clock.Now())
+	capa, err := placement.PodCapacity(t.modelLocked(), pod, c.progs)
 	clear(c.progs) // drop the ids until the next call
 	if err != nil {
 		t.cfg.Logger.Error("gate capacity", "err", err)

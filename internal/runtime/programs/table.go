@@ -87,6 +87,10 @@ const (
 	// Limited: refused, the owner has MaxProgramsPerOwner live programs
 	// here; Route.RetryAfter says when the first of them idles out.
 	Limited
+	// Unavailable: refused for now, the pod is draining and the held
+	// request has nowhere to go; a retry reaches a pod that stays (only
+	// Gate.Drain says it).
+	Unavailable
 )
 
 func (k RouteKind) String() string {
@@ -97,6 +101,8 @@ func (k RouteKind) String() string {
 		return "forward"
 	case Limited:
 		return "limited"
+	case Unavailable:
+		return "unavailable"
 	}
 	return "hold"
 }
@@ -480,6 +486,16 @@ func (t *Table) RouteOf(id string) (string, bool) {
 	defer t.mu.Unlock()
 	addr, ok := t.routes[id]
 	return addr, ok && addr != ""
+}
+
+// ReleaseRouted is Release for POST /programs/release received on this
+// pod, with the pod program id was routed to before it ("" when none):
+// the pod that runs it, which whoever received the release tells too (the
+// server, unless the release came forwarded). The route is read first,
+// since releasing a program this pod only routes forgets its route.
+func (t *Table) ReleaseRouted(id string) (released bool, routedTo string) {
+	routedTo, _ = t.RouteOf(id)
+	return t.Release(id), routedTo
 }
 
 // Release ends program id (POST /programs/release); false if unknown.

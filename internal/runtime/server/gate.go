@@ -22,68 +22,46 @@ const routeRelease = "/programs/release"
 // key's limit on live programs.
 const codeProgramLimit = "program_limit"
 
-// admitProgram runs the program gate for a request of program pid: it
-// returns true when the request is to run on this pod, with its ticket
-// (the caller must then call programDone with it), false when it was
-// forwarded, or its client went away while it was held, and the response
-// is already written.
+// admitProgram carries a request of program pid through the program gate
+// (programs.Gate, which decides): it returns true when the request is to
+// run on this pod, with its ticket (the caller must then call programDone
+// with it), false when it was forwarded, refused, or its client went away
+// while it was held, and the response is already written.
 func (s *Server) admitProgram(w http.ResponseWriter, r *http.Request, prog program, body []byte) (programs.Ticket, bool) {
 	pid := prog.ID
-	forwarded := s.verifyForwarded(r, pid, body)
-	for {
-		rt := s.cfg.Programs.RouteFor(prog.Owner, pid, forwarded)
-		switch rt.Kind {
-		case programs.Local:
-			return rt.Ticket, true
-		case programs.Forward:
-			s.forward(w, r, pid, rt.Addr, body)
-			return programs.Ticket{}, false
-		case programs.Limited:
-			w.Header().Set("Retry-After", strconv.Itoa(int((rt.RetryAfter+time.Second-1)/time.Second)))
-			s.writeError(w, &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit,
-				Code: codeProgramLimit, Param: "program_id", Message: fmt.Sprintf(
-					"this API key has %d live programs on this pod, its limit; release one (POST %s) or retry when one has idled out",
-					s.cfg.Programs.MaxProgramsPerOwner(), routeRelease)})
-			return programs.Ticket{}, false
-		}
-		// Held while the program is paused: wait for a placement (or the
-		// pod's own force-resume), then ask again.
+	g := s.cfg.Programs.Gate(prog.Owner, pid, s.verifyForwarded(r, pid, body))
+	rt := g.Route()
+	if rt.Kind == programs.Hold {
 		s.heldGauge.Inc()
-		select {
-		case <-rt.Wait:
-			s.heldGauge.Dec()
-			s.cfg.Programs.Unhold(rt.Ticket)
-			// The wait ended because this pod's routing of the program
-			// changed: its view is now newer than the sender's was, so
-			// the request goes where it says (programs.Table.RouteFor).
-			forwarded = false
-		case <-r.Context().Done():
-			s.heldGauge.Dec()
-			s.cfg.Programs.Unhold(rt.Ticket)
+		var err error
+		rt, err = g.Await(r.Context(), s.drainCtx.Done(), rt)
+		s.heldGauge.Dec()
+		if err != nil {
 			w.WriteHeader(statusClientClosed)
 			return programs.Ticket{}, false
-		case <-s.drainCtx.Done():
-			s.heldGauge.Dec()
-			s.cfg.Programs.Unhold(rt.Ticket)
-			s.releaseHeld(w, r, pid, body, forwarded)
-			return programs.Ticket{}, false
 		}
 	}
-}
-
-// releaseHeld answers a held request when the pod starts draining, at once:
-// it is forwarded to the pod its program is routed to, if the controller
-// has placed it elsewhere, or gets a retryable 503 (a retry reaches a pod
-// that stays, which holds or runs it). Keeping it held would make shutdown
-// wait for a resume that this pod will not see through.
-func (s *Server) releaseHeld(w http.ResponseWriter, r *http.Request, pid string, body []byte, forwarded bool) {
-	if addr, ok := s.cfg.Programs.RouteOf(pid); ok && !forwarded {
-		s.log.Info("draining: forwarding a held request to its program's pod", "program", pid, "to", addr)
-		s.forward(w, r, pid, addr, body)
-		return
+	switch rt.Kind {
+	case programs.Local:
+		return rt.Ticket, true
+	case programs.Forward:
+		if g.Drained() {
+			s.log.Info("draining: forwarding a held request to its program's pod", "program", pid, "to", rt.Addr)
+		}
+		s.forward(w, r, pid, rt.Addr, body)
+	case programs.Limited:
+		w.Header().Set("Retry-After", strconv.Itoa(int((rt.RetryAfter+time.Second-1)/time.Second)))
+		s.writeError(w, &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit,
+			Code: codeProgramLimit, Param: "program_id", Message: fmt.Sprintf(
+				"this API key has %d live programs on this pod, its limit; release one (POST %s) or retry when one has idled out",
+				s.cfg.Programs.MaxProgramsPerOwner(), routeRelease)})
+	case programs.Unavailable:
+		// The pod started draining while the request was held
+		// (programs.Gate.Drain).
+		s.log.Info("draining: answering a held request 503", "program", pid)
+		s.writeError(w, openai.Unavailable(fmt.Sprintf("this pod is shutting down and program %q is paused; retry", programs.ClientID(pid))))
 	}
-	s.log.Info("draining: answering a held request 503", "program", pid)
-	s.writeError(w, openai.Unavailable(fmt.Sprintf("this pod is shutting down and program %q is paused; retry", programs.ClientID(pid))))
+	return programs.Ticket{}, false
 }
 
 // The headers a forwarded request carries to the pod that runs it (the API
@@ -197,11 +175,9 @@ func (s *Server) releaseProgram(w http.ResponseWriter, r *http.Request) {
 	}
 	released := false
 	if s.cfg.Programs != nil {
-		// The route first: releasing a program this pod only routes
-		// forgets its route.
-		addr, routed := s.cfg.Programs.RouteOf(prog.ID)
-		released = s.cfg.Programs.Release(prog.ID)
-		if routed && !s.verifyForwarded(r, prog.ID, body) {
+		var addr string
+		released, addr = s.cfg.Programs.ReleaseRouted(prog.ID)
+		if addr != "" && !s.verifyForwarded(r, prog.ID, body) {
 			// Tell the pod running it too (as the same key); best effort,
 			// bounded.
 			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)

@@ -5,29 +5,6 @@ import (
 	"time"
 )
 
-// ownTokens is what a placed program adds to its pod before weighting:
-// its context less its share of prefix-cache savings.
-func ownTokens(p *Program) int64 {
-	return p.ContextTokens - min(max(p.SharedTokens, 0), p.ContextTokens)
-}
-
-// weigh charges an ACTING program's tokens at the policy's weight.
-func (s *Scheduler) weigh(tokens int64) int64 {
-	if s.policy.ActingTokenWeight == 1 {
-		return tokens
-	}
-	return int64(math.Round(s.policy.ActingTokenWeight * float64(tokens)))
-}
-
-// placedCharge is what a program placed on a pod costs it, undecayed.
-func (s *Scheduler) placedCharge(p *Program) int64 {
-	own := ownTokens(p)
-	if p.Status == StatusActing {
-		own = s.weigh(own)
-	}
-	return own + s.policy.BufferTokensPerProgram
-}
-
 // resumeCharge is what a placed program costs its pod when deciding what to
 // resume: its placed charge, with ACTING tokens decayed by the time spent
 // acting when decay is on. An unknown or future transition time means no
@@ -44,17 +21,6 @@ func (s *Scheduler) resumeCharge(p *Program, charge int64, now time.Time) int64 
 	tokens := s.policy.ActingTokenWeight * float64(ownTokens(p))
 	decayed := int64(math.Round(tokens * math.Exp2(-float64(t)/float64(d.HalfLife))))
 	return decayed + s.policy.BufferTokensPerProgram
-}
-
-// footprint is what a waiting program will cost the pod it is placed on: its
-// whole context (it shares nothing there yet), weighted unless a request is
-// waiting for it, since then it starts REASONING at once.
-func (s *Scheduler) footprint(p *Program) int64 {
-	tokens := p.ContextTokens
-	if !wantsToRun(p) {
-		tokens = s.weigh(tokens)
-	}
-	return tokens + s.policy.BufferTokensPerProgram
 }
 
 // wantsToRun reports whether a request is waiting for the program.

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -54,7 +55,7 @@ func TestPodCapacityIsTheRoundsCapacity(t *testing.T) {
 			if pd.Changed() {
 				t.Fatalf("trial %d: the round changed %s: %+v", trial, pd.Pod, pd)
 			}
-			got, err := PodCapacity(policy.CapacityModel(), *podNamed(snap, pd.Pod), snap.Programs, now)
+			got, err := PodCapacity(policy.CapacityModel(), *podNamed(snap, pd.Pod), snap.Programs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,4 +73,28 @@ func podNamed(snap Snapshot, name string) *Pod {
 		}
 	}
 	return nil
+}
+
+// A pod's gate asks PodCapacity on every new program: it must not
+// allocate, and it refuses what a round refuses.
+func TestPodCapacityAllocatesNothingAndValidates(t *testing.T) {
+	m := DefaultPolicy().CapacityModel()
+	m.ActingOnHost, m.DeviceOvercommit = true, 2
+	pod := Pod{Name: "pod-0", Ready: true, CapacityTokens: 100_000, HostTokens: 40_000}
+	progs := []Program{
+		{ID: "a", State: StateActive, Pod: "pod-0", Status: StatusActing, ContextTokens: 30_000, Steps: 2},
+		{ID: "r", State: StateActive, Pod: "pod-0", Status: StatusReasoning, ContextTokens: 20_000, Steps: 1},
+		{ID: "w", State: StatePaused, CachedOn: "pod-0", Status: StatusActing, ContextTokens: 25_000, Steps: 3},
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = PodCapacity(m, pod, progs) }); n != 0 {
+		t.Errorf("PodCapacity allocates %v times a call", n)
+	}
+	bad := m
+	bad.DeviceOvercommit = 0
+	if _, err := PodCapacity(bad, pod, progs); err == nil {
+		t.Error("a model Policy.Validate refuses was accepted")
+	}
+	if _, err := PodCapacity(m, pod, append(progs[:2:2], Program{ID: "x", State: StateActive, Pod: "pod-0"})); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Errorf("a program with no status: %v, want ErrInvalidSnapshot", err)
+	}
 }

@@ -340,7 +340,7 @@ func checkInvariants(t *testing.T, name string, policy Policy, snap Snapshot, no
 			if !candidate(id) {
 				continue
 			}
-			fp := s.footprint(progs[id])
+			fp := s.model.footprint(progs[id])
 			var room []string
 			for _, pd := range d.Pods {
 				p := pods[pd.Pod]

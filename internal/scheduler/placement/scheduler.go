@@ -3,7 +3,6 @@ package placement
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +15,8 @@ import (
 // builds a new one when the pool's policy changes.
 type Scheduler struct {
 	policy Policy
+	// model is the policy's CapacityModel.
+	model CapacityModel
 
 	pods     []podState
 	podIndex map[string]int32
@@ -35,19 +36,15 @@ type podState struct {
 	total int64
 	// host is the pod's host KV tier in tokens (Pod.HostTokens).
 	host int64
-	// used is the undecayed charge of the programs on the pod.
-	used int64
+	// podLoad is what the programs on the pod charge it: its used (the
+	// undecayed charge of the programs on the pod, which the round's steps
+	// keep up to date), marked, programs and the sums Capacity's formula
+	// reads, as step 1 loads them.
+	podLoad
 	// resumeUsed is used with ACTING programs decayed, for resume.
 	resumeUsed int64
-	// marked is the part of used held by programs marked for pause.
-	marked int64
-	// actingOwn is the weighted tokens (buffers excluded) of the ACTING
-	// programs placed on the pod, hostKept the footprints of the waiting
-	// programs whose KV its host tier keeps (ActingOnHost).
-	actingOwn, hostKept int64
 	// actingShare is the fraction of ACTING tokens charged to the pod.
 	actingShare float64
-	programs    int
 	ready       bool
 	draining    bool
 	// serving pods take new programs: ready and not draining.
@@ -128,6 +125,7 @@ func New(policy Policy) (*Scheduler, error) {
 	}
 	return &Scheduler{
 		policy:   policy,
+		model:    policy.CapacityModel(),
 		podIndex: make(map[string]int32),
 		seen:     make(map[string]struct{}),
 	}, nil
@@ -218,65 +216,43 @@ func (s *Scheduler) load(snap Snapshot, now time.Time) error {
 
 // chargeActingOnHost scales, on each pod with a host KV tier, the charges
 // of its ACTING programs down to the share of their tokens that the tier's
-// room (its size less the KV of paused programs it keeps) cannot hold
-// (Policy.ActingOnHost). All of a pod's ACTING programs get the same
-// share, so the pause and fairness steps, which compare charges, rank them
-// as before.
+// room cannot hold (Policy.ActingOnHost, CapacityModel.actingShare).
 func (s *Scheduler) chargeActingOnHost() {
 	scaled := false
 	for i := range s.pods {
 		p := &s.pods[i]
-		p.actingShare = 1
-		room := max(p.host-p.hostKept, 0)
-		if room == 0 || p.actingOwn <= 0 {
-			continue
-		}
-		p.actingShare, scaled = 0, true // the fraction left on the device
-		if p.actingOwn > room {
-			p.actingShare = float64(p.actingOwn-room) / float64(p.actingOwn)
-		}
+		p.actingShare = s.model.actingShare(&p.podLoad, p.host)
+		scaled = scaled || p.actingShare != 1
 	}
 	if !scaled {
 		return
 	}
-	buf := s.policy.BufferTokensPerProgram
 	for k := range s.progs {
 		ps := &s.progs[k]
 		if ps.pod < 0 || !ps.acting || s.pods[ps.pod].actingShare == 1 {
 			continue
 		}
 		p := &s.pods[ps.pod]
-		scale := func(c int64) int64 {
-			return buf + int64(math.Round(p.actingShare*float64(max(c-buf, 0))))
-		}
-		c, r := scale(ps.charge), scale(ps.resumeCharge)
+		c, r := s.model.scaleActing(ps.charge, p.actingShare), s.model.scaleActing(ps.resumeCharge, p.actingShare)
 		p.used += c - ps.charge
 		p.resumeUsed += r - ps.resumeCharge
 		ps.charge, ps.resumeCharge = c, r
 	}
 }
 
-// overcommitOnHost raises the capacity of each pod with a host KV tier to
-// at most DeviceOvercommit times its device's, by no more than the tier's
-// room left after the KV of the paused programs it keeps and of the ACTING
-// programs it holds (Policy.DeviceOvercommit): what runs beyond the device
-// spills there.
+// overcommitOnHost raises the capacity of each pod with a host KV tier
+// (Policy.DeviceOvercommit, CapacityModel.total).
 func (s *Scheduler) overcommitOnHost() {
 	for i := range s.pods {
 		p := &s.pods[i]
-		if p.host <= 0 {
-			continue
-		}
-		actingOnHost := int64(math.Round((1 - p.actingShare) * float64(p.actingOwn)))
-		room := max(p.host-p.hostKept-actingOnHost, 0)
-		p.total += min(int64((s.policy.DeviceOvercommit-1)*float64(p.total)), room)
+		p.total = s.model.total(&p.podLoad, p.total, p.host, p.actingShare)
 	}
 }
 
 func (s *Scheduler) addProgram(p *Program, now time.Time) {
 	ps := progState{
 		id:        p.ID,
-		footprint: s.footprint(p),
+		footprint: s.model.footprint(p),
 		pod:       -1,
 		cachedOn:  -1,
 		kvOn:      -1,
@@ -300,7 +276,7 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		ps.charge = ps.footprint
 		ps.waitSince = p.PausedSince
 		if ps.cachedOn >= 0 {
-			s.pods[ps.cachedOn].hostKept += ps.footprint
+			s.pods[ps.cachedOn].keep(ps.footprint)
 		}
 		s.progs = append(s.progs, ps)
 		return
@@ -317,7 +293,7 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		return
 	}
 	ps.pod = at
-	ps.charge = s.placedCharge(p)
+	ps.charge = s.model.placedCharge(p)
 	ps.marked = ps.markedIn
 	switch {
 	case pod.draining:
@@ -330,15 +306,8 @@ func (s *Scheduler) addProgram(p *Program, now time.Time) {
 		ps.movable = true
 	}
 	ps.resumeCharge = s.resumeCharge(p, ps.charge, now)
-	pod.used += ps.charge
+	pod.place(s.model, ps.charge, ps.acting, ps.marked)
 	pod.resumeUsed += ps.resumeCharge
-	if ps.acting {
-		pod.actingOwn += ps.charge - s.policy.BufferTokensPerProgram
-	}
-	pod.programs++
-	if ps.marked && !ps.acting {
-		pod.marked += ps.charge
-	}
 	s.progs = append(s.progs, ps)
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 )
 
 // TestStartPodServesAndStops: the pod is ready on its API address, its
@@ -21,14 +21,14 @@ func TestStartPodServesAndStops(t *testing.T) {
 	p := StartPod(t, PodOptions{Options: Options{Name: "pod-t", Args: []string{"--kv-cache-blocks", "64"}}, ControlToken: token})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rep, err := control.NewClient(token, 5*time.Second).State(ctx, p.Control)
+	rep, err := controlclient.New(token, 5*time.Second).State(ctx, p.Control)
 	if err != nil {
 		t.Fatalf("control API with the pod's token: %v", err)
 	}
 	if rep.Pod != "pod-t" {
 		t.Errorf("control API of pod %q; want pod-t", rep.Pod)
 	}
-	if _, err := control.NewClient("wrong", 5*time.Second).State(ctx, p.Control); err == nil {
+	if _, err := controlclient.New("wrong", 5*time.Second).State(ctx, p.Control); err == nil {
 		t.Errorf("control API took a wrong token")
 	}
 

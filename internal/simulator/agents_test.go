@@ -1,11 +1,15 @@
-package loadgen
+package simulator
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/fleet"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
 )
 
@@ -343,12 +347,7 @@ func TestAgentsDecisionsLandOnTheNamedPods(t *testing.T) {
 // both pods (TestAgentsDecisionsLandOnTheNamedPods saw it as a pod running
 // one program more than the round placed there).
 func TestAgentsHeldForwardedRequestFollowsItsProgramsMove(t *testing.T) {
-	w := smallAgents()
-	w.Programs = 1
-	a, err := newAgentSim(w, smallPool(placement.ModeProgramAware))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := oneProgramPool(t)
 	p, from, to := a.live[0], a.pods[1], a.pods[0]
 	// Paused with its cache on pod-1; pod-0, a round behind, still routes
 	// it there.
@@ -358,8 +357,8 @@ func TestAgentsHeldForwardedRequestFollowsItsProgramsMove(t *testing.T) {
 	if err := a.dispatch(p, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	if !p.held || p.heldAt != 1 || !p.heldFwd {
-		t.Fatalf("the request is held %v on pod %d (forwarded %v); want held on pod-1, forwarded", p.held, p.heldAt, p.heldFwd)
+	if !p.held || p.heldAt != 1 {
+		t.Fatalf("the request is held %v on pod %d; want held on pod-1, where pod-0 forwarded it", p.held, p.heldAt)
 	}
 	// The next round resumes it on pod-0.
 	to.table.Apply(&wire.Placement{Version: 2, Mode: string(placement.ModeProgramAware), Place: []string{p.id}})
@@ -479,4 +478,62 @@ func checkStepWaits(t *testing.T, r *AgentResult) (waited int) {
 		}
 	}
 	return waited
+}
+
+// The in-process control client refuses what the control API refuses: an
+// invalid placement, and one past the table's bounds, which comes back as
+// the same LimitError and changes nothing.
+func TestSimPodClientRefusesWhatTheControlAPIRefuses(t *testing.T) {
+	a := oneProgramPool(t)
+	c, pd := simPodClient{a}, a.pods[0]
+	if _, err := c.Push(context.Background(), pd.addr, &wire.Placement{Version: 0}); err == nil {
+		t.Error("a placement the control API refuses as invalid was accepted")
+	}
+	place := make([]string, programs.MaxPlacedEntries)
+	for i := range place {
+		place[i] = fmt.Sprintf("p%d", i)
+	}
+	if res, err := c.Push(context.Background(), pd.addr, &wire.Placement{Version: 1, Place: place}); err != nil || !res.Applied || res.Version != 1 {
+		t.Fatalf("%d programs placed: %+v, %v", len(place), res, err)
+	}
+	_, err := c.Push(context.Background(), pd.addr, &wire.Placement{Version: 2, Place: []string{"p0", "one-more"}})
+	var le *programs.LimitError
+	if !errors.As(err, &le) || le.Field != "place" {
+		t.Fatalf("one program past the table's bound: %v; want a *programs.LimitError on place", err)
+	}
+	if pd.table.Version() != 1 {
+		t.Errorf("the refused placement was applied (version %d)", pd.table.Version())
+	}
+}
+
+// A release the Service sends to a pod that only routes the program ends
+// it on the pod that runs it too, as the server's release does.
+func TestAgentsReleaseReachesThePodRunningTheProgram(t *testing.T) {
+	a := oneProgramPool(t)
+	p, routing, running := a.live[0], a.pods[0], a.pods[1]
+	running.table.Apply(&wire.Placement{Version: 1, Mode: string(placement.ModeProgramAware), Place: []string{p.id}})
+	routing.table.Apply(&wire.Placement{Version: 1, Mode: string(placement.ModeProgramAware), Routes: map[string]string{p.id: running.addr}})
+	a.rr = len(a.pods) - 1 // the Service's next pod is pod-0
+	a.releaseCall(p.id)
+	state := "absent"
+	for _, pr := range running.table.Report().Programs {
+		if pr.ID == p.id {
+			state = pr.State
+		}
+	}
+	if state != placement.StateTerminated.String() {
+		t.Errorf("on the pod running it, the released program is %s; want TERMINATED", state)
+	}
+}
+
+// oneProgramPool is smallPool, program-aware, with one program, not started.
+func oneProgramPool(t *testing.T) *agentSim {
+	t.Helper()
+	w := smallAgents()
+	w.Programs = 1
+	a, err := newAgentSim(w, smallPool(placement.ModeProgramAware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -1,8 +1,4 @@
-// Package loadgen generates serving workloads and replays them in virtual
-// time through the real engine on the sim executor, for benchmarks: the
-// ShareGPT-shaped request stream that compares continuous with static
-// batching.
-package loadgen
+package simulator
 
 import (
 	"math"

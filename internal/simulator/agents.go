@@ -1,4 +1,4 @@
-package loadgen
+package simulator
 
 import (
 	"container/heap"
@@ -270,15 +270,14 @@ type agentProgram struct {
 	// started: past the worker cap (it counts against it until released).
 	started  bool
 	released bool
-	// held: the request waits on a gate (heldAt's, asked with heldFwd)
-	// until wait closes; queued: it waits for a worker under WorkerCap.
-	held    bool
-	queued  bool
-	heldAt  int
-	heldFwd bool
-	wait    <-chan struct{}
-	// ticket is the gate's for its request: its hold while held, its run
-	// while running.
+	// held: the request waits in gate (heldAt's) until wait closes;
+	// queued: it waits for a worker under WorkerCap.
+	held   bool
+	queued bool
+	heldAt int
+	gate   programs.Gate
+	wait   <-chan struct{}
+	// ticket is the gate's for its request while it runs.
 	ticket programs.Ticket
 	// retry: the request failed to reach a pod (it left the pool) and is
 	// sent again at readyAt.

@@ -1,4 +1,4 @@
-package loadgen
+package simulator
 
 import (
 	"container/heap"
@@ -100,9 +100,10 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 	return pd, nil
 }
 
-// simPodClient is the fleet loop's control API client, in process: what
-// the control API's handler does with a state read and a placement push,
-// without HTTP. A pod's API address is also its control address.
+// simPodClient is the fleet loop's control API client, in process: a
+// state read and a placement push (control.Apply, as the control API's
+// handler applies it), without HTTP. A pod's API address is also its
+// control address.
 type simPodClient struct{ a *agentSim }
 
 var _ fleet.PodClient = simPodClient{}
@@ -129,75 +130,72 @@ func (c simPodClient) Push(ctx context.Context, addr string, p *wire.Placement) 
 	if err != nil {
 		return nil, err
 	}
-	if err := control.ValidatePlacement(p); err != nil {
-		return nil, err
-	}
-	applied := pd.table.Apply(p)
-	return &wire.PlacementResult{Version: pd.table.Version(), Applied: applied}, nil
+	return control.Apply(pd.table, p)
 }
 
 // dispatch sends p's request to pod i (forwarded: another pod's gate sent
-// it) and follows the gate's verdict as the runtime's server does: run it
-// there, forward it once, or hold it until the program's routing changes.
+// it) and carries it through that pod's gate as the runtime's server does.
 func (a *agentSim) dispatch(p *agentProgram, i int, forwarded bool) error {
-	for range 2*len(a.pods) + 2 {
-		pd := a.pods[i]
-		if pd.gone {
-			// The pod left the pool: the request fails (the forwarding pod
-			// answers 502, or the connection is refused).
-			a.retryLater(p)
-			return nil
-		}
-		rt := pd.table.Route(p.id, forwarded)
-		switch rt.Kind {
-		case programs.Local:
-			p.ticket = rt.Ticket
-			return a.submit(p, i)
-		case programs.Forward:
-			j, ok := a.byAddr[rt.Addr]
-			if !ok {
-				return fmt.Errorf("program %s: %s forwards to unknown pod %q", p.id, pd.name, rt.Addr)
-			}
-			i, forwarded = j, true
-			continue
-		}
-		if pd.draining {
-			// The server answers a request held on a draining pod at once
-			// (releaseHeld): forwarded to its program's pod, or a 503.
-			pd.table.Unhold(rt.Ticket)
-			j, ok := a.drainedTo(pd, p, forwarded)
-			if !ok {
-				a.retryLater(p)
-				return nil
-			}
-			i, forwarded = j, true
-			continue
-		}
-		p.held, p.heldAt, p.heldFwd, p.wait, p.ticket = true, i, forwarded, rt.Wait, rt.Ticket
-		a.held = append(a.held, p)
+	pd := a.pods[i]
+	if pd.gone {
+		// The pod left the pool: the request fails (the forwarding pod
+		// answers 502, or the connection is refused).
+		a.retryLater(p, retryBackoff)
 		return nil
 	}
-	return fmt.Errorf("program %s: its request found no pod to run or wait on", p.id)
+	g := pd.table.Gate("", p.id, forwarded)
+	return a.follow(p, i, g, g.Route())
 }
 
-// drainedTo is the pod a request held on draining pod pd is forwarded to,
-// false when the server answers it 503 instead.
-func (a *agentSim) drainedTo(pd *agentPod, p *agentProgram, forwarded bool) (int, bool) {
-	if addr, ok := pd.table.RouteOf(p.id); ok && !forwarded {
-		if j, known := a.byAddr[addr]; known {
-			return j, true
+// follow does what the gate of pod i said for p's request (rt, a Route
+// of g), as the server's transport does: run it there, forward it once,
+// refuse it, or keep it held until its wait ends (wakeHeld) or the pod
+// drains (the server's Await sees a drain at once; so does this).
+func (a *agentSim) follow(p *agentProgram, i int, g programs.Gate, rt programs.Route) error {
+	pd := a.pods[i]
+	switch rt.Kind {
+	case programs.Local:
+		p.ticket = rt.Ticket
+		return a.submit(p, i)
+	case programs.Forward:
+		j, ok := a.byAddr[rt.Addr]
+		if !ok {
+			// The server forwards to any address; its client gets a 502
+			// and retries. A pool whose pods name unknown ones is a bug
+			// of the simulation.
+			return fmt.Errorf("program %s: %s forwards to unknown pod %q", p.id, pd.name, rt.Addr)
 		}
+		return a.dispatch(p, j, true)
+	case programs.Limited:
+		a.retryLater(p, rt.RetryAfter)
+		return nil
+	case programs.Unavailable:
+		a.retryLater(p, retryBackoff)
+		return nil
 	}
-	return -1, false
+	if pd.draining {
+		return a.follow(p, i, g, g.Drain())
+	}
+	p.held, p.heldAt, p.gate, p.wait = true, i, g, rt.Wait
+	a.held = append(a.held, p)
+	return nil
 }
 
 // retryLater is the client's answer to a failed request (a 503 from a
-// draining pod, a pod gone): it sends it again through the Service after
-// a back-off, by when the fleet loop has placed its program elsewhere.
-// The step's latency runs on.
-func (a *agentSim) retryLater(p *agentProgram) {
-	p.retry, p.readyAt = true, a.now+retryBackoff
+// draining pod, a pod gone, a 429 for its key's program limit): it sends
+// it again through the Service once after has passed, by when the fleet
+// loop has placed its program elsewhere. The step's latency runs on.
+func (a *agentSim) retryLater(p *agentProgram, after time.Duration) {
+	p.retry, p.readyAt = true, a.now+after
 	heap.Push(&a.ready, p)
+}
+
+// unheld takes p off the held list's bookkeeping: its gate says what the
+// request does next.
+func (p *agentProgram) unheld() programs.Gate {
+	g := p.gate
+	p.held, p.wait, p.gate = false, nil, programs.Gate{}
+	return g
 }
 
 // submit starts p's step on pod i's engine, as the server does once the
@@ -263,16 +261,15 @@ func (a *agentSim) collect(podIdx int) error {
 
 // wakeHeld asks the gates again for every held request whose wait ended
 // (a placement, a timer or a release changed its program's routing), as
-// not forwarded, as the server does (programs.Table.RouteFor).
+// the server's Await does (programs.Gate.Woken).
 func (a *agentSim) wakeHeld() error {
 	old := a.held
 	a.held = nil
 	for _, p := range old {
 		select {
 		case <-p.wait:
-			a.pods[p.heldAt].table.Unhold(p.ticket)
-			p.held, p.wait, p.ticket = false, nil, programs.Ticket{}
-			if err := a.dispatch(p, p.heldAt, false); err != nil {
+			g := p.unheld()
+			if err := a.follow(p, p.heldAt, g, g.Woken()); err != nil {
 				return err
 			}
 		default:
@@ -324,14 +321,8 @@ func (a *agentSim) drain(i int) error {
 			a.held = append(a.held, p)
 			continue
 		}
-		pd.table.Unhold(p.ticket)
-		p.held, p.wait, p.ticket = false, nil, programs.Ticket{}
-		j, ok := a.drainedTo(pd, p, p.heldFwd)
-		if !ok {
-			a.retryLater(p)
-			continue
-		}
-		if err := a.dispatch(p, j, true); err != nil {
+		g := p.unheld()
+		if err := a.follow(p, i, g, g.Drain()); err != nil {
 			return err
 		}
 	}
@@ -356,12 +347,10 @@ func (a *agentSim) retireDrained() {
 }
 
 // releaseCall is the client's POST /programs/release through the Service,
-// handled as the runtime's server handles it: the pod that gets it ends
-// the program, and tells the pod it is routed to.
+// handled as the runtime's server handles it (programs.Table.ReleaseRouted):
+// the pod that gets it ends the program, and tells the pod it is routed to.
 func (a *agentSim) releaseCall(id string) {
-	t := a.pods[a.serviceNext()].table
-	t.Release(id)
-	if addr, ok := t.RouteOf(id); ok {
+	if _, addr := a.pods[a.serviceNext()].table.ReleaseRouted(id); addr != "" {
 		if j, known := a.byAddr[addr]; known && !a.pods[j].gone {
 			a.pods[j].table.Release(id)
 		}
