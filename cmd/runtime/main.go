@@ -175,8 +175,9 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxQueue: o.MaxQueue,
 		MaxModelLen: maxModelLen, VocabSize: be.vocabSize,
 		LongPrefillTokenThreshold: o.LongPrefillTokenThreshold, MaxNumPartialPrefills: o.MaxNumPartialPrefills, MaxLongPartialPrefills: o.MaxLongPartialPrefills,
-		KV:        kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true, HostBlocks: hostBlocks},
-		AgingRate: o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
+		KV:               kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true, HostBlocks: hostBlocks},
+		StateCheckpoints: o.StateCheckpoints,
+		AgingRate:        o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
 		EOS: be.eos, Decoder: be.decoder, Observer: engineMetrics, Logger: log,
 	}, be.exec)
 	if err != nil {

@@ -101,6 +101,10 @@ type Config struct {
 	Observer Observer
 	// Logger (default: slog.Default()).
 	Logger *slog.Logger
+	// StateCheckpoints chooses which recurrent states an engine over a
+	// hybrid model's executor (batch.StateKeeper) keeps for prefix hits
+	// (state_slots.go); the zero value is CheckpointPrograms.
+	StateCheckpoints CheckpointMode
 	// SerialCopies runs every copy between the tiers before the iteration
 	// even when the executor can overlap them with it
 	// (batch.OverlappingCopier): for comparisons only.
@@ -291,7 +295,7 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		if cfg.KV.HostBlocks > 0 {
 			return nil, errors.New("engine: the executor keeps recurrent states (a hybrid model), which the host KV tier does not keep yet: run without host blocks")
 		}
-		slots, cfg.MaxNumSeqs = newStateSlots(sk.StateSlots(), cfg.MaxNumSeqs, cfg.KV.EnablePrefixCache)
+		slots, cfg.MaxNumSeqs = newStateSlots(sk.StateSlots(), cfg.MaxNumSeqs, cfg.KV.EnablePrefixCache, cfg.StateCheckpoints)
 	}
 	kv, err := kvcache.New(cfg.KV)
 	if err != nil {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
@@ -34,6 +36,58 @@ import (
 // (batch.Batch.StateCopies), and saves are copied after it
 // (StateSaves), becoming visible once the iteration succeeded.
 
+// CheckpointMode is which states an engine saves (Config.StateCheckpoints).
+type CheckpointMode uint8
+
+const (
+	// CheckpointPrograms saves the state at the last block boundary of
+	// each prompt and, as a sequence decodes, at its latest block
+	// boundary: a program's next turn resumes within a block of where its
+	// last turn ended.
+	CheckpointPrograms CheckpointMode = iota
+	// CheckpointPrompts saves the state at the last block boundary of
+	// each prompt only (block-aligned prefix caching of the prompt, as
+	// vLLM's hybrid models do): a program's next turn resumes where its
+	// last prompt ended and recomputes the last turn's output.
+	CheckpointPrompts
+	// CheckpointNone saves none: every request prefills its whole prompt.
+	CheckpointNone
+)
+
+// String is the mode's name, as --state-checkpoints takes it.
+func (m CheckpointMode) String() string {
+	switch m {
+	case CheckpointPrograms:
+		return "programs"
+	case CheckpointPrompts:
+		return "prompts"
+	case CheckpointNone:
+		return "none"
+	}
+	return fmt.Sprintf("checkpoint mode %d", uint8(m))
+}
+
+// MarshalText and UnmarshalText make a mode a flag (flag.TextVar).
+func (m CheckpointMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+func (m *CheckpointMode) UnmarshalText(b []byte) error {
+	v, err := ParseCheckpointMode(string(b))
+	if err == nil {
+		*m = v
+	}
+	return err
+}
+
+// ParseCheckpointMode reads a mode's name.
+func ParseCheckpointMode(s string) (CheckpointMode, error) {
+	for _, m := range []CheckpointMode{CheckpointPrograms, CheckpointPrompts, CheckpointNone} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("state checkpoints %q: want programs, prompts or none", s)
+}
+
 // stateSlots are the executor's slots.
 type stateSlots struct {
 	free []int // running slots
@@ -43,7 +97,8 @@ type stateSlots struct {
 // newStateSlots splits n slots: running ones for up to maxSeqs sequences,
 // the rest checkpoints when prefix caching is on (then at least half of
 // them). It returns the slots and how many sequences may run.
-func newStateSlots(n, maxSeqs int, prefix bool) (*stateSlots, int) {
+func newStateSlots(n, maxSeqs int, prefix bool, mode CheckpointMode) (*stateSlots, int) {
+	prefix = prefix && mode != CheckpointNone
 	running := min(n, maxSeqs)
 	if prefix {
 		running = max(1, min(maxSeqs, n/2))
@@ -54,6 +109,7 @@ func newStateSlots(n, maxSeqs int, prefix bool) (*stateSlots, int) {
 	}
 	if prefix && n > running {
 		p.ck = newCheckpoints(running, n-running)
+		p.ck.decoded = mode == CheckpointPrograms
 	}
 	return p, running
 }
@@ -114,6 +170,9 @@ type checkpoints struct {
 	tick  uint64
 	// pending are this iteration's saves, made visible by commit.
 	pending []pendingSave
+	// decoded: save at the block boundaries sequences decode past too
+	// (CheckpointPrograms).
+	decoded bool
 }
 
 type checkpoint struct {
@@ -247,8 +306,8 @@ func (e *Engine) alignLocked() {
 		sq := &e.b.Seqs[i]
 		end := sq.Pos + len(sq.Tokens)
 		b := end / bs * bs
-		if b <= sq.Pos {
-			continue // no boundary reached
+		if b <= sq.Pos || (b > s.promptLen && !ck.decoded) {
+			continue // no boundary reached, or none this mode saves
 		}
 		if b < end {
 			cut := end - b

@@ -22,6 +22,7 @@ import (
 type engineOpts struct {
 	numBlocks, maxSeqs, maxBatched int
 	prefix                         bool
+	checkpoints                    engine.CheckpointMode
 }
 
 func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *prometheus.Registry) {
@@ -35,7 +36,8 @@ func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *pro
 	e, err := engine.New(engine.Config{
 		MaxNumSeqs: o.maxSeqs, MaxNumBatchedTokens: o.maxBatched, MaxQueue: 100, MaxModelLen: 256,
 		VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer, Observer: met,
-		KV: kvcache.Config{NumBlocks: o.numBlocks, BlockSize: testBlockSize, EnablePrefixCache: o.prefix},
+		KV:               kvcache.Config{NumBlocks: o.numBlocks, BlockSize: testBlockSize, EnablePrefixCache: o.prefix},
+		StateCheckpoints: o.checkpoints,
 	}, x)
 	if err != nil {
 		t.Fatal(err)

@@ -18,12 +18,24 @@ import (
 // TestHybridTurnResumesFromCheckpoint: an agent program's second turn
 // extends its first turn's tokens; on a hybrid model the engine resumes
 // it from the recurrent-state checkpoint its first turn left at its last
-// block boundary (the prompt's cached blocks beyond it are not used), and
-// the second turn's tokens are those of an engine that computes it from
-// scratch.
+// decoded block boundary (the cached blocks beyond it are not used), or,
+// keeping only prompts' checkpoints, at its first prompt's last boundary,
+// or, keeping none, not at all; the second turn's tokens are those of an
+// engine that computes it from scratch.
 func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
-	for _, cfg := range []model.Config{qwen35Config(), qwen35moeConfig()} {
-		t.Run(cfg.Arch, func(t *testing.T) {
+	for _, tc := range []struct {
+		cfg    model.Config
+		mode   engine.CheckpointMode
+		cached int
+	}{
+		// Turn 1 computes 37+10 tokens (its last sampled token is not).
+		{qwen35Config(), engine.CheckpointPrograms, 47 / testBlockSize * testBlockSize},
+		{qwen35moeConfig(), engine.CheckpointPrograms, 47 / testBlockSize * testBlockSize},
+		{qwen35Config(), engine.CheckpointPrompts, 37 / testBlockSize * testBlockSize},
+		{qwen35Config(), engine.CheckpointNone, 0},
+	} {
+		cfg := tc.cfg
+		t.Run(cfg.Arch+"/"+tc.mode.String(), func(t *testing.T) {
 			m := randomModel(t, cfg, model.F32, 5)
 			rng := rand.New(rand.NewPCG(3, 4))
 			turn1 := make([]int32, 37)
@@ -47,7 +59,7 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 				}
 				return toks, c.Usage
 			}
-			e, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true})
+			e, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true, checkpoints: tc.mode})
 			out1, _ := run(e, turn1, "turn1")
 			turn2 := append(append(append([]int32(nil), turn1...), out1...), 7, 8, 9)
 			got, u := run(e, turn2, "turn2")
@@ -57,10 +69,8 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("second turn from the checkpoint differs from scratch (-scratch +resumed):\n%s", diff)
 			}
-			// Turn 1 computed 37+10 tokens (the last sampled one is not);
-			// its last checkpoint is at the block boundary below 47.
-			if want := 47 / testBlockSize * testBlockSize; u.CachedTokens != want {
-				t.Errorf("second turn resumed from %d cached tokens, want %d (the first turn's last checkpoint)", u.CachedTokens, want)
+			if u.CachedTokens != tc.cached {
+				t.Errorf("second turn resumed from %d cached tokens, want %d", u.CachedTokens, tc.cached)
 			}
 		})
 	}
