@@ -98,14 +98,14 @@ func TestRunFetchHFTokenFile(t *testing.T) {
 }
 
 func TestREADMEDocumentsEveryFetchFlag(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fs := newFetchFlagSet(&fetchOptions{}, io.Discard)
 	fs.VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(string(readme), "`--"+f.Name+"`") {
-			t.Errorf("README.md does not document runtime fetch's --%s", f.Name)
+			t.Errorf("docs/api.md does not document runtime fetch's --%s", f.Name)
 		}
 	})
 }

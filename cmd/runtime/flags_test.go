@@ -283,14 +283,14 @@ func TestNameFromModel(t *testing.T) {
 }
 
 func TestREADMEDocumentsEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fs := newFlagSet(&options{}, io.Discard)
 	fs.VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(string(readme), "`--"+f.Name+"`") {
-			t.Errorf("README.md does not document --%s", f.Name)
+			t.Errorf("docs/api.md does not document --%s", f.Name)
 		}
 	})
 }

@@ -96,7 +96,7 @@ func readStream(ctx context.Context, addr string, rcvbuf int, body string, wait 
 // windows close at once: with the kernel's default buffers a Linux 6.x
 // client that reads nothing grows its buffer while small writes arrive
 // (up to net.ipv4.tcp_rmem's maximum) and cannot be told from a reader
-// until it stops (see cmd/runtime/README.md).
+// until it stops (see docs/api.md).
 func TestProcessCancelsStreamsWhoseClientReadsNothing(t *testing.T) {
 	const stalled, readers = 50, 3
 	a := startPod(t, "pod-a", "--kv-cache-blocks", "40000")

@@ -35,7 +35,7 @@ type RoleRenderer interface {
 // Templates written before a role existed drop it silently (Qwen2.5's
 // renders no developer message; some render a system message only
 // first), so the conversation is mapped by two rules, each documented for
-// users (cmd/runtime/README.md, "Roles a template does not render"):
+// users (docs/api.md, "Roles a template does not render"):
 //
 //  1. A developer message is rendered as a system message where the
 //     template has no developer role of its own (RoleRenderer).
