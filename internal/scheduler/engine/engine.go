@@ -671,7 +671,7 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	}
 	sampled, finished := e.processLocked(done, err)
 	if e.slots != nil {
-		e.slots.ck.commit(err == nil)
+		e.slots.saved += int64(e.slots.ck.commit(err == nil))
 	}
 	r.Sampled, r.Finished = sampled, r.Finished+finished
 	e.publishLocked(done, r)
@@ -1104,6 +1104,7 @@ func (e *Engine) publishLocked(now time.Time, r StepResult) {
 	st := &e.stats
 	st.Time = now
 	st.Running, st.Waiting, st.KV = len(e.running), e.waiting.Len(), e.kv.Stats()
+	st.States = e.slots.stats()
 	st.Scheduled, st.Tokens, st.Sampled, st.Preempted, st.Finished = r.Scheduled, r.Tokens, r.Sampled, r.Preempted, r.Finished
 	st.Loading = r.Loading
 	e.obs.Iteration(st)

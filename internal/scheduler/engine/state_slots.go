@@ -90,8 +90,24 @@ func ParseCheckpointMode(s string) (CheckpointMode, error) {
 
 // stateSlots are the executor's slots.
 type stateSlots struct {
-	free []int // running slots
-	ck   *checkpoints
+	free    []int // running slots
+	running int
+	ck      *checkpoints
+	// saved, restored and restoredTokens are StateStats' counters.
+	saved, restored, restoredTokens int64
+}
+
+// stats are the slots' StateStats.
+func (p *stateSlots) stats() StateStats {
+	if p == nil {
+		return StateStats{}
+	}
+	st := StateStats{RunningSlots: p.running, RunningUsed: p.running - len(p.free),
+		Saved: p.saved, Restored: p.restored, RestoredTokens: p.restoredTokens}
+	if p.ck != nil {
+		st.CheckpointSlots, st.Checkpoints = len(p.ck.ck), p.ck.count()
+	}
+	return st
 }
 
 // newStateSlots splits n slots: running ones for up to maxSeqs sequences,
@@ -103,7 +119,7 @@ func newStateSlots(n, maxSeqs int, prefix bool, mode CheckpointMode) (*stateSlot
 	if prefix {
 		running = max(1, min(maxSeqs, n/2))
 	}
-	p := &stateSlots{free: make([]int, running)}
+	p := &stateSlots{free: make([]int, running), running: running}
 	for i := range p.free {
 		p.free[i] = running - 1 - i // slot 0 first
 	}
@@ -255,10 +271,11 @@ func (c *checkpoints) save(idx int, key ckptKey) {
 }
 
 // commit applies the iteration's saves (ok), or, after a failed
-// iteration, drops the checkpoints they were writing.
-func (c *checkpoints) commit(ok bool) {
+// iteration, drops the checkpoints they were writing; it returns how many
+// it applied.
+func (c *checkpoints) commit(ok bool) (saved int) {
 	if c == nil {
-		return
+		return 0
 	}
 	for _, p := range c.pending {
 		ck := &c.ck[p.i]
@@ -275,8 +292,10 @@ func (c *checkpoints) commit(ok bool) {
 		c.tick++
 		ck.key, ck.valid, ck.used = p.key, true, c.tick
 		c.byKey[p.key] = p.i
+		saved++
 	}
 	c.pending = c.pending[:0]
+	return saved
 }
 
 // release ends s's ownership of its checkpoint, which stays for others.

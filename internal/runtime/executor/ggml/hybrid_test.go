@@ -59,7 +59,7 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 				}
 				return toks, c.Usage
 			}
-			e, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true, checkpoints: tc.mode})
+			e, reg := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true, checkpoints: tc.mode})
 			out1, _ := run(e, turn1, "turn1")
 			turn2 := append(append(append([]int32(nil), turn1...), out1...), 7, 8, 9)
 			got, u := run(e, turn2, "turn2")
@@ -71,6 +71,9 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 			}
 			if u.CachedTokens != tc.cached {
 				t.Errorf("second turn resumed from %d cached tokens, want %d", u.CachedTokens, tc.cached)
+			}
+			if got := counter(t, reg, "kvpilot_recurrent_state_restored_tokens_total"); got != float64(tc.cached) {
+				t.Errorf("kvpilot_recurrent_state_restored_tokens_total %v, want %d", got, tc.cached)
 			}
 		})
 	}
