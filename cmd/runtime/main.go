@@ -204,7 +204,8 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
-				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken, MaxModelLen: maxModelLen}
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken, MaxModelLen: maxModelLen,
+				StateTokens: be.stateTokens}
 		},
 		Offload: func(salt string, tokens []int32) { eng.OffloadSaltedPrefix(salt, tokens) },
 		Restore: func(salt string, tokens []int32) { eng.RestoreSaltedPrefix(salt, tokens) },
