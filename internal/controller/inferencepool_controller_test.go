@@ -1,7 +1,13 @@
 package controller_test
 
 import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -20,6 +26,8 @@ import (
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/controller"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
 
@@ -350,6 +358,51 @@ var _ = Describe("InferencePool controller", func() {
 			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetchFailed))
 			g.Expect(c.Message).To(ContainSubstring("fetched-0: "))
 			g.Expect(c.Message).To(ContainSubstring("401 Unauthorized"))
+		}, reconcileTimeout, pollInterval).Should(Succeed())
+
+		By("showing a running fetch's progress, refreshed while the pod's status stays the same")
+		// A real fetch from a store on loopback that sends half of the
+		// model and holds the rest, its progress served as the init
+		// container serves it, where the pod's control API will be.
+		model := bytes.Repeat([]byte("GGUF"), 1<<18)
+		release := make(chan struct{})
+		store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(model)))
+			if r.Method == http.MethodHead {
+				return
+			}
+			w.Write(model[:len(model)/2])
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+				w.Write(model[len(model)/2:])
+			case <-r.Context().Done():
+			}
+		}))
+		DeferCleanup(store.Close)
+		tracker := new(fetch.Tracker)
+		mux := http.NewServeMux()
+		mux.Handle(wire.FetchProgressPath, tracker)
+		progress := httptest.NewServer(mux)
+		DeferCleanup(progress.Close)
+		loopbackPods.Store(ns+"/fetched-0", &fakeRuntimePod{controlAddr: strings.TrimPrefix(progress.URL, "http://")})
+		DeferCleanup(func() { loopbackPods.Delete(ns + "/fetched-0") })
+		fetched := make(chan error, 1)
+		go func() {
+			_, err := fetch.Fetch(context.Background(), store.URL+"/m.gguf", fetch.Options{CacheDir: GinkgoT().TempDir(), Tracker: tracker})
+			fetched <- err
+		}()
+		setFetch(corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+		Eventually(func(g Gomega) {
+			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
+			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetching))
+			g.Expect(c.Message).To(Equal("1 of 1 pods fetching the model; fetched-0 downloading: 512.0 KiB of 1.0 MiB (50%)"))
+		}, reconcileTimeout, pollInterval).Should(Succeed())
+		close(release)
+		Expect(<-fetched).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
+			g.Expect(c.Message).To(Equal("1 of 1 pods fetching the model; fetched-0 downloaded 1.0 MiB"))
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
 		By("turning True once the fetch is done")
