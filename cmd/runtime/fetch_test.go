@@ -11,13 +11,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
+	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 )
 
 func TestRunFetch(t *testing.T) {
@@ -119,21 +119,8 @@ func TestREADMEDocumentsEveryFetchFlag(t *testing.T) {
 // from the pod's control port) and stops serving when it exits.
 func TestRunFetchServesProgress(t *testing.T) {
 	data := bytes.Repeat([]byte("gguf"), 1<<16)
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-		if r.Method == http.MethodHead {
-			return
-		}
-		w.Write(data[:len(data)/4])
-		w.(http.Flusher).Flush()
-		select {
-		case <-release:
-			w.Write(data[len(data)/4:])
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
+	store := modelstore.Start(data, len(data)/4)
+	defer store.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +131,7 @@ func TestRunFetchServesProgress(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(context.Background(), func() {}, []string{"fetch", "--url", srv.URL + "/m.gguf", "--cache-dir", t.TempDir(), "--progress-addr", addr},
+		exit <- run(context.Background(), func() {}, []string{"fetch", "--url", store.URL, "--cache-dir", t.TempDir(), "--progress-addr", addr},
 			func(string) string { return "" }, &stdout, &stderr)
 	}()
 	want := wire.FetchProgress{Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: int64(len(data) / 4), TotalBytes: int64(len(data))}
@@ -158,7 +145,7 @@ func TestRunFetchServesProgress(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&got)
 		resp.Body.Close()
 	}
-	close(release)
+	store.Release()
 	if got != want {
 		t.Errorf("progress %+v, want %+v", got, want)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -29,6 +28,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 )
 
 // storedStatus reads an object's status as the API server stores it, which
@@ -365,20 +365,7 @@ var _ = Describe("InferencePool controller", func() {
 		// model and holds the rest, its progress served as the init
 		// container serves it, where the pod's control API will be.
 		model := bytes.Repeat([]byte("GGUF"), 1<<18)
-		release := make(chan struct{})
-		store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Length", strconv.Itoa(len(model)))
-			if r.Method == http.MethodHead {
-				return
-			}
-			w.Write(model[:len(model)/2])
-			w.(http.Flusher).Flush()
-			select {
-			case <-release:
-				w.Write(model[len(model)/2:])
-			case <-r.Context().Done():
-			}
-		}))
+		store := modelstore.Start(model, len(model)/2)
 		DeferCleanup(store.Close)
 		tracker := new(fetch.Tracker)
 		mux := http.NewServeMux()
@@ -389,7 +376,7 @@ var _ = Describe("InferencePool controller", func() {
 		DeferCleanup(func() { loopbackPods.Delete(ns + "/fetched-0") })
 		fetched := make(chan error, 1)
 		go func() {
-			_, err := fetch.Fetch(context.Background(), store.URL+"/m.gguf", fetch.Options{CacheDir: GinkgoT().TempDir(), Tracker: tracker})
+			_, err := fetch.Fetch(context.Background(), store.URL, fetch.Options{CacheDir: GinkgoT().TempDir(), Tracker: tracker})
 			fetched <- err
 		}()
 		setFetch(corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
@@ -398,7 +385,7 @@ var _ = Describe("InferencePool controller", func() {
 			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetching))
 			g.Expect(c.Message).To(Equal("1 of 1 pods fetching the model; fetched-0 downloading: 512.0 KiB of 1.0 MiB (50%)"))
 		}, reconcileTimeout, pollInterval).Should(Succeed())
-		close(release)
+		store.Release()
 		Expect(<-fetched).To(Succeed())
 		Eventually(func(g Gomega) {
 			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 )
 
 // getProgress reads a tracker through its endpoint, as the controller does.
@@ -38,26 +38,10 @@ func getProgress(t *testing.T, url string) wire.FetchProgress {
 // TestTrackerFollowsDownload: a store on loopback sends the first MiB of a
 // 3 MiB model and holds the rest; the progress endpoint, read over HTTP
 // meanwhile, says downloading 1 MiB of 3, then done with all of it; a
-// second fetch of the cached model is done at once. The store announces no
-// size (no HEAD), so the total is unknown until the GET's Content-Length.
+// second fetch of the cached model is done at once.
 func TestTrackerFollowsDownload(t *testing.T) {
 	data := content("progress", 3<<20)
-	release := make(chan struct{})
-	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.URL.Path != "/m.gguf" {
-			http.Error(w, "no", http.StatusMethodNotAllowed)
-			return
-		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
-		w.Write(data[:1<<20])
-		w.(http.Flusher).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			return
-		}
-		w.Write(data[1<<20:])
-	}))
+	store := modelstore.Start(data, 1<<20)
 	defer store.Close()
 	tracker := new(Tracker)
 	endpoint := httptest.NewServer(tracker)
@@ -70,7 +54,7 @@ func TestTrackerFollowsDownload(t *testing.T) {
 	opts.Tracker = tracker
 	done := make(chan error, 1)
 	go func() {
-		_, err := Fetch(context.Background(), store.URL+"/m.gguf", opts)
+		_, err := Fetch(context.Background(), store.URL, opts)
 		done <- err
 	}()
 	want := wire.FetchProgress{Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: 1 << 20, TotalBytes: 3 << 20}
@@ -84,10 +68,9 @@ func TestTrackerFollowsDownload(t *testing.T) {
 		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		close(release)
 		t.Fatalf("while the store holds the rest (-want +got):\n%s", diff)
 	}
-	close(release)
+	store.Release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +81,7 @@ func TestTrackerFollowsDownload(t *testing.T) {
 
 	cached := new(Tracker)
 	opts.Tracker = cached
-	r, err := Fetch(context.Background(), store.URL+"/m.gguf", opts)
+	r, err := Fetch(context.Background(), store.URL, opts)
 	if err != nil || !r.Cached || !bytes.Equal(readModel(t, r), data) {
 		t.Fatalf("second fetch: cached %v, err %v", r.Cached, err)
 	}
