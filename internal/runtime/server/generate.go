@@ -184,8 +184,8 @@ func (s *Server) cacheSalt(r *http.Request, salt string) string {
 // vocabulary makes a token of each byte, four bytes each in []int32), at
 // the process's peak resident memory, the collector's lag included: 12
 // admitted 4 MiB bodies peaked 429-433 MiB over the baseline (8.9-9.0×),
-// 32 admitted at once 879 MiB (6.9×). Measured in docs/benchmarks.md
-// ("Request body amplification").
+// 32 admitted at once 879 MiB (6.9×). Measured in
+// docs/notes/benchmarks-journal.md ("Request body amplification").
 const BodyMemoryFactor = 10
 
 // bodyRetainedFactor is what a request keeps drawn on the budget once it
