@@ -38,10 +38,17 @@ func getProgress(t *testing.T, url string) wire.FetchProgress {
 // TestTrackerFollowsDownload: a store on loopback sends the first MiB of a
 // 3 MiB model and holds the rest; the progress endpoint, read over HTTP
 // meanwhile, says downloading 1 MiB of 3, then done with all of it; a
-// second fetch of the cached model is done at once.
+// second fetch of the cached model is done at once. A store that answers
+// no HEAD tells the size only with the GET: the total is known by then.
 func TestTrackerFollowsDownload(t *testing.T) {
+	for name, start := range map[string]func([]byte, int) *modelstore.Held{"HEAD": modelstore.Start, "no HEAD": modelstore.StartWithoutHead} {
+		t.Run(name, func(t *testing.T) { testTrackerFollowsDownload(t, start) })
+	}
+}
+
+func testTrackerFollowsDownload(t *testing.T, start func([]byte, int) *modelstore.Held) {
 	data := content("progress", 3<<20)
-	store := modelstore.Start(data, 1<<20)
+	store := start(data, 1<<20)
 	defer store.Close()
 	tracker := new(Tracker)
 	endpoint := httptest.NewServer(tracker)

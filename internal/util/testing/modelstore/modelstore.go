@@ -22,9 +22,19 @@ type Held struct {
 }
 
 // Start serves data, sending its first `first` bytes at once.
-func Start(data []byte, first int) *Held {
+func Start(data []byte, first int) *Held { return start(data, first, true) }
+
+// StartWithoutHead is Start for a store that answers HEAD with 405, so
+// the size is known only from the GET.
+func StartWithoutHead(data []byte, first int) *Held { return start(data, first, false) }
+
+func start(data []byte, first int, head bool) *Held {
 	h := &Held{release: make(chan struct{})}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead && !head {
+			http.Error(w, "no HEAD", http.StatusMethodNotAllowed)
+			return
+		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		if r.Method == http.MethodHead {
 			// Not held: the client reuses the connection for the GET.
