@@ -121,6 +121,8 @@ func parityModels() []parityCase {
 		{name: "mistral3", cfg: mistral3Config(), seed: 14},
 		{name: "llama3", cfg: llama3Config(), seed: 10},
 		gptossParity(),
+		{name: "deepseek2", cfg: deepseek2Config(), seed: 1},
+		{name: "deepseek2-lite", cfg: deepseek2LiteConfig(), seed: 1},
 	}
 }
 
