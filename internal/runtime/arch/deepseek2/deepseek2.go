@@ -63,11 +63,14 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 		return fmt.Errorf("%d next-token prediction layers of %d blocks leave none to decode with", c.NextNLayers, blocks)
 	}
 	c.Layers = blocks - c.NextNLayers
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads // llama.cpp's default
+	}
 	m := c.MLA
 	switch {
 	case m.KeyLength == 0 || m.ValueLength == 0:
 		return errors.New("deepseek2 without attention.key_length_mla and value_length_mla (an older conversion with attn_kv_b, attention without the latent cache) is unsupported: convert the model again with a current llama.cpp")
-	case c.KVHeads == 0 || c.KVHeads != 1:
+	case c.KVHeads != 1:
 		return fmt.Errorf("attention.head_count_kv %d: a deepseek2 file with MLA has 1 (the latent)", c.KVHeads)
 	case c.HeadDim != m.KVRank+c.RopeDims:
 		return fmt.Errorf("attention.key_length %d: want kv_lora_rank %d + rope dimension count %d, the latent's width", c.HeadDim, m.KVRank, c.RopeDims)
@@ -110,11 +113,11 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 	}
 	c.VocabSize = emb[1]
 	c.TiedEmbeddings = file.Shape("output.weight") == nil
-	if g, err := gating(file, c); err != nil {
+	g, err := gating(file, c)
+	if err != nil {
 		return err
-	} else {
-		c.ExpertGating = g
 	}
+	c.ExpertGating = g
 	if c.DenseLayers < c.Layers {
 		c.ExpertSelectionBias = file.Shape(fmt.Sprintf("blk.%d.exp_probs_b.bias", c.DenseLayers)) != nil
 	}

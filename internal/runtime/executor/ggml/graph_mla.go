@@ -43,7 +43,7 @@ func (o *graphOps) AttentionMLA(layer int, q, kv, vb arch.Tensor, scale float32)
 	kq = a.softMaxExt(ctx, kq, o.layerMask(layer), scale, 0)
 	row := uintptr(4 * hd)
 	vals := a.cont(ctx, a.permute(ctx, a.view3d(ctx, lat, rank, 1, o.sp, row, row, 0), 1, 2, 0, 3)) // [span, rank, 1]
-	kqv := a.mulMat(ctx, cTensor(vb), a.mulMat(ctx, vals, kq))                                        // [vDim, n, heads]
+	kqv := a.mulMat(ctx, cTensor(vb), a.mulMat(ctx, vals, kq))                                      // [vDim, n, heads]
 	return arch.Tensor(a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), vDim*heads, o.nt))
 }
 
