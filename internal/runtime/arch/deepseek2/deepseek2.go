@@ -107,12 +107,9 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 	} else if ok && v > 1 {
 		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection (DeepSeek-V3's) is unsupported", p, v)
 	}
-	emb := file.Shape("token_embd.weight")
-	if len(emb) != 2 {
-		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
+	if err := arch.ReadVocab(file, c); err != nil {
+		return err
 	}
-	c.VocabSize = emb[1]
-	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	g, err := gating(file, c)
 	if err != nil {
 		return err
@@ -128,22 +125,28 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 }
 
 // gating is the file's expert_gating_func, or when it has none
-// llama.cpp's default: softmax (DeepSeek-V2's), but sigmoid for
-// GLM-4.7-Flash (47 layers and a vocabulary of 154,880).
+// llama.cpp's default (defaultGating).
 func gating(file arch.File, c *arch.Config) (arch.Gating, error) {
 	v, ok, err := file.Uint(prefix + "expert_gating_func")
 	switch {
 	case err != nil:
 		return 0, err
 	case !ok || v == 0:
-		if (c.Layers == 47 || c.Layers == 48) && c.VocabSize == 154880 {
-			return arch.GatingSigmoid, nil
-		}
-		return arch.GatingSoftmax, nil
+		return defaultGating(*c), nil
 	case arch.Gating(v) != arch.GatingSoftmax && arch.Gating(v) != arch.GatingSigmoid:
 		return 0, fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (1 softmax, 2 sigmoid)", prefix, v)
 	}
 	return arch.Gating(v), nil
+}
+
+// defaultGating is llama.cpp's gating for a file without
+// expert_gating_func: softmax (DeepSeek-V2's), but sigmoid in
+// GLM-4.7-Flash's shape (47 layers and a vocabulary of 154,880).
+func defaultGating(c arch.Config) arch.Gating {
+	if (c.Layers == 47 || c.Layers == 48) && c.VocabSize == 154880 {
+		return arch.GatingSigmoid
+	}
+	return arch.GatingSoftmax
 }
 
 // Validate: MLA's geometry (the latent cache of one head, its width the

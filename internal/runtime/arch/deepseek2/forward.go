@@ -23,22 +23,14 @@ type layer struct {
 	qA, qANorm, qB, q arch.Tensor
 	kvA, kvANorm      arch.Tensor
 	kB, vB, o         arch.Tensor
-	// A dense layer's MLP; in the others the shared experts' one.
-	gate, up, down arch.Tensor
-	moe            arch.MoE // its Router is 0 in a dense layer
+	mlp               arch.SharedMoE
 }
 
 func (deepseek2) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
 	rope, kq := attention(c)
 	fw := &forward{c: c, rope: rope, kqScale: kq, layers: make([]layer, c.Layers)}
-	var missing []string
-	get := func(name string) arch.Tensor {
-		t := weight(name)
-		if t == 0 {
-			missing = append(missing, name)
-		}
-		return t
-	}
+	b := arch.NewBinder(weight)
+	get := b.Get
 	fw.tokEmbd, fw.outNorm, fw.head = get("token_embd.weight"), get("output_norm.weight"), get("output.weight")
 	for i := range fw.layers {
 		l := &fw.layers[i]
@@ -51,22 +43,10 @@ func (deepseek2) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch
 		}
 		l.kvA, l.kvANorm = get(p+"attn_kv_a_mqa.weight"), get(p+"attn_kv_a_norm.weight")
 		l.kB, l.vB, l.o = get(p+"attn_k_b.weight"), get(p+"attn_v_b.weight"), get(p+"attn_output.weight")
-		if i < c.DenseLayers {
-			l.gate, l.up, l.down = get(p+"ffn_gate.weight"), get(p+"ffn_up.weight"), get(p+"ffn_down.weight")
-			continue
-		}
-		l.gate, l.up, l.down = get(p+"ffn_gate_shexp.weight"), get(p+"ffn_up_shexp.weight"), get(p+"ffn_down_shexp.weight")
-		var bias arch.Tensor
-		if c.ExpertSelectionBias {
-			bias = get(p + "exp_probs_b.bias")
-		}
-		l.moe = arch.MoEOf(c, get(p+"ffn_gate_inp.weight"), get(p+"ffn_gate_exps.weight"), get(p+"ffn_up_exps.weight"), get(p+"ffn_down_exps.weight"), bias)
-		if l.moe.Gating == 0 {
-			l.moe.Gating = arch.GatingSoftmax // what ReadConfig defaults to
-		}
+		l.mlp = arch.BindSharedMoE(c, b, i, c.ExpertSelectionBias, defaultGating(c)) // the gating ReadConfig defaults to
 	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("deepseek2: the executor has no weights %v", missing)
+	if err := b.Err("deepseek2"); err != nil {
+		return nil, err
 	}
 	return fw, nil
 }
@@ -98,9 +78,7 @@ func attention(c arch.Config) (arch.RopeParams, float32) {
 func (fw *forward) Nodes() int {
 	n := 56*len(fw.layers) + 16
 	for _, l := range fw.layers {
-		if l.moe.Router != 0 {
-			n += l.moe.Nodes()
-		}
+		n += l.mlp.Nodes()
 	}
 	return n
 }
@@ -119,9 +97,6 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	rank, rd, kl := m.KVRank, c.RopeDims, m.KeyLength
 	nope, heads := kl-rd, c.Heads
 	norm := func(x, w arch.Tensor) arch.Tensor { return arch.RMSNormed(o, x, w, c.NormEps) }
-	mlp := func(l *layer, x arch.Tensor) arch.Tensor {
-		return o.MulMat(l.down, o.SwiGLU(o.MulMat(l.gate, x), o.MulMat(l.up, x)))
-	}
 	x := o.Embed(fw.tokEmbd) // [dim, n]
 	n := o.Tokens()
 	for li := range fw.layers {
@@ -144,14 +119,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		att := o.AttentionMLA(li, o.Concat(qAbs, qPE), o.Concat(latent, kpe), l.vB, fw.kqScale)
 		x = o.Add(o.MulMat(l.o, att), x)
 
-		xn = norm(x, l.ffnNorm)
-		var y arch.Tensor
-		if l.moe.Router == 0 {
-			y = mlp(l, xn)
-		} else {
-			y = o.Add(l.moe.Build(o, xn), mlp(l, xn))
-		}
-		x = o.Add(y, x)
+		x = o.Add(l.mlp.Build(o, norm(x, l.ffnNorm)), x)
 	}
 	x, ok := o.Sampled(x) // [dim, rows]
 	if !ok {

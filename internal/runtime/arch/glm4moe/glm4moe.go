@@ -94,15 +94,9 @@ func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
 	} else if ok && v > 1 {
 		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection is unsupported", p, v)
 	}
-	emb := file.Shape("token_embd.weight")
-	if emb == nil {
-		return errors.New("missing tensor token_embd.weight")
+	if err := arch.ReadVocab(file, c); err != nil {
+		return err
 	}
-	if len(emb) != 2 {
-		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
-	}
-	c.VocabSize = emb[1]
-	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
 	c.QKNorm = file.Shape("blk.0.attn_q_norm.weight") != nil
 	return nil
