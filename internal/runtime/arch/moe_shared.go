@@ -49,3 +49,70 @@ func (m SharedMoE) Nodes() int {
 	}
 	return 10 + m.MoE.Nodes()
 }
+
+// ReadSharedMoE reads, under prefix p, what a mixture of experts in
+// DeepSeek's layout adds to a file's metadata: the experts, how many a
+// token runs, the shared ones, an expert's width, the leading dense
+// layers, the multi-token-prediction layers block_count counts (c.Layers
+// is the others), the weights' scale and normalization, and the gating
+// (left 0 when the file has none: the architectures' defaults differ).
+// Another gating and grouped expert selection are refused.
+func ReadSharedMoE(file File, p string, c *Config) error {
+	var blocks int
+	if err := Read(file,
+		Uint(p+"block_count", &blocks),
+		Uint(p+"expert_count", &c.Experts),
+		Uint(p+"expert_used_count", &c.ExpertsUsed),
+		Uint(p+"expert_shared_count", &c.SharedExperts),
+		Uint(p+"expert_feed_forward_length", &c.ExpertFFN),
+		OptUint(p+"leading_dense_block_count", &c.DenseLayers),
+		OptUint(p+"nextn_predict_layers", &c.NextNLayers),
+		OptFloat(p+"expert_weights_scale", &c.ExpertWeightsScale),
+	); err != nil {
+		return err
+	}
+	if c.NextNLayers >= blocks {
+		return fmt.Errorf("%d next-token prediction layers of %d blocks leave none to decode with", c.NextNLayers, blocks)
+	}
+	c.Layers = blocks - c.NextNLayers
+	if v, ok, err := file.Bool(p + "expert_weights_norm"); err != nil {
+		return err
+	} else if ok {
+		c.ExpertWeightsNorm = v
+	}
+	if v, ok, err := file.Uint(p + "expert_gating_func"); err != nil {
+		return err
+	} else if ok && v != 0 {
+		if g := Gating(v); g != GatingSigmoid && g != GatingSoftmax {
+			return fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (1 softmax, 2 sigmoid)", p, v)
+		}
+		c.ExpertGating = Gating(v)
+	}
+	if v, ok, err := file.Uint(p + "expert_group_count"); err != nil {
+		return err
+	} else if ok && v > 1 {
+		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection is unsupported", p, v)
+	}
+	return nil
+}
+
+// SharedMoEMetadata is c's keys ReadSharedMoE reads but block_count (the
+// base metadata's), the gating and next-token layers only when set.
+func SharedMoEMetadata(p string, c Config) []KV {
+	kvs := []KV{
+		{Key: p + "expert_count", Value: uint32(c.Experts)},
+		{Key: p + "expert_used_count", Value: uint32(c.ExpertsUsed)},
+		{Key: p + "expert_shared_count", Value: uint32(c.SharedExperts)},
+		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
+		{Key: p + "leading_dense_block_count", Value: uint32(c.DenseLayers)},
+		{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale},
+		{Key: p + "expert_weights_norm", Value: c.ExpertWeightsNorm},
+	}
+	if c.ExpertGating != 0 {
+		kvs = append(kvs, KV{Key: p + "expert_gating_func", Value: uint32(c.ExpertGating)})
+	}
+	if c.NextNLayers > 0 {
+		kvs = append(kvs, KV{Key: p + "nextn_predict_layers", Value: uint32(c.NextNLayers)})
+	}
+	return kvs
+}

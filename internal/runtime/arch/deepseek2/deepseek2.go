@@ -35,10 +35,9 @@ func (deepseek2) Name() string { return "deepseek2" }
 
 func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 	p := prefix
-	var blocks, valueLen int
+	var valueLen int
 	if err := arch.Read(file,
 		arch.Uint(p+"embedding_length", &c.Dim),
-		arch.Uint(p+"block_count", &blocks),
 		arch.Uint(p+"feed_forward_length", &c.FFN),
 		arch.Uint(p+"attention.head_count", &c.Heads),
 		arch.OptUint(p+"attention.head_count_kv", &c.KVHeads),
@@ -50,19 +49,12 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 		arch.OptUint(p+"attention.key_length_mla", &c.MLA.KeyLength),
 		arch.OptUint(p+"attention.value_length_mla", &c.MLA.ValueLength),
 		arch.Uint(p+"rope.dimension_count", &c.RopeDims),
-		arch.Uint(p+"expert_count", &c.Experts),
-		arch.Uint(p+"expert_used_count", &c.ExpertsUsed),
-		arch.Uint(p+"expert_shared_count", &c.SharedExperts),
-		arch.Uint(p+"expert_feed_forward_length", &c.ExpertFFN),
-		arch.OptUint(p+"leading_dense_block_count", &c.DenseLayers),
-		arch.OptUint(p+"nextn_predict_layers", &c.NextNLayers),
 	); err != nil {
 		return err
 	}
-	if c.NextNLayers >= blocks {
-		return fmt.Errorf("%d next-token prediction layers of %d blocks leave none to decode with", c.NextNLayers, blocks)
+	if err := arch.ReadSharedMoE(file, p, c); err != nil {
+		return err
 	}
-	c.Layers = blocks - c.NextNLayers
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads // llama.cpp's default
 	}
@@ -87,7 +79,6 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 	if err := arch.Read(file,
 		arch.OptFloat(p+"rope.freq_base", &c.RopeTheta),
 		arch.Float(p+"attention.layer_norm_rms_epsilon", &c.NormEps),
-		arch.OptFloat(p+"expert_weights_scale", &c.ExpertWeightsScale),
 		arch.OptFloat(p+"rope.scaling.yarn_log_multiplier", &c.RopeScaling.YarnLogMul),
 	); err != nil {
 		return err
@@ -97,46 +88,22 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 	} else if ok && v != 0 {
 		return fmt.Errorf("metadata %sattention.temperature_scale = %g (attention temperature tuning) is unsupported", p, v)
 	}
-	if v, ok, err := file.Bool(p + "expert_weights_norm"); err != nil {
-		return err
-	} else if ok {
-		c.ExpertWeightsNorm = v
-	}
-	if v, ok, err := file.Uint(p + "expert_group_count"); err != nil {
-		return err
-	} else if ok && v > 1 {
-		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection (DeepSeek-V3's) is unsupported", p, v)
-	}
 	if err := arch.ReadVocab(file, c); err != nil {
 		return err
 	}
-	g, err := gating(file, c)
-	if err != nil {
-		return err
+	if c.ExpertGating == 0 {
+		c.ExpertGating = defaultGating(*c)
 	}
-	c.ExpertGating = g
 	if c.DenseLayers < c.Layers {
 		c.ExpertSelectionBias = file.Shape(fmt.Sprintf("blk.%d.exp_probs_b.bias", c.DenseLayers)) != nil
 	}
-	if q := file.Shape("blk.0.attn_q_a.weight") != nil; q != (c.MLA.QRank > 0) {
-		return fmt.Errorf("attention.q_lora_rank %d but the file %s attn_q_a", c.MLA.QRank, map[bool]string{true: "has", false: "has no"}[q])
+	switch qa := file.Shape("blk.0.attn_q_a.weight") != nil; {
+	case qa && c.MLA.QRank == 0:
+		return errors.New("attention.q_lora_rank 0 but the file has attn_q_a")
+	case !qa && c.MLA.QRank > 0:
+		return fmt.Errorf("attention.q_lora_rank %d but the file has no attn_q_a", c.MLA.QRank)
 	}
 	return nil
-}
-
-// gating is the file's expert_gating_func, or when it has none
-// llama.cpp's default (defaultGating).
-func gating(file arch.File, c *arch.Config) (arch.Gating, error) {
-	v, ok, err := file.Uint(prefix + "expert_gating_func")
-	switch {
-	case err != nil:
-		return 0, err
-	case !ok || v == 0:
-		return defaultGating(*c), nil
-	case arch.Gating(v) != arch.GatingSoftmax && arch.Gating(v) != arch.GatingSigmoid:
-		return 0, fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (1 softmax, 2 sigmoid)", prefix, v)
-	}
-	return arch.Gating(v), nil
 }
 
 // defaultGating is llama.cpp's gating for a file without
@@ -187,21 +154,11 @@ func (deepseek2) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "rope.dimension_count", Value: uint32(c.RopeDims)},
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
-		{Key: p + "expert_count", Value: uint32(c.Experts)},
-		{Key: p + "expert_used_count", Value: uint32(c.ExpertsUsed)},
-		{Key: p + "expert_shared_count", Value: uint32(c.SharedExperts)},
-		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
-		{Key: p + "leading_dense_block_count", Value: uint32(c.DenseLayers)},
-		{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale},
-		{Key: p + "expert_weights_norm", Value: c.ExpertWeightsNorm},
-		{Key: p + "expert_gating_func", Value: uint32(c.ExpertGating)},
 	}...)
+	kvs = append(kvs, arch.SharedMoEMetadata(p, c)...)
 	kvs = append(kvs, arch.RopeScalingMetadata(p, c.RopeScaling)...)
 	if c.RopeScaling.YarnLogMul != 0 {
 		kvs = append(kvs, arch.KV{Key: p + "rope.scaling.yarn_log_multiplier", Value: c.RopeScaling.YarnLogMul})
-	}
-	if c.NextNLayers > 0 {
-		kvs = append(kvs, arch.KV{Key: p + "nextn_predict_layers", Value: uint32(c.NextNLayers)})
 	}
 	return kvs
 }
