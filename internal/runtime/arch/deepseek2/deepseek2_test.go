@@ -2,7 +2,6 @@ package deepseek2
 
 import (
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -139,11 +138,7 @@ func TestTensors(t *testing.T) {
 // selection, the attention temperature), or what does not fit the latent
 // cache, is refused by name.
 func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
-	for _, tc := range []struct {
-		key   string
-		value any
-		want  string
-	}{
+	archtest.CheckRefused(t, DeepSeek2, flash(), []archtest.KeyEdit{
 		{"deepseek2.attention.kv_lora_rank", nil, "metadata deepseek2.attention.kv_lora_rank is missing"},
 		{"deepseek2.attention.key_length_mla", nil, "without attention.key_length_mla"},
 		{"deepseek2.attention.value_length_mla", nil, "without attention.key_length_mla"},
@@ -159,34 +154,15 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		{"deepseek2.rope.dimension_sections", "x", "multimodal RoPE"},
 		{"deepseek2.rope.scaling.type", "longrope", `rope scaling "longrope" is unsupported`},
 		{"deepseek2.nextn_predict_layers", uint32(4), "4 next-token prediction layers of 4 blocks"},
-	} {
-		f := fileOf(flash())
-		if tc.value == nil {
-			delete(f.KV, tc.key)
-		} else {
-			f.KV[tc.key] = tc.value
-		}
-		if err := DeepSeek2.ReadConfig(f, &arch.Config{Arch: "deepseek2"}); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
-		}
-	}
-	for _, tc := range []struct {
-		edit func(*arch.Config)
-		want string
-	}{
+	})
+	archtest.CheckInvalid(t, DeepSeek2, flash(), []archtest.ConfigEdit{
 		{func(c *arch.Config) { c.Experts, c.ExpertsUsed = 0, 0 }, "deepseek2 needs experts"},
 		{func(c *arch.Config) { c.SharedExperts = 0 }, "deepseek2 needs shared experts"},
 		{func(c *arch.Config) { c.MLA.KVRank = 0 }, "kv_lora_rank 0"},
 		{func(c *arch.Config) { c.MLA.KeyLength = 32 }, "key length 32"},
 		{func(c *arch.Config) { c.HeadDim = 64 }, "head dim 64"},
 		{func(c *arch.Config) { c.KVHeads = 4 }, "kv heads 4"},
-	} {
-		c := flash()
-		tc.edit(&c)
-		if err := DeepSeek2.(arch.Validator).Validate(c); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Validate: %v, want %q", err, tc.want)
-		}
-	}
+	})
 }
 
 // TestAttentionScale: without YaRN, kq_scale is 1/√key_length_mla and the
