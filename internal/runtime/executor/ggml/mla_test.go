@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -91,5 +92,22 @@ func TestMLAPlainAttentionMatchesFlash(t *testing.T) {
 		if o < 1e-2 {
 			t.Errorf("q rank %d: negating attn_v_b moves the logits by %.3g only", cfg.MLA.QRank, o)
 		}
+	}
+}
+
+// TestMLAKVBytes holds what docs/architectures.md says an MLA model's
+// cache costs, in GLM-4.7-Flash's geometry (47 layers, 20 heads, a latent
+// of 512 and 64 rotated dimensions, keys and values of 256 a head) at F16:
+// a key and a value row of the latent per token and layer, twice
+// llama.cpp's key-only cache, and 8.9 times less than per-head keys and
+// values.
+func TestMLAKVBytes(t *testing.T) {
+	c := model.Config{Arch: model.ArchDeepSeek2, Layers: 47, Heads: 20, KVHeads: 1, HeadDim: 576, RopeDims: 64,
+		MLA: arch.MLA{QRank: 768, KVRank: 512, KeyLength: 256, ValueLength: 256}}
+	got := KVGeometry(&model.Model{Config: c}, kvcache.DTypeF16).BytesPerToken()
+	llamaCpp := int64(c.Layers * (c.MLA.KVRank + c.RopeDims) * 2)
+	perHead := int64(c.Layers * c.Heads * (c.MLA.KeyLength + c.MLA.ValueLength) * 2)
+	if got != 108288 || got != 2*llamaCpp || perHead != 962560 {
+		t.Errorf("%d bytes a token (llama.cpp %d, per-head keys and values %d), want 108288 = 2 × 54144", got, llamaCpp, perHead)
 	}
 }
