@@ -84,6 +84,8 @@ func write(args []string, stdout, stderr io.Writer) error {
 	keyMLA := fs.Int("key-length-mla", 0, "a head's key width, unrotated part and --rope-dims (deepseek2; required there)")
 	valueMLA := fs.Int("value-length-mla", 0, "a head's value width (deepseek2; required there)")
 	selectionBias := fs.Bool("expert-selection-bias", false, "routers with a selection bias, exp_probs_b.bias (deepseek2; glm4moe always has one)")
+	groups := fs.Int("expert-groups", 0, "grouped expert selection: equal groups of experts (deepseek2, DeepSeek-V3's; 0: none)")
+	groupsUsed := fs.Int("expert-groups-used", 0, "the best groups a token chooses its experts from (with --expert-groups)")
 	gating := fs.String("expert-gating", "", "experts' gating: softmax or sigmoid (empty: the architecture's default)")
 	window := fs.Int("sliding-window", 0, "sliding-window layers' window in tokens (gpt-oss; required there)")
 	swaPattern := fs.Int("sliding-window-pattern", 2, "of every N layers all but the last slide (gpt-oss; 0: all)")
@@ -120,7 +122,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 		cfg := model.Config{
 			Arch: *arch, VocabSize: *vocab, Dim: *dim, Layers: *layers, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
 			FFN: *ffn, ContextLen: *ctxLen, RopeTheta: float32(*theta), TiedEmbeddings: *tied, QKVBias: *bias,
-			Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN,
+			Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN, ExpertGroups: *groups, ExpertGroupsUsed: *groupsUsed,
 			SharedExperts: *sharedExperts, DenseLayers: *denseLayers, ExpertWeightsNorm: *expertNorm, ExpertWeightsScale: float32(*expertScale),
 			RopeDims: *ropeDims,
 			RopeScaling: archs.RopeScaling{
@@ -262,9 +264,9 @@ func writeFile(path string, m *model.Model) error {
 		return fmt.Errorf("architecture %s does not store the model's RoPE: written rope dims %d, scaling %+v, attention temperature %g; read back %d, %+v, %g",
 			want.Arch, want.RopeDims, want.RopeScaling, want.AttnTempScale, got.RopeDims, got.RopeScaling, got.AttnTempScale)
 	}
-	if want := m.Config; got.MLA != want.MLA || got.ExpertSelectionBias != want.ExpertSelectionBias {
-		return fmt.Errorf("architecture %s does not store the model's latent attention: written %+v (selection bias %t), read back %+v (%t)",
-			want.Arch, want.MLA, want.ExpertSelectionBias, got.MLA, got.ExpertSelectionBias)
+	if want := m.Config; got.MLA != want.MLA || got.ExpertSelectionBias != want.ExpertSelectionBias || got.ExpertGroups != want.ExpertGroups || got.ExpertGroupsUsed != want.ExpertGroupsUsed {
+		return fmt.Errorf("architecture %s does not store the model's latent attention or expert groups: written %+v (selection bias %t, groups %d of %d), read back %+v (%t, %d of %d)",
+			want.Arch, want.MLA, want.ExpertSelectionBias, want.ExpertGroupsUsed, want.ExpertGroups, got.MLA, got.ExpertSelectionBias, got.ExpertGroupsUsed, got.ExpertGroups)
 	}
 	return os.Rename(f.Name(), path)
 }
@@ -289,6 +291,9 @@ func describe(c model.Config) string {
 	}
 	if c.ExpertSelectionBias {
 		s += ", expert selection bias"
+	}
+	if c.ExpertGroups > 1 {
+		s += fmt.Sprintf(", experts in %d groups (%d used)", c.ExpertGroups, c.ExpertGroupsUsed)
 	}
 	if m := c.MLA; m != (archs.MLA{}) {
 		s += fmt.Sprintf(", latent attention (q rank %d, kv rank %d, key %d, value %d)", m.QRank, m.KVRank, m.KeyLength, m.ValueLength)

@@ -96,6 +96,11 @@ type Config struct {
 	// (exp_probs_b.bias, DeepSeek-V3's), which deepseek2 reads from the
 	// file (glm4moe's always have one).
 	ExpertSelectionBias bool
+	// ExpertGroups, when more than 1, is how many equal groups the experts
+	// are split into, of which a token chooses from the ExpertGroupsUsed
+	// best (GGUF's expert_group_count and expert_group_used_count,
+	// DeepSeek-V3's grouped selection); deepseek2 reads them.
+	ExpertGroups, ExpertGroupsUsed int
 }
 
 // RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor

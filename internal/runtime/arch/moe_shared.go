@@ -55,8 +55,8 @@ func (m SharedMoE) Nodes() int {
 // token runs, the shared ones, an expert's width, the leading dense
 // layers, the multi-token-prediction layers block_count counts (c.Layers
 // is the others), the weights' scale and normalization, and the gating
-// (left 0 when the file has none: the architectures' defaults differ).
-// Another gating and grouped expert selection are refused.
+// (left 0 when the file has none: the architectures' defaults differ),
+// and grouped expert selection's groups. Another gating is refused.
 func ReadSharedMoE(file File, p string, c *Config) error {
 	var blocks int
 	if err := Read(file,
@@ -88,10 +88,25 @@ func ReadSharedMoE(file File, p string, c *Config) error {
 		}
 		c.ExpertGating = Gating(v)
 	}
-	if v, ok, err := file.Uint(p + "expert_group_count"); err != nil {
+	if err := Read(file,
+		OptUint(p+"expert_group_count", &c.ExpertGroups),
+		OptUint(p+"expert_group_used_count", &c.ExpertGroupsUsed),
+	); err != nil {
 		return err
-	} else if ok && v > 1 {
-		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection is unsupported", p, v)
+	}
+	return nil
+}
+
+// ValidGroups checks grouped expert selection's geometry, as llama.cpp
+// does: equal groups of at least two experts (a group scores by its best
+// two), fewer used than there are, enough experts in them for a token.
+func ValidGroups(c Config) error {
+	g, used := c.ExpertGroups, c.ExpertGroupsUsed
+	if g <= 1 {
+		return nil
+	}
+	if c.Experts%g != 0 || c.Experts/g < 2 || used <= 0 || used >= g || c.ExpertsUsed > used*(c.Experts/g) {
+		return fmt.Errorf("grouped expert selection: %d groups, %d used, of %d experts (%d a token): want equal groups of two or more, 0 < used < groups, and the token's experts within the used groups", g, used, c.Experts, c.ExpertsUsed)
 	}
 	return nil
 }
@@ -113,6 +128,11 @@ func SharedMoEMetadata(p string, c Config) []KV {
 	}
 	if c.NextNLayers > 0 {
 		kvs = append(kvs, KV{Key: p + "nextn_predict_layers", Value: uint32(c.NextNLayers)})
+	}
+	if c.ExpertGroups > 0 {
+		kvs = append(kvs,
+			KV{Key: p + "expert_group_count", Value: uint32(c.ExpertGroups)},
+			KV{Key: p + "expert_group_used_count", Value: uint32(c.ExpertGroupsUsed)})
 	}
 	return kvs
 }

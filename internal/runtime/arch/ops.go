@@ -69,6 +69,8 @@ type Ops interface {
 	GptOssOps
 	// MLAOps are multi-head latent attention's (ops_mla.go).
 	MLAOps
+	// GroupOps are grouped expert selection's (moe_group.go).
+	GroupOps
 }
 
 // Forward is an architecture's forward pass over its bound weights.

@@ -55,6 +55,9 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 	if err := arch.ReadSharedMoE(file, p, c); err != nil {
 		return err
 	}
+	if err := arch.ValidGroups(*c); err != nil {
+		return err
+	}
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads // llama.cpp's default
 	}
@@ -133,7 +136,7 @@ func (deepseek2) Validate(c arch.Config) error {
 	case c.SharedExperts == 0:
 		return errors.New("deepseek2 needs shared experts (expert_shared_count)")
 	}
-	return nil
+	return arch.ValidGroups(c)
 }
 
 func (deepseek2) Metadata(c arch.Config) []arch.KV {

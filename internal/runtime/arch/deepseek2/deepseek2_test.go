@@ -26,6 +26,14 @@ func flash() arch.Config {
 	}
 }
 
+// v3 is DeepSeek-V3's: flash's with grouped expert selection, 4 groups of
+// 2 experts of which a token chooses from the best 2.
+func v3() arch.Config {
+	c := flash()
+	c.ExpertGroups, c.ExpertGroupsUsed = 4, 2
+	return c
+}
+
 // lite is DeepSeek-V2-Lite's: queries projected directly, softmax routing
 // without a selection bias, YaRN with its log multiplier, a tied head.
 func lite() arch.Config {
@@ -39,7 +47,7 @@ func lite() arch.Config {
 // Tensors describe; block_count counts the nextn layer, Layers does not;
 // attention.key_length and value_length are the latent's.
 func TestReadConfigReadsMetadata(t *testing.T) {
-	for _, want := range []arch.Config{flash(), lite()} {
+	for _, want := range []arch.Config{flash(), lite(), v3()} {
 		f := fileOf(want)
 		got := arch.Config{Arch: "deepseek2"}
 		if err := DeepSeek2.ReadConfig(f, &got); err != nil {
@@ -138,7 +146,7 @@ func TestTensors(t *testing.T) {
 // selection, the attention temperature), or what does not fit the latent
 // cache, is refused by name.
 func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
-	archtest.CheckRefused(t, DeepSeek2, flash(), []archtest.KeyEdit{
+	archtest.CheckRefused(t, DeepSeek2, v3(), []archtest.KeyEdit{
 		{"deepseek2.attention.kv_lora_rank", nil, "metadata deepseek2.attention.kv_lora_rank is missing"},
 		{"deepseek2.attention.key_length_mla", nil, "without attention.key_length_mla"},
 		{"deepseek2.attention.value_length_mla", nil, "without attention.key_length_mla"},
@@ -149,7 +157,8 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		{"deepseek2.attention.q_lora_rank", uint32(0), "q_lora_rank 0 but the file has attn_q_a"},
 		{"deepseek2.expert_shared_count", nil, "metadata deepseek2.expert_shared_count is missing"},
 		{"deepseek2.expert_gating_func", uint32(3), "expert_gating_func = 3 is unsupported"},
-		{"deepseek2.expert_group_count", uint32(8), "grouped expert selection"},
+		{"deepseek2.expert_group_count", uint32(8), "grouped expert selection: 8 groups, 2 used, of 8 experts"},
+		{"deepseek2.expert_group_used_count", uint32(4), "grouped expert selection: 4 groups, 4 used"},
 		{"deepseek2.attention.temperature_scale", float32(0.1), "attention.temperature_scale"},
 		{"deepseek2.rope.dimension_sections", "x", "multimodal RoPE"},
 		{"deepseek2.rope.scaling.type", "longrope", `rope scaling "longrope" is unsupported`},
@@ -162,6 +171,7 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		{func(c *arch.Config) { c.MLA.KeyLength = 32 }, "key length 32"},
 		{func(c *arch.Config) { c.HeadDim = 64 }, "head dim 64"},
 		{func(c *arch.Config) { c.KVHeads = 4 }, "kv heads 4"},
+		{func(c *arch.Config) { c.ExpertGroups, c.ExpertGroupsUsed = 3, 1 }, "grouped expert selection: 3 groups"},
 	})
 }
 

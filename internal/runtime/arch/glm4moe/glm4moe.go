@@ -43,6 +43,9 @@ func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
 	if c.ExpertGating == 0 {
 		c.ExpertGating = arch.GatingSigmoid // llama.cpp's default, GLM-4.5's
 	}
+	if c.ExpertGroups > 1 {
+		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection is unsupported here (deepseek2 runs it)", p, c.ExpertGroups)
+	}
 	if err := arch.HeadDefaults(file, p, c); err != nil {
 		return err
 	}

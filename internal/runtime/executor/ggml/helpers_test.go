@@ -212,6 +212,18 @@ func deepseek2LiteConfig() model.Config {
 	return c
 }
 
+// deepseek2V3Config is DeepSeek-V3's routing scaled down:
+// deepseek2Config's with grouped expert selection, 4 groups of 2 experts
+// of which a token chooses from the best 2 (V3: 8 groups of 32, the best
+// 4; a group scores by the sum of its two best), weights scaled by 2.5,
+// V3's factor. (With the best 1 of 4 the engine's batching test meets a
+// near-tie between two groups that the batch's summation order decides.)
+func deepseek2V3Config() model.Config {
+	c := deepseek2Config()
+	c.ExpertGroups, c.ExpertGroupsUsed, c.ExpertWeightsScale = 4, 2, 2.5
+	return c
+}
+
 // gptossConfig is gpt-oss-20b's layout scaled down: q/k/v/o biases,
 // sinks, three layers of which the first and last attend over a window of
 // 32 tokens (shorter than the long parity prompt) and the middle one over
