@@ -111,3 +111,21 @@ func TestMLAKVBytes(t *testing.T) {
 		t.Errorf("%d bytes a token (llama.cpp %d, per-head keys and values %d), want 108288 = 2 × 54144", got, llamaCpp, perHead)
 	}
 }
+
+// TestMLAFlashMaxSeqs: with FlashMaxSeqs (a GPU's setting), the executor
+// asks the backend for flash attention as AttentionMLA runs it (values
+// narrower than the keys) and, given it, runs batches of up to that many
+// sequences with it: their logits are flash attention's.
+func TestMLAFlashMaxSeqs(t *testing.T) {
+	m := randomModel(t, deepseek2Config(), model.F16, 4)
+	e, err := New(m, 64, testBlockSize, Options{LibDir: testLibDir(t), Device: DeviceCPU, Threads: 1, KVCacheDType: testKV, FlashMaxSeqs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	seqs := []batch.Seq{{Tokens: []int32{1, 2, 3, 4, 5}, Blocks: contiguous(0, 4), Sample: true}, {Tokens: []int32{9, 8, 7}, Blocks: contiguous(8, 4), Sample: true}}
+	want, got := execute(t, newTestExec(t, m, 64), seqs), execute(t, e, seqs)
+	if !e.s.flash || maxDiff([][][]float32{want}, [][][]float32{got}) != 0 {
+		t.Errorf("flash %v; logits differ from flash attention's by %g", e.s.flash, maxDiff([][][]float32{want}, [][][]float32{got}))
+	}
+}
