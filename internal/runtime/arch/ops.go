@@ -67,6 +67,10 @@ type Ops interface {
 	MoEOps
 	// GptOssOps are gpt-oss's (ops_oss.go).
 	GptOssOps
+	// MLAOps are multi-head latent attention's (ops_mla.go).
+	MLAOps
+	// GroupOps are grouped expert selection's (moe_group.go).
+	GroupOps
 }
 
 // Forward is an architecture's forward pass over its bound weights.

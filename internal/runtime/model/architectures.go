@@ -2,6 +2,7 @@ package model
 
 import (
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/deepseek2"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/glm4moe"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/gptoss"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/llama"
@@ -19,5 +20,6 @@ func init() {
 		glm4moe.GLM4MoE,
 		llama.Mistral3,
 		gptoss.GptOss,
+		deepseek2.DeepSeek2,
 	)
 }
