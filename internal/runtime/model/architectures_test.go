@@ -19,7 +19,7 @@ func TestLoadRefusesUnknownArchitecture(t *testing.T) {
 	if err == nil {
 		t.Fatal("loaded")
 	}
-	for _, want := range []string{`unsupported architecture "gemma" (supported: glm4moe, gpt-oss, llama, mistral3, qwen2, qwen3, qwen3moe)`, p} {
+	for _, want := range []string{`unsupported architecture "gemma" (supported: deepseek2, glm4moe, gpt-oss, llama, mistral3, qwen2, qwen3, qwen3moe)`, p} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

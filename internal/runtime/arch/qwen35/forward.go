@@ -30,46 +30,32 @@ type layer struct {
 	moe            arch.MoE
 }
 
-// weights resolves names, collecting the missing ones.
-type weights struct {
-	get     func(string) arch.Tensor
-	missing []string
-}
-
-func (w *weights) of(name string) arch.Tensor {
-	t := w.get(name)
-	if t == 0 {
-		w.missing = append(w.missing, name)
-	}
-	return t
-}
-
 // bindMixer resolves layer i's norms and mixer.
-func bindMixer(c arch.Config, w *weights, l *layer, i int, p string) {
-	l.attnNorm, l.postNorm = w.of(p+"attn_norm.weight"), w.of(p+"post_attention_norm.weight")
+func bindMixer(c arch.Config, w *arch.Binder, l *layer, i int, p string) {
+	l.attnNorm, l.postNorm = w.Get(p+"attn_norm.weight"), w.Get(p+"post_attention_norm.weight")
 	if c.LayerKinds[i] != arch.Recurrent {
-		l.q, l.k, l.v, l.o = w.of(p+"attn_q.weight"), w.of(p+"attn_k.weight"), w.of(p+"attn_v.weight"), w.of(p+"attn_output.weight")
-		l.qNorm, l.kNorm = w.of(p+"attn_q_norm.weight"), w.of(p+"attn_k_norm.weight")
+		l.q, l.k, l.v, l.o = w.Get(p+"attn_q.weight"), w.Get(p+"attn_k.weight"), w.Get(p+"attn_v.weight"), w.Get(p+"attn_output.weight")
+		l.qNorm, l.kNorm = w.Get(p+"attn_q_norm.weight"), w.Get(p+"attn_k_norm.weight")
 		return
 	}
-	l.qkv, l.z, l.conv = w.of(p+"attn_qkv.weight"), w.of(p+"attn_gate.weight"), w.of(p+"ssm_conv1d.weight")
-	l.dt, l.a = w.of(p+"ssm_dt.bias"), w.of(p+"ssm_a")
-	l.beta, l.alpha = w.of(p+"ssm_beta.weight"), w.of(p+"ssm_alpha.weight")
-	l.ssmNorm, l.ssmOut = w.of(p+"ssm_norm.weight"), w.of(p+"ssm_out.weight")
+	l.qkv, l.z, l.conv = w.Get(p+"attn_qkv.weight"), w.Get(p+"attn_gate.weight"), w.Get(p+"ssm_conv1d.weight")
+	l.dt, l.a = w.Get(p+"ssm_dt.bias"), w.Get(p+"ssm_a")
+	l.beta, l.alpha = w.Get(p+"ssm_beta.weight"), w.Get(p+"ssm_alpha.weight")
+	l.ssmNorm, l.ssmOut = w.Get(p+"ssm_norm.weight"), w.Get(p+"ssm_out.weight")
 }
 
 func (qwen35) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
 	fw := &forward{c: c, layers: make([]layer, c.Layers)}
-	w := &weights{get: weight}
-	fw.tokEmbd, fw.outNorm, fw.head = w.of("token_embd.weight"), w.of("output_norm.weight"), w.of("output.weight")
+	w := arch.NewBinder(weight)
+	fw.tokEmbd, fw.outNorm, fw.head = w.Get("token_embd.weight"), w.Get("output_norm.weight"), w.Get("output.weight")
 	for i := range fw.layers {
 		l := &fw.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		bindMixer(c, w, l, i, p)
-		l.gate, l.up, l.down = w.of(p+"ffn_gate.weight"), w.of(p+"ffn_up.weight"), w.of(p+"ffn_down.weight")
+		l.gate, l.up, l.down = w.Get(p+"ffn_gate.weight"), w.Get(p+"ffn_up.weight"), w.Get(p+"ffn_down.weight")
 	}
-	if len(w.missing) > 0 {
-		return nil, fmt.Errorf("qwen35: the executor has no weights %v", w.missing)
+	if err := w.Err("qwen35"); err != nil {
+		return nil, err
 	}
 	return fw, nil
 }

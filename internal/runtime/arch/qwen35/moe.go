@@ -91,19 +91,19 @@ func (qwen35moe) Tensors(c arch.Config) []arch.TensorSpec {
 
 func (qwen35moe) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
 	fw := &forward{c: c, layers: make([]layer, c.Layers)}
-	w := &weights{get: weight}
-	fw.tokEmbd, fw.outNorm, fw.head = w.of("token_embd.weight"), w.of("output_norm.weight"), w.of("output.weight")
+	w := arch.NewBinder(weight)
+	fw.tokEmbd, fw.outNorm, fw.head = w.Get("token_embd.weight"), w.Get("output_norm.weight"), w.Get("output.weight")
 	for i := range fw.layers {
 		l := &fw.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		bindMixer(c, w, l, i, p)
-		l.gate, l.up, l.down = w.of(p+"ffn_gate_shexp.weight"), w.of(p+"ffn_up_shexp.weight"), w.of(p+"ffn_down_shexp.weight")
-		l.sharedGate = w.of(p + "ffn_gate_inp_shexp.weight")
-		l.moe = arch.MoEOf(c, w.of(p+"ffn_gate_inp.weight"), w.of(p+"ffn_gate_exps.weight"), w.of(p+"ffn_up_exps.weight"), w.of(p+"ffn_down_exps.weight"), 0)
+		l.gate, l.up, l.down = w.Get(p+"ffn_gate_shexp.weight"), w.Get(p+"ffn_up_shexp.weight"), w.Get(p+"ffn_down_shexp.weight")
+		l.sharedGate = w.Get(p + "ffn_gate_inp_shexp.weight")
+		l.moe = arch.MoEOf(c, w.Get(p+"ffn_gate_inp.weight"), w.Get(p+"ffn_gate_exps.weight"), w.Get(p+"ffn_up_exps.weight"), w.Get(p+"ffn_down_exps.weight"), 0)
 		l.moe.Gating, l.moe.Norm = arch.GatingSoftmax, true // what ReadConfig reads
 	}
-	if len(w.missing) > 0 {
-		return nil, fmt.Errorf("qwen35moe: the executor has no weights %v", w.missing)
+	if err := w.Err("qwen35moe"); err != nil {
+		return nil, err
 	}
 	return fw, nil
 }

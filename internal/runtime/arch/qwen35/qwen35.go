@@ -99,12 +99,9 @@ func readConfig(file arch.File, p string, c *arch.Config) error {
 	); err != nil {
 		return err
 	}
-	emb := file.Shape("token_embd.weight")
-	if len(emb) != 2 {
-		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
+	if err := arch.ReadVocab(file, c); err != nil {
+		return err
 	}
-	c.VocabSize = emb[1]
-	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	if w := file.Shape("blk.0.ffn_up.weight"); len(w) == 2 {
 		c.FFN = w[1]
 	}
