@@ -22,5 +22,6 @@ func init() {
 		gptoss.GptOss,
 		qwen35.Qwen35,
 		qwen35.Qwen35MoE,
+		qwen35.Qwen3Next,
 	)
 }

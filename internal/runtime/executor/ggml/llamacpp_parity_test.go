@@ -123,6 +123,9 @@ func parityModels() []parityCase {
 		gptossParity(),
 		{name: "qwen35", cfg: qwen35Config(), seed: 1},
 		{name: "qwen35moe", cfg: qwen35moeConfig(), seed: 1},
+		// qwen3next, seed 1: margins of 2.7e-3 and more, F16 and Q8_0;
+		// the logits equal llama.cpp's to the bit.
+		{name: "qwen3next", cfg: qwen3nextConfig(), seed: 1},
 	}
 }
 
