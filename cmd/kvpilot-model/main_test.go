@@ -36,6 +36,9 @@ func TestWriteAndInfo(t *testing.T) {
 			"gpt-oss vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 64, context 131072, rope theta 150000, qkv bias, 8 experts (2 used, ffn 32), sliding window 32 in 2 of 3 layers"},
 		{[]string{"--layers", "2", "--dim", "64", "--heads", "4", "--ffn", "64", "--dtype", "f16", "--arch", "gpt-oss", "--experts", "4", "--experts-used", "2", "--expert-ffn", "32", "--sliding-window", "8", "--expert-dtype", "mxfp4"},
 			"MXFP4:6"},
+		{[]string{"--layers", "4", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ffn", "64", "--dtype", "f16", "--arch", "qwen3next", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32",
+			"--ssm-key-heads", "1", "--ssm-value-heads", "4", "--ssm-state-size", "16"},
+			"qwen3next vocab 258, dim 64, 4 layers, 4 heads (2 kv, head dim 32), ffn 64, context 4096, rope theta 10000, 8 experts (2 used, ffn 32), rope over 8 of 32 dims"},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer
@@ -69,6 +72,10 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--sliding-window", "32"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--expert-dtype", "mxfp4"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3moe", "--experts", "4", "--experts-used", "2", "--expert-dtype", "q4_0"},
+		// qwen3next rotates by NEOX RoPE and scales no expert weights.
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next", "--experts", "4", "--experts-used", "2", "--rope-sections", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next", "--experts", "4", "--experts-used", "2", "--expert-weights-scale", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next"},
 		{"info", filepath.Join(dir, "missing.gguf")},
 		{"frobnicate"},
 	} {
