@@ -116,6 +116,12 @@ type RecurrentGeometry struct {
 	KeyHeads, ValueHeads int
 	// Inner is the value width, StateSize·ValueHeads (ssm.inner_size).
 	Inner int
+	// FusedQKVZ: the convolution's channels and the output gate come
+	// from one projection, ssm_in, laid out key head by key head (its
+	// query, its key, then its value heads' values and gates), as older
+	// qwen3next conversions store it; otherwise from attn_qkv and
+	// attn_gate. The tensors say which (qwen3next only).
+	FusedQKVZ bool
 }
 
 func (g RecurrentGeometry) validate() error {

@@ -41,4 +41,7 @@ type RecurrentOps interface {
 	// to [ne0, ne1, ne2]: element (i, j, k) is x's (i mod x.ne0, j mod
 	// x.ne1, k mod x.ne2), as ggml_repeat_4d.
 	Repeat(x Tensor, ne0, ne1, ne2 int) Tensor
+	// Concat joins a and b (F32, contiguous) along dimension dim, their
+	// other dimensions equal (ggml_concat).
+	Concat(a, b Tensor, dim int) Tensor
 }

@@ -23,8 +23,9 @@ type layer struct {
 	attnNorm, postNorm arch.Tensor
 	// Gated attention.
 	q, k, v, o, qNorm, kNorm arch.Tensor
-	// Gated DeltaNet (ba: qwen3next's beta and alpha, in one).
-	qkv, z, conv, dt, a, beta, alpha, ba, ssmNorm, ssmOut arch.Tensor
+	// Gated DeltaNet (ba: qwen3next's beta and alpha, in one; qkvz: the
+	// fused ssm_in of its older files, in place of qkv and z).
+	qkv, z, qkvz, conv, dt, a, beta, alpha, ba, ssmNorm, ssmOut arch.Tensor
 	// The MLP: qwen35's, or qwen35moe's shared expert, gated per token
 	// by sigmoid(sharedGate·x), beside its experts (moe.Router is 0 in
 	// qwen35).
@@ -55,7 +56,12 @@ func bindMixer(c arch.Config, w *weights, l *layer, i int, p string, next bool) 
 		l.qNorm, l.kNorm = w.of(p+"attn_q_norm.weight"), w.of(p+"attn_k_norm.weight")
 		return
 	}
-	l.qkv, l.z, l.conv = w.of(p+"attn_qkv.weight"), w.of(p+"attn_gate.weight"), w.of(p+"ssm_conv1d.weight")
+	if c.Recurrent.FusedQKVZ {
+		l.qkvz = w.of(p + "ssm_in.weight")
+	} else {
+		l.qkv, l.z = w.of(p+"attn_qkv.weight"), w.of(p+"attn_gate.weight")
+	}
+	l.conv = w.of(p + "ssm_conv1d.weight")
 	l.dt, l.a = w.of(p+"ssm_dt.bias"), w.of(p+"ssm_a")
 	if next {
 		l.ba = w.of(p + "ssm_ba.weight")
@@ -82,11 +88,15 @@ func (qwen35) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Fo
 }
 
 // Nodes: about 45 a recurrent block and 35 an attending one (60 leaves
-// room; qwen3next's split of ssm_ba and repeats of q and k add 12), a
+// room; qwen3next's split of ssm_ba and repeats of q and k add 12, and
+// the split of a fused ssm_in 12 more), a
 // mixture of experts' besides, and the embedding, final norm and head.
 func (fw *forward) Nodes() int {
 	per := 60
 	if fw.next {
+		per += 12
+	}
+	if fw.c.Recurrent.FusedQKVZ {
 		per += 12
 	}
 	n := per*len(fw.layers) + 16
@@ -173,8 +183,12 @@ func (fw *forward) deltaNet(o arch.Ops, li int, l *layer, xn arch.Tensor) arch.T
 	c := fw.c
 	g, n := c.Recurrent, o.Tokens()
 	S, hk, hv, ch := g.StateSize, g.KeyHeads, g.ValueHeads, g.ConvChannels()
-	qkv := o.MulMat(l.qkv, xn) // [ch, n]
-	z := o.MulMat(l.z, xn)     // [inner, n]
+	var qkv, z arch.Tensor // [ch, n], [inner, n]
+	if l.qkvz != 0 {
+		qkv, z = splitQKVZ(o, g, o.MulMat(l.qkvz, xn))
+	} else {
+		qkv, z = o.MulMat(l.qkv, xn), o.MulMat(l.z, xn)
+	}
 	var beta, alpha arch.Tensor
 	if fw.next {
 		beta, alpha = nextBetaAlpha(o, g, l, xn)

@@ -27,13 +27,11 @@ func (a moeArch) Name() string { return a.name }
 
 func (a moeArch) ReadConfig(file arch.File, c *arch.Config) error {
 	p := a.name + "."
-	if a.next {
-		if err := readNext(file, p); err != nil {
-			return err
-		}
-	}
 	if err := readConfig(file, p, c, !a.next); err != nil {
 		return err
+	}
+	if a.next {
+		c.Recurrent.FusedQKVZ = fusedQKVZ(file, c.LayerKinds)
 	}
 	if err := arch.Read(file,
 		arch.Uint(p+"expert_count", &c.Experts),

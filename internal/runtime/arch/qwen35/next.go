@@ -19,25 +19,39 @@ import (
 // queries and keys are repeated, head by head, to the value heads before
 // the delta rule, as llama.cpp repeats them. Expert weights are not
 // scaled (llama.cpp reads no expert_weights_scale for it).
-//
-// Files from converters that stored the DeltaNet's input projection fused
-// (ssm_in: queries, keys, values and z interleaved per key head) are
-// refused: llama.cpp's converter now writes attn_qkv and attn_gate.
+// Files of older conversions project the DeltaNet's inputs through one
+// ssm_in (queries, keys, values and z interleaved per key head:
+// RecurrentGeometry.FusedQKVZ), split as llama.cpp splits it; llama.cpp's
+// converter now writes attn_qkv and attn_gate.
 var Qwen3Next arch.Architecture = moeArch{name: "qwen3next", next: true}
 
-// readNext refuses what qwen3next files may hold that this graph does not
-// run: the legacy fused ssm_in projection.
-func readNext(file arch.File, p string) error {
-	blocks, _, err := file.Uint(p + "block_count")
-	if err != nil {
-		return err
-	}
-	for i := range int(blocks) {
-		if file.Shape(fmt.Sprintf("blk.%d.ssm_in.weight", i)) != nil {
-			return fmt.Errorf("tensor blk.%d.ssm_in.weight: the fused qkvz projection of older qwen3next conversions is unsupported (convert again: llama.cpp's converter writes attn_qkv and attn_gate)", i)
+// fusedQKVZ reports whether the file's recurrent layers project through
+// one ssm_in (older conversions) rather than attn_qkv and attn_gate: the
+// first recurrent layer's tensors say.
+func fusedQKVZ(file arch.File, kinds []arch.LayerKind) bool {
+	for i, k := range kinds {
+		if k == arch.Recurrent {
+			return file.Shape(fmt.Sprintf("blk.%d.ssm_in.weight", i)) != nil
 		}
 	}
-	return nil
+	return false
+}
+
+// splitQKVZ splits a fused ssm_in's output mixed [ch+inner, n], laid out
+// key head by key head (its query, its key, its r = hv/hk value heads'
+// values, then their gates), into the convolution's channels (all
+// queries, all keys, all values: [ch, n]) and z [inner, n], as llama.cpp
+// does: views, copies and concatenations.
+func splitQKVZ(o arch.Ops, g arch.RecurrentGeometry, mixed arch.Tensor) (qkv, z arch.Tensor) {
+	S, hk, n := g.StateSize, g.KeyHeads, o.Tokens()
+	rS := g.Inner / hk // a key head's values (and gates)
+	w := 2*S + 2*rS    // a key head's group
+	part := func(width, offset int) arch.Tensor {
+		return o.Cont(o.View(mixed, width, hk, n, w, w*hk, offset), width*hk, n)
+	}
+	z = part(rS, 2*S+rS)
+	q, k, v := part(S, 0), part(S, S), part(rS, 2*S)
+	return o.Concat(o.Concat(q, k, 0), v, 0), z
 }
 
 // nextBetaAlpha are qwen3next's beta (sigmoid applied) and alpha [hv, n]

@@ -29,14 +29,25 @@ func validateNext(c arch.Config) error {
 }
 
 // TestQwen3NextReadsItsMetadata: ReadConfig reads back what Metadata and
-// Tensors describe, without M-RoPE sections or an expert weights scale;
-// block_count counts the nextn layer, Layers does not.
+// Tensors describe, without M-RoPE sections or an expert weights scale,
+// a fused ssm_in where the tensors have it; block_count counts the nextn
+// layer, Layers does not.
 func TestQwen3NextReadsItsMetadata(t *testing.T) {
-	want := coderNext()
-	if err := validateNext(want); err != nil {
-		t.Fatal(err)
+	fused := coderNext()
+	fused.Recurrent.FusedQKVZ = true
+	for _, want := range []arch.Config{coderNext(), fused} {
+		if err := validateNext(want); err != nil {
+			t.Fatal(err)
+		}
+		got := arch.Config{Arch: "qwen3next"}
+		if err := Qwen3Next.ReadConfig(archtest.FileOf(Qwen3Next, want), &got); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
 	}
-	f := archtest.FileOf(Qwen3Next, want)
+	f := archtest.FileOf(Qwen3Next, coderNext())
 	for _, key := range []string{"qwen3next.rope.dimension_sections", "qwen3next.expert_weights_scale"} {
 		if v, ok := f.KV[key]; ok {
 			t.Errorf("Metadata writes %s = %v; llama.cpp's qwen3next reads none", key, v)
@@ -45,22 +56,21 @@ func TestQwen3NextReadsItsMetadata(t *testing.T) {
 	if got := f.KV["qwen3next.block_count"]; got != uint32(5) {
 		t.Errorf("block_count %v, want 5 (4 layers and the nextn one)", got)
 	}
-	got := arch.Config{Arch: "qwen3next"}
-	if err := Qwen3Next.ReadConfig(f, &got); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
 }
 
 // TestQwen3NextTensors: a recurrent layer projects beta and alpha in one
-// ssm_ba of two per value head; the attending layer has no DeltaNet's,
+// ssm_ba of two per value head, and its inputs through attn_qkv and
+// attn_gate or, fused, one ssm_in; the attending layer has no DeltaNet's,
 // every layer the experts and the shared expert.
 func TestQwen3NextTensors(t *testing.T) {
 	shapes := map[string][]int{}
 	for _, s := range Qwen3Next.Tensors(coderNext()) {
 		shapes[s.Name] = s.Shape
+	}
+	fused := coderNext()
+	fused.Recurrent.FusedQKVZ = true
+	for _, s := range Qwen3Next.Tensors(fused) {
+		shapes["fused "+s.Name] = s.Shape
 	}
 	for name, want := range map[string][]int{
 		"blk.0.ssm_ba.weight":              {64, 8},
@@ -76,6 +86,12 @@ func TestQwen3NextTensors(t *testing.T) {
 		"blk.3.ffn_up_exps.weight":         {64, 32, 8},
 		"blk.4.attn_norm.weight":           nil,
 		"blk.1.post_attention_norm.weight": {64},
+		"blk.0.ssm_in.weight":              nil,
+		"fused blk.0.ssm_in.weight":        {64, 192},
+		"fused blk.0.attn_qkv.weight":      nil,
+		"fused blk.0.attn_gate.weight":     nil,
+		"fused blk.2.ssm_ba.weight":        {64, 8},
+		"fused blk.3.ssm_in.weight":        nil,
 	} {
 		if diff := cmp.Diff(want, shapes[name]); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", name, diff)
@@ -90,7 +106,6 @@ func TestQwen3NextRefusesWhatItDoesNotRun(t *testing.T) {
 		edit func(f archtest.File)
 		want string
 	}{
-		{func(f archtest.File) { f.Shapes["blk.1.ssm_in.weight"] = []int{64, 256} }, "blk.1.ssm_in.weight: the fused qkvz projection"},
 		{func(f archtest.File) { f.KV["qwen3next.expert_gating_func"] = uint32(2) }, "expert_gating_func = 2 is unsupported"},
 		{func(f archtest.File) { delete(f.KV, "qwen3next.expert_count") }, "qwen3next.expert_count"},
 		{func(f archtest.File) { delete(f.KV, "qwen3next.ssm.group_count") }, "qwen3next.ssm.group_count"},
@@ -117,5 +132,11 @@ func TestQwen3NextRefusesWhatItDoesNotRun(t *testing.T) {
 		if err := validateNext(c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)
 		}
+	}
+	// A fused ssm_in is qwen3next's alone.
+	c := coderNext()
+	c.Arch, c.Experts, c.ExpertsUsed, c.RopeSections, c.Recurrent.FusedQKVZ = "qwen35", 0, 0, [4]int{4}, true
+	if err := Qwen35.(interface{ Validate(arch.Config) error }).Validate(c); err == nil || !strings.Contains(err.Error(), "no fused ssm_in") {
+		t.Errorf("qwen35 with a fused ssm_in: error %v", err)
 	}
 }

@@ -167,6 +167,8 @@ func validate(c arch.Config, mrope bool) error {
 		return fmt.Errorf("%s rotates by NEOX RoPE: M-RoPE sections %v are not its", c.Arch, c.RopeSections)
 	case c.KVHeads*c.HeadDim == 0:
 		return fmt.Errorf("%s: no key/value heads", c.Arch)
+	case mrope && c.Recurrent.FusedQKVZ:
+		return fmt.Errorf("%s has no fused ssm_in projection (qwen3next's older files have)", c.Arch)
 	}
 	return nil
 }
@@ -221,9 +223,15 @@ func mixerTensors(c arch.Config, i int, p string, next bool) []arch.TensorSpec {
 		)
 	}
 	g := c.Recurrent
+	if g.FusedQKVZ {
+		s = append(s, arch.TensorSpec{Name: p + "ssm_in.weight", Shape: []int{c.Dim, g.ConvChannels() + g.Inner}, Matrix: true})
+	} else {
+		s = append(s,
+			arch.TensorSpec{Name: p + "attn_qkv.weight", Shape: []int{c.Dim, g.ConvChannels()}, Matrix: true},
+			arch.TensorSpec{Name: p + "attn_gate.weight", Shape: []int{c.Dim, g.Inner}, Matrix: true},
+		)
+	}
 	s = append(s,
-		arch.TensorSpec{Name: p + "attn_qkv.weight", Shape: []int{c.Dim, g.ConvChannels()}, Matrix: true},
-		arch.TensorSpec{Name: p + "attn_gate.weight", Shape: []int{c.Dim, g.Inner}, Matrix: true},
 		// The convolution's kernel stays F32: ggml's ssm_conv takes no other.
 		arch.TensorSpec{Name: p + "ssm_conv1d.weight", Shape: []int{g.ConvKernel, g.ConvChannels()}},
 		arch.TensorSpec{Name: p + "ssm_dt.bias", Shape: []int{g.ValueHeads}},

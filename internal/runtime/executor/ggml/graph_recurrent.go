@@ -207,6 +207,10 @@ func (o *graphOps) Repeat(x arch.Tensor, ne0, ne1, ne2 int) arch.Tensor {
 	return arch.Tensor(o.e.a.repeat4d(o.ctx, cTensor(x), int64(ne0), int64(ne1), int64(ne2), 1))
 }
 
+func (o *graphOps) Concat(a, b arch.Tensor, dim int) arch.Tensor {
+	return arch.Tensor(o.e.a.concat(o.ctx, cTensor(a), cTensor(b), int32(dim)))
+}
+
 // recurrent reports whether layer l is a recurrent one (no KV).
 func (e *Executor) recurrent(l int) bool {
 	return e.cfg.LayerKinds != nil && e.cfg.LayerKinds[l] == arch.Recurrent

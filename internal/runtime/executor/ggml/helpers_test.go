@@ -214,6 +214,14 @@ func qwen3nextConfig() model.Config {
 	return c
 }
 
+// qwen3nextFusedConfig is qwen3nextConfig as older conversions store it:
+// the DeltaNet's inputs through one ssm_in, key head by key head.
+func qwen3nextFusedConfig() model.Config {
+	c := qwen3nextConfig()
+	c.Recurrent.FusedQKVZ = true
+	return c
+}
+
 // gptossConfig is gpt-oss-20b's layout scaled down: q/k/v/o biases,
 // sinks, three layers of which the first and last attend over a window of
 // 32 tokens (shorter than the long parity prompt) and the middle one over

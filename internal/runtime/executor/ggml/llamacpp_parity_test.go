@@ -126,6 +126,7 @@ func parityModels() []parityCase {
 		// qwen3next, seed 1: margins of 2.7e-3 and more, F16 and Q8_0;
 		// the logits equal llama.cpp's to the bit.
 		{name: "qwen3next", cfg: qwen3nextConfig(), seed: 1},
+		{name: "qwen3next-ssm_in", cfg: qwen3nextFusedConfig(), seed: 1},
 	}
 }
 
