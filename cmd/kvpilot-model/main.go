@@ -101,6 +101,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	ssmState := fs.Int("ssm-state-size", 0, "the recurrent layers' key and value head width (qwen35, qwen3next; 0: the head dim / 2)")
 	ssmKeyHeads := fs.Int("ssm-key-heads", 0, "the recurrent layers' key heads (qwen35, qwen3next; 0: --kv-heads)")
 	ssmValueHeads := fs.Int("ssm-value-heads", 0, "the recurrent layers' value heads, a multiple of the key heads (qwen35, qwen3next; 0: --heads)")
+	ssmFused := fs.Bool("ssm-fused-qkvz", false, "the recurrent layers' inputs through one ssm_in, as older conversions store them (qwen3next; default: attn_qkv and attn_gate)")
 	ropeSections := fs.String("rope-sections", "", "M-RoPE sections in rotated pairs, comma-separated, up to 4 (qwen35, qwen35moe; empty: all of --rope-dims' pairs in the first)")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
@@ -134,7 +135,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 		if err := slidingWindow(&cfg, *window, *swaPattern); err != nil {
 			return err
 		}
-		if err := hybrid(&cfg, hybridFlags{*attnInterval, *ssmConv, *ssmState, *ssmKeyHeads, *ssmValueHeads, *ropeSections}); err != nil {
+		if err := hybrid(&cfg, hybridFlags{*attnInterval, *ssmConv, *ssmState, *ssmKeyHeads, *ssmValueHeads, *ropeSections, *ssmFused}); err != nil {
 			return err
 		}
 		if err := cfg.Validate(); err != nil {
@@ -303,6 +304,7 @@ func info(spec string, stdout io.Writer) error {
 type hybridFlags struct {
 	interval, conv, state, keyHeads, valueHeads int
 	sections                                    string
+	fused                                       bool
 }
 
 // hybrid sets what a hybrid model (qwen35, qwen35moe, qwen3next) needs
@@ -313,13 +315,16 @@ type hybridFlags struct {
 func hybrid(c *model.Config, f hybridFlags) error {
 	mrope := c.Arch == "qwen35" || c.Arch == "qwen35moe"
 	if !mrope && c.Arch != "qwen3next" {
-		if f.sections != "" || f.state != 0 || f.keyHeads != 0 || f.valueHeads != 0 {
+		if f.sections != "" || f.state != 0 || f.keyHeads != 0 || f.valueHeads != 0 || f.fused {
 			return fmt.Errorf("--rope-sections and --ssm-* are qwen35's, qwen35moe's and qwen3next's, not %s's", c.Arch)
 		}
 		return nil
 	}
 	if !mrope && f.sections != "" {
 		return fmt.Errorf("--rope-sections: %s rotates by NEOX RoPE, without M-RoPE sections", c.Arch)
+	}
+	if mrope && f.fused {
+		return fmt.Errorf("--ssm-fused-qkvz is qwen3next's, not %s's", c.Arch)
 	}
 	if f.interval < 1 {
 		return fmt.Errorf("--full-attention-interval %d must be positive", f.interval)
@@ -336,6 +341,7 @@ func hybrid(c *model.Config, f hybridFlags) error {
 		g.ValueHeads = c.Heads
 	}
 	g.Inner = g.StateSize * g.ValueHeads
+	g.FusedQKVZ = f.fused
 	c.Recurrent = g
 	if c.RopeDims == 0 {
 		c.RopeDims = c.HeadDim / 4

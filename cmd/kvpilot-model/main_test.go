@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
 func TestWriteAndInfo(t *testing.T) {
@@ -76,11 +78,37 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next", "--experts", "4", "--experts-used", "2", "--rope-sections", "2"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next", "--experts", "4", "--experts-used", "2", "--expert-weights-scale", "2"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen35", "--ssm-fused-qkvz"},
 		{"info", filepath.Join(dir, "missing.gguf")},
 		{"frobnicate"},
 	} {
 		if err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestWriteFusedQKVZ: --ssm-fused-qkvz writes a qwen3next whose recurrent
+// layers project through one ssm_in, which the loader reads back as such.
+func TestWriteFusedQKVZ(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	args := []string{"write", "--out", out, "--layers", "4", "--dim", "64", "--heads", "4", "--ffn", "64", "--arch", "qwen3next", "--experts", "4", "--experts-used", "2", "--ssm-fused-qkvz"}
+	if err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Open(out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !m.Config.Recurrent.FusedQKVZ {
+		t.Error("the file reads back without a fused ssm_in")
+	}
+	names := map[string]bool{}
+	for _, tn := range m.Weights.Tensors() {
+		names[tn.Name] = true
+	}
+	if !names["blk.0.ssm_in.weight"] || names["blk.0.attn_qkv.weight"] {
+		t.Errorf("blk.0 has ssm_in %v, attn_qkv %v; want only ssm_in", names["blk.0.ssm_in.weight"], names["blk.0.attn_qkv.weight"])
 	}
 }
