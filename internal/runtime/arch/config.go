@@ -122,11 +122,18 @@ type RecurrentGeometry struct {
 	// StateSize is the width of a key and a value head (ssm.state_size).
 	StateSize int
 	// KeyHeads (ssm.group_count) and ValueHeads (ssm.time_step_rank) are
-	// the key and value head counts; each value head reads key head
-	// h mod KeyHeads.
+	// the key and value head counts; value head h reads key head
+	// h mod KeyHeads (qwen35, qwen35moe) or h / (ValueHeads/KeyHeads)
+	// (qwen3next).
 	KeyHeads, ValueHeads int
 	// Inner is the value width, StateSize·ValueHeads (ssm.inner_size).
 	Inner int
+	// FusedQKVZ: the convolution's channels and the output gate come
+	// from one projection, ssm_in, laid out key head by key head (its
+	// query, its key, then its value heads' values and gates), as older
+	// qwen3next conversions store it; otherwise from attn_qkv and
+	// attn_gate. The tensors say which (qwen3next only).
+	FusedQKVZ bool
 }
 
 func (g RecurrentGeometry) validate() error {

@@ -24,5 +24,6 @@ func init() {
 		qwen35.Qwen35,
 		qwen35.Qwen35MoE,
 		deepseek2.DeepSeek2,
+		qwen35.Qwen3Next,
 	)
 }

@@ -14,27 +14,38 @@ import (
 // by expert_weights_scale), plus a shared expert of FFN whose output is
 // gated per token by sigmoid(ffn_gate_inp_shexp·x), as llama.cpp's
 // qwen35moe graph runs it.
-var Qwen35MoE arch.Architecture = qwen35moe{}
+var Qwen35MoE arch.Architecture = moeArch{name: "qwen35moe"}
 
-type qwen35moe struct{}
+// moeArch is qwen35moe, or with next qwen3next (next.go): the same
+// layers but for RoPE and the DeltaNet's inputs.
+type moeArch struct {
+	name string
+	next bool
+}
 
-const prefixMoE = "qwen35moe."
+func (a moeArch) Name() string { return a.name }
 
-func (qwen35moe) Name() string { return "qwen35moe" }
-
-func (qwen35moe) ReadConfig(file arch.File, c *arch.Config) error {
-	p := prefixMoE
-	if err := readConfig(file, p, c); err != nil {
+func (a moeArch) ReadConfig(file arch.File, c *arch.Config) error {
+	p := a.name + "."
+	if err := readConfig(file, p, c, !a.next); err != nil {
 		return err
+	}
+	if a.next {
+		c.Recurrent.FusedQKVZ = fusedQKVZ(file, c.LayerKinds)
 	}
 	if err := arch.Read(file,
 		arch.Uint(p+"expert_count", &c.Experts),
 		arch.Uint(p+"expert_used_count", &c.ExpertsUsed),
 		arch.Uint(p+"expert_feed_forward_length", &c.ExpertFFN),
 		arch.OptUint(p+"expert_shared_feed_forward_length", &c.FFN),
-		arch.OptFloat(p+"expert_weights_scale", &c.ExpertWeightsScale),
 	); err != nil {
 		return err
+	}
+	// llama.cpp's qwen3next reads no expert_weights_scale.
+	if !a.next {
+		if err := arch.Read(file, arch.OptFloat(p+"expert_weights_scale", &c.ExpertWeightsScale)); err != nil {
+			return err
+		}
 	}
 	if w := file.Shape("blk.0.ffn_up_shexp.weight"); len(w) == 2 {
 		c.FFN = w[1]
@@ -45,35 +56,41 @@ func (qwen35moe) ReadConfig(file arch.File, c *arch.Config) error {
 	if v, ok, err := file.Uint(p + "expert_gating_func"); err != nil {
 		return err
 	} else if ok && v != 0 && arch.Gating(v) != arch.GatingSoftmax {
-		return fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (qwen35moe routes by softmax, as llama.cpp does)", p, v)
+		return fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (%s routes by softmax, as llama.cpp does)", p, v, a.name)
 	}
 	c.ExpertGating, c.ExpertWeightsNorm = arch.GatingSoftmax, true
 	return nil
 }
 
-func (qwen35moe) Validate(c arch.Config) error {
+func (a moeArch) Validate(c arch.Config) error {
 	if c.Experts == 0 {
-		return errors.New("qwen35moe needs experts (expert_count, expert_used_count)")
+		return fmt.Errorf("%s needs experts (expert_count, expert_used_count)", a.name)
 	}
-	return validate(c)
+	if a.next && c.ExpertWeightsScale != 0 && c.ExpertWeightsScale != 1 {
+		return errors.New("qwen3next scales no expert weights (llama.cpp reads no expert_weights_scale for it)")
+	}
+	return validate(c, !a.next)
 }
 
-func (qwen35moe) Metadata(c arch.Config) []arch.KV {
-	p := prefixMoE
-	return append(metadata(p, c), []arch.KV{
+func (a moeArch) Metadata(c arch.Config) []arch.KV {
+	p := a.name + "."
+	kvs := append(metadata(p, c), []arch.KV{
 		{Key: p + "expert_count", Value: uint32(c.Experts)},
 		{Key: p + "expert_used_count", Value: uint32(c.ExpertsUsed)},
 		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
 		{Key: p + "expert_shared_feed_forward_length", Value: uint32(c.FFN)},
-		{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale},
 	}...)
+	if !a.next {
+		kvs = append(kvs, arch.KV{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale})
+	}
+	return kvs
 }
 
-func (qwen35moe) Tensors(c arch.Config) []arch.TensorSpec {
+func (a moeArch) Tensors(c arch.Config) []arch.TensorSpec {
 	s := []arch.TensorSpec{{Name: "token_embd.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true}}
 	for i := range c.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
-		s = append(s, mixerTensors(c, i, p)...)
+		s = append(s, mixerTensors(c, i, p, a.next)...)
 		s = append(s,
 			arch.TensorSpec{Name: p + "ffn_gate_inp.weight", Shape: []int{c.Dim, c.Experts}, Matrix: true},
 			arch.TensorSpec{Name: p + "ffn_gate_exps.weight", Shape: []int{c.Dim, c.ExpertFFN, c.Experts}, Matrix: true},
@@ -89,20 +106,20 @@ func (qwen35moe) Tensors(c arch.Config) []arch.TensorSpec {
 	return append(s, outputTensors(c)...)
 }
 
-func (qwen35moe) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
-	fw := &forward{c: c, layers: make([]layer, c.Layers)}
+func (a moeArch) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
+	fw := &forward{c: c, next: a.next, layers: make([]layer, c.Layers)}
 	w := arch.NewBinder(weight)
 	fw.tokEmbd, fw.outNorm, fw.head = w.Get("token_embd.weight"), w.Get("output_norm.weight"), w.Get("output.weight")
 	for i := range fw.layers {
 		l := &fw.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		bindMixer(c, w, l, i, p)
+		bindMixer(c, w, l, i, p, a.next)
 		l.gate, l.up, l.down = w.Get(p+"ffn_gate_shexp.weight"), w.Get(p+"ffn_up_shexp.weight"), w.Get(p+"ffn_down_shexp.weight")
 		l.sharedGate = w.Get(p + "ffn_gate_inp_shexp.weight")
 		l.moe = arch.MoEOf(c, w.Get(p+"ffn_gate_inp.weight"), w.Get(p+"ffn_gate_exps.weight"), w.Get(p+"ffn_up_exps.weight"), w.Get(p+"ffn_down_exps.weight"), 0)
 		l.moe.Gating, l.moe.Norm = arch.GatingSoftmax, true // what ReadConfig reads
 	}
-	if err := w.Err("qwen35moe"); err != nil {
+	if err := w.Err(a.name); err != nil {
 		return nil, err
 	}
 	return fw, nil

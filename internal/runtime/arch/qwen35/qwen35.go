@@ -37,10 +37,13 @@ const defaultInterval = 4
 func (qwen35) Name() string { return "qwen35" }
 
 func (qwen35) ReadConfig(file arch.File, c *arch.Config) error {
-	return readConfig(file, prefix, c)
+	return readConfig(file, prefix, c, true)
 }
 
-func readConfig(file arch.File, p string, c *arch.Config) error {
+// readConfig reads what qwen35, qwen35moe and qwen3next share (keys
+// under p), and with mrope M-RoPE's sections, which qwen3next's RoPE has
+// none of.
+func readConfig(file arch.File, p string, c *arch.Config, mrope bool) error {
 	var blocks, interval int
 	g := &c.Recurrent
 	interval = defaultInterval
@@ -79,16 +82,18 @@ func readConfig(file arch.File, p string, c *arch.Config) error {
 		return fmt.Errorf("full_attention_interval %d must be positive", interval)
 	}
 	c.LayerKinds = LayerKinds(c.Layers, interval)
-	secs, ok, err := file.Ints(p + "rope.dimension_sections")
-	switch {
-	case err != nil:
-		return err
-	case !ok:
-		return fmt.Errorf("metadata %srope.dimension_sections is required", p)
-	case len(secs) > 4:
-		return fmt.Errorf("metadata %srope.dimension_sections has %d sections, want at most 4", p, len(secs))
+	if mrope {
+		secs, ok, err := file.Ints(p + "rope.dimension_sections")
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return fmt.Errorf("metadata %srope.dimension_sections is required", p)
+		case len(secs) > 4:
+			return fmt.Errorf("metadata %srope.dimension_sections has %d sections, want at most 4", p, len(secs))
+		}
+		copy(c.RopeSections[:], secs)
 	}
-	copy(c.RopeSections[:], secs)
 	if s, _, _ := file.String(p + "rope.scaling.type"); s != "" && s != "none" {
 		return fmt.Errorf("rope scaling %q is unsupported", s)
 	}
@@ -139,22 +144,28 @@ func interval(kinds []arch.LayerKind) int {
 
 // Validate: the layer pattern, M-RoPE's sections within the rotated
 // pairs, and no mixture of experts (qwen35moe's).
-func (qwen35) Validate(c arch.Config) error { return validate(c) }
+func (qwen35) Validate(c arch.Config) error { return validate(c, true) }
 
-func validate(c arch.Config) error {
+// validate checks what the package's architectures share, with mrope
+// M-RoPE's sections (their presence) and without it their absence.
+func validate(c arch.Config, mrope bool) error {
 	pairs := 0
 	for _, s := range c.RopeSections {
 		pairs += s
 	}
 	switch {
 	case interval(c.LayerKinds) < 0:
-		return errors.New("qwen35 needs its layer kinds: recurrent layers with every full_attention_interval-th attending (LayerKinds)")
+		return fmt.Errorf("%s needs its layer kinds: recurrent layers with every full_attention_interval-th attending (LayerKinds)", c.Arch)
 	case c.RopeDims <= 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim:
 		return fmt.Errorf("rope dims %d: want an even count up to the head dim %d", c.RopeDims, c.HeadDim)
-	case pairs == 0:
-		return errors.New("qwen35 needs M-RoPE sections (rope.dimension_sections)")
+	case mrope && pairs == 0:
+		return fmt.Errorf("%s needs M-RoPE sections (rope.dimension_sections)", c.Arch)
+	case !mrope && pairs != 0:
+		return fmt.Errorf("%s rotates by NEOX RoPE: M-RoPE sections %v are not its", c.Arch, c.RopeSections)
 	case c.KVHeads*c.HeadDim == 0:
-		return errors.New("qwen35: no key/value heads")
+		return fmt.Errorf("%s: no key/value heads", c.Arch)
+	case mrope && c.Recurrent.FusedQKVZ:
+		return fmt.Errorf("%s has no fused ssm_in projection (qwen3next's older files have)", c.Arch)
 	}
 	return nil
 }
@@ -163,13 +174,15 @@ func metadata(p string, c arch.Config) []arch.KV {
 	base := c
 	base.Layers += c.NextNLayers
 	g := c.Recurrent
-	secs := make([]int32, 4)
-	for i, s := range c.RopeSections {
-		secs[i] = int32(s)
+	kvs := append(arch.BaseMetadata(p, base), arch.KV{Key: p + "rope.dimension_count", Value: uint32(c.RopeDims)})
+	if c.RopeSections != [4]int{} {
+		secs := make([]int32, 4)
+		for i, s := range c.RopeSections {
+			secs[i] = int32(s)
+		}
+		kvs = append(kvs, arch.KV{Key: p + "rope.dimension_sections", Value: secs})
 	}
-	kvs := append(arch.BaseMetadata(p, base), []arch.KV{
-		{Key: p + "rope.dimension_count", Value: uint32(c.RopeDims)},
-		{Key: p + "rope.dimension_sections", Value: secs},
+	kvs = append(kvs, []arch.KV{
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
 		{Key: p + "ssm.conv_kernel", Value: uint32(g.ConvKernel)},
@@ -188,8 +201,9 @@ func metadata(p string, c arch.Config) []arch.KV {
 func (qwen35) Metadata(c arch.Config) []arch.KV { return metadata(prefix, c) }
 
 // mixerTensors are layer i's (prefix p) norms and mixer: gated
-// attention's in an attending layer, the DeltaNet's in a recurrent one.
-func mixerTensors(c arch.Config, i int, p string) []arch.TensorSpec {
+// attention's in an attending layer, the DeltaNet's in a recurrent one,
+// whose beta and alpha projections are one, ssm_ba, in qwen3next (next).
+func mixerTensors(c arch.Config, i int, p string, next bool) []arch.TensorSpec {
 	s := []arch.TensorSpec{
 		{Name: p + "attn_norm.weight", Shape: []int{c.Dim}},
 		{Name: p + "post_attention_norm.weight", Shape: []int{c.Dim}},
@@ -206,15 +220,29 @@ func mixerTensors(c arch.Config, i int, p string) []arch.TensorSpec {
 		)
 	}
 	g := c.Recurrent
-	return append(s,
-		arch.TensorSpec{Name: p + "attn_qkv.weight", Shape: []int{c.Dim, g.ConvChannels()}, Matrix: true},
-		arch.TensorSpec{Name: p + "attn_gate.weight", Shape: []int{c.Dim, g.Inner}, Matrix: true},
+	if g.FusedQKVZ {
+		s = append(s, arch.TensorSpec{Name: p + "ssm_in.weight", Shape: []int{c.Dim, g.ConvChannels() + g.Inner}, Matrix: true})
+	} else {
+		s = append(s,
+			arch.TensorSpec{Name: p + "attn_qkv.weight", Shape: []int{c.Dim, g.ConvChannels()}, Matrix: true},
+			arch.TensorSpec{Name: p + "attn_gate.weight", Shape: []int{c.Dim, g.Inner}, Matrix: true},
+		)
+	}
+	s = append(s,
 		// The convolution's kernel stays F32: ggml's ssm_conv takes no other.
 		arch.TensorSpec{Name: p + "ssm_conv1d.weight", Shape: []int{g.ConvKernel, g.ConvChannels()}},
 		arch.TensorSpec{Name: p + "ssm_dt.bias", Shape: []int{g.ValueHeads}},
 		arch.TensorSpec{Name: p + "ssm_a", Shape: []int{g.ValueHeads}},
-		arch.TensorSpec{Name: p + "ssm_beta.weight", Shape: []int{c.Dim, g.ValueHeads}, Matrix: true},
-		arch.TensorSpec{Name: p + "ssm_alpha.weight", Shape: []int{c.Dim, g.ValueHeads}, Matrix: true},
+	)
+	if next {
+		s = append(s, arch.TensorSpec{Name: p + "ssm_ba.weight", Shape: []int{c.Dim, 2 * g.ValueHeads}, Matrix: true})
+	} else {
+		s = append(s,
+			arch.TensorSpec{Name: p + "ssm_beta.weight", Shape: []int{c.Dim, g.ValueHeads}, Matrix: true},
+			arch.TensorSpec{Name: p + "ssm_alpha.weight", Shape: []int{c.Dim, g.ValueHeads}, Matrix: true},
+		)
+	}
+	return append(s,
 		arch.TensorSpec{Name: p + "ssm_norm.weight", Shape: []int{g.StateSize}},
 		arch.TensorSpec{Name: p + "ssm_out.weight", Shape: []int{g.Inner, c.Dim}, Matrix: true},
 	)
@@ -226,7 +254,7 @@ func (qwen35) Tensors(c arch.Config) []arch.TensorSpec {
 	s := []arch.TensorSpec{{Name: "token_embd.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true}}
 	for i := range c.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
-		s = append(s, mixerTensors(c, i, p)...)
+		s = append(s, mixerTensors(c, i, p, false)...)
 		s = append(s,
 			arch.TensorSpec{Name: p + "ffn_gate.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
 			arch.TensorSpec{Name: p + "ffn_down.weight", Shape: []int{c.FFN, c.Dim}, Matrix: true},

@@ -81,7 +81,7 @@ func TestEngineBatchingEquivalence(t *testing.T) {
 		withKV(t, d, func(t *testing.T) {
 			cfgs := []model.Config{wideHeads()["qwen2"]}
 			if d == kvcache.DTypeF16 {
-				cfgs = append(cfgs, qwen3Config(), qwen3moeConfig(), glm4moeConfig(), gptossNarrow(), deepseek2Config(), deepseek2V3Config(), qwen35Config(), qwen35moeConfig())
+				cfgs = append(cfgs, qwen3Config(), qwen3moeConfig(), glm4moeConfig(), gptossNarrow(), deepseek2Config(), deepseek2V3Config(), qwen35Config(), qwen35moeConfig(), qwen3nextConfig())
 			}
 			for _, cfg := range cfgs {
 				t.Run(cfg.Arch, func(t *testing.T) {

@@ -135,7 +135,8 @@ func (o *graphOps) SSMConv(layer int, x, kernel arch.Tensor) arch.Tensor {
 func (o *graphOps) GatedDeltaNet(layer int, q, k, v, gate, beta arch.Tensor) arch.Tensor {
 	e, a, ctx := o.e, o.e.a, o.ctx
 	g := e.cfg.Recurrent
-	S, hk, hv := int64(g.StateSize), int64(g.KeyHeads), int64(g.ValueHeads)
+	S, hv := int64(g.StateSize), int64(g.ValueHeads)
+	hk := a.nelements(cTensor(q)) / (S * o.nt) // KeyHeads, or hv when repeated
 	all := e.deltaState[layer]
 	view := func(x cTensor, ne0, ne1 int64, gr stateGroup) cTensor {
 		n, row := int64(gr.n), uintptr(4*ne0)
@@ -200,6 +201,10 @@ func (o *graphOps) View(x arch.Tensor, ne0, ne1, ne2, nb1, nb2, offset int) arch
 
 func (o *graphOps) Cont(x arch.Tensor, ne0, ne1 int) arch.Tensor {
 	return arch.Tensor(o.e.a.cont2d(o.ctx, cTensor(x), int64(ne0), int64(ne1)))
+}
+
+func (o *graphOps) Repeat(x arch.Tensor, ne0, ne1, ne2 int) arch.Tensor {
+	return arch.Tensor(o.e.a.repeat4d(o.ctx, cTensor(x), int64(ne0), int64(ne1), int64(ne2), 1))
 }
 
 // recurrent reports whether layer l is a recurrent one (no KV).

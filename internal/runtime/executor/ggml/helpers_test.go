@@ -247,6 +247,24 @@ func deepseek2V3Config() model.Config {
 	return c
 }
 
+// qwen3nextConfig is qwen35moeConfig as Qwen3-Next lays it out: NEOX
+// RoPE over a quarter of each head (no M-RoPE sections), beta and alpha
+// from one projection, and each key head read by the two value heads
+// that follow it (Qwen3-Next-80B-A3B: 32 value heads over 16 key heads).
+func qwen3nextConfig() model.Config {
+	c := qwen35moeConfig()
+	c.Arch, c.RopeSections = "qwen3next", [4]int{}
+	return c
+}
+
+// qwen3nextFusedConfig is qwen3nextConfig as older conversions store it:
+// the DeltaNet's inputs through one ssm_in, key head by key head.
+func qwen3nextFusedConfig() model.Config {
+	c := qwen3nextConfig()
+	c.Recurrent.FusedQKVZ = true
+	return c
+}
+
 // gptossConfig is gpt-oss-20b's layout scaled down: q/k/v/o biases,
 // sinks, three layers of which the first and last attend over a window of
 // 32 tokens (shorter than the long parity prompt) and the middle one over

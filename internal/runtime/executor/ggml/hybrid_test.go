@@ -31,6 +31,7 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 		// Turn 1 computes 37+10 tokens (its last sampled token is not).
 		{qwen35Config(), engine.CheckpointPrograms, 47 / testBlockSize * testBlockSize},
 		{qwen35moeConfig(), engine.CheckpointPrograms, 47 / testBlockSize * testBlockSize},
+		{qwen3nextConfig(), engine.CheckpointPrograms, 47 / testBlockSize * testBlockSize},
 		{qwen35Config(), engine.CheckpointPrompts, 37 / testBlockSize * testBlockSize},
 		{qwen35Config(), engine.CheckpointNone, 0},
 	} {

@@ -12,6 +12,8 @@ type recurrentAPI struct {
 	silu          func(cCtx, cTensor) cTensor
 	view4d        func(ctx cCtx, a cTensor, ne0, ne1, ne2, ne3 int64, nb1, nb2, nb3, offset uintptr) cTensor
 	ropeMulti     func(ctx cCtx, a, pos, freqFactors cTensor, nDims int32, sections *int32, mode, nCtxOrig int32, freqBase, freqScale, extFactor, attnFactor, betaFast, betaSlow float32) cTensor
+	repeat4d      func(ctx cCtx, a cTensor, ne0, ne1, ne2, ne3 int64) cTensor
+	nelements     func(a cTensor) int64
 }
 
 func (a *recurrentAPI) bind(sym func(fptr any, name string)) {
@@ -21,4 +23,6 @@ func (a *recurrentAPI) bind(sym func(fptr any, name string)) {
 	sym(&a.silu, "ggml_silu")
 	sym(&a.view4d, "ggml_view_4d")
 	sym(&a.ropeMulti, "ggml_rope_multi")
+	sym(&a.repeat4d, "ggml_repeat_4d")
+	sym(&a.nelements, "ggml_nelements")
 }

@@ -135,6 +135,10 @@ func parityModels() []parityCase {
 		{name: "deepseek2", cfg: deepseek2Config(), seed: 7},
 		{name: "deepseek2-lite", cfg: deepseek2LiteConfig(), seed: 6},
 		{name: "deepseek2-v3", cfg: deepseek2V3Config(), seed: 4},
+		// qwen3next, seed 1: margins of 2.7e-3 and more, F16 and Q8_0;
+		// the logits equal llama.cpp's to the bit.
+		{name: "qwen3next", cfg: qwen3nextConfig(), seed: 1},
+		{name: "qwen3next-ssm_in", cfg: qwen3nextFusedConfig(), seed: 1},
 	}
 }
 
