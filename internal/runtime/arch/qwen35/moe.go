@@ -1,7 +1,6 @@
 package qwen35
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
@@ -10,8 +9,9 @@ import (
 // Qwen35MoE is Qwen3.5's hybrid architecture with a mixture of experts in
 // every layer (Qwen3.5-35B-A3B, Qwen3.6-35B-A3B; GGUF "qwen35moe"):
 // qwen35's mixers, and as MLP ExpertsUsed of Experts SwiGLU experts
-// routed by softmax, their weights renormalized to sum to one (and scaled
-// by expert_weights_scale), plus a shared expert of FFN whose output is
+// routed by softmax, their weights renormalized to sum to one (and not
+// scaled: llama.cpp reads no expert_weights_scale for it), plus a shared
+// expert of FFN whose output is
 // gated per token by sigmoid(ffn_gate_inp_shexp·x), as llama.cpp's
 // qwen35moe graph runs it.
 var Qwen35MoE arch.Architecture = moeArch{name: "qwen35moe"}
@@ -41,12 +41,8 @@ func (a moeArch) ReadConfig(file arch.File, c *arch.Config) error {
 	); err != nil {
 		return err
 	}
-	// llama.cpp's qwen3next reads no expert_weights_scale.
-	if !a.next {
-		if err := arch.Read(file, arch.OptFloat(p+"expert_weights_scale", &c.ExpertWeightsScale)); err != nil {
-			return err
-		}
-	}
+	// llama.cpp reads no expert_weights_scale for qwen35moe and qwen3next:
+	// a file's is not theirs.
 	if w := file.Shape("blk.0.ffn_up_shexp.weight"); len(w) == 2 {
 		c.FFN = w[1]
 	}
@@ -66,8 +62,8 @@ func (a moeArch) Validate(c arch.Config) error {
 	if c.Experts == 0 {
 		return fmt.Errorf("%s needs experts (expert_count, expert_used_count)", a.name)
 	}
-	if a.next && c.ExpertWeightsScale != 0 && c.ExpertWeightsScale != 1 {
-		return errors.New("qwen3next scales no expert weights (llama.cpp reads no expert_weights_scale for it)")
+	if c.ExpertWeightsScale != 0 && c.ExpertWeightsScale != 1 {
+		return fmt.Errorf("%s scales no expert weights (llama.cpp reads no expert_weights_scale for it)", a.name)
 	}
 	return validate(c, !a.next)
 }
@@ -80,9 +76,6 @@ func (a moeArch) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
 		{Key: p + "expert_shared_feed_forward_length", Value: uint32(c.FFN)},
 	}...)
-	if !a.next {
-		kvs = append(kvs, arch.KV{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale})
-	}
 	return kvs
 }
 

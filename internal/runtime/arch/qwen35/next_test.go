@@ -125,7 +125,7 @@ func TestQwen3NextRefusesWhatItDoesNotRun(t *testing.T) {
 		{func(c *arch.Config) { c.RopeSections = [4]int{4} }, "NEOX RoPE: M-RoPE sections"},
 		{func(c *arch.Config) { c.ExpertWeightsScale = 2.5 }, "scales no expert weights"},
 		{func(c *arch.Config) { c.Experts, c.ExpertsUsed = 0, 0 }, "qwen3next needs experts"},
-		{func(c *arch.Config) { c.LayerKinds[3] = arch.Recurrent }, "qwen3next needs its layer kinds"},
+		{func(c *arch.Config) { c.LayerKinds[3] = arch.SlidingWindow }, "qwen3next needs its layer kinds"},
 	} {
 		c := coderNext()
 		tc.edit(&c)

@@ -13,7 +13,6 @@
 package qwen35
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
@@ -72,16 +71,28 @@ func readConfig(file arch.File, p string, c *arch.Config, mrope bool) error {
 	if err := arch.HeadDefaults(file, p, c); err != nil {
 		return err
 	}
-	if _, ok, _ := file.Bool(p + "attention.recurrent_layers"); ok {
-		return errors.New("attention.recurrent_layers (an explicit layer pattern) is unsupported: the layers follow full_attention_interval")
-	}
-	if _, ok, _ := file.Ints(p + "attention.recurrent_layers"); ok {
-		return errors.New("attention.recurrent_layers (an explicit layer pattern) is unsupported: the layers follow full_attention_interval")
-	}
-	if interval < 1 {
+	// The layers' kinds: attention.recurrent_layers when the file has it
+	// (converters write it from the model's layer_types), else every
+	// full_attention_interval-th layer attends, as llama.cpp reads them.
+	recr, ok, err := file.Bools(p + "attention.recurrent_layers")
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		if len(recr) < c.Layers {
+			return fmt.Errorf("metadata %sattention.recurrent_layers has %d entries for %d layers", p, len(recr), c.Layers)
+		}
+		c.LayerKinds = make([]arch.LayerKind, c.Layers)
+		for i := range c.LayerKinds {
+			if recr[i] {
+				c.LayerKinds[i] = arch.Recurrent
+			}
+		}
+	case interval < 1:
 		return fmt.Errorf("full_attention_interval %d must be positive", interval)
+	default:
+		c.LayerKinds = LayerKinds(c.Layers, interval)
 	}
-	c.LayerKinds = LayerKinds(c.Layers, interval)
 	if mrope {
 		secs, ok, err := file.Ints(p + "rope.dimension_sections")
 		switch {
@@ -125,6 +136,17 @@ func LayerKinds(layers, interval int) []arch.LayerKind {
 	return kinds
 }
 
+// recurrentOrFull: kinds has a kind for every layer, each Recurrent or
+// Full.
+func recurrentOrFull(kinds []arch.LayerKind) bool {
+	for _, k := range kinds {
+		if k != arch.Recurrent && k != arch.Full {
+			return false
+		}
+	}
+	return len(kinds) > 0
+}
+
 // interval is the pattern kinds follow (LayerKinds), or -1.
 func interval(kinds []arch.LayerKind) int {
 	for n := 1; n <= len(kinds); n++ {
@@ -154,8 +176,8 @@ func validate(c arch.Config, mrope bool) error {
 		pairs += s
 	}
 	switch {
-	case interval(c.LayerKinds) < 0:
-		return fmt.Errorf("%s needs its layer kinds: recurrent layers with every full_attention_interval-th attending (LayerKinds)", c.Arch)
+	case !recurrentOrFull(c.LayerKinds):
+		return fmt.Errorf("%s needs its layer kinds: recurrent layers and attending ones (LayerKinds)", c.Arch)
 	case c.RopeDims <= 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim:
 		return fmt.Errorf("rope dims %d: want an even count up to the head dim %d", c.RopeDims, c.HeadDim)
 	case mrope && pairs == 0:
@@ -190,8 +212,17 @@ func metadata(p string, c arch.Config) []arch.KV {
 		{Key: p + "ssm.group_count", Value: uint32(g.KeyHeads)},
 		{Key: p + "ssm.time_step_rank", Value: uint32(g.ValueHeads)},
 		{Key: p + "ssm.inner_size", Value: uint32(g.Inner)},
-		{Key: p + "full_attention_interval", Value: uint32(interval(c.LayerKinds))},
 	}...)
+	if n := interval(c.LayerKinds); n > 0 {
+		kvs = append(kvs, arch.KV{Key: p + "full_attention_interval", Value: uint32(n)})
+	} else {
+		// Another pattern: llama.cpp's explicit one, the MTP layers none.
+		recr := make([]bool, c.Layers+c.NextNLayers)
+		for i, k := range c.LayerKinds {
+			recr[i] = k == arch.Recurrent
+		}
+		kvs = append(kvs, arch.KV{Key: p + "attention.recurrent_layers", Value: recr})
+	}
 	if c.NextNLayers > 0 {
 		kvs = append(kvs, arch.KV{Key: p + "nextn_predict_layers", Value: uint32(c.NextNLayers)})
 	}

@@ -81,6 +81,30 @@ func TestLayerKinds(t *testing.T) {
 	}
 }
 
+// TestExplicitLayerPattern: a pattern no interval describes is written
+// and read as attention.recurrent_layers (what converters write from a
+// model's layer_types; the MTP layer's entry false), and the file's
+// pattern wins over full_attention_interval, as in llama.cpp.
+func TestExplicitLayerPattern(t *testing.T) {
+	want := small()
+	want.LayerKinds = []arch.LayerKind{arch.Recurrent, arch.Full, arch.Recurrent, arch.Recurrent, arch.Full, arch.Recurrent, arch.Recurrent, arch.Full}
+	f := archtest.FileOf(Qwen35, want)
+	if _, ok := f.KV["qwen35.full_attention_interval"]; ok {
+		t.Error("full_attention_interval written for a pattern it does not describe")
+	}
+	if got := f.KV["qwen35.attention.recurrent_layers"]; !cmp.Equal(got, []bool{true, false, true, true, false, true, true, false, false}) {
+		t.Errorf("attention.recurrent_layers %v", got)
+	}
+	f.KV["qwen35.full_attention_interval"] = uint32(4) // the pattern wins
+	got := arch.Config{Arch: "qwen35"}
+	if err := Qwen35.ReadConfig(f, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
 // TestTensors: an attending layer has a doubled query projection (query
 // and gate), head norms and no DeltaNet; a recurrent one the DeltaNet's
 // tensors, its kernel F32; the MoE's shared expert has its gate row.
@@ -123,7 +147,8 @@ func TestReadConfigRefuses(t *testing.T) {
 		want string
 	}{
 		{"no sections", func(f archtest.File) { delete(f.KV, "qwen35.rope.dimension_sections") }, "rope.dimension_sections is required"},
-		{"explicit pattern", func(f archtest.File) { f.KV["qwen35.attention.recurrent_layers"] = []int32{1, 1, 1, 0} }, "attention.recurrent_layers"},
+		{"pattern of integers", func(f archtest.File) { f.KV["qwen35.attention.recurrent_layers"] = []int32{1, 1, 1, 0} }, "attention.recurrent_layers"},
+		{"pattern too short", func(f archtest.File) { f.KV["qwen35.attention.recurrent_layers"] = []bool{true, false} }, "2 entries for 8 layers"},
 		{"rope scaling", func(f archtest.File) { f.KV["qwen35.rope.scaling.type"] = "yarn" }, `rope scaling "yarn"`},
 		{"value heads", func(f archtest.File) { f.KV["qwen35.ssm.time_step_rank"] = uint32(3) }, "value heads"},
 		{"no conv kernel", func(f archtest.File) { delete(f.KV, "qwen35.ssm.conv_kernel") }, "ssm.conv_kernel"},
