@@ -44,10 +44,11 @@ type backend struct {
 	// tier, which does not keep states yet.
 	stateSlots int
 	// stateTokens is one sequence's recurrent state in tokens of KV
-	// (wire.KVReport.StateTokens), 0 for other models.
-	stateTokens int64
-	description string
-	close       func()
+	// (wire.KVReport.StateTokens), stateBytes in bytes; 0 for other
+	// models.
+	stateTokens, stateBytes int64
+	description             string
+	close                   func()
 }
 
 func buildBackend(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
@@ -153,7 +154,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	return &backend{
 		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock, kvDType: kv.DType,
-		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: stateTokens(cfg.StateBytes(), perBlock, o.BlockSize),
+		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: stateTokens(cfg.StateBytes(), perBlock, o.BlockSize), stateBytes: cfg.StateBytes(),
 		description: fmt.Sprintf("%s, %d KV blocks of %s (%d MiB)", name, blocks, kv.DType, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil

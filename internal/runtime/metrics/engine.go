@@ -96,8 +96,9 @@ type Engine struct {
 
 	// A hybrid model's recurrent states: slots by kind, those in use, and
 	// checkpoints saved and restored.
-	stateRunningSlots, stateCheckpointSlots, stateRunningUsed, stateCheckpoints prometheus.Gauge
-	stateSaved, stateRestored, stateRestoredTokens                              prometheus.Counter
+	stateRunningSlots, stateCheckpointSlots, stateHostCheckpointSlots prometheus.Gauge
+	stateRunningUsed, stateCheckpoints                                prometheus.Gauge
+	stateSaved, stateRestored, stateRestoredTokens, stateSpilled      prometheus.Counter
 
 	// lastKV are the previously published KV stats: the prefix-cache
 	// counters advance by the difference (the engine's are cumulative);
@@ -134,6 +135,8 @@ func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	m.kvCachedBlocks = gauge("kvpilot_kv_cache_cached_blocks", "Free KV blocks still holding prefix-cache content.")
 	m.stateRunningSlots = gauge("kvpilot_recurrent_state_running_slots", "Hybrid models: recurrent-state slots for running sequences (the most that run at once).")
 	m.stateCheckpointSlots = gauge("kvpilot_recurrent_state_checkpoint_slots", "Hybrid models: recurrent-state slots for checkpoints that prefix hits resume from.")
+	m.stateHostCheckpointSlots = gauge("kvpilot_recurrent_state_host_checkpoint_slots", "Hybrid models: host-memory slots for checkpoints the device evicts.")
+	m.stateSpilled = counter("kvpilot_recurrent_state_spills_total", "Hybrid models: checkpoints the device evicted to host memory.")
 	m.stateRunningUsed = gauge("kvpilot_recurrent_state_running_used", "Hybrid models: running sequences holding a recurrent-state slot.")
 	m.stateCheckpoints = gauge("kvpilot_recurrent_state_checkpoints", "Hybrid models: valid recurrent-state checkpoints.")
 	m.stateSaved = counter("kvpilot_recurrent_state_saves_total", "Hybrid models: recurrent states saved at block boundaries.")
@@ -333,6 +336,10 @@ func seconds(a, b time.Time) float64 {
 func (m *Engine) states(st *engine.StateStats) {
 	m.stateRunningSlots.Set(float64(st.RunningSlots))
 	m.stateCheckpointSlots.Set(float64(st.CheckpointSlots))
+	m.stateHostCheckpointSlots.Set(float64(st.HostCheckpointSlots))
+	if d := st.Spilled - m.lastStates.Spilled; d > 0 {
+		m.stateSpilled.Add(float64(d))
+	}
 	m.stateRunningUsed.Set(float64(st.RunningUsed))
 	m.stateCheckpoints.Set(float64(st.Checkpoints))
 	if d := st.Saved - m.lastStates.Saved; d > 0 {

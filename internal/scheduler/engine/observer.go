@@ -103,11 +103,13 @@ type RequestStats struct {
 
 // StateStats are the recurrent-state slots of an engine over a hybrid
 // model's executor (state_slots.go): RunningSlots and CheckpointSlots
-// how the executor's slots are split, RunningUsed how many running
-// sequences hold one, Checkpoints how many checkpoints are valid; Saved
-// and Restored count states saved at block boundaries and restored for
-// prefix hits (cumulative), RestoredTokens the tokens those hits skipped.
+// how the executor's device slots are split, HostCheckpointSlots its
+// host slots, RunningUsed how many running sequences hold one,
+// Checkpoints how many checkpoints are valid (either tier); Saved and
+// Restored count states saved at block boundaries and restored for prefix
+// hits (cumulative), RestoredTokens the tokens those hits skipped, Spilled
+// the checkpoints the device evicted to the host.
 type StateStats struct {
-	RunningSlots, CheckpointSlots, RunningUsed, Checkpoints int
-	Saved, Restored, RestoredTokens                         int64
+	RunningSlots, CheckpointSlots, HostCheckpointSlots, RunningUsed, Checkpoints int
+	Saved, Restored, RestoredTokens, Spilled                                     int64
 }

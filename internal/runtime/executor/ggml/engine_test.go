@@ -23,6 +23,7 @@ type engineOpts struct {
 	numBlocks, maxSeqs, maxBatched int
 	prefix                         bool
 	checkpoints                    engine.CheckpointMode
+	hostStates                     int
 }
 
 func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *prometheus.Registry) {
@@ -38,6 +39,7 @@ func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *pro
 		VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer, Observer: met,
 		KV:               kvcache.Config{NumBlocks: o.numBlocks, BlockSize: testBlockSize, EnablePrefixCache: o.prefix},
 		StateCheckpoints: o.checkpoints,
+		HostStateSlots:   o.hostStates,
 	}, x)
 	if err != nil {
 		t.Fatal(err)

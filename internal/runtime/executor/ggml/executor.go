@@ -119,6 +119,12 @@ type Executor struct {
 	// at the other layers.
 	convState, deltaState []cTensor
 	stateSlots            int
+	// hostStates are ReserveHostStates' host slots, one state (every
+	// recurrent layer's convolution row, then its DeltaNet row) after the
+	// other; hostStateBuf their page-locked buffer on a GPU.
+	hostStates     []byte
+	hostStateSlots int
+	hostStateBuf   cBuf
 	// kvLayers are the layers with a KV cache, in order (all but the
 	// recurrent ones): a block's rows, layer after layer, in block I/O
 	// and host copies.
@@ -431,7 +437,7 @@ func (e *Executor) Close() {
 		e.a.gallocrFree(e.galloc)
 		e.galloc = 0
 	}
-	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf, &e.hostBuf} {
+	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf, &e.hostBuf, &e.hostStateBuf} {
 		if *b != 0 {
 			e.a.bufferFree(*b)
 			*b = 0
@@ -441,7 +447,7 @@ func (e *Executor) Close() {
 		e.a.bufferFree(b)
 	}
 	e.mappedBufs, e.xbuf = nil, nil
-	e.s.logits, e.host = nil, nil // they may have been in logitsBuf, hostBuf
+	e.s.logits, e.host, e.hostStates = nil, nil, nil // they may have been in logitsBuf, hostBuf, hostStateBuf
 	e.wregion.free()
 	e.kvregion.free()
 	e.wregion, e.kvregion = nil, nil
