@@ -15,7 +15,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/agentclient"
 	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
@@ -65,7 +65,7 @@ func step(ctx context.Context, addr, program string, n, stepNo int) stepResult {
 }
 
 func stepN(ctx context.Context, addr, program string, n, stepNo, maxTokens int) stepResult {
-	r, err := utiltesting.AgentStep(ctx, addr, program, n, maxTokens)
+	r, err := agentclient.Step(ctx, addr, program, n, maxTokens)
 	return stepResult{program: program, step: stepNo, servedBy: r.ServedBy, tokens: r.Tokens, cached: r.CachedTokens, err: err}
 }
 
