@@ -157,7 +157,9 @@ func objectKeys(t *testing.T, raw []byte) []string {
 }
 
 // slowLetterExec is the letter fixture taking a while per step, so a
-// stream sends its tokens in several chunks.
+// stream sends its tokens in several chunks. It sleeps on purpose: a
+// step's pause is what lets the handler write each token on its own
+// (the test checks that several chunks came, not when).
 type slowLetterExec struct{ letterExec }
 
 func (x *slowLetterExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
