@@ -117,9 +117,9 @@ func (w *agentWorkload) check(t *testing.T, results []agentStepResult) {
 	}
 }
 
-// poll calls f every period in a goroutine until stop is called; stop
+// every calls f every period in a goroutine until stop is called; stop
 // returns once f has returned for the last time.
-func poll(period time.Duration, f func(ctx context.Context)) (stop func()) {
+func every(period time.Duration, f func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
