@@ -53,19 +53,3 @@ func (p *pod) postJSON(t *testing.T, path, body string, v any) {
 		t.Fatalf("POST %s: %v in %s", path, err, b)
 	}
 }
-
-// refused requires a 400 in Anthropic's shape whose message names field.
-func (p *pod) refused(t *testing.T, path, body, field string) {
-	t.Helper()
-	status, b := p.post(t, path, body)
-	var e struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type, Message string
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(b, &e); err != nil || status != http.StatusBadRequest || e.Type != "error" ||
-		e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, field) {
-		t.Errorf("POST %s %.200q: %d %s; want a 400 naming %s", path, body, status, b, field)
-	}
-}

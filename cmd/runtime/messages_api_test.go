@@ -10,6 +10,22 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/anthropic"
 )
 
+// refused requires a 400 in Anthropic's shape whose message names field.
+func (p *pod) refused(t *testing.T, path, body, field string) {
+	t.Helper()
+	status, b := p.post(t, path, body)
+	var e struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type, Message string
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil || status != http.StatusBadRequest || e.Type != "error" ||
+		e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, field) {
+		t.Errorf("POST %s %.200q: %d %s; want a 400 naming %s", path, body, status, b, field)
+	}
+}
+
 // TestMessagesEndToEnd runs the Messages API of the runtime binary: what
 // a request means is what the pod does (prefill, structured output) or a
 // 400 naming the field, as chat answers the same.
