@@ -93,12 +93,13 @@ func TestBadWordsMatchesDefinition(t *testing.T) {
 }
 
 // requestBadWords is n words as the server tokenizes a large request's
-// bad_words (300k is the size of a 3.5 MiB body): two spellings per word,
-// half of them repeated.
+// bad_words (300k is the size of a 3.5 MiB body): two spellings per word
+// (the last token differs), each listed twice.
 func requestBadWords(n int) [][]int32 {
 	words := make([][]int32, n)
 	for i := range words {
-		words[i] = []int32{int32(i/2) % 50_000, int32(i/2) / 50_000, int32(i % 7)}
+		w := int32(i / 4)
+		words[i] = []int32{w % 50_000, w / 50_000, int32(i/2) % 2}
 	}
 	return words
 }
