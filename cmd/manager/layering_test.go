@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/layering"
 )
 
 const module = "github.com/kvpilot/kvpilot/"
@@ -26,10 +26,10 @@ func TestManagerLinksNoPodCode(t *testing.T) {
 	for i := range pod {
 		pod[i] = module + pod[i]
 	}
-	utiltesting.RequireNoDeps(t, module+"cmd/manager", pod...)
+	layering.RequireNoDeps(t, module+"cmd/manager", pod...)
 	// The control API's handler itself (its wire types and client, below
 	// it, are the operator's to use).
-	if slices.Contains(utiltesting.Deps(t, module+"cmd/manager"), module+"internal/runtime/control") {
+	if slices.Contains(layering.Deps(t, module+"cmd/manager"), module+"internal/runtime/control") {
 		t.Errorf("cmd/manager imports %sinternal/runtime/control, the pod's control API handler", module)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
 	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 func TestRunFetch(t *testing.T) {
@@ -136,15 +137,16 @@ func TestRunFetchServesProgress(t *testing.T) {
 	}()
 	want := wire.FetchProgress{Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: int64(len(data) / 4), TotalBytes: int64(len(data))}
 	var got wire.FetchProgress
-	for deadline := time.Now().Add(20 * time.Second); got != want && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	poll.Wait(20*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + wire.FetchProgressPath)
 		if err != nil {
-			continue // not listening yet
+			return false // not listening yet
 		}
 		got = wire.FetchProgress{}
 		json.NewDecoder(resp.Body).Decode(&got)
 		resp.Body.Close()
-	}
+		return got == want
+	})
 	store.Release()
 	if got != want {
 		t.Errorf("progress %+v, want %+v", got, want)

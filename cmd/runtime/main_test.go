@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
@@ -35,21 +36,18 @@ func TestProcessDrainsOnSIGTERM(t *testing.T) {
 	// --port 0: the address the runtime bound is in its ready line.
 	readyLine := regexp.MustCompile(`msg=ready addr=(\S+)`)
 	var addr string
-	deadline := time.Now().Add(startTimeout)
-	for {
+	poll.Until(t, startTimeout, "the ready line", func() bool {
 		if m := readyLine.FindStringSubmatch(p.Log()); m != nil {
 			addr = m[1]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready after %v", startTimeout)
+			return true
 		}
 		select {
 		case <-p.Exited():
 			t.Fatalf("process exited before ready: %v\n%s", p.ExitErr(), p.Log())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return false
+	})
 	base := "http://" + addr
 	if r, err := http.Get(base + "/ready"); err != nil || r.StatusCode != http.StatusOK {
 		t.Fatalf("/ready: %v %v", r, err)

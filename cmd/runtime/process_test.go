@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
@@ -82,17 +83,6 @@ func (p *pod) metrics() map[string]float64 {
 	return out
 }
 
-func waitUntil(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // result is what one client got.
 type result struct {
 	status     int
@@ -141,19 +131,19 @@ func TestProcessSIGTERMWithHeldRequests(t *testing.T) {
 	go func() {
 		moved <- post(ctx, a.API, "moved", `{"prompt":"move me","max_tokens":250,"ignore_eos":true,"stream":true}`)
 	}()
-	waitUntil(t, "two held requests", 10*time.Second, func() bool { return a.metrics()["kvpilot_held_requests"] == 2 })
+	poll.Until(t, 10*time.Second, "two held requests", func() bool { return a.metrics()["kvpilot_held_requests"] == 2 })
 
 	// The controller places "moved" on pod B: its held request is forwarded
 	// there and streams through A when A is told to stop.
 	a.push(&wire.Placement{Version: 2, Routes: map[string]string{"moved": b.API}})
-	waitUntil(t, "the moved program running on pod B", 10*time.Second, func() bool {
+	poll.Until(t, 10*time.Second, "the moved program running on pod B", func() bool {
 		return b.metrics()["vllm:num_requests_running"] == 1
 	})
 	// A local request far longer than the drain timeout.
 	go func() {
 		local <- post(ctx, a.API, "", `{"prompt":"long","max_tokens":6000,"ignore_eos":true,"stream":true}`)
 	}()
-	waitUntil(t, "the local request running on pod A", 10*time.Second, func() bool {
+	poll.Until(t, 10*time.Second, "the local request running on pod A", func() bool {
 		return a.metrics()["vllm:num_requests_running"] == 1
 	})
 
@@ -228,7 +218,7 @@ func TestProcessCancelsStalledReaders(t *testing.T) {
 		body := fmt.Sprintf(`{"prompt":"reader %d stops reading","max_tokens":7000,"ignore_eos":true,"stream":true}`, i)
 		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", a.API, len(body), body)
 	}
-	waitUntil(t, "the stalled requests running", 10*time.Second, func() bool {
+	poll.Until(t, 10*time.Second, "the stalled requests running", func() bool {
 		return a.metrics()["vllm:num_requests_running"] == stalled
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -238,7 +228,7 @@ func TestProcessCancelsStalledReaders(t *testing.T) {
 		t.Errorf("reading client: %d %v, tail %q", reader.status, reader.err, tail(reader.body))
 	}
 	start := time.Now()
-	waitUntil(t, "every stalled stream cancelled and its KV freed", 30*time.Second, func() bool {
+	poll.Until(t, 30*time.Second, "every stalled stream cancelled and its KV freed", func() bool {
 		m := a.metrics()
 		return m["kvpilot_stream_stalled_total"] == stalled && m["vllm:num_requests_running"] == 0 && m["vllm:kv_cache_usage_perc"] == 0
 	})
@@ -264,7 +254,7 @@ func TestProcessForwardToUnreachablePod(t *testing.T) {
 	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
 		t.Errorf("Retry-After %q", r.header.Get("Retry-After"))
 	}
-	waitUntil(t, "a log line naming the pod", 5*time.Second, func() bool {
+	poll.Until(t, 5*time.Second, "a log line naming the pod", func() bool {
 		return strings.Contains(a.Log(), "pod="+gone) && strings.Contains(a.Log(), "program=orphan")
 	})
 }
@@ -334,7 +324,7 @@ func TestSlowBodyFloodDoesNotStarveHealth(t *testing.T) {
 	go func() {
 		streamed <- post(ctx, p.API, "", `{"prompt":"hello","max_tokens":400,"ignore_eos":true,"stream":true}`)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	poll.Until(t, 10*time.Second, "the stream running", func() bool { return p.metrics()["vllm:num_requests_running"] == 1 })
 
 	var conns []net.Conn
 	defer func() {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -116,7 +117,7 @@ func TestProcessCancelsStreamsWhoseClientReadsNothing(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitUntil(t, "every stalled stream cancelled and its KV freed", 40*time.Second, func() bool {
+	poll.Until(t, 40*time.Second, "every stalled stream cancelled and its KV freed", func() bool {
 		m := a.metrics()
 		return m["kvpilot_stream_stalled_total"] >= stalled && m["vllm:num_requests_running"] <= readers
 	})
@@ -130,7 +131,7 @@ func TestProcessCancelsStreamsWhoseClientReadsNothing(t *testing.T) {
 			t.Errorf("reading client: %v", err)
 		}
 	}
-	waitUntil(t, "the KV freed", 10*time.Second, func() bool {
+	poll.Until(t, 10*time.Second, "the KV freed", func() bool {
 		m := a.metrics()
 		return m["vllm:num_requests_running"] == 0 && m["vllm:kv_cache_usage_perc"] == 0
 	})
@@ -164,9 +165,9 @@ func TestProcessSlowOrIdleStreamsNotCancelled(t *testing.T) {
 	// slots; the idle stream's headers go out at once, its tokens once
 	// the one ahead finished.
 	slow := run(`{"prompt":"read me slowly","max_tokens":4000,"ignore_eos":true,"stream":true}`, time.Second)
-	waitUntil(t, "the slow reader running", 10*time.Second, func() bool { return a.metrics()["vllm:num_requests_running"] == 1 })
+	poll.Until(t, 10*time.Second, "the slow reader running", func() bool { return a.metrics()["vllm:num_requests_running"] == 1 })
 	ahead := run(`{"prompt":"ahead","max_tokens":2200,"ignore_eos":true,"stream":true}`, 0)
-	waitUntil(t, "the stream ahead running", 10*time.Second, func() bool { return a.metrics()["vllm:num_requests_running"] == 2 })
+	poll.Until(t, 10*time.Second, "the stream ahead running", func() bool { return a.metrics()["vllm:num_requests_running"] == 2 })
 	idle := run(`{"prompt":"wait for a slot","max_tokens":50,"ignore_eos":true,"stream":true}`, 0)
 	o := <-idle
 	if o.err != nil || o.last != "data: [DONE]" {
@@ -273,7 +274,7 @@ func BenchmarkStalledReaders(b *testing.B) {
 				go readStream(ctx, a.API, 0, body, 0)
 			}
 		}
-		waitUntil(b, "the other streams running", time.Minute, func() bool {
+		poll.Until(b, time.Minute, "the other streams running", func() bool {
 			return a.metrics()["vllm:num_requests_running"] >= float64(others)
 		})
 		gaps := make(chan []time.Duration, readers)
@@ -302,7 +303,7 @@ func BenchmarkStalledReaders(b *testing.B) {
 		if stall {
 			// Until every stalled stream is cancelled or finished.
 			var allCancelled time.Duration
-			waitUntil(b, "the stalled streams cancelled or finished", 8*time.Minute, func() bool {
+			poll.Until(b, 8*time.Minute, "the stalled streams cancelled or finished", func() bool {
 				m := a.metrics()
 				if allCancelled == 0 && m["kvpilot_stream_stalled_total"]-before >= float64(others) {
 					allCancelled = time.Since(start)
@@ -318,7 +319,7 @@ func BenchmarkStalledReaders(b *testing.B) {
 			}
 		}
 		cancel()
-		waitUntil(b, "an idle pod", time.Minute, func() bool { return a.metrics()["vllm:num_requests_running"] == 0 })
+		poll.Until(b, time.Minute, "an idle pod", func() bool { return a.metrics()["vllm:num_requests_running"] == 0 })
 	}
 	for _, l := range strings.Split(a.Log(), "\n") {
 		if strings.Contains(l, "stopped reading") {

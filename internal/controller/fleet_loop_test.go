@@ -20,7 +20,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/control"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/builders"
 )
 
 // loopbackPods maps the Pod objects of envtest (which runs no kubelet) to
@@ -141,9 +141,9 @@ var _ = Describe("Fleet loop", func() {
 	}
 
 	It("places programs across the pool's pods and reports their capacity", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeSchedulerPolicy("agents", ns).
+		Expect(k8sClient.Create(ctx, builders.MakeSchedulerPolicy("agents", ns).
 			Mode(servingv1alpha1.SchedulingModeProgramAware).Interval(time.Second).Obj())).To(Succeed())
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("agents", ns).Replicas(2).Policy("agents").Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("agents", ns).Replicas(2).Policy("agents").Obj())).To(Succeed())
 		token := controlToken(ctx, "agents")
 
 		// Pod a runs four programs of 5,000 tokens: 20,400 tokens charged
@@ -220,9 +220,9 @@ var _ = Describe("Fleet loop", func() {
 	})
 
 	It("moves the programs of a terminating pod to the others", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeSchedulerPolicy("drain", ns).
+		Expect(k8sClient.Create(ctx, builders.MakeSchedulerPolicy("drain", ns).
 			Mode(servingv1alpha1.SchedulingModeProgramAware).Interval(time.Second).Obj())).To(Succeed())
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("drain", ns).Replicas(2).Policy("drain").Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("drain", ns).Replicas(2).Policy("drain").Obj())).To(Succeed())
 		token := controlToken(ctx, "drain")
 		a := startFakeRuntimePod(ns, "drain-a", token, wire.KVReport{BlockSize: 16, TotalBlocks: 1000})
 		b := startFakeRuntimePod(ns, "drain-b", token, wire.KVReport{BlockSize: 16, TotalBlocks: 1000})
@@ -260,7 +260,7 @@ var _ = Describe("Fleet loop", func() {
 	})
 
 	It("runs a pool without a policy in Default mode: nothing is paused", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("plain", ns).Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("plain", ns).Obj())).To(Succeed())
 		token := controlToken(ctx, "plain")
 		a := startFakeRuntimePod(ns, "plain-a", token, wire.KVReport{BlockSize: 16, TotalBlocks: 100})
 		a.run("big", 5000) // far over the pod's 1,600 tokens

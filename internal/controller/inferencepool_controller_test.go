@@ -27,7 +27,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/controller"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/builders"
 	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 )
 
@@ -73,7 +73,7 @@ var _ = Describe("InferencePool controller", func() {
 	}
 
 	It("runs a pool as a Deployment, a Service and a PodDisruptionBudget it owns", func(ctx SpecContext) {
-		pool := utiltesting.MakeInferencePool("chat", ns).Replicas(2).MaxNumSeqs(32).Obj()
+		pool := builders.MakeInferencePool("chat", ns).Replicas(2).MaxNumSeqs(32).Obj()
 		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
 
 		isOwner := func(g Gomega, obj client.Object) {
@@ -152,7 +152,7 @@ var _ = Describe("InferencePool controller", func() {
 	})
 
 	It("writes zero replica counts as 0, so kubectl prints 0 ready", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("idle", ns).Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("idle", ns).Obj())).To(Succeed())
 		Eventually(func(g Gomega) {
 			condition(g, ctx, "idle", servingv1alpha1.PoolAvailable)
 			st := storedStatus(g, ctx, "InferencePool", ns, "idle")
@@ -163,7 +163,7 @@ var _ = Describe("InferencePool controller", func() {
 	})
 
 	It("rolls the pods when the spec changes, and not when only replicas do", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("roll", ns).Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("roll", ns).Obj())).To(Succeed())
 		var before string
 		Eventually(func(g Gomega) {
 			before = templateHash(getDeployment(g, ctx, "roll"))
@@ -196,7 +196,7 @@ var _ = Describe("InferencePool controller", func() {
 	})
 
 	It("scales through the scale subresource", func(ctx SpecContext) {
-		pool := utiltesting.MakeInferencePool("scaled", ns).Obj()
+		pool := builders.MakeInferencePool("scaled", ns).Obj()
 		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
 
 		Eventually(func(g Gomega) {
@@ -220,7 +220,7 @@ var _ = Describe("InferencePool controller", func() {
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
 		By("reporting the pods that exist as the scale's status")
-		setDeploymentStatus(ctx, "scaled", utiltesting.DeploymentRolledOut)
+		setDeploymentStatus(ctx, "scaled", builders.DeploymentRolledOut)
 		Eventually(func(g Gomega) {
 			scale := &autoscalingv1.Scale{}
 			g.Expect(k8sClient.SubResource("scale").Get(ctx, pool, scale)).To(Succeed())
@@ -229,7 +229,7 @@ var _ = Describe("InferencePool controller", func() {
 	})
 
 	It("runs with defaults while its policy is missing and picks the policy up when it appears", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("agents", ns).Policy("program-aware").Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("agents", ns).Policy("program-aware").Obj())).To(Succeed())
 
 		Eventually(func(g Gomega) {
 			c := condition(g, ctx, "agents", servingv1alpha1.PoolPolicyResolved)
@@ -247,7 +247,7 @@ var _ = Describe("InferencePool controller", func() {
 				HaveField("Regarding.Name", "agents"))))
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
-		policy := utiltesting.MakeSchedulerPolicy("program-aware", ns).
+		policy := builders.MakeSchedulerPolicy("program-aware", ns).
 			Mode(servingv1alpha1.SchedulingModeProgramAware).DefaultMaxTokens(512).Obj()
 		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 
@@ -275,7 +275,7 @@ var _ = Describe("InferencePool controller", func() {
 	})
 
 	It("follows the Deployment's readiness in its conditions", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("ready", ns).Replicas(2).Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("ready", ns).Replicas(2).Obj())).To(Succeed())
 
 		Eventually(func(g Gomega) {
 			g.Expect(condition(g, ctx, "ready", servingv1alpha1.PoolAvailable).Status).To(Equal(metav1.ConditionFalse))
@@ -284,7 +284,7 @@ var _ = Describe("InferencePool controller", func() {
 			g.Expect(condition(g, ctx, "ready", servingv1alpha1.PoolPolicyResolved).Reason).To(Equal(servingv1alpha1.ReasonNoPolicyReference))
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
-		setDeploymentStatus(ctx, "ready", utiltesting.DeploymentRolledOut)
+		setDeploymentStatus(ctx, "ready", builders.DeploymentRolledOut)
 		Eventually(func(g Gomega) {
 			g.Expect(condition(g, ctx, "ready", servingv1alpha1.PoolAvailable).Status).To(Equal(metav1.ConditionTrue))
 			progressing := condition(g, ctx, "ready", servingv1alpha1.PoolProgressing)
@@ -316,7 +316,7 @@ var _ = Describe("InferencePool controller", func() {
 		}, quietPeriod, pollInterval).Should(Succeed())
 
 		By("reporting a stalled rollout as Degraded")
-		setDeploymentStatus(ctx, "ready", utiltesting.DeploymentStalled)
+		setDeploymentStatus(ctx, "ready", builders.DeploymentStalled)
 		Eventually(func(g Gomega) {
 			degraded := condition(g, ctx, "ready", servingv1alpha1.PoolDegraded)
 			g.Expect(degraded.Status).To(Equal(metav1.ConditionTrue))
@@ -326,7 +326,7 @@ var _ = Describe("InferencePool controller", func() {
 	})
 
 	It("reports a url pool's fetches in its ModelReady condition", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("fetched", ns).URLModel("hf://acme/m-GGUF:Q4_K_M", nil).Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("fetched", ns).URLModel("hf://acme/m-GGUF:Q4_K_M", nil).Obj())).To(Succeed())
 		Eventually(func(g Gomega) {
 			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
 			g.Expect(c.Status).To(Equal(metav1.ConditionUnknown))
@@ -402,7 +402,7 @@ var _ = Describe("InferencePool controller", func() {
 	})
 
 	It("gives accelerator pools GPUs, the product's nodes and a one-at-a-time rollout", func(ctx SpecContext) {
-		pool := utiltesting.MakeInferencePool("gpu", ns).PVCModel("weights", "llama-3.1-8b/model.gguf").
+		pool := builders.MakeInferencePool("gpu", ns).PVCModel("weights", "llama-3.1-8b/model.gguf").
 			Accelerators(1, "NVIDIA-L4").Obj()
 		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -434,16 +434,16 @@ var _ = Describe("SchedulerPolicy controller", func() {
 	}
 
 	It("accepts a policy and lists the pools that use it", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, utiltesting.MakeSchedulerPolicy("a", ns).Obj())).To(Succeed())
-		Expect(k8sClient.Create(ctx, utiltesting.MakeSchedulerPolicy("b", ns).Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeSchedulerPolicy("a", ns).Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeSchedulerPolicy("b", ns).Obj())).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(policyStatus(g, ctx, "a").Pools).To(BeEmpty())
 			g.Expect(storedStatus(g, ctx, "SchedulerPolicy", ns, "a")).To(HaveKeyWithValue("poolCount", BeEquivalentTo(0)),
 				"an unused policy's poolCount is stored, so kubectl prints 0")
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("p1", ns).Policy("a").Obj())).To(Succeed())
-		Expect(k8sClient.Create(ctx, utiltesting.MakeInferencePool("p2", ns).Policy("a").Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("p1", ns).Policy("a").Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakeInferencePool("p2", ns).Policy("a").Obj())).To(Succeed())
 		Eventually(func(g Gomega) {
 			st := policyStatus(g, ctx, "a")
 			g.Expect(st.Pools).To(Equal([]string{"p1", "p2"}))
@@ -463,7 +463,7 @@ var _ = Describe("SchedulerPolicy controller", func() {
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
 		By("following a pool that goes away")
-		Expect(k8sClient.Delete(ctx, utiltesting.MakeInferencePool("p1", ns).Obj())).To(Succeed())
+		Expect(k8sClient.Delete(ctx, builders.MakeInferencePool("p1", ns).Obj())).To(Succeed())
 		Eventually(func(g Gomega) {
 			st := policyStatus(g, ctx, "a")
 			g.Expect(st.Pools).To(BeEmpty())

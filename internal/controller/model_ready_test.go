@@ -14,7 +14,7 @@ import (
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/builders"
 )
 
 func fetchPod(name string, st *corev1.ContainerStatus) corev1.Pod {
@@ -61,7 +61,7 @@ func TestModelReadyCondition(t *testing.T) {
 }
 
 func TestModelReadyOnlyForURLPools(t *testing.T) {
-	pool := utiltesting.MakeInferencePool("p", "ns").URLModel("hf://acme/m:Q4_K_M", nil).Obj()
+	pool := builders.MakeInferencePool("p", "ns").URLModel("hf://acme/m:Q4_K_M", nil).Obj()
 	setPoolStatus(pool, observation{modelReady: modelReadyCondition(nil, nil)})
 	if c := meta.FindStatusCondition(pool.Status.Conditions, servingv1alpha1.PoolModelReady); c == nil || c.Reason != servingv1alpha1.ReasonNoPods {
 		t.Fatalf("a url pool's status lacks ModelReady=Unknown NoPods: %+v", pool.Status.Conditions)

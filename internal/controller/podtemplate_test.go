@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/builders"
 )
 
 const testImage = "kvpilot:test"
@@ -47,40 +47,40 @@ func TestPodTemplateArgs(t *testing.T) {
 		want   []string
 	}{
 		"builtin model on CPU": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Obj(),
+			pool: builders.MakeInferencePool("p", "ns").Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu"),
 		},
 		"GGUF from a claim": {
-			pool: utiltesting.MakeInferencePool("p", "ns").ServedModelName("llama").PVCModel("weights", "llama/./model.gguf").Obj(),
+			pool: builders.MakeInferencePool("p", "ns").ServedModelName("llama").PVCModel("weights", "llama/./model.gguf").Obj(),
 			want: append(baseArgs("/models/llama/model.gguf", "llama"), "--executor=cpu"),
 		},
 		"GGUF fetched from a URL": {
-			pool: utiltesting.MakeInferencePool("p", "ns").ServedModelName("qwen").URLModel("hf://Qwen/Qwen3-GGUF:Q4_K_M", nil).Obj(),
+			pool: builders.MakeInferencePool("p", "ns").ServedModelName("qwen").URLModel("hf://Qwen/Qwen3-GGUF:Q4_K_M", nil).Obj(),
 			// The ref directory is the first 16 bytes of the URL's SHA-256.
 			want: append(baseArgs("/var/cache/kvpilot/refs/"+urlKey("hf://Qwen/Qwen3-GGUF:Q4_K_M")+"/model.gguf", "qwen"), "--executor=cpu"),
 		},
 		"GGUF from the node": {
-			pool: utiltesting.MakeInferencePool("p", "ns").HostPathModel("/data/llama.gguf").Obj(),
+			pool: builders.MakeInferencePool("p", "ns").HostPathModel("/data/llama.gguf").Obj(),
 			want: append(baseArgs("/models/llama.gguf", "tiny"), "--executor=cpu"),
 		},
 		"GGUF from an image volume": {
-			pool: utiltesting.MakeInferencePool("p", "ns").ImageModel("models/llama:1", "model.gguf").Obj(),
+			pool: builders.MakeInferencePool("p", "ns").ImageModel("models/llama:1", "model.gguf").Obj(),
 			want: append(baseArgs("/models/model.gguf", "tiny"), "--executor=cpu"),
 		},
 		"ggml executor": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Obj(),
+			pool: builders.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml"),
 		},
 		"sim executor with defaults": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorSim}).Obj(),
+			pool: builders.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorSim}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=sim", "--sim-accelerator=H100-SXM", "--sim-model=llama-3.1-8b"),
 		},
 		"sim executor with a profile": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Sim("L4", "llama-3.1-70b").Obj(),
+			pool: builders.MakeInferencePool("p", "ns").Sim("L4", "llama-3.1-70b").Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=sim", "--sim-accelerator=L4", "--sim-model=llama-3.1-70b"),
 		},
 		"engine settings": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
+			pool: builders.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
 				MaxNumSeqs:                ptr.To[int32](64),
 				MaxNumBatchedTokens:       ptr.To[int32](4096),
 				LongPrefillTokenThreshold: ptr.To[int32](1024),
@@ -99,51 +99,51 @@ func TestPodTemplateArgs(t *testing.T) {
 				"--kv-cache-memory=8Gi", "--max-queue=500", "--tensor-parallel=2"),
 		},
 		"KV cache as blocks": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{KVCacheBlocks: ptr.To[int32](1000)}).Obj(),
+			pool: builders.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{KVCacheBlocks: ptr.To[int32](1000)}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000"),
 		},
 		"KV cache as a fraction of the GPU": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Accelerators(1, "").
+			pool: builders.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).Accelerators(1, "").
 				Engine(servingv1alpha1.EngineSpec{KVCacheMemoryFraction: ptr.To(servingv1alpha1.Fraction("0.9"))}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml", "--kv-cache-memory-fraction=0.9"),
 		},
 		"host KV tier": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
+			pool: builders.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{
 				KVCacheBlocks: ptr.To[int32](1000), KVHostBlocks: ptr.To[int32](8000),
 			}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--kv-cache-blocks=1000", "--kv-host-blocks=8000"),
 		},
 		"KV cache dtype": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).
+			pool: builders.MakeInferencePool("p", "ns").Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML}).
 				Engine(servingv1alpha1.EngineSpec{KVCacheDType: "q8_0", KVCacheMemory: ptr.To(resource.MustParse("8Gi"))}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=ggml", "--kv-cache-dtype=q8_0", "--kv-cache-memory=8Gi"),
 		},
 		"chat formats": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{ToolCallParser: "pythonic", ReasoningParser: "none"}).Obj(),
+			pool: builders.MakeInferencePool("p", "ns").Engine(servingv1alpha1.EngineSpec{ToolCallParser: "pythonic", ReasoningParser: "none"}).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--tool-call-parser=pythonic", "--reasoning-parser=none"),
 		},
 		"policy request defaults": {
-			pool: utiltesting.MakeInferencePool("p", "ns").Policy("agents").Obj(),
-			policy: utiltesting.MakeSchedulerPolicy("agents", "ns").AgingRate("0.5").DefaultMaxTokens(256).
+			pool: builders.MakeInferencePool("p", "ns").Policy("agents").Obj(),
+			policy: builders.MakeSchedulerPolicy("agents", "ns").AgingRate("0.5").DefaultMaxTokens(256).
 				Stop("</tool>", "\n\nUser:").MaxResponseChars(20000).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu",
 				"--aging-rate=0.5", "--default-max-tokens=256", "--stop=</tool>", "--stop=\n\nUser:", "--max-response-chars=20000"),
 		},
 		"API key": {
-			pool: utiltesting.MakeInferencePool("p", "ns").APIKey("keys", "openai").Obj(),
+			pool: builders.MakeInferencePool("p", "ns").APIKey("keys", "openai").Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--api-key-file=/var/run/kvpilot/api-key/openai"),
 		},
 		"program limit per key": {
-			pool: utiltesting.MakeInferencePool("p", "ns").APIKey("keys", "openai").MaxProgramsPerKey(50).Obj(),
+			pool: builders.MakeInferencePool("p", "ns").APIKey("keys", "openai").MaxProgramsPerKey(50).Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--api-key-file=/var/run/kvpilot/api-key/openai",
 				"--max-programs-per-key=50"),
 		},
 		"prompt tokens details": {
-			pool: utiltesting.MakeInferencePool("p", "ns").EnablePromptTokensDetails().Obj(),
+			pool: builders.MakeInferencePool("p", "ns").EnablePromptTokensDetails().Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--enable-prompt-tokens-details"),
 		},
 		"prefix cache shared across keys": {
-			pool: utiltesting.MakeInferencePool("p", "ns").APIKey("keys", "openai").SharePrefixCacheAcrossKeys().Obj(),
+			pool: builders.MakeInferencePool("p", "ns").APIKey("keys", "openai").SharePrefixCacheAcrossKeys().Obj(),
 			want: append(baseArgs("builtin:tiny", "tiny"), "--executor=cpu", "--api-key-file=/var/run/kvpilot/api-key/openai",
 				"--share-prefix-cache-across-keys"),
 		},
@@ -173,7 +173,7 @@ func TestByteSize(t *testing.T) {
 }
 
 func TestPodTemplateContract(t *testing.T) {
-	tmpl := podTemplate(utiltesting.MakeInferencePool("chat", "ns").Obj(), nil, testImage)
+	tmpl := podTemplate(builders.MakeInferencePool("chat", "ns").Obj(), nil, testImage)
 	c := runtimeContainer(t, tmpl)
 
 	if c.Image != testImage {
@@ -250,17 +250,17 @@ func TestPodTemplateModelVolumes(t *testing.T) {
 		wantMount  corev1.VolumeMount
 	}{
 		"claim": {
-			pool:       utiltesting.MakeInferencePool("p", "ns").PVCModel("weights", "m.gguf").Obj(),
+			pool:       builders.MakeInferencePool("p", "ns").PVCModel("weights", "m.gguf").Obj(),
 			wantVolume: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "weights", ReadOnly: true}},
 			wantMount:  corev1.VolumeMount{Name: "model", MountPath: "/models", ReadOnly: true},
 		},
 		"host file": {
-			pool:       utiltesting.MakeInferencePool("p", "ns").HostPathModel("/srv/m.gguf").Obj(),
+			pool:       builders.MakeInferencePool("p", "ns").HostPathModel("/srv/m.gguf").Obj(),
 			wantVolume: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/m.gguf", Type: ptr.To(corev1.HostPathFile)}},
 			wantMount:  corev1.VolumeMount{Name: "model", MountPath: "/models/m.gguf", ReadOnly: true},
 		},
 		"image": {
-			pool:       utiltesting.MakeInferencePool("p", "ns").ImageModel("models/llama:1", "m.gguf").Obj(),
+			pool:       builders.MakeInferencePool("p", "ns").ImageModel("models/llama:1", "m.gguf").Obj(),
 			wantVolume: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "models/llama:1"}},
 			wantMount:  corev1.VolumeMount{Name: "model", MountPath: "/models", ReadOnly: true},
 		},
@@ -347,7 +347,7 @@ func TestPodTemplateURLModel(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			pool := utiltesting.MakeInferencePool("p", "ns").URLModel(tc.url, tc.fetch).Obj()
+			pool := builders.MakeInferencePool("p", "ns").URLModel(tc.url, tc.fetch).Obj()
 			pool.Spec.ImagePullPolicy = corev1.PullAlways
 			tmpl := podTemplate(pool, nil, testImage)
 			if len(tmpl.Spec.InitContainers) != 1 {
@@ -406,13 +406,13 @@ func TestPodTemplateURLModel(t *testing.T) {
 			}
 		})
 	}
-	if ics := podTemplate(utiltesting.MakeInferencePool("p", "ns").Obj(), nil, testImage).Spec.InitContainers; ics != nil {
+	if ics := podTemplate(builders.MakeInferencePool("p", "ns").Obj(), nil, testImage).Spec.InitContainers; ics != nil {
 		t.Errorf("a builtin model needs no init container, got %+v", ics)
 	}
 }
 
 func TestPodTemplateResources(t *testing.T) {
-	pool := utiltesting.MakeInferencePool("p", "ns").
+	pool := builders.MakeInferencePool("p", "ns").
 		Accelerators(2, "NVIDIA-H100-80GB-HBM3").CPUMemory("4", "32Gi").NodeSelector("pool", "gpu").Obj()
 	tmpl := podTemplate(pool, nil, testImage)
 
@@ -434,14 +434,14 @@ func TestPodTemplateResources(t *testing.T) {
 		t.Errorf("tolerations (-want +got):\n%s", diff)
 	}
 
-	cpuOnly := podTemplate(utiltesting.MakeInferencePool("p", "ns").Obj(), nil, testImage)
+	cpuOnly := podTemplate(builders.MakeInferencePool("p", "ns").Obj(), nil, testImage)
 	if cpuOnly.Spec.NodeSelector != nil || cpuOnly.Spec.Tolerations != nil {
 		t.Errorf("a CPU pool needs no node selector or tolerations: %v %v", cpuOnly.Spec.NodeSelector, cpuOnly.Spec.Tolerations)
 	}
 }
 
 func TestPodTemplateImage(t *testing.T) {
-	pool := utiltesting.MakeInferencePool("p", "ns").Image("example/runtime:v2").Obj()
+	pool := builders.MakeInferencePool("p", "ns").Image("example/runtime:v2").Obj()
 	pool.Spec.ImagePullPolicy = corev1.PullAlways
 	c := runtimeContainer(t, podTemplate(pool, nil, testImage))
 	if c.Image != "example/runtime:v2" || c.ImagePullPolicy != corev1.PullAlways {
@@ -455,10 +455,10 @@ func TestTemplateHash(t *testing.T) {
 	hash := func(pool *servingv1alpha1.InferencePool, policy *servingv1alpha1.SchedulerPolicy) string {
 		return podTemplate(pool, policy, testImage).Annotations[AnnotationTemplateHash]
 	}
-	base := func() *utiltesting.InferencePoolWrapper {
-		return utiltesting.MakeInferencePool("p", "ns").Policy("pol")
+	base := func() *builders.InferencePoolWrapper {
+		return builders.MakeInferencePool("p", "ns").Policy("pol")
 	}
-	policy := func() *utiltesting.SchedulerPolicyWrapper { return utiltesting.MakeSchedulerPolicy("pol", "ns") }
+	policy := func() *builders.SchedulerPolicyWrapper { return builders.MakeSchedulerPolicy("pol", "ns") }
 	ref := hash(base().Obj(), policy().Obj())
 	if ref == "" || ref != hash(base().Obj(), policy().Obj()) {
 		t.Fatalf("hash must be set and deterministic, got %q", ref)
@@ -492,7 +492,7 @@ func TestTemplateHash(t *testing.T) {
 // long as its startup probe allows, and pull its image before that, without
 // the Deployment reporting the rollout stalled (and the pool Degraded).
 func TestProgressDeadlineOutlastsModelLoad(t *testing.T) {
-	pool := utiltesting.MakeInferencePool("chat", "ns").Obj()
+	pool := builders.MakeInferencePool("chat", "ns").Obj()
 	tmpl := podTemplate(pool, nil, testImage)
 	probe := runtimeContainer(t, tmpl).StartupProbe
 	loadBudget := time.Duration(probe.PeriodSeconds) * time.Duration(probe.FailureThreshold) * time.Second

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/builders"
 )
 
 type condSummary struct{ Type, Status, Reason string }
@@ -39,7 +39,7 @@ func TestSetPoolStatus(t *testing.T) {
 	}{
 		"rolled out": {
 			replicas: 2,
-			obs:      observation{policy: policyFound, deployment: deployment(2, utiltesting.DeploymentRolledOut)},
+			obs:      observation{policy: policyFound, deployment: deployment(2, builders.DeploymentRolledOut)},
 			want: []condSummary{
 				{"PolicyResolved", "True", "PolicyFound"},
 				{"Available", "True", "MinimumReplicasAvailable"},
@@ -59,7 +59,7 @@ func TestSetPoolStatus(t *testing.T) {
 		},
 		"stalled": {
 			replicas: 1,
-			obs:      observation{policy: policyFound, deployment: deployment(1, utiltesting.DeploymentStalled)},
+			obs:      observation{policy: policyFound, deployment: deployment(1, builders.DeploymentStalled)},
 			want: []condSummary{
 				{"PolicyResolved", "True", "PolicyFound"},
 				{"Available", "False", "MinimumReplicasUnavailable"},
@@ -69,7 +69,7 @@ func TestSetPoolStatus(t *testing.T) {
 		},
 		"scaled to zero": {
 			replicas: 0,
-			obs:      observation{policy: policyFound, deployment: deployment(0, utiltesting.DeploymentRolledOut)},
+			obs:      observation{policy: policyFound, deployment: deployment(0, builders.DeploymentRolledOut)},
 			want: []condSummary{
 				{"PolicyResolved", "True", "PolicyFound"},
 				{"Available", "False", "ScaledToZero"},
@@ -80,7 +80,7 @@ func TestSetPoolStatus(t *testing.T) {
 		"scaling up": {
 			replicas: 3,
 			obs: observation{policy: policyFound, deployment: deployment(3, func(d *appsv1.Deployment) {
-				utiltesting.DeploymentRolledOut(d)
+				builders.DeploymentRolledOut(d)
 				d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas = 2, 3, 2
 			})},
 			want: []condSummary{
@@ -101,7 +101,7 @@ func TestSetPoolStatus(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			pool := utiltesting.MakeInferencePool("p", "ns").Replicas(tc.replicas).Obj()
+			pool := builders.MakeInferencePool("p", "ns").Replicas(tc.replicas).Obj()
 			pool.Generation = 5
 			setPoolStatus(pool, tc.obs)
 			if diff := cmp.Diff(tc.want, summarize(pool.Status.Conditions)); diff != "" {
@@ -154,11 +154,11 @@ func TestConditionEvents(t *testing.T) {
 }
 
 func TestSetPolicyStatus(t *testing.T) {
-	policy := utiltesting.MakeSchedulerPolicy("pol", "ns").Mode(servingv1alpha1.SchedulingModeProgramAware).Obj()
+	policy := builders.MakeSchedulerPolicy("pol", "ns").Mode(servingv1alpha1.SchedulingModeProgramAware).Obj()
 	policy.Generation = 3
 	var pools []servingv1alpha1.InferencePool
 	for _, n := range []string{"c", "a", "b"} {
-		pools = append(pools, *utiltesting.MakeInferencePool(n, "ns").Policy("pol").Obj())
+		pools = append(pools, *builders.MakeInferencePool(n, "ns").Policy("pol").Obj())
 	}
 	setPolicyStatus(policy, pools)
 	want := servingv1alpha1.SchedulerPolicyStatus{

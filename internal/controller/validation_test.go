@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/builders"
 )
 
 // The API server itself validates kvpilot objects, from the CRDs' schema
@@ -22,8 +22,8 @@ var _ = Describe("API validation", func() {
 	var ns string
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
 
-	pool := func(name string) *utiltesting.InferencePoolWrapper { return utiltesting.MakeInferencePool(name, ns) }
-	policy := func() *utiltesting.SchedulerPolicyWrapper { return utiltesting.MakeSchedulerPolicy("p", ns) }
+	pool := func(name string) *builders.InferencePoolWrapper { return builders.MakeInferencePool(name, ns) }
+	policy := func() *builders.SchedulerPolicyWrapper { return builders.MakeSchedulerPolicy("p", ns) }
 	engine := func(e servingv1alpha1.EngineSpec) *servingv1alpha1.InferencePool { return pool("p").Engine(e).Obj() }
 
 	DescribeTable("rejects an invalid object with a message a person understands",
@@ -219,12 +219,12 @@ var _ = Describe("API validation", func() {
 		Expect(sp.Spec.KVTransfer.BandwidthGbps).To(HaveValue(BeEquivalentTo(400)))
 		Expect(sp.Spec.KVTransfer.PrefillTokensPerSecond).To(HaveValue(BeEquivalentTo(20000)))
 
-		fair := utiltesting.MakeSchedulerPolicy("fair", ns).Fairness(30*time.Second, 2*time.Minute).Obj()
+		fair := builders.MakeSchedulerPolicy("fair", ns).Fairness(30*time.Second, 2*time.Minute).Obj()
 		Expect(k8sClient.Create(ctx, fair)).To(Succeed(), "a bound between interval and maxPauseDuration is valid")
 	})
 
 	It("accepts the engine settings the runtime runs", func(ctx SpecContext) {
-		ggml := func(name string) *utiltesting.InferencePoolWrapper {
+		ggml := func(name string) *builders.InferencePoolWrapper {
 			return pool(name).Executor(servingv1alpha1.ExecutorSpec{Type: servingv1alpha1.ExecutorGGML})
 		}
 		for _, p := range []*servingv1alpha1.InferencePool{

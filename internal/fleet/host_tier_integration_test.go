@@ -11,7 +11,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/agentclient"
 )
 
 // TestProcessesPauseThroughHostTier runs a real runtime process with a
@@ -55,11 +55,11 @@ func TestProcessesPauseThroughHostTier(t *testing.T) {
 			}
 			push(wire.Placement{Pause: []string{prog}})
 			// Another program takes every device block.
-			if _, err := utiltesting.AgentStep(ctx, a.API, "filler", 740, 8); err != nil {
+			if _, err := agentclient.Step(ctx, a.API, "filler", 740, 8); err != nil {
 				t.Fatal(err)
 			}
 			push(wire.Placement{Place: []string{prog}})
-			r, err := utiltesting.AgentStep(ctx, a.API, prog, 260, 8)
+			r, err := agentclient.Step(ctx, a.API, prog, 260, 8)
 			if err != nil {
 				t.Fatal(err)
 			}

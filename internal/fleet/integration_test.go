@@ -15,7 +15,8 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/agentclient"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
@@ -65,7 +66,7 @@ func step(ctx context.Context, addr, program string, n, stepNo int) stepResult {
 }
 
 func stepN(ctx context.Context, addr, program string, n, stepNo, maxTokens int) stepResult {
-	r, err := utiltesting.AgentStep(ctx, addr, program, n, maxTokens)
+	r, err := agentclient.Step(ctx, addr, program, n, maxTokens)
 	return stepResult{program: program, step: stepNo, servedBy: r.ServedBy, tokens: r.Tokens, cached: r.CachedTokens, err: err}
 }
 
@@ -284,11 +285,10 @@ func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
 	for _, id := range ids {
 		go func() { done <- stepN(ctx, a.API, id, 200, 1, 250) }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.UntilOK(t, 10*time.Second, func() string {
 		rep, err := client.State(ctx, a.Control)
 		if err != nil {
-			t.Fatal(err)
+			return err.Error()
 		}
 		n := 0
 		for _, p := range rep.Programs {
@@ -296,14 +296,11 @@ func TestProcessesMarkReasoningProgramsAndMoveThem(t *testing.T) {
 				n++
 			}
 		}
-		if n == len(ids) {
-			break
+		if n != len(ids) {
+			return fmt.Sprintf("requests not all running: %+v", rep.Programs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("requests not all running: %+v", rep.Programs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 	f, _ := New(placement.DefaultPolicy(), client, nil)
 	sum, err := f.Round(ctx, pods, time.Now())
 	if err != nil {

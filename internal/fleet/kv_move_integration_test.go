@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/placement"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // TestProcessesMoveKVOffADrainingPod runs two real runtime processes and
@@ -64,9 +65,8 @@ func TestProcessesMoveKVOffADrainingPod(t *testing.T) {
 			in, out := kvTransferBlocks(t, b.API), kvTransferBlocks(t, a.API)
 			// a counts what it sent when its handler returns, which can be
 			// after b has read the last byte.
-			for deadline := time.Now().Add(5 * time.Second); tc.wantBlocks && out["out"] < 12 && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond)
-				out = kvTransferBlocks(t, a.API)
+			if tc.wantBlocks {
+				poll.Wait(5*time.Second, func() bool { out = kvTransferBlocks(t, a.API); return out["out"] >= 12 })
 			}
 			wantCached := 0
 			if tc.wantBlocks {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/agentclient"
 )
 
 // agentWorkload is agent programs as their clients run them: each sends
@@ -37,7 +37,7 @@ type agentWorkload struct {
 type agentStepResult struct {
 	program string
 	step    int
-	utiltesting.AgentStepResult
+	agentclient.StepResult
 	err string
 }
 
@@ -56,8 +56,8 @@ func (w *agentWorkload) start(ctx context.Context) (wait func() []agentStepResul
 			defer wg.Done()
 			prompt := w.firstContext
 			for s := 1; s <= w.steps; s++ {
-				got, err := utiltesting.AgentStep(ctx, addr, id, prompt, w.outTokens)
-				r := agentStepResult{program: id, step: s, AgentStepResult: got}
+				got, err := agentclient.Step(ctx, addr, id, prompt, w.outTokens)
+				r := agentStepResult{program: id, step: s, StepResult: got}
 				if err != nil {
 					r.err = err.Error()
 				}
@@ -117,9 +117,9 @@ func (w *agentWorkload) check(t *testing.T, results []agentStepResult) {
 	}
 }
 
-// poll calls f every period in a goroutine until stop is called; stop
+// every calls f every period in a goroutine until stop is called; stop
 // returns once f has returned for the last time.
-func poll(period time.Duration, f func(ctx context.Context)) (stop func()) {
+func every(period time.Duration, f func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

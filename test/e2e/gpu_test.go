@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -26,7 +27,7 @@ var gpuPool = simPool{name: "gpu-sim", replicas: 3, gpus: 4}
 func TestGPUPoolSchedulesByDeviceCount(t *testing.T) {
 	ns := newNamespace(t, "e2e-gpu")
 	applyYAML(t, ns, gpuPool.manifest())
-	eventually(t, podsReadyTimeout, func() string {
+	poll.UntilOK(t, podsReadyTimeout, func() string {
 		pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "serving.kvpilot.dev/pool=" + gpuPool.name})
 		if err != nil {
 			return err.Error()

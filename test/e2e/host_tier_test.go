@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // hostTierPool is a ProgramAware pool of two simulated H100 pods with
@@ -59,7 +60,7 @@ func TestHostTierDefaultsRunPastDeviceKV(t *testing.T) {
 	// paused or marked for pause.
 	var maxPaused, maxMarked atomic.Int32
 	var watchErrs sync.Map // pod IP → last error reading its state
-	stopWatch := poll(100*time.Millisecond, func(ctx context.Context) {
+	stopWatch := every(100*time.Millisecond, func(ctx context.Context) {
 		for _, ip := range ips {
 			rep, err := podState(ctx, token, ip)
 			if err != nil {
@@ -144,7 +145,7 @@ func TestHostTierDefaultsRunPastDeviceKV(t *testing.T) {
 		}
 		t.Logf("pod %s: %d context tokens placed in a tool call, device %d", pods[i].Name, placed, deviceTokens)
 	}
-	eventually(t, statusTimeout, func() string {
+	poll.UntilOK(t, statusTimeout, func() string {
 		n := sumSamples(mustScrape(t, mgr), "kvpilot_fleet_round_duration_seconds_count", poolLabels(ns, hostTierPool.name)...)
 		if n < roundsBefore+2 {
 			return fmt.Sprintf("%v fleet rounds since every program reached its tool call, want 2", n-roundsBefore)

@@ -17,6 +17,7 @@ import (
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // programsPool is a program-aware pool of two simulated H100 pods with
@@ -62,7 +63,7 @@ func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 	// paused programs.
 	var maxPaused, maxPausedMetric atomic.Int32
 	polls := 0
-	stopWatch := poll(100*time.Millisecond, func(ctx context.Context) {
+	stopWatch := every(100*time.Millisecond, func(ctx context.Context) {
 		pool := &servingv1alpha1.InferencePool{}
 		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agents-sim"}, pool); err == nil && pool.Status.Capacity != nil {
 			storeMax(&maxPaused, pool.Status.Capacity.ProgramsPaused)
@@ -87,7 +88,7 @@ func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 	wait := w.start(ctx)
 
 	// Restart the manager once a pause shows in the pool's status.
-	eventually(t, 60*time.Second, func() string {
+	poll.UntilOK(t, 60*time.Second, func() string {
 		if maxPaused.Load() == 0 {
 			return "no paused program in the pool's status.capacity.programsPaused"
 		}
@@ -161,7 +162,7 @@ func TestProgramAwarePausesResumesAcrossPods(t *testing.T) {
 
 	// Every program was released: the new manager's status says nothing
 	// runs or waits.
-	eventually(t, statusTimeout, func() string {
+	poll.UntilOK(t, statusTimeout, func() string {
 		c := getPool(t, ns, "agents-sim").Status.Capacity
 		if c == nil || c.ProgramsActive != 0 || c.ProgramsPaused != 0 || c.HostKVTokens != 2*128*16 {
 			return fmt.Sprintf("status.capacity after every release (want host tier 4096 tokens): %+v", c)

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/util/testing/nodeclients"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // TestSampleServesAndScales applies the CPU sample pool and its policy with
@@ -124,7 +125,7 @@ const OpenAI = require('openai');
 	t.Run("scale", func(t *testing.T) {
 		mustKubectl(t, "scale", "-n", ns, "kvpool/tiny-cpu", "--replicas=3")
 		pods := readyPods(t, ns, "tiny-cpu", 3)
-		eventually(t, statusTimeout, func() string {
+		poll.UntilOK(t, statusTimeout, func() string {
 			pool := getPool(t, ns, "tiny-cpu")
 			st := pool.Status
 			if st.Replicas != 3 || st.ReadyReplicas != 3 || st.UpdatedReplicas != 3 {

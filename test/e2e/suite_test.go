@@ -53,6 +53,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 	"github.com/kvpilot/kvpilot/test/localcluster"
 	"github.com/kvpilot/kvpilot/test/nodeagent"
 )
@@ -326,14 +327,13 @@ func applyYAML(t *testing.T, ns, manifest string) {
 // terminating, and returns them sorted by name.
 func readyPods(t *testing.T, ns, pool string, n int) []corev1.Pod {
 	t.Helper()
-	deadline := time.Now().Add(podsReadyTimeout)
-	var last string
-	for {
+	var ready []corev1.Pod
+	poll.UntilOK(t, podsReadyTimeout, func() string {
 		pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "serving.kvpilot.dev/pool=" + pool})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ready []corev1.Pod
+		ready = ready[:0]
 		var states []string
 		for _, p := range pods.Items {
 			states = append(states, fmt.Sprintf("%s %s ready=%v ip=%s deleting=%v", p.Name, p.Status.Phase, isReady(&p), p.Status.PodIP, p.DeletionTimestamp != nil))
@@ -341,16 +341,13 @@ func readyPods(t *testing.T, ns, pool string, n int) []corev1.Pod {
 				ready = append(ready, p)
 			}
 		}
-		last = strings.Join(states, "; ")
 		if len(ready) == n && len(pods.Items) == n {
-			sortPods(ready)
-			return ready
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool %s/%s: want %d ready pods, have: %s", ns, pool, n, last)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return fmt.Sprintf("pool %s/%s: want %d ready pods, have: %s", ns, pool, n, strings.Join(states, "; "))
+	})
+	sortPods(ready)
+	return ready
 }
 
 func isReady(p *corev1.Pod) bool {
@@ -377,21 +374,4 @@ func getPool(t *testing.T, ns, name string) *servingv1alpha1.InferencePool {
 		t.Fatal(err)
 	}
 	return pool
-}
-
-// eventually polls cond until it returns "" or timeout passes, then fails
-// with its last message.
-func eventually(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, msg)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }

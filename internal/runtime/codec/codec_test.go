@@ -5,13 +5,13 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
-	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/layering"
 )
 
 // Encoding prompts needs no HTTP: benchmarks and tools use the codecs
 // without the server (they lived in the server package before).
 func TestCodecsNeedNoHTTP(t *testing.T) {
-	utiltesting.RequireNoDeps(t, "github.com/kvpilot/kvpilot/internal/runtime/codec",
+	layering.RequireNoDeps(t, "github.com/kvpilot/kvpilot/internal/runtime/codec",
 		"net/http", "github.com/kvpilot/kvpilot/internal/runtime/server")
 }
 

@@ -13,19 +13,59 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 )
 
-// serveGuarded serves the control API as the runtime does (NewServer on a
-// GuardListener) with the given bound, and returns its address.
-func serveGuarded(t *testing.T, limit int) string {
+// guardedServer is the control API served as the runtime does (NewServer
+// on a GuardListener).
+type guardedServer struct {
+	addr  string
+	guard *guardedListener
+	// accepted receives each connection the server accepted, once the
+	// guard has counted it.
+	accepted chan net.Conn
+}
+
+// serveGuarded serves the control API on a GuardListener with the given
+// bound.
+func serveGuarded(t *testing.T, limit int) *guardedServer {
 	t.Helper()
 	tab := programs.New(programs.Config{Pod: "pod-a", KV: func() wire.KVReport { return wire.KVReport{BlockSize: 16, TotalBlocks: 10} }})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	gs := &guardedServer{addr: ln.Addr().String(), guard: GuardListener(ln, limit).(*guardedListener), accepted: make(chan net.Conn, 64)}
 	srv := NewServer(Handler(tab, "s3cret"), nil)
-	go func() { _ = srv.Serve(GuardListener(ln, limit)) }()
+	go func() { _ = srv.Serve(acceptNotifier{gs.guard, gs.accepted}) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
+	return gs
+}
+
+// acceptNotifier sends each connection its listener accepts on accepted.
+type acceptNotifier struct {
+	net.Listener
+	accepted chan<- net.Conn
+}
+
+func (l acceptNotifier) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		select {
+		case l.accepted <- c:
+		default: // nobody is counting
+		}
+	}
+	return c, err
+}
+
+// unauthenticated is the client-side addresses of the connections the
+// guard counts as unauthenticated.
+func (gs *guardedServer) unauthenticated() map[string]bool {
+	gs.guard.mu.Lock()
+	defer gs.guard.mu.Unlock()
+	out := map[string]bool{}
+	for e := gs.guard.unauth.Front(); e != nil; e = e.Next() {
+		out[e.Value.(*guardedConn).RemoteAddr().String()] = true
+	}
+	return out
 }
 
 func dial(t *testing.T, addr string) net.Conn {
@@ -53,8 +93,7 @@ func closedByServer(c net.Conn, wait time.Duration) bool {
 // that announces a body it never sends is answered 401 at once, with
 // Connection: close; the server does not wait for the body first.
 func TestUnauthorizedIsAnsweredWithoutItsBody(t *testing.T) {
-	addr := serveGuarded(t, MaxUnauthenticatedConns)
-	c := dial(t, addr)
+	c := dial(t, serveGuarded(t, MaxUnauthenticatedConns).addr)
 	if _, err := c.Write([]byte("PUT " + wire.PlacementPath + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -74,24 +113,41 @@ func TestUnauthorizedIsAnsweredWithoutItsBody(t *testing.T) {
 // counted, and a new one still gets through.
 func TestGuardListenerBoundsUnauthenticatedConns(t *testing.T) {
 	const limit = 4
-	addr := serveGuarded(t, limit)
+	gs := serveGuarded(t, limit)
+	addr := gs.addr
 
 	// An authenticated keep-alive connection, like the controller's.
 	client := controlclient.New("s3cret", 2*time.Second)
 	if _, err := client.State(t.Context(), addr); err != nil {
 		t.Fatal(err)
 	}
+	for len(gs.accepted) > 0 { // its connection: accepted before it was answered
+		<-gs.accepted
+	}
 	var idle []net.Conn
 	for range 3 * limit {
 		idle = append(idle, dial(t, addr))
 		// Accept order is dial order only once each is accepted.
-		time.Sleep(5 * time.Millisecond)
-	}
-	for i, c := range idle {
-		closed := closedByServer(c, 200*time.Millisecond)
-		if want := i < 2*limit; closed != want {
-			t.Errorf("idle connection %d of %d: closed %t, want %t (the newest %d stay)", i, len(idle), closed, want, limit)
+		select {
+		case <-gs.accepted:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("connection %d not accepted", len(idle))
 		}
+	}
+	kept := gs.unauthenticated()
+	for i, c := range idle {
+		if want := i >= 2*limit; kept[c.LocalAddr().String()] != want {
+			t.Errorf("idle connection %d of %d: counted %t, want %t (the newest %d stay)", i, len(idle), !want, want, limit)
+		}
+		// An evicted connection is closed: its read ends at once. One
+		// kept is not: the read would wait out the deadline, so only the
+		// evicted are read.
+		if i < 2*limit && !closedByServer(c, 5*time.Second) {
+			t.Errorf("idle connection %d of %d: evicted but not closed", i, len(idle))
+		}
+	}
+	if len(kept) != limit {
+		t.Errorf("%d connections counted, want the newest %d", len(kept), limit)
 	}
 	// The authenticated connection was not counted: it still serves, and
 	// so does a new one.

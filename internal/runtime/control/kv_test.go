@@ -22,6 +22,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 const (
@@ -114,14 +115,9 @@ func (p *kvPod) generate(t *testing.T, id string, prompt []int32, n int) ([]int3
 // kvCountReaches is kvCount once it reaches want, or after 5 s.
 func kvCountReaches(t *testing.T, p *kvPod, name, dir string, want float64) float64 {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n := kvCount(t, p, name, dir)
-		if n >= want || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var n float64
+	poll.Wait(5*time.Second, func() bool { n = kvCount(t, p, name, dir); return n >= want })
+	return n
 }
 
 func kvCount(t *testing.T, p *kvPod, name, dir string) float64 {

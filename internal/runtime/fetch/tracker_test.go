@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // getProgress reads a tracker through its endpoint, as the controller does.
@@ -66,14 +67,12 @@ func testTrackerFollowsDownload(t *testing.T, start func([]byte, int) *modelstor
 	}()
 	want := wire.FetchProgress{Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: 1 << 20, TotalBytes: 3 << 20}
 	var got wire.FetchProgress
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if got = getProgress(t, endpoint.URL); got == want {
-			break
-		}
-		if got.Phase == wire.FetchDownloading && got.DoneBytes > 1<<20 {
+	poll.Wait(20*time.Second, func() bool {
+		if got = getProgress(t, endpoint.URL); got.Phase == wire.FetchDownloading && got.DoneBytes > 1<<20 {
 			t.Fatalf("progress %+v: more than the store sent", got)
 		}
-	}
+		return got == want
+	})
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("while the store holds the rest (-want +got):\n%s", diff)
 	}
@@ -144,11 +143,9 @@ func TestTrackerWaitsForAnotherFetcher(t *testing.T) {
 		_, err := Fetch(context.Background(), "hf://acme/tiny-GGUF/m.gguf", opts)
 		done <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); opts.Tracker.Progress().Phase != wire.FetchWaiting; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			unlock()
-			t.Fatalf("progress %+v while another fetcher holds the lock, want waiting", opts.Tracker.Progress())
-		}
+	if !poll.Wait(20*time.Second, func() bool { return opts.Tracker.Progress().Phase == wire.FetchWaiting }) {
+		unlock()
+		t.Fatalf("progress %+v while another fetcher holds the lock, want waiting", opts.Tracker.Progress())
 	}
 	unlock()
 	if err := <-done; err != nil {

@@ -2,12 +2,14 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // A body the pod's preprocessing budget cannot take now is answered 503
@@ -84,13 +86,12 @@ func TestPreprocessBudgetShrinksOnceSubmitted(t *testing.T) {
 // client has read the answer.
 func waitBudgetFree(t *testing.T, env *testEnv) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for env.srv.budget.InUse() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes of the budget still held with no request in flight", env.srv.budget.InUse())
+	poll.UntilOK(t, waitTimeout, func() string {
+		if n := env.srv.budget.InUse(); n != 0 {
+			return fmt.Sprintf("%d bytes of the budget still held with no request in flight", n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // gathered is the value of env's metric name (a gauge or a counter).

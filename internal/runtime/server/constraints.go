@@ -53,6 +53,14 @@ type grammars struct {
 	// automaton and its start mask on a claim of its own, given back when
 	// the compile ends (the grammar cache bounds what it keeps).
 	budget *membudget.Budget
+
+	// Set only by tests, before the first request: onWait sees a request
+	// start waiting on another's compile of key, onCompile a compile
+	// start (with its context), onCompiled a compile end (with its
+	// error, before anything is cached).
+	onWait     func(key string)
+	onCompile  func(ctx context.Context, key string)
+	onCompiled func(key string, err error)
 }
 
 type grammarEntry struct {
@@ -116,6 +124,9 @@ func (gs *grammars) getWith(ctx context.Context, key string, specials []string, 
 		if !busy {
 			return gs.compileInto(ctx, key, specials, wait, compile)
 		}
+		if gs.onWait != nil {
+			gs.onWait(key)
+		}
 		select {
 		case <-wait:
 		case <-ctx.Done():
@@ -146,7 +157,13 @@ func (gs *grammars) compileInto(ctx context.Context, key string, specials []stri
 	claim := gs.budget.Claim()
 	defer claim.Release()
 	cctx := membudget.WithClaim(ctx, claim)
+	if gs.onCompile != nil {
+		gs.onCompile(cctx, key)
+	}
 	g, dropped, err := compile(cctx)
+	if gs.onCompiled != nil {
+		gs.onCompiled(key, err)
+	}
 	if err == nil && gs.size > 0 && gs.decoder != nil { // no vocabulary otherwise (tests of the cache)
 		if err = claim.Grow(prepareMemory); err == nil {
 			err = g.Prepare(gs.vocabularyFor(specials))

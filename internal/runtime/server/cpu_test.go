@@ -12,14 +12,14 @@ import (
 )
 
 // newCPUEnv serves the built-in tiny model on the cpu executor.
-func newCPUEnv(t *testing.T, template ...model.ChatTemplate) (*testEnv, *model.Model) {
+func newCPUEnv(t testing.TB, template ...model.ChatTemplate) (*testEnv, *model.Model) {
 	t.Helper()
 	return newCPUEnvWith(t, envOpts{}, template...)
 }
 
 // newCPUEnvWith is newCPUEnv with the options o sets beside the model's
 // (programs, keys, …).
-func newCPUEnvWith(t *testing.T, o envOpts, template ...model.ChatTemplate) (*testEnv, *model.Model) {
+func newCPUEnvWith(t testing.TB, o envOpts, template ...model.ChatTemplate) (*testEnv, *model.Model) {
 	t.Helper()
 	m, err := model.Open("builtin:tiny", nil)
 	if err != nil {

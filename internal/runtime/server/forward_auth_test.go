@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 const poolKey = "pool-control-token"
@@ -69,13 +70,7 @@ func TestClientCannotSkipAPauseWithTheForwardedHeader(t *testing.T) {
 				resp.Body.Close()
 				t.Errorf("%s, %s: a paused program's request ran (%d); it must be held", id, name, resp.StatusCode)
 			}
-			deadline := time.Now().Add(waitTimeout)
-			for findProgram(tab, id).HeldRequests != 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("a departed client's request is still held")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			poll.Until(t, waitTimeout, "a departed client's request let go", func() bool { return findProgram(tab, id).HeldRequests == 0 })
 		}
 	}
 	if p := findProgram(tab, "p"); p.Steps != 1 || p.State != "PAUSED" {
@@ -225,7 +220,7 @@ func TestForwardedHeaderReplayedOnAnotherPodIsHeld(t *testing.T) {
 		resp.Body.Close()
 		t.Errorf("a header signed for pod a, replayed to pod b, ran program p paused there (%d); it must be held", resp.StatusCode)
 	}
-	waitFor(t, "the replayed request let go on pod b", func() bool { return findProgram(bTab, "p").HeldRequests == 0 })
+	poll.Until(t, waitTimeout, "the replayed request let go on pod b", func() bool { return findProgram(bTab, "p").HeldRequests == 0 })
 	if p := findProgram(bTab, "p"); p.Steps != 0 || p.Placed || p.State != "PAUSED" {
 		t.Errorf("on pod b after the replay: %+v", p)
 	}

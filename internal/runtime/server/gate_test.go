@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 func newTable(addr string, capacityTokens int) *programs.Table {
@@ -105,13 +106,7 @@ func TestGateHoldsPausedProgramsUntilResumed(t *testing.T) {
 
 	done := make(chan response, 1)
 	go func() { done <- env.post("/v1/completions", gateBody, "X-Program-Id", "p") }()
-	deadline := time.Now().Add(waitTimeout)
-	for findProgram(tab, "p").HeldRequests != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("request not held")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, waitTimeout, "the request held", func() bool { return findProgram(tab, "p").HeldRequests == 1 })
 	select {
 	case r := <-done:
 		t.Fatalf("a paused program's request was answered: %d", r.status)
@@ -134,13 +129,7 @@ func TestGateHoldsPausedProgramsUntilResumed(t *testing.T) {
 	if _, err := env.client.Do(req); err == nil {
 		t.Fatal("held request should time out on the client side")
 	}
-	deadline = time.Now().Add(waitTimeout)
-	for findProgram(tab, "p").HeldRequests != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("a departed client's request is still held")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, waitTimeout, "a departed client's request let go", func() bool { return findProgram(tab, "p").HeldRequests == 0 })
 }
 
 // A request forwarded to the pod holding its paused program's cache waits
@@ -160,7 +149,7 @@ func TestGateHeldForwardedRequestFollowsItsProgramsMove(t *testing.T) {
 	bTab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Pause: []string{"p"}})
 	aTab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Routes: map[string]string{"p": bAddr}})
 	done := postAsync(a, "p")
-	waitFor(t, "the forwarded request held on pod b", func() bool { return findProgram(bTab, "p").HeldRequests == 1 })
+	poll.Until(t, waitTimeout, "the forwarded request held on pod b", func() bool { return findProgram(bTab, "p").HeldRequests == 1 })
 
 	// The next round resumes it on pod a.
 	aTab.Apply(&wire.Placement{Version: 2, Mode: "ProgramAware", Place: []string{"p"}, FullRoutes: true})

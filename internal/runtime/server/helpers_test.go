@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 const (
@@ -42,6 +45,8 @@ type gateExec struct {
 	mu      sync.Mutex
 	gate    chan struct{} // nil: open
 	entered chan struct{}
+	// steps counts the engine steps run (the calls to Execute).
+	steps atomic.Int64
 }
 
 func (g *gateExec) close() {
@@ -66,6 +71,7 @@ func (g *gateExec) SamplesTokens() bool {
 }
 
 func (g *gateExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
+	g.steps.Add(1)
 	g.mu.Lock()
 	gate := g.gate
 	g.mu.Unlock()
@@ -194,23 +200,17 @@ func newEnv(t testing.TB, o envOpts) *testEnv {
 // checkNoLeak requires the engine idle with every KV block free.
 func (e *testEnv) checkNoLeak(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	poll.UntilOK(t, waitTimeout, func() string {
 		// Pending takes the engine lock: once it reports idle, the loop has
 		// finished its last KV update and reading the stats is safe.
-		running, waiting := e.eng.Pending()
-		if running == 0 && waiting == 0 {
-			if used := e.eng.KV().Stats().Used; used == 0 {
-				return
-			} else if time.Now().After(deadline) {
-				t.Fatalf("%d KV blocks still used with no request left", used)
-			}
+		if running, waiting := e.eng.Pending(); running != 0 || waiting != 0 {
+			return fmt.Sprintf("engine not idle: %d running, %d waiting", running, waiting)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("engine not idle after %v: %d running, %d waiting", waitTimeout, running, waiting)
+		if used := e.eng.KV().Stats().Used; used != 0 {
+			return fmt.Sprintf("%d KV blocks still used with no request left", used)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 type response struct {

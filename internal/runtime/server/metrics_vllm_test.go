@@ -7,9 +7,9 @@ import (
 	"slices"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -29,11 +29,7 @@ func TestMetricsVLLMParity(t *testing.T) {
 	// The engine records a request's stats under its lock just after
 	// handing the final chunk to the stream, so a client can have its
 	// answer first: wait until the loop is idle (Pending takes that lock).
-	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(time.Millisecond) {
-		if run, wait := env.eng.Pending(); run+wait == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+	poll.Until(t, waitTimeout, "the engine loop idle", func() bool { run, wait := env.eng.Pending(); return run+wait == 0 })
 	r := env.do(http.MethodGet, "/metrics", "")
 	if r.status != http.StatusOK {
 		t.Fatalf("/metrics: %d", r.status)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,8 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -156,23 +157,50 @@ func objectKeys(t *testing.T, raw []byte) []string {
 	return keys
 }
 
-// slowLetterExec is the letter fixture taking a while per step, so a
-// stream sends its tokens in several chunks.
-type slowLetterExec struct{ letterExec }
+// heldLetterExec is the letter fixture holding every step after the first
+// until release is closed, so the first token's chunk goes out on its own.
+type heldLetterExec struct {
+	letterExec
+	steps   int
+	release chan struct{}
+}
 
-func (x *slowLetterExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
-	time.Sleep(5 * time.Millisecond)
+func (x *heldLetterExec) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
+	if x.steps++; x.steps > 1 {
+		select {
+		case <-x.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return x.letterExec.Execute(ctx, b, out)
 }
 
 // TestTextOffsetAcrossChunks: streamed, text_offset goes on counting the
 // choice's text from chunk to chunk, as in the whole reply.
 func TestTextOffsetAcrossChunks(t *testing.T) {
-	env := newEnv(t, envOpts{exec: &slowLetterExec{}, codec: letterCodec{}, decoder: letterDecoder{},
+	x := &heldLetterExec{release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(x.release) }) }
+	env := newEnv(t, envOpts{exec: x, codec: letterCodec{}, decoder: letterDecoder{},
 		eos: []int32{letterEOS}, vocabSize: letterVocab, maxModelLen: 256, numBlocks: 128})
+	t.Cleanup(release) // before the engine stops, should the test end early
+	resp, cancel := env.openStream("/v1/completions", `{"prompt":"q","max_tokens":6,"temperature":0,"ignore_eos":true,"logprobs":0,"stream":true}`)
+	defer cancel()
+	// The first chunk, alone (the next step is held), then the rest.
+	body := bufio.NewReader(resp.Body)
+	first, err := body.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the first chunk: %v", err)
+	}
+	if blank, err := body.ReadString('\n'); err != nil || blank != "\n" {
+		t.Fatalf("the first event %q is not followed by a blank line: %q %v", first, blank, err)
+	}
+	release()
+	events := append([]string{strings.TrimSuffix(strings.TrimPrefix(first, "data: "), "\n")}, readEvents(t, body)...)
 	chunks := 0
 	var offsets []int
-	for _, ev := range env.streamRequest("/v1/completions", `{"prompt":"q","max_tokens":6,"temperature":0,"ignore_eos":true,"logprobs":0,"stream":true}`) {
+	for _, ev := range events {
 		if ev == "[DONE]" {
 			continue
 		}

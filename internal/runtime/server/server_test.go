@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/device"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 func TestCompletion(t *testing.T) {
@@ -312,7 +313,7 @@ func TestMetrics(t *testing.T) {
 	// The engine publishes a finished request's metrics from its own loop,
 	// which may run after the client has its answer: poll for a while.
 	var missing []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	poll.Wait(waitTimeout, func() bool {
 		text := string(env.do(http.MethodGet, "/metrics", "").body)
 		missing = missing[:0]
 		for _, w := range want {
@@ -320,10 +321,8 @@ func TestMetrics(t *testing.T) {
 				missing = append(missing, w)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(missing) == 0
+	})
 	for _, w := range missing {
 		t.Errorf("/metrics lacks %s", w)
 	}
@@ -447,7 +446,7 @@ func TestQueueFull(t *testing.T) {
 	go func() { results <- env.post("/v1/completions", body) }()
 	<-env.gate.entered // the first request is in the executor
 	go func() { results <- env.post("/v1/completions", body) }()
-	waitFor(t, "a waiting request", func() bool { _, w := env.eng.Pending(); return w == 1 })
+	poll.Until(t, waitTimeout, "a waiting request", func() bool { _, w := env.eng.Pending(); return w == 1 })
 
 	r := env.post("/v1/completions", body)
 	if r.status != http.StatusTooManyRequests {
@@ -474,7 +473,7 @@ func TestDraining(t *testing.T) {
 	<-env.gate.entered
 	stopped := make(chan error, 1)
 	go func() { stopped <- env.eng.Stop(context.Background()) }()
-	waitFor(t, "draining", func() bool { return !env.eng.Running() })
+	poll.Until(t, waitTimeout, "draining", func() bool { return !env.eng.Running() })
 
 	r := env.post("/v1/completions", `{"prompt":"x","max_tokens":3}`)
 	if r.status != http.StatusServiceUnavailable {
@@ -541,8 +540,10 @@ func TestClientDisconnectFreesBlocks(t *testing.T) {
 					}
 				}
 			}()
-			waitFor(t, "the request to run", func() bool { r, _ := env.eng.Pending(); return r == 1 })
-			time.Sleep(5 * time.Millisecond) // a few iterations: blocks allocated, tokens streaming
+			poll.Until(t, waitTimeout, "the request to run", func() bool { r, _ := env.eng.Pending(); return r == 1 })
+			// A few engine steps: blocks allocated, tokens streaming.
+			steps := env.gate.steps.Load()
+			poll.Until(t, waitTimeout, "a few engine steps", func() bool { return env.gate.steps.Load() >= steps+3 })
 			// Hold the engine mid-request so the request cannot finish on
 			// its own before the client goes away.
 			env.gate.close()
@@ -576,15 +577,4 @@ func TestMalformedInputNeverLeaks(t *testing.T) {
 		}
 	}
 	env.checkNoLeak(t)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

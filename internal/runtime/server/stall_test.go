@@ -49,6 +49,9 @@ func TestStallJudge(t *testing.T) {
 // a small receive buffer that reads nothing is judged within the timeout
 // and a check period, and the verdict ends a write blocked on the full
 // socket; a client that reads, and a connection that stays idle, are not.
+// The watcher is a timer over a real socket (its judge is tested on
+// explicit times above): the pauses and bounds here are the time it is
+// about, so they sleep on purpose.
 func TestStallWatchLoopback(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the receive window is read on Linux")
@@ -79,7 +82,8 @@ func TestStallWatchLoopback(t *testing.T) {
 		return server, client
 	}
 	event := []byte("data: " + strings.Repeat("x", 200) + "\n\n")
-	// write sends events every 10 ms for d, or until a write fails.
+	// write sends events every 10 ms for d, or until a write fails: a
+	// stream's pace, so sleeping on purpose.
 	write := func(c net.Conn, d time.Duration) error {
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 			if _, err := c.Write(event); err != nil {
@@ -130,10 +134,11 @@ func TestStallWatchLoopback(t *testing.T) {
 				if _, err := io.ReadFull(client, buf); err != nil {
 					return
 				}
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond) // on purpose: a reader slower than the writer
 			}
 		}()
 		w := startStallWatch(server, timeout, func() { t.Error("a slow reader was judged stalled") })
+		// On purpose: 40 events a second, for three timeouts.
 		for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(25 * time.Millisecond) {
 			_ = server.SetWriteDeadline(time.Now().Add(time.Minute))
 			if _, err := server.Write(event); err != nil {
@@ -148,7 +153,7 @@ func TestStallWatchLoopback(t *testing.T) {
 		if err := write(server, 50*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * timeout) // nothing written, the client reads nothing
+		time.Sleep(3 * timeout) // on purpose: nothing written, the client reads nothing, for three timeouts
 		w.stop()
 	})
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/programs"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // fullPodTable is a program table whose pod has room for one program:
@@ -68,13 +69,7 @@ func TestHeldNewProgramRunsWhenRoomFrees(t *testing.T) {
 	env.post("/v1/completions", gateBody, "X-Program-Id", "first")
 	tab.Apply(&wire.Placement{Version: 1, Mode: "ProgramAware", Place: []string{"first"}, Room: map[string]int64{"a:1": -50}})
 	done := postAsync(env, "second")
-	deadline := time.Now().Add(waitTimeout)
-	for findProgram(tab, "second").HeldRequests != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a new program on a full pod is not held: %+v", findProgram(tab, "second"))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, waitTimeout, "a new program on a full pod held", func() bool { return findProgram(tab, "second").HeldRequests == 1 })
 	select {
 	case r := <-done:
 		t.Fatalf("held request answered before there was room: %d", r.status)

@@ -8,8 +8,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kvpilot/kvpilot/internal/util/testing/jsonschema"
@@ -194,36 +195,51 @@ func bigSchema(n int) string {
 	return b.String()
 }
 
-// TestCompileStopsWhenCancelled: a compile whose context ends stops
-// within 100 ms with the context's error, and a refused compile's memory
-// is returned.
+// checkCountingContext counts the times a compile checks it (Err) and
+// ends at the check numbered endAt (never when endAt is 0): it cancels a
+// compile after an amount of its work, not of wall-clock time.
+type checkCountingContext struct {
+	context.Context
+	endAt  int64
+	checks atomic.Int64
+	once   sync.Once
+	done   chan struct{}
+}
+
+func newCheckCountingContext(endAt int64) *checkCountingContext {
+	return &checkCountingContext{Context: context.Background(), endAt: endAt, done: make(chan struct{})}
+}
+
+func (c *checkCountingContext) Err() error {
+	if n := c.checks.Add(1); c.endAt > 0 && n >= c.endAt {
+		c.once.Do(func() { close(c.done) })
+		return context.Canceled
+	}
+	return nil
+}
+
+func (c *checkCountingContext) Done() <-chan struct{} { return c.done }
+
+// TestCompileStopsWhenCancelled: a compile whose context ends half-way
+// stops at its next check with the context's error, and a refused
+// compile's memory is returned.
 func TestCompileStopsWhenCancelled(t *testing.T) {
 	schema := []byte(bigSchema(150))
-	start := time.Now()
-	_, _, err := CompileJSONSchema(context.Background(), schema, SchemaOptions{})
-	full := time.Since(start)
-	if err != nil && !errors.Is(err, ErrTooLarge) {
+	whole := newCheckCountingContext(0)
+	if _, _, err := CompileJSONSchema(whole, schema, SchemaOptions{}); err != nil && !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("uncancelled: %v", err)
 	}
-	if full < 20*time.Millisecond {
-		t.Skipf("the compile takes %v here: too short to cancel half-way", full)
+	total := whole.checks.Load()
+	if total < 8 {
+		t.Fatalf("the whole compile checks its context %d times: too few to end it half-way", total)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := CompileJSONSchema(ctx, schema, SchemaOptions{})
-		done <- err
-	}()
-	time.Sleep(full / 4)
-	cancel()
-	cancelled := time.Now()
-	select {
-	case err := <-done:
-		if waited := time.Since(cancelled); !errors.Is(err, context.Canceled) || waited > 100*time.Millisecond {
-			t.Errorf("after cancel: %v in %v (the whole compile takes %v)", err, waited, full)
-		}
-	case <-time.After(time.Second):
-		t.Fatalf("compile still running 1 s after cancel (the whole compile takes %v)", full)
+	half := newCheckCountingContext(total / 2)
+	if _, _, err := CompileJSONSchema(half, schema, SchemaOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended at check %d of %d: %v, want %v", total/2, total, err, context.Canceled)
+	}
+	// The check that saw the end is the last: nothing runs after it.
+	if n := half.checks.Load(); n != total/2 {
+		t.Errorf("the compile checked its context %d times, ended at check %d: it went on after the end", n, total/2)
 	}
 	// A compile refused at the state budget leaves nothing behind.
 	var before, after runtime.MemStats

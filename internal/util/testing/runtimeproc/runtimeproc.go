@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // Package is the import path of the runtime binary's main package.
@@ -205,21 +207,28 @@ var readyClient = &http.Client{Timeout: time.Second}
 var errExitedDuringStart = errors.New("exited during start")
 
 func (p *Process) waitReady(addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if resp, err := readyClient.Get("http://" + addr + "/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
+	exited := false
+	ready := poll.Wait(timeout, func() bool {
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%s %w (%v):\n%s", p.Name, errExitedDuringStart, p.exitErr, p.Log())
-		case <-time.After(50 * time.Millisecond):
+			exited = true
+			return true
+		default:
 		}
+		resp, err := readyClient.Get("http://" + addr + "/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	switch {
+	case exited:
+		return fmt.Errorf("%s %w (%v):\n%s", p.Name, errExitedDuringStart, p.exitErr, p.Log())
+	case !ready:
+		return fmt.Errorf("%s not ready after %v", p.Name, timeout)
 	}
-	return fmt.Errorf("%s not ready after %v", p.Name, timeout)
+	return nil
 }
 
 // PodOptions says how to run a pod: a runtime process serving the sim

@@ -1,4 +1,7 @@
-package testing
+// Package layering checks, in tests, which packages a package imports:
+// the layering a package promises (the operator links no pod code, a wire
+// package stays free of the engine).
+package layering
 
 import (
 	"os/exec"

@@ -1,15 +1,12 @@
-package openai_test
+package main_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
-	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
 // TestResponsesEndToEnd runs the Responses API of the runtime binary
@@ -18,22 +15,8 @@ import (
 // the stored chain's included, or is a 400 naming it; a forced call the
 // limit cut before its name is no output_text.
 func TestResponsesEndToEnd(t *testing.T) {
-	addr := runtimeproc.StartPod(t, runtimeproc.PodOptions{ControlToken: "e2e", Options: runtimeproc.Options{Name: "tiny",
-		Args: []string{"--executor", "cpu"}}}).API
-	post := func(t *testing.T, body string) (int, []byte) {
-		t.Helper()
-		c := http.Client{Timeout: 60 * time.Second}
-		resp, err := c.Post("http://"+addr+"/v1/responses", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, b
-	}
+	p := startPod(t)
+	post := func(t *testing.T, body string) (int, []byte) { t.Helper(); return p.post(t, "/v1/responses", body) }
 	const tools = `"tools":[{"type":"function","name":"get_w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],"tool_choice":"required"`
 
 	t.Run("function_call_output answers a call", func(t *testing.T) {

@@ -1,8 +1,8 @@
-// Package testing holds builders of kvpilot API objects for tests, in the
+// Package builders holds builders of kvpilot API objects for tests, in the
 // style of kueue's: MakeInferencePool("p", ns).Replicas(2).Policy("fast").Obj().
 // Each builder starts from the smallest valid object and every method
 // returns the builder, so a test states only what it is about.
-package testing
+package builders
 
 import (
 	"time"
