@@ -74,7 +74,7 @@ if has exec; then
 		say "BenchmarkExecutors skipped: $(left 9999) s left"
 	else
 		say "BenchmarkExecutors|StepVsHTTP"
-		KVPILOT_BENCH_EXECUTORS=1 timeout "$(left 600)" ./ggml.test -test.run '^$' -test.bench 'Executors|StepVsHTTP|ServingPath' -test.benchtime 1x -test.timeout 600s >"$OUT/bench-exec.log" 2>&1
+		KVPILOT_BENCH_EXECUTORS=1 timeout "$(left 600)" ./ggml.test -test.run '^$' -test.bench 'Executors|StepVsHTTP|ServingPath|HybridSecondTurn' -test.benchtime 1x -test.timeout 600s >"$OUT/bench-exec.log" 2>&1
 		rc=$?
 		grep -E 'tok/s|×|^--- FAIL|panic' "$OUT/bench-exec.log" | tail -n 30 | tee -a "$LOG"
 		say "exec rc=$rc"

@@ -14,10 +14,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	archs "github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/gptoss"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/qwen35"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
@@ -102,6 +104,13 @@ func write(args []string, stdout, stderr io.Writer) error {
 	ropeFreqs := fs.Bool("rope-freqs", false, "write rope_freqs.weight, divisors of RoPE's frequencies (Llama 3.1's scaling; random in [1, 8])")
 	ropeDims := fs.Int("rope-dims", 0, "dimensions of a head RoPE rotates (0: the whole head; the llama family rotates whole heads)")
 	expertDType := fs.String("expert-dtype", "", "mixture-of-experts stacks' type: mxfp4 (as gpt-oss is released), or empty for --dtype's")
+	attnInterval := fs.Int("full-attention-interval", 4, "of every N layers the last attends, the others are gated DeltaNet (qwen35, qwen3next)")
+	ssmConv := fs.Int("ssm-conv-kernel", 4, "the recurrent layers' convolution width (qwen35, qwen3next)")
+	ssmState := fs.Int("ssm-state-size", 0, "the recurrent layers' key and value head width (qwen35, qwen3next; 0: the head dim / 2)")
+	ssmKeyHeads := fs.Int("ssm-key-heads", 0, "the recurrent layers' key heads (qwen35, qwen3next; 0: --kv-heads)")
+	ssmValueHeads := fs.Int("ssm-value-heads", 0, "the recurrent layers' value heads, a multiple of the key heads (qwen35, qwen3next; 0: --heads)")
+	ssmFused := fs.Bool("ssm-fused-qkvz", false, "the recurrent layers' inputs through one ssm_in, as older conversions store them (qwen3next; default: attn_qkv and attn_gate)")
+	ropeSections := fs.String("rope-sections", "", "M-RoPE sections in rotated pairs, comma-separated, up to 4 (qwen35, qwen35moe; empty: all of --rope-dims' pairs in the first)")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -132,6 +141,9 @@ func write(args []string, stdout, stderr io.Writer) error {
 			AttnTempScale: float32(*attnTemp), RopeFreqFactors: *ropeFreqs,
 		}.WithDefaults()
 		if err := slidingWindow(&cfg, *window, *swaPattern); err != nil {
+			return err
+		}
+		if err := hybrid(&cfg, hybridFlags{*attnInterval, *ssmConv, *ssmState, *ssmKeyHeads, *ssmValueHeads, *ropeSections, *ssmFused}); err != nil {
 			return err
 		}
 		if err := latentAttention(&cfg, archs.MLA{QRank: *qRank, KVRank: *kvRank, KeyLength: *keyMLA, ValueLength: *valueMLA}, *selectionBias, *kvHeads, *headDim); err != nil {
@@ -342,5 +354,73 @@ func info(spec string, stdout io.Writer) error {
 		types[t.Type]++
 	}
 	fmt.Fprintf(stdout, "tensors:    %v\n", types)
+	return nil
+}
+
+// hybridFlags are the hybrid geometries' flags (qwen35, qwen35moe,
+// qwen3next).
+type hybridFlags struct {
+	interval, conv, state, keyHeads, valueHeads int
+	sections                                    string
+	fused                                       bool
+}
+
+// hybrid sets what a hybrid model (qwen35, qwen35moe, qwen3next) needs
+// besides the common flags: its layer pattern, its recurrent layers'
+// geometry and, but for qwen3next's NEOX RoPE, its M-RoPE sections (by
+// default a quarter of each head rotates, all of it in the first
+// section).
+func hybrid(c *model.Config, f hybridFlags) error {
+	mrope := c.Arch == "qwen35" || c.Arch == "qwen35moe"
+	if !mrope && c.Arch != "qwen3next" {
+		if f.sections != "" || f.state != 0 || f.keyHeads != 0 || f.valueHeads != 0 || f.fused {
+			return fmt.Errorf("--rope-sections and --ssm-* are qwen35's, qwen35moe's and qwen3next's, not %s's", c.Arch)
+		}
+		return nil
+	}
+	if !mrope && f.sections != "" {
+		return fmt.Errorf("--rope-sections: %s rotates by NEOX RoPE, without M-RoPE sections", c.Arch)
+	}
+	if mrope && f.fused {
+		return fmt.Errorf("--ssm-fused-qkvz is qwen3next's, not %s's", c.Arch)
+	}
+	if f.interval < 1 {
+		return fmt.Errorf("--full-attention-interval %d must be positive", f.interval)
+	}
+	c.LayerKinds = qwen35.LayerKinds(c.Layers, f.interval)
+	g := archs.RecurrentGeometry{ConvKernel: f.conv, StateSize: f.state, KeyHeads: f.keyHeads, ValueHeads: f.valueHeads}
+	if g.StateSize == 0 {
+		g.StateSize = c.HeadDim / 2
+	}
+	if g.KeyHeads == 0 {
+		g.KeyHeads = c.KVHeads
+	}
+	if g.ValueHeads == 0 {
+		g.ValueHeads = c.Heads
+	}
+	g.Inner = g.StateSize * g.ValueHeads
+	g.FusedQKVZ = f.fused
+	c.Recurrent = g
+	if c.RopeDims == 0 {
+		c.RopeDims = c.HeadDim / 4
+	}
+	if !mrope {
+		return nil
+	}
+	if f.sections == "" {
+		c.RopeSections = [4]int{c.RopeDims / 2}
+		return nil
+	}
+	parts := strings.Split(f.sections, ",")
+	if len(parts) > 4 {
+		return fmt.Errorf("--rope-sections %q: at most 4 sections", f.sections)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 {
+			return fmt.Errorf("--rope-sections %q: %q is not a count of pairs", f.sections, p)
+		}
+		c.RopeSections[i] = n
+	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
 )
 
 func TestWriteAndInfo(t *testing.T) {
@@ -41,6 +43,9 @@ func TestWriteAndInfo(t *testing.T) {
 			"gpt-oss vocab 258, dim 64, 3 layers, 4 heads (2 kv, head dim 32), ffn 64, context 131072, rope theta 150000, qkv bias, 8 experts (2 used, ffn 32), sliding window 32 in 2 of 3 layers"},
 		{[]string{"--layers", "2", "--dim", "64", "--heads", "4", "--ffn", "64", "--dtype", "f16", "--arch", "gpt-oss", "--experts", "4", "--experts-used", "2", "--expert-ffn", "32", "--sliding-window", "8", "--expert-dtype", "mxfp4"},
 			"MXFP4:6"},
+		{[]string{"--layers", "4", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ffn", "64", "--dtype", "f16", "--arch", "qwen3next", "--experts", "8", "--experts-used", "2", "--expert-ffn", "32",
+			"--ssm-key-heads", "1", "--ssm-value-heads", "4", "--ssm-state-size", "16"},
+			"qwen3next vocab 258, dim 64, 4 layers, 4 heads (2 kv, head dim 32), ffn 64, context 4096, rope theta 10000, 8 experts (2 used, ffn 32), rope over 8 of 32 dims"},
 	} {
 		out := filepath.Join(dir, "m.gguf")
 		var stdout bytes.Buffer
@@ -82,11 +87,41 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "deepseek2", "--kv-lora-rank", "32", "--rope-dims", "16", "--key-length-mla", "48", "--value-length-mla", "32", "--experts", "4", "--experts-used", "2", "--shared-experts", "1", "--expert-groups", "4", "--expert-groups-used", "1"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--expert-dtype", "mxfp4"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3moe", "--experts", "4", "--experts-used", "2", "--expert-dtype", "q4_0"},
+		// qwen3next rotates by NEOX RoPE and scales no expert weights.
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next", "--experts", "4", "--experts-used", "2", "--rope-sections", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next", "--experts", "4", "--experts-used", "2", "--expert-weights-scale", "2"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen3next"},
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "qwen35", "--ssm-fused-qkvz"},
 		{"info", filepath.Join(dir, "missing.gguf")},
 		{"frobnicate"},
 	} {
 		if err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestWriteFusedQKVZ: --ssm-fused-qkvz writes a qwen3next whose recurrent
+// layers project through one ssm_in, which the loader reads back as such.
+func TestWriteFusedQKVZ(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	args := []string{"write", "--out", out, "--layers", "4", "--dim", "64", "--heads", "4", "--ffn", "64", "--arch", "qwen3next", "--experts", "4", "--experts-used", "2", "--ssm-fused-qkvz"}
+	if err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Open(out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !m.Config.Recurrent.FusedQKVZ {
+		t.Error("the file reads back without a fused ssm_in")
+	}
+	names := map[string]bool{}
+	for _, tn := range m.Weights.Tensors() {
+		names[tn.Name] = true
+	}
+	if !names["blk.0.ssm_in.weight"] || names["blk.0.attn_qkv.weight"] {
+		t.Errorf("blk.0 has ssm_in %v, attn_qkv %v; want only ssm_in", names["blk.0.ssm_in.weight"], names["blk.0.attn_qkv.weight"])
 	}
 }

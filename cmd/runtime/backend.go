@@ -39,8 +39,16 @@ type backend struct {
 	servedName      string
 	// architecture is the model file's general.architecture ("" for sim).
 	architecture string
-	description  string
-	close        func()
+	// stateSlots are the recurrent-state slots of a hybrid model's
+	// executor (0 for others): the engine then runs without the host
+	// tier, which does not keep states yet.
+	stateSlots int
+	// stateTokens is one sequence's recurrent state in tokens of KV
+	// (wire.KVReport.StateTokens), stateBytes in bytes; 0 for other
+	// models.
+	stateTokens, stateBytes int64
+	description             string
+	close                   func()
 }
 
 func buildBackend(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
@@ -80,6 +88,17 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	}
 	perBlock := kv.BytesPerBlock(o.BlockSize)
 	blocks := o.KVCacheBlocks
+	// slots: a hybrid model's recurrent states, one per running sequence
+	// (--max-num-seqs) and as many checkpoints, which prefix hits resume
+	// from (the engine splits them); fewer when the KV budget cannot hold
+	// that many.
+	slots := 0
+	if cfg.StateBytes() > 0 {
+		slots = 2 * o.MaxNumSeqs
+		if blocks > 0 {
+			slots = min(slots, 2*ggml.DefaultStateSlots)
+		}
+	}
 	// gpuOnly: the KV cache was sized from the GPU's memory, so ggml must
 	// not fall back to the CPU with it.
 	gpuOnly := false
@@ -98,6 +117,12 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 		if budget == 0 {
 			budget = defaultCPUKVMemory
 		}
+		if slots > 0 {
+			// A hybrid model's states come out of the same budget: at
+			// most half of it, the rest is the attending layers' KV.
+			slots = min(slots, max(1, int(budget/2/cfg.StateBytes())))
+			budget -= int64(slots) * cfg.StateBytes()
+		}
 		blocks = kvcache.BlocksForMemory(budget, kv, o.BlockSize)
 		if blocks == 0 {
 			_ = m.Close()
@@ -107,10 +132,14 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	var exec modelExecutor
 	name := "cpu executor"
 	if o.Executor == executorGGML {
-		g, err := newGGML(o, m, blocks, devs, gpuOnly, log)
+		g, err := newGGML(o, m, blocks, slots, devs, gpuOnly, log)
 		if err != nil {
 			_ = m.Close()
 			return nil, err
+		}
+		if slots > 0 {
+			log.Info("hybrid model: recurrent states", "slots", slots, "bytes_per_sequence", cfg.StateBytes(),
+				"total_mib", int64(slots)*cfg.StateBytes()>>20, "recurrent_layers", cfg.RecurrentLayers(), "kv_layers", cfg.KVLayers())
 		}
 		log.Info("ggml executor", "device", g.Device(), "weights", g.Weights(), "kv_cache_dtype", g.KV().DType)
 		exec, name = g, "ggml executor on "+g.Device()
@@ -125,7 +154,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	return &backend{
 		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock, kvDType: kv.DType,
-		servedName: nameFromModel(o.Model), architecture: cfg.Arch,
+		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: stateTokens(cfg.StateBytes(), perBlock, o.BlockSize), stateBytes: cfg.StateBytes(),
 		description: fmt.Sprintf("%s, %d KV blocks of %s (%d MiB)", name, blocks, kv.DType, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil
@@ -135,8 +164,9 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 // when NVML found one and the CUDA backend loads, else on the CPU. gpuOnly
 // (a KV cache sized from the GPU's memory) makes a failure on the GPU an
 // error instead of a fallback to the CPU.
-func newGGML(o *options, m *model.Model, blocks int, devs []device.Device, gpuOnly bool, log *slog.Logger) (*ggml.Executor, error) {
-	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType, FlashMaxSeqs: o.GGMLFlashMaxSeqs, DeviceArgmax: o.GGMLDeviceArgmax}
+func newGGML(o *options, m *model.Model, blocks, stateSlots int, devs []device.Device, gpuOnly bool, log *slog.Logger) (*ggml.Executor, error) {
+	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType, FlashMaxSeqs: o.GGMLFlashMaxSeqs, DeviceArgmax: o.GGMLDeviceArgmax,
+		StateSlots: stateSlots}
 	if o.Device != "" {
 		return ggml.New(m, blocks, o.BlockSize, opts)
 	}
@@ -283,4 +313,15 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
 		close:       func() {},
 	}, nil
+}
+
+// stateTokens is a recurrent state of stateBytes in tokens of a KV cache
+// of perBlock bytes a block of blockSize tokens, rounded up (0 without a
+// state).
+func stateTokens(stateBytes, perBlock int64, blockSize int) int64 {
+	if stateBytes <= 0 || perBlock <= 0 {
+		return 0
+	}
+	perToken := max(perBlock/int64(blockSize), 1)
+	return (stateBytes + perToken - 1) / perToken
 }

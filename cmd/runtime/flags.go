@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvpilot/kvpilot/internal/runtime/chatformat"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/sim"
+	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -64,6 +65,7 @@ type options struct {
 	BlockSize                 int
 	KVCacheBlocks             int
 	KVHostBlocks              int
+	StateCheckpoints          engine.CheckpointMode
 	KVCacheMemory             byteSize
 	KVCacheMemoryFraction     float64
 	// KVCacheMemoryFractionSet: --kv-cache-memory-fraction was given (flag
@@ -150,6 +152,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 		"most prompts longer than --long-prefill-token-threshold that prefill in one iteration; the next one is admitted and waits for its turn without holding back the short requests behind it (0: --max-num-partial-prefills)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&o.KVCacheBlocks, "kv-cache-blocks", 0, "KV cache size in blocks (0: from --kv-cache-memory, or from device memory)")
+	fs.TextVar(&o.StateCheckpoints, "state-checkpoints", engine.CheckpointPrograms, "hybrid models (qwen35, qwen35moe, qwen3next): which recurrent states are kept for prefix hits: programs (each prompt's last block boundary and each sequence's latest decoded one: a program's next turn resumes within a block of its last turn's end), prompts (each prompt's last block boundary only) or none")
 	fs.IntVar(&o.KVHostBlocks, "kv-host-blocks", 0, "host-memory KV tier in blocks: paused programs' KV, and cached blocks the device evicts, move there instead of being dropped, and come back without recompute at the program's next request (0: none)")
 	fs.Var(&o.KVCacheMemory, "kv-cache-memory", "KV cache size in bytes, e.g. 512Mi or 8Gi (0: sim and, when given, ggml on cuda: --kv-cache-memory-fraction of device memory; otherwise 1Gi)")
 	fs.Float64Var(&o.KVCacheMemoryFraction, "kv-cache-memory-fraction", 0.9, "sim executor, and ggml on cuda when given: fraction of the GPU's memory for weights, activations and KV cache (the cpu executor and ggml on the cpu refuse it)")

@@ -101,6 +101,86 @@ type Config struct {
 	// best (GGUF's expert_group_count and expert_group_used_count,
 	// DeepSeek-V3's grouped selection); deepseek2 reads them.
 	ExpertGroups, ExpertGroupsUsed int
+	// RopeSections are multimodal RoPE's sections (rope.dimension_sections:
+	// how many of a head's rotated pairs each of up to four position
+	// components turns); text tokens give every section the same position.
+	// All zero for an architecture without M-RoPE.
+	RopeSections [4]int
+	// Recurrent holds the geometry of the layers LayerKinds marks
+	// Recurrent (hybrid models); the zero value for the others.
+	Recurrent RecurrentGeometry
+}
+
+// RecurrentGeometry is the shape of a hybrid model's recurrent layers:
+// gated DeltaNet (linear attention) over a fixed-size state per sequence,
+// after a short causal convolution (GGUF's ssm.* keys, as llama.cpp reads
+// them for qwen35, qwen35moe and qwen3next).
+type RecurrentGeometry struct {
+	// ConvKernel is the convolution's width (ssm.conv_kernel); the
+	// convolution state keeps the last ConvKernel-1 inputs.
+	ConvKernel int
+	// StateSize is the width of a key and a value head (ssm.state_size).
+	StateSize int
+	// KeyHeads (ssm.group_count) and ValueHeads (ssm.time_step_rank) are
+	// the key and value head counts; value head h reads key head
+	// h mod KeyHeads (qwen35, qwen35moe) or h / (ValueHeads/KeyHeads)
+	// (qwen3next).
+	KeyHeads, ValueHeads int
+	// Inner is the value width, StateSize·ValueHeads (ssm.inner_size).
+	Inner int
+	// FusedQKVZ: the convolution's channels and the output gate come
+	// from one projection, ssm_in, laid out key head by key head (its
+	// query, its key, then its value heads' values and gates), as older
+	// qwen3next conversions store it; otherwise from attn_qkv and
+	// attn_gate. The tensors say which (qwen3next only).
+	FusedQKVZ bool
+}
+
+func (g RecurrentGeometry) validate() error {
+	switch {
+	case g.ConvKernel < 2 || g.StateSize <= 0 || g.KeyHeads <= 0 || g.ValueHeads <= 0:
+		return fmt.Errorf("recurrent layers: conv kernel %d, state size %d, key heads %d, value heads %d: want a kernel of 2 or more and the rest positive",
+			g.ConvKernel, g.StateSize, g.KeyHeads, g.ValueHeads)
+	case g.ValueHeads%g.KeyHeads != 0:
+		return fmt.Errorf("recurrent layers: %d value heads are not a multiple of %d key heads", g.ValueHeads, g.KeyHeads)
+	case g.Inner != g.StateSize*g.ValueHeads:
+		return fmt.Errorf("recurrent layers: inner size %d, want state size × value heads = %d", g.Inner, g.StateSize*g.ValueHeads)
+	}
+	return nil
+}
+
+// ConvChannels is the convolution's width in channels: queries, keys and
+// values.
+func (g RecurrentGeometry) ConvChannels() int { return 2*g.KeyHeads*g.StateSize + g.Inner }
+
+// ConvStateFloats is one sequence's convolution state in one layer: the
+// last ConvKernel-1 inputs of every channel.
+func (g RecurrentGeometry) ConvStateFloats() int { return (g.ConvKernel - 1) * g.ConvChannels() }
+
+// DeltaStateFloats is one sequence's DeltaNet state in one layer: a
+// StateSize×StateSize matrix per value head.
+func (g RecurrentGeometry) DeltaStateFloats() int { return g.StateSize * g.StateSize * g.ValueHeads }
+
+// RecurrentLayers counts the layers LayerKinds marks Recurrent.
+func (c Config) RecurrentLayers() int {
+	n := 0
+	for _, k := range c.LayerKinds {
+		if k == Recurrent {
+			n++
+		}
+	}
+	return n
+}
+
+// KVLayers counts the layers that keep keys and values: all but the
+// recurrent ones.
+func (c Config) KVLayers() int { return c.Layers - c.RecurrentLayers() }
+
+// StateBytes is one sequence's recurrent state over every recurrent
+// layer, in F32: 0 for a model without recurrent layers.
+func (c Config) StateBytes() int64 {
+	g := c.Recurrent
+	return 4 * int64(c.RecurrentLayers()) * int64(g.ConvStateFloats()+g.DeltaStateFloats())
 }
 
 // RopeScaling is GGUF's rope.scaling.*: Type "linear", "yarn" …, Factor
@@ -180,6 +260,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("attention temperature scale %g must be finite", c.AttnTempScale)
 	case c.RopeScaling.OrigContext < 0:
 		return fmt.Errorf("rope scaling original context %d must not be negative", c.RopeScaling.OrigContext)
+	case c.KVLayers() == 0:
+		return fmt.Errorf("all %d layers are recurrent: a model needs an attention layer", c.Layers)
+	}
+	if c.RecurrentLayers() > 0 {
+		if err := c.Recurrent.validate(); err != nil {
+			return err
+		}
 	}
 	for _, id := range c.EOS {
 		if id < 0 || int(id) >= c.VocabSize {

@@ -67,6 +67,8 @@ type Ops interface {
 	MoEOps
 	// GptOssOps are gpt-oss's (ops_oss.go).
 	GptOssOps
+	// RecurrentOps are hybrid models' (ops_recurrent.go).
+	RecurrentOps
 	// MLAOps are multi-head latent attention's (ops_mla.go).
 	MLAOps
 	// GroupOps are grouped expert selection's (moe_group.go).

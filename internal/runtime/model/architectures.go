@@ -6,6 +6,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/glm4moe"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/gptoss"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/llama"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/qwen35"
 )
 
 // The registry of architectures this build loads, one line per
@@ -20,6 +21,9 @@ func init() {
 		glm4moe.GLM4MoE,
 		llama.Mistral3,
 		gptoss.GptOss,
+		qwen35.Qwen35,
+		qwen35.Qwen35MoE,
 		deepseek2.DeepSeek2,
+		qwen35.Qwen3Next,
 	)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 )
 
 const ggufMagic = "GGUF"
@@ -348,6 +349,51 @@ func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
 // Typed metadata accessors. Integers of any width convert; a present key of
 // the wrong type is an error, an absent one reports ok=false.
+
+// bools is an array of booleans.
+func (f *ggufFile) bools(key string) (v []bool, ok bool, err error) {
+	raw, ok := f.kv[key]
+	if !ok {
+		return nil, false, nil
+	}
+	arr, isArr := raw.([]any)
+	if !isArr {
+		return nil, true, fmt.Errorf("metadata %s = %v is not an array of booleans", key, raw)
+	}
+	v = make([]bool, len(arr))
+	for i, e := range arr {
+		b, isBool := e.(bool)
+		if !isBool {
+			return nil, true, fmt.Errorf("metadata %s[%d] = %v is not a boolean", key, i, e)
+		}
+		v[i] = b
+	}
+	return v, true, nil
+}
+
+// ints is an array of integers of any width.
+func (f *ggufFile) ints(key string) (v []int, ok bool, err error) {
+	raw, ok := f.kv[key]
+	if !ok {
+		return nil, false, nil
+	}
+	rv := reflect.ValueOf(raw)
+	if rv.Kind() != reflect.Slice {
+		return nil, true, fmt.Errorf("metadata %s = %v is not an array of integers", key, raw)
+	}
+	v = make([]int, rv.Len())
+	for i := range v {
+		switch e := rv.Index(i); e.Kind() {
+		case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			v[i] = int(e.Int())
+		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			v[i] = int(e.Uint())
+		default:
+			return nil, true, fmt.Errorf("metadata %s is an array of %s, not of integers", key, e.Kind())
+		}
+	}
+	return v, true, nil
+}
 
 func (f *ggufFile) uint(key string) (v uint64, ok bool, err error) {
 	raw, ok := f.kv[key]

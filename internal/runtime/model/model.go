@@ -116,6 +116,10 @@ func Random(cfg Config, seed int64) *Model {
 			v = uniform(n, 0, 0.1)
 		case s.name == "token_embd.weight":
 			v = uniform(n, 0, 1)
+		case strings.HasSuffix(s.name, ".ssm_a"):
+			// A hybrid model's DeltaNet decay rates, −exp(A_log): negative,
+			// so that its state decays.
+			v = uniform(n, -1, 0.5)
 		case s.name == "rope_freqs.weight":
 			// Llama 3.1's divisors run from 1 (high frequencies) to 8.
 			v = uniform(n, 4.5, 3.5)

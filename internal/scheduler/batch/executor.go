@@ -52,6 +52,19 @@ type Batch struct {
 	NumTokens int
 	// BlockSize is the KV block size in tokens.
 	BlockSize int
+	// StateCopies and StateSaves copy recurrent states between slots of
+	// an executor that keeps them (StateKeeper), in order: StateCopies
+	// before the iteration computes (a sequence resuming from a saved
+	// state), StateSaves after (a sequence's state at the end of its
+	// tokens, kept for later requests). Executors without states ignore
+	// them; the engine gives them none.
+	StateCopies, StateSaves []StateCopy
+}
+
+// StateCopy copies the recurrent state of slot From into slot To (either
+// may be a host slot of a HostStateKeeper).
+type StateCopy struct {
+	From, To int
 }
 
 // Seq is one sequence's part of an iteration.
@@ -85,6 +98,33 @@ type Seq struct {
 	// MaxTokens is the request's output limit (the sim executor uses it to
 	// pick an output length).
 	MaxTokens int
+	// State is the sequence's recurrent-state slot, for an executor that
+	// keeps states (StateKeeper; others ignore it): the slot holds the
+	// state after positions [0, Pos) and the executor advances it over
+	// Tokens; at Pos 0 it starts from a zero state. No two sequences of a
+	// batch share a slot.
+	State int
+}
+
+// StateKeeper is implemented by executors of hybrid models, whose
+// recurrent layers keep a fixed-size state per sequence instead of KV
+// per token. StateSlots is how many sequences' states it holds (0: it
+// keeps none). The engine gives every running sequence a slot of its own
+// (Seq.State) and runs at most StateSlots sequences at once. A state
+// cannot be cut back to an earlier position, so the engine starts a
+// sequence whose state it does not have (preempted, or found in the
+// prefix cache) from position 0.
+type StateKeeper interface {
+	StateSlots() int
+}
+
+// HostStateKeeper is a StateKeeper that also keeps states in host memory:
+// ReserveHostStates(n) adds n host slots, numbered after the device's
+// (StateSlots() … StateSlots()+n-1), which StateCopy moves states to and
+// from (a checkpoint the device evicts, kept for a later prefix hit).
+type HostStateKeeper interface {
+	StateKeeper
+	ReserveHostStates(n int) error
 }
 
 // Output receives an iteration's results; index i refers to Batch.Seqs[i].

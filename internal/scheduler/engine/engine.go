@@ -101,6 +101,14 @@ type Config struct {
 	Observer Observer
 	// Logger (default: slog.Default()).
 	Logger *slog.Logger
+	// HostStateSlots are host-memory slots for a hybrid model's recurrent
+	// states (batch.HostStateKeeper): checkpoints the device evicts spill
+	// there and are restored from there for later prefix hits; 0: none.
+	HostStateSlots int
+	// StateCheckpoints chooses which recurrent states an engine over a
+	// hybrid model's executor (batch.StateKeeper) keeps for prefix hits
+	// (state_slots.go); the zero value is CheckpointPrograms.
+	StateCheckpoints CheckpointMode
 	// SerialCopies runs every copy between the tiers before the iteration
 	// even when the executor can overlap them with it
 	// (batch.OverlappingCopier): for comparisons only.
@@ -172,6 +180,14 @@ type sequence struct {
 	// copies numbered up to it have landed (see overlap).
 	loadUntil uint64
 
+	// slot is its recurrent-state slot while hasSlot (stateSlots); ckpt
+	// the checkpoint it saves into (-1: none), hashed its tokens' key up
+	// to its last save.
+	slot    int
+	hasSlot bool
+	ckpt    int
+	hashed  prefixHasher
+
 	cachedTokens int  // prefix-cache hit on first admission
 	admitted     bool // admitted at least once
 	preemptions  int
@@ -221,6 +237,9 @@ type Engine struct {
 	// copies while an iteration computes (see overlap.go).
 	copier  batch.BlockCopier
 	overlap *overlap
+	// slots are the executor's recurrent-state slots (a hybrid model's),
+	// nil when it keeps none.
+	slots *stateSlots
 
 	// Iteration scratch, owned by whoever holds stepMu.
 	stepMu sync.Mutex
@@ -273,6 +292,21 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		return nil, fmt.Errorf("engine: MaxLongPartialPrefills must be in [1, MaxNumPartialPrefills=%d], got %d",
 			cfg.MaxNumPartialPrefills, cfg.MaxLongPartialPrefills)
 	}
+	var slots *stateSlots
+	if sk, ok := exec.(batch.StateKeeper); ok && sk.StateSlots() > 0 {
+		if n := cfg.HostStateSlots; n > 0 {
+			hk, ok := exec.(batch.HostStateKeeper)
+			if !ok {
+				return nil, fmt.Errorf("engine: %d host state slots need an executor that keeps states on the host (batch.HostStateKeeper); %T does not", n, exec)
+			}
+			if err := hk.ReserveHostStates(n); err != nil {
+				return nil, fmt.Errorf("engine: reserve %d host state slots: %w", n, err)
+			}
+		}
+		slots, cfg.MaxNumSeqs = newStateSlots(sk.StateSlots(), cfg.HostStateSlots, cfg.MaxNumSeqs, cfg.KV.EnablePrefixCache, cfg.StateCheckpoints)
+	} else if cfg.HostStateSlots > 0 {
+		return nil, fmt.Errorf("engine: %d host state slots for an executor that keeps no recurrent states", cfg.HostStateSlots)
+	}
 	kv, err := kvcache.New(cfg.KV)
 	if err != nil {
 		return nil, fmt.Errorf("engine: KV cache: %w", err)
@@ -295,6 +329,7 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 		Epoch:     e.clk.Now(),
 	})
 	e.b.BlockSize = e.blockSize
+	e.slots = slots
 	if ts, ok := exec.(batch.TokenSampler); ok {
 		e.samplesTokens = ts.SamplesTokens()
 	}
@@ -339,6 +374,7 @@ func (e *Engine) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		priority:  r.Priority,
 		promptLen: len(r.Prompt),
 		salt:      kvcache.SaltOf(r.CacheSalt),
+		ckpt:      -1,
 	}
 	s.tokens = make([]int32, len(r.Prompt), len(r.Prompt)+min(r.Params.MaxTokens, 256))
 	copy(s.tokens, r.Prompt)
@@ -644,6 +680,9 @@ func (e *Engine) step(ctx context.Context) StepResult {
 		r.Finished += e.abandonCopiesLocked(copyErr, done)
 	}
 	sampled, finished := e.processLocked(done, err)
+	if e.slots != nil {
+		e.slots.saved += int64(e.slots.ck.commit(err == nil))
+	}
 	r.Sampled, r.Finished = sampled, r.Finished+finished
 	e.publishLocked(done, r)
 	e.mu.Unlock()
@@ -1020,6 +1059,7 @@ func (e *Engine) finishWithTextLocked(s *sequence, reason completion.Reason, err
 		shared = e.kv.SharedShare(s.id)
 		e.kv.Free(s.id, false)
 	}
+	e.slots.give(s)
 	s.blocks = nil
 	s.state = stateFinished
 	u := Usage{PromptTokens: s.promptLen, CompletionTokens: s.outTokens, CachedTokens: s.cachedTokens,
@@ -1074,6 +1114,7 @@ func (e *Engine) publishLocked(now time.Time, r StepResult) {
 	st := &e.stats
 	st.Time = now
 	st.Running, st.Waiting, st.KV = len(e.running), e.waiting.Len(), e.kv.Stats()
+	st.States = e.slots.stats()
 	st.Scheduled, st.Tokens, st.Sampled, st.Preempted, st.Finished = r.Scheduled, r.Tokens, r.Sampled, r.Preempted, r.Finished
 	st.Loading = r.Loading
 	e.obs.Iteration(st)

@@ -15,6 +15,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/clock"
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 const testVocab = 64
@@ -324,10 +325,8 @@ func TestCancelWhileWaitingAndByContext(t *testing.T) {
 	}
 	env.step(t)
 	cancel()
-	deadline := time.Now().Add(2 * time.Second)
-	for !s2.cancelled.Load() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	// The context's watcher goroutine marks the stream.
+	poll.Until(t, 5*time.Second, "the cancelled request's stream marked", s2.cancelled.Load)
 	env.step(t)
 	if used := env.e.KV().Stats().Used; used != 0 {
 		t.Fatalf("%d blocks used after context cancel", used)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 // logRecorder is a slog.Handler keeping every record's level and message.
@@ -51,12 +53,7 @@ func TestDrainDeadlineIsNotAnError(t *testing.T) {
 	}
 	mustSubmit(t, env.e, req("stuck", prompt(5, 1), 20))
 	// Let the loop enter the executor before the deadline.
-	for deadline := time.Now().Add(5 * time.Second); env.x.numCalls() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the executor was never called")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "the executor called", func() bool { return env.x.numCalls() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	_ = env.e.Stop(ctx)

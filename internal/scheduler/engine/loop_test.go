@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/completion"
+	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 )
 
 func TestStartTwiceAndSubmitAfterStop(t *testing.T) {
@@ -45,18 +46,12 @@ func TestLoopServesAndStopDrains(t *testing.T) {
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- env.e.Stop(context.Background()) }()
-	// While draining, new work is refused.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	// While draining, new work is refused (once Stop, on its goroutine,
+	// has begun the drain).
+	poll.Until(t, 5*time.Second, "submit refused while draining", func() bool {
 		_, err := env.e.Submit(ctx, req("x", prompt(3, 1), 2))
-		if errors.Is(err, ErrDraining) || errors.Is(err, ErrNotRunning) {
-			break
-		}
-		if err == nil && time.Now().After(deadline) {
-			t.Fatal("submit still accepted while draining")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return errors.Is(err, ErrDraining) || errors.Is(err, ErrNotRunning)
+	})
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -98,13 +93,9 @@ func TestIterationTimeoutFailsTheBatch(t *testing.T) {
 	env := newEnv(t, o)
 	env.x.block = make(chan struct{})
 	s := mustSubmit(t, env.e, req("slow", prompt(5, 1), 5))
-	start := time.Now()
 	r := env.e.Step(context.Background())
 	if !errors.Is(r.Err, context.DeadlineExceeded) {
 		t.Fatalf("step error %v, want deadline exceeded", r.Err)
-	}
-	if time.Since(start) > 2*time.Second {
-		t.Errorf("timeout took %v", time.Since(start))
 	}
 	_, _, f := collect(t, s)
 	if f.FinishReason != completion.Error {
@@ -126,6 +117,8 @@ func TestIdleLoopDoesNotSpin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.e.Stop(context.Background())
+	// Sleeps on purpose: a loop that does not spin shows no event to wait
+	// on, only iterations that do not happen while time passes.
 	time.Sleep(50 * time.Millisecond)
 	before := env.e.iterations()
 	time.Sleep(100 * time.Millisecond)

@@ -21,11 +21,17 @@ import (
 // whose executor cannot read or write block contents (batch.BlockIO).
 var ErrNoBlockIO = errors.New("engine: the executor cannot move KV blocks (no batch.BlockIO)")
 
+// ErrRecurrentMove is returned by the export of an engine whose executor
+// keeps recurrent states: its blocks alone do not resume a sequence.
+var ErrRecurrentMove = errors.New("engine: a hybrid model's KV cannot move between pods: its recurrent states do not move yet")
+
 // BlockFormat is what this engine's blocks hold, with its block size; ok is
-// false when the executor cannot move blocks.
+// false when the executor cannot move blocks, or keeps recurrent states
+// (a hybrid model's blocks alone do not resume a sequence, and moving
+// states is not built).
 func (e *Engine) BlockFormat() (f batch.BlockFormat, ok bool) {
 	io, ok := e.exec.(batch.BlockIO)
-	if !ok {
+	if !ok || e.slots != nil {
 		return batch.BlockFormat{}, false
 	}
 	return e.format(io), true
@@ -45,6 +51,9 @@ func (e *Engine) CachedChainBlocks(salt kvcache.Salt, tokens []int32) int {
 // block, stopping at the first block that is not cached. It returns how
 // many blocks it read and the bytes (n × BlockFormat().BlockBytes()).
 func (e *Engine) ExportBlocks(ctx context.Context, salt kvcache.Salt, tokens []int32, from, n int, dst []byte) (int, []byte, error) {
+	if e.slots != nil {
+		return 0, dst, ErrRecurrentMove
+	}
 	io, ok := e.exec.(batch.BlockIO)
 	if !ok {
 		return 0, dst[:0], ErrNoBlockIO

@@ -50,8 +50,17 @@ import (
 // from the host tier sits out (see overlap): admitted, holding its blocks,
 // out of the batch until its copies have landed.
 func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
+	preempted, finished = e.planBatchLocked(now)
+	if e.slots != nil && e.slots.ck != nil {
+		e.alignLocked()
+	}
+	return preempted, finished
+}
+
+func (e *Engine) planBatchLocked(now time.Time) (preempted, finished int) {
 	e.b.Seqs = e.b.Seqs[:0]
 	e.b.NumTokens = 0
+	e.b.StateCopies, e.b.StateSaves = e.b.StateCopies[:0], e.b.StateSaves[:0]
 	clear(e.sched)
 	e.sched = e.sched[:0]
 	e.capped = e.capped[:0]
@@ -137,11 +146,18 @@ func (e *Engine) planLocked(now time.Time) (preempted, finished int) {
 			maxNew = min(maxNew, e.cfg.LongPrefillTokenThreshold)
 		}
 		before := len(e.kv.Transfers())
-		cached, ok := e.kv.AdmitSalted(s.id, s.salt, s.tokens, maxNew)
+		cached, ckpt, ok := e.admitLocked(s, maxNew)
 		if !ok {
 			break
 		}
 		e.waiting.Pop()
+		e.slots.take(s)
+		if cached > 0 && ckpt >= 0 {
+			// Its recurrent state resumes from the checkpoint at the hit.
+			e.b.StateCopies = append(e.b.StateCopies, batch.StateCopy{From: e.slots.ck.restore(ckpt), To: s.slot})
+			e.slots.restored++
+			e.slots.restoredTokens += int64(cached)
+		}
 		s.blocks = e.kv.Blocks(s.id)
 		s.state = stateRunning
 		s.numComputed = cached
@@ -272,6 +288,23 @@ func (e *Engine) extendLocked(i, budget int) int {
 	return n
 }
 
+// admitLocked admits s (kvcache's Admit) with a prefix hit; an engine
+// that keeps recurrent states takes only as much of the hit as a
+// checkpoint resumes (ckpt, its index; -1 none).
+func (e *Engine) admitLocked(s *sequence, maxNew int) (cached, ckpt int, ok bool) {
+	if e.slots == nil {
+		cached, ok = e.kv.AdmitSalted(s.id, s.salt, s.tokens, maxNew)
+		return cached, -1, ok
+	}
+	ckpt = -1
+	cached, ok = e.kv.AdmitLimited(s.id, s.salt, s.tokens, maxNew, func(hit int) int {
+		var k int
+		k, ckpt = e.slots.ck.deepest(s.salt, s.tokens, e.blockSize, hit)
+		return k
+	})
+	return cached, ckpt, ok
+}
+
 func (e *Engine) scheduleLocked(s *sequence, n int) {
 	end := s.numComputed + n
 	sample := end == len(s.tokens)
@@ -285,6 +318,7 @@ func (e *Engine) scheduleLocked(s *sequence, n int) {
 		PromptLen:  s.promptLen,
 		Seed:       s.seed,
 		MaxTokens:  s.req.Params.MaxTokens,
+		State:      s.slot,
 	})
 	e.b.NumTokens += n
 	e.sched = append(e.sched, s)
@@ -327,6 +361,7 @@ func (e *Engine) lastRunningLocked() *sequence { return e.running[len(e.running)
 // make that cheap when its blocks were not reused meanwhile).
 func (e *Engine) preemptLocked(s *sequence) {
 	e.kv.Free(s.id, false)
+	e.slots.give(s)
 	s.blocks = nil
 	s.numComputed = 0
 	s.preemptions++

@@ -192,6 +192,14 @@ func (m *Manager) Admit(seq SeqID, tokens []int32, maxNew int) (cached int, ok b
 // AdmitSalted is Admit for a sequence of salt: its prefix hits and the
 // blocks it registers are those of salt only.
 func (m *Manager) AdmitSalted(seq SeqID, salt Salt, tokens []int32, maxNew int) (cached int, ok bool) {
+	return m.AdmitLimited(seq, salt, tokens, maxNew, nil)
+}
+
+// AdmitLimited is AdmitSalted whose prefix hit of hit blocks is cut to
+// its first limit(hit) blocks (limit nil: all of them): for a sequence
+// that can only resume where its engine kept more than the blocks (a
+// hybrid model's recurrent state, saved at some block boundaries).
+func (m *Manager) AdmitLimited(seq SeqID, salt Salt, tokens []int32, maxNew int, limit func(hit int) int) (cached int, ok bool) {
 	if _, dup := m.seqs[seq]; dup {
 		panic(fmt.Sprintf("kvcache: Admit of sequence %d, which is already admitted", seq))
 	}
@@ -201,6 +209,9 @@ func (m *Manager) AdmitSalted(seq SeqID, salt Salt, tokens []int32, maxNew int) 
 		eligible = m.cacheableBlocks(len(tokens))
 		hit = m.matchPrefix(m.root(salt), tokens, eligible)
 		eligible *= m.blockSize
+		if limit != nil {
+			hit = hit[:max(0, min(len(hit), limit(len(hit))))]
+		}
 	}
 	cached = len(hit) * m.blockSize
 	cover := cached + min(len(tokens)-cached, max(maxNew, 0))

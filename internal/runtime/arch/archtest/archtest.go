@@ -9,8 +9,8 @@ import (
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 )
 
-// File is an arch.File over maps: KV holds uint32, float32, bool or
-// string values as the GGUF writer stores them, Shapes the tensors'.
+// File is an arch.File over maps: KV holds uint32, float32, bool,
+// string, []int32 or []bool values as the GGUF writer stores them, Shapes the tensors'.
 type File struct {
 	KV     map[string]any
 	Shapes map[string][]int
@@ -52,6 +52,19 @@ func (f File) Uint(key string) (uint64, bool, error) {
 func (f File) Float(key string) (float64, bool, error) {
 	x, ok, err := lookup[float32](f, key, "a float")
 	return float64(x), ok, err
+}
+
+func (f File) Ints(key string) ([]int, bool, error) {
+	x, ok, err := lookup[[]int32](f, key, "an array of integers")
+	v := make([]int, len(x))
+	for i, e := range x {
+		v[i] = int(e)
+	}
+	return v, ok, err
+}
+
+func (f File) Bools(key string) ([]bool, bool, error) {
+	return lookup[[]bool](f, key, "an array of booleans")
 }
 
 // Shape is the named tensor's shape, nil when there is none.

@@ -49,9 +49,9 @@ func (e *Executor) blockIO(p kvcache.Place, buf []byte, write bool) error {
 	}
 	run := e.blockSize * e.kvRow
 	off := uintptr(int(p.Block) * run)
-	for l := range e.cfg.Layers {
+	for j, l := range e.kvLayers {
 		for i, tensor := range [2]cTensor{e.kc[l], e.vc[l]} {
-			b := unsafe.Pointer(&buf[(2*l+i)*run])
+			b := unsafe.Pointer(&buf[(2*j+i)*run])
 			if write {
 				e.a.tensorSet(tensor, b, off, uintptr(run))
 			} else {

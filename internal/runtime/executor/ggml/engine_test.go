@@ -22,6 +22,8 @@ import (
 type engineOpts struct {
 	numBlocks, maxSeqs, maxBatched int
 	prefix                         bool
+	checkpoints                    engine.CheckpointMode
+	hostStates                     int
 }
 
 func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *prometheus.Registry) {
@@ -35,7 +37,9 @@ func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *pro
 	e, err := engine.New(engine.Config{
 		MaxNumSeqs: o.maxSeqs, MaxNumBatchedTokens: o.maxBatched, MaxQueue: 100, MaxModelLen: 256,
 		VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer, Observer: met,
-		KV: kvcache.Config{NumBlocks: o.numBlocks, BlockSize: testBlockSize, EnablePrefixCache: o.prefix},
+		KV:               kvcache.Config{NumBlocks: o.numBlocks, BlockSize: testBlockSize, EnablePrefixCache: o.prefix},
+		StateCheckpoints: o.checkpoints,
+		HostStateSlots:   o.hostStates,
 	}, x)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +83,7 @@ func TestEngineBatchingEquivalence(t *testing.T) {
 		withKV(t, d, func(t *testing.T) {
 			cfgs := []model.Config{wideHeads()["qwen2"]}
 			if d == kvcache.DTypeF16 {
-				cfgs = append(cfgs, qwen3Config(), qwen3moeConfig(), glm4moeConfig(), gptossNarrow(), deepseek2Config(), deepseek2V3Config())
+				cfgs = append(cfgs, qwen3Config(), qwen3moeConfig(), glm4moeConfig(), gptossNarrow(), deepseek2Config(), deepseek2V3Config(), qwen35Config(), qwen35moeConfig(), qwen3nextConfig())
 			}
 			for _, cfg := range cfgs {
 				t.Run(cfg.Arch, func(t *testing.T) {
@@ -127,7 +131,10 @@ func testEngineBatchingEquivalence(t *testing.T, cfg model.Config) {
 	}
 
 	// 22 blocks of 4 slots hold about three of these sequences at once:
-	// the engine must preempt.
+	// the engine must preempt. A hybrid model's sequences run in groups by
+	// length (the decoding ones together), resume prefix hits from
+	// recurrent-state checkpoints at block boundaries, and a preempted one
+	// resumes from its own last checkpoint.
 	e, reg := newEngine(t, m, engineOpts{numBlocks: 22, maxSeqs: 8, maxBatched: 16, prefix: true})
 	streams := map[string]*engine.Stream{}
 	for iter := 0; iter < 2000; iter++ {

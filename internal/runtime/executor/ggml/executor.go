@@ -60,7 +60,15 @@ type Options struct {
 	// KVCacheDType is the KV cache's element type: f32, f16, bf16 or q8_0;
 	// auto (the zero value) is the model's activation type (KVGeometry).
 	KVCacheDType kvcache.DType
+	// StateSlots is how many sequences' recurrent states a hybrid model's
+	// executor keeps (StateSlots; the engine runs at most as many
+	// sequences at once); 0 means DefaultStateSlots. Models without
+	// recurrent layers keep none.
+	StateSlots int
 }
+
+// DefaultStateSlots is Options.StateSlots' default.
+const DefaultStateSlots = 16
 
 // Executor runs a model's forward pass with ggml's kernels, one compute graph
 // per iteration, over a KV cache it keeps in device memory laid out by the
@@ -105,6 +113,22 @@ type Executor struct {
 	// kc[l] and vc[l] are [kvDim, slots]: one key (value) row per slot,
 	// a block's rows contiguous.
 	kc, vc []cTensor
+	// convState[l] and deltaState[l] are recurrent layer l's states,
+	// [ConvStateFloats, stateSlots] and [DeltaStateFloats, stateSlots]
+	// (graph_recurrent.go); nil for a model without recurrent layers, 0
+	// at the other layers.
+	convState, deltaState []cTensor
+	stateSlots            int
+	// hostStates are ReserveHostStates' host slots, one state (every
+	// recurrent layer's convolution row, then its DeltaNet row) after the
+	// other; hostStateBuf their page-locked buffer on a GPU.
+	hostStates     []byte
+	hostStateSlots int
+	hostStateBuf   cBuf
+	// kvLayers are the layers with a KV cache, in order (all but the
+	// recurrent ones): a block's rows, layer after layer, in block I/O
+	// and host copies.
+	kvLayers []int
 	// where maps a block id to its index among the blocks the iteration's
 	// batch reaches (-1: not reached); reset after each prepare.
 	where []int32
@@ -176,6 +200,16 @@ type scratch struct {
 	attnTemp []float32
 	// flash: this batch's attention runs per sequence (flashMax).
 	flash bool
+	// groups, stateIdx and stateKeep are the recurrent layers' inputs
+	// (graph_recurrent.go); slotSeen and slotStamp check the batch's
+	// slots; pos4 are M-RoPE's positions.
+	groups    []stateGroup
+	stateIdx  []int32
+	stateKeep []float32
+	slotSeen  []uint64
+	slotStamp uint64
+	stateRow  []byte // a state's row on its way between slots
+	pos4      []int32
 	// logits receives the sampled rows' logits, which the engine reads in
 	// place (batch.ShareLogits). On a GPU it lies in the device's pinned
 	// host buffer (logitsBuf), so the copy back runs at the host link's
@@ -251,6 +285,12 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	}
 	e := &Executor{lib: lib, a: &lib.api, be: be, m: m, cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim,
 		kv: KVGeometry(m, opts.KVCacheDType), sliding: slidingLayers(c)}
+	if c.RecurrentLayers() > 0 {
+		e.stateSlots = opts.StateSlots
+		if e.stateSlots <= 0 {
+			e.stateSlots = DefaultStateSlots
+		}
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -261,7 +301,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 		return nil, err
 	}
 	e.kvType, e.kvRow = kvTypes[e.kv.DType], int(e.kv.RowBytes())
-	kvBytes := e.kv.BytesPerBlock(blockSize) * int64(numBlocks)
+	kvBytes := e.kv.BytesPerBlock(blockSize)*int64(numBlocks) + c.StateBytes()*int64(e.stateSlots)
 	if free, total := be.memory(); total > 0 {
 		// Weights and KV up front, plus a margin for the compute graph. On
 		// the CPU the weights may be in the page cache already and the KV
@@ -397,7 +437,7 @@ func (e *Executor) Close() {
 		e.a.gallocrFree(e.galloc)
 		e.galloc = 0
 	}
-	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf, &e.hostBuf} {
+	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf, &e.hostBuf, &e.hostStateBuf} {
 		if *b != 0 {
 			e.a.bufferFree(*b)
 			*b = 0
@@ -407,7 +447,7 @@ func (e *Executor) Close() {
 		e.a.bufferFree(b)
 	}
 	e.mappedBufs, e.xbuf = nil, nil
-	e.s.logits, e.host = nil, nil // they may have been in logitsBuf, hostBuf
+	e.s.logits, e.host, e.hostStates = nil, nil, nil // they may have been in logitsBuf, hostBuf, hostStateBuf
 	e.wregion.free()
 	e.kvregion.free()
 	e.wregion, e.kvregion = nil, nil
@@ -618,25 +658,33 @@ func (e *Executor) loadWeights(plain bool) error {
 	return err
 }
 
+// allocKV allocates the KV cache of the layers that attend (a hybrid
+// model's recurrent layers keep none: kc[l] and vc[l] are 0 there) and
+// the recurrent layers' states.
 func (e *Executor) allocKV() error {
-	ctx, err := e.newMetaCtx(2*e.cfg.Layers + 1)
+	ctx, err := e.newMetaCtx(4*e.cfg.Layers + 1)
 	if err != nil {
 		return err
 	}
 	e.kvctx = ctx
 	slots := int64(e.numBlocks * e.blockSize)
 	e.kc, e.vc = make([]cTensor, e.cfg.Layers), make([]cTensor, e.cfg.Layers)
+	var ts []cTensor
+	var sizes []int
 	for l := range e.cfg.Layers {
+		if e.recurrent(l) {
+			continue
+		}
 		e.kc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
 		e.vc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
+		e.kvLayers = append(e.kvLayers, l)
+		ts = append(ts, e.kc[l], e.vc[l])
+		sizes = append(sizes, int(slots)*e.kvRow, int(slots)*e.kvRow)
 	}
+	st, stSizes := e.allocStates(ctx)
+	ts, sizes = append(ts, st...), append(sizes, stSizes...)
 	if e.onCPU() {
 		// Fresh anonymous memory is zero and paged in as blocks are used.
-		ts := append(append([]cTensor(nil), e.kc...), e.vc...)
-		sizes := make([]int, len(ts))
-		for i := range sizes {
-			sizes[i] = int(slots) * e.kvRow
-		}
 		if e.kvbuf, e.kvregion, err = e.placeHost(ts, sizes); err != nil {
 			return fmt.Errorf("KV cache: %w", err)
 		}
@@ -666,9 +714,11 @@ func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Outpu
 	if n == 0 {
 		return nil
 	}
+	e.copyStates(b.StateCopies)
 	if err := e.run(b, out, n); err != nil {
 		return fmt.Errorf("ggml executor: %w", err)
 	}
+	e.copyStates(b.StateSaves)
 	return nil
 }
 
@@ -676,6 +726,9 @@ func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Outpu
 func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
 	n, err := batch.Validate(b, out, batch.Limits{BlockSize: e.blockSize, NumBlocks: e.numBlocks, ContextLen: e.cfg.ContextLen, VocabSize: e.cfg.VocabSize})
 	if err != nil {
+		return 0, fmt.Errorf("ggml executor: %w", err)
+	}
+	if err := e.checkStates(b); err != nil {
 		return 0, fmt.Errorf("ggml executor: %w", err)
 	}
 	return n, nil
@@ -712,6 +765,9 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 		if sq.Sample {
 			s.outRows = append(s.outRows, int32(t-1))
 		}
+	}
+	if e.convState != nil {
+		e.prepareStates(b)
 	}
 	s.flash = len(b.Seqs) <= e.flashMax
 	if s.flash {

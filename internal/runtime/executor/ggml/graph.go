@@ -26,6 +26,9 @@ type inputs struct {
 	attnTemp  cTensor
 	tempScale float32
 	tempFloor int
+	// stateIdx and stateKeep are the sequences' state slots and keep
+	// factors, pos4 the M-RoPE positions (graph_recurrent.go), or 0.
+	stateIdx, stateKeep, pos4 cTensor
 }
 
 // graph is a built compute graph and what run needs of it, kept for the
@@ -60,6 +63,7 @@ func (e *Executor) signature(sig []int64, n, span, ns int) []int64 {
 		flash = 1
 	}
 	sig = append(sig[:0], flash, int64(n), int64(span), int64(ns), int64(len(e.s.blocks)))
+	sig = e.stateSignature(sig)
 	if e.s.flash {
 		for _, a := range e.s.seqs {
 			in := int64(0)
@@ -113,7 +117,9 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 		e.a.tensorSet(t, p, 0, uintptr(bytes))
 	}
 	set(in.ids, unsafe.Pointer(&s.ids[0]), 4*n)
-	set(in.pos, unsafe.Pointer(&s.pos[0]), 4*n)
+	if in.pos != 0 {
+		set(in.pos, unsafe.Pointer(&s.pos[0]), 4*n)
+	}
 	set(in.kIdx, unsafe.Pointer(&s.kIdx[0]), 8*n)
 	if in.blocks != 0 {
 		set(in.blocks, unsafe.Pointer(&s.blocks[0]), 4*len(s.blocks))
@@ -121,6 +127,11 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 	if in.rowIdx != 0 {
 		set(in.rowIdx, unsafe.Pointer(&s.rowIdx[0]), 8*n)
 	}
+	if in.pos4 != 0 {
+		s.pos4 = positions4(s.pos4, s.pos[:n])
+		set(in.pos4, unsafe.Pointer(&s.pos4[0]), 4*4*n)
+	}
+	e.setStateInputs(in, len(b.Seqs))
 	if in.attnTemp != 0 {
 		s.attnTemp = attnTemperatures(s.attnTemp, s.pos[:n], in.tempScale, in.tempFloor)
 		set(in.attnTemp, unsafe.Pointer(&s.attnTemp[0]), 4*n)
@@ -219,6 +230,8 @@ func (e *Executor) graphNodes(seqs int) int {
 	if e.s.flash {
 		n += 24 * e.cfg.Layers * seqs
 	}
+	// A recurrent layer's two calls: about 12 nodes per group each.
+	n += 32 * e.cfg.RecurrentLayers() * len(e.s.groups)
 	return n
 }
 
@@ -230,10 +243,9 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 	a := e.a
 	nt, sp := int64(n), int64(span)
 	o := &e.ops
-	*o = graphOps{e: e, ctx: ctx, nt: nt, sp: sp, ns: ns}
+	*o = graphOps{e: e, ctx: ctx, nt: nt, sp: sp, ns: ns, writes: o.writes[:0]}
 	o.in = inputs{
 		ids:  o.input(typeI32, nt, 0),
-		pos:  o.input(typeI32, nt, 0),
 		kIdx: o.input(typeI64, nt, 0),
 	}
 	if e.s.flash {
@@ -252,9 +264,15 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 			o.in.maskSWA = o.input(typeF32, sp, nt)
 		}
 	}
+	o.stateInputs()
 	out := cTensor(e.fw.Build(o))
 	in := o.in
-	*o = graphOps{}
+	// The recurrent layers' state writes, which nothing reads.
+	for _, w := range o.writes {
+		a.buildForward(g, w)
+	}
+	writes := o.writes[:0]
+	*o = graphOps{writes: writes}
 	if ns == 0 {
 		a.buildForward(g, out)
 		return in, 0
@@ -272,6 +290,8 @@ type graphOps struct {
 	in     inputs
 	nt, sp int64
 	ns     int
+	// writes are the graph's state writes (graph_recurrent.go).
+	writes []cTensor
 }
 
 var _ arch.Ops = (*graphOps)(nil)
@@ -326,6 +346,11 @@ func (o *graphOps) RopeExt(x arch.Tensor, p arch.RopeParams) arch.Tensor {
 	}
 	if attnFactor == 0 {
 		attnFactor = 1
+	}
+	if o.in.pos == 0 {
+		// An input only a graph that rotates with it has (M-RoPE's are
+		// pos4): ggml allocates no tensor nothing reads.
+		o.in.pos = o.input(typeI32, o.nt, 0)
 	}
 	return arch.Tensor(o.e.a.ropeExt(o.ctx, cTensor(x), o.in.pos, cTensor(p.Factors), int32(p.Dims), int32(p.Mode), int32(p.OrigContext),
 		p.Theta, freqScale, p.ExtFactor, attnFactor, p.BetaFast, p.BetaSlow))

@@ -181,6 +181,29 @@ func glm4moeConfig() model.Config {
 	}
 }
 
+// qwen35Config is Qwen3.5's hybrid layout scaled down: three gated
+// DeltaNet layers (4 value heads reading 2 key heads of 32, a
+// convolution of 4) and a gated attention layer (heads of 64, M-RoPE over
+// a quarter of each, sections 3+3+2 pairs), an untied head.
+func qwen35Config() model.Config {
+	return model.Config{
+		Arch: "qwen35", VocabSize: 320, Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 192,
+		RopeDims: 16, RopeSections: [4]int{3, 3, 2, 0}, RopeTheta: 1e7, NormEps: 1e-6,
+		LayerKinds: []arch.LayerKind{arch.Recurrent, arch.Recurrent, arch.Recurrent, arch.Full},
+		Recurrent:  arch.RecurrentGeometry{ConvKernel: 4, StateSize: 32, KeyHeads: 2, ValueHeads: 4, Inner: 128},
+	}
+}
+
+// qwen35moeConfig is qwen35Config with Qwen3.5-35B-A3B's kind of MLP
+// scaled down: 8 experts of 64, 2 a token, beside a gated shared expert
+// of 128.
+func qwen35moeConfig() model.Config {
+	c := qwen35Config()
+	c.Arch, c.Experts, c.ExpertsUsed, c.ExpertFFN, c.FFN = "qwen35moe", 8, 2, 64, 128
+	c.ExpertGating, c.ExpertWeightsNorm = arch.GatingSoftmax, true
+	return c
+}
+
 // deepseek2Config is GLM-4.7-Flash's layout scaled down: queries through
 // a low rank (q_lora_rank 64), a latent of 64 and 32 rotated dimensions
 // (HeadDim 96, the cache's row), heads of 64 unrotated + 32 rotated key
@@ -221,6 +244,24 @@ func deepseek2LiteConfig() model.Config {
 func deepseek2V3Config() model.Config {
 	c := deepseek2Config()
 	c.ExpertGroups, c.ExpertGroupsUsed, c.ExpertWeightsScale = 4, 2, 2.5
+	return c
+}
+
+// qwen3nextConfig is qwen35moeConfig as Qwen3-Next lays it out: NEOX
+// RoPE over a quarter of each head (no M-RoPE sections), beta and alpha
+// from one projection, and each key head read by the two value heads
+// that follow it (Qwen3-Next-80B-A3B: 32 value heads over 16 key heads).
+func qwen3nextConfig() model.Config {
+	c := qwen35moeConfig()
+	c.Arch, c.RopeSections = "qwen3next", [4]int{}
+	return c
+}
+
+// qwen3nextFusedConfig is qwen3nextConfig as older conversions store it:
+// the DeltaNet's inputs through one ssm_in, key head by key head.
+func qwen3nextFusedConfig() model.Config {
+	c := qwen3nextConfig()
+	c.Recurrent.FusedQKVZ = true
 	return c
 }
 

@@ -60,8 +60,8 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 				e.a.tensorSet(tensor, p, off, uintptr(run))
 			}
 		}
-		for l := range e.cfg.Layers {
-			lk := h[2*l*run:]
+		for j, l := range e.kvLayers {
+			lk := h[2*j*run:]
 			move(e.kc[l], lk[:run])
 			move(e.vc[l], lk[run:2*run])
 		}

@@ -5,7 +5,9 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
-// KVGeometry is the KV cache the executor keeps for m with cache type d:
+// KVGeometry is the KV cache the executor keeps for m with cache type d
+// (in the layers that attend: a hybrid model's recurrent layers keep
+// states instead, Config.StateBytes a sequence):
 // d itself, or for auto the model's activation type, as vLLM's "auto"
 // takes the model's dtype. A GGUF file does not record the type its
 // model was trained in, so auto reads it from the weights: f32 for an F32
@@ -13,7 +15,7 @@ import (
 // is llama.cpp's default cache type. kvcache sizes it.
 func KVGeometry(m *model.Model, d kvcache.DType) kvcache.Geometry {
 	c := m.Config
-	return kvcache.Geometry{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: d.ResolveAuto(autoKVType(m))}
+	return kvcache.Geometry{Layers: c.KVLayers(), KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: d.ResolveAuto(autoKVType(m))}
 }
 
 func autoKVType(m *model.Model) kvcache.DType {

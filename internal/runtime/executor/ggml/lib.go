@@ -143,6 +143,7 @@ type api struct {
 
 	moeAPI
 	ossAPI
+	recurrentAPI
 	mlaAPI
 }
 
@@ -330,6 +331,7 @@ func (l *Library) bind() error {
 	sym(&a.devDescription, "ggml_backend_dev_description")
 	a.moeAPI.bind(sym)
 	a.ossAPI.bind(sym)
+	a.recurrentAPI.bind(sym)
 	a.mlaAPI.bind(sym)
 	if len(missing) > 0 {
 		return fmt.Errorf("missing symbols %s", strings.Join(missing, ", "))

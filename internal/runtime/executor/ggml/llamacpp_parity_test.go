@@ -123,6 +123,8 @@ func parityModels() []parityCase {
 		{name: "mistral3", cfg: mistral3Config(), seed: 14},
 		{name: "llama3", cfg: llama3Config(), seed: 10},
 		gptossParity(),
+		{name: "qwen35", cfg: qwen35Config(), seed: 1},
+		{name: "qwen35moe", cfg: qwen35moeConfig(), seed: 1},
 		// deepseek2 (multi-head latent attention) in GLM-4.7-Flash's
 		// shape, DeepSeek-V2-Lite's and with DeepSeek-V3's grouped expert
 		// selection (seeds: the widest margins of 1–8 in F16 and Q8_0,
@@ -133,6 +135,10 @@ func parityModels() []parityCase {
 		{name: "deepseek2", cfg: deepseek2Config(), seed: 7},
 		{name: "deepseek2-lite", cfg: deepseek2LiteConfig(), seed: 6},
 		{name: "deepseek2-v3", cfg: deepseek2V3Config(), seed: 4},
+		// qwen3next, seed 1: margins of 2.7e-3 and more, F16 and Q8_0;
+		// the logits equal llama.cpp's to the bit.
+		{name: "qwen3next", cfg: qwen3nextConfig(), seed: 1},
+		{name: "qwen3next-ssm_in", cfg: qwen3nextFusedConfig(), seed: 1},
 	}
 }
 

@@ -1,0 +1,338 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+)
+
+// Hybrid models' recurrent layers (arch.RecurrentOps) over ggml's, and
+// the states they keep.
+//
+// Every recurrent layer l keeps, per state slot, a convolution state
+// (convState[l]: [ConvStateFloats, slots]) and a DeltaNet state
+// (deltaState[l]: [DeltaStateFloats, slots]), F32 as llama.cpp keeps
+// them. The engine gives each sequence a slot (batch.Seq.State); a graph
+// reads the slots of its sequences with get_rows, multiplied by 0 for a
+// sequence at position 0 (a fresh state), and writes the advanced states
+// back with set_rows. The batch's sequences run in groups of consecutive
+// sequences with as many tokens each (stateGroup): the decoding ones
+// together, one call for all of them, a prefill chunk on its own, as
+// ggml's kernels take [.., tokens, sequences] — as llama.cpp's equal
+// splits do. The kernels recur token by token, so a sequence's numbers
+// do not depend on what shares its batch.
+
+// stateGroup is a run of g.count consecutive sequences of the batch,
+// from sequence seq0 and token t0 on, of n tokens each.
+type stateGroup struct {
+	seq0, t0, n, count int
+}
+
+// prepareStates fills the batch's state groups, the slot of every
+// sequence (s.stateIdx) and whether its state carries over (s.stateKeep:
+// 1, or 0 at position 0).
+func (e *Executor) prepareStates(b *batch.Batch) {
+	s := &e.s
+	s.groups = s.groups[:0]
+	s.stateIdx = grow(s.stateIdx, len(b.Seqs))
+	s.stateKeep = grow(s.stateKeep, len(b.Seqs))
+	t := 0
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		s.stateIdx[i] = int32(sq.State)
+		s.stateKeep[i] = 1
+		if sq.Pos == 0 {
+			s.stateKeep[i] = 0
+		}
+		n := len(sq.Tokens)
+		if k := len(s.groups) - 1; k >= 0 && s.groups[k].n == n {
+			s.groups[k].count++
+		} else {
+			s.groups = append(s.groups, stateGroup{seq0: i, t0: t, n: n, count: 1})
+		}
+		t += n
+	}
+}
+
+// stateSignature appends the groups to sig: the graph's shape depends on
+// them (the slots are an input).
+func (e *Executor) stateSignature(sig []int64) []int64 {
+	for _, g := range e.s.groups {
+		sig = append(sig, int64(g.n), int64(g.count))
+	}
+	return sig
+}
+
+// stateInputs adds the graph's state inputs: every sequence's slot and
+// keep factor.
+func (o *graphOps) stateInputs() {
+	ns := int64(len(o.e.s.stateIdx))
+	if o.e.convState == nil || ns == 0 {
+		return
+	}
+	o.in.stateIdx = o.input(typeI32, ns, 0)
+	o.in.stateKeep = o.input(typeF32, 1, ns)
+}
+
+// setStateInputs uploads them.
+func (e *Executor) setStateInputs(in inputs, n int) {
+	if in.stateIdx == 0 {
+		return
+	}
+	e.a.tensorSet(in.stateIdx, unsafe.Pointer(&e.s.stateIdx[0]), 0, uintptr(4*n))
+	e.a.tensorSet(in.stateKeep, unsafe.Pointer(&e.s.stateKeep[0]), 0, uintptr(4*n))
+}
+
+// groupStates reads the states of g's sequences from all ([rowLen,
+// slots]): [rowLen, count], zero where a sequence starts; ids are their
+// slots, for the write back.
+func (o *graphOps) groupStates(all cTensor, rowLen int, g stateGroup) (states, ids cTensor) {
+	a := o.e.a
+	ids = a.view1d(o.ctx, o.in.stateIdx, int64(g.count), uintptr(4*g.seq0))
+	keep := a.view2d(o.ctx, o.in.stateKeep, 1, int64(g.count), 4, uintptr(4*g.seq0))
+	return a.mul(o.ctx, a.getRows(o.ctx, all, ids), keep), ids
+}
+
+// writeState writes rows [rowLen, count] (contiguous) into all at ids:
+// a node of the graph that nothing reads, kept in o.writes.
+func (o *graphOps) writeState(all, rows, ids cTensor) {
+	o.writes = append(o.writes, o.e.a.setRows(o.ctx, all, rows, ids))
+}
+
+// joinTokens concatenates the groups' outputs along the token dimension
+// (dimension 1 of [w, tokens]).
+func (o *graphOps) joinTokens(acc, x cTensor) cTensor {
+	if acc == 0 {
+		return x
+	}
+	return o.e.a.concat(o.ctx, acc, x, 1)
+}
+
+func (o *graphOps) SSMConv(layer int, x, kernel arch.Tensor) arch.Tensor {
+	e, a, ctx := o.e, o.e.a, o.ctx
+	g := e.cfg.Recurrent
+	ch, keep := int64(g.ConvChannels()), int64(g.ConvKernel-1)
+	all := e.convState[layer]
+	var out cTensor
+	for _, gr := range e.s.groups {
+		n, cnt := int64(gr.n), int64(gr.count)
+		xg := a.view3d(ctx, cTensor(x), ch, n, cnt, uintptr(4*ch), uintptr(4*ch*n), uintptr(4*ch)*uintptr(gr.t0)) // [ch, n, cnt]
+		xt := a.permute(ctx, xg, 1, 0, 2, 3)                                                                      // [n, ch, cnt]
+		st, ids := o.groupStates(all, g.ConvStateFloats(), gr)                                                    // [keep·ch, cnt]
+		in := a.concat(ctx, a.reshape3d(ctx, st, keep, ch, cnt), xt, 0)                                           // [keep+n, ch, cnt]
+		last := a.view3d(ctx, in, keep, ch, cnt, uintptr(4*(keep+n)), uintptr(4*(keep+n)*ch), uintptr(4*n))
+		o.writeState(all, a.reshape2d(ctx, a.cont(ctx, last), keep*ch, cnt), ids)
+		conv := a.ssmConv(ctx, in, cTensor(kernel)) // [ch, n, cnt]
+		out = o.joinTokens(out, a.reshape2d(ctx, conv, ch, n*cnt))
+	}
+	return arch.Tensor(out)
+}
+
+func (o *graphOps) GatedDeltaNet(layer int, q, k, v, gate, beta arch.Tensor) arch.Tensor {
+	e, a, ctx := o.e, o.e.a, o.ctx
+	g := e.cfg.Recurrent
+	S, hv := int64(g.StateSize), int64(g.ValueHeads)
+	hk := a.nelements(cTensor(q)) / (S * o.nt) // KeyHeads, or hv when repeated
+	all := e.deltaState[layer]
+	view := func(x cTensor, ne0, ne1 int64, gr stateGroup) cTensor {
+		n, row := int64(gr.n), uintptr(4*ne0)
+		return a.view4d(ctx, x, ne0, ne1, n, int64(gr.count), row, row*uintptr(ne1), row*uintptr(ne1*n), row*uintptr(ne1)*uintptr(gr.t0))
+	}
+	var out cTensor
+	for _, gr := range e.s.groups {
+		n, cnt := int64(gr.n), int64(gr.count)
+		st, ids := o.groupStates(all, g.DeltaStateFloats(), gr)
+		r := a.gatedDeltaNet(ctx, view(cTensor(q), S, hk, gr), view(cTensor(k), S, hk, gr), view(cTensor(v), S, hv, gr),
+			view(cTensor(gate), 1, hv, gr), view(cTensor(beta), 1, hv, gr),
+			a.reshape4d(ctx, st, S, S, hv, cnt), 1) // [S·hv, n·cnt + S·cnt]
+		attn := S * hv * n * cnt
+		o.writeState(all, a.view2d(ctx, r, S*S*hv, cnt, uintptr(4*S*S*hv), uintptr(4*attn)), ids)
+		out = o.joinTokens(out, a.view2d(ctx, r, S*hv, n*cnt, uintptr(4*S*hv), 0))
+	}
+	return arch.Tensor(out)
+}
+
+// RopeMulti rotates with ggml_rope_multi over the graph's M-RoPE
+// positions: every token's position four times (one per section), which
+// run fills from the batch's.
+func (o *graphOps) RopeMulti(x arch.Tensor, p arch.RopeParams, sections [4]int) arch.Tensor {
+	a := o.e.a
+	if o.in.pos4 == 0 {
+		o.in.pos4 = o.input(typeI32, 4*o.nt, 0)
+	}
+	freqScale, attnFactor := p.FreqScale, p.AttnFactor
+	if freqScale == 0 {
+		freqScale = 1
+	}
+	if attnFactor == 0 {
+		attnFactor = 1
+	}
+	sec := [4]int32{int32(sections[0]), int32(sections[1]), int32(sections[2]), int32(sections[3])}
+	return arch.Tensor(a.ropeMulti(o.ctx, cTensor(x), o.in.pos4, cTensor(p.Factors), int32(p.Dims), &sec[0], int32(p.Mode), int32(p.OrigContext),
+		p.Theta, freqScale, p.ExtFactor, attnFactor, p.BetaFast, p.BetaSlow))
+}
+
+// positions4 is M-RoPE's position input: pos repeated for each of the
+// four sections (section-major), as llama.cpp lays out a text batch's.
+func positions4(dst, pos []int32) []int32 {
+	n := len(pos)
+	dst = grow(dst, 4*n)
+	for k := range 4 {
+		copy(dst[k*n:(k+1)*n], pos)
+	}
+	return dst
+}
+
+func (o *graphOps) Softplus(x arch.Tensor) arch.Tensor {
+	return arch.Tensor(o.e.a.softplus(o.ctx, cTensor(x)))
+}
+
+func (o *graphOps) SiLU(x arch.Tensor) arch.Tensor {
+	return arch.Tensor(o.e.a.silu(o.ctx, cTensor(x)))
+}
+
+func (o *graphOps) View(x arch.Tensor, ne0, ne1, ne2, nb1, nb2, offset int) arch.Tensor {
+	return arch.Tensor(o.e.a.view3d(o.ctx, cTensor(x), int64(ne0), int64(ne1), int64(ne2), uintptr(4*nb1), uintptr(4*nb2), uintptr(4*offset)))
+}
+
+func (o *graphOps) Cont(x arch.Tensor, ne0, ne1 int) arch.Tensor {
+	return arch.Tensor(o.e.a.cont2d(o.ctx, cTensor(x), int64(ne0), int64(ne1)))
+}
+
+func (o *graphOps) Repeat(x arch.Tensor, ne0, ne1, ne2 int) arch.Tensor {
+	return arch.Tensor(o.e.a.repeat4d(o.ctx, cTensor(x), int64(ne0), int64(ne1), int64(ne2), 1))
+}
+
+// recurrent reports whether layer l is a recurrent one (no KV).
+func (e *Executor) recurrent(l int) bool {
+	return e.cfg.LayerKinds != nil && e.cfg.LayerKinds[l] == arch.Recurrent
+}
+
+// allocStates adds the recurrent layers' state tensors to ctx, stateSlots
+// states per layer of both kinds, and returns them with their sizes in
+// bytes (none for a model without recurrent layers).
+func (e *Executor) allocStates(ctx cCtx) (ts []cTensor, sizes []int) {
+	c := e.cfg
+	if c.RecurrentLayers() == 0 {
+		return nil, nil
+	}
+	e.convState, e.deltaState = make([]cTensor, c.Layers), make([]cTensor, c.Layers)
+	conv, delta := c.Recurrent.ConvStateFloats(), c.Recurrent.DeltaStateFloats()
+	for l := range c.Layers {
+		if !e.recurrent(l) {
+			continue
+		}
+		e.convState[l] = e.a.newTensor2d(ctx, typeF32, int64(conv), int64(e.stateSlots))
+		e.deltaState[l] = e.a.newTensor2d(ctx, typeF32, int64(delta), int64(e.stateSlots))
+		ts = append(ts, e.convState[l], e.deltaState[l])
+		sizes = append(sizes, 4*conv*e.stateSlots, 4*delta*e.stateSlots)
+	}
+	return ts, sizes
+}
+
+// StateSlots is how many sequences' recurrent states the executor keeps
+// (batch.StateKeeper): 0 for a model without recurrent layers.
+func (e *Executor) StateSlots() int { return e.stateSlots }
+
+// ReserveHostStates adds n host slots (batch.HostStateKeeper), numbered
+// after the device's, replacing those reserved before.
+func (e *Executor) ReserveHostStates(n int) error {
+	if e.convState == nil {
+		return errors.New("ggml executor: the model keeps no recurrent states")
+	}
+	if n < 0 {
+		return fmt.Errorf("ggml executor: %d host state slots", n)
+	}
+	if e.hostStateBuf != 0 {
+		e.a.bufferFree(e.hostStateBuf)
+		e.hostStateBuf, e.hostStates = 0, nil
+	}
+	buf, host, err := e.hostBytes(n * int(e.cfg.StateBytes()))
+	if err != nil {
+		return fmt.Errorf("ggml executor: %d host state slots: %w", n, err)
+	}
+	e.hostStateBuf, e.hostStates, e.hostStateSlots = buf, host, n
+	return nil
+}
+
+// copyStates copies recurrent states between slots (batch.Batch's
+// StateCopies and StateSaves), layer by layer: between device slots
+// through host memory, to and from host slots directly.
+func (e *Executor) copyStates(copies []batch.StateCopy) {
+	if len(copies) == 0 {
+		return
+	}
+	c := e.cfg.Recurrent
+	conv, delta := 4*c.ConvStateFloats(), 4*c.DeltaStateFloats()
+	stateBytes := int(e.cfg.StateBytes())
+	r := 0 // the recurrent layer's index among them
+	for l := range e.cfg.Layers {
+		if !e.recurrent(l) {
+			continue
+		}
+		for k, st := range [2]struct {
+			t   cTensor
+			row int
+		}{{e.convState[l], conv}, {e.deltaState[l], delta}} {
+			// A host slot's row of this layer and kind.
+			hostRow := func(slot int) unsafe.Pointer {
+				off := (slot-e.stateSlots)*stateBytes + r*(conv+delta) + k*conv
+				return unsafe.Pointer(&e.hostStates[off])
+			}
+			for _, cp := range copies {
+				fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
+				switch {
+				case !fromHost && !toHost:
+					e.s.stateRow = grow(e.s.stateRow, st.row)
+					p := unsafe.Pointer(&e.s.stateRow[0])
+					e.a.tensorGet(st.t, p, uintptr(cp.From*st.row), uintptr(st.row))
+					e.a.tensorSet(st.t, p, uintptr(cp.To*st.row), uintptr(st.row))
+				case !fromHost:
+					e.a.tensorGet(st.t, hostRow(cp.To), uintptr(cp.From*st.row), uintptr(st.row))
+				case !toHost:
+					e.a.tensorSet(st.t, hostRow(cp.From), uintptr(cp.To*st.row), uintptr(st.row))
+				default:
+					copy(unsafe.Slice((*byte)(hostRow(cp.To)), st.row), unsafe.Slice((*byte)(hostRow(cp.From)), st.row))
+				}
+			}
+		}
+		r++
+	}
+}
+
+// checkStates refuses a batch whose sequences' state slots are out of
+// range or shared, or whose state copies name slots out of range.
+func (e *Executor) checkStates(b *batch.Batch) error {
+	if e.convState == nil {
+		return nil
+	}
+	all := e.stateSlots + e.hostStateSlots
+	for _, cps := range [2][]batch.StateCopy{b.StateCopies, b.StateSaves} {
+		for _, cp := range cps {
+			if cp.From < 0 || cp.From >= all || cp.To < 0 || cp.To >= all {
+				return fmt.Errorf("state copy %d → %d outside the executor's %d slots (%d on the host)", cp.From, cp.To, all, e.hostStateSlots)
+			}
+		}
+	}
+	s := &e.s
+	if len(s.slotSeen) < e.stateSlots {
+		s.slotSeen = make([]uint64, e.stateSlots)
+	}
+	s.slotStamp++
+	for i := range b.Seqs {
+		st := b.Seqs[i].State
+		if st < 0 || st >= e.stateSlots {
+			return fmt.Errorf("sequence %d: state slot %d outside the executor's %d", b.Seqs[i].SeqID, st, e.stateSlots)
+		}
+		if s.slotSeen[st] == s.slotStamp {
+			return fmt.Errorf("sequence %d: state slot %d is another sequence's of the batch", b.Seqs[i].SeqID, st)
+		}
+		s.slotSeen[st] = s.slotStamp
+	}
+	return nil
+}
