@@ -279,6 +279,13 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		sizedFrom = fmt.Sprintf("device %d (%s)", devs[0].Index, devs[0].Name)
 	}
 	blocks := o.KVCacheBlocks
+	// slots: a hybrid model's recurrent states, two a sequence (running
+	// and checkpoint); sized from the device's memory with the KV when
+	// that is sized from it.
+	slots := 0
+	if geom.Hybrid() {
+		slots = 2 * o.MaxNumSeqs
+	}
 	switch {
 	case blocks > 0:
 		sizedFrom = "--kv-cache-blocks"
@@ -290,18 +297,18 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes", o.KVCacheMemory, perBlock)
 		}
 	default:
-		blocks, err = sim.KVBlocksForDevice(acc, geom, o.TensorParallel, o.KVCacheMemoryFraction, o.BlockSize)
+		blocks, slots, err = sim.StateSlotsForDevice(acc, geom, o.TensorParallel, o.KVCacheMemoryFraction, o.BlockSize, o.MaxNumSeqs)
 		if err != nil {
 			return nil, err
 		}
 	}
-	exec, err := sim.New(sim.Options{Accelerator: acc, Geometry: geom, TensorParallel: o.TensorParallel})
+	exec, err := sim.New(sim.Options{Accelerator: acc, Geometry: geom, TensorParallel: o.TensorParallel, StateSlots: slots})
 	if err != nil {
 		return nil, err
 	}
 	vocab := exec.Vocabulary()
 	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "weight_bytes", geom.WeightBytes(), "tensor_parallel", o.TensorParallel,
-		"kv_blocks", blocks, "kv_cache_dtype", geom.KV().DType, "kv_sized_from", sizedFrom)
+		"kv_blocks", blocks, "kv_cache_dtype", geom.KV().DType, "kv_sized_from", sizedFrom, "state_slots", slots)
 	return &backend{
 		exec: exec, codec: codec.Sim{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
