@@ -71,6 +71,7 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 		KV: kvcache.Config{NumBlocks: blocks, BlockSize: r.BlockSize, EnablePrefixCache: true, HostBlocks: host,
 			DropEvicted: a.s.HostDropEvicted},
 		EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk, SerialCopies: a.s.SerialCopies,
+		StateCheckpoints: a.s.StateCheckpoints,
 	}, x)
 	if err != nil {
 		return nil, err
@@ -216,7 +217,7 @@ func (a *agentSim) submit(p *agentProgram, i int) error {
 		return fmt.Errorf("program %s step %d on %s: %w", p.id, p.step, pd.name, err)
 	}
 	pd.table.Started(p.ticket, int64(len(p.tokens)), "")
-	p.stream, p.promptLen, p.running, p.pod = st, len(p.tokens), true, i
+	p.stream, p.promptLen, p.running, p.pod, p.firstSeen = st, len(p.tokens), true, i, false
 	pd.live = append(pd.live, p)
 	return nil
 }
@@ -238,6 +239,13 @@ func (a *agentSim) collect(podIdx int) error {
 				break
 			}
 			p.tokens = append(p.tokens, c.TokenIDs...)
+			if len(c.TokenIDs) > 0 && !p.firstSeen {
+				p.firstSeen = true
+				if p.step > 0 && a.measuring() {
+					a.res.LaterTTFT = append(a.res.LaterTTFT, at-p.issuedAt)
+					a.res.LaterEngineTTFT = append(a.res.LaterEngineTTFT, at-p.submittedAt)
+				}
+			}
 			if c.Done {
 				fin = true
 				finished, chunks = append(finished, p), append(chunks, c)
