@@ -79,7 +79,7 @@ var (
 	armNone = stateArm("none", engine.CheckpointNone, false, true, 0)
 	// armProgramsDefault is programs' engines under Default placement:
 	// what keeping the states gives without kvpilot's placement.
-	armProgramsDefault = stateArm("programs, Default placement", engine.CheckpointPrograms, false, false, 0)
+	armProgramsDefault = stateArm("programs under Default placement", engine.CheckpointPrograms, false, false, 0)
 )
 
 // vllmAlignArm is what vLLM runs (mamba_cache_mode "align"): a state at
@@ -95,7 +95,7 @@ func vllmAlignArm(model string) agentArm {
 		panic(err)
 	}
 	bs := vllmAlignBlockSize(g)
-	return stateArm(fmt.Sprintf("programs, %d-token blocks (vLLM align)", bs), engine.CheckpointPrograms, false, true, bs)
+	return stateArm(fmt.Sprintf("programs at %d-token blocks (vLLM align)", bs), engine.CheckpointPrograms, false, true, bs)
 }
 
 // hybridScenario is S5: 4 H200s serving a hybrid model (by default
