@@ -46,9 +46,12 @@ const (
 	// last turn ended.
 	CheckpointPrograms CheckpointMode = iota
 	// CheckpointPrompts saves the state at the last block boundary of
-	// each prompt only (block-aligned prefix caching of the prompt, as
-	// vLLM's hybrid models do): a program's next turn resumes where its
-	// last prompt ended and recomputes the last turn's output.
+	// each prompt only (block-aligned prefix caching of the prompt): a
+	// program's next turn resumes where its last prompt ended and
+	// recomputes the last turn's output. (vLLM's prefix caching for
+	// hybrid models, mamba_cache_mode "align", keeps more: the state at
+	// every block boundary a request crosses, its output's included, in
+	// blocks of several hundred tokens; docs/benchmarks.md, S5.)
 	CheckpointPrompts
 	// CheckpointNone saves none: every request prefills its whole prompt.
 	CheckpointNone
