@@ -186,9 +186,10 @@ func (g Geometry) attnFLOPsPerPair() float64 {
 
 // KV is the KV cache geometry the block manager allocates today: every
 // attending layer alike (a hybrid model's recurrent layers keep no KV),
-// each token's K and V rows in every such layer, its type resolved. That is the whole truth for a model of full-attention layers
-// only. For the others it is what the pod really holds today, not what
-// the model needs (KVLayerGroups):
+// each token's K and V rows in every such layer, its type resolved. That
+// is the whole truth for a model of full-attention layers only. For the
+// others it is what the pod really holds today, not what the model needs
+// (KVLayerGroups):
 //
 //   - sliding-window layers are allocated for the whole context, though
 //     they keep only their window (the engine has no per-group allocation
@@ -240,11 +241,8 @@ func (g Geometry) StateBytes() int64 {
 	if !g.Hybrid() {
 		return 0
 	}
-	kinds := make([]arch.LayerKind, g.RecurrentLayers)
-	for i := range kinds {
-		kinds[i] = arch.Recurrent
-	}
-	return arch.Config{LayerKinds: kinds, Recurrent: g.Recurrent}.StateBytes()
+	r := g.Recurrent
+	return 4 * int64(g.RecurrentLayers) * int64(r.ConvStateFloats()+r.DeltaStateFloats())
 }
 
 // recurrentFLOPsPerToken is what a token costs the recurrent layers
@@ -405,8 +403,8 @@ func (g Geometry) WeightBytesRead(tokens int) float64 {
 const ActivationReserve = 2 << 30
 
 // StateSlotsForDevice sizes a hybrid model's cache on one
-// tensor-parallel group as the runtime sizes the ggml executor's (cmd/runtime):
-// two recurrent-state slots a sequence (one running, one checkpoint) for
+// tensor-parallel group as cmd/runtime sizes the ggml executor's: two
+// recurrent-state slots a sequence (one running, one checkpoint) for
 // maxSeqs sequences, taking at most half of what KVBlocksForDevice would
 // give the KV, and KV blocks from the rest. A model without recurrent
 // layers gets KVBlocksForDevice's blocks and no slots.
