@@ -77,10 +77,18 @@ func write(args []string, stdout, stderr io.Writer) error {
 	experts := fs.Int("experts", 0, "mixture-of-experts MLPs: experts per layer (qwen3moe)")
 	expertsUsed := fs.Int("experts-used", 0, "experts each token runs (with --experts)")
 	expertFFN := fs.Int("expert-ffn", 0, "one expert's MLP hidden width (0: ffn/experts-used)")
-	sharedExperts := fs.Int("shared-experts", 0, "experts every token runs besides the routed ones (glm4moe)")
-	denseLayers := fs.Int("dense-layers", 0, "leading layers with a dense MLP of --ffn (glm4moe)")
-	expertNorm := fs.Bool("expert-weights-norm", false, "divide the chosen experts' weights by their sum (glm4moe; qwen3moe always does)")
-	expertScale := fs.Float64("expert-weights-scale", 0, "routed scaling factor of the experts' weights (glm4moe; 0: none)")
+	sharedExperts := fs.Int("shared-experts", 0, "experts every token runs besides the routed ones (glm4moe, deepseek2)")
+	denseLayers := fs.Int("dense-layers", 0, "leading layers with a dense MLP of --ffn (glm4moe, deepseek2)")
+	expertNorm := fs.Bool("expert-weights-norm", false, "divide the chosen experts' weights by their sum (glm4moe, deepseek2; qwen3moe always does)")
+	expertScale := fs.Float64("expert-weights-scale", 0, "routed scaling factor of the experts' weights (glm4moe, deepseek2; 0: none)")
+	qRank := fs.Int("q-lora-rank", 0, "queries' low rank (deepseek2; 0: projected directly, as DeepSeek-V2-Lite)")
+	kvRank := fs.Int("kv-lora-rank", 0, "multi-head latent attention's latent width (deepseek2; required there)")
+	keyMLA := fs.Int("key-length-mla", 0, "a head's key width, unrotated part and --rope-dims (deepseek2; required there)")
+	valueMLA := fs.Int("value-length-mla", 0, "a head's value width (deepseek2; required there)")
+	selectionBias := fs.Bool("expert-selection-bias", false, "routers with a selection bias, exp_probs_b.bias (deepseek2; glm4moe always has one)")
+	groups := fs.Int("expert-groups", 0, "grouped expert selection: equal groups of experts (deepseek2, DeepSeek-V3's; 0: none)")
+	groupsUsed := fs.Int("expert-groups-used", 0, "the best groups a token chooses its experts from (with --expert-groups)")
+	gating := fs.String("expert-gating", "", "experts' gating: softmax or sigmoid (empty: the architecture's default)")
 	window := fs.Int("sliding-window", 0, "sliding-window layers' window in tokens (gpt-oss; required there)")
 	swaPattern := fs.Int("sliding-window-pattern", 2, "of every N layers all but the last slide (gpt-oss; 0: all)")
 	seed := fs.Int64("seed", 1, "weight seed")
@@ -91,17 +99,18 @@ func write(args []string, stdout, stderr io.Writer) error {
 	ropeAttnFactor := fs.Float64("rope-attn-factor", 0, "rope.scaling.attn_factor, a multiplier of the rotated values (0: none)")
 	yarnBetaFast := fs.Float64("yarn-beta-fast", 0, "YaRN's beta_fast (mistral3; 0: llama.cpp's 32)")
 	yarnBetaSlow := fs.Float64("yarn-beta-slow", 0, "YaRN's beta_slow (mistral3; 0: llama.cpp's 1)")
-	yarnLogMul := fs.Float64("yarn-log-mul", 0, "YaRN's log multiplier (mistral3; 0: none)")
+	yarnLogMul := fs.Float64("yarn-log-mul", 0, "YaRN's log multiplier (mistral3; deepseek2: the file's value, 0.1·mscale_all_dim; 0: none)")
 	attnTemp := fs.Float64("attn-temp-scale", 0, "attention temperature scale, stepping every --rope-orig-ctx (else --context) positions (mistral3; 0: none)")
 	ropeFreqs := fs.Bool("rope-freqs", false, "write rope_freqs.weight, divisors of RoPE's frequencies (Llama 3.1's scaling; random in [1, 8])")
 	ropeDims := fs.Int("rope-dims", 0, "dimensions of a head RoPE rotates (0: the whole head; the llama family rotates whole heads)")
 	expertDType := fs.String("expert-dtype", "", "mixture-of-experts stacks' type: mxfp4 (as gpt-oss is released), or empty for --dtype's")
-	attnInterval := fs.Int("full-attention-interval", 4, "of every N layers the last attends, the others are gated DeltaNet (qwen35)")
-	ssmConv := fs.Int("ssm-conv-kernel", 4, "the recurrent layers' convolution width (qwen35)")
-	ssmState := fs.Int("ssm-state-size", 0, "the recurrent layers' key and value head width (qwen35; 0: the head dim / 2)")
-	ssmKeyHeads := fs.Int("ssm-key-heads", 0, "the recurrent layers' key heads (qwen35; 0: --kv-heads)")
-	ssmValueHeads := fs.Int("ssm-value-heads", 0, "the recurrent layers' value heads, a multiple of the key heads (qwen35; 0: --heads)")
-	ropeSections := fs.String("rope-sections", "", "M-RoPE sections in rotated pairs, comma-separated, up to 4 (qwen35; empty: all of --rope-dims' pairs in the first)")
+	attnInterval := fs.Int("full-attention-interval", 4, "of every N layers the last attends, the others are gated DeltaNet (qwen35, qwen3next)")
+	ssmConv := fs.Int("ssm-conv-kernel", 4, "the recurrent layers' convolution width (qwen35, qwen3next)")
+	ssmState := fs.Int("ssm-state-size", 0, "the recurrent layers' key and value head width (qwen35, qwen3next; 0: the head dim / 2)")
+	ssmKeyHeads := fs.Int("ssm-key-heads", 0, "the recurrent layers' key heads (qwen35, qwen3next; 0: --kv-heads)")
+	ssmValueHeads := fs.Int("ssm-value-heads", 0, "the recurrent layers' value heads, a multiple of the key heads (qwen35, qwen3next; 0: --heads)")
+	ssmFused := fs.Bool("ssm-fused-qkvz", false, "the recurrent layers' inputs through one ssm_in, as older conversions store them (qwen3next; default: attn_qkv and attn_gate)")
+	ropeSections := fs.String("rope-sections", "", "M-RoPE sections in rotated pairs, comma-separated, up to 4 (qwen35, qwen35moe; empty: all of --rope-dims' pairs in the first)")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -122,7 +131,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 		cfg := model.Config{
 			Arch: *arch, VocabSize: *vocab, Dim: *dim, Layers: *layers, Heads: *heads, KVHeads: *kvHeads, HeadDim: *headDim,
 			FFN: *ffn, ContextLen: *ctxLen, RopeTheta: float32(*theta), TiedEmbeddings: *tied, QKVBias: *bias,
-			Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN,
+			Experts: *experts, ExpertsUsed: *expertsUsed, ExpertFFN: *expertFFN, ExpertGroups: *groups, ExpertGroupsUsed: *groupsUsed,
 			SharedExperts: *sharedExperts, DenseLayers: *denseLayers, ExpertWeightsNorm: *expertNorm, ExpertWeightsScale: float32(*expertScale),
 			RopeDims: *ropeDims,
 			RopeScaling: archs.RopeScaling{
@@ -134,8 +143,20 @@ func write(args []string, stdout, stderr io.Writer) error {
 		if err := slidingWindow(&cfg, *window, *swaPattern); err != nil {
 			return err
 		}
-		if err := hybrid(&cfg, hybridFlags{*attnInterval, *ssmConv, *ssmState, *ssmKeyHeads, *ssmValueHeads, *ropeSections}); err != nil {
+		if err := hybrid(&cfg, hybridFlags{*attnInterval, *ssmConv, *ssmState, *ssmKeyHeads, *ssmValueHeads, *ropeSections, *ssmFused}); err != nil {
 			return err
+		}
+		if err := latentAttention(&cfg, archs.MLA{QRank: *qRank, KVRank: *kvRank, KeyLength: *keyMLA, ValueLength: *valueMLA}, *selectionBias, *kvHeads, *headDim); err != nil {
+			return err
+		}
+		switch *gating {
+		case "":
+		case "softmax":
+			cfg.ExpertGating = archs.GatingSoftmax
+		case "sigmoid":
+			cfg.ExpertGating = archs.GatingSigmoid
+		default:
+			return fmt.Errorf("--expert-gating %q: want softmax or sigmoid", *gating)
 		}
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -200,6 +221,31 @@ func slidingWindow(c *model.Config, window, pattern int) error {
 	return nil
 }
 
+// latentAttention sets what deepseek2 needs besides the common flags: its
+// latent's geometry, which makes the cache's (one KV head of kv rank +
+// rope dims), and the routers' selection bias. Elsewhere they are
+// refused rather than dropped.
+func latentAttention(c *model.Config, m archs.MLA, selectionBias bool, kvHeads, headDim int) error {
+	if c.Arch != model.ArchDeepSeek2 {
+		switch {
+		case m != archs.MLA{}:
+			return fmt.Errorf("--q-lora-rank, --kv-lora-rank, --key-length-mla, --value-length-mla: architecture %s has no multi-head latent attention (deepseek2 has)", c.Arch)
+		case selectionBias:
+			return fmt.Errorf("--expert-selection-bias: architecture %s does not read it (deepseek2 does; glm4moe always has one)", c.Arch)
+		}
+		return nil
+	}
+	if m.KVRank <= 0 || m.KeyLength <= 0 || m.ValueLength <= 0 || c.RopeDims <= 0 {
+		return errors.New("deepseek2 needs --kv-lora-rank, --key-length-mla, --value-length-mla and --rope-dims")
+	}
+	hd := m.KVRank + c.RopeDims
+	if (kvHeads != 0 && kvHeads != 1) || (headDim != 0 && headDim != hd) {
+		return fmt.Errorf("--kv-heads %d, --head-dim %d: deepseek2 caches one latent of --kv-lora-rank + --rope-dims = %d (leave them out)", kvHeads, headDim, hd)
+	}
+	c.MLA, c.ExpertSelectionBias, c.KVHeads, c.HeadDim = m, selectionBias, 1, hd
+	return nil
+}
+
 // writeFile writes through a temporary file so a failed write leaves no
 // half-written model behind.
 func writeFile(path string, m *model.Model) error {
@@ -230,6 +276,10 @@ func writeFile(path string, m *model.Model) error {
 		return fmt.Errorf("architecture %s does not store the model's RoPE: written rope dims %d, scaling %+v, attention temperature %g; read back %d, %+v, %g",
 			want.Arch, want.RopeDims, want.RopeScaling, want.AttnTempScale, got.RopeDims, got.RopeScaling, got.AttnTempScale)
 	}
+	if want := m.Config; got.MLA != want.MLA || got.ExpertSelectionBias != want.ExpertSelectionBias || got.ExpertGroups != want.ExpertGroups || got.ExpertGroupsUsed != want.ExpertGroupsUsed {
+		return fmt.Errorf("architecture %s does not store the model's latent attention or expert groups: written %+v (selection bias %t, groups %d of %d), read back %+v (%t, %d of %d)",
+			want.Arch, want.MLA, want.ExpertSelectionBias, want.ExpertGroupsUsed, want.ExpertGroups, got.MLA, got.ExpertSelectionBias, got.ExpertGroupsUsed, got.ExpertGroups)
+	}
 	return os.Rename(f.Name(), path)
 }
 
@@ -250,6 +300,15 @@ func describe(c model.Config) string {
 	}
 	if c.DenseLayers > 0 {
 		s += fmt.Sprintf(", %d leading dense layers", c.DenseLayers)
+	}
+	if c.ExpertSelectionBias {
+		s += ", expert selection bias"
+	}
+	if c.ExpertGroups > 1 {
+		s += fmt.Sprintf(", experts in %d groups (%d used)", c.ExpertGroups, c.ExpertGroupsUsed)
+	}
+	if m := c.MLA; m != (archs.MLA{}) {
+		s += fmt.Sprintf(", latent attention (q rank %d, kv rank %d, key %d, value %d)", m.QRank, m.KVRank, m.KeyLength, m.ValueLength)
 	}
 	if c.SlidingWindow > 0 {
 		n := 0
@@ -298,22 +357,32 @@ func info(spec string, stdout io.Writer) error {
 	return nil
 }
 
-// hybridFlags are the qwen35 geometry's flags.
+// hybridFlags are the hybrid geometries' flags (qwen35, qwen35moe,
+// qwen3next).
 type hybridFlags struct {
 	interval, conv, state, keyHeads, valueHeads int
 	sections                                    string
+	fused                                       bool
 }
 
-// hybrid sets what a hybrid model (qwen35) needs besides the common flags:
-// its layer pattern, its recurrent layers' geometry and its M-RoPE
-// sections (by default a quarter of each head rotates, all of it in the
-// first section).
+// hybrid sets what a hybrid model (qwen35, qwen35moe, qwen3next) needs
+// besides the common flags: its layer pattern, its recurrent layers'
+// geometry and, but for qwen3next's NEOX RoPE, its M-RoPE sections (by
+// default a quarter of each head rotates, all of it in the first
+// section).
 func hybrid(c *model.Config, f hybridFlags) error {
-	if c.Arch != "qwen35" && c.Arch != "qwen35moe" {
-		if f.sections != "" || f.state != 0 || f.keyHeads != 0 || f.valueHeads != 0 {
-			return fmt.Errorf("--rope-sections and --ssm-* are qwen35's and qwen35moe's, not %s's", c.Arch)
+	mrope := c.Arch == "qwen35" || c.Arch == "qwen35moe"
+	if !mrope && c.Arch != "qwen3next" {
+		if f.sections != "" || f.state != 0 || f.keyHeads != 0 || f.valueHeads != 0 || f.fused {
+			return fmt.Errorf("--rope-sections and --ssm-* are qwen35's, qwen35moe's and qwen3next's, not %s's", c.Arch)
 		}
 		return nil
+	}
+	if !mrope && f.sections != "" {
+		return fmt.Errorf("--rope-sections: %s rotates by NEOX RoPE, without M-RoPE sections", c.Arch)
+	}
+	if mrope && f.fused {
+		return fmt.Errorf("--ssm-fused-qkvz is qwen3next's, not %s's", c.Arch)
 	}
 	if f.interval < 1 {
 		return fmt.Errorf("--full-attention-interval %d must be positive", f.interval)
@@ -330,9 +399,13 @@ func hybrid(c *model.Config, f hybridFlags) error {
 		g.ValueHeads = c.Heads
 	}
 	g.Inner = g.StateSize * g.ValueHeads
+	g.FusedQKVZ = f.fused
 	c.Recurrent = g
 	if c.RopeDims == 0 {
 		c.RopeDims = c.HeadDim / 4
+	}
+	if !mrope {
+		return nil
 	}
 	if f.sections == "" {
 		c.RopeSections = [4]int{c.RopeDims / 2}

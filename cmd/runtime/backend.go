@@ -42,9 +42,13 @@ type backend struct {
 	// stateSlots are the recurrent-state slots of a hybrid model's
 	// executor (0 for others): the engine then runs without the host
 	// tier, which does not keep states yet.
-	stateSlots  int
-	description string
-	close       func()
+	stateSlots int
+	// stateTokens is one sequence's recurrent state in tokens of KV
+	// (wire.KVReport.StateTokens), stateBytes in bytes; 0 for other
+	// models.
+	stateTokens, stateBytes int64
+	description             string
+	close                   func()
 }
 
 func buildBackend(o *options, devs []device.Device, log *slog.Logger) (*backend, error) {
@@ -150,7 +154,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	return &backend{
 		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock, kvDType: kv.DType,
-		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots,
+		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: stateTokens(cfg.StateBytes(), perBlock, o.BlockSize), stateBytes: cfg.StateBytes(),
 		description: fmt.Sprintf("%s, %d KV blocks of %s (%d MiB)", name, blocks, kv.DType, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil
@@ -316,4 +320,15 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
 		close:       func() {},
 	}, nil
+}
+
+// stateTokens is a recurrent state of stateBytes in tokens of a KV cache
+// of perBlock bytes a block of blockSize tokens, rounded up (0 without a
+// state).
+func stateTokens(stateBytes, perBlock int64, blockSize int) int64 {
+	if stateBytes <= 0 || perBlock <= 0 {
+		return 0
+	}
+	perToken := max(perBlock/int64(blockSize), 1)
+	return (stateBytes + perToken - 1) / perToken
 }

@@ -115,9 +115,10 @@ func TestConcurrentCostlyCompilesStayInBudget(t *testing.T) {
 // (a prompt the built-in model's context refuses once tokenized) to a pod
 // with the default 512 MiB --preprocess-memory: each is answered, 400 or
 // 503 with Retry-After, and the peak resident memory grows by no more
-// than the budget plus 128 MiB (it grew by 522 MiB on a loaded 2-core
-// machine: the collector lags behind the released charges, more so under
-// load). Without the budget they peaked at 1.6 GiB (docs/benchmarks.md,
+// than the budget plus 128 MiB (the collector lags behind the released
+// charges, more so under load; it grew by 522 MiB on a loaded 2-core
+// machine when each body cost about 16 times its size, 433 MiB since the
+// tokenizer's merges take memory linear in a word). Without the budget they peaked at 1.6 GiB (docs/benchmarks.md,
 // "Request body amplification").
 func TestConcurrentLargeBodiesStayInBudget(t *testing.T) {
 	const (

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
 )
 
@@ -24,6 +27,7 @@ type fetchOptions struct {
 	S3Endpoint       string
 	S3Region         string
 	ProgressInterval time.Duration
+	ProgressAddr     string
 	Attempts         int
 	LogLevel         slog.Level
 }
@@ -46,6 +50,7 @@ func newFetchFlagSet(o *fetchOptions, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.S3Endpoint, "s3-endpoint", "", "s3:// sources: endpoint of an S3-compatible store, e.g. http://minio.minio:9000 (default: $AWS_ENDPOINT_URL_S3, else AWS's https://s3.REGION.amazonaws.com)")
 	fs.StringVar(&o.S3Region, "s3-region", "", "s3:// sources: region requests are signed for (default: $AWS_REGION, else us-east-1)")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "time between progress lines in the log")
+	fs.StringVar(&o.ProgressAddr, "progress-addr", "", "address to serve the download's progress on while fetching (GET "+wire.FetchProgressPath+", JSON), e.g. :8081; a pool's pods serve it on the control port for the controller to show in the pool's ModelReady condition (empty: not served)")
 	fs.IntVar(&o.Attempts, "attempts", 8, "requests per file when a transfer breaks off, each resuming where the last stopped")
 	fs.TextVar(&o.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	return fs
@@ -108,7 +113,7 @@ func runFetch(ctx context.Context, args []string, getenv func(string) string, st
 				AccessKeyID: getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: getenv("AWS_SESSION_TOKEN"),
 			},
 		},
-		Log: log, ProgressInterval: o.ProgressInterval, Attempts: o.Attempts,
+		Log: log, ProgressInterval: o.ProgressInterval, Attempts: o.Attempts, Tracker: new(fetch.Tracker),
 	}
 	if o.HFTokenFile != "" {
 		b, err := os.ReadFile(o.HFTokenFile)
@@ -121,6 +126,10 @@ func runFetch(ctx context.Context, args []string, getenv func(string) string, st
 			return 1
 		}
 	}
+	if o.ProgressAddr != "" {
+		stop := serveFetchProgress(o.ProgressAddr, opts.Tracker, log)
+		defer stop()
+	}
 	log.Info("fetching model", "url", o.URL, "cache_dir", o.CacheDir)
 	r, err := fetch.Fetch(ctx, o.URL, opts)
 	if err != nil {
@@ -129,6 +138,23 @@ func runFetch(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	fmt.Fprintln(stdout, r.Path)
 	return 0
+}
+
+// serveFetchProgress serves t on addr until the returned stop. The
+// progress is a convenience: an address that cannot be bound is logged and
+// the fetch goes on.
+func serveFetchProgress(addr string, t *fetch.Tracker, log *slog.Logger) (stop func()) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Warn("not serving the download's progress", "addr", addr, "err", err)
+		return func() {}
+	}
+	mux := http.NewServeMux()
+	mux.Handle(wire.FetchProgressPath, t)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	go srv.Serve(ln)
+	log.Info("serving the download's progress", "addr", ln.Addr().String(), "path", wire.FetchProgressPath)
+	return func() { srv.Close() }
 }
 
 func firstNonEmpty(s ...string) string {

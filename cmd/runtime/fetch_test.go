@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
+	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 )
 
 func TestRunFetch(t *testing.T) {
@@ -108,4 +112,47 @@ func TestREADMEDocumentsEveryFetchFlag(t *testing.T) {
 			t.Errorf("docs/api.md does not document runtime fetch's --%s", f.Name)
 		}
 	})
+}
+
+// TestRunFetchServesProgress: with --progress-addr, the fetch mode serves
+// its download's progress while it runs (the pool's controller reads it
+// from the pod's control port) and stops serving when it exits.
+func TestRunFetchServesProgress(t *testing.T) {
+	data := bytes.Repeat([]byte("gguf"), 1<<16)
+	store := modelstore.Start(data, len(data)/4)
+	defer store.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	var stdout, stderr bytes.Buffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(context.Background(), func() {}, []string{"fetch", "--url", store.URL, "--cache-dir", t.TempDir(), "--progress-addr", addr},
+			func(string) string { return "" }, &stdout, &stderr)
+	}()
+	want := wire.FetchProgress{Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: int64(len(data) / 4), TotalBytes: int64(len(data))}
+	var got wire.FetchProgress
+	for deadline := time.Now().Add(20 * time.Second); got != want && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + wire.FetchProgressPath)
+		if err != nil {
+			continue // not listening yet
+		}
+		got = wire.FetchProgress{}
+		json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+	}
+	store.Release()
+	if got != want {
+		t.Errorf("progress %+v, want %+v", got, want)
+	}
+	if code := <-exit; code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	if _, err := http.Get("http://" + addr + wire.FetchProgressPath); err == nil {
+		t.Error("progress still served after the fetch mode exited")
+	}
 }

@@ -163,21 +163,22 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	if err != nil {
 		return err
 	}
-	// A hybrid model's recurrent states are not spilled to the host with
-	// their blocks, nor moved between pods, yet.
-	hostBlocks := o.KVHostBlocks
+	// A hybrid model's host tier keeps its attending layers' blocks and
+	// its recurrent-state checkpoints, half of its memory each.
+	hostBlocks, hostStates := o.KVHostBlocks, 0
 	if be.stateSlots > 0 && hostBlocks > 0 {
-		hostBlocks = 0
-		log.Warn("hybrid model: the host KV tier and KV moves between pods are off (recurrent states do not spill or move yet); prefix hits resume from state checkpoints on the device",
-			"arch", be.architecture, "kv_host_blocks_asked", o.KVHostBlocks)
+		hostStates = int(int64(hostBlocks) * be.kvBytesPerBlock / 2 / be.stateBytes)
+		hostBlocks -= int((int64(hostStates)*be.stateBytes + be.kvBytesPerBlock - 1) / be.kvBytesPerBlock)
+		log.Info("hybrid model: the host KV tier keeps blocks and state checkpoints", "host_blocks", hostBlocks, "host_state_slots", hostStates,
+			"kv_host_blocks_asked", o.KVHostBlocks)
 	}
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxQueue: o.MaxQueue,
 		MaxModelLen: maxModelLen, VocabSize: be.vocabSize,
 		LongPrefillTokenThreshold: o.LongPrefillTokenThreshold, MaxNumPartialPrefills: o.MaxNumPartialPrefills, MaxLongPartialPrefills: o.MaxLongPartialPrefills,
 		KV:               kvcache.Config{NumBlocks: be.numBlocks, BlockSize: o.BlockSize, EnablePrefixCache: true, HostBlocks: hostBlocks},
-		StateCheckpoints: o.StateCheckpoints,
-		AgingRate:        o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
+		StateCheckpoints: o.StateCheckpoints, HostStateSlots: hostStates,
+		AgingRate: o.AgingRate, WarmupIterations: o.WarmupIterations, IterationTimeout: o.IterationTimeout,
 		EOS: be.eos, Decoder: be.decoder, Observer: engineMetrics, Logger: log,
 	}, be.exec)
 	if err != nil {
@@ -204,7 +205,8 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
-				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken, MaxModelLen: maxModelLen}
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken, MaxModelLen: maxModelLen,
+				StateTokens: be.stateTokens}
 		},
 		Offload: func(salt string, tokens []int32) { eng.OffloadSaltedPrefix(salt, tokens) },
 		Restore: func(salt string, tokens []int32) { eng.RestoreSaltedPrefix(salt, tokens) },

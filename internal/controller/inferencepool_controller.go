@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,15 @@ type InferencePoolReconciler struct {
 	Recorder events.EventRecorder
 	// DefaultImage is the runtime image of pools that set none.
 	DefaultImage string
+	// Addresses maps a pod to its control address, where a fetching pod
+	// serves its download's progress (nil: PodIPAddresses).
+	Addresses PodAddresses
+	// HTTPClient reads the progress (nil: one that follows no redirect;
+	// each read is bounded by fetchProgressTimeout).
+	HTTPClient *http.Client
+	// FetchProgressInterval is how often a pool whose pods download its
+	// model is reconciled to refresh their progress (default 10s).
+	FetchProgressInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=serving.kvpilot.dev,resources=inferencepools,verbs=get;list;watch
@@ -74,6 +85,14 @@ func (r *InferencePoolReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	pending = append(pending, conditionEvents(before.Status.Conditions, pool.Status.Conditions)...)
 	for _, e := range pending {
 		r.Recorder.Eventf(pool, nil, e.eventType, e.reason, e.action, "%s", e.message)
+	}
+	if err == nil && obs.modelReady.Reason == servingv1alpha1.ReasonModelFetching {
+		// Nothing about the pods changes while they download: look again.
+		interval := r.FetchProgressInterval
+		if interval <= 0 {
+			interval = defaultFetchProgressInterval
+		}
+		return ctrl.Result{RequeueAfter: interval}, nil
 	}
 	return ctrl.Result{}, err
 }
@@ -127,7 +146,7 @@ func (r *InferencePoolReconciler) reconcile(ctx context.Context, pool *servingv1
 		if err := r.Client.List(ctx, pods, client.InNamespace(pool.Namespace), client.MatchingLabels(podSelector(pool.Name))); err != nil {
 			return obs, pending, fmt.Errorf("list pods: %w", err)
 		}
-		obs.modelReady = modelReadyCondition(pods.Items)
+		obs.modelReady = modelReadyCondition(pods.Items, r.fetchProgress(ctx, pods.Items))
 	}
 	log.FromContext(ctx).V(1).Info("applied children", "templateHash", obs.deployment.Spec.Template.Annotations[AnnotationTemplateHash])
 	return obs, pending, nil

@@ -1,7 +1,12 @@
 package controller_test
 
 import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -20,7 +25,10 @@ import (
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/controller"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
+	"github.com/kvpilot/kvpilot/internal/runtime/fetch"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
+	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 )
 
 // storedStatus reads an object's status as the API server stores it, which
@@ -350,6 +358,38 @@ var _ = Describe("InferencePool controller", func() {
 			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetchFailed))
 			g.Expect(c.Message).To(ContainSubstring("fetched-0: "))
 			g.Expect(c.Message).To(ContainSubstring("401 Unauthorized"))
+		}, reconcileTimeout, pollInterval).Should(Succeed())
+
+		By("showing a running fetch's progress, refreshed while the pod's status stays the same")
+		// A real fetch from a store on loopback that sends half of the
+		// model and holds the rest, its progress served as the init
+		// container serves it, where the pod's control API will be.
+		model := bytes.Repeat([]byte("GGUF"), 1<<18)
+		store := modelstore.Start(model, len(model)/2)
+		DeferCleanup(store.Close)
+		tracker := new(fetch.Tracker)
+		mux := http.NewServeMux()
+		mux.Handle(wire.FetchProgressPath, tracker)
+		progress := httptest.NewServer(mux)
+		DeferCleanup(progress.Close)
+		loopbackPods.Store(ns+"/fetched-0", &fakeRuntimePod{controlAddr: strings.TrimPrefix(progress.URL, "http://")})
+		DeferCleanup(func() { loopbackPods.Delete(ns + "/fetched-0") })
+		fetched := make(chan error, 1)
+		go func() {
+			_, err := fetch.Fetch(context.Background(), store.URL, fetch.Options{CacheDir: GinkgoT().TempDir(), Tracker: tracker})
+			fetched <- err
+		}()
+		setFetch(corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+		Eventually(func(g Gomega) {
+			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
+			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetching))
+			g.Expect(c.Message).To(Equal("1 of 1 pods fetching the model; fetched-0 downloading: 512.0 KiB of 1.0 MiB (50%)"))
+		}, reconcileTimeout, pollInterval).Should(Succeed())
+		store.Release()
+		Expect(<-fetched).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
+			g.Expect(c.Message).To(Equal("1 of 1 pods fetching the model; fetched-0 downloaded 1.0 MiB"))
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 
 		By("turning True once the fetch is done")

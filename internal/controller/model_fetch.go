@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
@@ -36,7 +38,10 @@ func modelCacheVolume(f *servingv1alpha1.ModelFetch) *corev1.Volume {
 // as environment variables; the runtime container never sees them.
 func fetchContainer(spec *servingv1alpha1.InferencePoolSpec, image string) corev1.Container {
 	url := spec.Model.Source.URL
-	args := []string{"fetch", "--url=" + url, "--cache-dir=" + modelCacheMountPath}
+	// The progress is served on the control port, which the runtime takes
+	// over once the init container is done: the controller reads it there
+	// (fetchProgress) and the pod needs no API access to report it.
+	args := []string{"fetch", "--url=" + url, "--cache-dir=" + modelCacheMountPath, "--progress-addr=:" + strconv.Itoa(controlPort)}
 	var env []corev1.EnvVar
 	secretEnv := func(name, secret, key string, optional bool) {
 		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}

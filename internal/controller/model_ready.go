@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 )
 
 // maxFetchMessage bounds the part of a failed fetch's termination message
@@ -17,9 +18,10 @@ const maxFetchMessage = 1024
 
 // modelReadyCondition summarises the pods' fetch-model init containers of
 // a url-source pool. A failed fetch wins (its message is the reason the
-// pool is stuck); then fetching pods; True only when every pod is past its
-// fetch. The download's bytes are in the init container's log, not here.
-func modelReadyCondition(pods []corev1.Pod) metav1.Condition {
+// pool is stuck); then fetching pods, with the progress of those in
+// progress (by pod name) that answered; True only when every pod is past
+// its fetch.
+func modelReadyCondition(pods []corev1.Pod, progress map[string]wire.FetchProgress) metav1.Condition {
 	c := metav1.Condition{Type: servingv1alpha1.PoolModelReady}
 	if len(pods) == 0 {
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, servingv1alpha1.ReasonNoPods, "the pool has no pods"
@@ -55,7 +57,18 @@ func modelReadyCondition(pods []corev1.Pod) metav1.Condition {
 		c.Message = fmt.Sprintf("%d of %d pods have the model", fetched, len(pods))
 	default:
 		c.Status, c.Reason = metav1.ConditionFalse, servingv1alpha1.ReasonModelFetching
-		c.Message = fmt.Sprintf("%d of %d pods fetching the model (progress: kubectl logs POD -c %s)", fetching, len(pods), fetchContainerName)
+		c.Message = fmt.Sprintf("%d of %d pods fetching the model", fetching, len(pods))
+		var said []string
+		for i := range sorted {
+			if p, ok := progress[sorted[i].Name]; ok {
+				said = append(said, sorted[i].Name+" "+describeFetch(p))
+			}
+		}
+		if len(said) == 0 {
+			c.Message += fmt.Sprintf(" (progress: kubectl logs POD -c %s)", fetchContainerName)
+		} else {
+			c.Message += "; " + strings.Join(said, "; ")
+		}
 	}
 	return c
 }

@@ -1,6 +1,10 @@
 package controller
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -9,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	utiltesting "github.com/kvpilot/kvpilot/internal/util/testing"
 )
 
@@ -47,7 +52,7 @@ func TestModelReadyCondition(t *testing.T) {
 			wantMessage: `1 of 2 pods failed to fetch the model (kubectl logs POD -c fetch-model); b: time=... level=ERROR msg="fetch failed" url=hf://acme/m:Q4_K_M err="hf://acme/m@main/m.gguf: 401 Unauthorized`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := modelReadyCondition(tc.pods)
+			c := modelReadyCondition(tc.pods, nil)
 			if c.Type != servingv1alpha1.PoolModelReady || c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.wantMessage) {
 				t.Errorf("got %s=%s %s %q, want %s %s containing %q", c.Type, c.Status, c.Reason, c.Message, tc.status, tc.reason, tc.wantMessage)
 			}
@@ -57,7 +62,7 @@ func TestModelReadyCondition(t *testing.T) {
 
 func TestModelReadyOnlyForURLPools(t *testing.T) {
 	pool := utiltesting.MakeInferencePool("p", "ns").URLModel("hf://acme/m:Q4_K_M", nil).Obj()
-	setPoolStatus(pool, observation{modelReady: modelReadyCondition(nil)})
+	setPoolStatus(pool, observation{modelReady: modelReadyCondition(nil, nil)})
 	if c := meta.FindStatusCondition(pool.Status.Conditions, servingv1alpha1.PoolModelReady); c == nil || c.Reason != servingv1alpha1.ReasonNoPods {
 		t.Fatalf("a url pool's status lacks ModelReady=Unknown NoPods: %+v", pool.Status.Conditions)
 	}
@@ -68,5 +73,72 @@ func TestModelReadyOnlyForURLPools(t *testing.T) {
 		if c.Type == servingv1alpha1.PoolModelReady {
 			t.Errorf("a builtin pool keeps %+v", c)
 		}
+	}
+}
+
+func TestModelReadyShowsProgress(t *testing.T) {
+	running := &corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	pods := []corev1.Pod{fetchPod("c", running), fetchPod("a", running), fetchPod("b", running)}
+	progress := map[string]wire.FetchProgress{
+		"a": {Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: 13207024435, TotalBytes: 43056619930},
+		"c": {Phase: wire.FetchWaiting, TotalBytes: -1},
+	}
+	c := modelReadyCondition(pods, progress)
+	want := "3 of 3 pods fetching the model; a downloading: 12.3 GiB of 40.1 GiB (30%); " +
+		"c waiting for another pod's download of the same model to the shared cache"
+	if c.Reason != servingv1alpha1.ReasonModelFetching || c.Message != want {
+		t.Errorf("got %s %q, want %s %q", c.Reason, c.Message, servingv1alpha1.ReasonModelFetching, want)
+	}
+}
+
+func TestDescribeFetch(t *testing.T) {
+	for _, tc := range []struct {
+		p    wire.FetchProgress
+		want string
+	}{
+		{wire.FetchProgress{Phase: wire.FetchResolving, TotalBytes: -1}, "asking the store for the model's files"},
+		{wire.FetchProgress{Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: 512 << 10, TotalBytes: -1}, "downloading: 512.0 KiB"},
+		{wire.FetchProgress{Phase: wire.FetchDownloading, File: 2, Files: 3, DoneBytes: 3 << 30, TotalBytes: 9 << 30}, "downloading: 3.0 GiB of 9.0 GiB (33%), file 2 of 3"},
+		{wire.FetchProgress{Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: 0, TotalBytes: 0}, "downloading: 0 B of 0 B (0%)"},
+		{wire.FetchProgress{Phase: wire.FetchDone, File: 1, Files: 1, DoneBytes: 1 << 40, TotalBytes: 1 << 40}, "downloaded 1.0 TiB"},
+	} {
+		if got := describeFetch(tc.p); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.p, got, tc.want)
+		}
+	}
+}
+
+// TestGetFetchProgressRefusesNonsense: a pod's answer is checked before it
+// reaches the pool's status.
+func TestGetFetchProgressRefusesNonsense(t *testing.T) {
+	answer := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != wire.FetchProgressPath {
+			http.Redirect(w, r, wire.FetchProgressPath, http.StatusFound)
+			return
+		}
+		io.WriteString(w, answer)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		answer, wantErr string
+	}{
+		{`{"phase":"downloading","file":1,"files":1,"doneBytes":5,"totalBytes":10}`, ""},
+		{`{"phase":"exploding","doneBytes":5,"totalBytes":10}`, "unknown phase"},
+		{`{"phase":"downloading","doneBytes":11,"totalBytes":10}`, "inconsistent"},
+		{`{"phase":"downloading","doneBytes":-1,"totalBytes":-1}`, "inconsistent"},
+		{`{"phase":"downloading","file":4,"files":3,"doneBytes":1,"totalBytes":-1}`, "inconsistent"},
+		{`not json`, "invalid character"},
+	} {
+		answer = tc.answer
+		_, err := getFetchProgress(context.Background(), progressClient, addr)
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: err %v, want %q", tc.answer, err, tc.wantErr)
+		}
+	}
+	// A redirect is not followed.
+	if _, err := getFetchProgress(context.Background(), progressClient, addr+"/x?"); err == nil || !strings.Contains(err.Error(), "302") {
+		t.Errorf("a redirect: err %v, want the 302 refused", err)
 	}
 }

@@ -313,7 +313,7 @@ func TestPodTemplateURLModel(t *testing.T) {
 	}{
 		"hub, per-pod cache": {
 			url:        "hf://Qwen/Qwen3-GGUF/Qwen3-Q4_K_M.gguf",
-			wantArgs:   []string{"fetch", "--url=hf://Qwen/Qwen3-GGUF/Qwen3-Q4_K_M.gguf", "--cache-dir=/var/cache/kvpilot"},
+			wantArgs:   []string{"fetch", "--url=hf://Qwen/Qwen3-GGUF/Qwen3-Q4_K_M.gguf", "--cache-dir=/var/cache/kvpilot", "--progress-addr=:8081"},
 			wantVolume: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 		},
 		"gated hub repository, mirror, shared claim": {
@@ -323,7 +323,7 @@ func TestPodTemplateURLModel(t *testing.T) {
 				HFEndpoint:       "https://hf-mirror.internal",
 				Cache:            &servingv1alpha1.ModelCache{PersistentVolumeClaim: &servingv1alpha1.CacheClaim{ClaimName: "model-cache"}},
 			},
-			wantArgs: []string{"fetch", "--url=hf://meta-llama/Llama-3.1-8B-GGUF:Q8_0", "--cache-dir=/var/cache/kvpilot",
+			wantArgs: []string{"fetch", "--url=hf://meta-llama/Llama-3.1-8B-GGUF:Q8_0", "--cache-dir=/var/cache/kvpilot", "--progress-addr=:8081",
 				"--hf-endpoint=https://hf-mirror.internal"},
 			wantEnv:    []corev1.EnvVar{secretEnv("HF_TOKEN", "hf", "token", false)},
 			wantVolume: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "model-cache"}},
@@ -335,7 +335,7 @@ func TestPodTemplateURLModel(t *testing.T) {
 					CredentialsSecretRef: &servingv1alpha1.SecretReference{Name: "minio"}},
 				Cache: &servingv1alpha1.ModelCache{SizeLimit: &limit},
 			},
-			wantArgs: []string{"fetch", "--url=s3://models/qwen3.gguf", "--cache-dir=/var/cache/kvpilot",
+			wantArgs: []string{"fetch", "--url=s3://models/qwen3.gguf", "--cache-dir=/var/cache/kvpilot", "--progress-addr=:8081",
 				"--s3-endpoint=http://minio.minio:9000", "--s3-region=eu-1"},
 			wantEnv: []corev1.EnvVar{
 				secretEnv("AWS_ACCESS_KEY_ID", "minio", "AWS_ACCESS_KEY_ID", false),

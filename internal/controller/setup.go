@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,10 @@ type Options struct {
 	// the fleet loop; nil means PodIPAddresses (tests serve the pods'
 	// control APIs on loopback).
 	PodAddresses PodAddresses
+	// FetchProgressInterval is how often pools whose pods download their
+	// model refresh the progress in their ModelReady condition (default
+	// 10s).
+	FetchProgressInterval time.Duration
 }
 
 // SetupWithManager registers the field indexes and every reconciler of this
@@ -30,10 +35,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("field indexes: %w", err)
 	}
 	pools := &InferencePoolReconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Recorder:     mgr.GetEventRecorder("kvpilot-controller"),
-		DefaultImage: opts.DefaultImage,
+		Client:                mgr.GetClient(),
+		APIReader:             mgr.GetAPIReader(),
+		Recorder:              mgr.GetEventRecorder("kvpilot-controller"),
+		DefaultImage:          opts.DefaultImage,
+		Addresses:             opts.PodAddresses,
+		FetchProgressInterval: opts.FetchProgressInterval,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("InferencePool controller: %w", err)

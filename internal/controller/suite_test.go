@@ -88,6 +88,8 @@ var _ = BeforeSuite(func() {
 	Expect(controller.SetupWithManager(suiteCtx, mgr, controller.Options{
 		DefaultImage: defaultImage,
 		PodAddresses: loopbackAddresses,
+		// Progress refreshed often enough to watch within reconcileTimeout.
+		FetchProgressInterval: 200 * time.Millisecond,
 	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

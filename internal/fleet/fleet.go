@@ -106,8 +106,13 @@ const maxContinuedVersion = wire.MaxPlacementVersion / 2
 type Fleet struct {
 	client PodClient
 	sched  *placement.Scheduler
-	policy placement.Policy
-	log    *slog.Logger
+	// policy is the policy the rounds run: asked, the pool's, with each
+	// program also charged stateTokens, a hybrid model's recurrent state
+	// in KV tokens as the pods report it (wire.KVReport.StateTokens).
+	policy      placement.Policy
+	asked       placement.Policy
+	stateTokens int64
+	log         *slog.Logger
 	// PerPodTimeout bounds each pod's state read and placement push.
 	PerPodTimeout time.Duration
 
@@ -127,20 +132,27 @@ func New(policy placement.Policy, client PodClient, log *slog.Logger) (*Fleet, e
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Fleet{client: client, sched: sched, policy: policy, log: log, PerPodTimeout: 2 * time.Second,
+	return &Fleet{client: client, sched: sched, policy: policy, asked: policy, log: log, PerPodTimeout: 2 * time.Second,
 		routes: map[string]string{}, pushed: map[string]int64{}}, nil
 }
 
 // SetPolicy changes the policy from the next round on.
 func (f *Fleet) SetPolicy(p placement.Policy) error {
-	if p == f.policy {
+	if p == f.asked {
 		return nil
 	}
+	return f.setPolicy(p, f.stateTokens)
+}
+
+// setPolicy runs asked with every program charged state more tokens.
+func (f *Fleet) setPolicy(asked placement.Policy, state int64) error {
+	p := asked
+	p.BufferTokensPerProgram += state
 	sched, err := placement.New(p)
 	if err != nil {
 		return err
 	}
-	f.sched, f.policy = sched, p
+	f.sched, f.policy, f.asked, f.stateTokens = sched, p, asked, state
 	return nil
 }
 
@@ -156,6 +168,8 @@ type round struct {
 	wasPaused map[string]bool
 	snap      placement.Snapshot
 	dec       *placement.Decision
+	// stateTokens is the largest state a pod reports a program costs.
+	stateTokens int64
 	// routes is the routing table after the decision; room each serving
 	// pod's remaining capacity, by API address.
 	routes map[string]string
@@ -244,6 +258,7 @@ func (f *Fleet) merge(r *round) {
 			f.version = max(f.version, rep.PlacementVersion) // a new leader continues the pods' sequence
 		}
 		pr.summary.CapacityTokens = rep.KV.CapacityTokens()
+		r.stateTokens = max(r.stateTokens, rep.KV.StateTokens)
 		pr.summary.KVUsedTokens = int64(rep.KV.UsedBlocks) * int64(rep.KV.BlockSize)
 		pr.summary.HostTokens = int64(rep.KV.HostTotalBlocks) * int64(rep.KV.BlockSize)
 		pr.summary.HostUsedTokens = int64(rep.KV.HostUsedBlocks) * int64(rep.KV.BlockSize)
@@ -268,6 +283,12 @@ func (f *Fleet) merge(r *round) {
 
 // decide is step 3: run the placement algorithm and hand each pod its part.
 func (f *Fleet) decide(r *round) error {
+	if r.stateTokens != f.stateTokens {
+		// A hybrid model's pods: each program also costs its state.
+		if err := f.setPolicy(f.asked, r.stateTokens); err != nil {
+			return fmt.Errorf("placement round: %d state tokens a program: %w", r.stateTokens, err)
+		}
+	}
 	dec, err := f.sched.Decide(r.snap, r.now)
 	if err != nil {
 		return fmt.Errorf("placement round: %w", err)

@@ -43,15 +43,17 @@ type File interface {
 	Uint(key string) (v uint64, ok bool, err error)
 	Float(key string) (v float64, ok bool, err error)
 	Bool(key string) (v, ok bool, err error)
-	// Ints is an array of integers (rope.dimension_sections).
+	// Ints is an array of integers (rope.dimension_sections), Bools an
+	// array of booleans (attention.recurrent_layers).
 	Ints(key string) (v []int, ok bool, err error)
+	Bools(key string) (v []bool, ok bool, err error)
 	// Shape is the named tensor's shape (GGUF order), or nil when the file
 	// has no such tensor.
 	Shape(name string) []int
 }
 
 // KV is one GGUF metadata entry; Value is a uint32, int32, float32, bool,
-// string or []int32.
+// string, []int32 or []bool.
 type KV struct {
 	Key   string
 	Value any

@@ -89,6 +89,18 @@ type Config struct {
 	// of RoPE's per-pair frequencies (Llama 3.1's "llama3" scaling, which
 	// converters bake into the file; mistral3 may carry one too).
 	RopeFreqFactors bool
+	// MLA is multi-head latent attention's geometry (deepseek2); zero
+	// without it.
+	MLA MLA
+	// ExpertSelectionBias: the routers have a selection bias
+	// (exp_probs_b.bias, DeepSeek-V3's), which deepseek2 reads from the
+	// file (glm4moe's always have one).
+	ExpertSelectionBias bool
+	// ExpertGroups, when more than 1, is how many equal groups the experts
+	// are split into, of which a token chooses from the ExpertGroupsUsed
+	// best (GGUF's expert_group_count and expert_group_used_count,
+	// DeepSeek-V3's grouped selection); deepseek2 reads them.
+	ExpertGroups, ExpertGroupsUsed int
 	// RopeSections are multimodal RoPE's sections (rope.dimension_sections:
 	// how many of a head's rotated pairs each of up to four position
 	// components turns); text tokens give every section the same position.
@@ -110,11 +122,18 @@ type RecurrentGeometry struct {
 	// StateSize is the width of a key and a value head (ssm.state_size).
 	StateSize int
 	// KeyHeads (ssm.group_count) and ValueHeads (ssm.time_step_rank) are
-	// the key and value head counts; each value head reads key head
-	// h mod KeyHeads.
+	// the key and value head counts; value head h reads key head
+	// h mod KeyHeads (qwen35, qwen35moe) or h / (ValueHeads/KeyHeads)
+	// (qwen3next).
 	KeyHeads, ValueHeads int
 	// Inner is the value width, StateSize·ValueHeads (ssm.inner_size).
 	Inner int
+	// FusedQKVZ: the convolution's channels and the output gate come
+	// from one projection, ssm_in, laid out key head by key head (its
+	// query, its key, then its value heads' values and gates), as older
+	// qwen3next conversions store it; otherwise from attn_qkv and
+	// attn_gate. The tensors say which (qwen3next only).
+	FusedQKVZ bool
 }
 
 // Validate refuses a geometry the recurrent layers cannot run.

@@ -99,6 +99,10 @@ type MoE struct {
 	// with Alpha and Limit instead of silu(gate)·up.
 	OAI          bool
 	Alpha, Limit float32
+	// Groups, when more than 1, splits the experts into that many equal
+	// groups of which only the GroupsUsed best are chosen from
+	// (groupSelection: DeepSeek-V3's grouped selection).
+	Groups, GroupsUsed int
 }
 
 // MoEOf is the MoE a layer of c runs with the given weights.
@@ -107,6 +111,7 @@ func MoEOf(c Config, router, gate, up, down, bias Tensor) MoE {
 		Router: router, Gate: gate, Up: up, Down: down, SelectionBias: bias,
 		Dim: c.Dim, Experts: c.Experts, Used: c.ExpertsUsed,
 		Gating: c.ExpertGating, Norm: c.ExpertWeightsNorm, Scale: c.ExpertWeightsScale,
+		Groups: c.ExpertGroups, GroupsUsed: c.ExpertGroupsUsed,
 	}
 }
 
@@ -138,6 +143,9 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 	selection := probs
 	if m.SelectionBias != 0 {
 		selection = o.Add(probs, m.SelectionBias)
+	}
+	if m.Groups > 1 {
+		selection = m.groupSelection(o, selection)
 	}
 	chosen := o.TopK(selection, m.Used)                               // [used, n]
 	weights := o.GetRows(o.Reshape3D(probs, 1, m.Experts, n), chosen) // [1, used, n]
@@ -179,4 +187,4 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 }
 
 // Nodes bounds the graph nodes Build adds, views and reshapes included.
-func (m MoE) Nodes() int { return 32 + 2*m.Used }
+func (m MoE) Nodes() int { return 48 + 2*m.Used }

@@ -69,6 +69,10 @@ type Ops interface {
 	GptOssOps
 	// RecurrentOps are hybrid models' (ops_recurrent.go).
 	RecurrentOps
+	// MLAOps are multi-head latent attention's (ops_mla.go).
+	MLAOps
+	// GroupOps are grouped expert selection's (moe_group.go).
+	GroupOps
 }
 
 // Forward is an architecture's forward pass over its bound weights.

@@ -11,7 +11,7 @@ import (
 )
 
 func TestRegistryNamesTheArchitectures(t *testing.T) {
-	if diff := cmp.Diff([]string{"glm4moe", "gpt-oss", "llama", "mistral3", "qwen2", "qwen3", "qwen3moe"}, arch.Names()); diff != "" {
+	if diff := cmp.Diff([]string{"deepseek2", "glm4moe", "gpt-oss", "llama", "mistral3", "qwen2", "qwen3", "qwen35", "qwen35moe", "qwen3moe", "qwen3next"}, arch.Names()); diff != "" {
 		t.Errorf("registered architectures (-want +got):\n%s", diff)
 	}
 	for _, name := range arch.Names() {
@@ -30,7 +30,7 @@ func TestRegistryRefusesUnknownArchitecture(t *testing.T) {
 		if err == nil {
 			t.Fatalf("Lookup(%q) = %v, want an error", name, a)
 		}
-		for _, want := range []string{`unsupported architecture "` + name + `"`, "supported: glm4moe, gpt-oss, llama, mistral3, qwen2, qwen3, qwen3moe"} {
+		for _, want := range []string{`unsupported architecture "` + name + `"`, "supported: deepseek2, glm4moe, gpt-oss, llama, mistral3, qwen2, qwen3, qwen35, qwen35moe, qwen3moe, qwen3next"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("Lookup(%q): %q lacks %q", name, err, want)
 			}

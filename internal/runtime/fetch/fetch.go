@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 )
 
 // Options configure a fetch.
@@ -41,6 +43,9 @@ type Options struct {
 	Log *slog.Logger
 	// ProgressInterval is the time between progress lines (default 10s).
 	ProgressInterval time.Duration
+	// Tracker, when set, follows the fetch's progress for other goroutines
+	// (the init container's progress endpoint).
+	Tracker *Tracker
 	// Attempts bounds the requests per file when a transfer breaks off;
 	// each resumes where the last stopped (default 8).
 	Attempts int
@@ -90,6 +95,7 @@ type fetcher struct {
 	client     *http.Client
 	noRedirect *http.Client
 	log        *slog.Logger
+	track      *Tracker
 }
 
 // Fetch brings the model at rawURL into opts.CacheDir and returns the path
@@ -105,7 +111,11 @@ func Fetch(ctx context.Context, rawURL string, opts Options) (Result, error) {
 	if opts.CacheDir == "" {
 		return Result{}, errors.New("fetch: no cache directory")
 	}
-	f := &fetcher{src: src, opts: opts, client: opts.Client, log: opts.Log}
+	f := &fetcher{src: src, opts: opts, client: opts.Client, log: opts.Log, track: opts.Tracker}
+	if f.track == nil {
+		f.track = new(Tracker)
+	}
+	f.track.phase(wire.FetchResolving)
 	if f.client == nil {
 		f.client = &http.Client{}
 	}
@@ -134,6 +144,7 @@ func Fetch(ctx context.Context, rawURL string, opts Options) (Result, error) {
 	}
 
 	if r, ok := f.cached(); ok {
+		f.track.done(filesSize(r.Files))
 		return r, nil
 	}
 	unlock, err := f.lock(ctx)
@@ -143,21 +154,29 @@ func Fetch(ctx context.Context, rawURL string, opts Options) (Result, error) {
 	defer unlock()
 	// A concurrent fetcher may have finished while we waited.
 	if r, ok := f.cached(); ok {
+		f.track.done(filesSize(r.Files))
 		return r, nil
 	}
+	f.track.phase(wire.FetchResolving)
 	files, err := f.files(ctx)
 	if err != nil {
 		return Result{}, err
 	}
+	sizes := make([]int64, len(files))
+	for i := range files {
+		sizes[i] = files[i].size
+	}
+	f.track.files(sizes)
 	blobs := make([]string, len(files))
 	for i := range files {
-		if blobs[i], err = f.download(ctx, &files[i]); err != nil {
+		if blobs[i], err = f.download(ctx, i, &files[i]); err != nil {
 			return Result{}, err
 		}
 	}
 	if err := f.publish(files, blobs); err != nil {
 		return Result{}, err
 	}
+	f.track.done(filesSize(blobs))
 	return Result{Path: ModelPath(opts.CacheDir, rawURL), Files: blobs}, nil
 }
 
@@ -209,6 +228,7 @@ func (f *fetcher) lock(ctx context.Context) (func(), error) {
 		}
 		if !waiting {
 			f.log.Info("another fetcher holds the model's lock; waiting for it", "lock", p)
+			f.track.phase(wire.FetchWaiting)
 			waiting = true
 		}
 		select {
@@ -261,12 +281,13 @@ func randomSuffix() string {
 // download brings one file into blobs/ and returns the blob's path. A blob
 // already there under the expected SHA-256 is reused; a partial download
 // of the same remote version is resumed.
-func (f *fetcher) download(ctx context.Context, rf *remoteFile) (string, error) {
+func (f *fetcher) download(ctx context.Context, index int, rf *remoteFile) (string, error) {
 	blobDir := filepath.Join(f.opts.CacheDir, "blobs")
 	if rf.sha256 != "" {
 		p := filepath.Join(blobDir, "sha256-"+rf.sha256)
 		if st, err := os.Stat(p); err == nil && (rf.size < 0 || st.Size() == rf.size) {
 			f.log.Info("file in cache", "file", rf.display, "blob", p)
+			f.track.finished(index, st.Size())
 			return p, nil
 		}
 	}
@@ -327,7 +348,9 @@ func (f *fetcher) download(ctx context.Context, rf *remoteFile) (string, error) 
 		}
 	}
 
-	p := &progress{log: f.log, file: rf.display, total: rf.size, done: have, every: f.opts.ProgressInterval, now: f.opts.now}
+	p := &progress{log: f.log, file: rf.display, total: rf.size, done: have, every: f.opts.ProgressInterval, now: f.opts.now,
+		track: f.track, index: index}
+	f.track.downloading(index, have, rf.size)
 	p.start, p.startDone = f.opts.now(), have
 	p.last = p.start
 	delay := f.opts.RetryDelay
@@ -381,6 +404,7 @@ func (f *fetcher) download(ctx context.Context, rf *remoteFile) (string, error) 
 		return "", fmt.Errorf("%s: %w", blob, err)
 	}
 	os.Remove(idFile)
+	f.track.finished(index, have)
 	if rf.sha256 == "" && rf.md5 == "" {
 		f.log.Info("the store publishes no checksum for this file; its SHA-256 is the blob's name", "file", rf.display, "sha256", got)
 	}
@@ -486,6 +510,17 @@ func freeSpace(dir string) (int64, error) {
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
+// filesSize is the bytes of the files at paths (symlinks followed).
+func filesSize(paths []string) int64 {
+	var n int64
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
 func sizeString(n int64) string {
 	if n < 0 {
 		return "unknown"
@@ -493,7 +528,8 @@ func sizeString(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// progress logs a download's bytes done every interval and at the end.
+// progress logs a download's bytes done every interval and at the end,
+// and keeps the tracker's count at every report.
 type progress struct {
 	log         *slog.Logger
 	file        string
@@ -502,9 +538,12 @@ type progress struct {
 	now         func() time.Time
 	start, last time.Time
 	startDone   int64
+	track       *Tracker
+	index       int
 }
 
 func (p *progress) report(final bool) {
+	p.track.downloading(p.index, p.done, p.total)
 	t := p.now()
 	if !final && t.Sub(p.last) < p.every {
 		return

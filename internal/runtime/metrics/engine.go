@@ -94,9 +94,17 @@ type Engine struct {
 	copiedBefore, copiedBeside prometheus.Counter
 	loading                    prometheus.Gauge
 
+	// A hybrid model's recurrent states: slots by kind, those in use, and
+	// checkpoints saved and restored.
+	stateRunningSlots, stateCheckpointSlots, stateHostCheckpointSlots prometheus.Gauge
+	stateRunningUsed, stateCheckpoints                                prometheus.Gauge
+	stateSaved, stateRestored, stateRestoredTokens, stateSpilled      prometheus.Counter
+
 	// lastKV are the previously published KV stats: the prefix-cache
-	// counters advance by the difference (the engine's are cumulative).
-	lastKV kvcache.Stats
+	// counters advance by the difference (the engine's are cumulative);
+	// lastStates the states'.
+	lastKV     kvcache.Stats
+	lastStates engine.StateStats
 }
 
 var _ engine.Observer = (*Engine)(nil)
@@ -125,6 +133,15 @@ func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	m.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
 	m.kvUsage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
 	m.kvCachedBlocks = gauge("kvpilot_kv_cache_cached_blocks", "Free KV blocks still holding prefix-cache content.")
+	m.stateRunningSlots = gauge("kvpilot_recurrent_state_running_slots", "Hybrid models: recurrent-state slots for running sequences (the most that run at once).")
+	m.stateCheckpointSlots = gauge("kvpilot_recurrent_state_checkpoint_slots", "Hybrid models: recurrent-state slots for checkpoints that prefix hits resume from.")
+	m.stateHostCheckpointSlots = gauge("kvpilot_recurrent_state_host_checkpoint_slots", "Hybrid models: host-memory slots for checkpoints the device evicts.")
+	m.stateSpilled = counter("kvpilot_recurrent_state_spills_total", "Hybrid models: checkpoints the device evicted to host memory.")
+	m.stateRunningUsed = gauge("kvpilot_recurrent_state_running_used", "Hybrid models: running sequences holding a recurrent-state slot.")
+	m.stateCheckpoints = gauge("kvpilot_recurrent_state_checkpoints", "Hybrid models: valid recurrent-state checkpoints.")
+	m.stateSaved = counter("kvpilot_recurrent_state_saves_total", "Hybrid models: recurrent states saved at block boundaries.")
+	m.stateRestored = counter("kvpilot_recurrent_state_restores_total", "Hybrid models: recurrent states restored for prefix hits.")
+	m.stateRestoredTokens = counter("kvpilot_recurrent_state_restored_tokens_total", "Hybrid models: prompt tokens the restored states skipped.")
 	m.cacheInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vllm:cache_config_info", Help: "Information of the KV cache configuration.", ConstLabels: labels,
 	}, []string{"block_size", "cache_dtype", "num_gpu_blocks"})
@@ -220,6 +237,7 @@ func (m *Engine) Iteration(st *engine.IterationStats) {
 	m.waiting.Set(float64(st.Waiting))
 	m.kvUsage.Set(st.KV.Usage())
 	m.kvCachedBlocks.Set(float64(st.KV.Cached))
+	m.states(&st.States)
 	if d := st.KV.Queries - m.lastKV.Queries; d > 0 {
 		m.prefixQueries.Add(float64(d))
 	}
@@ -312,4 +330,26 @@ func (m *Engine) RequestGroupFinished(n, maxTokens, maxGeneration int) {
 // engine, but a zero or reordered time must not make a histogram lie).
 func seconds(a, b time.Time) float64 {
 	return math.Max(b.Sub(a).Seconds(), 0)
+}
+
+// states publishes a hybrid model's recurrent-state statistics.
+func (m *Engine) states(st *engine.StateStats) {
+	m.stateRunningSlots.Set(float64(st.RunningSlots))
+	m.stateCheckpointSlots.Set(float64(st.CheckpointSlots))
+	m.stateHostCheckpointSlots.Set(float64(st.HostCheckpointSlots))
+	if d := st.Spilled - m.lastStates.Spilled; d > 0 {
+		m.stateSpilled.Add(float64(d))
+	}
+	m.stateRunningUsed.Set(float64(st.RunningUsed))
+	m.stateCheckpoints.Set(float64(st.Checkpoints))
+	if d := st.Saved - m.lastStates.Saved; d > 0 {
+		m.stateSaved.Add(float64(d))
+	}
+	if d := st.Restored - m.lastStates.Restored; d > 0 {
+		m.stateRestored.Add(float64(d))
+	}
+	if d := st.RestoredTokens - m.lastStates.RestoredTokens; d > 0 {
+		m.stateRestoredTokens.Add(float64(d))
+	}
+	m.lastStates = *st
 }

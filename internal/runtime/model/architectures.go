@@ -2,6 +2,7 @@ package model
 
 import (
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/arch/deepseek2"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/glm4moe"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/gptoss"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/llama"
@@ -22,5 +23,7 @@ func init() {
 		gptoss.GptOss,
 		qwen35.Qwen35,
 		qwen35.Qwen35MoE,
+		deepseek2.DeepSeek2,
+		qwen35.Qwen3Next,
 	)
 }

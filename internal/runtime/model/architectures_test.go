@@ -19,7 +19,7 @@ func TestLoadRefusesUnknownArchitecture(t *testing.T) {
 	if err == nil {
 		t.Fatal("loaded")
 	}
-	for _, want := range []string{`unsupported architecture "gemma" (supported: glm4moe, gpt-oss, llama, mistral3, qwen2, qwen3, qwen3moe)`, p} {
+	for _, want := range []string{`unsupported architecture "gemma" (supported: deepseek2, glm4moe, gpt-oss, llama, mistral3, qwen2, qwen3, qwen35, qwen35moe, qwen3moe, qwen3next)`, p} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -92,5 +92,25 @@ func TestLoadSkipsNextNLayers(t *testing.T) {
 	}
 	if got := len(out.Weights.Tensors()); got != want {
 		t.Errorf("%d tensors loaded, want the %d decoding ones", got, want)
+	}
+}
+
+// TestHybridPatternRoundTrips: a hybrid model whose layers follow no
+// full_attention_interval is written with attention.recurrent_layers, a
+// GGUF array of booleans, and loads back with the same layer kinds.
+func TestHybridPatternRoundTrips(t *testing.T) {
+	c := Config{
+		Arch: "qwen35", VocabSize: 300, Dim: 64, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96,
+		RopeDims: 8, RopeSections: [4]int{4}, RopeTheta: 1e7, NormEps: 1e-6,
+		LayerKinds: []arch.LayerKind{arch.Recurrent, arch.Full, arch.Recurrent, arch.Full},
+		Recurrent:  arch.RecurrentGeometry{ConvKernel: 4, StateSize: 16, KeyHeads: 2, ValueHeads: 4, Inner: 64},
+	}
+	p := writeFile(t, ggufBytes(t, Random(c, 1)))
+	m, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Config.LayerKinds; len(got) != 4 || got[0] != arch.Recurrent || got[1] != arch.Full || got[2] != arch.Recurrent || got[3] != arch.Full {
+		t.Errorf("layer kinds %v, want recurrent, full, recurrent, full", got)
 	}
 }

@@ -14,6 +14,8 @@ const (
 	ArchGLM4MoE = "glm4moe"
 	// ArchGptOss is OpenAI's gpt-oss (arch/gptoss).
 	ArchGptOss = "gpt-oss"
+	// ArchDeepSeek2 is multi-head latent attention's (arch/deepseek2).
+	ArchDeepSeek2 = "deepseek2"
 )
 
 // Config is a model's geometry and hyperparameters (see arch.Config).

@@ -350,6 +350,27 @@ func alignUp(n, a int) int { return (n + a - 1) / a * a }
 // Typed metadata accessors. Integers of any width convert; a present key of
 // the wrong type is an error, an absent one reports ok=false.
 
+// bools is an array of booleans.
+func (f *ggufFile) bools(key string) (v []bool, ok bool, err error) {
+	raw, ok := f.kv[key]
+	if !ok {
+		return nil, false, nil
+	}
+	arr, isArr := raw.([]any)
+	if !isArr {
+		return nil, true, fmt.Errorf("metadata %s = %v is not an array of booleans", key, raw)
+	}
+	v = make([]bool, len(arr))
+	for i, e := range arr {
+		b, isBool := e.(bool)
+		if !isBool {
+			return nil, true, fmt.Errorf("metadata %s[%d] = %v is not a boolean", key, i, e)
+		}
+		v[i] = b
+	}
+	return v, true, nil
+}
+
 // ints is an array of integers of any width.
 func (f *ggufFile) ints(key string) (v []int, ok bool, err error) {
 	raw, ok := f.kv[key]

@@ -168,6 +168,17 @@ func (e *errWriter) value(v any) error {
 		for _, f := range x {
 			e.u32(math.Float32bits(f))
 		}
+	case []bool:
+		e.u32(ggufArray)
+		e.u32(ggufBool)
+		e.u64(uint64(len(x)))
+		bs := make([]byte, len(x))
+		for i, b := range x {
+			if b {
+				bs[i] = 1
+			}
+		}
+		e.write(bs)
 	case []int32:
 		e.u32(ggufArray)
 		e.u32(ggufI32)

@@ -235,6 +235,7 @@ func (a archFile) Uint(key string) (uint64, bool, error)   { return a.f.uint(key
 func (a archFile) Float(key string) (float64, bool, error) { return a.f.float(key) }
 func (a archFile) Bool(key string) (bool, bool, error)     { return a.f.bool(key) }
 func (a archFile) Ints(key string) ([]int, bool, error)    { return a.f.ints(key) }
+func (a archFile) Bools(key string) ([]bool, bool, error)  { return a.f.bools(key) }
 func (a archFile) Shape(name string) []int {
 	if t := a.tensors[name]; t != nil {
 		return t.shape

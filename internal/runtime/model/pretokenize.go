@@ -312,9 +312,15 @@ func chain(passes ...pretokenizer) pretokenizer {
 	if len(passes) == 1 {
 		return passes[0]
 	}
-	first, rest := passes[0], chain(passes[1:]...)
 	return func(s string, emit func(string)) {
-		first(s, func(piece string) { rest(piece, emit) })
+		// The funcs that hand one pass's pieces to the next are made once
+		// per text, not once per piece.
+		next := emit
+		for i := len(passes) - 1; i >= 1; i-- {
+			pass, after := passes[i], next
+			next = func(piece string) { pass(piece, after) }
+		}
+		passes[0](s, next)
 	}
 }
 

@@ -1,10 +1,10 @@
 package model
 
 import (
-	"container/heap"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Tokenizer turns text into token ids and back.
@@ -122,12 +122,48 @@ func (v *vocab) split(s string, control bool, text func(string), special func(in
 	}
 }
 
-func (v *vocab) encodeWith(s string, addBOS, control bool, text func(out []int32, s string) []int32) []int32 {
-	var out []int32
+func (v *vocab) encodeWith(s string, addBOS, control bool, text func(out *idList, s string)) []int32 {
+	var out idList
 	if addBOS && v.addBOS && v.bos >= 0 {
-		out = append(out, v.bos)
+		out.add(v.bos)
 	}
-	v.split(s, control, func(t string) { out = text(out, t) }, func(id int32) { out = append(out, id) })
+	v.split(s, control, func(t string) { text(&out, t) }, out.add)
+	return out.slice()
+}
+
+// idList collects a text's token ids in pooled blocks and returns them as
+// one slice of exactly their number: a long prompt's ids are allocated
+// once, where appending to a slice would allocate about five times their
+// size as it regrows, and keep up to a quarter more than they need.
+type idList struct {
+	blocks []*[idBlock]int32
+	n      int
+}
+
+const idBlock = 1 << 14
+
+var idBlocks = sync.Pool{New: func() any { return new([idBlock]int32) }}
+
+func (l *idList) add(id int32) {
+	i := l.n % idBlock
+	if i == 0 {
+		l.blocks = append(l.blocks, idBlocks.Get().(*[idBlock]int32))
+	}
+	l.blocks[len(l.blocks)-1][i] = id
+	l.n++
+}
+
+// slice returns the ids (nil when none) and gives the blocks back.
+func (l *idList) slice() []int32 {
+	var out []int32
+	if l.n > 0 {
+		out = make([]int32, l.n)
+	}
+	for k, b := range l.blocks {
+		copy(out[k*idBlock:], b[:])
+		idBlocks.Put(b)
+	}
+	*l = idList{}
 	return out
 }
 
@@ -149,84 +185,4 @@ func (v *vocab) Decode(ids []int32) string {
 		b.Write(v.TokenBytes(id))
 	}
 	return b.String()
-}
-
-// mergeSymbol is a piece of a word during merging: word[start:end].
-type mergeSymbol struct {
-	start, end, prev, next int
-}
-
-type mergeCandidate struct {
-	left, right int
-	// cost orders merges: lowest first, then leftmost.
-	cost float64
-	// size is the merged length, to detect stale candidates.
-	size int
-}
-
-type mergeQueue []mergeCandidate
-
-func (q mergeQueue) Len() int { return len(q) }
-func (q mergeQueue) Less(i, j int) bool {
-	if q[i].cost != q[j].cost {
-		return q[i].cost < q[j].cost
-	}
-	return q[i].left < q[j].left
-}
-func (q mergeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *mergeQueue) Push(x any)   { *q = append(*q, x.(mergeCandidate)) }
-func (q *mergeQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
-}
-
-// mergeWord splits word into UTF-8 characters and repeatedly merges the
-// adjacent pair of lowest cost (leftmost on ties) until cost reports no
-// mergeable pair; cost judges the pair word[start:mid], word[mid:end]. It
-// calls emit with each final piece, in order.
-func mergeWord(word string, cost func(word string, start, mid, end int) (float64, bool), emit func(piece string)) {
-	syms := make([]mergeSymbol, 0, len(word))
-	for i := range word {
-		if n := len(syms); n > 0 {
-			syms[n-1].end = i
-		}
-		syms = append(syms, mergeSymbol{start: i, prev: len(syms) - 1, next: len(syms) + 1})
-	}
-	if len(syms) == 0 {
-		return
-	}
-	syms[len(syms)-1].end = len(word)
-	syms[len(syms)-1].next = -1
-	q := mergeQueue{}
-	try := func(l, r int) {
-		if l < 0 || r < 0 {
-			return
-		}
-		a, b := syms[l], syms[r]
-		if c, ok := cost(word, a.start, b.start, b.end); ok {
-			heap.Push(&q, mergeCandidate{left: l, right: r, cost: c, size: b.end - a.start})
-		}
-	}
-	for i := 0; i+1 < len(syms); i++ {
-		try(i, i+1)
-	}
-	for q.Len() > 0 {
-		c := heap.Pop(&q).(mergeCandidate)
-		l, r := &syms[c.left], &syms[c.right]
-		if l.end == l.start || r.end == r.start || l.next != c.right || r.end-l.start != c.size {
-			continue
-		}
-		l.end, l.next = r.end, r.next
-		if r.next >= 0 {
-			syms[r.next].prev = c.left
-		}
-		r.start = r.end
-		try(l.prev, c.left)
-		try(c.left, l.next)
-	}
-	for i := 0; i >= 0; i = syms[i].next {
-		emit(word[syms[i].start:syms[i].end])
-	}
 }

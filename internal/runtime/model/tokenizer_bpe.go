@@ -2,7 +2,9 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // BPETokenizer is GPT-2's byte-level BPE (tokenizer.ggml.model "gpt2"):
@@ -131,74 +133,83 @@ func (t *BPETokenizer) Encode(text string, addBOS bool) []int32 {
 // encode is Encode that, with control false, leaves control tokens written
 // out in text as text.
 func (t *BPETokenizer) encode(text string, addBOS, control bool) []int32 {
+	m := getMerger()
+	defer m.release()
 	if t.gemma4 {
-		return t.encodeWith(text, addBOS, control, t.encodeGemma4)
+		return t.encodeWith(text, addBOS, control, func(out *idList, s string) {
+			t.encodeGemma4(m, out, s)
+		})
 	}
-	buf := make([]byte, 0, 64)
-	return t.encodeWith(text, addBOS, control, func(out []int32, s string) []int32 {
+	return t.encodeWith(text, addBOS, control, func(out *idList, s string) {
 		t.split(s, func(word string) {
-			buf = toByteLevel(buf[:0], word)
-			w := string(buf)
-			if id, ok := t.ids[w]; ok && t.ignoreMerges {
-				out = append(out, id)
-				return
+			m.buf = toByteLevel(m.buf[:0], word)
+			if t.ignoreMerges {
+				if id, ok := t.ids[string(m.buf)]; ok {
+					out.add(id)
+					return
+				}
 			}
-			mergeWord(w, t.mergeCost, func(piece string) {
-				if id, ok := t.ids[piece]; ok {
-					out = append(out, id)
+			m.merge(m.buf, t)
+			m.each(func(piece []byte) {
+				if id, ok := t.ids[string(piece)]; ok {
+					out.add(id)
 					return
 				}
 				// Not in the vocabulary (a broken file): fall back to its characters.
-				for _, r := range piece {
+				for len(piece) > 0 {
+					r, n := utf8.DecodeRune(piece)
+					piece = piece[n:]
 					if id, ok := t.ids[string(r)]; ok {
-						out = append(out, id)
+						out.add(id)
 					}
 				}
 			})
 		})
-		return out
 	})
 }
 
 // encodeGemma4 encodes one run of text as llama.cpp encodes Gemma 4's: a
 // run of newlines that is a token is that token; anything else merges.
-func (t *BPETokenizer) encodeGemma4(out []int32, s string) []int32 {
-	s = strings.ReplaceAll(s, " ", spmSpace)
-	for len(s) > 0 {
-		nl := s[0] == '\n'
+func (t *BPETokenizer) encodeGemma4(m *merger, out *idList, s string) {
+	m.buf = appendSPMSpaces(m.buf[:0], s)
+	for text := m.buf; len(text) > 0; {
+		nl := text[0] == '\n'
 		end := 1
-		for end < len(s) && (s[end] == '\n') == nl {
+		for end < len(text) && (text[end] == '\n') == nl {
 			end++
 		}
-		word := s[:end]
-		s = s[end:]
-		if id, ok := t.ids[word]; ok && nl {
-			out = append(out, id)
-			continue
+		word := text[:end]
+		text = text[end:]
+		if nl {
+			if id, ok := t.ids[string(word)]; ok {
+				out.add(id)
+				continue
+			}
 		}
-		mergeWord(word, t.mergeCost, func(piece string) {
-			if id, ok := t.ids[piece]; ok {
-				out = append(out, id)
+		m.merge(word, t)
+		m.each(func(piece []byte) {
+			if id, ok := t.ids[string(piece)]; ok {
+				out.add(id)
 				return
 			}
-			for i := 0; i < len(piece); i++ {
-				if id := t.byteTokens[piece[i]]; id >= 0 {
-					out = append(out, id)
+			for _, b := range piece {
+				if id := t.byteTokens[b]; id >= 0 {
+					out.add(id)
 				}
 			}
 		})
 	}
-	return out
 }
 
-func (t *BPETokenizer) mergeCost(w string, start, mid, end int) (float64, bool) {
+// pairCost implements pairCoster: a pair merges at its merge's rank.
+func (t *BPETokenizer) pairCost(w []byte, start, mid, end int) (uint32, bool) {
 	var buf [128]byte
 	key := append(append(append(buf[:0], w[start:mid]...), ' '), w[mid:end]...)
 	v, ok := t.merges[string(key)]
 	if !ok || int(uint32(v)) != mid-start {
 		return 0, false
 	}
-	return float64(v >> 32), true
+	return uint32(v >> 32), true
 }
 
 func (t *BPETokenizer) ggufMetadata() []ggufKV {
@@ -240,6 +251,7 @@ var byteToRune, runeToByte = func() ([256]rune, map[rune]byte) {
 }()
 
 func toByteLevel(dst []byte, s string) []byte {
+	dst = slices.Grow(dst, len(s))
 	for i := 0; i < len(s); i++ {
 		r := byteToRune[s[i]]
 		if r < 0x80 {

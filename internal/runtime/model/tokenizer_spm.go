@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -100,38 +101,56 @@ func (t *SPMTokenizer) Encode(text string, addBOS bool) []int32 {
 // encode is Encode that, with control false, leaves control tokens written
 // out in text as text.
 func (t *SPMTokenizer) encode(text string, addBOS, control bool) []int32 {
-	return t.encodeWith(text, addBOS, control, func(out []int32, s string) []int32 {
+	m := getMerger()
+	defer m.release()
+	return t.encodeWith(text, addBOS, control, func(out *idList, s string) {
 		// Every run of text gets the prefix, the one after a special token
 		// (<s>[INST] …, Hello</s> world) as much as the first, as
 		// llama.cpp and SentencePiece-based reference tokenizers encode it:
 		// chat prompts then tokenize as the model saw them in training.
+		m.buf = m.buf[:0]
 		if t.addSpacePrefix {
-			s = " " + s
+			m.buf = append(m.buf, spmSpace...)
 		}
-		s = strings.ReplaceAll(s, " ", spmSpace)
-		mergeWord(s, t.mergeCost, func(piece string) {
-			if id, ok := t.ids[piece]; ok && t.types[id] != tokenControl {
-				out = append(out, id)
+		m.buf = appendSPMSpaces(m.buf, s)
+		m.merge(m.buf, t)
+		m.each(func(piece []byte) {
+			if id, ok := t.ids[string(piece)]; ok && t.types[id] != tokenControl {
+				out.add(id)
 				return
 			}
-			for i := 0; i < len(piece); i++ {
-				if id := t.byteTokens[piece[i]]; id >= 0 {
-					out = append(out, id)
+			for _, b := range piece {
+				if id := t.byteTokens[b]; id >= 0 {
+					out.add(id)
 				} else if t.unk >= 0 {
-					out = append(out, t.unk)
+					out.add(t.unk)
 				}
 			}
 		})
-		return out
 	})
 }
 
-func (t *SPMTokenizer) mergeCost(w string, start, _, end int) (float64, bool) {
-	id, ok := t.ids[w[start:end]]
+// appendSPMSpaces appends s with each space written as SentencePiece's '▁'.
+func appendSPMSpaces(dst []byte, s string) []byte {
+	dst = slices.Grow(dst, len(s)+(len(spmSpace)-1)*strings.Count(s, " "))
+	for {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(append(dst, s[:i]...), spmSpace...)
+		s = s[i+1:]
+	}
+}
+
+// pairCost implements pairCoster: a pair merges when the merged piece is
+// a token, the highest score first.
+func (t *SPMTokenizer) pairCost(w []byte, start, _, end int) (uint32, bool) {
+	id, ok := t.ids[string(w[start:end])]
 	if !ok || t.types[id] == tokenControl || t.types[id] == tokenUnused {
 		return 0, false
 	}
-	return -float64(t.scores[id]), true
+	return scoreCost(t.scores[id]), true
 }
 
 // Decode implements Tokenizer, dropping the space Encode prefixed.

@@ -15,7 +15,7 @@ import (
 // reset), and a body it can take is served; every claim is given back.
 func TestPreprocessBudgetRefusesABody(t *testing.T) {
 	env, _ := newCPUEnvWith(t, envOpts{preprocessMemory: 1 << 20})
-	big := `{"prompt":"` + strings.Repeat("a", 100<<10) + `","max_tokens":1}` // 16× is over 1 MiB
+	big := `{"prompt":"` + strings.Repeat("a", 1<<20/BodyMemoryFactor+1) + `","max_tokens":1}` // BodyMemoryFactor× is over 1 MiB
 	r := env.post("/v1/completions", big)
 	var e openai.ErrorResponse
 	decodeStrict(t, r.body, &e)

@@ -181,10 +181,12 @@ func (s *Server) cacheSalt(r *http.Request, salt string) string {
 // BodyMemoryFactor is what a request body costs the pod's preprocessing
 // budget, in multiples of its size: the bytes read, the request decoded
 // from them, and its prompt tokenized (the built-in model's byte-level
-// vocabulary makes a token of each byte, four bytes each in []int32, with
-// the slices' growth), at the process's peak resident memory. Measured in
-// docs/benchmarks.md ("Request body amplification").
-const BodyMemoryFactor = 16
+// vocabulary makes a token of each byte, four bytes each in []int32), at
+// the process's peak resident memory, the collector's lag included: 12
+// admitted 4 MiB bodies peaked 429-433 MiB over the baseline (8.9-9.0×),
+// 32 admitted at once 879 MiB (6.9×). Measured in
+// docs/notes/benchmarks-journal.md ("Request body amplification").
+const BodyMemoryFactor = 10
 
 // bodyRetainedFactor is what a request keeps drawn on the budget once it
 // is preprocessed, in multiples of its body's size: the bytes and the

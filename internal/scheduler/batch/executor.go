@@ -61,7 +61,8 @@ type Batch struct {
 	StateCopies, StateSaves []StateCopy
 }
 
-// StateCopy copies the recurrent state of slot From into slot To.
+// StateCopy copies the recurrent state of slot From into slot To (either
+// may be a host slot of a HostStateKeeper).
 type StateCopy struct {
 	From, To int
 }
@@ -115,6 +116,15 @@ type Seq struct {
 // prefix cache) from position 0.
 type StateKeeper interface {
 	StateSlots() int
+}
+
+// HostStateKeeper is a StateKeeper that also keeps states in host memory:
+// ReserveHostStates(n) adds n host slots, numbered after the device's
+// (StateSlots() … StateSlots()+n-1), which StateCopy moves states to and
+// from (a checkpoint the device evicts, kept for a later prefix hit).
+type HostStateKeeper interface {
+	StateKeeper
+	ReserveHostStates(n int) error
 }
 
 // Output receives an iteration's results; index i refers to Batch.Seqs[i].

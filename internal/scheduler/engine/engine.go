@@ -101,6 +101,10 @@ type Config struct {
 	Observer Observer
 	// Logger (default: slog.Default()).
 	Logger *slog.Logger
+	// HostStateSlots are host-memory slots for a hybrid model's recurrent
+	// states (batch.HostStateKeeper): checkpoints the device evicts spill
+	// there and are restored from there for later prefix hits; 0: none.
+	HostStateSlots int
 	// StateCheckpoints chooses which recurrent states an engine over a
 	// hybrid model's executor (batch.StateKeeper) keeps for prefix hits
 	// (state_slots.go); the zero value is CheckpointPrograms.
@@ -290,12 +294,18 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 	}
 	var slots *stateSlots
 	if sk, ok := exec.(batch.StateKeeper); ok && sk.StateSlots() > 0 {
-		// A recurrent state is not in the blocks the host tier keeps
-		// (state_slots.go).
-		if cfg.KV.HostBlocks > 0 {
-			return nil, errors.New("engine: the executor keeps recurrent states (a hybrid model), which the host KV tier does not keep yet: run without host blocks")
+		if n := cfg.HostStateSlots; n > 0 {
+			hk, ok := exec.(batch.HostStateKeeper)
+			if !ok {
+				return nil, fmt.Errorf("engine: %d host state slots need an executor that keeps states on the host (batch.HostStateKeeper); %T does not", n, exec)
+			}
+			if err := hk.ReserveHostStates(n); err != nil {
+				return nil, fmt.Errorf("engine: reserve %d host state slots: %w", n, err)
+			}
 		}
-		slots, cfg.MaxNumSeqs = newStateSlots(sk.StateSlots(), cfg.MaxNumSeqs, cfg.KV.EnablePrefixCache, cfg.StateCheckpoints)
+		slots, cfg.MaxNumSeqs = newStateSlots(sk.StateSlots(), cfg.HostStateSlots, cfg.MaxNumSeqs, cfg.KV.EnablePrefixCache, cfg.StateCheckpoints)
+	} else if cfg.HostStateSlots > 0 {
+		return nil, fmt.Errorf("engine: %d host state slots for an executor that keeps no recurrent states", cfg.HostStateSlots)
 	}
 	kv, err := kvcache.New(cfg.KV)
 	if err != nil {
@@ -671,7 +681,7 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	}
 	sampled, finished := e.processLocked(done, err)
 	if e.slots != nil {
-		e.slots.ck.commit(err == nil)
+		e.slots.saved += int64(e.slots.ck.commit(err == nil))
 	}
 	r.Sampled, r.Finished = sampled, r.Finished+finished
 	e.publishLocked(done, r)
@@ -1104,6 +1114,7 @@ func (e *Engine) publishLocked(now time.Time, r StepResult) {
 	st := &e.stats
 	st.Time = now
 	st.Running, st.Waiting, st.KV = len(e.running), e.waiting.Len(), e.kv.Stats()
+	st.States = e.slots.stats()
 	st.Scheduled, st.Tokens, st.Sampled, st.Preempted, st.Finished = r.Scheduled, r.Tokens, r.Sampled, r.Preempted, r.Finished
 	st.Loading = r.Loading
 	e.obs.Iteration(st)

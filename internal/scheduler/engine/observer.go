@@ -45,6 +45,8 @@ type IterationStats struct {
 	// KV are the block manager's statistics after the iteration; its
 	// prefix-cache query and hit counts are cumulative.
 	KV kvcache.Stats
+	// States are a hybrid model's recurrent states (zero for others).
+	States StateStats
 	// Scheduled is the number of sequences the executor ran (0: nothing ran;
 	// the other counts may still be non-zero from cancellations).
 	Scheduled int
@@ -97,4 +99,17 @@ type RequestStats struct {
 	// FirstToken and LastToken when its first and last output tokens were
 	// produced; Finished when it finished.
 	Arrival, Scheduled, FirstToken, LastToken, Finished time.Time
+}
+
+// StateStats are the recurrent-state slots of an engine over a hybrid
+// model's executor (state_slots.go): RunningSlots and CheckpointSlots
+// how the executor's device slots are split, HostCheckpointSlots its
+// host slots, RunningUsed how many running sequences hold one,
+// Checkpoints how many checkpoints are valid (either tier); Saved and
+// Restored count states saved at block boundaries and restored for prefix
+// hits (cumulative), RestoredTokens the tokens those hits skipped, Spilled
+// the checkpoints the device evicted to the host.
+type StateStats struct {
+	RunningSlots, CheckpointSlots, HostCheckpointSlots, RunningUsed, Checkpoints int
+	Saved, Restored, RestoredTokens, Spilled                                     int64
 }

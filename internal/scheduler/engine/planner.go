@@ -155,6 +155,8 @@ func (e *Engine) planBatchLocked(now time.Time) (preempted, finished int) {
 		if cached > 0 && ckpt >= 0 {
 			// Its recurrent state resumes from the checkpoint at the hit.
 			e.b.StateCopies = append(e.b.StateCopies, batch.StateCopy{From: e.slots.ck.restore(ckpt), To: s.slot})
+			e.slots.restored++
+			e.slots.restoredTokens += int64(cached)
 		}
 		s.blocks = e.kv.Blocks(s.id)
 		s.state = stateRunning

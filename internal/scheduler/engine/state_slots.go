@@ -93,25 +93,43 @@ func ParseCheckpointMode(s string) (CheckpointMode, error) {
 
 // stateSlots are the executor's slots.
 type stateSlots struct {
-	free []int // running slots
-	ck   *checkpoints
+	free    []int // running slots
+	running int
+	ck      *checkpoints
+	// saved, restored, restoredTokens and spilled are StateStats'
+	// counters.
+	saved, restored, restoredTokens, spilled int64
 }
 
-// newStateSlots splits n slots: running ones for up to maxSeqs sequences,
-// the rest checkpoints when prefix caching is on (then at least half of
-// them). It returns the slots and how many sequences may run.
-func newStateSlots(n, maxSeqs int, prefix bool, mode CheckpointMode) (*stateSlots, int) {
+// stats are the slots' StateStats.
+func (p *stateSlots) stats() StateStats {
+	if p == nil {
+		return StateStats{}
+	}
+	st := StateStats{RunningSlots: p.running, RunningUsed: p.running - len(p.free),
+		Saved: p.saved, Restored: p.restored, RestoredTokens: p.restoredTokens, Spilled: p.spilled}
+	if p.ck != nil {
+		st.CheckpointSlots, st.HostCheckpointSlots, st.Checkpoints = p.ck.nDev, len(p.ck.ck)-p.ck.nDev, p.ck.count()
+	}
+	return st
+}
+
+// newStateSlots splits n device slots: running ones for up to maxSeqs
+// sequences, the rest checkpoints when prefix caching is on (then at least
+// half of them), with host more checkpoint slots on the host numbered
+// from n. It returns the slots and how many sequences may run.
+func newStateSlots(n, host, maxSeqs int, prefix bool, mode CheckpointMode) (*stateSlots, int) {
 	prefix = prefix && mode != CheckpointNone
 	running := min(n, maxSeqs)
 	if prefix {
 		running = max(1, min(maxSeqs, n/2))
 	}
-	p := &stateSlots{free: make([]int, running)}
+	p := &stateSlots{free: make([]int, running), running: running}
 	for i := range p.free {
 		p.free[i] = running - 1 - i // slot 0 first
 	}
 	if prefix && n > running {
-		p.ck = newCheckpoints(running, n-running)
+		p.ck = newCheckpoints(running, n-running, n, host)
 		p.ck.decoded = mode == CheckpointPrograms
 	}
 	return p, running
@@ -165,12 +183,14 @@ func (h *prefixHasher) add(tokens []int32) {
 	h.k.n += len(tokens)
 }
 
-// checkpoints are the checkpoint slots: slot base+i is ck[i].
+// checkpoints are the checkpoint slots: ck[i] for i < nDev is device
+// slot base+i, the rest host slots (batch.HostStateKeeper) from hostBase
+// on, which device checkpoints spill to when they are evicted.
 type checkpoints struct {
-	base  int
-	ck    []checkpoint
-	byKey map[ckptKey]int // valid checkpoints by key → index
-	tick  uint64
+	base, nDev, hostBase int
+	ck                   []checkpoint
+	byKey                map[ckptKey]int // valid checkpoints by key → index
+	tick                 uint64
 	// pending are this iteration's saves, made visible by commit.
 	pending []pendingSave
 	// decoded: save at the block boundaries sequences decode past too
@@ -190,8 +210,35 @@ type pendingSave struct {
 	key ckptKey
 }
 
-func newCheckpoints(base, n int) *checkpoints {
-	return &checkpoints{base: base, ck: make([]checkpoint, n), byKey: make(map[ckptKey]int, n)}
+func newCheckpoints(base, n, hostBase, nHost int) *checkpoints {
+	return &checkpoints{base: base, nDev: n, hostBase: hostBase, ck: make([]checkpoint, n+nHost), byKey: make(map[ckptKey]int, n+nHost)}
+}
+
+// slot is checkpoint i's executor slot.
+func (c *checkpoints) slot(i int) int {
+	if i < c.nDev {
+		return c.base + i
+	}
+	return c.hostBase + i - c.nDev
+}
+
+// lru is the free or least recently used checkpoint among ck[from:to]
+// that no sequence owns, or -1.
+func (c *checkpoints) lru(from, to int) int {
+	best := -1
+	for i := from; i < to; i++ {
+		ck := &c.ck[i]
+		if ck.owner != nil {
+			continue
+		}
+		if !ck.valid {
+			return i
+		}
+		if best < 0 || ck.used < c.ck[best].used {
+			best = i
+		}
+	}
+	return best
 }
 
 // deepest is the largest k ≤ maxBlocks whose state after k blocks of
@@ -216,39 +263,40 @@ func (c *checkpoints) deepest(salt kvcache.Salt, tokens []int32, bs, maxBlocks i
 func (c *checkpoints) restore(idx int) int {
 	c.tick++
 	c.ck[idx].used = c.tick
-	return c.base + idx
+	return c.slot(idx)
 }
 
-// slotFor is the checkpoint s saves into: with own, the one it owns,
-// else a free or the least recently used unowned one, which it then owns;
-// without, a free or least recently used unowned one, left unowned (ok
-// false: every checkpoint is owned by a running sequence).
-func (c *checkpoints) slotFor(s *sequence, own bool) (idx int, ok bool) {
+// slotFor is the device checkpoint s saves into: with own, the one it
+// owns, else a free or the least recently used unowned one, which it then
+// owns; without, a free or least recently used unowned one, left unowned
+// (ok false: every device checkpoint is owned by a running sequence). A
+// valid checkpoint it takes spills to the host tier when there is one
+// (spill, a copy to run before the iteration; spilled false: none).
+func (c *checkpoints) slotFor(s *sequence, own bool) (idx int, spill batch.StateCopy, spilled, ok bool) {
 	if own && s.ckpt >= 0 {
-		return s.ckpt, true
+		return s.ckpt, spill, false, true
 	}
-	best := -1
-	for i := range c.ck {
-		ck := &c.ck[i]
-		if ck.owner != nil {
-			continue
-		}
-		if !ck.valid {
-			best = i
-			break
-		}
-		if best < 0 || ck.used < c.ck[best].used {
-			best = i
-		}
-	}
+	best := c.lru(0, c.nDev)
 	if best < 0 {
-		return 0, false
+		return 0, spill, false, false
+	}
+	if dev := &c.ck[best]; dev.valid {
+		if h := c.lru(c.nDev, len(c.ck)); h >= 0 {
+			host := &c.ck[h]
+			if host.valid {
+				delete(c.byKey, host.key)
+			}
+			*host = checkpoint{key: dev.key, valid: true, used: dev.used}
+			c.byKey[dev.key] = h
+			dev.valid = false
+			spill, spilled = batch.StateCopy{From: c.slot(best), To: c.slot(h)}, true
+		}
 	}
 	if own {
 		c.ck[best].owner = s
 		s.ckpt = best
 	}
-	return best, true
+	return best, spill, spilled, true
 }
 
 // save records that checkpoint idx holds the state after key once the
@@ -258,10 +306,11 @@ func (c *checkpoints) save(idx int, key ckptKey) {
 }
 
 // commit applies the iteration's saves (ok), or, after a failed
-// iteration, drops the checkpoints they were writing.
-func (c *checkpoints) commit(ok bool) {
+// iteration, drops the checkpoints they were writing; it returns how many
+// it applied.
+func (c *checkpoints) commit(ok bool) (saved int) {
 	if c == nil {
-		return
+		return 0
 	}
 	for _, p := range c.pending {
 		ck := &c.ck[p.i]
@@ -278,8 +327,10 @@ func (c *checkpoints) commit(ok bool) {
 		c.tick++
 		ck.key, ck.valid, ck.used = p.key, true, c.tick
 		c.byKey[p.key] = p.i
+		saved++
 	}
 	c.pending = c.pending[:0]
+	return saved
 }
 
 // release ends s's ownership of its checkpoint, which stays for others.
@@ -320,15 +371,19 @@ func (e *Engine) alignLocked() {
 		}
 		// The prompt's checkpoint stays for whoever repeats the prompt;
 		// the decoded ones replace each other.
-		idx, ok := ck.slotFor(s, b > s.promptLen)
+		idx, spill, spilled, ok := ck.slotFor(s, b > s.promptLen)
 		if !ok {
 			continue
+		}
+		if spilled {
+			e.b.StateCopies = append(e.b.StateCopies, spill)
+			e.slots.spilled++
 		}
 		if s.hashed.k.n == 0 || s.hashed.k.n > b || s.hashed.k.n%bs != 0 {
 			s.hashed = newPrefixHasher(s.salt)
 		}
 		s.hashed.add(s.tokens[s.hashed.k.n:b])
 		ck.save(idx, s.hashed.k)
-		e.b.StateSaves = append(e.b.StateSaves, batch.StateCopy{From: s.slot, To: ck.base + idx})
+		e.b.StateSaves = append(e.b.StateSaves, batch.StateCopy{From: s.slot, To: ck.slot(idx)})
 	}
 }

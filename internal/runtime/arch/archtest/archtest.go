@@ -10,7 +10,7 @@ import (
 )
 
 // File is an arch.File over maps: KV holds uint32, float32, bool,
-// string or []int32 values as the GGUF writer stores them, Shapes the tensors'.
+// string, []int32 or []bool values as the GGUF writer stores them, Shapes the tensors'.
 type File struct {
 	KV     map[string]any
 	Shapes map[string][]int
@@ -61,6 +61,10 @@ func (f File) Ints(key string) ([]int, bool, error) {
 		v[i] = int(e)
 	}
 	return v, ok, err
+}
+
+func (f File) Bools(key string) ([]bool, bool, error) {
+	return lookup[[]bool](f, key, "an array of booleans")
 }
 
 // Shape is the named tensor's shape, nil when there is none.

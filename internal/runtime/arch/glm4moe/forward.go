@@ -19,21 +19,13 @@ type layer struct {
 	q, k, v, o          arch.Tensor
 	qBias, kBias, vBias arch.Tensor // 0 without QKVBias
 	qNorm, kNorm        arch.Tensor // 0 without QKNorm
-	// A dense layer's MLP; in the others the shared experts' one.
-	gate, up, down arch.Tensor
-	moe            arch.MoE // its Router is 0 in a dense layer
+	mlp                 arch.SharedMoE
 }
 
 func (glm4moe) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
 	fw := &forward{c: c, layers: make([]layer, c.Layers)}
-	var missing []string
-	get := func(name string) arch.Tensor {
-		t := weight(name)
-		if t == 0 {
-			missing = append(missing, name)
-		}
-		return t
-	}
+	b := arch.NewBinder(weight)
+	get := b.Get
 	fw.tokEmbd, fw.outNorm, fw.head = get("token_embd.weight"), get("output_norm.weight"), get("output.weight")
 	for i := range fw.layers {
 		l := &fw.layers[i]
@@ -46,18 +38,10 @@ func (glm4moe) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.F
 		if c.QKNorm {
 			l.qNorm, l.kNorm = get(p+"attn_q_norm.weight"), get(p+"attn_k_norm.weight")
 		}
-		if i < c.DenseLayers {
-			l.gate, l.up, l.down = get(p+"ffn_gate.weight"), get(p+"ffn_up.weight"), get(p+"ffn_down.weight")
-			continue
-		}
-		l.gate, l.up, l.down = get(p+"ffn_gate_shexp.weight"), get(p+"ffn_up_shexp.weight"), get(p+"ffn_down_shexp.weight")
-		l.moe = arch.MoEOf(c, get(p+"ffn_gate_inp.weight"), get(p+"ffn_gate_exps.weight"), get(p+"ffn_up_exps.weight"), get(p+"ffn_down_exps.weight"), get(p+"exp_probs_b.bias"))
-		if l.moe.Gating == 0 {
-			l.moe.Gating = arch.GatingSigmoid // what ReadConfig defaults to
-		}
+		l.mlp = arch.BindSharedMoE(c, b, i, true, arch.GatingSigmoid) // the gating ReadConfig defaults to
 	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("glm4moe: the executor has no weights %v", missing)
+	if err := b.Err("glm4moe"); err != nil {
+		return nil, err
 	}
 	return fw, nil
 }
@@ -68,9 +52,7 @@ func (glm4moe) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.F
 func (fw *forward) Nodes() int {
 	n := 40*len(fw.layers) + 16
 	for _, l := range fw.layers {
-		if l.moe.Router != 0 {
-			n += l.moe.Nodes()
-		}
+		n += l.mlp.Nodes()
 	}
 	return n
 }
@@ -87,9 +69,6 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	norm := func(x, w arch.Tensor) arch.Tensor { return arch.RMSNormed(o, x, w, c.NormEps) }
 	proj := func(w, x, bias arch.Tensor) arch.Tensor { return arch.Linear(o, w, x, bias) }
-	mlp := func(l *layer, x arch.Tensor) arch.Tensor {
-		return o.MulMat(l.down, o.SwiGLU(o.MulMat(l.gate, x), o.MulMat(l.up, x)))
-	}
 	x := o.Embed(fw.tokEmbd) // [dim, n]
 	n := o.Tokens()
 	for li := range fw.layers {
@@ -104,14 +83,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		q, k = o.Rope(q, rd, arch.RopeNeox, c.RopeTheta), o.Rope(k, rd, arch.RopeNeox, c.RopeTheta)
 		x = o.Add(o.MulMat(l.o, o.Attention(li, q, k, v, scale)), x)
 
-		xn = norm(x, l.postNorm)
-		var y arch.Tensor
-		if l.moe.Router == 0 {
-			y = mlp(l, xn)
-		} else {
-			y = o.Add(l.moe.Build(o, xn), mlp(l, xn))
-		}
-		x = o.Add(y, x)
+		x = o.Add(l.mlp.Build(o, norm(x, l.postNorm)), x)
 	}
 	x, ok := o.Sampled(x) // [dim, rows]
 	if !ok {

@@ -27,28 +27,25 @@ func (glm4moe) Name() string { return "glm4moe" }
 
 func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
 	p := prefix
-	var blocks int
 	if err := arch.Read(file,
 		arch.Uint(p+"embedding_length", &c.Dim),
-		arch.Uint(p+"block_count", &blocks),
 		arch.Uint(p+"feed_forward_length", &c.FFN),
 		arch.Uint(p+"attention.head_count", &c.Heads),
 		arch.OptUint(p+"attention.head_count_kv", &c.KVHeads),
 		arch.OptUint(p+"attention.key_length", &c.HeadDim),
 		arch.Uint(p+"context_length", &c.ContextLen),
-		arch.Uint(p+"expert_count", &c.Experts),
-		arch.Uint(p+"expert_used_count", &c.ExpertsUsed),
-		arch.Uint(p+"expert_shared_count", &c.SharedExperts),
-		arch.Uint(p+"expert_feed_forward_length", &c.ExpertFFN),
-		arch.OptUint(p+"leading_dense_block_count", &c.DenseLayers),
-		arch.OptUint(p+"nextn_predict_layers", &c.NextNLayers),
 	); err != nil {
 		return err
 	}
-	if c.NextNLayers >= blocks {
-		return fmt.Errorf("%d next-token prediction layers of %d blocks leave none to decode with", c.NextNLayers, blocks)
+	if err := arch.ReadSharedMoE(file, p, c); err != nil {
+		return err
 	}
-	c.Layers = blocks - c.NextNLayers
+	if c.ExpertGating == 0 {
+		c.ExpertGating = arch.GatingSigmoid // llama.cpp's default, GLM-4.5's
+	}
+	if c.ExpertGroups > 1 {
+		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection is unsupported here (deepseek2 runs it)", p, c.ExpertGroups)
+	}
 	if err := arch.HeadDefaults(file, p, c); err != nil {
 		return err
 	}
@@ -70,39 +67,12 @@ func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
 	if err := arch.Read(file,
 		arch.OptFloat(p+"rope.freq_base", &c.RopeTheta),
 		arch.Float(p+"attention.layer_norm_rms_epsilon", &c.NormEps),
-		arch.OptFloat(p+"expert_weights_scale", &c.ExpertWeightsScale),
 	); err != nil {
 		return err
 	}
-	if v, ok, err := file.Bool(p + "expert_weights_norm"); err != nil {
+	if err := arch.ReadVocab(file, c); err != nil {
 		return err
-	} else if ok {
-		c.ExpertWeightsNorm = v
 	}
-	// llama.cpp's default is sigmoid, GLM-4.5's.
-	c.ExpertGating = arch.GatingSigmoid
-	if v, ok, err := file.Uint(p + "expert_gating_func"); err != nil {
-		return err
-	} else if ok && v != 0 {
-		if g := arch.Gating(v); g != arch.GatingSigmoid && g != arch.GatingSoftmax {
-			return fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (1 softmax, 2 sigmoid)", p, v)
-		}
-		c.ExpertGating = arch.Gating(v)
-	}
-	if v, ok, err := file.Uint(p + "expert_group_count"); err != nil {
-		return err
-	} else if ok && v > 1 {
-		return fmt.Errorf("metadata %sexpert_group_count = %d: grouped expert selection is unsupported", p, v)
-	}
-	emb := file.Shape("token_embd.weight")
-	if emb == nil {
-		return errors.New("missing tensor token_embd.weight")
-	}
-	if len(emb) != 2 {
-		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
-	}
-	c.VocabSize = emb[1]
-	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
 	c.QKNorm = file.Shape("blk.0.attn_q_norm.weight") != nil
 	return nil
@@ -137,21 +107,8 @@ func (glm4moe) Metadata(c arch.Config) []arch.KV {
 		{Key: p + "rope.dimension_count", Value: uint32(ropeDims(c))},
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
-		{Key: p + "expert_count", Value: uint32(c.Experts)},
-		{Key: p + "expert_used_count", Value: uint32(c.ExpertsUsed)},
-		{Key: p + "expert_shared_count", Value: uint32(c.SharedExperts)},
-		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
-		{Key: p + "leading_dense_block_count", Value: uint32(c.DenseLayers)},
-		{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale},
-		{Key: p + "expert_weights_norm", Value: c.ExpertWeightsNorm},
 	}...)
-	if c.ExpertGating != 0 {
-		kvs = append(kvs, arch.KV{Key: p + "expert_gating_func", Value: uint32(c.ExpertGating)})
-	}
-	if c.NextNLayers > 0 {
-		kvs = append(kvs, arch.KV{Key: p + "nextn_predict_layers", Value: uint32(c.NextNLayers)})
-	}
-	return kvs
+	return append(kvs, arch.SharedMoEMetadata(p, c)...)
 }
 
 // Tensors are the decoding layers' (a file's nextn layers, blk.Layers… ,

@@ -89,11 +89,7 @@ func TestTensors(t *testing.T) {
 // TestReadConfigRefusesWhatItDoesNotRun: what llama.cpp's glm4moe graph
 // does otherwise, or this one does not implement, is refused by name.
 func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
-	for _, tc := range []struct {
-		key   string
-		value any
-		want  string
-	}{
+	archtest.CheckRefused(t, GLM4MoE, air(), []archtest.KeyEdit{
 		{"glm4moe.expert_shared_count", nil, "metadata glm4moe.expert_shared_count is missing"},
 		{"glm4moe.expert_feed_forward_length", nil, "metadata glm4moe.expert_feed_forward_length is missing"},
 		{"glm4moe.attention.layer_norm_rms_epsilon", nil, "metadata glm4moe.attention.layer_norm_rms_epsilon is missing"},
@@ -104,29 +100,10 @@ func TestReadConfigRefusesWhatItDoesNotRun(t *testing.T) {
 		{"glm4moe.rope.scaling.type", "yarn", `rope scaling "yarn" is unsupported`},
 		{"glm4moe.attention.value_length", uint32(64), "value length 64 differs"},
 		{"glm4moe.nextn_predict_layers", uint32(4), "4 next-token prediction layers of 4 blocks"},
-	} {
-		f := fileOf(air())
-		if tc.value == nil {
-			delete(f.KV, tc.key)
-		} else {
-			f.KV[tc.key] = tc.value
-		}
-		if err := GLM4MoE.ReadConfig(f, &arch.Config{Arch: "glm4moe"}); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
-		}
-	}
-	for _, tc := range []struct {
-		edit func(*arch.Config)
-		want string
-	}{
+	})
+	archtest.CheckInvalid(t, GLM4MoE, air(), []archtest.ConfigEdit{
 		{func(c *arch.Config) { c.Experts, c.ExpertsUsed = 0, 0 }, "glm4moe needs experts"},
 		{func(c *arch.Config) { c.SharedExperts = 0 }, "glm4moe needs shared experts"},
 		{func(c *arch.Config) { c.RopeDims = 33 }, "rope dims 33"},
-	} {
-		c := air()
-		tc.edit(&c)
-		if err := GLM4MoE.(arch.Validator).Validate(c); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Validate: %v, want %q", err, tc.want)
-		}
-	}
+	})
 }

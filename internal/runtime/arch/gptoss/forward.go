@@ -24,14 +24,8 @@ type layer struct {
 
 func (gptoss) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
 	fw := &forward{c: c, layers: make([]layer, c.Layers)}
-	var missing []string
-	get := func(name string) arch.Tensor {
-		t := weight(name)
-		if t == 0 {
-			missing = append(missing, name)
-		}
-		return t
-	}
+	b := arch.NewBinder(weight)
+	get := b.Get
 	fw.tokEmbd, fw.outNorm, fw.head = get("token_embd.weight"), get("output_norm.weight"), get("output.weight")
 	for i := range fw.layers {
 		l := &fw.layers[i]
@@ -46,8 +40,8 @@ func (gptoss) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Fo
 		l.moe.Gating, l.moe.Norm, l.moe.Scale = arch.GatingSoftmaxWeight, false, 0
 		l.moe.OAI, l.moe.Alpha, l.moe.Limit = true, swigluAlpha, swigluLimit
 	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("gpt-oss: the executor has no weights %v", missing)
+	if err := b.Err("gpt-oss"); err != nil {
+		return nil, err
 	}
 	return fw, nil
 }

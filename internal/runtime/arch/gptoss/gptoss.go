@@ -93,14 +93,9 @@ func (gptoss) ReadConfig(file arch.File, c *arch.Config) error {
 		return fmt.Errorf("metadata %srope.freq_base_swa = %g differs from rope.freq_base %g (unsupported)", p, v, c.RopeTheta)
 	}
 	c.ExpertGating = arch.GatingSoftmaxWeight
-	emb := file.Shape("token_embd.weight")
-	if emb == nil {
-		return errors.New("missing tensor token_embd.weight")
+	if err := arch.ReadVocab(file, c); err != nil {
+		return err
 	}
-	if len(emb) != 2 {
-		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
-	}
-	c.VocabSize = emb[1]
 	c.QKVBias = true
 	return nil
 }

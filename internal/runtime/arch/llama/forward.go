@@ -27,14 +27,8 @@ type layer struct {
 
 func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
 	fw := &forward{c: c, rope: f.rope, layers: make([]layer, c.Layers)}
-	var missing []string
-	get := func(name string) arch.Tensor {
-		t := weight(name)
-		if t == 0 {
-			missing = append(missing, name)
-		}
-		return t
-	}
+	b := arch.NewBinder(weight)
+	get := b.Get
 	fw.tokEmbd, fw.outNorm, fw.head = get("token_embd.weight"), get("output_norm.weight"), get("output.weight")
 	if c.RopeFreqFactors {
 		fw.ropeFreqs = get("rope_freqs.weight")
@@ -56,8 +50,8 @@ func (f family) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.
 			l.qNorm, l.kNorm = get(p+"attn_q_norm.weight"), get(p+"attn_k_norm.weight")
 		}
 	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%s: the executor has no weights %v", f.name, missing)
+	if err := b.Err(f.name); err != nil {
+		return nil, err
 	}
 	return fw, nil
 }

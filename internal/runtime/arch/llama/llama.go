@@ -10,7 +10,6 @@ package llama
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
@@ -77,15 +76,9 @@ func (f family) ReadConfig(file arch.File, c *arch.Config) error {
 			return err
 		}
 	}
-	emb := file.Shape("token_embd.weight")
-	if emb == nil {
-		return errors.New("missing tensor token_embd.weight")
+	if err := arch.ReadVocab(file, c); err != nil {
+		return err
 	}
-	if len(emb) != 2 {
-		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
-	}
-	c.VocabSize = emb[1]
-	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil
 	if f.moe {
 		if err := readMoE(file, p, c); err != nil {

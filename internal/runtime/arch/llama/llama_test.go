@@ -216,27 +216,13 @@ func TestQwen3MoE(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", name, diff)
 		}
 	}
-	for _, tc := range []struct {
-		key   string
-		value any
-		want  string
-	}{
+	archtest.CheckRefused(t, Qwen3MoE, c, []archtest.KeyEdit{
 		{"qwen3moe.expert_count", nil, "metadata qwen3moe.expert_count is missing"},
 		{"qwen3moe.expert_used_count", uint32(9), "8 experts with 9 used"},
 		{"qwen3moe.expert_weights_norm", false, "expert_weights_norm = false is unsupported"},
 		{"qwen3moe.expert_gating_func", uint32(2), "expert_gating_func = 2 is unsupported"},
 		{"qwen3moe.expert_shared_count", uint32(1), "expert_shared_count = 1 is unsupported"},
-	} {
-		f := fileOf(Qwen3MoE, c)
-		if tc.value == nil {
-			delete(f.KV, tc.key)
-		} else {
-			f.KV[tc.key] = tc.value
-		}
-		if err := Qwen3MoE.ReadConfig(f, &arch.Config{Arch: "qwen3moe"}); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s = %v: error %v, want %q", tc.key, tc.value, err, tc.want)
-		}
-	}
+	})
 	// Without expert_feed_forward_length, llama.cpp's default: FFN/used.
 	f := fileOf(Qwen3MoE, c)
 	delete(f.KV, "qwen3moe.expert_feed_forward_length")

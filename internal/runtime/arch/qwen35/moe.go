@@ -1,7 +1,6 @@
 package qwen35
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
@@ -10,32 +9,40 @@ import (
 // Qwen35MoE is Qwen3.5's hybrid architecture with a mixture of experts in
 // every layer (Qwen3.5-35B-A3B, Qwen3.6-35B-A3B; GGUF "qwen35moe"):
 // qwen35's mixers, and as MLP ExpertsUsed of Experts SwiGLU experts
-// routed by softmax, their weights renormalized to sum to one (and scaled
-// by expert_weights_scale), plus a shared expert of FFN whose output is
+// routed by softmax, their weights renormalized to sum to one (and not
+// scaled: llama.cpp reads no expert_weights_scale for it), plus a shared
+// expert of FFN whose output is
 // gated per token by sigmoid(ffn_gate_inp_shexp·x), as llama.cpp's
 // qwen35moe graph runs it.
-var Qwen35MoE arch.Architecture = qwen35moe{}
+var Qwen35MoE arch.Architecture = moeArch{name: "qwen35moe"}
 
-type qwen35moe struct{}
+// moeArch is qwen35moe, or with next qwen3next (next.go): the same
+// layers but for RoPE and the DeltaNet's inputs.
+type moeArch struct {
+	name string
+	next bool
+}
 
-const prefixMoE = "qwen35moe."
+func (a moeArch) Name() string { return a.name }
 
-func (qwen35moe) Name() string { return "qwen35moe" }
-
-func (qwen35moe) ReadConfig(file arch.File, c *arch.Config) error {
-	p := prefixMoE
-	if err := readConfig(file, p, c); err != nil {
+func (a moeArch) ReadConfig(file arch.File, c *arch.Config) error {
+	p := a.name + "."
+	if err := readConfig(file, p, c, !a.next); err != nil {
 		return err
+	}
+	if a.next {
+		c.Recurrent.FusedQKVZ = fusedQKVZ(file, c.LayerKinds)
 	}
 	if err := arch.Read(file,
 		arch.Uint(p+"expert_count", &c.Experts),
 		arch.Uint(p+"expert_used_count", &c.ExpertsUsed),
 		arch.Uint(p+"expert_feed_forward_length", &c.ExpertFFN),
 		arch.OptUint(p+"expert_shared_feed_forward_length", &c.FFN),
-		arch.OptFloat(p+"expert_weights_scale", &c.ExpertWeightsScale),
 	); err != nil {
 		return err
 	}
+	// llama.cpp reads no expert_weights_scale for qwen35moe and qwen3next:
+	// a file's is not theirs.
 	if w := file.Shape("blk.0.ffn_up_shexp.weight"); len(w) == 2 {
 		c.FFN = w[1]
 	}
@@ -45,35 +52,38 @@ func (qwen35moe) ReadConfig(file arch.File, c *arch.Config) error {
 	if v, ok, err := file.Uint(p + "expert_gating_func"); err != nil {
 		return err
 	} else if ok && v != 0 && arch.Gating(v) != arch.GatingSoftmax {
-		return fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (qwen35moe routes by softmax, as llama.cpp does)", p, v)
+		return fmt.Errorf("metadata %sexpert_gating_func = %d is unsupported (%s routes by softmax, as llama.cpp does)", p, v, a.name)
 	}
 	c.ExpertGating, c.ExpertWeightsNorm = arch.GatingSoftmax, true
 	return nil
 }
 
-func (qwen35moe) Validate(c arch.Config) error {
+func (a moeArch) Validate(c arch.Config) error {
 	if c.Experts == 0 {
-		return errors.New("qwen35moe needs experts (expert_count, expert_used_count)")
+		return fmt.Errorf("%s needs experts (expert_count, expert_used_count)", a.name)
 	}
-	return validate(c)
+	if c.ExpertWeightsScale != 0 && c.ExpertWeightsScale != 1 {
+		return fmt.Errorf("%s scales no expert weights (llama.cpp reads no expert_weights_scale for it)", a.name)
+	}
+	return validate(c, !a.next)
 }
 
-func (qwen35moe) Metadata(c arch.Config) []arch.KV {
-	p := prefixMoE
-	return append(metadata(p, c), []arch.KV{
+func (a moeArch) Metadata(c arch.Config) []arch.KV {
+	p := a.name + "."
+	kvs := append(metadata(p, c), []arch.KV{
 		{Key: p + "expert_count", Value: uint32(c.Experts)},
 		{Key: p + "expert_used_count", Value: uint32(c.ExpertsUsed)},
 		{Key: p + "expert_feed_forward_length", Value: uint32(c.ExpertFFN)},
 		{Key: p + "expert_shared_feed_forward_length", Value: uint32(c.FFN)},
-		{Key: p + "expert_weights_scale", Value: c.ExpertWeightsScale},
 	}...)
+	return kvs
 }
 
-func (qwen35moe) Tensors(c arch.Config) []arch.TensorSpec {
+func (a moeArch) Tensors(c arch.Config) []arch.TensorSpec {
 	s := []arch.TensorSpec{{Name: "token_embd.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true}}
 	for i := range c.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
-		s = append(s, mixerTensors(c, i, p)...)
+		s = append(s, mixerTensors(c, i, p, a.next)...)
 		s = append(s,
 			arch.TensorSpec{Name: p + "ffn_gate_inp.weight", Shape: []int{c.Dim, c.Experts}, Matrix: true},
 			arch.TensorSpec{Name: p + "ffn_gate_exps.weight", Shape: []int{c.Dim, c.ExpertFFN, c.Experts}, Matrix: true},
@@ -89,21 +99,21 @@ func (qwen35moe) Tensors(c arch.Config) []arch.TensorSpec {
 	return append(s, outputTensors(c)...)
 }
 
-func (qwen35moe) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
-	fw := &forward{c: c, layers: make([]layer, c.Layers)}
-	w := &weights{get: weight}
-	fw.tokEmbd, fw.outNorm, fw.head = w.of("token_embd.weight"), w.of("output_norm.weight"), w.of("output.weight")
+func (a moeArch) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch.Forward, error) {
+	fw := &forward{c: c, next: a.next, layers: make([]layer, c.Layers)}
+	w := arch.NewBinder(weight)
+	fw.tokEmbd, fw.outNorm, fw.head = w.Get("token_embd.weight"), w.Get("output_norm.weight"), w.Get("output.weight")
 	for i := range fw.layers {
 		l := &fw.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		bindMixer(c, w, l, i, p)
-		l.gate, l.up, l.down = w.of(p+"ffn_gate_shexp.weight"), w.of(p+"ffn_up_shexp.weight"), w.of(p+"ffn_down_shexp.weight")
-		l.sharedGate = w.of(p + "ffn_gate_inp_shexp.weight")
-		l.moe = arch.MoEOf(c, w.of(p+"ffn_gate_inp.weight"), w.of(p+"ffn_gate_exps.weight"), w.of(p+"ffn_up_exps.weight"), w.of(p+"ffn_down_exps.weight"), 0)
+		bindMixer(c, w, l, i, p, a.next)
+		l.gate, l.up, l.down = w.Get(p+"ffn_gate_shexp.weight"), w.Get(p+"ffn_up_shexp.weight"), w.Get(p+"ffn_down_shexp.weight")
+		l.sharedGate = w.Get(p + "ffn_gate_inp_shexp.weight")
+		l.moe = arch.MoEOf(c, w.Get(p+"ffn_gate_inp.weight"), w.Get(p+"ffn_gate_exps.weight"), w.Get(p+"ffn_up_exps.weight"), w.Get(p+"ffn_down_exps.weight"), 0)
 		l.moe.Gating, l.moe.Norm = arch.GatingSoftmax, true // what ReadConfig reads
 	}
-	if len(w.missing) > 0 {
-		return nil, fmt.Errorf("qwen35moe: the executor has no weights %v", w.missing)
+	if err := w.Err(a.name); err != nil {
+		return nil, err
 	}
 	return fw, nil
 }

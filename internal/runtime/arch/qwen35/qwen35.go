@@ -13,7 +13,6 @@
 package qwen35
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
@@ -37,10 +36,13 @@ const defaultInterval = 4
 func (qwen35) Name() string { return "qwen35" }
 
 func (qwen35) ReadConfig(file arch.File, c *arch.Config) error {
-	return readConfig(file, prefix, c)
+	return readConfig(file, prefix, c, true)
 }
 
-func readConfig(file arch.File, p string, c *arch.Config) error {
+// readConfig reads what qwen35, qwen35moe and qwen3next share (keys
+// under p), and with mrope M-RoPE's sections, which qwen3next's RoPE has
+// none of.
+func readConfig(file arch.File, p string, c *arch.Config, mrope bool) error {
 	var blocks, interval int
 	g := &c.Recurrent
 	interval = defaultInterval
@@ -69,26 +71,40 @@ func readConfig(file arch.File, p string, c *arch.Config) error {
 	if err := arch.HeadDefaults(file, p, c); err != nil {
 		return err
 	}
-	if _, ok, _ := file.Bool(p + "attention.recurrent_layers"); ok {
-		return errors.New("attention.recurrent_layers (an explicit layer pattern) is unsupported: the layers follow full_attention_interval")
-	}
-	if _, ok, _ := file.Ints(p + "attention.recurrent_layers"); ok {
-		return errors.New("attention.recurrent_layers (an explicit layer pattern) is unsupported: the layers follow full_attention_interval")
-	}
-	if interval < 1 {
-		return fmt.Errorf("full_attention_interval %d must be positive", interval)
-	}
-	c.LayerKinds = LayerKinds(c.Layers, interval)
-	secs, ok, err := file.Ints(p + "rope.dimension_sections")
+	// The layers' kinds: attention.recurrent_layers when the file has it
+	// (converters write it from the model's layer_types), else every
+	// full_attention_interval-th layer attends, as llama.cpp reads them.
+	recr, ok, err := file.Bools(p + "attention.recurrent_layers")
 	switch {
 	case err != nil:
 		return err
-	case !ok:
-		return fmt.Errorf("metadata %srope.dimension_sections is required", p)
-	case len(secs) > 4:
-		return fmt.Errorf("metadata %srope.dimension_sections has %d sections, want at most 4", p, len(secs))
+	case ok:
+		if len(recr) < c.Layers {
+			return fmt.Errorf("metadata %sattention.recurrent_layers has %d entries for %d layers", p, len(recr), c.Layers)
+		}
+		c.LayerKinds = make([]arch.LayerKind, c.Layers)
+		for i := range c.LayerKinds {
+			if recr[i] {
+				c.LayerKinds[i] = arch.Recurrent
+			}
+		}
+	case interval < 1:
+		return fmt.Errorf("full_attention_interval %d must be positive", interval)
+	default:
+		c.LayerKinds = LayerKinds(c.Layers, interval)
 	}
-	copy(c.RopeSections[:], secs)
+	if mrope {
+		secs, ok, err := file.Ints(p + "rope.dimension_sections")
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return fmt.Errorf("metadata %srope.dimension_sections is required", p)
+		case len(secs) > 4:
+			return fmt.Errorf("metadata %srope.dimension_sections has %d sections, want at most 4", p, len(secs))
+		}
+		copy(c.RopeSections[:], secs)
+	}
 	if s, _, _ := file.String(p + "rope.scaling.type"); s != "" && s != "none" {
 		return fmt.Errorf("rope scaling %q is unsupported", s)
 	}
@@ -99,12 +115,9 @@ func readConfig(file arch.File, p string, c *arch.Config) error {
 	); err != nil {
 		return err
 	}
-	emb := file.Shape("token_embd.weight")
-	if len(emb) != 2 {
-		return fmt.Errorf("tensor token_embd.weight has shape %v, want 2 dimensions", emb)
+	if err := arch.ReadVocab(file, c); err != nil {
+		return err
 	}
-	c.VocabSize = emb[1]
-	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	if w := file.Shape("blk.0.ffn_up.weight"); len(w) == 2 {
 		c.FFN = w[1]
 	}
@@ -121,6 +134,17 @@ func LayerKinds(layers, interval int) []arch.LayerKind {
 		}
 	}
 	return kinds
+}
+
+// recurrentOrFull: kinds has a kind for every layer, each Recurrent or
+// Full.
+func recurrentOrFull(kinds []arch.LayerKind) bool {
+	for _, k := range kinds {
+		if k != arch.Recurrent && k != arch.Full {
+			return false
+		}
+	}
+	return len(kinds) > 0
 }
 
 // interval is the pattern kinds follow (LayerKinds), or -1.
@@ -142,22 +166,28 @@ func interval(kinds []arch.LayerKind) int {
 
 // Validate: the layer pattern, M-RoPE's sections within the rotated
 // pairs, and no mixture of experts (qwen35moe's).
-func (qwen35) Validate(c arch.Config) error { return validate(c) }
+func (qwen35) Validate(c arch.Config) error { return validate(c, true) }
 
-func validate(c arch.Config) error {
+// validate checks what the package's architectures share, with mrope
+// M-RoPE's sections (their presence) and without it their absence.
+func validate(c arch.Config, mrope bool) error {
 	pairs := 0
 	for _, s := range c.RopeSections {
 		pairs += s
 	}
 	switch {
-	case interval(c.LayerKinds) < 0:
-		return errors.New("qwen35 needs its layer kinds: recurrent layers with every full_attention_interval-th attending (LayerKinds)")
+	case !recurrentOrFull(c.LayerKinds):
+		return fmt.Errorf("%s needs its layer kinds: recurrent layers and attending ones (LayerKinds)", c.Arch)
 	case c.RopeDims <= 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim:
 		return fmt.Errorf("rope dims %d: want an even count up to the head dim %d", c.RopeDims, c.HeadDim)
-	case pairs == 0:
-		return errors.New("qwen35 needs M-RoPE sections (rope.dimension_sections)")
+	case mrope && pairs == 0:
+		return fmt.Errorf("%s needs M-RoPE sections (rope.dimension_sections)", c.Arch)
+	case !mrope && pairs != 0:
+		return fmt.Errorf("%s rotates by NEOX RoPE: M-RoPE sections %v are not its", c.Arch, c.RopeSections)
 	case c.KVHeads*c.HeadDim == 0:
-		return errors.New("qwen35: no key/value heads")
+		return fmt.Errorf("%s: no key/value heads", c.Arch)
+	case mrope && c.Recurrent.FusedQKVZ:
+		return fmt.Errorf("%s has no fused ssm_in projection (qwen3next's older files have)", c.Arch)
 	}
 	return nil
 }
@@ -166,13 +196,15 @@ func metadata(p string, c arch.Config) []arch.KV {
 	base := c
 	base.Layers += c.NextNLayers
 	g := c.Recurrent
-	secs := make([]int32, 4)
-	for i, s := range c.RopeSections {
-		secs[i] = int32(s)
+	kvs := append(arch.BaseMetadata(p, base), arch.KV{Key: p + "rope.dimension_count", Value: uint32(c.RopeDims)})
+	if c.RopeSections != [4]int{} {
+		secs := make([]int32, 4)
+		for i, s := range c.RopeSections {
+			secs[i] = int32(s)
+		}
+		kvs = append(kvs, arch.KV{Key: p + "rope.dimension_sections", Value: secs})
 	}
-	kvs := append(arch.BaseMetadata(p, base), []arch.KV{
-		{Key: p + "rope.dimension_count", Value: uint32(c.RopeDims)},
-		{Key: p + "rope.dimension_sections", Value: secs},
+	kvs = append(kvs, []arch.KV{
 		{Key: p + "rope.freq_base", Value: c.RopeTheta},
 		{Key: p + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
 		{Key: p + "ssm.conv_kernel", Value: uint32(g.ConvKernel)},
@@ -180,8 +212,17 @@ func metadata(p string, c arch.Config) []arch.KV {
 		{Key: p + "ssm.group_count", Value: uint32(g.KeyHeads)},
 		{Key: p + "ssm.time_step_rank", Value: uint32(g.ValueHeads)},
 		{Key: p + "ssm.inner_size", Value: uint32(g.Inner)},
-		{Key: p + "full_attention_interval", Value: uint32(interval(c.LayerKinds))},
 	}...)
+	if n := interval(c.LayerKinds); n > 0 {
+		kvs = append(kvs, arch.KV{Key: p + "full_attention_interval", Value: uint32(n)})
+	} else {
+		// Another pattern: llama.cpp's explicit one, the MTP layers none.
+		recr := make([]bool, c.Layers+c.NextNLayers)
+		for i, k := range c.LayerKinds {
+			recr[i] = k == arch.Recurrent
+		}
+		kvs = append(kvs, arch.KV{Key: p + "attention.recurrent_layers", Value: recr})
+	}
 	if c.NextNLayers > 0 {
 		kvs = append(kvs, arch.KV{Key: p + "nextn_predict_layers", Value: uint32(c.NextNLayers)})
 	}
@@ -191,8 +232,9 @@ func metadata(p string, c arch.Config) []arch.KV {
 func (qwen35) Metadata(c arch.Config) []arch.KV { return metadata(prefix, c) }
 
 // mixerTensors are layer i's (prefix p) norms and mixer: gated
-// attention's in an attending layer, the DeltaNet's in a recurrent one.
-func mixerTensors(c arch.Config, i int, p string) []arch.TensorSpec {
+// attention's in an attending layer, the DeltaNet's in a recurrent one,
+// whose beta and alpha projections are one, ssm_ba, in qwen3next (next).
+func mixerTensors(c arch.Config, i int, p string, next bool) []arch.TensorSpec {
 	s := []arch.TensorSpec{
 		{Name: p + "attn_norm.weight", Shape: []int{c.Dim}},
 		{Name: p + "post_attention_norm.weight", Shape: []int{c.Dim}},
@@ -209,15 +251,29 @@ func mixerTensors(c arch.Config, i int, p string) []arch.TensorSpec {
 		)
 	}
 	g := c.Recurrent
-	return append(s,
-		arch.TensorSpec{Name: p + "attn_qkv.weight", Shape: []int{c.Dim, g.ConvChannels()}, Matrix: true},
-		arch.TensorSpec{Name: p + "attn_gate.weight", Shape: []int{c.Dim, g.Inner}, Matrix: true},
+	if g.FusedQKVZ {
+		s = append(s, arch.TensorSpec{Name: p + "ssm_in.weight", Shape: []int{c.Dim, g.ConvChannels() + g.Inner}, Matrix: true})
+	} else {
+		s = append(s,
+			arch.TensorSpec{Name: p + "attn_qkv.weight", Shape: []int{c.Dim, g.ConvChannels()}, Matrix: true},
+			arch.TensorSpec{Name: p + "attn_gate.weight", Shape: []int{c.Dim, g.Inner}, Matrix: true},
+		)
+	}
+	s = append(s,
 		// The convolution's kernel stays F32: ggml's ssm_conv takes no other.
 		arch.TensorSpec{Name: p + "ssm_conv1d.weight", Shape: []int{g.ConvKernel, g.ConvChannels()}},
 		arch.TensorSpec{Name: p + "ssm_dt.bias", Shape: []int{g.ValueHeads}},
 		arch.TensorSpec{Name: p + "ssm_a", Shape: []int{g.ValueHeads}},
-		arch.TensorSpec{Name: p + "ssm_beta.weight", Shape: []int{c.Dim, g.ValueHeads}, Matrix: true},
-		arch.TensorSpec{Name: p + "ssm_alpha.weight", Shape: []int{c.Dim, g.ValueHeads}, Matrix: true},
+	)
+	if next {
+		s = append(s, arch.TensorSpec{Name: p + "ssm_ba.weight", Shape: []int{c.Dim, 2 * g.ValueHeads}, Matrix: true})
+	} else {
+		s = append(s,
+			arch.TensorSpec{Name: p + "ssm_beta.weight", Shape: []int{c.Dim, g.ValueHeads}, Matrix: true},
+			arch.TensorSpec{Name: p + "ssm_alpha.weight", Shape: []int{c.Dim, g.ValueHeads}, Matrix: true},
+		)
+	}
+	return append(s,
 		arch.TensorSpec{Name: p + "ssm_norm.weight", Shape: []int{g.StateSize}},
 		arch.TensorSpec{Name: p + "ssm_out.weight", Shape: []int{g.Inner, c.Dim}, Matrix: true},
 	)
@@ -229,7 +285,7 @@ func (qwen35) Tensors(c arch.Config) []arch.TensorSpec {
 	s := []arch.TensorSpec{{Name: "token_embd.weight", Shape: []int{c.Dim, c.VocabSize}, Matrix: true}}
 	for i := range c.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
-		s = append(s, mixerTensors(c, i, p)...)
+		s = append(s, mixerTensors(c, i, p, false)...)
 		s = append(s,
 			arch.TensorSpec{Name: p + "ffn_gate.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
 			arch.TensorSpec{Name: p + "ffn_down.weight", Shape: []int{c.FFN, c.Dim}, Matrix: true},

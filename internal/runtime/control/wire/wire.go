@@ -42,6 +42,11 @@ type KVReport struct {
 	// pod: the controller moves a program's KV here only when its context
 	// fits. Absent (0) from pods older than this field.
 	MaxModelLen int `json:"maxModelLen,omitempty"`
+	// StateTokens is what one running program's recurrent state costs a
+	// hybrid model's pod, in tokens of its KV (the state's bytes over a
+	// token's KV bytes, rounded up): a program's cost is its context's KV
+	// plus its state. Absent (0) for other models.
+	StateTokens int64 `json:"stateTokens,omitempty"`
 }
 
 // CapacityTokens is blocks × block size.

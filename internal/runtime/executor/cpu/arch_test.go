@@ -40,13 +40,15 @@ func TestRefusesOtherArchitectures(t *testing.T) {
 		}
 	}
 	// qwen3 (a variant of the llama package: head norms), qwen3moe (qwen3
-	// with experts), glm4moe and gpt-oss are ggml's alone.
+	// with experts), glm4moe, gpt-oss and deepseek2 are ggml's alone.
 	for _, c := range []model.Config{
 		{Arch: model.ArchQwen3, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64},
 		{Arch: model.ArchQwen3MoE, VocabSize: 300, Dim: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32},
 		{Arch: model.ArchGLM4MoE, VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32, SharedExperts: 1, DenseLayers: 1},
 		{Arch: model.ArchGptOss, VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 32, QKVBias: true, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32,
 			SlidingWindow: 16, LayerKinds: []arch.LayerKind{arch.SlidingWindow, arch.Full}},
+		{Arch: model.ArchDeepSeek2, VocabSize: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 1, HeadDim: 48, RopeDims: 16, FFN: 64, Experts: 4, ExpertsUsed: 2, ExpertFFN: 32, SharedExperts: 1, DenseLayers: 1,
+			MLA: arch.MLA{KVRank: 32, KeyLength: 48, ValueLength: 32}},
 	} {
 		m := model.Random(c, 1)
 		if e, err := New(m, 8, testBlockSize, Options{Threads: 1}); err == nil {

@@ -1,6 +1,7 @@
 // Package ggml is an executor that runs GGUF models of every registered
 // architecture (internal/runtime/arch: llama, qwen2, qwen3, mistral3, and
-// the mixtures of experts qwen3moe, glm4moe and gpt-oss) with ggml's
+// the mixtures of experts qwen3moe, glm4moe, gpt-oss and deepseek2, the
+// last with multi-head latent attention) with ggml's
 // kernels (CPU and
 // CUDA), loaded at run time from ggml's shared libraries with
 // purego: no cgo, and a binary that starts without them.

@@ -23,6 +23,7 @@ type engineOpts struct {
 	numBlocks, maxSeqs, maxBatched int
 	prefix                         bool
 	checkpoints                    engine.CheckpointMode
+	hostStates                     int
 }
 
 func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *prometheus.Registry) {
@@ -38,6 +39,7 @@ func newEngine(t *testing.T, m *model.Model, o engineOpts) (*engine.Engine, *pro
 		VocabSize: m.Config.VocabSize, EOS: m.Config.EOS, Decoder: m.Tokenizer, Observer: met,
 		KV:               kvcache.Config{NumBlocks: o.numBlocks, BlockSize: testBlockSize, EnablePrefixCache: o.prefix},
 		StateCheckpoints: o.checkpoints,
+		HostStateSlots:   o.hostStates,
 	}, x)
 	if err != nil {
 		t.Fatal(err)
@@ -71,16 +73,17 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // prefix-cache blocks produce exactly the greedy tokens each produces alone
 // on an engine of its own; with an F32, F16 and Q8_0 KV cache (a token's
 // keys and values are rounded once, when written, the same way whatever
-// the batch). qwen2 with each; qwen3, qwen3moe, glm4moe and gpt-oss
-// (which only this executor runs; a token's experts and their sum do not
-// depend on the batch either; gpt-oss's sliding layers with a window of 8,
-// which most of these sequences outgrow) with the F16 cache.
+// the batch). qwen2 with each; qwen3, qwen3moe, glm4moe, gpt-oss and
+// deepseek2 (which only this executor runs; a token's experts and their
+// sum do not depend on the batch either; gpt-oss's sliding layers with a
+// window of 8, which most of these sequences outgrow; deepseek2's latent
+// cache) with the F16 cache.
 func TestEngineBatchingEquivalence(t *testing.T) {
 	for _, d := range []kvcache.DType{kvcache.DTypeF32, kvcache.DTypeF16, kvcache.DTypeQ8_0} {
 		withKV(t, d, func(t *testing.T) {
 			cfgs := []model.Config{wideHeads()["qwen2"]}
 			if d == kvcache.DTypeF16 {
-				cfgs = append(cfgs, qwen3Config(), qwen3moeConfig(), glm4moeConfig(), gptossNarrow(), qwen35Config(), qwen35moeConfig())
+				cfgs = append(cfgs, qwen3Config(), qwen3moeConfig(), glm4moeConfig(), gptossNarrow(), deepseek2Config(), deepseek2V3Config(), qwen35Config(), qwen35moeConfig(), qwen3nextConfig())
 			}
 			for _, cfg := range cfgs {
 				t.Run(cfg.Arch, func(t *testing.T) {

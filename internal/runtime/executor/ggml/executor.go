@@ -119,6 +119,12 @@ type Executor struct {
 	// at the other layers.
 	convState, deltaState []cTensor
 	stateSlots            int
+	// hostStates are ReserveHostStates' host slots, one state (every
+	// recurrent layer's convolution row, then its DeltaNet row) after the
+	// other; hostStateBuf their page-locked buffer on a GPU.
+	hostStates     []byte
+	hostStateSlots int
+	hostStateBuf   cBuf
 	// kvLayers are the layers with a KV cache, in order (all but the
 	// recurrent ones): a block's rows, layer after layer, in block I/O
 	// and host copies.
@@ -369,8 +375,15 @@ func (e *Executor) checkFlash() error {
 	kv := func() cTensor {
 		return a.permute(ctx, a.reshape3d(ctx, a.newTensor2d(ctx, e.kvType, int64(e.kvDim), bs), hd, kvHeads, bs), 0, 2, 1, 3)
 	}
+	k, v := kv(), kv()
+	if r := int64(c.MLA.KVRank); r > 0 {
+		// MLA's values are the first KVRank elements of each key row
+		// (seqAttentionMLA), which the backend may run for some widths only.
+		row := a.rowSize(e.kvType, hd)
+		v = a.permute(ctx, a.view3d(ctx, a.newTensor2d(ctx, e.kvType, hd, bs), r, 1, bs, row, row, 0), 0, 2, 1, 3)
+	}
 	mask := a.newTensor2d(ctx, typeF16, bs, 1)
-	if fa := a.flashAttnExt(ctx, q, kv(), kv(), mask, 1, 0, 0); !a.devSupportsOp(e.be.dev, fa) {
+	if fa := a.flashAttnExt(ctx, q, k, v, mask, 1, 0, 0); !a.devSupportsOp(e.be.dev, fa) {
 		return fmt.Errorf("%w (FlashMaxSeqs, --ggml-flash-max-seqs): ggml's %s backend cannot run it over a %s KV cache with heads of %d; build ggml with its flash-attention kernels for that type (hack/build-llama-server-cuda.sh builds them for f16) or leave it off", ErrNoFlashAttention, e.be.Name, e.kv.DType, hd)
 	}
 	return nil
@@ -424,7 +437,7 @@ func (e *Executor) Close() {
 		e.a.gallocrFree(e.galloc)
 		e.galloc = 0
 	}
-	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf, &e.hostBuf} {
+	for _, b := range []*cBuf{&e.wbuf, &e.kvbuf, &e.s.logitsBuf, &e.hostBuf, &e.hostStateBuf} {
 		if *b != 0 {
 			e.a.bufferFree(*b)
 			*b = 0
@@ -434,7 +447,7 @@ func (e *Executor) Close() {
 		e.a.bufferFree(b)
 	}
 	e.mappedBufs, e.xbuf = nil, nil
-	e.s.logits, e.host = nil, nil // they may have been in logitsBuf, hostBuf
+	e.s.logits, e.host, e.hostStates = nil, nil, nil // they may have been in logitsBuf, hostBuf, hostStateBuf
 	e.wregion.free()
 	e.kvregion.free()
 	e.wregion, e.kvregion = nil, nil

@@ -3,12 +3,9 @@
 package ggml
 
 import (
-	"math"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
-	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
-	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
 // gptossNarrow is gptossConfig with a window of 8 tokens, which the
@@ -31,47 +28,7 @@ func TestGptOssPlainAttentionMatchesFlash(t *testing.T) {
 	wide := gptossNarrow()
 	wide.SlidingWindow = 1024
 	mw := randomModel(t, wide, model.F32, 5)
-	a := contiguous(0, 16)
-	b := []kvcache.BlockID{40, 17, 33, 20, 25, 30, 18, 35, 21, 44, 19, 50, 23, 27, 31, 22}
-	prompt := func(n, salt int) []int32 {
-		p := make([]int32, n)
-		for i := range p {
-			p[i] = int32((i*37 + salt*11) % m.Config.VocabSize)
-		}
-		return p
-	}
-	steps := [][]batch.Seq{{
-		{Tokens: prompt(30, 1), Blocks: a, Sample: true},
-		{Tokens: prompt(21, 2), Blocks: b, Sample: true},
-	}}
-	for i := range 6 {
-		steps = append(steps, []batch.Seq{
-			{Tokens: []int32{int32(3 + i)}, Pos: 30 + i, Blocks: a, Sample: true},
-			{Tokens: []int32{int32(90 + i)}, Pos: 21 + i, Blocks: b, Sample: true},
-		})
-	}
-	run := func(m *model.Model, plain bool) [][][]float32 {
-		plainAttention = plain
-		defer func() { plainAttention = false }()
-		e := newTestExec(t, m, 64)
-		var out [][][]float32
-		for _, seqs := range steps {
-			out = append(out, execute(t, e, seqs))
-		}
-		return out
-	}
-	flash, plain, wider := run(m, false), run(m, true), run(mw, false)
-	maxDiff := func(x, y [][][]float32) float64 {
-		d := 0.0
-		for i := range x {
-			for j := range x[i] {
-				for k := range x[i][j] {
-					d = math.Max(d, math.Abs(float64(x[i][j][k]-y[i][j][k])))
-				}
-			}
-		}
-		return d
-	}
+	flash, plain, wider := attentionRun(t, m, false), attentionRun(t, m, true), attentionRun(t, mw, false)
 	d, w := maxDiff(flash, plain), maxDiff(flash, wider)
 	t.Logf("plain vs flash: max |diff| %.3g; window 8 vs 1024: %.3g", d, w)
 	if d > 1e-4 {

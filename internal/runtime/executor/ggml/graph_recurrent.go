@@ -3,6 +3,7 @@
 package ggml
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -135,7 +136,8 @@ func (o *graphOps) SSMConv(layer int, x, kernel arch.Tensor) arch.Tensor {
 func (o *graphOps) GatedDeltaNet(layer int, q, k, v, gate, beta arch.Tensor) arch.Tensor {
 	e, a, ctx := o.e, o.e.a, o.ctx
 	g := e.cfg.Recurrent
-	S, hk, hv := int64(g.StateSize), int64(g.KeyHeads), int64(g.ValueHeads)
+	S, hv := int64(g.StateSize), int64(g.ValueHeads)
+	hk := a.nelements(cTensor(q)) / (S * o.nt) // KeyHeads, or hv when repeated
 	all := e.deltaState[layer]
 	view := func(x cTensor, ne0, ne1 int64, gr stateGroup) cTensor {
 		n, row := int64(gr.n), uintptr(4*ne0)
@@ -202,6 +204,10 @@ func (o *graphOps) Cont(x arch.Tensor, ne0, ne1 int) arch.Tensor {
 	return arch.Tensor(o.e.a.cont2d(o.ctx, cTensor(x), int64(ne0), int64(ne1)))
 }
 
+func (o *graphOps) Repeat(x arch.Tensor, ne0, ne1, ne2 int) arch.Tensor {
+	return arch.Tensor(o.e.a.repeat4d(o.ctx, cTensor(x), int64(ne0), int64(ne1), int64(ne2), 1))
+}
+
 // recurrent reports whether layer l is a recurrent one (no KV).
 func (e *Executor) recurrent(l int) bool {
 	return e.cfg.LayerKinds != nil && e.cfg.LayerKinds[l] == arch.Recurrent
@@ -233,28 +239,69 @@ func (e *Executor) allocStates(ctx cCtx) (ts []cTensor, sizes []int) {
 // (batch.StateKeeper): 0 for a model without recurrent layers.
 func (e *Executor) StateSlots() int { return e.stateSlots }
 
+// ReserveHostStates adds n host slots (batch.HostStateKeeper), numbered
+// after the device's, replacing those reserved before.
+func (e *Executor) ReserveHostStates(n int) error {
+	if e.convState == nil {
+		return errors.New("ggml executor: the model keeps no recurrent states")
+	}
+	if n < 0 {
+		return fmt.Errorf("ggml executor: %d host state slots", n)
+	}
+	if e.hostStateBuf != 0 {
+		e.a.bufferFree(e.hostStateBuf)
+		e.hostStateBuf, e.hostStates = 0, nil
+	}
+	buf, host, err := e.hostBytes(n * int(e.cfg.StateBytes()))
+	if err != nil {
+		return fmt.Errorf("ggml executor: %d host state slots: %w", n, err)
+	}
+	e.hostStateBuf, e.hostStates, e.hostStateSlots = buf, host, n
+	return nil
+}
+
 // copyStates copies recurrent states between slots (batch.Batch's
-// StateCopies and StateSaves), layer by layer, through host memory.
+// StateCopies and StateSaves), layer by layer: between device slots
+// through host memory, to and from host slots directly.
 func (e *Executor) copyStates(copies []batch.StateCopy) {
 	if len(copies) == 0 {
 		return
 	}
 	c := e.cfg.Recurrent
+	conv, delta := 4*c.ConvStateFloats(), 4*c.DeltaStateFloats()
+	stateBytes := int(e.cfg.StateBytes())
+	r := 0 // the recurrent layer's index among them
 	for l := range e.cfg.Layers {
 		if !e.recurrent(l) {
 			continue
 		}
-		for _, st := range [2]struct {
+		for k, st := range [2]struct {
 			t   cTensor
 			row int
-		}{{e.convState[l], 4 * c.ConvStateFloats()}, {e.deltaState[l], 4 * c.DeltaStateFloats()}} {
-			e.s.stateRow = grow(e.s.stateRow, st.row)
-			p := unsafe.Pointer(&e.s.stateRow[0])
+		}{{e.convState[l], conv}, {e.deltaState[l], delta}} {
+			// A host slot's row of this layer and kind.
+			hostRow := func(slot int) unsafe.Pointer {
+				off := (slot-e.stateSlots)*stateBytes + r*(conv+delta) + k*conv
+				return unsafe.Pointer(&e.hostStates[off])
+			}
 			for _, cp := range copies {
-				e.a.tensorGet(st.t, p, uintptr(cp.From*st.row), uintptr(st.row))
-				e.a.tensorSet(st.t, p, uintptr(cp.To*st.row), uintptr(st.row))
+				fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
+				switch {
+				case !fromHost && !toHost:
+					e.s.stateRow = grow(e.s.stateRow, st.row)
+					p := unsafe.Pointer(&e.s.stateRow[0])
+					e.a.tensorGet(st.t, p, uintptr(cp.From*st.row), uintptr(st.row))
+					e.a.tensorSet(st.t, p, uintptr(cp.To*st.row), uintptr(st.row))
+				case !fromHost:
+					e.a.tensorGet(st.t, hostRow(cp.To), uintptr(cp.From*st.row), uintptr(st.row))
+				case !toHost:
+					e.a.tensorSet(st.t, hostRow(cp.From), uintptr(cp.To*st.row), uintptr(st.row))
+				default:
+					copy(unsafe.Slice((*byte)(hostRow(cp.To)), st.row), unsafe.Slice((*byte)(hostRow(cp.From)), st.row))
+				}
 			}
 		}
+		r++
 	}
 }
 
@@ -264,10 +311,11 @@ func (e *Executor) checkStates(b *batch.Batch) error {
 	if e.convState == nil {
 		return nil
 	}
+	all := e.stateSlots + e.hostStateSlots
 	for _, cps := range [2][]batch.StateCopy{b.StateCopies, b.StateSaves} {
 		for _, cp := range cps {
-			if cp.From < 0 || cp.From >= e.stateSlots || cp.To < 0 || cp.To >= e.stateSlots {
-				return fmt.Errorf("state copy %d → %d outside the executor's %d slots", cp.From, cp.To, e.stateSlots)
+			if cp.From < 0 || cp.From >= all || cp.To < 0 || cp.To >= all {
+				return fmt.Errorf("state copy %d → %d outside the executor's %d slots (%d on the host)", cp.From, cp.To, all, e.hostStateSlots)
 			}
 		}
 	}

@@ -24,7 +24,7 @@ func TestGraphReusedForTheSameShape(t *testing.T) {
 	// its own, changes with every step as the positions do.
 	gptoss := gptossNarrow()
 	gptoss.SlidingWindow = 4
-	for _, cfg := range []model.Config{wideHeads()["qwen2"], qwen3Config(), qwen3moeConfig(), glm4moeConfig(), m3, gptoss} {
+	for _, cfg := range []model.Config{wideHeads()["qwen2"], qwen3Config(), qwen3moeConfig(), glm4moeConfig(), m3, gptoss, deepseek2Config(), deepseek2LiteConfig(), deepseek2V3Config()} {
 		t.Run(cfg.Arch, func(t *testing.T) { testGraphReused(t, cfg) })
 	}
 }

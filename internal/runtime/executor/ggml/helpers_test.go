@@ -204,6 +204,67 @@ func qwen35moeConfig() model.Config {
 	return c
 }
 
+// deepseek2Config is GLM-4.7-Flash's layout scaled down: queries through
+// a low rank (q_lora_rank 64), a latent of 64 and 32 rotated dimensions
+// (HeadDim 96, the cache's row), heads of 64 unrotated + 32 rotated key
+// dimensions and 64 value dimensions, a leading dense layer, then layers
+// of 8 sigmoid-routed experts with a selection bias (2 a token, their
+// weights normalized and scaled by 1.8, GLM-4.7-Flash's factor) and a
+// shared one, an untied head, and a multi-token-prediction layer counted
+// in block_count but not stored.
+func deepseek2Config() model.Config {
+	return model.Config{
+		Arch: model.ArchDeepSeek2, VocabSize: 320, Dim: 128, Layers: 3, Heads: 4, KVHeads: 1, HeadDim: 96, RopeDims: 32, FFN: 192,
+		RopeTheta: 1e6, NormEps: 1e-5,
+		MLA:     arch.MLA{QRank: 64, KVRank: 64, KeyLength: 96, ValueLength: 64},
+		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, SharedExperts: 1, DenseLayers: 1, ExpertSelectionBias: true,
+		ExpertGating: arch.GatingSigmoid, ExpertWeightsNorm: true, ExpertWeightsScale: 1.8, NextNLayers: 1,
+	}
+}
+
+// deepseek2LiteConfig is DeepSeek-V2-Lite's layout scaled down: queries
+// projected directly (no q_lora_rank), softmax routing without a
+// selection bias or normalization, and DeepSeek-V2's YaRN (its
+// yarn_log_multiplier 0.0707, mscale_all_dim 0.707 as converted) 4× over
+// an original context of 128 tokens, which the long prompt passes.
+func deepseek2LiteConfig() model.Config {
+	c := deepseek2Config()
+	c.MLA.QRank, c.ExpertSelectionBias, c.ExpertGating, c.ExpertWeightsNorm, c.ExpertWeightsScale, c.NextNLayers = 0, false, arch.GatingSoftmax, false, 1, 0
+	c.RopeTheta, c.ContextLen = 10000, 512
+	c.RopeScaling = arch.RopeScaling{Type: "yarn", Factor: 4, OrigContext: 128, YarnLogMul: 0.0707}
+	return c
+}
+
+// deepseek2V3Config is DeepSeek-V3's routing scaled down:
+// deepseek2Config's with grouped expert selection, 4 groups of 2 experts
+// of which a token chooses from the best 2 (V3: 8 groups of 32, the best
+// 4; a group scores by the sum of its two best), weights scaled by 2.5,
+// V3's factor. (With the best 1 of 4 the engine's batching test meets a
+// near-tie between two groups that the batch's summation order decides.)
+func deepseek2V3Config() model.Config {
+	c := deepseek2Config()
+	c.ExpertGroups, c.ExpertGroupsUsed, c.ExpertWeightsScale = 4, 2, 2.5
+	return c
+}
+
+// qwen3nextConfig is qwen35moeConfig as Qwen3-Next lays it out: NEOX
+// RoPE over a quarter of each head (no M-RoPE sections), beta and alpha
+// from one projection, and each key head read by the two value heads
+// that follow it (Qwen3-Next-80B-A3B: 32 value heads over 16 key heads).
+func qwen3nextConfig() model.Config {
+	c := qwen35moeConfig()
+	c.Arch, c.RopeSections = "qwen3next", [4]int{}
+	return c
+}
+
+// qwen3nextFusedConfig is qwen3nextConfig as older conversions store it:
+// the DeltaNet's inputs through one ssm_in, key head by key head.
+func qwen3nextFusedConfig() model.Config {
+	c := qwen3nextConfig()
+	c.Recurrent.FusedQKVZ = true
+	return c
+}
+
 // gptossConfig is gpt-oss-20b's layout scaled down: q/k/v/o biases,
 // sinks, three layers of which the first and last attend over a window of
 // 32 tokens (shorter than the long parity prompt) and the middle one over

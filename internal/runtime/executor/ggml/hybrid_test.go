@@ -4,6 +4,7 @@ package ggml
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 		// Turn 1 computes 37+10 tokens (its last sampled token is not).
 		{qwen35Config(), engine.CheckpointPrograms, 47 / testBlockSize * testBlockSize},
 		{qwen35moeConfig(), engine.CheckpointPrograms, 47 / testBlockSize * testBlockSize},
+		{qwen3nextConfig(), engine.CheckpointPrograms, 47 / testBlockSize * testBlockSize},
 		{qwen35Config(), engine.CheckpointPrompts, 37 / testBlockSize * testBlockSize},
 		{qwen35Config(), engine.CheckpointNone, 0},
 	} {
@@ -42,24 +44,8 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 			for i := range turn1 {
 				turn1[i] = int32(rng.IntN(m.Config.VocabSize))
 			}
-			run := func(e *engine.Engine, prompt []int32, id string) ([]int32, engine.Usage) {
-				s, err := e.Submit(context.Background(), &engine.Request{ID: id, Prompt: prompt, Params: engine.Params{MaxTokens: 11, IgnoreEOS: true}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for range 200 {
-					if run, wait := e.Pending(); run == 0 && wait == 0 {
-						break
-					}
-					e.Step(context.Background())
-				}
-				toks, _, c, err := s.Wait(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				return toks, c.Usage
-			}
-			e, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true, checkpoints: tc.mode})
+			run := func(e *engine.Engine, p []int32, id string) ([]int32, engine.Usage) { return runTurn(t, e, p, id) }
+			e, reg := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true, checkpoints: tc.mode})
 			out1, _ := run(e, turn1, "turn1")
 			turn2 := append(append(append([]int32(nil), turn1...), out1...), 7, 8, 9)
 			got, u := run(e, turn2, "turn2")
@@ -72,8 +58,85 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 			if u.CachedTokens != tc.cached {
 				t.Errorf("second turn resumed from %d cached tokens, want %d", u.CachedTokens, tc.cached)
 			}
+			if got := counter(t, reg, "kvpilot_recurrent_state_restored_tokens_total"); got != float64(tc.cached) {
+				t.Errorf("kvpilot_recurrent_state_restored_tokens_total %v, want %d", got, tc.cached)
+			}
 		})
 	}
+}
+
+// TestHybridCheckpointsSpillToHost: when other programs' checkpoints
+// evict a program's from the device, with host state slots they spill
+// there and its next turn still resumes from its last one (with the
+// tokens of a fresh engine); without, the turn finds none and computes
+// its whole prompt.
+func TestHybridCheckpointsSpillToHost(t *testing.T) {
+	m := randomModel(t, qwen35Config(), model.F32, 5)
+	rng := rand.New(rand.NewPCG(8, 9))
+	prompt := func(n int) []int32 {
+		p := make([]int32, n)
+		for i := range p {
+			p[i] = int32(rng.IntN(m.Config.VocabSize))
+		}
+		return p
+	}
+	turn1, others := prompt(37), make([][]int32, 14)
+	for i := range others {
+		others[i] = prompt(21)
+	}
+	for _, host := range []int{0, 64} {
+		t.Run(fmt.Sprintf("host=%d", host), func(t *testing.T) {
+			// 16 state slots: 4 running, 12 device checkpoints; each
+			// other program saves two (its prompt's, its decoded one).
+			e, reg := newEngine(t, m, engineOpts{numBlocks: 256, maxSeqs: 4, maxBatched: 64, prefix: true, hostStates: host})
+			run := func(p []int32, id string) ([]int32, engine.Usage) { return runTurn(t, e, p, id) }
+			out1, _ := run(turn1, "a1")
+			for i, p := range others {
+				run(p, fmt.Sprintf("o%d", i))
+			}
+			turn2 := append(append(append([]int32(nil), turn1...), out1...), 7, 8, 9)
+			got, u := run(turn2, "a2")
+			fresh, _ := newEngine(t, m, engineOpts{numBlocks: 256, maxSeqs: 4, maxBatched: 64, prefix: true})
+			want, _ := runTurn(t, fresh, turn2, "alone")
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("second turn differs from scratch (-scratch +resumed):\n%s", diff)
+			}
+			spills := counter(t, reg, "kvpilot_recurrent_state_spills_total")
+			wantCached := 0
+			if host > 0 {
+				wantCached = 47 / testBlockSize * testBlockSize
+				if spills == 0 {
+					t.Error("no checkpoint spilled to the host")
+				}
+			} else if spills != 0 {
+				t.Errorf("%v spills without host slots", spills)
+			}
+			if u.CachedTokens != wantCached {
+				t.Errorf("second turn resumed from %d cached tokens, want %d", u.CachedTokens, wantCached)
+			}
+		})
+	}
+}
+
+// runTurn runs one request of 11 greedy tokens after p through e by hand
+// and returns its tokens and usage.
+func runTurn(t *testing.T, e *engine.Engine, p []int32, id string) ([]int32, engine.Usage) {
+	t.Helper()
+	s, err := e.Submit(context.Background(), &engine.Request{ID: id, Prompt: p, Params: engine.Params{MaxTokens: 11, IgnoreEOS: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 300 {
+		if run, wait := e.Pending(); run == 0 && wait == 0 {
+			break
+		}
+		e.Step(context.Background())
+	}
+	toks, _, c, err := s.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks, c.Usage
 }
 
 // TestStateSlotsChecked: the executor refuses a batch whose state slots

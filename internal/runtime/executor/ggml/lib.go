@@ -144,6 +144,7 @@ type api struct {
 	moeAPI
 	ossAPI
 	recurrentAPI
+	mlaAPI
 }
 
 // Library is a loaded set of ggml shared libraries.
@@ -331,6 +332,7 @@ func (l *Library) bind() error {
 	a.moeAPI.bind(sym)
 	a.ossAPI.bind(sym)
 	a.recurrentAPI.bind(sym)
+	a.mlaAPI.bind(sym)
 	if len(missing) > 0 {
 		return fmt.Errorf("missing symbols %s", strings.Join(missing, ", "))
 	}

@@ -48,8 +48,10 @@ const parityLogitsTol = 1e-3
 // scaled weights, a next-token layer skipped), RoPE scaling (qwen3 with
 // YaRN from an original context the long prompt passes, llama linear with
 // a model's attention factor), mistral3 (YaRN with its own betas and log
-// multiplier, the attention temperature stepping within the long prompt)
-// and llama with Llama 3.1's rope_freqs.weight, each
+// multiplier, the attention temperature stepping within the long prompt),
+// llama with Llama 3.1's rope_freqs.weight and deepseek2 (the latent
+// cache, queries through a low rank or not, YaRN with deepseek2's
+// pre-scaled kq_scale, grouped expert selection), each
 // with F16 and with Q8_0 weights, a random-weight GGUF goes to both; both
 // keep an F16 KV cache, run flash attention on one CPU thread, and decode
 // greedily paritySteps tokens after a short prompt and after a long one
@@ -123,6 +125,20 @@ func parityModels() []parityCase {
 		gptossParity(),
 		{name: "qwen35", cfg: qwen35Config(), seed: 1},
 		{name: "qwen35moe", cfg: qwen35moeConfig(), seed: 1},
+		// deepseek2 (multi-head latent attention) in GLM-4.7-Flash's
+		// shape, DeepSeek-V2-Lite's and with DeepSeek-V3's grouped expert
+		// selection (seeds: the widest margins of 1–8 in F16 and Q8_0,
+		// 4.4e-3, 1.8e-3 and 2.0e-3; the logits of all twenty-four equal
+		// llama.cpp's to the bit but two, whose long prompt's first step
+		// differs in F16: the lite's seed 1 by 2.5e-4, v3's seed 2 by
+		// 3.7e-5).
+		{name: "deepseek2", cfg: deepseek2Config(), seed: 7},
+		{name: "deepseek2-lite", cfg: deepseek2LiteConfig(), seed: 6},
+		{name: "deepseek2-v3", cfg: deepseek2V3Config(), seed: 4},
+		// qwen3next, seed 1: margins of 2.7e-3 and more, F16 and Q8_0;
+		// the logits equal llama.cpp's to the bit.
+		{name: "qwen3next", cfg: qwen3nextConfig(), seed: 1},
+		{name: "qwen3next-ssm_in", cfg: qwen3nextFusedConfig(), seed: 1},
 	}
 }
 

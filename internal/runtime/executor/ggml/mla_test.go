@@ -1,0 +1,131 @@
+//go:build linux && (amd64 || arm64)
+
+package ggml
+
+import (
+	"math"
+	"testing"
+
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
+	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+)
+
+// attentionRun runs m through a prefill of two sequences in one batch,
+// one over contiguous blocks and one over scattered ones, then six decode
+// steps of both, with plain attention or flash attention per sequence:
+// every step's logits.
+func attentionRun(t *testing.T, m *model.Model, plain bool) [][][]float32 {
+	t.Helper()
+	a := contiguous(0, 16)
+	b := []kvcache.BlockID{40, 17, 33, 20, 25, 30, 18, 35, 21, 44, 19, 50, 23, 27, 31, 22}
+	prompt := func(n, salt int) []int32 {
+		p := make([]int32, n)
+		for i := range p {
+			p[i] = int32((i*37 + salt*11) % m.Config.VocabSize)
+		}
+		return p
+	}
+	steps := [][]batch.Seq{{
+		{Tokens: prompt(30, 1), Blocks: a, Sample: true},
+		{Tokens: prompt(21, 2), Blocks: b, Sample: true},
+	}}
+	for i := range 6 {
+		steps = append(steps, []batch.Seq{
+			{Tokens: []int32{int32(3 + i)}, Pos: 30 + i, Blocks: a, Sample: true},
+			{Tokens: []int32{int32(90 + i)}, Pos: 21 + i, Blocks: b, Sample: true},
+		})
+	}
+	plainAttention = plain
+	defer func() { plainAttention = false }()
+	e := newTestExec(t, m, 64)
+	var out [][][]float32
+	for _, seqs := range steps {
+		out = append(out, execute(t, e, seqs))
+	}
+	return out
+}
+
+// maxDiff is the largest |x − y| over two runs' logits.
+func maxDiff(x, y [][][]float32) float64 {
+	d := 0.0
+	for i := range x {
+		for j := range x[i] {
+			for k := range x[i][j] {
+				d = math.Max(d, math.Abs(float64(x[i][j][k]-y[i][j][k])))
+			}
+		}
+	}
+	return d
+}
+
+// TestMLAPlainAttentionMatchesFlash: deepseek2's plain attention chain
+// over the gathered latents (other devices', and the CPU's for batches
+// over FlashMaxSeqs) gives the logits of flash attention per sequence
+// (which TestGreedyParityWithLlamaCpp holds to llama.cpp), with and
+// without the queries' low rank; and the values are the latents: a model
+// whose attn_v_b differs gives other logits.
+func TestMLAPlainAttentionMatchesFlash(t *testing.T) {
+	for _, cfg := range []model.Config{deepseek2Config(), deepseek2LiteConfig()} {
+		m := randomModel(t, cfg, model.F32, 5)
+		flash, plain := attentionRun(t, m, false), attentionRun(t, m, true)
+		other := randomModel(t, cfg, model.F32, 5)
+		for _, tt := range other.Weights.Extra {
+			if tt.Name == "blk.1.attn_v_b.weight" {
+				v := tt.Float32()
+				for i := range v {
+					v[i] = -v[i]
+				}
+				data, err := model.Encode(model.F32, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.Data = data
+			}
+		}
+		d, o := maxDiff(flash, plain), maxDiff(flash, attentionRun(t, other, false))
+		t.Logf("q rank %d: plain vs flash: max |diff| %.3g; attn_v_b negated in layer 1: %.3g", cfg.MLA.QRank, d, o)
+		if d > 1e-4 {
+			t.Errorf("q rank %d: plain attention's logits differ from flash attention's by %.3g", cfg.MLA.QRank, d)
+		}
+		if o < 1e-2 {
+			t.Errorf("q rank %d: negating attn_v_b moves the logits by %.3g only", cfg.MLA.QRank, o)
+		}
+	}
+}
+
+// TestMLAKVBytes holds what docs/architectures.md says an MLA model's
+// cache costs, in GLM-4.7-Flash's geometry (47 layers, 20 heads, a latent
+// of 512 and 64 rotated dimensions, keys and values of 256 a head) at F16:
+// a key and a value row of the latent per token and layer, twice
+// llama.cpp's key-only cache, and 8.9 times less than per-head keys and
+// values.
+func TestMLAKVBytes(t *testing.T) {
+	c := model.Config{Arch: model.ArchDeepSeek2, Layers: 47, Heads: 20, KVHeads: 1, HeadDim: 576, RopeDims: 64,
+		MLA: arch.MLA{QRank: 768, KVRank: 512, KeyLength: 256, ValueLength: 256}}
+	got := KVGeometry(&model.Model{Config: c}, kvcache.DTypeF16).BytesPerToken()
+	llamaCpp := int64(c.Layers * (c.MLA.KVRank + c.RopeDims) * 2)
+	perHead := int64(c.Layers * c.Heads * (c.MLA.KeyLength + c.MLA.ValueLength) * 2)
+	if got != 108288 || got != 2*llamaCpp || perHead != 962560 {
+		t.Errorf("%d bytes a token (llama.cpp %d, per-head keys and values %d), want 108288 = 2 × 54144", got, llamaCpp, perHead)
+	}
+}
+
+// TestMLAFlashMaxSeqs: with FlashMaxSeqs (a GPU's setting), the executor
+// asks the backend for flash attention as AttentionMLA runs it (values
+// narrower than the keys) and, given it, runs batches of up to that many
+// sequences with it: their logits are flash attention's.
+func TestMLAFlashMaxSeqs(t *testing.T) {
+	m := randomModel(t, deepseek2Config(), model.F16, 4)
+	e, err := New(m, 64, testBlockSize, Options{LibDir: testLibDir(t), Device: DeviceCPU, Threads: 1, KVCacheDType: testKV, FlashMaxSeqs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	seqs := []batch.Seq{{Tokens: []int32{1, 2, 3, 4, 5}, Blocks: contiguous(0, 4), Sample: true}, {Tokens: []int32{9, 8, 7}, Blocks: contiguous(8, 4), Sample: true}}
+	want, got := execute(t, newTestExec(t, m, 64), seqs), execute(t, e, seqs)
+	if !e.s.flash || maxDiff([][][]float32{want}, [][][]float32{got}) != 0 {
+		t.Errorf("flash %v; logits differ from flash attention's by %g", e.s.flash, maxDiff([][][]float32{want}, [][][]float32{got}))
+	}
+}
