@@ -40,8 +40,8 @@ type backend struct {
 	// architecture is the model file's general.architecture ("" for sim).
 	architecture string
 	// stateSlots are the recurrent-state slots of a hybrid model's
-	// executor (0 for others): the engine then runs without the host
-	// tier, which does not keep states yet.
+	// executor (0 for others); its host tier then keeps state
+	// checkpoints beside blocks (main.go).
 	stateSlots int
 	// stateTokens is one sequence's recurrent state in tokens of KV
 	// (wire.KVReport.StateTokens), stateBytes in bytes; 0 for other
@@ -317,6 +317,8 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		exec: exec, codec: codec.Sim{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
 		kvBytesPerBlock: geom.KV().BytesPerBlock(o.BlockSize), kvDType: geom.KV().DType, // all devices: what the replica moves
+		stateSlots: slots, stateBytes: geom.StateBytes(),
+		stateTokens: stateTokens(geom.StateBytes(), geom.KV().BytesPerBlock(o.BlockSize), o.BlockSize),
 		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
 		close:       func() {},
 	}, nil

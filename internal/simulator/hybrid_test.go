@@ -63,3 +63,28 @@ func TestVLLMAlignBlockSize(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentsHybridHostTier: with fewer checkpoint slots than programs
+// (16 running, 16 checkpoints for 32 programs), a host tier, split
+// between blocks and state checkpoints as the runtime splits it, keeps
+// the checkpoints the device evicts, and the programs recompute less.
+func TestAgentsHybridHostTier(t *testing.T) {
+	run := func(hostBlocks int) *AgentResult {
+		s := agentSetup(placement.ModeDefault, 1)
+		s.Replica.Model, s.Replica.Accelerator = "qwen3.6-27b", "H200"
+		s.Replica.MaxNumSeqs = 16
+		s.Warmup, s.Window = 30*time.Second, time.Minute
+		s.HostBlocks = hostBlocks
+		r, err := RunAgents(smallAgents(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	without, with := run(0), run(200_000)
+	if with.RecomputedTokens >= without.RecomputedTokens {
+		t.Errorf("recomputed %d tokens with the host tier, %d without", with.RecomputedTokens, without.RecomputedTokens)
+	}
+	t.Logf("recomputed tokens %d → %d with the host tier; %.1f → %.1f steps/min", without.RecomputedTokens, with.RecomputedTokens,
+		without.StepsPerMinute, with.StepsPerMinute)
+}

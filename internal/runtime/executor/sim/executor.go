@@ -60,9 +60,10 @@ type Executor struct {
 	hostBlocks, blockSize int // host KV tier (ReserveHostBlocks)
 	busy                  Busy
 	async                 asyncCopy // started by StartCopyBlocks
-	// slotPos is, per state slot, the number of tokens its state has
-	// seen (-1: none yet): Execute checks that every sequence resumes
-	// from a state at its own position.
+	// slotPos is, per state slot (the device's, then ReserveHostStates'
+	// host slots), the number of tokens its state has seen (-1: none
+	// yet): Execute checks that every sequence resumes from a state at
+	// its own position.
 	slotPos []int
 }
 
@@ -72,8 +73,8 @@ type Busy struct {
 	// wherever they ran; CopyStall is the part of Copy that nothing hid:
 	// serial copies (CopyBlocks), and overlapping ones (StartCopyBlocks)
 	// that outlasted the iteration they ran beside. StateCopy is the part
-	// of Compute spent copying recurrent states between slots
-	// (batch.Batch.StateCopies and StateSaves).
+	// of Compute spent copying recurrent states between slots, the host's
+	// included (batch.Batch.StateCopies and StateSaves).
 	Compute, Copy, CopyStall, StateCopy time.Duration
 }
 
@@ -126,6 +127,27 @@ func (e *Executor) StateSlots() int { return e.opts.StateSlots }
 
 var _ batch.StateKeeper = (*Executor)(nil)
 
+var _ batch.HostStateKeeper = (*Executor)(nil)
+
+// ReserveHostStates adds n host slots (batch.HostStateKeeper), numbered
+// after the device's, replacing those reserved before.
+func (e *Executor) ReserveHostStates(n int) error {
+	if !e.opts.Geometry.Hybrid() {
+		return fmt.Errorf("sim: %s keeps no recurrent states", e.opts.Geometry.Name)
+	}
+	if n < 0 {
+		return fmt.Errorf("sim: %d host state slots", n)
+	}
+	if n > 0 && e.opts.Accelerator.HostLinkBandwidth <= 0 {
+		return fmt.Errorf("sim: accelerator %q has no host link bandwidth for host state slots", e.opts.Accelerator.Name)
+	}
+	e.slotPos = e.slotPos[:e.opts.StateSlots]
+	for range n {
+		e.slotPos = append(e.slotPos, -1)
+	}
+	return nil
+}
+
 // StateCopyTime is the modelled duration of n copies of a sequence's
 // recurrent state between slots in device memory: each device reads and
 // writes its shard of the state at BandwidthEfficiency of its memory
@@ -137,6 +159,45 @@ func (e *Executor) StateCopyTime(n int) time.Duration {
 	bytes := 2 * float64(n) * float64(e.opts.Geometry.StateBytes()) / e.tp
 	return time.Duration(bytes / (e.opts.Accelerator.MemBandwidth * e.opts.BandwidthEfficiency) * float64(time.Second))
 }
+
+// StateHostCopyTime is the modelled duration of moving out states to host
+// slots and in states back: each device moves its shard of every state
+// over its own host link, both directions at once, at
+// BandwidthEfficiency of the link's peak (as TransferTime moves blocks;
+// the links it shares with other devices are not charged for states).
+func (e *Executor) StateHostCopyTime(out, in int) time.Duration {
+	if out == 0 && in == 0 {
+		return 0
+	}
+	bytes := float64(max(out, in)) * float64(e.opts.Geometry.StateBytes()) / e.tp
+	sec := bytes / (e.opts.Accelerator.HostLinkBandwidth * e.opts.BandwidthEfficiency)
+	return time.Duration(math.Ceil(sec*float64(time.Second))) + transferLatency
+}
+
+// stateCopiesTime charges the batch's state copies: between device
+// slots at the memory bandwidth, to and from host slots over the host
+// link.
+func (e *Executor) stateCopiesTime(b *batch.Batch) time.Duration {
+	dev, out, in := 0, 0, 0
+	for _, cps := range [2][]batch.StateCopy{b.StateCopies, b.StateSaves} {
+		for _, c := range cps {
+			switch fromHost, toHost := c.From >= e.opts.StateSlots, c.To >= e.opts.StateSlots; {
+			case toHost && !fromHost:
+				out++
+			case fromHost && !toHost:
+				in++
+			case !fromHost && !toHost:
+				dev++
+			default:
+				in, out = in+1, out+1 // host to host: through the device
+			}
+		}
+	}
+	return e.StateCopyTime(dev) + e.StateHostCopyTime(out, in)
+}
+
+// Geometry is the model the executor simulates.
+func (e *Executor) Geometry() Geometry { return e.opts.Geometry }
 
 // Vocabulary is the synthetic token vocabulary (the engine's decoder).
 func (e *Executor) Vocabulary() *Vocabulary { return e.vocab }
@@ -231,8 +292,8 @@ func (e *Executor) advanceStates(b *batch.Batch) error {
 	}
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
-		if s.State < 0 || s.State >= len(e.slotPos) {
-			return fmt.Errorf("sim: sequence %d: state slot %d outside %d slots", s.SeqID, s.State, len(e.slotPos))
+		if s.State < 0 || s.State >= e.opts.StateSlots {
+			return fmt.Errorf("sim: sequence %d: state slot %d outside the device's %d", s.SeqID, s.State, e.opts.StateSlots)
 		}
 		if s.Pos > 0 && e.slotPos[s.State] != s.Pos {
 			return fmt.Errorf("sim: sequence %d resumes at position %d from state slot %d, which holds the state after %d tokens",
@@ -281,7 +342,7 @@ func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Outpu
 	if err := e.advanceStates(b); err != nil {
 		return err
 	}
-	copies := e.StateCopyTime(len(b.StateCopies) + len(b.StateSaves))
+	copies := e.stateCopiesTime(b)
 	d := e.StepTime(b) + copies
 	e.busy.Compute += d
 	e.busy.StateCopy += copies

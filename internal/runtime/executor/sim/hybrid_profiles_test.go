@@ -300,3 +300,57 @@ func (firstTokens) Iteration(*engine.IterationStats) {}
 func (f firstTokens) RequestFinished(st *engine.RequestStats) {
 	f[st.ID] = st.FirstToken.Sub(st.Arrival)
 }
+
+// TestSimHostStates: host slots (batch.HostStateKeeper) follow the
+// device's; a state saved there and brought back keeps its position, the
+// copies cross the host link (not the memory bandwidth), and no
+// sequence runs from a host slot.
+func TestSimHostStates(t *testing.T) {
+	x, g := hybridExecutor(t, "qwen3.6-35b-a3b", 2)
+	if err := x.ReserveHostStates(-1); err == nil {
+		t.Error("-1 host slots accepted")
+	}
+	if err := x.ReserveHostStates(3); err != nil {
+		t.Fatal(err)
+	}
+	dense, _ := newExecutorOf(t, "llama-3.1-8b")
+	if err := dense.ReserveHostStates(1); err == nil {
+		t.Error("a model without recurrent layers reserved host state slots")
+	}
+	out := &batch.Output{Tokens: make([]int32, 1), Sampled: make([]bool, 1)}
+	run := func(b batch.Batch) error {
+		for _, s := range b.Seqs {
+			b.NumTokens += len(s.Tokens)
+		}
+		return x.Execute(context.Background(), &b, out)
+	}
+	// Slots 0-1 device, 2-4 host.
+	if err := run(batch.Batch{Seqs: []batch.Seq{{Tokens: make([]int32, 48), State: 0}}, StateSaves: []batch.StateCopy{{From: 0, To: 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	before := x.Busy().StateCopy
+	if err := run(batch.Batch{Seqs: []batch.Seq{{Tokens: make([]int32, 2), Pos: 48, State: 1}}, StateCopies: []batch.StateCopy{{From: 4, To: 1}}}); err != nil {
+		t.Fatalf("resume from the host slot: %v", err)
+	}
+	if got, want := x.Busy().StateCopy-before, x.StateHostCopyTime(0, 1); got != want || want <= x.StateCopyTime(1) {
+		t.Errorf("a state brought back from the host took %v, want %v (over the host link, slower than %v in device memory)", got, want, x.StateCopyTime(1))
+	}
+	if err := run(batch.Batch{Seqs: []batch.Seq{{Tokens: make([]int32, 1), Pos: 48, State: 4}}}); err == nil {
+		t.Error("a sequence ran from a host slot")
+	}
+	bw := x.opts.Accelerator.HostLinkBandwidth * x.opts.BandwidthEfficiency
+	if got, want := x.StateHostCopyTime(2, 1).Seconds(), 2*float64(g.StateBytes())/bw; math.Abs(got-want) > 1e-4 {
+		t.Errorf("2 states out and 1 in: %.6f s, want %.6f (both directions at once)", got, want)
+	}
+}
+
+func newExecutorOf(t *testing.T, name string) (*Executor, Geometry) {
+	t.Helper()
+	g, _ := LookupGeometry(name)
+	acc, _ := LookupAccelerator("H200")
+	x, err := New(Options{Accelerator: acc, Geometry: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, g
+}
