@@ -14,8 +14,9 @@ import (
 // The hybrid scenario (S5): a pool serving a hybrid model, whose
 // recurrent layers need a saved state at the exact point a prefix hit
 // ends. Its arms differ in which states the engines keep (and where
-// programs are placed); none has a host tier, which the engine does not
-// give hybrid models yet.
+// programs are placed); none has a host tier, so the device's state slots
+// alone decide (a host tier keeps the checkpoints they evict:
+// TestAgentsHybridHostTier).
 
 // defaultHybridModel is S5's model unless AGENTS_MODEL names a hybrid one.
 const defaultHybridModel = "qwen3.6-35b-a3b"
