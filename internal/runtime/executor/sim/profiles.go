@@ -1,8 +1,8 @@
 // Package sim is a roofline cost model of an accelerator running a
 // decoder-only model: dense (Llama) or a mixture of experts (Qwen3-MoE,
-// gpt-oss, GLM), with full, sliding-window or latent (MLA) attention, or
-// hybrid (Qwen3.5/3.6, Qwen3-Next: gated DeltaNet layers with a recurrent
-// state per sequence beside full-attention layers). It
+// gpt-oss, GLM), with full, sliding-window or latent (MLA) attention.
+// Hybrid models (Qwen3.5/3.6, Qwen3-Next) have gated DeltaNet layers
+// with a recurrent state per sequence beside their attending ones. It
 // implements the engine's executor contract with deterministic synthetic
 // tokens, so the real engine and block manager run at scale on machines
 // without accelerators: in virtual time for simulations and benchmarks,
