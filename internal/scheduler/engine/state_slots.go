@@ -360,7 +360,11 @@ func (e *Engine) alignLocked() {
 		sq := &e.b.Seqs[i]
 		end := sq.Pos + len(sq.Tokens)
 		b := end / bs * bs
-		if b <= sq.Pos || (b > s.promptLen && !ck.decoded) {
+		// Saved: the prompt's last block boundary, and (CheckpointPrograms)
+		// the boundaries decoded past; not the boundaries a long prompt's
+		// chunks end on before its last one, which would evict the other
+		// programs' checkpoints for states few requests resume from.
+		if b <= sq.Pos || b < s.promptLen/bs*bs || (b > s.promptLen && !ck.decoded) {
 			continue // no boundary reached, or none this mode saves
 		}
 		if b < end {
