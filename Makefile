@@ -170,7 +170,7 @@ bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same rel
 		$(GO) test -run '^$$' -bench GPUVsLlamaServer -benchtime=1x -timeout 60m ./internal/runtime/executor/ggml/
 
 .PHONY: bench-agents
-bench-agents: ## Agent scenarios S1-S4 (and S1a, S1b: S1 one phase at a time): kvpilot vs the best hand-tuned baseline on simulated pools (virtual time). AGENTS_SIZE=small|full|large, AGENTS_SEEDS, AGENTS_SCENARIOS, AGENTS_ARMS, AGENTS_MODEL (a sim profile; docs/benchmarks.md).
+bench-agents: ## Agent scenarios S1-S5 (S1a, S1b: S1 one phase at a time; S5: a hybrid model, the recurrent state between turns): kvpilot vs the best hand-tuned baseline on simulated pools (virtual time). AGENTS_SIZE=small|full|large, AGENTS_SEEDS, AGENTS_SCENARIOS, AGENTS_ARMS, AGENTS_MODEL (a sim profile; docs/benchmarks.md).
 	AGENTS_SIZE=$(AGENTS_SIZE) $(GO) test -run '^$$' -bench Agents -benchtime=1x -timeout 0 ./internal/simulator/
 
 .PHONY: fuzz

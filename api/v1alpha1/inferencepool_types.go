@@ -466,10 +466,12 @@ type SimExecutorSpec struct {
 	Accelerator string `json:"accelerator,omitempty"`
 
 	// model is the simulated model geometry: the dense Llama-3.1 models,
-	// or a mixture of experts (Qwen3-Coder-30B-A3B, gpt-oss with its MXFP4
-	// experts, GLM-4.5-Air in BF16 or FP8, GLM-4.7-Flash), each as its
-	// published checkpoint stores it.
-	// +kubebuilder:validation:Enum=llama-3.1-8b;llama-3.1-70b;qwen3-coder-30b-a3b;gpt-oss-20b;gpt-oss-120b;glm-4.5-air;glm-4.5-air-fp8;glm-4.7-flash
+	// a mixture of experts (Qwen3-Coder-30B-A3B, gpt-oss with its MXFP4
+	// experts, GLM-4.5-Air in BF16 or FP8, GLM-4.7-Flash), or a hybrid of
+	// gated DeltaNet and attention layers (Qwen3.6-27B, Qwen3.6-35B-A3B,
+	// Qwen3-Coder-Next in BF16 or FP8), each as its published checkpoint
+	// stores it.
+	// +kubebuilder:validation:Enum=llama-3.1-8b;llama-3.1-70b;qwen3-coder-30b-a3b;gpt-oss-20b;gpt-oss-120b;glm-4.5-air;glm-4.5-air-fp8;glm-4.7-flash;qwen3.6-27b;qwen3.6-35b-a3b;qwen3-coder-next;qwen3-coder-next-fp8
 	// +kubebuilder:default=llama-3.1-8b
 	// +optional
 	Model string `json:"model,omitempty"`

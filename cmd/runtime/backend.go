@@ -40,8 +40,8 @@ type backend struct {
 	// architecture is the model file's general.architecture ("" for sim).
 	architecture string
 	// stateSlots are the recurrent-state slots of a hybrid model's
-	// executor (0 for others): the engine then runs without the host
-	// tier, which does not keep states yet.
+	// executor (0 for others); its host tier then keeps state
+	// checkpoints beside blocks (main.go).
 	stateSlots int
 	// stateTokens is one sequence's recurrent state in tokens of KV
 	// (wire.KVReport.StateTokens), stateBytes in bytes; 0 for other
@@ -283,6 +283,13 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		sizedFrom = fmt.Sprintf("device %d (%s)", devs[0].Index, devs[0].Name)
 	}
 	blocks := o.KVCacheBlocks
+	// slots: a hybrid model's recurrent states, two a sequence (running
+	// and checkpoint); sized from the device's memory with the KV when
+	// that is sized from it.
+	slots := 0
+	if geom.Hybrid() {
+		slots = 2 * o.MaxNumSeqs
+	}
 	switch {
 	case blocks > 0:
 		sizedFrom = "--kv-cache-blocks"
@@ -294,22 +301,24 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes", o.KVCacheMemory, perBlock)
 		}
 	default:
-		blocks, err = sim.KVBlocksForDevice(acc, geom, o.TensorParallel, o.KVCacheMemoryFraction, o.BlockSize)
+		blocks, slots, err = sim.StateSlotsForDevice(acc, geom, o.TensorParallel, o.KVCacheMemoryFraction, o.BlockSize, o.MaxNumSeqs)
 		if err != nil {
 			return nil, err
 		}
 	}
-	exec, err := sim.New(sim.Options{Accelerator: acc, Geometry: geom, TensorParallel: o.TensorParallel})
+	exec, err := sim.New(sim.Options{Accelerator: acc, Geometry: geom, TensorParallel: o.TensorParallel, StateSlots: slots})
 	if err != nil {
 		return nil, err
 	}
 	vocab := exec.Vocabulary()
 	log.Info("sim executor", "accelerator", acc.Name, "model", geom.Name, "weight_bytes", geom.WeightBytes(), "tensor_parallel", o.TensorParallel,
-		"kv_blocks", blocks, "kv_cache_dtype", geom.KV().DType, "kv_sized_from", sizedFrom)
+		"kv_blocks", blocks, "kv_cache_dtype", geom.KV().DType, "kv_sized_from", sizedFrom, "state_slots", slots)
 	return &backend{
 		exec: exec, codec: codec.Sim{Vocab: vocab}, decoder: vocab, eos: []int32{exec.EOS()},
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
 		kvBytesPerBlock: geom.KV().BytesPerBlock(o.BlockSize), kvDType: geom.KV().DType, // all devices: what the replica moves
+		stateSlots: slots, stateBytes: geom.StateBytes(),
+		stateTokens: stateTokens(geom.StateBytes(), geom.KV().BytesPerBlock(o.BlockSize), o.BlockSize),
 		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
 		close:       func() {},
 	}, nil

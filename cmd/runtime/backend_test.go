@@ -213,3 +213,36 @@ func TestSimWeightBits(t *testing.T) {
 		t.Errorf("--sim-weight-bits with the cpu executor: %v", err)
 	}
 }
+
+// TestSimHybridBackend: a hybrid sim model gets recurrent-state slots
+// sized beside its KV (two a sequence, at most half the cache), and
+// reports a state's cost in KV tokens; with explicit blocks, two a
+// sequence.
+func TestSimHybridBackend(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	build := func(args ...string) *backend {
+		o, err := parseOptions(append([]string{"--executor", "sim", "--sim-model", "qwen3.6-35b-a3b", "--sim-accelerator", "H200"}, args...), env(nil), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be, err := buildBackend(o, nil, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.close()
+		return be
+	}
+	acc, _ := sim.LookupAccelerator("H200")
+	geom, _ := sim.LookupGeometry("qwen3.6-35b-a3b")
+	blocks, slots, err := sim.StateSlotsForDevice(acc, geom, 1, 0.9, 16, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := build()
+	if be.numBlocks != blocks || be.stateSlots != slots || be.stateBytes != geom.StateBytes() || be.stateTokens != (geom.StateBytes()+20479)/20480 {
+		t.Errorf("%d blocks, %d state slots, %d state bytes (%d tokens); want %d, %d, %d", be.numBlocks, be.stateSlots, be.stateBytes, be.stateTokens, blocks, slots, geom.StateBytes())
+	}
+	if be := build("--kv-cache-blocks", "1000", "--max-num-seqs", "8"); be.numBlocks != 1000 || be.stateSlots != 16 {
+		t.Errorf("--kv-cache-blocks 1000, 8 sequences: %d blocks, %d state slots", be.numBlocks, be.stateSlots)
+	}
+}

@@ -65,28 +65,39 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 	if a.s.HostAsDevice {
 		blocks, host = blocks+host, 0
 	}
+	// A hybrid model's host tier keeps state checkpoints beside blocks,
+	// as the runtime splits it.
+	geo := x.Geometry()
+	host, hostStates := engine.SplitHostTier(host, geo.KV().BytesPerBlock(r.BlockSize), geo.StateBytes())
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: r.MaxNumSeqs, MaxNumBatchedTokens: r.MaxNumBatchedTokens,
 		MaxQueue: 1 << 20, MaxModelLen: r.MaxModelLen, VocabSize: x.Vocabulary().Size(),
 		KV: kvcache.Config{NumBlocks: blocks, BlockSize: r.BlockSize, EnablePrefixCache: true, HostBlocks: host,
 			DropEvicted: a.s.HostDropEvicted},
 		EOS: []int32{x.EOS()}, Decoder: x.Vocabulary(), Clock: clk, SerialCopies: a.s.SerialCopies,
+		StateCheckpoints: a.s.StateCheckpoints, HostStateSlots: hostStates,
 	}, x)
 	if err != nil {
 		return nil, err
 	}
 	name := fmt.Sprintf("pod-%d", i)
 	pd := &agentPod{name: name, addr: name + ":8000", eng: eng, clk: clk, x: x}
-	var bytesPerToken int64
+	var bytesPerToken, stateTokens int64
 	if f, ok := eng.BlockFormat(); ok {
 		bytesPerToken = f.Geometry.BytesPerToken()
+	}
+	if geo.Hybrid() && bytesPerToken > 0 {
+		// What one running program's state costs in KV tokens
+		// (wire.KVReport.StateTokens), rounded up as the runtime rounds it.
+		stateTokens = (geo.StateBytes() + bytesPerToken - 1) / bytesPerToken
 	}
 	pd.table = programs.New(programs.Config{
 		Pod: name, Addr: pd.addr, Clock: a, Logger: discardLogger,
 		KV: func() wire.KVReport {
 			st := eng.KVStats()
 			return wire.KVReport{BlockSize: eng.BlockSize(), TotalBlocks: st.Total, UsedBlocks: st.Used, CachedBlocks: st.Cached,
-				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken, MaxModelLen: r.MaxModelLen}
+				HostTotalBlocks: st.HostTotal, HostUsedBlocks: st.HostUsed, BytesPerToken: bytesPerToken, MaxModelLen: r.MaxModelLen,
+				StateTokens: stateTokens}
 		},
 		FetchKV: func(_ context.Context, id, addr string, done func()) { a.fetchKV(pd, id, addr, done) },
 		Offload: func(salt string, tokens []int32) {
@@ -216,7 +227,7 @@ func (a *agentSim) submit(p *agentProgram, i int) error {
 		return fmt.Errorf("program %s step %d on %s: %w", p.id, p.step, pd.name, err)
 	}
 	pd.table.Started(p.ticket, int64(len(p.tokens)), "")
-	p.stream, p.promptLen, p.running, p.pod = st, len(p.tokens), true, i
+	p.stream, p.promptLen, p.running, p.pod, p.firstSeen = st, len(p.tokens), true, i, false
 	pd.live = append(pd.live, p)
 	return nil
 }
@@ -238,6 +249,13 @@ func (a *agentSim) collect(podIdx int) error {
 				break
 			}
 			p.tokens = append(p.tokens, c.TokenIDs...)
+			if len(c.TokenIDs) > 0 && !p.firstSeen {
+				p.firstSeen = true
+				if p.step > 0 && a.measuring() {
+					a.res.LaterTTFT = append(a.res.LaterTTFT, at-p.issuedAt)
+					a.res.LaterEngineTTFT = append(a.res.LaterEngineTTFT, at-p.submittedAt)
+				}
+			}
 			if c.Done {
 				fin = true
 				finished, chunks = append(finished, p), append(chunks, c)

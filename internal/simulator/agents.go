@@ -136,6 +136,10 @@ type AgentSetup struct {
 	// it requests, the fleet loop moves its programs off it, and it leaves
 	// the pool once nothing runs or waits there.
 	DrainAt time.Duration
+	// StateCheckpoints is which recurrent states the pods' engines keep
+	// for prefix hits when the model is hybrid (engine.Config: the zero
+	// value is CheckpointPrograms, the product's default).
+	StateCheckpoints engine.CheckpointMode
 	// NICBandwidth is each node's network bandwidth, bytes/s each way,
 	// over which pods move programs' KV when the placement tells a pod to
 	// fetch it (Policy.KVTransferBandwidth): a transfer takes its turn on
@@ -204,6 +208,11 @@ type AgentResult struct {
 	// step completed in the window, and of every step still unfinished when
 	// the window closes at its wait so far (Unfinished of them).
 	StepLatency []time.Duration
+	// LaterTTFT is, for every step but a program's first whose first
+	// token came in the window, issue to first token (time held
+	// included); LaterEngineTTFT is the same from when the step reached
+	// an engine: what the engine's prefix and state caches decide.
+	LaterTTFT, LaterEngineTTFT []time.Duration
 	// StepWait is, for each of StepLatency in the same order, the part the
 	// step waited before it reached an engine: held by a gate, or queued
 	// for a worker under WorkerCap (what a pause or a cap adds to a step).
@@ -289,9 +298,11 @@ type agentProgram struct {
 	issuedAt time.Duration
 	// submittedAt is when the step reached an engine (issuedAt until it does).
 	submittedAt time.Duration
-	readyAt     time.Duration // when the tool finishes
-	promptLen   int
-	heapIdx     int
+	// firstSeen: the running step's first token has come.
+	firstSeen bool
+	readyAt   time.Duration // when the tool finishes
+	promptLen int
+	heapIdx   int
 }
 
 type agentSim struct {

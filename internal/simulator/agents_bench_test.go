@@ -233,6 +233,18 @@ type agentScenario struct {
 	// only, if set, keeps the named arms (and the caps) of the common
 	// ones: at 64 pods a run costs minutes of this machine.
 	only []string
+	// arms, if set, are the scenario's arms instead of the common ones,
+	// and kvpilot names the one that runs kvpilot (default armKvpilot's).
+	arms    []agentArm
+	kvpilot string
+}
+
+// kvpilotArm is the name of the scenario's arm that runs kvpilot.
+func (sc agentScenario) kvpilotArm() string {
+	if sc.kvpilot != "" {
+		return sc.kvpilot
+	}
+	return armKvpilot.name
 }
 
 // benchSize scales the scenarios (AGENTS_SIZE): "full" is the issue's
@@ -304,6 +316,10 @@ func agentScenarios() []agentScenario {
 	out = append(out, agentScenario{name: "S3 wave and drain", workload: w3, setup: s3,
 		caps: []int{32, 48}, extra: []agentArm{armResumeFirstOff, armActingHalf}})
 
+	// S5: a hybrid model's pool, where a turn resumes only from a saved
+	// recurrent state.
+	out = append(out, hybridScenario(scale))
+
 	// S4: the two existing workloads at scale, 128 GiB of host each.
 	pods4 := 16
 	switch benchSize() {
@@ -335,7 +351,10 @@ func agentScenarios() []agentScenario {
 
 // arms is a scenario's arms, AGENTS_ARMS (comma-separated names; a name
 // ending in * selects every arm it starts) keeping only those named.
-func (sc agentScenario) arms() []agentArm {
+func (sc agentScenario) selectArms() []agentArm {
+	if len(sc.arms) > 0 {
+		return selectByName(sc.arms, os.Getenv("AGENTS_ARMS"), func(a agentArm) string { return a.name })
+	}
 	var arms []agentArm
 	for _, a := range []agentArm{armDefault, armSpill} {
 		if len(sc.only) == 0 || slices.Contains(sc.only, a.name) {
@@ -483,7 +502,7 @@ func BenchmarkAgents(b *testing.B) {
 			printAgentHeader()
 			results := map[string]*armResult{}
 			var order []string
-			for _, r := range runArms(b, sc, sc.arms(), seeds) {
+			for _, r := range runArms(b, sc, sc.selectArms(), seeds) {
 				results[r.arm.name] = r
 				order = append(order, r.arm.name)
 				printAgentRow(r)
@@ -495,6 +514,9 @@ func BenchmarkAgents(b *testing.B) {
 				printSlices(results, order, sc.setup.Window)
 			}
 			printSlowest(results, order)
+			if g, _ := sim.LookupGeometry(sc.setup.Replica.Model); g.Hybrid() {
+				printLaterTTFT(results, order)
+			}
 			if o := results[armOracle.name]; o != nil {
 				for _, r := range o.runs {
 					if r.EvictedBlocks != 0 || r.Preemptions != 0 {
@@ -516,7 +538,7 @@ func BenchmarkAgents(b *testing.B) {
 // scenarioSummary is the scenario's lines: kvpilot over the best baseline
 // and over Default+spill, and the ceiling.
 func scenarioSummary(sc agentScenario, results map[string]*armResult, order []string) []string {
-	kv := results[armKvpilot.name]
+	kv := results[sc.kvpilotArm()]
 	if kv == nil {
 		return nil
 	}
@@ -544,9 +566,21 @@ func scenarioSummary(sc agentScenario, results map[string]*armResult, order []st
 	if best != nil {
 		out = append(out, fmt.Sprintf("  best baseline: %s, %.1f steps/min", best.arm.name, best.mean(stepsPerMin)))
 	}
+	if issue, _ := kv.laterTTFT(); len(issue) > 0 {
+		for _, name := range order {
+			r := results[name]
+			if !r.arm.baseline {
+				continue
+			}
+			base, _ := r.laterTTFT()
+			p := func(l []time.Duration, q float64) float64 { return (&Result{Latencies: l}).Percentile(q).Seconds() }
+			out = append(out, fmt.Sprintf("kvpilot/%s later-turn time to first token: p50 %.2f×, p99 %.2f× (%s)", name,
+				p(issue, 0.5)/max(p(base, 0.5), 1e-9), p(issue, 0.99)/max(p(base, 0.99), 1e-9), sc.name))
+		}
+	}
 	ratio(armSpill.name, results[armSpill.name])
 	for _, name := range order {
-		if r := results[name]; !r.arm.baseline && r.arm.name != armKvpilot.name && r.arm.name != armOracle.name && best != nil {
+		if r := results[name]; !r.arm.baseline && r.arm.name != kv.arm.name && r.arm.name != armOracle.name && best != nil {
 			out = append(out, fmt.Sprintf("  %s/best-baseline steps/min: %.2f×, p99 %.2f×", r.arm.name,
 				r.mean(stepsPerMin)/best.mean(stepsPerMin), r.p99().Seconds()/max(best.p99().Seconds(), 1e-9)))
 		}

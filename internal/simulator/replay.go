@@ -43,12 +43,14 @@ func (s Setup) buildWith(outputLen sim.LengthDist, links []*sim.HostLink) (*sim.
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	blocks, err := sim.KVBlocksForDevice(acc, geo, 1, s.MemFraction, s.BlockSize)
+	// A hybrid model's recurrent states take their share of the memory
+	// (two slots a sequence, as the runtime sizes them).
+	blocks, slots, err := sim.StateSlotsForDevice(acc, geo, 1, s.MemFraction, s.BlockSize, s.MaxNumSeqs)
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	clk := clock.NewVirtual(time.Unix(0, 0))
-	x, err := sim.New(sim.Options{Accelerator: acc, Geometry: geo, Virtual: clk, OutputLen: outputLen, HostLinks: links})
+	x, err := sim.New(sim.Options{Accelerator: acc, Geometry: geo, Virtual: clk, OutputLen: outputLen, HostLinks: links, StateSlots: slots})
 	return x, clk, blocks, err
 }
 

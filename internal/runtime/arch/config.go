@@ -136,7 +136,8 @@ type RecurrentGeometry struct {
 	FusedQKVZ bool
 }
 
-func (g RecurrentGeometry) validate() error {
+// Validate refuses a geometry the recurrent layers cannot run.
+func (g RecurrentGeometry) Validate() error {
 	switch {
 	case g.ConvKernel < 2 || g.StateSize <= 0 || g.KeyHeads <= 0 || g.ValueHeads <= 0:
 		return fmt.Errorf("recurrent layers: conv kernel %d, state size %d, key heads %d, value heads %d: want a kernel of 2 or more and the rest positive",
@@ -264,7 +265,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("all %d layers are recurrent: a model needs an attention layer", c.Layers)
 	}
 	if c.RecurrentLayers() > 0 {
-		if err := c.Recurrent.validate(); err != nil {
+		if err := c.Recurrent.Validate(); err != nil {
 			return err
 		}
 	}

@@ -46,9 +46,12 @@ const (
 	// last turn ended.
 	CheckpointPrograms CheckpointMode = iota
 	// CheckpointPrompts saves the state at the last block boundary of
-	// each prompt only (block-aligned prefix caching of the prompt, as
-	// vLLM's hybrid models do): a program's next turn resumes where its
-	// last prompt ended and recomputes the last turn's output.
+	// each prompt only (block-aligned prefix caching of the prompt): a
+	// program's next turn resumes where its last prompt ended and
+	// recomputes the last turn's output. (vLLM's prefix caching for
+	// hybrid models, mamba_cache_mode "align", keeps more: the state at
+	// every block boundary a request crosses, its output's included, in
+	// blocks of several hundred tokens; docs/benchmarks.md, S5.)
 	CheckpointPrompts
 	// CheckpointNone saves none: every request prefills its whole prompt.
 	CheckpointNone
@@ -357,7 +360,11 @@ func (e *Engine) alignLocked() {
 		sq := &e.b.Seqs[i]
 		end := sq.Pos + len(sq.Tokens)
 		b := end / bs * bs
-		if b <= sq.Pos || (b > s.promptLen && !ck.decoded) {
+		// Saved: the prompt's last block boundary, and (CheckpointPrograms)
+		// the boundaries decoded past; not the boundaries a long prompt's
+		// chunks end on before its last one, which would evict the other
+		// programs' checkpoints for states few requests resume from.
+		if b <= sq.Pos || b < s.promptLen/bs*bs || (b > s.promptLen && !ck.decoded) {
 			continue // no boundary reached, or none this mode saves
 		}
 		if b < end {
@@ -383,4 +390,18 @@ func (e *Engine) alignLocked() {
 		ck.save(idx, s.hashed.k)
 		e.b.StateSaves = append(e.b.StateSaves, batch.StateCopy{From: s.slot, To: ck.slot(idx)})
 	}
+}
+
+// SplitHostTier divides a host tier of hostBlocks blocks of bytesPerBlock
+// between a hybrid model's attending layers' blocks and its
+// recurrent-state checkpoints (Config.HostStateSlots) of stateBytes each,
+// half of the memory each: what the runtime and the simulator give a
+// hybrid model's host tier. A model without states (stateBytes 0) keeps
+// every block.
+func SplitHostTier(hostBlocks int, bytesPerBlock, stateBytes int64) (blocks, states int) {
+	if hostBlocks <= 0 || stateBytes <= 0 || bytesPerBlock <= 0 {
+		return hostBlocks, 0
+	}
+	states = int(int64(hostBlocks) * bytesPerBlock / 2 / stateBytes)
+	return hostBlocks - int((int64(states)*stateBytes+bytesPerBlock-1)/bytesPerBlock), states
 }

@@ -178,3 +178,20 @@ func TestStateSlotsChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestHybridSavesAtPromptEndAndDecoded: a prompt prefilled in chunks
+// saves its state at its last block boundary only, not where its earlier
+// chunks end, then at each boundary it decodes past (37 tokens in chunks
+// of 16, 10 decoded, blocks of 4: saves at 36, 40 and 44).
+func TestHybridSavesAtPromptEndAndDecoded(t *testing.T) {
+	m := randomModel(t, qwen35Config(), model.F32, 5)
+	e, reg := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 16, prefix: true})
+	p := make([]int32, 37)
+	for i := range p {
+		p[i] = int32(i*7 + 3)
+	}
+	runTurn(t, e, p, "chunked")
+	if got := counter(t, reg, "kvpilot_recurrent_state_saves_total"); got != 3 {
+		t.Errorf("%v states saved, want 3 (the prompt's last boundary and two decoded ones)", got)
+	}
+}

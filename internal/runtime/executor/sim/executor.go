@@ -44,6 +44,11 @@ type Options struct {
 	// memory): copies between the KV tiers cross each of them after the
 	// device's own link (see HostLink). None: the device's own link only.
 	HostLinks []*HostLink
+	// StateSlots is how many sequences' recurrent states a hybrid model's
+	// executor keeps (batch.StateKeeper): required for a hybrid geometry,
+	// refused for any other. StateSlotsForDevice sizes it as the runtime
+	// sizes the ggml executor's.
+	StateSlots int
 }
 
 // Executor is the simulated accelerator.
@@ -55,6 +60,11 @@ type Executor struct {
 	hostBlocks, blockSize int // host KV tier (ReserveHostBlocks)
 	busy                  Busy
 	async                 asyncCopy // started by StartCopyBlocks
+	// slotPos is, per state slot (the device's, then ReserveHostStates'
+	// host slots), the number of tokens its state has seen (-1: none
+	// yet): Execute checks that every sequence resumes from a state at
+	// its own position.
+	slotPos []int
 }
 
 // Busy is the modelled time an executor has spent, by kind of work.
@@ -62,8 +72,10 @@ type Busy struct {
 	// Compute is iterations (Execute); Copy is copies between the tiers,
 	// wherever they ran; CopyStall is the part of Copy that nothing hid:
 	// serial copies (CopyBlocks), and overlapping ones (StartCopyBlocks)
-	// that outlasted the iteration they ran beside.
-	Compute, Copy, CopyStall time.Duration
+	// that outlasted the iteration they ran beside. StateCopy is the part
+	// of Compute spent copying recurrent states between slots, the host's
+	// included (batch.Batch.StateCopies and StateSaves).
+	Compute, Copy, CopyStall, StateCopy time.Duration
 }
 
 // Busy reports the modelled time spent so far.
@@ -91,8 +103,101 @@ func New(opts Options) (*Executor, error) {
 	if opts.StepOverhead == 0 {
 		opts.StepOverhead = time.Millisecond
 	}
-	return &Executor{opts: opts, vocab: NewVocabulary(opts.Geometry.Vocab), tp: float64(opts.TensorParallel)}, nil
+	switch g := &opts.Geometry; {
+	case g.Hybrid() && opts.StateSlots <= 0:
+		return nil, fmt.Errorf("sim: %s has %d recurrent layers: it needs state slots (Options.StateSlots), got %d", g.Name, g.RecurrentLayers, opts.StateSlots)
+	case !g.Hybrid() && opts.StateSlots != 0:
+		return nil, fmt.Errorf("sim: %s has no recurrent layers to keep %d state slots for", g.Name, opts.StateSlots)
+	case g.Hybrid():
+		if err := g.Recurrent.Validate(); err != nil {
+			return nil, fmt.Errorf("sim: %s: %w", g.Name, err)
+		}
+	}
+	e := &Executor{opts: opts, vocab: NewVocabulary(opts.Geometry.Vocab), tp: float64(opts.TensorParallel)}
+	e.slotPos = make([]int, opts.StateSlots)
+	for i := range e.slotPos {
+		e.slotPos[i] = -1
+	}
+	return e, nil
 }
+
+// StateSlots implements batch.StateKeeper: the recurrent-state slots of a
+// hybrid model (0 for others).
+func (e *Executor) StateSlots() int { return e.opts.StateSlots }
+
+var _ batch.StateKeeper = (*Executor)(nil)
+
+var _ batch.HostStateKeeper = (*Executor)(nil)
+
+// ReserveHostStates adds n host slots (batch.HostStateKeeper), numbered
+// after the device's, replacing those reserved before.
+func (e *Executor) ReserveHostStates(n int) error {
+	if !e.opts.Geometry.Hybrid() {
+		return fmt.Errorf("sim: %s keeps no recurrent states", e.opts.Geometry.Name)
+	}
+	if n < 0 {
+		return fmt.Errorf("sim: %d host state slots", n)
+	}
+	if n > 0 && e.opts.Accelerator.HostLinkBandwidth <= 0 {
+		return fmt.Errorf("sim: accelerator %q has no host link bandwidth for host state slots", e.opts.Accelerator.Name)
+	}
+	e.slotPos = e.slotPos[:e.opts.StateSlots]
+	for range n {
+		e.slotPos = append(e.slotPos, -1)
+	}
+	return nil
+}
+
+// StateCopyTime is the modelled duration of n copies of a sequence's
+// recurrent state between slots in device memory: each device reads and
+// writes its shard of the state at BandwidthEfficiency of its memory
+// bandwidth.
+func (e *Executor) StateCopyTime(n int) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	bytes := 2 * float64(n) * float64(e.opts.Geometry.StateBytes()) / e.tp
+	return time.Duration(bytes / (e.opts.Accelerator.MemBandwidth * e.opts.BandwidthEfficiency) * float64(time.Second))
+}
+
+// StateHostCopyTime is the modelled duration of moving out states to host
+// slots and in states back: each device moves its shard of every state
+// over its own host link, both directions at once, at
+// BandwidthEfficiency of the link's peak (as TransferTime moves blocks;
+// the links it shares with other devices are not charged for states).
+func (e *Executor) StateHostCopyTime(out, in int) time.Duration {
+	if out == 0 && in == 0 {
+		return 0
+	}
+	bytes := float64(max(out, in)) * float64(e.opts.Geometry.StateBytes()) / e.tp
+	sec := bytes / (e.opts.Accelerator.HostLinkBandwidth * e.opts.BandwidthEfficiency)
+	return time.Duration(math.Ceil(sec*float64(time.Second))) + transferLatency
+}
+
+// stateCopiesTime charges the batch's state copies: between device
+// slots at the memory bandwidth, to and from host slots over the host
+// link.
+func (e *Executor) stateCopiesTime(b *batch.Batch) time.Duration {
+	dev, out, in := 0, 0, 0
+	for _, cps := range [2][]batch.StateCopy{b.StateCopies, b.StateSaves} {
+		for _, c := range cps {
+			switch fromHost, toHost := c.From >= e.opts.StateSlots, c.To >= e.opts.StateSlots; {
+			case toHost && !fromHost:
+				out++
+			case fromHost && !toHost:
+				in++
+			case !fromHost && !toHost:
+				dev++
+			default:
+				in, out = in+1, out+1 // host to host: through the device
+			}
+		}
+	}
+	return e.StateCopyTime(dev) + e.StateHostCopyTime(out, in)
+}
+
+// Geometry is the model the executor simulates.
+func (e *Executor) Geometry() Geometry { return e.opts.Geometry }
 
 // Vocabulary is the synthetic token vocabulary (the engine's decoder).
 func (e *Executor) Vocabulary() *Vocabulary { return e.vocab }
@@ -112,6 +217,13 @@ func (e *Executor) EOS() int32 { return e.vocab.EOS() }
 // (Geometry.WeightBytesRead, uniform routing assumed). Plus the KV the
 // batch reads, each layer group its own positions: a sliding-window layer
 // only the last SlidingWindow, whatever the context.
+//
+// A hybrid model's recurrent layers attend over nothing: each token costs
+// its projections (in the active parameters) and the DeltaNet update of
+// every value head's state (recurrentFLOPsPerToken), linear in the tokens
+// whatever the context; each sequence of the batch reads its state once
+// and writes it back (StateBytes twice), a prefill chunk as a decode step.
+// Copies of states between slots are charged apart (StateCopyTime).
 func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 	g := &e.opts.Geometry
 	a := &e.opts.Accelerator
@@ -138,6 +250,8 @@ func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 	}
 	tokens := float64(b.NumTokens)
 	flops += 2*linearParams*tokens + 2*float64(embed)*float64(sampled)
+	flops += g.recurrentFLOPsPerToken() * tokens
+	kvBytes += 2 * float64(g.StateBytes()) * float64(len(b.Seqs))
 	kvSplit := e.tp
 	if g.mla() {
 		kvSplit = 1 // every device holds and reads the whole latent
@@ -153,6 +267,41 @@ func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 		sec += 2 * float64(g.Layers) * (launch + 2*(e.tp-1)/e.tp*msg/a.LinkBandwidth)
 	}
 	return time.Duration(sec*float64(time.Second)) + e.opts.StepOverhead
+}
+
+// advanceStates follows the batch's recurrent states as the ggml
+// executor moves them: StateCopies, then every sequence's state over its
+// tokens, then StateSaves. It refuses a sequence that does not resume
+// from a state at its own position (an engine bug the tokens would not
+// show: the sim's tokens do not depend on the state).
+func (e *Executor) advanceStates(b *batch.Batch) error {
+	if len(e.slotPos) == 0 {
+		return nil
+	}
+	copyAll := func(cps []batch.StateCopy) error {
+		for _, c := range cps {
+			if c.From < 0 || c.From >= len(e.slotPos) || c.To < 0 || c.To >= len(e.slotPos) {
+				return fmt.Errorf("sim: state copy %d → %d outside %d slots", c.From, c.To, len(e.slotPos))
+			}
+			e.slotPos[c.To] = e.slotPos[c.From]
+		}
+		return nil
+	}
+	if err := copyAll(b.StateCopies); err != nil {
+		return err
+	}
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		if s.State < 0 || s.State >= e.opts.StateSlots {
+			return fmt.Errorf("sim: sequence %d: state slot %d outside the device's %d", s.SeqID, s.State, e.opts.StateSlots)
+		}
+		if s.Pos > 0 && e.slotPos[s.State] != s.Pos {
+			return fmt.Errorf("sim: sequence %d resumes at position %d from state slot %d, which holds the state after %d tokens",
+				s.SeqID, s.Pos, s.State, e.slotPos[s.State])
+		}
+		e.slotPos[s.State] = s.Pos + len(s.Tokens)
+	}
+	return copyAll(b.StateSaves)
 }
 
 // attendedPairs is the (query, key) pairs of n new tokens after p earlier
@@ -190,8 +339,13 @@ var _ batch.TokenSampler = (*Executor)(nil)
 // request is a function of its seed and position only, so a request yields
 // the same tokens alone, batched, or recomputed after preemption.
 func (e *Executor) Execute(ctx context.Context, b *batch.Batch, out *batch.Output) error {
-	d := e.StepTime(b)
+	if err := e.advanceStates(b); err != nil {
+		return err
+	}
+	copies := e.stateCopiesTime(b)
+	d := e.StepTime(b) + copies
 	e.busy.Compute += d
+	e.busy.StateCopy += copies
 	if e.async.pending {
 		e.async.overlapped += d
 	}

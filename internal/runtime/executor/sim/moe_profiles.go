@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/kvpilot/kvpilot/internal/runtime/arch"
+
 // moeShape is a mixture-of-experts model's published configuration, from
 // which its Geometry's parameter counts are computed (the profiles test
 // checks them against the published totals).
@@ -22,6 +24,43 @@ type moeShape struct {
 	// attnBias, expertBias: gpt-oss and GLM carry biases (small, counted
 	// for the totals to match).
 	qkvBias, oBias, expertBias, sinks bool
+	// attnGate: the attention's output is gated by a sigmoid of a second
+	// query-sized projection (attn_output_gate: Qwen3.5/3.6, Qwen3-Next),
+	// which doubles q_proj.
+	attnGate bool
+	// interval, when set, makes every interval-th layer attend and the
+	// others gated DeltaNet layers shaped by linear
+	// (full_attention_interval).
+	interval int
+	linear   linearShape
+}
+
+// linearShape is a gated DeltaNet layer's configuration: key and value
+// heads and widths (linear_num_key_heads, linear_num_value_heads,
+// linear_key_head_dim, linear_value_head_dim) and the short convolution's
+// width (linear_conv_kernel_dim).
+type linearShape struct {
+	keyHeads, valueHeads, keyDim, valueDim, kernel int
+}
+
+// recurrentLayers is the number of gated DeltaNet layers.
+func (s moeShape) recurrentLayers() int {
+	if s.interval <= 0 {
+		return 0
+	}
+	return s.layers - s.layers/s.interval
+}
+
+// deltaNetParams is one gated DeltaNet layer's parameters: the fused
+// q/k/v/z projection, the β and α projections (one each per value head),
+// the depthwise convolution over q, k and v, the decay's A and dt bias,
+// the gated output norm and the output projection.
+func (s moeShape) deltaNetParams() int64 {
+	h, l := int64(s.hidden), s.linear
+	keys, values := int64(l.keyHeads*l.keyDim), int64(l.valueHeads*l.valueDim)
+	conv := 2*keys + values
+	return h*(2*keys+2*values) + h*2*int64(l.valueHeads) + conv*int64(l.kernel) +
+		2*int64(l.valueHeads) + int64(l.valueDim) + values*h
 }
 
 // attnParams is one layer's attention parameters.
@@ -37,6 +76,9 @@ func (s moeShape) attnParams() int64 {
 	}
 	q, kv := int64(s.heads*s.head), int64(s.kvHeads*s.head)
 	p := h*q + 2*h*kv + q*h
+	if s.attnGate {
+		p += h * q
+	}
 	if s.qkvBias {
 		p += q + 2*kv
 	}
@@ -73,6 +115,13 @@ func (s moeShape) geometry() Geometry {
 	routed := int64(moeLayers) * int64(s.experts) * expert
 	embed := int64(s.vocab) * h
 	total := routed + int64(moeLayers)*perMoE + int64(s.denseLayers)*perDense + 2*embed + h // final norm
+	// Recurrent layers have a DeltaNet where the others attend.
+	rec := s.recurrentLayers()
+	total += int64(rec) * (s.deltaNetParams() - s.attnParams())
+	ffn := s.expertFFN
+	if s.experts == 0 {
+		ffn = s.denseFFN
+	}
 	kvHeads, head := s.kvHeads, s.head
 	if s.kvLoRARank > 0 {
 		// As llama.cpp's GGUF says (head_count_kv 1, key_length 576);
@@ -80,10 +129,21 @@ func (s moeShape) geometry() Geometry {
 		kvHeads, head = 1, s.kvLoRARank+s.ropeDim
 	}
 	return Geometry{Name: s.name, Layers: s.layers, Hidden: s.hidden, Heads: s.heads, KVHeads: kvHeads, HeadDim: head,
-		FFN: s.expertFFN, Vocab: s.vocab, Params: total, DTypeBytes: 2, ContextLen: s.contextLen,
+		FFN: ffn, Vocab: s.vocab, Params: total, DTypeBytes: 2, ContextLen: s.contextLen,
 		Experts: s.experts, ExpertsUsed: s.used, SharedExperts: s.shared, MoELayers: moeLayers, RoutedParams: routed,
 		ExpertWeightBits: s.expertBits, SlidingLayers: s.slidingLayers, SlidingWindow: s.window,
-		KVLoRARank: s.kvLoRARank, RopeHeadDim: s.ropeDim}
+		KVLoRARank: s.kvLoRARank, RopeHeadDim: s.ropeDim, RecurrentLayers: rec, Recurrent: s.linear.geometry()}
+}
+
+// geometry is the DeltaNet layers' state shape as the runtime reads it
+// from a GGUF (arch.RecurrentGeometry: one head width for keys and
+// values, as every Qwen hybrid has).
+func (l linearShape) geometry() arch.RecurrentGeometry {
+	if l.valueHeads == 0 {
+		return arch.RecurrentGeometry{}
+	}
+	return arch.RecurrentGeometry{ConvKernel: l.kernel, StateSize: l.valueDim, KeyHeads: l.keyHeads, ValueHeads: l.valueHeads,
+		Inner: l.valueHeads * l.valueDim}
 }
 
 // moeProfiles are the mixture-of-experts models agents run, from their

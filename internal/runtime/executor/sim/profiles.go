@@ -1,6 +1,8 @@
 // Package sim is a roofline cost model of an accelerator running a
 // decoder-only model: dense (Llama) or a mixture of experts (Qwen3-MoE,
-// gpt-oss, GLM), with full, sliding-window or latent (MLA) attention. It
+// gpt-oss, GLM), with full, sliding-window or latent (MLA) attention.
+// Hybrid models (Qwen3.5/3.6, Qwen3-Next) have gated DeltaNet layers
+// with a recurrent state per sequence beside their attending ones. It
 // implements the engine's executor contract with deterministic synthetic
 // tokens, so the real engine and block manager run at scale on machines
 // without accelerators: in virtual time for simulations and benchmarks,
@@ -13,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
 
@@ -109,6 +112,13 @@ type Geometry struct {
 	// runs on it with the projections absorbed, as llama.cpp does: keys
 	// KVLoRARank+RopeHeadDim wide, values KVLoRARank wide, per head.
 	KVLoRARank, RopeHeadDim int
+	// RecurrentLayers of the Layers are gated DeltaNet layers (hybrid
+	// models: Qwen3.5/3.6, Qwen3-Next): no KV, a fixed-size state per
+	// sequence shaped by Recurrent, kept in F32 as the runtime keeps it
+	// (arch.Config.StateBytes). The other layers attend over the whole
+	// context.
+	RecurrentLayers int
+	Recurrent       arch.RecurrentGeometry
 }
 
 // MXFP4Bits is the storage of an MXFP4 weight: a 4-bit element plus an
@@ -123,7 +133,7 @@ var geometries = map[string]Geometry{
 }
 
 func init() {
-	for _, g := range moeProfiles() {
+	for _, g := range append(moeProfiles(), hybridProfiles()...) {
 		geometries[g.Name] = g
 	}
 }
@@ -175,10 +185,11 @@ func (g Geometry) attnFLOPsPerPair() float64 {
 }
 
 // KV is the KV cache geometry the block manager allocates today: every
-// layer alike, each token's K and V rows in every layer, its type
-// resolved. That is the whole truth for a model of full-attention layers
-// only. For the others it is what the pod really holds today, not what
-// the model needs (KVLayerGroups):
+// attending layer alike (a hybrid model's recurrent layers keep no KV),
+// each token's K and V rows in every such layer, its type resolved. That
+// is the whole truth for a model of full-attention layers only. For the
+// others it is what the pod really holds today, not what the model needs
+// (KVLayerGroups):
 //
 //   - sliding-window layers are allocated for the whole context, though
 //     they keep only their window (the engine has no per-group allocation
@@ -193,7 +204,7 @@ func (g Geometry) KV() kvcache.Geometry {
 	if g.DTypeBytes == 4 {
 		model = kvcache.DTypeF32
 	}
-	kv := kvcache.Geometry{Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim, DType: g.KVDType.ResolveAuto(model)}
+	kv := kvcache.Geometry{Layers: g.AttentionLayers(), KVHeads: g.KVHeads, HeadDim: g.HeadDim, DType: g.KVDType.ResolveAuto(model)}
 	if g.mla() {
 		kv.KVHeads, kv.HeadDim = 1, (g.KVLoRARank+g.RopeHeadDim)/2
 	}
@@ -214,6 +225,42 @@ func (g Geometry) KVBytesPerTokenPerDevice(tp int) int64 {
 	return g.KVBytesPerToken() / int64(tp)
 }
 
+// Hybrid reports recurrent (gated DeltaNet) layers: the model keeps a
+// state per sequence (StateBytes) that a prefix hit needs at its exact
+// end.
+func (g Geometry) Hybrid() bool { return g.RecurrentLayers > 0 }
+
+// AttentionLayers is the layers that keep KV: all but the recurrent ones.
+func (g Geometry) AttentionLayers() int { return g.Layers - g.RecurrentLayers }
+
+// StateBytes is one sequence's recurrent state over every recurrent
+// layer, in F32, as the runtime keeps it (arch.Config.StateBytes: the
+// convolution's last ConvKernel-1 inputs and a StateSize² matrix per
+// value head): 0 for a model without recurrent layers.
+func (g Geometry) StateBytes() int64 {
+	if !g.Hybrid() {
+		return 0
+	}
+	r := g.Recurrent
+	return 4 * int64(g.RecurrentLayers) * int64(r.ConvStateFloats()+r.DeltaStateFloats())
+}
+
+// recurrentFLOPsPerToken is what a token costs the recurrent layers
+// beyond their projections (which ActiveParams counts): per layer, the
+// depthwise convolution (ConvKernel multiply-adds a channel) and, per
+// value head, the gated delta rule on its StateSize² state: the decay
+// (one multiply an element), the key's read of the state, the rank-1
+// update and the query's read (a multiply-add an element each), 7
+// FLOPs an element.
+func (g Geometry) recurrentFLOPsPerToken() float64 {
+	if !g.Hybrid() {
+		return 0
+	}
+	r := g.Recurrent
+	perLayer := 2*float64(r.ConvKernel)*float64(r.ConvChannels()) + 7*float64(r.StateSize*r.StateSize)*float64(r.ValueHeads)
+	return float64(g.RecurrentLayers) * perLayer
+}
+
 // KVLayerGroup is a set of layers whose KV is alike: how much each layer
 // stores per token and how many positions it keeps.
 type KVLayerGroup struct {
@@ -230,12 +277,12 @@ type KVLayerGroup struct {
 // per-group allocation (issue 31, item 3) would size, and what a step
 // reads (StepTime charges every group its own positions).
 func (g Geometry) KVLayerGroups() []KVLayerGroup {
-	perLayer := g.KVBytesPerToken() / int64(g.Layers)
+	perLayer := g.KVBytesPerToken() / int64(g.AttentionLayers())
 	if g.mla() {
 		return []KVLayerGroup{{Kind: "mla", Layers: g.Layers, BytesPerTokenPerLayer: perLayer}}
 	}
 	var out []KVLayerGroup
-	if full := g.Layers - g.SlidingLayers; full > 0 {
+	if full := g.AttentionLayers() - g.SlidingLayers; full > 0 {
 		out = append(out, KVLayerGroup{Kind: "full", Layers: full, BytesPerTokenPerLayer: perLayer})
 	}
 	if g.SlidingLayers > 0 {
@@ -354,6 +401,30 @@ func (g Geometry) WeightBytesRead(tokens int) float64 {
 // BLAS workspace and the compute graph's buffers. The runtime's ggml
 // executor on a GPU reads --kv-cache-memory-fraction with it too.
 const ActivationReserve = 2 << 30
+
+// StateSlotsForDevice sizes a hybrid model's cache on one
+// tensor-parallel group as cmd/runtime sizes the ggml executor's: two
+// recurrent-state slots a sequence (one running, one checkpoint) for
+// maxSeqs sequences, taking at most half of what KVBlocksForDevice would
+// give the KV, and KV blocks from the rest. A model without recurrent
+// layers gets KVBlocksForDevice's blocks and no slots.
+func StateSlotsForDevice(a Accelerator, g Geometry, tp int, memFraction float64, blockSize, maxSeqs int) (blocks, slots int, err error) {
+	blocks, err = KVBlocksForDevice(a, g, tp, memFraction, blockSize)
+	if err != nil || !g.Hybrid() {
+		return blocks, 0, err
+	}
+	if tp < 1 {
+		tp = 1
+	}
+	perBlock := g.KVBytesPerTokenPerDevice(tp) * int64(blockSize)
+	perSlot := g.StateBytes() / int64(tp)
+	budget := int64(blocks) * perBlock
+	slots = min(2*maxSeqs, int(budget/2/perSlot))
+	if slots < 2 {
+		return 0, 0, fmt.Errorf("%s: %d bytes of cache on %s hold no two recurrent states of %d bytes", g.Name, budget, a.Name, perSlot)
+	}
+	return int((budget - int64(slots)*perSlot) / perBlock), slots, nil
+}
 
 // KVBlocksForDevice sizes the KV cache of one tensor-parallel group: the
 // fraction memFraction of each device's memory, less its shard of the
