@@ -47,3 +47,21 @@ func ReadVocab(file File, c *Config) error {
 	c.TiedEmbeddings = file.Shape("output.weight") == nil
 	return nil
 }
+
+// ReadUnscaledRope reads what an architecture whose RoPE runs unscaled
+// reads besides its geometry: it refuses a rope.scaling.type other than
+// none, then reads rope.freq_base (10000 when absent), the RMS norm's
+// epsilon and the vocabulary (ReadVocab).
+func ReadUnscaledRope(file File, p string, c *Config) error {
+	if s, _, _ := file.String(p + "rope.scaling.type"); s != "" && s != "none" {
+		return fmt.Errorf("rope scaling %q is unsupported", s)
+	}
+	c.RopeTheta = 10000
+	if err := Read(file,
+		OptFloat(p+"rope.freq_base", &c.RopeTheta),
+		Float(p+"attention.layer_norm_rms_epsilon", &c.NormEps),
+	); err != nil {
+		return err
+	}
+	return ReadVocab(file, c)
+}

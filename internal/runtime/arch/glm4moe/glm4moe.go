@@ -60,17 +60,7 @@ func (glm4moe) ReadConfig(file arch.File, c *arch.Config) error {
 	if _, ok, _ := file.String(p + "rope.dimension_sections"); ok {
 		return errors.New("rope.dimension_sections (multimodal RoPE, GLM-4.5V) is unsupported")
 	}
-	if s, _, _ := file.String(p + "rope.scaling.type"); s != "" && s != "none" {
-		return fmt.Errorf("rope scaling %q is unsupported", s)
-	}
-	c.RopeTheta = 10000
-	if err := arch.Read(file,
-		arch.OptFloat(p+"rope.freq_base", &c.RopeTheta),
-		arch.Float(p+"attention.layer_norm_rms_epsilon", &c.NormEps),
-	); err != nil {
-		return err
-	}
-	if err := arch.ReadVocab(file, c); err != nil {
+	if err := arch.ReadUnscaledRope(file, p, c); err != nil {
 		return err
 	}
 	c.QKVBias = file.Shape("blk.0.attn_q.bias") != nil

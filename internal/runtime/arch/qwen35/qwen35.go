@@ -105,17 +105,7 @@ func readConfig(file arch.File, p string, c *arch.Config, mrope bool) error {
 		}
 		copy(c.RopeSections[:], secs)
 	}
-	if s, _, _ := file.String(p + "rope.scaling.type"); s != "" && s != "none" {
-		return fmt.Errorf("rope scaling %q is unsupported", s)
-	}
-	c.RopeTheta = 10000
-	if err := arch.Read(file,
-		arch.OptFloat(p+"rope.freq_base", &c.RopeTheta),
-		arch.Float(p+"attention.layer_norm_rms_epsilon", &c.NormEps),
-	); err != nil {
-		return err
-	}
-	if err := arch.ReadVocab(file, c); err != nil {
+	if err := arch.ReadUnscaledRope(file, p, c); err != nil {
 		return err
 	}
 	if w := file.Shape("blk.0.ffn_up.weight"); len(w) == 2 {

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,21 +55,7 @@ func withKinds(c model.Config) model.Config {
 // against llama.cpp on the same GGUF and threads, interleaved: it prints
 // `ggml/llama.cpp qwen35` and `qwen35moe` lines.
 func BenchmarkHybridVsLlamaCpp(b *testing.B) {
-	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
-		b.Skip("minutes long: run `make bench-executors`")
-	}
-	dir := os.Getenv(envLlamaCpp)
-	if dir == "" {
-		b.Skipf("llama.cpp not installed: run hack/setup-llama-cpp.sh and set %s (make bench-executors does both)", envLlamaCpp)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		b.Skip("node is not installed: llama.cpp runs in node-llama-cpp")
-	}
-	lib := testLibDir(b)
-	threads, reps := benchGGMLThreads(), 3
-	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_REPS")); err == nil && v > 0 {
-		reps = v
-	}
+	dir, lib, threads, reps := llamaCppBench(b)
 	for _, cfg := range []model.Config{withKinds(qwen35SmallConfig), withKinds(qwen35moeSmallConfig)} {
 		gguf := filepath.Join(b.TempDir(), cfg.Arch+"-q8_0.gguf")
 		writeGGUF(b, model.Random(cfg, 1), model.Q8_0, gguf)

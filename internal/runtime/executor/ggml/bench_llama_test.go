@@ -190,21 +190,7 @@ func engineStreams(b *testing.B, e batch.Executor, m *model.Model, blocks int, p
 // each ratio is ggml's over llama.cpp's of the same round; the min and
 // median over rounds are printed. Part of `make bench-executors`.
 func BenchmarkVsLlamaCpp(b *testing.B) {
-	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
-		b.Skip("minutes long and a few GiB: run `make bench-executors`")
-	}
-	dir := os.Getenv(envLlamaCpp)
-	if dir == "" {
-		b.Skipf("llama.cpp not installed: run hack/setup-llama-cpp.sh and set %s (make bench-executors does both)", envLlamaCpp)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		b.Skip("node is not installed: llama.cpp runs in node-llama-cpp")
-	}
-	lib := testLibDir(b)
-	threads, reps := benchGGMLThreads(), 3
-	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_REPS")); err == nil && v > 0 {
-		reps = v
-	}
+	dir, lib, threads, reps := llamaCppBench(b)
 	base := model.Random(qwen05Config, 1)
 	vocab := qwen05Config.VocabSize
 	prompt := make([]int32, benchPrompt)
@@ -252,6 +238,28 @@ func BenchmarkVsLlamaCpp(b *testing.B) {
 		ge.Close()
 		_ = m.Close()
 	}
+}
+
+// llamaCppBench is what a benchmark against llama.cpp needs, or skips
+// without: `make bench-executors`' switch, llama.cpp's install and node,
+// the ggml libraries, the threads and the rounds (KVPILOT_BENCH_REPS, 3
+// by default).
+func llamaCppBench(b *testing.B) (dir, lib string, threads, reps int) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("minutes long and a few GiB: run `make bench-executors`")
+	}
+	dir = os.Getenv(envLlamaCpp)
+	if dir == "" {
+		b.Skipf("llama.cpp not installed: run hack/setup-llama-cpp.sh and set %s (make bench-executors does both)", envLlamaCpp)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		b.Skip("node is not installed: llama.cpp runs in node-llama-cpp")
+	}
+	threads, reps = benchGGMLThreads(), 3
+	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_REPS")); err == nil && v > 0 {
+		reps = v
+	}
+	return dir, testLibDir(b), threads, reps
 }
 
 func writeGGUF(b testing.TB, base *model.Model, typ model.DType, path string) {
