@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -634,6 +635,7 @@ func (e *Engine) step(ctx context.Context) StepResult {
 		}
 	}
 	if r.Scheduled == 0 && len(e.xfer) == 0 {
+		e.keepStateCopiesLocked()
 		e.publishLocked(now, r)
 		e.mu.Unlock()
 		return r
@@ -658,6 +660,7 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	if r.Scheduled == 0 {
 		r.Err = err
 		e.mu.Lock()
+		e.keepStateCopiesLocked()
 		e.publishLocked(e.clk.Now(), r)
 		e.mu.Unlock()
 		return r
@@ -682,12 +685,24 @@ func (e *Engine) step(ctx context.Context) StepResult {
 	sampled, finished := e.processLocked(done, err)
 	if e.slots != nil {
 		e.slots.saved += int64(e.slots.ck.commit(err == nil))
+		if err != nil {
+			e.slots.ck.failCopies(e.b.StateCopies)
+		}
 	}
 	r.Sampled, r.Finished = sampled, r.Finished+finished
 	e.publishLocked(done, r)
 	e.mu.Unlock()
 	e.iter++
 	return r
+}
+
+// keepStateCopiesLocked gives the planned state copies of an iteration
+// that does not execute back to those pending, ahead of any decided since.
+func (e *Engine) keepStateCopiesLocked() {
+	if e.slots != nil && len(e.b.StateCopies) > 0 {
+		e.slots.pending = append(slices.Clone(e.b.StateCopies), e.slots.pending...)
+		e.b.StateCopies = e.b.StateCopies[:0]
+	}
 }
 
 // execute runs the executor over the planned batch.
@@ -1157,6 +1172,14 @@ func (e *Engine) OffloadSaltedPrefix(cacheSalt string, tokens []int32) int {
 	salt := kvcache.SaltOf(cacheSalt)
 	e.mu.Lock()
 	n := e.kv.OffloadSalted(salt, tokens)
+	if e.slots != nil {
+		// A hybrid model's program keeps its state beside its blocks: the
+		// copy runs before the next iteration.
+		if cp, ok := e.slots.ck.offload(salt, tokens, e.blockSize); ok {
+			e.slots.pending = append(e.slots.pending, cp)
+			e.slots.spilled++
+		}
+	}
 	e.mu.Unlock()
 	if n > 0 {
 		e.signal() // an idle loop still carries out the copies

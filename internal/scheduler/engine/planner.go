@@ -61,6 +61,12 @@ func (e *Engine) planBatchLocked(now time.Time) (preempted, finished int) {
 	e.b.Seqs = e.b.Seqs[:0]
 	e.b.NumTokens = 0
 	e.b.StateCopies, e.b.StateSaves = e.b.StateCopies[:0], e.b.StateSaves[:0]
+	if e.slots != nil {
+		// Copies decided between iterations run first (an iteration that
+		// does not execute gives them back: keepStateCopiesLocked).
+		e.b.StateCopies = append(e.b.StateCopies, e.slots.pending...)
+		e.slots.pending = e.slots.pending[:0]
+	}
 	clear(e.sched)
 	e.sched = e.sched[:0]
 	e.capped = e.capped[:0]

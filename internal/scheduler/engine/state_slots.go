@@ -99,6 +99,10 @@ type stateSlots struct {
 	// saved, restored, restoredTokens and spilled are StateStats'
 	// counters.
 	saved, restored, restoredTokens, spilled int64
+	// pending are state copies decided between iterations (a paused
+	// program's checkpoint moving to the host), run before the next
+	// iteration that executes.
+	pending []batch.StateCopy
 }
 
 // stats are the slots' StateStats.
@@ -280,23 +284,64 @@ func (c *checkpoints) slotFor(s *sequence, own bool) (idx int, spill batch.State
 	if best < 0 {
 		return 0, spill, false, false
 	}
-	if dev := &c.ck[best]; dev.valid {
-		if h := c.lru(c.nDev, len(c.ck)); h >= 0 {
-			host := &c.ck[h]
-			if host.valid {
-				delete(c.byKey, host.key)
-			}
-			*host = checkpoint{key: dev.key, valid: true, used: dev.used}
-			c.byKey[dev.key] = h
-			dev.valid = false
-			spill, spilled = batch.StateCopy{From: c.slot(best), To: c.slot(h)}, true
-		}
-	}
+	spill, spilled = c.spill(best)
 	if own {
 		c.ck[best].owner = s
 		s.ckpt = best
 	}
 	return best, spill, spilled, true
+}
+
+// spill moves device checkpoint i's key to a free or least recently used
+// host checkpoint and returns the copy that moves its state (ok false: no
+// host tier, or i is not a valid device checkpoint).
+func (c *checkpoints) spill(i int) (cp batch.StateCopy, ok bool) {
+	dev := &c.ck[i]
+	if i >= c.nDev || !dev.valid {
+		return cp, false
+	}
+	h := c.lru(c.nDev, len(c.ck))
+	if h < 0 {
+		return cp, false
+	}
+	host := &c.ck[h]
+	if host.valid {
+		delete(c.byKey, host.key)
+	}
+	*host = checkpoint{key: dev.key, valid: true, used: dev.used}
+	c.byKey[dev.key] = h
+	dev.valid = false
+	return batch.StateCopy{From: c.slot(i), To: c.slot(h)}, true
+}
+
+// offload spills the deepest device checkpoint of tokens' full blocks
+// under salt that no running sequence owns (a paused program's), ahead
+// of an eviction.
+func (c *checkpoints) offload(salt kvcache.Salt, tokens []int32, bs int) (cp batch.StateCopy, ok bool) {
+	if c == nil || c.nDev == len(c.ck) {
+		return cp, false
+	}
+	k, i := c.deepest(salt, tokens, bs, len(tokens)/bs)
+	if k == 0 || c.ck[i].owner != nil {
+		return cp, false
+	}
+	return c.spill(i)
+}
+
+// failCopies drops the checkpoints that copies (an iteration's
+// StateCopies, which failed) were writing: their slots hold no state.
+func (c *checkpoints) failCopies(copies []batch.StateCopy) {
+	if c == nil {
+		return
+	}
+	for _, cp := range copies {
+		for i := range c.ck {
+			if ck := &c.ck[i]; ck.valid && c.slot(i) == cp.To {
+				delete(c.byKey, ck.key)
+				ck.valid = false
+			}
+		}
+	}
 }
 
 // save records that checkpoint idx holds the state after key once the

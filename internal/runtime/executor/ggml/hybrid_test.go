@@ -195,3 +195,33 @@ func TestHybridSavesAtPromptEndAndDecoded(t *testing.T) {
 		t.Errorf("%v states saved, want 3 (the prompt's last boundary and two decoded ones)", got)
 	}
 }
+
+// TestHybridPausedProgramStateMovesToHost: pausing a program (the
+// programs table's offload of its tokens) moves its last checkpoint to a
+// host slot before the next iteration, and its next turn resumes from
+// there with the tokens of a fresh engine.
+func TestHybridPausedProgramStateMovesToHost(t *testing.T) {
+	m := randomModel(t, qwen35Config(), model.F32, 5)
+	turn1 := make([]int32, 37)
+	for i := range turn1 {
+		turn1[i] = int32((i*11 + 5) % 300)
+	}
+	e, reg := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true, hostStates: 8})
+	out1, _ := runTurn(t, e, turn1, "a1")
+	turn2 := append(append(append([]int32(nil), turn1...), out1...), 7, 8, 9)
+	e.OffloadSaltedPrefix("", turn2)
+	// An idle engine runs no iteration: the copy waits for the next one.
+	e.Step(context.Background())
+	got, u := runTurn(t, e, turn2, "a2")
+	if n := counter(t, reg, "kvpilot_recurrent_state_spills_total"); n != 1 {
+		t.Errorf("%v checkpoints moved to the host, want 1 (the paused program's)", n)
+	}
+	fresh, _ := newEngine(t, m, engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true})
+	want, _ := runTurn(t, fresh, turn2, "alone")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("second turn from the host differs from scratch (-scratch +resumed):\n%s", diff)
+	}
+	if want := 47 / testBlockSize * testBlockSize; u.CachedTokens != want {
+		t.Errorf("second turn resumed from %d cached tokens, want %d", u.CachedTokens, want)
+	}
+}
