@@ -480,6 +480,19 @@ func undefinedError(u Undefined) error {
 	return errors.New("UndefinedError: " + u.Hint)
 }
 
+// evalAll evaluates items in order (a list's or a tuple's).
+func (r *renderer) evalAll(items []expr, s *scope) ([]any, error) {
+	out := make([]any, len(items))
+	for i, x := range items {
+		v, err := r.eval(x, s)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 func (r *renderer) eval(e expr, s *scope) (any, error) {
 	switch e := e.(type) {
 	case *constExpr:
@@ -490,25 +503,17 @@ func (r *renderer) eval(e expr, s *scope) (any, error) {
 		}
 		return Undefined{Hint: fmt.Sprintf("'%s' is undefined", e.name)}, nil
 	case *listExpr:
-		out := make(List, len(e.items))
-		for i, x := range e.items {
-			v, err := r.eval(x, s)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
+		out, err := r.evalAll(e.items, s)
+		if err != nil {
+			return nil, err
 		}
-		return out, nil
+		return List(out), nil
 	case *tupleExpr:
-		out := make(Tuple, len(e.items))
-		for i, x := range e.items {
-			v, err := r.eval(x, s)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
+		out, err := r.evalAll(e.items, s)
+		if err != nil {
+			return nil, err
 		}
-		return out, nil
+		return Tuple(out), nil
 	case *dictExpr:
 		d := NewDict()
 		for i := range e.keys {

@@ -450,7 +450,7 @@ func strMethod(s, name string, args []any, kwargs *Dict) (any, error) {
 		return out, nil
 	case "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper":
 		return strIs(s, name), nil
-	case "removeprefix":
+	case "removeprefix", "removesuffix":
 		a, err := argsOf(name, args, kwargs, 1, 1)
 		if err != nil {
 			return nil, err
@@ -459,15 +459,8 @@ func strMethod(s, name string, args []any, kwargs *Dict) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return strings.TrimPrefix(s, p), nil
-	case "removesuffix":
-		a, err := argsOf(name, args, kwargs, 1, 1)
-		if err != nil {
-			return nil, err
-		}
-		p, err := strArg(name, a[0])
-		if err != nil {
-			return nil, err
+		if name == "removeprefix" {
+			return strings.TrimPrefix(s, p), nil
 		}
 		return strings.TrimSuffix(s, p), nil
 	}
