@@ -114,14 +114,7 @@ func checkExpr(e expr, soft bool) error {
 		if err := checkExpr(e.fn, soft); err != nil {
 			return err
 		}
-		if err := checkExprs(e.args, soft); err != nil {
-			return err
-		}
-		for _, k := range e.kwargs {
-			if err := checkExpr(k.value, soft); err != nil {
-				return err
-			}
-		}
+		return checkArgs(e.args, e.kwargs, soft)
 	case *filterExpr:
 		if _, ok := filters[e.name]; !ok && !soft {
 			if pythonFilters[e.name] {
@@ -132,14 +125,7 @@ func checkExpr(e expr, soft bool) error {
 		if err := checkExpr(e.x, soft); err != nil {
 			return err
 		}
-		if err := checkExprs(e.args, soft); err != nil {
-			return err
-		}
-		for _, k := range e.kwargs {
-			if err := checkExpr(k.value, soft); err != nil {
-				return err
-			}
-		}
+		return checkArgs(e.args, e.kwargs, soft)
 	case *testExpr:
 		if !knownTest(e.name) && !soft {
 			return &SyntaxError{Line: e.line, Msg: fmt.Sprintf("no test named '%s'", e.name)}
@@ -164,6 +150,19 @@ func checkExpr(e expr, soft bool) error {
 		return checkExprs(e.items, soft)
 	case *condExpr:
 		return checkExprs([]expr{e.test, e.yes, e.no}, true)
+	}
+	return nil
+}
+
+// checkArgs checks a call's or a filter's arguments.
+func checkArgs(args []expr, kwargs []kwarg, soft bool) error {
+	if err := checkExprs(args, soft); err != nil {
+		return err
+	}
+	for _, k := range kwargs {
+		if err := checkExpr(k.value, soft); err != nil {
+			return err
+		}
 	}
 	return nil
 }
