@@ -6,13 +6,19 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/control"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/controlclient"
 	"github.com/kvpilot/kvpilot/internal/runtime/executor/exectest"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/runtime/programs"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
 )
@@ -135,4 +141,56 @@ func TestHybridMoveResumesFromCheckpoint(t *testing.T) {
 			t.Errorf("export: %v, want ErrRecurrentMove", err)
 		}
 	})
+}
+
+// TestHybridMoveOverControlAPI: a hybrid model's program moves between
+// two pods as the fleet moves it (the destination's control.KVTransfer
+// fetches from the source's control API, kvstream's KVX2 stream): its
+// next turn on the destination resumes from the moved checkpoint and
+// generates what an engine of its own generates.
+func TestHybridMoveOverControlAPI(t *testing.T) {
+	m := randomModel(t, qwen35moeConfig(), model.F32, 5)
+	turn1 := make([]int32, 37)
+	for i := range turn1 {
+		turn1[i] = int32((i*13 + 1) % m.Config.VocabSize)
+	}
+	opts := engineOpts{numBlocks: 64, maxSeqs: 4, maxBatched: 64, prefix: true}
+	src, _ := newEngine(t, m, opts)
+	out1, _ := runTurn(t, src, turn1, "a1")
+	full := append(slices.Clone(turn1), out1...)
+	turn2 := append(slices.Clone(full), 7, 8, 9)
+	fresh, _ := newEngine(t, m, opts)
+	want, _ := runTurn(t, fresh, turn2, "alone")
+
+	// The source's programs table knows the program's context.
+	tab := programs.New(programs.Config{Pod: "a", Addr: "a:8000"})
+	r := tab.Route("p", false)
+	tab.Started(r.Ticket, int64(len(turn1)), "")
+	tab.End(r.Ticket, int64(len(full)), 0, full)
+	const token = "test-token"
+	mux := control.Routes(tab)
+	(&control.KVTransfer{Engine: src, Table: tab, MaxChainTokens: 256}).AddRoutes(mux)
+	srv := httptest.NewServer(control.Authorize(token, mux))
+	t.Cleanup(srv.Close)
+
+	dst, reg := newEngine(t, m, opts)
+	fetch := &control.KVTransfer{Engine: dst, Table: programs.New(programs.Config{Pod: "b", Addr: "b:8000"}), MaxChainTokens: 256}
+	n, err := fetch.Fetch(context.Background(), controlclient.New(token, 10*time.Second), strings.TrimPrefix(srv.URL, "http://"), "p")
+	resumed := 47 / testBlockSize * testBlockSize
+	if err != nil || n != resumed/testBlockSize {
+		t.Fatalf("fetched %d blocks, %v; want %d", n, err, resumed/testBlockSize)
+	}
+	if st := dst.StateStats(); st.Imported != 1 {
+		t.Fatalf("%d states imported, want 1", st.Imported)
+	}
+	got, u := runTurn(t, dst, turn2, "a2")
+	if u.CachedTokens != resumed {
+		t.Errorf("turn 2 on the destination resumed from %d cached tokens, want %d", u.CachedTokens, resumed)
+	}
+	if n := counter(t, reg, "kvpilot_recurrent_state_restored_tokens_total"); n != float64(resumed) {
+		t.Errorf("kvpilot_recurrent_state_restored_tokens_total %v, want %d", n, resumed)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("turn 2 on the destination differs from an engine of its own (-alone +moved):\n%s", diff)
+	}
 }
