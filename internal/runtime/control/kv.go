@@ -202,7 +202,7 @@ func (k *KVTransfer) fetch(ctx context.Context, c *controlclient.Client, addr, i
 	if err := own.Compatible(h.Format); err != nil {
 		return 0, 0, fmt.Errorf("kv fetch %s: refusing the blocks: %w", addr, err)
 	}
-	have, states, full := 0, 0, true
+	have, states, full, stateAfter := 0, 0, true, 0
 	taken := func() int { return have*h.Format.BlockBytes() + states*h.Format.StateBytes }
 	for {
 		fr, err := dec.Next()
@@ -213,7 +213,7 @@ func (k *KVTransfer) fetch(ctx context.Context, c *controlclient.Client, addr, i
 			return have, taken(), fmt.Errorf("kv fetch %s: after %d blocks: %w", addr, have, err)
 		}
 		if fr.StateAfter > 0 {
-			if fr.StateAfter > have {
+			if stateAfter = fr.StateAfter; stateAfter > have {
 				continue // its blocks found no room here
 			}
 			if err := k.Engine.ImportState(ctx, h.Format, h.Salt, h.Tokens, fr.StateAfter, fr.Data); err != nil {
@@ -232,7 +232,11 @@ func (k *KVTransfer) fetch(ctx context.Context, c *controlclient.Client, addr, i
 		}
 		full = got == fr.Blocks
 	}
-	if h.Format.StateBytes > 0 && states == 0 && have > 0 {
+	switch {
+	case h.Format.StateBytes == 0 || states > 0 || have == 0:
+	case stateAfter > have:
+		return have, taken(), fmt.Errorf("kv fetch %s: room here for %d blocks of a hybrid model, its recurrent state follows %d", addr, have, stateAfter)
+	default:
 		return have, taken(), fmt.Errorf("kv fetch %s: %d blocks of a hybrid model came without the recurrent state that resumes them", addr, have)
 	}
 	return have, taken(), nil
