@@ -43,6 +43,9 @@ type agentPod struct {
 	// nic is its node's network link (AgentSetup.NICBandwidth), nil when
 	// transfers are not charged.
 	nic *sim.NetLink
+	// stateTokens is what a hybrid model's recurrent state costs in KV
+	// tokens (wire.KVReport.StateTokens); 0 for other models.
+	stateTokens int64
 }
 
 // Now is the pool's virtual time: the clock of the program tables (the
@@ -91,6 +94,7 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 		// (wire.KVReport.StateTokens), rounded up as the runtime rounds it.
 		stateTokens = (geo.StateBytes() + bytesPerToken - 1) / bytesPerToken
 	}
+	pd.stateTokens = stateTokens
 	pd.table = programs.New(programs.Config{
 		Pod: name, Addr: pd.addr, Clock: a, Logger: discardLogger,
 		KV: func() wire.KVReport {

@@ -38,3 +38,32 @@ func TestAgentsMoveKVBetweenPods(t *testing.T) {
 		on.KVFetches, on.KVMovedBlocks, on.KVMoveTime, off.RecomputedTokens, on.RecomputedTokens,
 		off.StepsPerMinute, on.StepsPerMinute, off.P(0.99), on.P(0.99))
 }
+
+// A hybrid model's programs move between pods too, each with its
+// recurrent-state checkpoint: with transfers the pool fetches programs'
+// KV and recomputes less than without (moving the blocks alone, without
+// the checkpoint, recomputes as much as without transfers: a hybrid
+// model resumes only from a checkpoint).
+func TestAgentsMoveHybridKVBetweenPods(t *testing.T) {
+	run := func(bandwidth float64) *AgentResult {
+		s := smallPool(placement.ModeProgramAware)
+		s.Replica.Model, s.Replica.Accelerator = "qwen3.6-27b", "H200"
+		s.Pods, s.HostBlocks, s.NICBandwidth = 3, 2000, 50e9
+		s.Policy.KVTransferBandwidth = bandwidth
+		s.DrainAt = time.Minute
+		r, err := RunAgents(smallAgents(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	on, off := run(placement.DefaultKVTransferBandwidth), run(0)
+	t.Logf("transfers: %d fetches, %d blocks in %v; recomputed %d → %d tokens; %.1f → %.1f steps/min",
+		on.KVFetches, on.KVMovedBlocks, on.KVMoveTime, off.RecomputedTokens, on.RecomputedTokens, off.StepsPerMinute, on.StepsPerMinute)
+	if on.KVFetches == 0 || on.KVMovedBlocks == 0 {
+		t.Fatalf("with transfers: %d fetches, %d blocks moved", on.KVFetches, on.KVMovedBlocks)
+	}
+	if on.RecomputedTokens >= off.RecomputedTokens {
+		t.Errorf("with transfers %d tokens recomputed, without %d", on.RecomputedTokens, off.RecomputedTokens)
+	}
+}
