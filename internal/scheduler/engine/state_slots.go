@@ -474,17 +474,3 @@ func (e *Engine) alignLocked() {
 		e.b.StateSaves = append(e.b.StateSaves, batch.StateCopy{From: s.slot, To: ck.slot(idx)})
 	}
 }
-
-// SplitHostTier divides a host tier of hostBlocks blocks of bytesPerBlock
-// between a hybrid model's attending layers' blocks and its
-// recurrent-state checkpoints (Config.HostStateSlots) of stateBytes each,
-// half of the memory each: what the runtime and the simulator give a
-// hybrid model's host tier. A model without states (stateBytes 0) keeps
-// every block.
-func SplitHostTier(hostBlocks int, bytesPerBlock, stateBytes int64) (blocks, states int) {
-	if hostBlocks <= 0 || stateBytes <= 0 || bytesPerBlock <= 0 {
-		return hostBlocks, 0
-	}
-	states = int(int64(hostBlocks) * bytesPerBlock / 2 / stateBytes)
-	return hostBlocks - int((int64(states)*stateBytes+bytesPerBlock-1)/bytesPerBlock), states
-}
