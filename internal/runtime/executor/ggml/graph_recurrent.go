@@ -261,21 +261,28 @@ func (e *Executor) ReserveHostStates(n int) error {
 }
 
 // copyStates copies recurrent states between slots (batch.Batch's
-// StateCopies and StateSaves), row by row: between device slots through
-// host memory, to and from host slots directly.
+// StateCopies and StateSaves), row by row: between device slots with
+// ggml's backend copy between views of the rows (on a GPU a copy in
+// device memory, not through the host), to and from host slots directly.
 func (e *Executor) copyStates(copies []batch.StateCopy) {
 	if len(copies) == 0 {
 		return
+	}
+	var views cCtx // the device copies' views of rows
+	if n := e.deviceCopies(copies); n > 0 {
+		views = e.a.initCtx(initParams{MemSize: e.a.tensorOverhead() * uintptr(2*n*2*e.cfg.RecurrentLayers()), NoAlloc: true})
+		defer e.a.freeCtx(views)
 	}
 	e.eachStateRow(func(t cTensor, row, off int) {
 		for _, cp := range copies {
 			fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
 			switch {
 			case !fromHost && !toHost:
-				e.s.stateRow = grow(e.s.stateRow, row)
-				p := unsafe.Pointer(&e.s.stateRow[0])
-				e.a.tensorGet(t, p, uintptr(cp.From*row), uintptr(row))
-				e.a.tensorSet(t, p, uintptr(cp.To*row), uintptr(row))
+				src := e.a.view1d(views, t, int64(row/4), uintptr(cp.From*row))
+				dst := e.a.view1d(views, t, int64(row/4), uintptr(cp.To*row))
+				e.a.viewInit(src)
+				e.a.viewInit(dst)
+				e.a.tensorCopy(src, dst)
 			case !fromHost:
 				e.a.tensorGet(t, unsafe.Pointer(&e.hostState(cp.To)[off]), uintptr(cp.From*row), uintptr(row))
 			case !toHost:
@@ -285,6 +292,17 @@ func (e *Executor) copyStates(copies []batch.StateCopy) {
 			}
 		}
 	})
+}
+
+// deviceCopies counts the copies between two device slots.
+func (e *Executor) deviceCopies(copies []batch.StateCopy) int {
+	n := 0
+	for _, cp := range copies {
+		if cp.From < e.stateSlots && cp.To < e.stateSlots {
+			n++
+		}
+	}
+	return n
 }
 
 // eachStateRow calls f for each row of a state: the tensor that holds it
