@@ -57,7 +57,7 @@ func (e *Engine) moveIO() (io batch.BlockIO, sio batch.StateIO, f batch.BlockFor
 		return io, nil, f, nil
 	}
 	sio, ok = e.exec.(batch.StateIO)
-	if !ok || e.slots.ck == nil {
+	if !ok || sio.StateBytes() <= 0 || e.slots.ck == nil {
 		return nil, nil, batch.BlockFormat{}, ErrRecurrentMove
 	}
 	f.StateBytes = sio.StateBytes()
