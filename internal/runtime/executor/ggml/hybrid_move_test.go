@@ -101,6 +101,13 @@ func TestHybridMoveResumesFromCheckpoint(t *testing.T) {
 			if n := counter(t, reg, "kvpilot_recurrent_state_restored_tokens_total"); n != float64(tc.wantCached) {
 				t.Errorf("kvpilot_recurrent_state_restored_tokens_total %v, want %d", n, tc.wantCached)
 			}
+			wantImports := 1.0
+			if tc.noState {
+				wantImports = 0
+			}
+			if n := counter(t, reg, "kvpilot_recurrent_state_imports_total"); n != wantImports {
+				t.Errorf("kvpilot_recurrent_state_imports_total %v, want %v", n, wantImports)
+			}
 			if same := cmp.Equal(want, got); same != (tc.corrupt == nil) {
 				t.Errorf("turn 2 on the destination: %v, alone %v", got, want)
 			}
