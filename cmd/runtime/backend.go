@@ -117,16 +117,12 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 		if budget == 0 {
 			budget = defaultCPUKVMemory
 		}
-		if slots > 0 {
-			// A hybrid model's states come out of the same budget: at
-			// most half of it, the rest is the attending layers' KV.
-			slots = min(slots, max(1, int(budget/2/cfg.StateBytes())))
-			budget -= int64(slots) * cfg.StateBytes()
-		}
-		blocks = kvcache.BlocksForMemory(budget, kv, o.BlockSize)
+		// A hybrid model's states come out of the same budget: at most
+		// half of it (at least one), the rest is the attending layers' KV.
+		blocks, slots = kvcache.SplitStates(budget, perBlock, cfg.StateBytes(), slots, 1)
 		if blocks == 0 {
 			_ = m.Close()
-			return nil, fmt.Errorf("a KV cache of %d bytes holds no block of %d bytes", budget, perBlock)
+			return nil, fmt.Errorf("a KV cache of %d bytes holds no block of %d bytes (beside %d recurrent states of %d bytes)", budget, perBlock, slots, cfg.StateBytes())
 		}
 	}
 	var exec modelExecutor
@@ -154,7 +150,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	return &backend{
 		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock, kvDType: kv.DType,
-		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: stateTokens(cfg.StateBytes(), perBlock, o.BlockSize), stateBytes: cfg.StateBytes(),
+		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: kvcache.StateTokens(cfg.StateBytes(), perBlock, o.BlockSize), stateBytes: cfg.StateBytes(),
 		description: fmt.Sprintf("%s, %d KV blocks of %s (%d MiB)", name, blocks, kv.DType, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil
@@ -318,19 +314,8 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
 		kvBytesPerBlock: geom.KV().BytesPerBlock(o.BlockSize), kvDType: geom.KV().DType, // all devices: what the replica moves
 		stateSlots: slots, stateBytes: geom.StateBytes(),
-		stateTokens: stateTokens(geom.StateBytes(), geom.KV().BytesPerBlock(o.BlockSize), o.BlockSize),
+		stateTokens: kvcache.StateTokens(geom.StateBytes(), geom.KV().BytesPerBlock(o.BlockSize), o.BlockSize),
 		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
 		close:       func() {},
 	}, nil
-}
-
-// stateTokens is a recurrent state of stateBytes in tokens of a KV cache
-// of perBlock bytes a block of blockSize tokens, rounded up (0 without a
-// state).
-func stateTokens(stateBytes, perBlock int64, blockSize int) int64 {
-	if stateBytes <= 0 || perBlock <= 0 {
-		return 0
-	}
-	perToken := max(perBlock/int64(blockSize), 1)
-	return (stateBytes + perToken - 1) / perToken
 }

@@ -261,48 +261,130 @@ func (e *Executor) ReserveHostStates(n int) error {
 }
 
 // copyStates copies recurrent states between slots (batch.Batch's
-// StateCopies and StateSaves), layer by layer: between device slots
-// through host memory, to and from host slots directly.
+// StateCopies and StateSaves), row by row: between device slots with
+// ggml's backend copy between views of the rows (on a GPU a copy in
+// device memory, not through the host), to and from host slots directly.
 func (e *Executor) copyStates(copies []batch.StateCopy) {
 	if len(copies) == 0 {
 		return
 	}
+	var views cCtx // the device copies' views of rows
+	if n := e.deviceCopies(copies); n > 0 {
+		views = e.a.initCtx(initParams{MemSize: e.a.tensorOverhead() * uintptr(2*n*2*e.cfg.RecurrentLayers()), NoAlloc: true})
+		defer e.a.freeCtx(views)
+	}
+	e.eachStateRow(func(t cTensor, row, off int) {
+		for _, cp := range copies {
+			fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
+			switch {
+			case !fromHost && !toHost:
+				src := e.a.view1d(views, t, int64(row/4), uintptr(cp.From*row))
+				dst := e.a.view1d(views, t, int64(row/4), uintptr(cp.To*row))
+				e.a.viewInit(src)
+				e.a.viewInit(dst)
+				e.a.tensorCopy(src, dst)
+			case !fromHost:
+				e.a.tensorGet(t, unsafe.Pointer(&e.hostState(cp.To)[off]), uintptr(cp.From*row), uintptr(row))
+			case !toHost:
+				e.a.tensorSet(t, unsafe.Pointer(&e.hostState(cp.From)[off]), uintptr(cp.To*row), uintptr(row))
+			default:
+				copy(e.hostState(cp.To)[off:off+row], e.hostState(cp.From)[off:off+row])
+			}
+		}
+	})
+}
+
+// deviceCopies counts the copies between two device slots.
+func (e *Executor) deviceCopies(copies []batch.StateCopy) int {
+	n := 0
+	for _, cp := range copies {
+		if cp.From < e.stateSlots && cp.To < e.stateSlots {
+			n++
+		}
+	}
+	return n
+}
+
+// eachStateRow calls f for each row of a state: the tensor that holds it
+// (one row per slot), the row's bytes and its offset in a state's bytes.
+// A state's bytes (a host slot's, and StateIO's) are its rows in this
+// order: each recurrent layer's convolution state, then its DeltaNet
+// state, F32.
+func (e *Executor) eachStateRow(f func(t cTensor, row, off int)) {
 	c := e.cfg.Recurrent
 	conv, delta := 4*c.ConvStateFloats(), 4*c.DeltaStateFloats()
-	stateBytes := int(e.cfg.StateBytes())
-	r := 0 // the recurrent layer's index among them
+	off := 0
 	for l := range e.cfg.Layers {
 		if !e.recurrent(l) {
 			continue
 		}
-		for k, st := range [2]struct {
-			t   cTensor
-			row int
-		}{{e.convState[l], conv}, {e.deltaState[l], delta}} {
-			// A host slot's row of this layer and kind.
-			hostRow := func(slot int) unsafe.Pointer {
-				off := (slot-e.stateSlots)*stateBytes + r*(conv+delta) + k*conv
-				return unsafe.Pointer(&e.hostStates[off])
-			}
-			for _, cp := range copies {
-				fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
-				switch {
-				case !fromHost && !toHost:
-					e.s.stateRow = grow(e.s.stateRow, st.row)
-					p := unsafe.Pointer(&e.s.stateRow[0])
-					e.a.tensorGet(st.t, p, uintptr(cp.From*st.row), uintptr(st.row))
-					e.a.tensorSet(st.t, p, uintptr(cp.To*st.row), uintptr(st.row))
-				case !fromHost:
-					e.a.tensorGet(st.t, hostRow(cp.To), uintptr(cp.From*st.row), uintptr(st.row))
-				case !toHost:
-					e.a.tensorSet(st.t, hostRow(cp.From), uintptr(cp.To*st.row), uintptr(st.row))
-				default:
-					copy(unsafe.Slice((*byte)(hostRow(cp.To)), st.row), unsafe.Slice((*byte)(hostRow(cp.From)), st.row))
-				}
-			}
-		}
-		r++
+		f(e.convState[l], conv, off)
+		f(e.deltaState[l], delta, off+conv)
+		off += conv + delta
 	}
+}
+
+// hostState is host slot's state (slot ≥ stateSlots).
+func (e *Executor) hostState(slot int) []byte {
+	n := int(e.cfg.StateBytes())
+	off := (slot - e.stateSlots) * n
+	return e.hostStates[off : off+n]
+}
+
+var _ batch.StateIO = (*Executor)(nil)
+
+// StateBytes is one slot's state in bytes (batch.StateIO).
+func (e *Executor) StateBytes() int {
+	if e.convState == nil {
+		return 0
+	}
+	return int(e.cfg.StateBytes())
+}
+
+// ReadState copies slot's state, a device or host slot, into dst
+// (batch.StateIO).
+func (e *Executor) ReadState(slot int, dst []byte) error {
+	if err := e.checkStateIO(slot, dst); err != nil {
+		return err
+	}
+	if slot >= e.stateSlots {
+		copy(dst, e.hostState(slot))
+		return nil
+	}
+	e.eachStateRow(func(t cTensor, row, off int) {
+		e.a.tensorGet(t, unsafe.Pointer(&dst[off]), uintptr(slot*row), uintptr(row))
+	})
+	return nil
+}
+
+// WriteState overwrites slot's state, a device or host slot, with src
+// (batch.StateIO).
+func (e *Executor) WriteState(slot int, src []byte) error {
+	if err := e.checkStateIO(slot, src); err != nil {
+		return err
+	}
+	if slot >= e.stateSlots {
+		copy(e.hostState(slot), src)
+		return nil
+	}
+	e.eachStateRow(func(t cTensor, row, off int) {
+		e.a.tensorSet(t, unsafe.Pointer(&src[off]), uintptr(slot*row), uintptr(row))
+	})
+	return nil
+}
+
+// checkStateIO refuses a slot out of range or a buffer of another size
+// than a state.
+func (e *Executor) checkStateIO(slot int, b []byte) error {
+	switch {
+	case e.convState == nil:
+		return errors.New("ggml executor: the model keeps no recurrent states")
+	case slot < 0 || slot >= e.stateSlots+e.hostStateSlots:
+		return fmt.Errorf("ggml executor: state slot %d outside the %d slots (%d on the host)", slot, e.stateSlots+e.hostStateSlots, e.hostStateSlots)
+	case len(b) != e.StateBytes():
+		return fmt.Errorf("ggml executor: a state of %d bytes, want %d", len(b), e.StateBytes())
+	}
+	return nil
 }
 
 // checkStates refuses a batch whose sequences' state slots are out of
