@@ -31,7 +31,7 @@ func main() {
 }
 
 const usage = `usage:
-  kvpilot-model write --out FILE [--builtin tiny | geometry flags] [--dtype f32|f16|bf16|q8_0] [--chat-template FILE]
+  kvpilot-model write --out FILE [--builtin tiny | geometry flags] [--dtype f32|f16|bf16|q8_0] [--chat-template FILE] [--split-max-tensors N]
   kvpilot-model info FILE|builtin:NAME
 
 Random-weight models use a byte vocabulary padded to --vocab tokens; their
@@ -112,6 +112,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	ssmFused := fs.Bool("ssm-fused-qkvz", false, "the recurrent layers' inputs through one ssm_in, as older conversions store them (qwen3next; default: attn_qkv and attn_gate)")
 	ropeSections := fs.String("rope-sections", "", "M-RoPE sections in rotated pairs, comma-separated, up to 4 (qwen35, qwen35moe; empty: all of --rope-dims' pairs in the first)")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
+	splitMax := fs.Int("split-max-tensors", 0, "write the model in parts of at most N tensors, as llama.cpp's gguf-split does: --out's name less .gguf, then -00001-of-0000M.gguf … (0: one file)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -189,6 +190,9 @@ func write(args []string, stdout, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("--expert-dtype %q: want mxfp4 or nothing", *expertDType)
 	}
+	if *splitMax > 0 {
+		return writeSplit(*out, m, *splitMax, stdout)
+	}
 	if err := writeFile(*out, m); err != nil {
 		return err
 	}
@@ -243,6 +247,33 @@ func latentAttention(c *model.Config, m archs.MLA, selectionBias bool, kvHeads, 
 		return fmt.Errorf("--kv-heads %d, --head-dim %d: deepseek2 caches one latent of --kv-lora-rank + --rope-dims = %d (leave them out)", kvHeads, headDim, hd)
 	}
 	c.MLA, c.ExpertSelectionBias, c.KVHeads, c.HeadDim = m, selectionBias, 1, hd
+	return nil
+}
+
+// writeSplit writes m in parts of at most maxTensors tensors named after
+// out, once the whole model has passed writeFile's checks, and loads them
+// back from the first part.
+func writeSplit(out string, m *model.Model, maxTensors int, stdout io.Writer) error {
+	whole := filepath.Join(filepath.Dir(out), ".kvpilot-model-whole.gguf")
+	defer os.Remove(whole)
+	if err := writeFile(whole, m); err != nil {
+		return err
+	}
+	paths, err := model.WriteSplitGGUF(strings.TrimSuffix(out, ".gguf"), m, maxTensors)
+	if err != nil {
+		return err
+	}
+	back, err := model.Open(paths[0], nil)
+	if err != nil {
+		return fmt.Errorf("the parts written do not load: %w", err)
+	}
+	if err := back.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %d parts of at most %d tensors: %s, %.1fM parameters\n", len(paths), maxTensors, describe(m.Config), float64(m.Config.NumParams())/1e6)
+	for _, p := range paths {
+		fmt.Fprintln(stdout, " ", p)
+	}
 	return nil
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,5 +125,36 @@ func TestWriteFusedQKVZ(t *testing.T) {
 	}
 	if !names["blk.0.ssm_in.weight"] || names["blk.0.attn_qkv.weight"] {
 		t.Errorf("blk.0 has ssm_in %v, attn_qkv %v; want only ssm_in", names["blk.0.ssm_in.weight"], names["blk.0.attn_qkv.weight"])
+	}
+}
+
+// TestWriteSplit: --split-max-tensors writes the model in parts named as
+// gguf-split names them, no whole file, and info reads the model from its
+// first part.
+func TestWriteSplit(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "m.gguf")
+	var stdout bytes.Buffer
+	if err := run([]string{"write", "--out", out, "--builtin", "tiny", "--split-max-tensors", "10"}, &stdout, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(dir, "m-00001-of-00004.gguf") // tiny: 39 tensors
+	if !strings.Contains(stdout.String(), "wrote 4 parts") || !strings.Contains(stdout.String(), first) {
+		t.Errorf("write said:\n%s", stdout.String())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"m-00001-of-00004.gguf", "m-00002-of-00004.gguf", "m-00003-of-00004.gguf", "m-00004-of-00004.gguf"}; !slices.Equal(names, want) {
+		t.Errorf("files %v, want %v", names, want)
+	}
+	stdout.Reset()
+	if err := run([]string{"info", first}, &stdout, &stdout); err != nil || !strings.Contains(stdout.String(), "llama vocab 258, dim 128, 4 layers") {
+		t.Errorf("info: %v\n%s", err, stdout.String())
 	}
 }
