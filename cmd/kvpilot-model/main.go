@@ -103,6 +103,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	attnTemp := fs.Float64("attn-temp-scale", 0, "attention temperature scale, stepping every --rope-orig-ctx (else --context) positions (mistral3; 0: none)")
 	ropeFreqs := fs.Bool("rope-freqs", false, "write rope_freqs.weight, divisors of RoPE's frequencies (Llama 3.1's scaling; random in [1, 8])")
 	ropeDims := fs.Int("rope-dims", 0, "dimensions of a head RoPE rotates (0: the whole head; the llama family rotates whole heads)")
+	fusedExps := fs.Bool("fused-gate-up-exps", false, "the experts' gate and up projections in one ffn_gate_up_exps tensor, as newer llama.cpp conversions store them (deepseek2, qwen35moe, qwen3next)")
 	expertDType := fs.String("expert-dtype", "", "mixture-of-experts stacks' type: mxfp4 (as gpt-oss is released), or empty for --dtype's")
 	attnInterval := fs.Int("full-attention-interval", 4, "of every N layers the last attends, the others are gated DeltaNet (qwen35, qwen3next)")
 	ssmConv := fs.Int("ssm-conv-kernel", 4, "the recurrent layers' convolution width (qwen35, qwen3next)")
@@ -139,7 +140,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 				Type: *ropeScaling, Factor: float32(*ropeFactor), OrigContext: *ropeOrigCtx, AttnFactor: float32(*ropeAttnFactor),
 				YarnBetaFast: float32(*yarnBetaFast), YarnBetaSlow: float32(*yarnBetaSlow), YarnLogMul: float32(*yarnLogMul),
 			},
-			AttnTempScale: float32(*attnTemp), RopeFreqFactors: *ropeFreqs,
+			AttnTempScale: float32(*attnTemp), RopeFreqFactors: *ropeFreqs, FusedGateUpExperts: *fusedExps,
 		}.WithDefaults()
 		if err := slidingWindow(&cfg, *window, *swaPattern); err != nil {
 			return err
@@ -307,6 +308,9 @@ func writeFile(path string, m *model.Model) error {
 		return fmt.Errorf("architecture %s does not store the model's RoPE: written rope dims %d, scaling %+v, attention temperature %g; read back %d, %+v, %g",
 			want.Arch, want.RopeDims, want.RopeScaling, want.AttnTempScale, got.RopeDims, got.RopeScaling, got.AttnTempScale)
 	}
+	if want := m.Config; got.FusedGateUpExperts != want.FusedGateUpExperts {
+		return fmt.Errorf("architecture %s does not read its experts' gate and up projections fused (ffn_gate_up_exps; llama.cpp reads them so for deepseek2, qwen35moe and qwen3next)", want.Arch)
+	}
 	if want := m.Config; got.MLA != want.MLA || got.ExpertSelectionBias != want.ExpertSelectionBias || got.ExpertGroups != want.ExpertGroups || got.ExpertGroupsUsed != want.ExpertGroupsUsed {
 		return fmt.Errorf("architecture %s does not store the model's latent attention or expert groups: written %+v (selection bias %t, groups %d of %d), read back %+v (%t, %d of %d)",
 			want.Arch, want.MLA, want.ExpertSelectionBias, want.ExpertGroupsUsed, want.ExpertGroups, got.MLA, got.ExpertSelectionBias, got.ExpertGroupsUsed, got.ExpertGroups)
@@ -337,6 +341,9 @@ func describe(c model.Config) string {
 	}
 	if c.ExpertGroups > 1 {
 		s += fmt.Sprintf(", experts in %d groups (%d used)", c.ExpertGroups, c.ExpertGroupsUsed)
+	}
+	if c.FusedGateUpExperts {
+		s += ", experts' gate and up fused"
 	}
 	if m := c.MLA; m != (archs.MLA{}) {
 		s += fmt.Sprintf(", latent attention (q rank %d, kv rank %d, key %d, value %d)", m.QRank, m.KVRank, m.KeyLength, m.ValueLength)
