@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // splitParts writes m in parts of at most maxTensors tensors under a fresh
@@ -21,29 +19,6 @@ func splitParts(t *testing.T, m *Model, maxTensors int) []string {
 		t.Fatal(err)
 	}
 	return paths
-}
-
-// sameModel reports how b differs from a: config, tensors (names, types,
-// shapes, bytes, in order) and tokens.
-func sameModel(t *testing.T, a, b *Model) {
-	t.Helper()
-	if diff := cmp.Diff(a.Config, b.Config); diff != "" {
-		t.Errorf("config (-whole +split):\n%s", diff)
-	}
-	at, bt := a.Weights.Tensors(), b.Weights.Tensors()
-	if len(at) != len(bt) {
-		t.Fatalf("%d tensors, split %d", len(at), len(bt))
-	}
-	for i := range at {
-		x, y := at[i], bt[i]
-		if x.Name != y.Name || x.Type != y.Type || !cmp.Equal(x.Shape, y.Shape) || !bytes.Equal(x.Data, y.Data) {
-			t.Errorf("tensor %s %s %v, split %s %s %v", x.Name, x.Type, x.Shape, y.Name, y.Type, y.Shape)
-		}
-	}
-	text := "héllo, wörld 123 <s>"
-	if diff := cmp.Diff(a.Tokenizer.Encode(text, true), b.Tokenizer.Encode(text, true)); diff != "" {
-		t.Errorf("tokens differ:\n%s", diff)
-	}
 }
 
 // TestSplitGGUFLoadsAsOne: a model written in parts (gguf-split's layout)
