@@ -45,22 +45,28 @@ func TestKVCapacityFollowsDType(t *testing.T) {
 		}
 	})
 	t.Run("ggml", func(t *testing.T) {
-		lib := os.Getenv(ggml.EnvLibDir)
-		if lib == "" {
-			if dir, err := os.UserCacheDir(); err == nil && fileExistsAt(filepath.Join(dir, "kvpilot", "ggml", "3.22.1", "cpu", "libggml-base.so")) {
-				lib = filepath.Join(dir, "kvpilot", "ggml", "3.22.1", "cpu")
-			}
-		}
-		if lib == "" {
-			t.Skipf("ggml libraries not installed: run hack/setup-ggml.sh and set %s (make test does both)", ggml.EnvLibDir)
-		}
-		base := []string{"--executor", "ggml", "--device", "cpu", "--ggml-lib", lib, "--cpu-threads", "1"}
+		base := []string{"--executor", "ggml", "--device", "cpu", "--ggml-lib", testGGMLLib(t), "--cpu-threads", "1"}
 		f16, d := blocks(t, append(base, "--kv-cache-dtype", "f16")...)
 		f32, _ := blocks(t, append(base, "--kv-cache-dtype", "f32")...)
 		if d != kvcache.DTypeF16 || f16 != 2*f32 || f32 == 0 {
 			t.Errorf("ggml: f16 (%s) holds %d blocks, f32 %d; want twice as many", d, f16, f32)
 		}
 	})
+}
+
+// testGGMLLib is the ggml CPU libraries' directory, or skips t.
+func testGGMLLib(t *testing.T) string {
+	t.Helper()
+	lib := os.Getenv(ggml.EnvLibDir)
+	if lib == "" {
+		if dir, err := os.UserCacheDir(); err == nil && fileExistsAt(filepath.Join(dir, "kvpilot", "ggml", "3.22.1", "cpu", "libggml-base.so")) {
+			lib = filepath.Join(dir, "kvpilot", "ggml", "3.22.1", "cpu")
+		}
+	}
+	if lib == "" {
+		t.Skipf("ggml libraries not installed: run hack/setup-ggml.sh and set %s (make test does both)", ggml.EnvLibDir)
+	}
+	return lib
 }
 
 func fileExistsAt(p string) bool {
