@@ -3,8 +3,6 @@ package main
 import (
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
@@ -16,20 +14,10 @@ import (
 // of F16 cache it holds twice the blocks a key and a value row would
 // give, and reports the latent's bytes a block.
 func TestMLAKVCapacity(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "deepseek2.gguf")
 	cfg := model.Config{Arch: model.ArchDeepSeek2, VocabSize: model.ByteVocabSize, Dim: 64, Layers: 3, Heads: 4, KVHeads: 1, HeadDim: 48, RopeDims: 16,
 		FFN: 96, ContextLen: 256, MLA: arch.MLA{KVRank: 32, KeyLength: 48, ValueLength: 32},
-		Experts: 4, ExpertsUsed: 2, ExpertFFN: 32, SharedExperts: 1, DenseLayers: 1, ExpertGating: arch.GatingSoftmax}.WithDefaults()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := model.WriteGGUF(f, model.Random(cfg, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+		Experts: 4, ExpertsUsed: 2, ExpertFFN: 32, SharedExperts: 1, DenseLayers: 1, ExpertGating: arch.GatingSoftmax}
+	path := writeRandomGGUF(t, cfg)
 	o, err := parseOptions([]string{"--executor", "ggml", "--device", "cpu", "--ggml-lib", testGGMLLib(t), "--cpu-threads", "1",
 		"--model", path, "--kv-cache-dtype", "f16", "--kv-cache-memory", "64Mi", "--block-size", "16"}, env(nil), io.Discard)
 	if err != nil {

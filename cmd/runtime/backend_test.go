@@ -54,6 +54,24 @@ func TestKVCapacityFollowsDType(t *testing.T) {
 	})
 }
 
+// writeRandomGGUF writes a random model of cfg to a GGUF file of its own
+// and returns its path.
+func writeRandomGGUF(t *testing.T, cfg model.Config) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), cfg.Arch+".gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.WriteGGUF(f, model.Random(cfg.WithDefaults(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // testGGMLLib is the ggml CPU libraries' directory, or skips t.
 func testGGMLLib(t *testing.T) string {
 	t.Helper()
@@ -145,19 +163,7 @@ func TestGGMLFractionNeedsAGPU(t *testing.T) {
 // loaded GGUF's general.architecture, none for the sim executor.
 func TestBackendArchitecture(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dir := t.TempDir()
-	qwen2 := filepath.Join(dir, "qwen2.gguf")
-	cfg := model.Config{Arch: model.ArchQwen2, VocabSize: model.ByteVocabSize, Dim: 32, Layers: 1, Heads: 2, FFN: 64, ContextLen: 256, QKVBias: true}.WithDefaults()
-	f, err := os.Create(qwen2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := model.WriteGGUF(f, model.Random(cfg, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	qwen2 := writeRandomGGUF(t, model.Config{Arch: model.ArchQwen2, VocabSize: model.ByteVocabSize, Dim: 32, Layers: 1, Heads: 2, FFN: 64, ContextLen: 256, QKVBias: true})
 	for _, tt := range []struct {
 		args []string
 		want string
