@@ -31,7 +31,7 @@ func main() {
 }
 
 const usage = `usage:
-  kvpilot-model write --out FILE [--builtin tiny | geometry flags] [--dtype f32|f16|bf16|q8_0] [--chat-template FILE]
+  kvpilot-model write --out FILE [--builtin tiny | geometry flags] [--dtype f32|f16|bf16|q8_0] [--chat-template FILE] [--split-max-tensors N]
   kvpilot-model info FILE|builtin:NAME
 
 Random-weight models use a byte vocabulary padded to --vocab tokens; their
@@ -103,6 +103,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	attnTemp := fs.Float64("attn-temp-scale", 0, "attention temperature scale, stepping every --rope-orig-ctx (else --context) positions (mistral3; 0: none)")
 	ropeFreqs := fs.Bool("rope-freqs", false, "write rope_freqs.weight, divisors of RoPE's frequencies (Llama 3.1's scaling; random in [1, 8])")
 	ropeDims := fs.Int("rope-dims", 0, "dimensions of a head RoPE rotates (0: the whole head; the llama family rotates whole heads)")
+	fusedExps := fs.Bool("fused-gate-up-exps", false, "the experts' gate and up projections in one ffn_gate_up_exps tensor, as newer llama.cpp conversions store them (deepseek2, qwen35moe, qwen3next)")
 	expertDType := fs.String("expert-dtype", "", "mixture-of-experts stacks' type: mxfp4 (as gpt-oss is released), or empty for --dtype's")
 	attnInterval := fs.Int("full-attention-interval", 4, "of every N layers the last attends, the others are gated DeltaNet (qwen35, qwen3next)")
 	ssmConv := fs.Int("ssm-conv-kernel", 4, "the recurrent layers' convolution width (qwen35, qwen3next)")
@@ -112,6 +113,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 	ssmFused := fs.Bool("ssm-fused-qkvz", false, "the recurrent layers' inputs through one ssm_in, as older conversions store them (qwen3next; default: attn_qkv and attn_gate)")
 	ropeSections := fs.String("rope-sections", "", "M-RoPE sections in rotated pairs, comma-separated, up to 4 (qwen35, qwen35moe; empty: all of --rope-dims' pairs in the first)")
 	chatTemplate := fs.String("chat-template", "", "Jinja chat template `file` to store as tokenizer.chat_template (default: the built-in ChatML)")
+	splitMax := fs.Int("split-max-tensors", 0, "write the model in parts of at most N tensors, as llama.cpp's gguf-split does: --out's name less .gguf, then -00001-of-0000M.gguf … (0: one file)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -138,7 +140,7 @@ func write(args []string, stdout, stderr io.Writer) error {
 				Type: *ropeScaling, Factor: float32(*ropeFactor), OrigContext: *ropeOrigCtx, AttnFactor: float32(*ropeAttnFactor),
 				YarnBetaFast: float32(*yarnBetaFast), YarnBetaSlow: float32(*yarnBetaSlow), YarnLogMul: float32(*yarnLogMul),
 			},
-			AttnTempScale: float32(*attnTemp), RopeFreqFactors: *ropeFreqs,
+			AttnTempScale: float32(*attnTemp), RopeFreqFactors: *ropeFreqs, FusedGateUpExperts: *fusedExps,
 		}.WithDefaults()
 		if err := slidingWindow(&cfg, *window, *swaPattern); err != nil {
 			return err
@@ -188,6 +190,9 @@ func write(args []string, stdout, stderr io.Writer) error {
 		}
 	default:
 		return fmt.Errorf("--expert-dtype %q: want mxfp4 or nothing", *expertDType)
+	}
+	if *splitMax > 0 {
+		return writeSplit(*out, m, *splitMax, stdout)
 	}
 	if err := writeFile(*out, m); err != nil {
 		return err
@@ -246,6 +251,33 @@ func latentAttention(c *model.Config, m archs.MLA, selectionBias bool, kvHeads, 
 	return nil
 }
 
+// writeSplit writes m in parts of at most maxTensors tensors named after
+// out, once the whole model has passed writeFile's checks, and loads them
+// back from the first part.
+func writeSplit(out string, m *model.Model, maxTensors int, stdout io.Writer) error {
+	whole := filepath.Join(filepath.Dir(out), ".kvpilot-model-whole.gguf")
+	defer os.Remove(whole)
+	if err := writeFile(whole, m); err != nil {
+		return err
+	}
+	paths, err := model.WriteSplitGGUF(strings.TrimSuffix(out, ".gguf"), m, maxTensors)
+	if err != nil {
+		return err
+	}
+	back, err := model.Open(paths[0], nil)
+	if err != nil {
+		return fmt.Errorf("the parts written do not load: %w", err)
+	}
+	if err := back.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %d parts of at most %d tensors: %s, %.1fM parameters\n", len(paths), maxTensors, describe(m.Config), float64(m.Config.NumParams())/1e6)
+	for _, p := range paths {
+		fmt.Fprintln(stdout, " ", p)
+	}
+	return nil
+}
+
 // writeFile writes through a temporary file so a failed write leaves no
 // half-written model behind.
 func writeFile(path string, m *model.Model) error {
@@ -275,6 +307,9 @@ func writeFile(path string, m *model.Model) error {
 	if want := m.Config; got.RopeDims != want.RopeDims || got.RopeScaling != want.RopeScaling || got.AttnTempScale != want.AttnTempScale || got.RopeFreqFactors != want.RopeFreqFactors {
 		return fmt.Errorf("architecture %s does not store the model's RoPE: written rope dims %d, scaling %+v, attention temperature %g; read back %d, %+v, %g",
 			want.Arch, want.RopeDims, want.RopeScaling, want.AttnTempScale, got.RopeDims, got.RopeScaling, got.AttnTempScale)
+	}
+	if want := m.Config; got.FusedGateUpExperts != want.FusedGateUpExperts {
+		return fmt.Errorf("architecture %s does not read its experts' gate and up projections fused (ffn_gate_up_exps; llama.cpp reads them so for deepseek2, qwen35moe and qwen3next)", want.Arch)
 	}
 	if want := m.Config; got.MLA != want.MLA || got.ExpertSelectionBias != want.ExpertSelectionBias || got.ExpertGroups != want.ExpertGroups || got.ExpertGroupsUsed != want.ExpertGroupsUsed {
 		return fmt.Errorf("architecture %s does not store the model's latent attention or expert groups: written %+v (selection bias %t, groups %d of %d), read back %+v (%t, %d of %d)",
@@ -306,6 +341,9 @@ func describe(c model.Config) string {
 	}
 	if c.ExpertGroups > 1 {
 		s += fmt.Sprintf(", experts in %d groups (%d used)", c.ExpertGroups, c.ExpertGroupsUsed)
+	}
+	if c.FusedGateUpExperts {
+		s += ", experts' gate and up fused"
 	}
 	if m := c.MLA; m != (archs.MLA{}) {
 		s += fmt.Sprintf(", latent attention (q rank %d, kv rank %d, key %d, value %d)", m.QRank, m.KVRank, m.KeyLength, m.ValueLength)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +31,9 @@ func TestWriteAndInfo(t *testing.T) {
 			"--expert-gating", "sigmoid", "--expert-selection-bias", "--expert-weights-norm", "--expert-weights-scale", "1.8", "--rope-scaling", "yarn", "--rope-scaling-factor", "4", "--rope-orig-ctx", "1024", "--yarn-log-mul", "0.0707",
 			"--expert-groups", "4", "--expert-groups-used", "2"},
 			"deepseek2 vocab 258, dim 64, 3 layers, 4 heads (1 kv, head dim 96), ffn 96, context 4096, rope theta 10000, 8 experts (2 used, ffn 32), 1 shared, 1 leading dense layers, expert selection bias, experts in 4 groups (2 used), latent attention (q rank 64, kv rank 64, key 96, value 64), rope over 32 of 96 dims"},
+		{[]string{"--layers", "2", "--dim", "64", "--heads", "4", "--ffn", "96", "--arch", "deepseek2", "--kv-lora-rank", "32", "--rope-dims", "16", "--key-length-mla", "48", "--value-length-mla", "32",
+			"--experts", "4", "--experts-used", "2", "--shared-experts", "1", "--dense-layers", "1", "--fused-gate-up-exps"},
+			"4 experts (2 used, ffn 48), 1 shared, 1 leading dense layers, experts' gate and up fused"},
 		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--arch", "qwen3", "--context", "8192", "--rope-scaling", "yarn", "--rope-scaling-factor", "4", "--rope-orig-ctx", "2048"},
 			`rope scaling "yarn" factor 4 (original context 2048, attention factor 0)`},
 		{[]string{"--layers", "1", "--dim", "64", "--heads", "4", "--ffn", "64", "--rope-scaling", "linear", "--rope-scaling-factor", "2", "--rope-attn-factor", "0.5"},
@@ -82,6 +87,8 @@ func TestWriteAndInfo(t *testing.T) {
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--kv-lora-rank", "32"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "glm4moe", "--experts", "4", "--experts-used", "2", "--shared-experts", "1", "--expert-selection-bias"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--expert-gating", "relu"},
+		// llama.cpp reads glm4moe's experts apart only.
+		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "glm4moe", "--experts", "4", "--experts-used", "2", "--shared-experts", "1", "--fused-gate-up-exps"},
 		// Groups are deepseek2's; glm4moe refuses them (the file would not load).
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "glm4moe", "--experts", "8", "--experts-used", "2", "--shared-experts", "1", "--expert-groups", "4", "--expert-groups-used", "2"},
 		{"write", "--out", filepath.Join(dir, "x.gguf"), "--arch", "deepseek2", "--kv-lora-rank", "32", "--rope-dims", "16", "--key-length-mla", "48", "--value-length-mla", "32", "--experts", "4", "--experts-used", "2", "--shared-experts", "1", "--expert-groups", "4", "--expert-groups-used", "1"},
@@ -123,5 +130,36 @@ func TestWriteFusedQKVZ(t *testing.T) {
 	}
 	if !names["blk.0.ssm_in.weight"] || names["blk.0.attn_qkv.weight"] {
 		t.Errorf("blk.0 has ssm_in %v, attn_qkv %v; want only ssm_in", names["blk.0.ssm_in.weight"], names["blk.0.attn_qkv.weight"])
+	}
+}
+
+// TestWriteSplit: --split-max-tensors writes the model in parts named as
+// gguf-split names them, no whole file, and info reads the model from its
+// first part.
+func TestWriteSplit(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "m.gguf")
+	var stdout bytes.Buffer
+	if err := run([]string{"write", "--out", out, "--builtin", "tiny", "--split-max-tensors", "10"}, &stdout, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(dir, "m-00001-of-00004.gguf") // tiny: 39 tensors
+	if !strings.Contains(stdout.String(), "wrote 4 parts") || !strings.Contains(stdout.String(), first) {
+		t.Errorf("write said:\n%s", stdout.String())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"m-00001-of-00004.gguf", "m-00002-of-00004.gguf", "m-00003-of-00004.gguf", "m-00004-of-00004.gguf"}; !slices.Equal(names, want) {
+		t.Errorf("files %v, want %v", names, want)
+	}
+	stdout.Reset()
+	if err := run([]string{"info", first}, &stdout, &stdout); err != nil || !strings.Contains(stdout.String(), "llama vocab 258, dim 128, 4 layers") {
+		t.Errorf("info: %v\n%s", err, stdout.String())
 	}
 }

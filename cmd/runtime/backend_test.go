@@ -45,22 +45,46 @@ func TestKVCapacityFollowsDType(t *testing.T) {
 		}
 	})
 	t.Run("ggml", func(t *testing.T) {
-		lib := os.Getenv(ggml.EnvLibDir)
-		if lib == "" {
-			if dir, err := os.UserCacheDir(); err == nil && fileExistsAt(filepath.Join(dir, "kvpilot", "ggml", "3.22.1", "cpu", "libggml-base.so")) {
-				lib = filepath.Join(dir, "kvpilot", "ggml", "3.22.1", "cpu")
-			}
-		}
-		if lib == "" {
-			t.Skipf("ggml libraries not installed: run hack/setup-ggml.sh and set %s (make test does both)", ggml.EnvLibDir)
-		}
-		base := []string{"--executor", "ggml", "--device", "cpu", "--ggml-lib", lib, "--cpu-threads", "1"}
+		base := []string{"--executor", "ggml", "--device", "cpu", "--ggml-lib", testGGMLLib(t), "--cpu-threads", "1"}
 		f16, d := blocks(t, append(base, "--kv-cache-dtype", "f16")...)
 		f32, _ := blocks(t, append(base, "--kv-cache-dtype", "f32")...)
 		if d != kvcache.DTypeF16 || f16 != 2*f32 || f32 == 0 {
 			t.Errorf("ggml: f16 (%s) holds %d blocks, f32 %d; want twice as many", d, f16, f32)
 		}
 	})
+}
+
+// writeRandomGGUF writes a random model of cfg to a GGUF file of its own
+// and returns its path.
+func writeRandomGGUF(t *testing.T, cfg model.Config) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), cfg.Arch+".gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.WriteGGUF(f, model.Random(cfg.WithDefaults(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// testGGMLLib is the ggml CPU libraries' directory, or skips t.
+func testGGMLLib(t *testing.T) string {
+	t.Helper()
+	lib := os.Getenv(ggml.EnvLibDir)
+	if lib == "" {
+		if dir, err := os.UserCacheDir(); err == nil && fileExistsAt(filepath.Join(dir, "kvpilot", "ggml", "3.22.1", "cpu", "libggml-base.so")) {
+			lib = filepath.Join(dir, "kvpilot", "ggml", "3.22.1", "cpu")
+		}
+	}
+	if lib == "" {
+		t.Skipf("ggml libraries not installed: run hack/setup-ggml.sh and set %s (make test does both)", ggml.EnvLibDir)
+	}
+	return lib
 }
 
 func fileExistsAt(p string) bool {
@@ -139,19 +163,7 @@ func TestGGMLFractionNeedsAGPU(t *testing.T) {
 // loaded GGUF's general.architecture, none for the sim executor.
 func TestBackendArchitecture(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dir := t.TempDir()
-	qwen2 := filepath.Join(dir, "qwen2.gguf")
-	cfg := model.Config{Arch: model.ArchQwen2, VocabSize: model.ByteVocabSize, Dim: 32, Layers: 1, Heads: 2, FFN: 64, ContextLen: 256, QKVBias: true}.WithDefaults()
-	f, err := os.Create(qwen2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := model.WriteGGUF(f, model.Random(cfg, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	qwen2 := writeRandomGGUF(t, model.Config{Arch: model.ArchQwen2, VocabSize: model.ByteVocabSize, Dim: 32, Layers: 1, Heads: 2, FFN: 64, ContextLen: 256, QKVBias: true})
 	for _, tt := range []struct {
 		args []string
 		want string

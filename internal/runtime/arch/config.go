@@ -57,6 +57,11 @@ type Config struct {
 	// ExpertFFN is the hidden width of one expert's SwiGLU MLP (GGUF's
 	// expert_feed_forward_length); FFN stays the dense layers' width.
 	ExpertFFN int
+	// FusedGateUpExperts: the experts' gate and up projections are one
+	// tensor, ffn_gate_up_exps.weight (ExpertSpecs), as newer llama.cpp
+	// conversions store them; read from the file where llama.cpp accepts
+	// it (deepseek2, qwen35moe, qwen3next).
+	FusedGateUpExperts bool
 	// SharedExperts counts the experts every token runs besides the routed
 	// ones (GGUF's expert_shared_count), together one MLP of
 	// SharedExperts·ExpertFFN.
@@ -249,6 +254,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d experts, %d used per token: want 0 < used ≤ experts, or both 0", c.Experts, c.ExpertsUsed)
 	case c.Experts > 0 && c.ExpertFFN <= 0:
 		return fmt.Errorf("expert ffn %d must be positive with %d experts", c.ExpertFFN, c.Experts)
+	case c.FusedGateUpExperts && c.Experts == 0:
+		return fmt.Errorf("fused experts' gate and up projections (ffn_gate_up_exps) without experts")
 	case c.DenseLayers < 0 || c.DenseLayers > c.Layers || c.SharedExperts < 0 || c.NextNLayers < 0:
 		return fmt.Errorf("%d leading dense layers of %d, %d shared experts, %d next-token layers: out of range", c.DenseLayers, c.Layers, c.SharedExperts, c.NextNLayers)
 	case c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0:

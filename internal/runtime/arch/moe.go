@@ -1,6 +1,7 @@
 package arch
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 )
@@ -76,6 +77,12 @@ type MoE struct {
 	// ffn_{gate,up}_exps.weight [Dim, ExpertFFN, Experts] and
 	// ffn_down_exps.weight [ExpertFFN, Dim, Experts].
 	Gate, Up, Down Tensor
+	// GateUp, when set instead of Gate and Up, is both in one tensor,
+	// ffn_gate_up_exps.weight [Dim, 2·FFN, Experts]: each expert's FFN
+	// gate rows, then its FFN up rows (Config.FusedGateUpExperts).
+	GateUp Tensor
+	// FFN is an expert's width (Config.ExpertFFN).
+	FFN int
 	// SelectionBias is added to the probabilities to choose the experts
 	// but not to weight them (exp_probs_b.bias [Experts], DeepSeek-V3's
 	// and GLM-4.5's), or 0.
@@ -109,7 +116,7 @@ type MoE struct {
 func MoEOf(c Config, router, gate, up, down, bias Tensor) MoE {
 	return MoE{
 		Router: router, Gate: gate, Up: up, Down: down, SelectionBias: bias,
-		Dim: c.Dim, Experts: c.Experts, Used: c.ExpertsUsed,
+		Dim: c.Dim, FFN: c.ExpertFFN, Experts: c.Experts, Used: c.ExpertsUsed,
 		Gating: c.ExpertGating, Norm: c.ExpertWeightsNorm, Scale: c.ExpertWeightsScale,
 		Groups: c.ExpertGroups, GroupsUsed: c.ExpertGroupsUsed,
 	}
@@ -167,8 +174,8 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 		}
 		return y
 	}
-	up := biased(o.MulMatID(m.Up, xe, chosen), m.UpBias) // [expertFFN, used, n]
-	gate := biased(o.MulMatID(m.Gate, xe, chosen), m.GateBias)
+	up, gate := m.gateUp(o, xe, chosen)
+	up, gate = biased(up, m.UpBias), biased(gate, m.GateBias)
 	var act Tensor
 	if m.OAI {
 		act = o.SwiGLUOAI(gate, up, m.Alpha, m.Limit)
@@ -184,6 +191,51 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 		sum = o.Add(sum, o.Slice(out, m.Dim, m.Used, n, i))
 	}
 	return sum
+}
+
+// gateUp is the chosen experts' up and gate projections of xe, each
+// [FFN, used, n]: two products, or one of GateUp whose halves they are
+// (views, as llama.cpp's build_moe_ffn splits it).
+func (m MoE) gateUp(o Ops, xe, chosen Tensor) (up, gate Tensor) {
+	if m.GateUp == 0 {
+		return o.MulMatID(m.Up, xe, chosen), o.MulMatID(m.Gate, xe, chosen)
+	}
+	gu := o.MulMatID(m.GateUp, xe, chosen) // [2·FFN, used, n]
+	f, n := m.FFN, o.Tokens()
+	return o.View3D(gu, f, m.Used, n, 2*f, 2*f*m.Used, f), o.View3D(gu, f, m.Used, n, 2*f, 2*f*m.Used, 0)
+}
+
+// ExpertSpecs are layer prefix p's experts' matrices as c stores them:
+// ffn_gate_exps, ffn_down_exps and ffn_up_exps, or ffn_gate_up_exps and
+// ffn_down_exps (FusedGateUpExperts).
+func ExpertSpecs(c Config, p string) []TensorSpec {
+	down := TensorSpec{Name: p + "ffn_down_exps.weight", Shape: []int{c.ExpertFFN, c.Dim, c.Experts}, Matrix: true}
+	if c.FusedGateUpExperts {
+		return []TensorSpec{{Name: p + "ffn_gate_up_exps.weight", Shape: []int{c.Dim, 2 * c.ExpertFFN, c.Experts}, Matrix: true}, down}
+	}
+	return []TensorSpec{
+		{Name: p + "ffn_gate_exps.weight", Shape: []int{c.Dim, c.ExpertFFN, c.Experts}, Matrix: true},
+		down,
+		{Name: p + "ffn_up_exps.weight", Shape: []int{c.Dim, c.ExpertFFN, c.Experts}, Matrix: true},
+	}
+}
+
+// BindMoE is the MoE of layer prefix p's experts, bound through b as c
+// stores them (ExpertSpecs), its routers' selection bias bias (or 0).
+func BindMoE(c Config, b *Binder, p string, bias Tensor) MoE {
+	router, down := b.Get(p+"ffn_gate_inp.weight"), b.Get(p+"ffn_down_exps.weight")
+	if c.FusedGateUpExperts {
+		m := MoEOf(c, router, 0, 0, down, bias)
+		m.GateUp = b.Get(p + "ffn_gate_up_exps.weight")
+		return m
+	}
+	return MoEOf(c, router, b.Get(p+"ffn_gate_exps.weight"), b.Get(p+"ffn_up_exps.weight"), down, bias)
+}
+
+// FusedGateUp reports whether a file stores the experts of layer i (one
+// with experts) fused (ffn_gate_up_exps.weight), for ReadConfig.
+func FusedGateUp(file File, layer int) bool {
+	return file.Shape(fmt.Sprintf("blk.%d.ffn_gate_up_exps.weight", layer)) != nil
 }
 
 // Nodes bounds the graph nodes Build adds, views and reshapes included.

@@ -25,7 +25,7 @@ func BindSharedMoE(c Config, b *Binder, i int, bias bool, gating Gating) SharedM
 		sel = b.Get(p + "exp_probs_b.bias")
 	}
 	m := SharedMoE{Gate: b.Get(p + "ffn_gate_shexp.weight"), Up: b.Get(p + "ffn_up_shexp.weight"), Down: b.Get(p + "ffn_down_shexp.weight")}
-	m.MoE = MoEOf(c, b.Get(p+"ffn_gate_inp.weight"), b.Get(p+"ffn_gate_exps.weight"), b.Get(p+"ffn_up_exps.weight"), b.Get(p+"ffn_down_exps.weight"), sel)
+	m.MoE = BindMoE(c, b, p, sel)
 	if m.MoE.Gating == 0 {
 		m.MoE.Gating = gating
 	}

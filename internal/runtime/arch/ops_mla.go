@@ -37,7 +37,7 @@ type MLAOps interface {
 	// each sequence's latents, scaled by scale before the softmax, the
 	// values being the first MLA.KVRank elements of each latent; each
 	// head's output is then multiplied by its matrix of vb [KVRank,
-	// ValueLength, heads]: [ValueLength·heads, n]. The value cache is not
-	// written.
+	// ValueLength, heads]: [ValueLength·heads, n]. There is no value
+	// cache (the executor keeps keys only).
 	AttentionMLA(layer int, q, kv, vb Tensor, scale float32) Tensor
 }

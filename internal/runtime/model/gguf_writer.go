@@ -25,13 +25,25 @@ type ggufMetadataSource interface {
 // WriteGGUF writes m as a GGUF v3 file: llama.cpp-style metadata and tensor
 // names, tensors in their stored types.
 func WriteGGUF(w io.Writer, m *Model) error {
+	kvs, err := ggufMetadata(m)
+	if err != nil {
+		return fmt.Errorf("write gguf: %w", err)
+	}
+	if err := writeGGUF(w, kvs, m.Weights.Tensors()); err != nil {
+		return fmt.Errorf("write gguf: %w", err)
+	}
+	return nil
+}
+
+// ggufMetadata is m's metadata as WriteGGUF writes it.
+func ggufMetadata(m *Model) ([]ggufKV, error) {
 	c := m.Config
 	if err := c.Validate(); err != nil {
-		return fmt.Errorf("write gguf: %w", err)
+		return nil, err
 	}
 	a, err := arch.Lookup(c.Arch)
 	if err != nil {
-		return fmt.Errorf("write gguf: %w", err)
+		return nil, err
 	}
 	kvs := []ggufKV{
 		{"general.architecture", c.Arch},
@@ -43,7 +55,7 @@ func WriteGGUF(w io.Writer, m *Model) error {
 	}
 	src, ok := m.Tokenizer.(ggufMetadataSource)
 	if !ok {
-		return fmt.Errorf("write gguf: tokenizer %T cannot be written as GGUF metadata", m.Tokenizer)
+		return nil, fmt.Errorf("tokenizer %T cannot be written as GGUF metadata", m.Tokenizer)
 	}
 	kvs = append(kvs, src.ggufMetadata()...)
 	if c.BOS >= 0 {
@@ -56,8 +68,11 @@ func WriteGGUF(w io.Writer, m *Model) error {
 	if t, ok := m.ChatTemplate.(ggufMetadataSource); ok {
 		kvs = append(kvs, t.ggufMetadata()...)
 	}
+	return kvs, nil
+}
 
-	tensors := m.Weights.Tensors()
+// writeGGUF writes a GGUF v3 file of kvs and tensors.
+func writeGGUF(w io.Writer, kvs []ggufKV, tensors []*Tensor) error {
 	ew := &errWriter{w: bufio.NewWriterSize(w, 1<<20)}
 	ew.write([]byte(ggufMagic))
 	ew.u32(3)
@@ -66,7 +81,7 @@ func WriteGGUF(w io.Writer, m *Model) error {
 	for _, kv := range kvs {
 		ew.str(kv.key)
 		if err := ew.value(kv.value); err != nil {
-			return fmt.Errorf("write gguf: metadata %s: %w", kv.key, err)
+			return fmt.Errorf("metadata %s: %w", kv.key, err)
 		}
 	}
 	var off uint64
@@ -88,10 +103,7 @@ func WriteGGUF(w io.Writer, m *Model) error {
 	if ew.err == nil {
 		ew.err = ew.w.Flush()
 	}
-	if ew.err != nil {
-		return fmt.Errorf("write gguf: %w", ew.err)
-	}
-	return nil
+	return ew.err
 }
 
 // keyEOSTokenIDs lists every end-of-generation token; llama.cpp's keys hold one each.
@@ -138,6 +150,10 @@ func (e *errWriter) value(v any) error {
 	case string:
 		e.u32(ggufString)
 		e.str(x)
+	case uint16:
+		e.u32(ggufU16)
+		binary.LittleEndian.PutUint16(e.tmp[:], x)
+		e.write(e.tmp[:2])
 	case uint32:
 		e.u32(ggufU32)
 		e.u32(x)

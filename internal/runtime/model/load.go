@@ -11,8 +11,10 @@ import (
 
 // Load opens a GGUF v2/v3 file: it maps it read-only, reads the geometry,
 // tokenizer and chat template from the metadata, and checks every tensor's
-// name, type and shape. progress, when set, is called with bytes of tensor
-// data paged in so far and the total. Errors name the path and the cause.
+// name, type and shape. A part of a split model (llama.cpp's gguf-split,
+// <prefix>-00001-of-00003.gguf …) loads the whole model, every part mapped
+// (split.go). progress, when set, is called with bytes of tensor data
+// paged in so far and the total. Errors name the path and the cause.
 func Load(path string, progress func(done, total int64)) (*Model, error) {
 	return LoadWith(path, progress, LoadOptions{})
 }
@@ -38,16 +40,16 @@ func LoadWith(path string, progress func(done, total int64), opts LoadOptions) (
 }
 
 func load(path string, progress func(done, total int64), opts LoadOptions) (*Model, error) {
-	data, unmap, err := mapGGUF(path)
+	g, err := openGGUF(path)
 	if err != nil {
 		return nil, err
 	}
-	m, err := fromGGUF(data, progress, opts)
+	m, err := fromFile(g.f, progress, opts)
 	if err != nil {
-		_ = unmap()
+		_ = g.unmap()
 		return nil, err
 	}
-	m.unmap = unmap
+	m.unmap = g.unmap
 	return m, nil
 }
 
@@ -85,18 +87,14 @@ func LoadTokenizer(path string) (Tokenizer, error) {
 }
 
 func loadTokenizer(path string) (Tokenizer, error) {
-	data, unmap, err := mapGGUF(path)
+	g, err := openGGUF(path)
 	if err != nil {
 		return nil, err
 	}
-	// The parsed metadata copies its strings out of data, so the mapping
+	// The parsed metadata copies its strings out of the mapping, so it
 	// can go as soon as the tokenizer is built.
-	defer func() { _ = unmap() }()
-	f, err := parseGGUF(data)
-	if err != nil {
-		return nil, err
-	}
-	tok, err := tokenizerFromGGUF(f)
+	defer func() { _ = g.unmap() }()
+	tok, err := tokenizerFromGGUF(g.f)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -109,6 +107,11 @@ func fromGGUF(data []byte, progress func(done, total int64), opts LoadOptions) (
 	if err != nil {
 		return nil, err
 	}
+	return fromFile(f, progress, opts)
+}
+
+// fromFile builds a model whose tensors alias f's.
+func fromFile(f *ggufFile, progress func(done, total int64), opts LoadOptions) (*Model, error) {
 	tensors := make(map[string]*ggufTensor, len(f.tensors))
 	for i := range f.tensors {
 		tensors[f.tensors[i].name] = &f.tensors[i]

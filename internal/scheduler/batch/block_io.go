@@ -14,11 +14,13 @@ import (
 //   - BlockFormat describes the bytes. Two pods exchange blocks only when
 //     their formats are equal (BlockFormat.Compatible); the engine checks,
 //     the executor need not.
-//   - A block's bytes are, layer by layer, its keys and then its values,
-//     each BlockSize token rows of the cache's type (kvcache.DType),
-//     little endian: Geometry.BytesPerBlock(BlockSize) in all. Every
-//     executor with contents uses this layout, whatever its own memory
-//     holds, so the bytes mean the same on every pod of one format.
+//   - A block's bytes are, layer by layer, its keys and then its values
+//     (its keys alone for a Geometry.KeysOnly cache, whose values are
+//     read from the keys), each BlockSize token rows of the cache's type
+//     (kvcache.DType), little endian: Geometry.BytesPerBlock(BlockSize)
+//     in all. Every executor with contents uses this layout, whatever its
+//     own memory holds, so the bytes mean the same on every pod of one
+//     format.
 //   - ReadBlock fills dst (len BlockBytes) with the contents at p, a device
 //     block or a host-tier slot; WriteBlock overwrites them with src. Both
 //     are synchronous: the bytes have landed when they return.
@@ -68,6 +70,8 @@ func (f BlockFormat) Compatible(g BlockFormat) error {
 		return fmt.Errorf("KV blocks of %d tokens, this pod's hold %d", g.BlockSize, f.BlockSize)
 	case f.Geometry.DType != g.Geometry.DType:
 		return fmt.Errorf("KV cache dtype %s, this pod's is %s", g.Geometry.DType, f.Geometry.DType)
+	case f.Geometry.KeysOnly != g.Geometry.KeysOnly:
+		return fmt.Errorf("KV blocks of %d rows a layer and token, this pod's hold %d", g.Geometry.RowsPerLayer(), f.Geometry.RowsPerLayer())
 	case f.Geometry != g.Geometry:
 		return fmt.Errorf("KV geometry %d layers × %d KV heads × %d, this pod's is %d × %d × %d",
 			g.Geometry.Layers, g.Geometry.KVHeads, g.Geometry.HeadDim, f.Geometry.Layers, f.Geometry.KVHeads, f.Geometry.HeadDim)

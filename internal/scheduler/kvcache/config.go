@@ -69,11 +69,17 @@ func (c Config) validate() error {
 
 // Geometry is the shape of a model's KV cache and its element type, enough
 // to size it in bytes. Every layer holds a key and a value row of
-// KVHeads×HeadDim elements per token.
+// KVHeads×HeadDim elements per token, or only the key row (KeysOnly).
 type Geometry struct {
 	Layers, KVHeads, HeadDim int
 	// DType is the cache's element type, resolved (not DTypeAuto).
 	DType DType
+	// KeysOnly: every layer keeps one row per token, not two. Multi-head
+	// latent attention (deepseek2) caches one compressed latent a token
+	// that attention reads both its keys and its values from, so a value
+	// row would hold nothing (llama.cpp allocates no value cache for such
+	// a model either). The zero value is a key and a value row.
+	KeysOnly bool
 }
 
 // Validate reports a geometry that cannot hold a token: a non-positive
@@ -89,6 +95,15 @@ func (g Geometry) Validate() error {
 	return nil
 }
 
+// RowsPerLayer is the rows one layer keeps per token: a key and a value
+// row, or the key row alone (KeysOnly).
+func (g Geometry) RowsPerLayer() int {
+	if g.KeysOnly {
+		return 1
+	}
+	return 2
+}
+
 // RowBytes is one layer's key (or value) row of one token.
 func (g Geometry) RowBytes() int64 {
 	if g.Validate() != nil {
@@ -101,15 +116,15 @@ func (g Geometry) RowBytes() int64 {
 	return int64(g.KVHeads) * head
 }
 
-// BytesPerToken is the KV cache footprint of one token: a key and a value
-// row per layer. It is 0 for a geometry Validate refuses or one that
+// BytesPerToken is the KV cache footprint of one token: RowsPerLayer rows
+// per layer. It is 0 for a geometry Validate refuses or one that
 // overflows.
 func (g Geometry) BytesPerToken() int64 {
-	row := g.RowBytes()
-	if row <= 0 || row > math.MaxInt64/2/int64(g.Layers) {
+	row, rows := g.RowBytes(), int64(g.RowsPerLayer())
+	if row <= 0 || row > math.MaxInt64/rows/int64(g.Layers) {
 		return 0
 	}
-	return 2 * int64(g.Layers) * row
+	return rows * int64(g.Layers) * row
 }
 
 // BytesPerBlock is the footprint of one block of blockSize tokens (0 means

@@ -55,6 +55,10 @@ func TestBlocksForMemory(t *testing.T) {
 	if got, want := llama8B.BytesPerToken(), int64(131072); got != want {
 		t.Fatalf("BytesPerToken = %d, want %d", got, want)
 	}
+	glmFlash := Geometry{Layers: 47, KVHeads: 1, HeadDim: 576, DType: DTypeF16, KeysOnly: true}
+	if got, want := glmFlash.BytesPerToken(), int64(47*576*2); got != want {
+		t.Fatalf("keys only: BytesPerToken = %d, want %d", got, want)
+	}
 	tests := []struct {
 		name      string
 		budget    int64
@@ -77,6 +81,12 @@ func TestBlocksForMemory(t *testing.T) {
 		{name: "huge row", budget: math.MaxInt64, g: Geometry{Layers: 1, KVHeads: 1 << 20, HeadDim: 1 << 20, DType: DTypeF32}, blockSize: 1, want: 1048575},
 		{name: "overflowing row", budget: math.MaxInt64, g: Geometry{Layers: 1, KVHeads: math.MaxInt32, HeadDim: math.MaxInt32, DType: DTypeF32}, blockSize: 1, want: 0},
 		{name: "huge block", budget: math.MaxInt64, g: Geometry{Layers: 1 << 20, KVHeads: 1 << 20, HeadDim: 1 << 20, DType: DTypeF16}, blockSize: 1 << 10, want: 0},
+		// GLM-4.7-Flash's latent (512 + 64 rotated) in 47 layers at F16:
+		// 54,144 bytes a token with one row a layer, twice the blocks of
+		// the same shape with a value row.
+		{name: "keys only", budget: 16 * 54144 * 10, g: glmFlash, blockSize: 16, want: 10},
+		{name: "keys and values", budget: 16 * 54144 * 10, g: Geometry{Layers: 47, KVHeads: 1, HeadDim: 576, DType: DTypeF16}, blockSize: 16, want: 5},
+		{name: "keys only, overflowing row", budget: math.MaxInt64, g: Geometry{Layers: 1, KVHeads: math.MaxInt32, HeadDim: math.MaxInt32, DType: DTypeF32, KeysOnly: true}, blockSize: 1, want: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -99,6 +99,7 @@ func (deepseek2) ReadConfig(file arch.File, c *arch.Config) error {
 	}
 	if c.DenseLayers < c.Layers {
 		c.ExpertSelectionBias = file.Shape(fmt.Sprintf("blk.%d.exp_probs_b.bias", c.DenseLayers)) != nil
+		c.FusedGateUpExperts = arch.FusedGateUp(file, c.DenseLayers)
 	}
 	switch qa := file.Shape("blk.0.attn_q_a.weight") != nil; {
 	case qa && c.MLA.QRank == 0:
@@ -201,10 +202,8 @@ func (deepseek2) Tensors(c arch.Config) []arch.TensorSpec {
 		if c.ExpertSelectionBias {
 			s = append(s, vec(p+"exp_probs_b.bias", c.Experts))
 		}
+		s = append(s, arch.ExpertSpecs(c, p)...)
 		s = append(s,
-			mat(p+"ffn_gate_exps.weight", c.Dim, c.ExpertFFN, c.Experts),
-			mat(p+"ffn_down_exps.weight", c.ExpertFFN, c.Dim, c.Experts),
-			mat(p+"ffn_up_exps.weight", c.Dim, c.ExpertFFN, c.Experts),
 			mat(p+"ffn_gate_shexp.weight", c.Dim, shared),
 			mat(p+"ffn_down_shexp.weight", shared, c.Dim),
 			mat(p+"ffn_up_shexp.weight", c.Dim, shared),

@@ -33,6 +33,7 @@ func (a moeArch) ReadConfig(file arch.File, c *arch.Config) error {
 	if a.next {
 		c.Recurrent.FusedQKVZ = fusedQKVZ(file, c.LayerKinds)
 	}
+	c.FusedGateUpExperts = arch.FusedGateUp(file, 0)
 	if err := arch.Read(file,
 		arch.Uint(p+"expert_count", &c.Experts),
 		arch.Uint(p+"expert_used_count", &c.ExpertsUsed),
@@ -85,10 +86,9 @@ func (a moeArch) Tensors(c arch.Config) []arch.TensorSpec {
 		p := fmt.Sprintf("blk.%d.", i)
 		s = append(s, mixerTensors(c, i, p, a.next)...)
 		s = append(s,
-			arch.TensorSpec{Name: p + "ffn_gate_inp.weight", Shape: []int{c.Dim, c.Experts}, Matrix: true},
-			arch.TensorSpec{Name: p + "ffn_gate_exps.weight", Shape: []int{c.Dim, c.ExpertFFN, c.Experts}, Matrix: true},
-			arch.TensorSpec{Name: p + "ffn_down_exps.weight", Shape: []int{c.ExpertFFN, c.Dim, c.Experts}, Matrix: true},
-			arch.TensorSpec{Name: p + "ffn_up_exps.weight", Shape: []int{c.Dim, c.ExpertFFN, c.Experts}, Matrix: true},
+			arch.TensorSpec{Name: p + "ffn_gate_inp.weight", Shape: []int{c.Dim, c.Experts}, Matrix: true})
+		s = append(s, arch.ExpertSpecs(c, p)...)
+		s = append(s,
 			// One gate logit per token: a row, kept F32.
 			arch.TensorSpec{Name: p + "ffn_gate_inp_shexp.weight", Shape: []int{c.Dim}},
 			arch.TensorSpec{Name: p + "ffn_gate_shexp.weight", Shape: []int{c.Dim, c.FFN}, Matrix: true},
@@ -109,7 +109,7 @@ func (a moeArch) Bind(c arch.Config, weight func(name string) arch.Tensor) (arch
 		bindMixer(c, w, l, i, p, a.next)
 		l.gate, l.up, l.down = w.Get(p+"ffn_gate_shexp.weight"), w.Get(p+"ffn_up_shexp.weight"), w.Get(p+"ffn_down_shexp.weight")
 		l.sharedGate = w.Get(p + "ffn_gate_inp_shexp.weight")
-		l.moe = arch.MoEOf(c, w.Get(p+"ffn_gate_inp.weight"), w.Get(p+"ffn_gate_exps.weight"), w.Get(p+"ffn_up_exps.weight"), w.Get(p+"ffn_down_exps.weight"), 0)
+		l.moe = arch.BindMoE(c, w, p, 0)
 		l.moe.Gating, l.moe.Norm = arch.GatingSoftmax, true // what ReadConfig reads
 	}
 	if err := w.Err(a.name); err != nil {

@@ -9,7 +9,7 @@
 // Layout, all integers little endian:
 //
 //	header:  "KVX1" | layers u32 | kvHeads u32 | headDim u32 | dtype u8 |
-//	         contents u8 | 0 u16 | blockSize u32 | salt u64 | blocks u32 |
+//	         contents u8 | keysOnly u8 | 0 u8 | blockSize u32 | salt u64 | blocks u32 |
 //	         tokens (blocks × blockSize) × u32 | crc32c(all of the above) u32
 //	  or, for a model with recurrent states (BlockFormat.StateBytes > 0):
 //	         "KVX2" | the same up to blocks | stateBytes u32 | tokens | crc32c
@@ -117,11 +117,7 @@ func NewEncoder(w io.Writer, h *Header) (*Encoder, error) {
 	b = binary.LittleEndian.AppendUint32(b, uint32(g.Layers))
 	b = binary.LittleEndian.AppendUint32(b, uint32(g.KVHeads))
 	b = binary.LittleEndian.AppendUint32(b, uint32(g.HeadDim))
-	contents := byte(0)
-	if f.Contents {
-		contents = 1
-	}
-	b = append(b, byte(g.DType), contents, 0, 0)
+	b = append(b, byte(g.DType), flag(f.Contents), flag(g.KeysOnly), 0)
 	b = binary.LittleEndian.AppendUint32(b, uint32(f.BlockSize))
 	b = binary.LittleEndian.AppendUint64(b, uint64(h.Salt))
 	b = binary.LittleEndian.AppendUint32(b, uint32(h.Blocks()))
@@ -136,6 +132,13 @@ func NewEncoder(w io.Writer, h *Header) (*Encoder, error) {
 		return nil, err
 	}
 	return &Encoder{w: w, stateBytes: f.StateBytes}, nil
+}
+
+func flag(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Chunk writes n blocks whose contents are payload.
@@ -234,10 +237,10 @@ func NewBoundedDecoder(r io.Reader, maxTokens int) (*Decoder, error) {
 		return nil, corrupt("magic %q", fixed[:4])
 	}
 	u32 := func(off int) int { return int(binary.LittleEndian.Uint32(fixed[off:])) }
-	g := kvcache.Geometry{Layers: u32(4), KVHeads: u32(8), HeadDim: u32(12), DType: kvcache.DType(fixed[16])}
+	g := kvcache.Geometry{Layers: u32(4), KVHeads: u32(8), HeadDim: u32(12), DType: kvcache.DType(fixed[16]), KeysOnly: fixed[18] == 1}
 	f := batch.BlockFormat{Geometry: g, BlockSize: u32(20), Contents: fixed[17] == 1, StateBytes: stateBytes}
 	switch {
-	case fixed[17] > 1 || fixed[18] != 0 || fixed[19] != 0:
+	case fixed[17] > 1 || fixed[18] > 1 || fixed[19] != 0:
 		return nil, corrupt("flags %x", fixed[17:20])
 	case g.Layers > MaxGeometry || g.KVHeads > MaxGeometry || g.HeadDim > MaxGeometry:
 		return nil, corrupt("geometry %d × %d × %d", g.Layers, g.KVHeads, g.HeadDim)

@@ -99,7 +99,9 @@ func decodeStates(r io.Reader) (*Header, []byte, map[int][]byte, error) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, f := range []batch.BlockFormat{testFormat, {Geometry: testFormat.Geometry, BlockSize: 4}, hybridFormat} {
+	keysOnly := testFormat
+	keysOnly.Geometry.KeysOnly = true // an MLA model's latents
+	for _, f := range []batch.BlockFormat{testFormat, {Geometry: testFormat.Geometry, BlockSize: 4}, hybridFormat, keysOnly} {
 		stream := encode(t, f, 5, 2, true)
 		h, data, states, err := decodeStates(bytes.NewReader(stream))
 		if err != nil {
@@ -151,7 +153,7 @@ func TestCorruptStreams(t *testing.T) {
 		name string
 		at   int
 	}{
-		{"magic", 0}, {"layers", 5}, {"block size", 21}, {"token", 40}, {"chunk count", len(full) - 8 - 3*(8+testFormat.BlockBytes())},
+		{"magic", 0}, {"layers", 5}, {"keys only", 18}, {"block size", 21}, {"token", 40}, {"chunk count", len(full) - 8 - 3*(8+testFormat.BlockBytes())},
 		{"payload", len(full) - 9}, {"end count", len(full) - 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -255,6 +255,9 @@ func TestPrefixSharingChangesNothing(t *testing.T) {
 	}
 }
 
+// TestGGUFRoundTripLogits: a model written to a GGUF file, whole or in
+// parts of 4 tensors (llama.cpp's gguf-split layout, loaded from its first
+// part), gives the logits and greedy tokens of the model in memory.
 func TestGGUFRoundTripLogits(t *testing.T) {
 	base := model.Random(model.Config{VocabSize: 290, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 64}, 4)
 	prompt := randomTokens(rand.New(rand.NewPCG(1, 3)), 9, 290)
@@ -264,15 +267,17 @@ func TestGGUFRoundTripLogits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			loaded := exectest.WriteAndLoad(t, mem)
 			seq := []batch.Seq{{Tokens: prompt, Blocks: contiguous(0, 3), Sample: true}}
 			want := execute(t, newExec(t, mem, 8), seq)[0]
-			got := execute(t, newExec(t, loaded, 8), seq)[0]
-			if !slices.Equal(want, got) {
-				t.Errorf("logits of the loaded model differ from the in-memory one")
-			}
-			if diff := cmp.Diff(runAlone(t, mem, prompt, 6), runAlone(t, loaded, prompt, 6)); diff != "" {
-				t.Errorf("greedy tokens (-memory +loaded):\n%s", diff)
+			wantToks := runAlone(t, mem, prompt, 6)
+			for name, loaded := range map[string]*model.Model{"whole": exectest.WriteAndLoad(t, mem), "split": exectest.WriteSplitAndLoad(t, mem, 4)} {
+				got := execute(t, newExec(t, loaded, 8), seq)[0]
+				if !slices.Equal(want, got) {
+					t.Errorf("%s: logits of the loaded model differ from the in-memory one", name)
+				}
+				if diff := cmp.Diff(wantToks, runAlone(t, loaded, prompt, 6)); diff != "" {
+					t.Errorf("%s: greedy tokens (-memory +loaded):\n%s", name, diff)
+				}
 			}
 		})
 	}

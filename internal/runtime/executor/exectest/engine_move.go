@@ -79,8 +79,9 @@ func MoveState(t testing.TB, src, dst *engine.Engine, salt kvcache.Salt, tokens 
 // finds the whole moved chain cached (no recompute), and the request
 // generates exactly what it generates on an engine of its own. Moving
 // corrupted bytes instead changes what B generates, so the tokens do come
-// from the moved KV; and an engine whose blocks are of another size
-// refuses the blocks, changing nothing.
+// from the moved KV; and an engine whose blocks are of another size, type
+// or rows a layer (keys only or keys and values) refuses the blocks,
+// changing nothing.
 func CheckEngineMovesKV(t *testing.T, m *model.Model, blockSize int, newExec NewExec) {
 	t.Helper()
 	h := hostEngines{m: m, blockSize: blockSize, newExec: newExec}
@@ -149,13 +150,14 @@ func CheckEngineMovesKV(t *testing.T, m *model.Model, blockSize int, newExec New
 		if err != nil || n != 2 {
 			t.Fatalf("export: %d blocks, %v", n, err)
 		}
-		bigger, otherType := format, format
+		bigger, otherType, otherRows := format, format, format
 		bigger.BlockSize *= 2
 		otherType.Geometry.DType = kvcache.DTypeF16
 		if format.Geometry.DType == kvcache.DTypeF16 {
 			otherType.Geometry.DType = kvcache.DTypeBF16
 		}
-		for _, f := range []batch.BlockFormat{bigger, otherType} {
+		otherRows.Geometry.KeysOnly = !format.Geometry.KeysOnly // an MLA model's latents, or keys and values
+		for _, f := range []batch.BlockFormat{bigger, otherType, otherRows} {
 			if got, err := dst.ImportBlocks(context.Background(), f, 0, ctx, 0, n, data); err == nil || got != 0 {
 				t.Fatalf("import of blocks of format %+v into %+v: %d blocks, err %v", f, format, got, err)
 			}

@@ -124,3 +124,24 @@ func WriteAndLoad(t testing.TB, m *model.Model) *model.Model {
 	t.Cleanup(func() { _ = loaded.Close() })
 	return loaded
 }
+
+// WriteSplitAndLoad writes m in parts of at most maxTensors tensors each
+// (model.WriteSplitGGUF, llama.cpp's gguf-split layout) in a temporary
+// directory and loads it from its first part (every part mapped); the
+// loaded model is closed when the test ends.
+func WriteSplitAndLoad(t testing.TB, m *model.Model, maxTensors int) *model.Model {
+	t.Helper()
+	paths, err := model.WriteSplitGGUF(filepath.Join(t.TempDir(), "m"), m, maxTensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 2 {
+		t.Fatalf("%d part: a split test needs several", len(paths))
+	}
+	loaded, err := model.Load(paths[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loaded.Close() })
+	return loaded
+}

@@ -18,9 +18,9 @@ func (e *Executor) BlockFormat() batch.BlockFormat {
 	return batch.BlockFormat{Geometry: e.kv, BlockSize: e.blockSize, Contents: true}
 }
 
-// ReadBlock copies the block at p, layer by layer, keys then values: a
-// device block's runs come from the backend's tensors, a host slot is
-// already laid out so (CopyBlocks).
+// ReadBlock copies the block at p, layer by layer, keys then values (keys
+// only for an MLA model's latents): a device block's runs come from the
+// backend's tensors, a host slot is already laid out so (CopyBlocks).
 func (e *Executor) ReadBlock(p kvcache.Place, dst []byte) error {
 	return e.blockIO(p, dst, false)
 }
@@ -49,9 +49,10 @@ func (e *Executor) blockIO(p kvcache.Place, buf []byte, write bool) error {
 	}
 	run := e.blockSize * e.kvRow
 	off := uintptr(int(p.Block) * run)
+	rows := e.kv.RowsPerLayer()
 	for j, l := range e.kvLayers {
-		for i, tensor := range [2]cTensor{e.kc[l], e.vc[l]} {
-			b := unsafe.Pointer(&buf[(2*j+i)*run])
+		for i, tensor := range e.layerRows(l) {
+			b := unsafe.Pointer(&buf[(rows*j+i)*run])
 			if write {
 				e.a.tensorSet(tensor, b, off, uintptr(run))
 			} else {

@@ -111,7 +111,8 @@ type Executor struct {
 	// (attn_window.go); nil when no layer's is.
 	sliding []bool
 	// kc[l] and vc[l] are [kvDim, slots]: one key (value) row per slot,
-	// a block's rows contiguous.
+	// a block's rows contiguous. vc is all 0 for a cache of keys only
+	// (kv.KeysOnly: an MLA model's latents).
 	kc, vc []cTensor
 	// convState[l] and deltaState[l] are recurrent layer l's states,
 	// [ConvStateFloats, stateSlots] and [DeltaStateFloats, stateSlots]
@@ -658,8 +659,8 @@ func (e *Executor) loadWeights(plain bool) error {
 }
 
 // allocKV allocates the KV cache of the layers that attend (a hybrid
-// model's recurrent layers keep none: kc[l] and vc[l] are 0 there) and
-// the recurrent layers' states.
+// model's recurrent layers keep none: kc[l] and vc[l] are 0 there; a
+// cache of keys only has no vc) and the recurrent layers' states.
 func (e *Executor) allocKV() error {
 	ctx, err := e.newMetaCtx(4*e.cfg.Layers + 1)
 	if err != nil {
@@ -675,10 +676,13 @@ func (e *Executor) allocKV() error {
 			continue
 		}
 		e.kc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
-		e.vc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
+		if !e.kv.KeysOnly {
+			e.vc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
+		}
 		e.kvLayers = append(e.kvLayers, l)
-		ts = append(ts, e.kc[l], e.vc[l])
-		sizes = append(sizes, int(slots)*e.kvRow, int(slots)*e.kvRow)
+		for _, r := range e.layerRows(l) {
+			ts, sizes = append(ts, r), append(sizes, int(slots)*e.kvRow)
+		}
 	}
 	st, stSizes := e.allocStates(ctx)
 	ts, sizes = append(ts, st...), append(sizes, stSizes...)
@@ -697,6 +701,13 @@ func (e *Executor) allocKV() error {
 	// hold finite numbers, not whatever the allocator left.
 	e.a.bufferClear(e.kvbuf, 0)
 	return nil
+}
+
+// layerRows are layer l's cache tensors in block I/O's order: its keys,
+// then its values unless the cache keeps keys only.
+func (e *Executor) layerRows(l int) []cTensor {
+	rows := [2]cTensor{e.kc[l], e.vc[l]}
+	return rows[:e.kv.RowsPerLayer()]
 }
 
 func (e *Executor) onCPU() bool { return e.be.Threads > 0 }

@@ -10,8 +10,8 @@ import "github.com/kvpilot/kvpilot/internal/runtime/arch"
 // latent row of Config.HeadDim (the compressed KV of KVRank, then the
 // rotated key part of RopeDims) in the key cache, as llama.cpp's does;
 // the values are the first KVRank elements of the same rows, read through
-// a view of it, so the value cache of such a model is never written (it
-// is still allocated: kvcache.Geometry counts a value row per key row).
+// a view of it, so such a model has no value cache (kvcache.Geometry's
+// KeysOnly: KVGeometry).
 
 func (o *graphOps) View3D(x arch.Tensor, ne0, ne1, ne2, s1, s2, off int) arch.Tensor {
 	return arch.Tensor(o.e.a.view3d(o.ctx, cTensor(x), int64(ne0), int64(ne1), int64(ne2), uintptr(4*s1), uintptr(4*s2), uintptr(4*off)))

@@ -15,7 +15,7 @@ import (
 var _ batch.OverlappingCopier = (*Executor)(nil)
 
 // ReserveHostBlocks allocates the host tier: n blocks of every layer's keys
-// and values in the cache's own type (a q8_0 block costs the host what it
+// and values (keys only for an MLA model's latents) in the cache's own type (a q8_0 block costs the host what it
 // costs the device), in page-locked memory on a GPU (hostBytes).
 // (Run on an H100 on 2026-11-26, TestEngineRestoresBesideIterations.)
 func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
@@ -36,12 +36,13 @@ func (e *Executor) ReserveHostBlocks(n, blockSize int) error {
 }
 
 // hostBlockBytes is one block's KV across all layers: keys, then values
-// (kvcache's BytesPerBlock of the cache's geometry).
+// unless the cache keeps keys only (kvcache's BytesPerBlock of the
+// cache's geometry).
 func (e *Executor) hostBlockBytes() int { return int(e.kv.BytesPerBlock(e.blockSize)) }
 
-// CopyBlocks copies whole blocks, every layer's keys and values, in order.
-// A block's keys are one contiguous run of the key tensor, and so are its
-// values.
+// CopyBlocks copies whole blocks, every layer's keys and values (layerRows),
+// in order. A block's keys are one contiguous run of the key tensor, and
+// so are its values.
 func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -50,6 +51,7 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 		return fmt.Errorf("ggml executor: %w", err)
 	}
 	run := e.blockSize * e.kvRow // one block of one layer's keys (or values)
+	rows := e.kv.RowsPerLayer()
 	for _, t := range ts {
 		h := e.host[int(t.Host)*e.hostBlockBytes():]
 		move := func(tensor cTensor, dst []byte) {
@@ -61,9 +63,9 @@ func (e *Executor) CopyBlocks(ctx context.Context, ts []kvcache.Transfer) error 
 			}
 		}
 		for j, l := range e.kvLayers {
-			lk := h[2*j*run:]
-			move(e.kc[l], lk[:run])
-			move(e.vc[l], lk[run:2*run])
+			for i, tensor := range e.layerRows(l) {
+				move(tensor, h[(rows*j+i)*run:(rows*j+i+1)*run])
+			}
 		}
 	}
 	return nil

@@ -18,13 +18,19 @@ import (
 // TestPrefixRestoredFromHostChangesNothing computes a prompt's KV, copies its
 // blocks out to the host tier, overwrites those device blocks with another
 // sequence, copies the KV back into other device blocks, and continues
-// decoding from there: the tokens must equal an uninterrupted run's.
+// decoding from there: the tokens must equal an uninterrupted run's. For
+// llama a block is every layer's keys and values; for deepseek2 its
+// latents alone (kvcache.Geometry.KeysOnly).
 func TestPrefixRestoredFromHostChangesNothing(t *testing.T) {
-	bothAttentions(t, testPrefixRestoredFromHost)
+	for _, cfg := range []model.Config{parityConfigs()["llama"], deepseek2Config()} {
+		t.Run(cfg.Arch, func(t *testing.T) {
+			bothAttentions(t, func(t *testing.T) { testPrefixRestoredFromHost(t, cfg) })
+		})
+	}
 }
 
-func testPrefixRestoredFromHost(t *testing.T) {
-	m := randomModel(t, parityConfigs()["llama"], model.F32, 4)
+func testPrefixRestoredFromHost(t *testing.T, cfg model.Config) {
+	m := randomModel(t, cfg, model.F32, 4)
 	rng := rand.New(rand.NewPCG(15, 16))
 	const gen, promptBlocks = 10, 5
 	prompt := make([]int32, promptBlocks*testBlockSize)
@@ -115,14 +121,23 @@ func TestEngineRestoresBesideIterations(t *testing.T) {
 }
 
 // TestEngineMovesKV: see exectest.CheckEngineMovesKV; ggml's blocks move
-// as backend tensor runs, for every KV cache type.
+// as backend tensor runs, for every KV cache type; and deepseek2's, which
+// are its latents alone (kvcache.Geometry.KeysOnly), at F16.
 func TestEngineMovesKV(t *testing.T) {
-	m := randomModel(t, wideHeads()["llama"], model.Q8_0, 31)
-	for _, d := range allKVTypes {
-		withKV(t, d, func(t *testing.T) {
+	moves := func(m *model.Model) func(t *testing.T) {
+		return func(t *testing.T) {
 			exectest.CheckEngineMovesKV(t, m, testBlockSize, func(t testing.TB, blocks int) batch.Executor {
 				return newTestExec(t, m, blocks)
 			})
+		}
+	}
+	m, mla := randomModel(t, wideHeads()["llama"], model.Q8_0, 31), randomModel(t, deepseek2Config(), model.F32, 31)
+	for _, d := range allKVTypes {
+		withKV(t, d, func(t *testing.T) {
+			moves(m)(t)
+			if d == kvcache.DTypeF16 {
+				t.Run("deepseek2", moves(mla))
+			}
 		})
 	}
 }

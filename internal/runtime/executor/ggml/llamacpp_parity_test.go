@@ -139,7 +139,19 @@ func parityModels() []parityCase {
 		// the logits equal llama.cpp's to the bit.
 		{name: "qwen3next", cfg: qwen3nextConfig(), seed: 1},
 		{name: "qwen3next-ssm_in", cfg: qwen3nextFusedConfig(), seed: 1},
+		// The experts' gate and up in one ffn_gate_up_exps tensor, as
+		// newer conversions store them (deepseek2, qwen35moe): the logits
+		// equal llama.cpp's to the bit, F16 and Q8_0.
+		{name: "deepseek2-gate_up", cfg: fusedExperts(deepseek2Config()), seed: 7},
+		{name: "qwen35moe-gate_up", cfg: fusedExperts(qwen35moeConfig()), seed: 1},
 	}
+}
+
+// fusedExperts is c with its experts' gate and up projections in one
+// tensor (arch.Config.FusedGateUpExperts).
+func fusedExperts(c model.Config) model.Config {
+	c.FusedGateUpExperts = true
+	return c
 }
 
 // llama3Config is wideHeads' llama with Llama 3.1's RoPE: a

@@ -98,17 +98,45 @@ func TestMLAPlainAttentionMatchesFlash(t *testing.T) {
 // TestMLAKVBytes holds what docs/architectures.md says an MLA model's
 // cache costs, in GLM-4.7-Flash's geometry (47 layers, 20 heads, a latent
 // of 512 and 64 rotated dimensions, keys and values of 256 a head) at F16:
-// a key and a value row of the latent per token and layer, twice
-// llama.cpp's key-only cache, and 8.9 times less than per-head keys and
-// values.
+// one row of the latent per token and layer, no value row, which is
+// llama.cpp v0.5.0's cache (llama_kv_cache allocates no V tensor when
+// hparams.is_mla(): a K row of n_embd_k_gqa = key_length 576 × 1 KV head
+// per layer), 17.8 times less than per-head keys and values; and the pod
+// sizes twice the blocks on the same memory that a key and a value row
+// would give it.
 func TestMLAKVBytes(t *testing.T) {
 	c := model.Config{Arch: model.ArchDeepSeek2, Layers: 47, Heads: 20, KVHeads: 1, HeadDim: 576, RopeDims: 64,
 		MLA: arch.MLA{QRank: 768, KVRank: 512, KeyLength: 256, ValueLength: 256}}
-	got := KVGeometry(&model.Model{Config: c}, kvcache.DTypeF16).BytesPerToken()
+	g := KVGeometry(&model.Model{Config: c}, kvcache.DTypeF16)
+	got := g.BytesPerToken()
 	llamaCpp := int64(c.Layers * (c.MLA.KVRank + c.RopeDims) * 2)
 	perHead := int64(c.Layers * c.Heads * (c.MLA.KeyLength + c.MLA.ValueLength) * 2)
-	if got != 108288 || got != 2*llamaCpp || perHead != 962560 {
-		t.Errorf("%d bytes a token (llama.cpp %d, per-head keys and values %d), want 108288 = 2 × 54144", got, llamaCpp, perHead)
+	if got != 54144 || got != llamaCpp || perHead != 962560 {
+		t.Errorf("%d bytes a token (llama.cpp %d, per-head keys and values %d), want 54144", got, llamaCpp, perHead)
+	}
+	const budget = 8 << 30
+	withValues := g
+	withValues.KeysOnly = false
+	blocks, before := kvcache.BlocksForMemory(budget, g, 16), kvcache.BlocksForMemory(budget, withValues, 16)
+	t.Logf("8 GiB: %d blocks of 16 tokens, %d with a value row (%.3f×)", blocks, before, float64(blocks)/float64(before))
+	if blocks != 9915 || before != 4957 {
+		t.Errorf("8 GiB holds %d blocks (%d with a value row), want 9915 (4957)", blocks, before)
+	}
+}
+
+// TestMLAAllocatesKeysOnly: the executor of an MLA model allocates one
+// latent row per slot and layer, the bytes its geometry counts, half a
+// cache of keys and values; its format says so.
+func TestMLAAllocatesKeysOnly(t *testing.T) {
+	const numBlocks = 64
+	m := randomModel(t, deepseek2Config(), model.F32, 5)
+	e := newTestExec(t, m, numBlocks)
+	_, kv, _ := e.BufferBytes()
+	f := e.BlockFormat()
+	row := int64(m.Config.HeadDim * 4) // F32
+	want := int64(m.Config.Layers) * numBlocks * testBlockSize * row
+	if !f.Geometry.KeysOnly || f.BlockBytes() != m.Config.Layers*testBlockSize*int(row) || int64(kv) != want {
+		t.Errorf("keys only %v, %d bytes a block, KV buffer %d bytes; want keys only, %d, %d", f.Geometry.KeysOnly, f.BlockBytes(), kv, m.Config.Layers*testBlockSize*int(row), want)
 	}
 }
 

@@ -195,10 +195,10 @@ func (g Geometry) attnFLOPsPerPair() float64 {
 //     they keep only their window (the engine has no per-group allocation
 //     yet);
 //   - an MLA model's cache is one latent row per layer, KVLoRARank +
-//     RopeHeadDim wide (llama.cpp v0.5.0 stores the deepseek2 cache as K
-//     only, V being a view of the K row's first KVLoRARank elements):
-//     kvcache.Geometry has a K and a V row per layer, so the latent is
-//     reported as one KV head of half its width, the same bytes.
+//     RopeHeadDim wide, and no value row (kvcache.Geometry.KeysOnly, as
+//     the ggml executor keeps it and llama.cpp v0.5.0 stores the
+//     deepseek2 cache: V is a view of the K row's first KVLoRARank
+//     elements).
 func (g Geometry) KV() kvcache.Geometry {
 	model := kvcache.DTypeBF16
 	if g.DTypeBytes == 4 {
@@ -206,7 +206,7 @@ func (g Geometry) KV() kvcache.Geometry {
 	}
 	kv := kvcache.Geometry{Layers: g.AttentionLayers(), KVHeads: g.KVHeads, HeadDim: g.HeadDim, DType: g.KVDType.ResolveAuto(model)}
 	if g.mla() {
-		kv.KVHeads, kv.HeadDim = 1, (g.KVLoRARank+g.RopeHeadDim)/2
+		kv.KVHeads, kv.HeadDim, kv.KeysOnly = 1, g.KVLoRARank+g.RopeHeadDim, true
 	}
 	return kv
 }
