@@ -134,6 +134,19 @@ func (c *Claim) ShrinkTo(n int64) {
 	c.held = max(n, 0)
 }
 
+// Shrink gives back n of the bytes the claim holds (all it holds when n
+// is more): charged work that is over while the request goes on.
+func (c *Claim) Shrink(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released || n <= 0 {
+		return
+	}
+	n = min(n, c.held)
+	c.b.release(n)
+	c.held -= n
+}
+
 // Release gives back all the claim holds. It may be called more than once.
 func (c *Claim) Release() {
 	c.mu.Lock()
@@ -167,4 +180,13 @@ func Charge(ctx context.Context, n int64) error {
 		return c.Grow(n)
 	}
 	return nil
+}
+
+// Return gives back n bytes of the claim ctx carries (Claim.Shrink); with
+// no claim in ctx it does nothing. Code that charged for memory it has
+// let go of, while the request goes on, calls it.
+func Return(ctx context.Context, n int64) {
+	if c := FromContext(ctx); c != nil {
+		c.Shrink(n)
+	}
 }

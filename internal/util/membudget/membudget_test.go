@@ -118,3 +118,28 @@ func TestUnlimited(t *testing.T) {
 		t.Fatal("an unlimited budget still counts its use")
 	}
 }
+
+// Return gives back part of what the context's claim holds, never more
+// than it holds, and nothing once it is released.
+func TestReturnGivesBackPart(t *testing.T) {
+	b := New(100)
+	c := b.Claim()
+	ctx := WithClaim(context.Background(), c)
+	if err := Charge(ctx, 70); err != nil {
+		t.Fatal(err)
+	}
+	Return(ctx, 30)
+	if c.Held() != 40 || b.InUse() != 40 {
+		t.Fatalf("after returning 30 of 70: held %d, in use %d, want 40", c.Held(), b.InUse())
+	}
+	Return(ctx, 1000)
+	if c.Held() != 0 || b.InUse() != 0 {
+		t.Fatalf("after returning more than held: held %d, in use %d, want 0", c.Held(), b.InUse())
+	}
+	Return(context.Background(), 5) // no claim: nothing
+	c.Release()
+	Return(ctx, 5)
+	if b.InUse() != 0 {
+		t.Fatalf("in use %d after release", b.InUse())
+	}
+}
