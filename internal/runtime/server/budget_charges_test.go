@@ -81,6 +81,15 @@ func TestPreprocessBudgetChargesTheRendering(t *testing.T) {
 			waitBudgetFree(t, env)
 		})
 	}
+	// A rendering that alone needs more than the whole budget (30 MB of
+	// text) is a 400: waiting cannot make it fit.
+	r := env.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"`+strings.Repeat("x", 30000)+`"}],"max_tokens":1}`)
+	var e openai.ErrorResponse
+	decodeStrict(t, r.body, &e)
+	if r.status != http.StatusBadRequest || deref(e.Error.Param) != "messages" || !strings.Contains(e.Error.Message, "whole budget") {
+		t.Fatalf("a rendering over the whole budget: %d %s, want 400 naming messages and the budget", r.status, r.body)
+	}
+	waitBudgetFree(t, env)
 }
 
 // TestPreprocessBudgetChargesBadWords: bad_words are charged as they are

@@ -120,11 +120,8 @@ func (s *Server) renderChat(ctx context.Context, h http.Header, req *openai.Chat
 		return nil, apiErr
 	}
 	prompt, err := s.cfg.Codec.EncodeChat(chat, req.SpecialTokens())
-	switch {
-	case errors.Is(err, membudget.ErrExhausted):
-		return nil, busy(j.promptParam, "rendering the conversation with the model's chat template: %v", err)
-	case err != nil:
-		return nil, openai.BadRequest(j.promptParam, "rendering the conversation with the model's chat template: %v", err)
+	if err != nil {
+		return nil, memoryError(j.promptParam, err, "rendering the conversation with the model's chat template")
 	}
 	s.planReading(j, prompt)
 	return prompt, nil
@@ -211,6 +208,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 			// Read and dropped through a small buffer, so that the client,
 			// still sending, reads the 503 instead of a reset connection.
 			_, _ = io.Copy(io.Discard, src)
+			if errors.Is(err, membudget.ErrOverBudget) {
+				return nil, openai.TooLarge(s.budget.Limit() / BodyMemoryFactor)
+			}
 			return nil, busy("", "a body of %d bytes: %v", r.ContentLength, err)
 		}
 	} else {
@@ -222,6 +222,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 		switch {
 		case errors.As(err, &tooLarge):
 			return nil, openai.TooLarge(limit)
+		case errors.Is(err, membudget.ErrOverBudget):
+			return nil, openai.TooLarge(s.budget.Limit() / BodyMemoryFactor)
 		case errors.Is(err, membudget.ErrExhausted):
 			return nil, busy("", "reading the request body: %v", err)
 		}
@@ -455,7 +457,7 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 	if len(params) > 0 {
 		seqs := int64(len(j.prompts) * j.candidates)
 		if err := membudget.Charge(r.Context(), seqs*stopMemory(params[0].Stop)); err != nil {
-			return nil, busy("stop", "matching stop strings in %d sequences: %v", seqs, err)
+			return nil, memoryError("stop", err, "matching stop strings in %d sequences", seqs)
 		}
 	}
 	one := func(p, k int) *openai.Error {
@@ -548,7 +550,7 @@ func (s *Server) compileBadWords(ctx context.Context, words []string) (*sampling
 		}
 		cost := badWordMemory * int64(len(w)+1)
 		if err := membudget.Charge(ctx, cost); err != nil {
-			return nil, busy("bad_words", "compiling bad_words: %v", err)
+			return nil, memoryError("bad_words", err, "compiling bad_words")
 		}
 		charged += cost
 		seen[w] = struct{}{}

@@ -77,8 +77,8 @@ func TestChargeThroughContext(t *testing.T) {
 	if err := Charge(ctx, 8); err != nil {
 		t.Fatal(err)
 	}
-	if err := Charge(ctx, 8); !errors.Is(err, ErrExhausted) {
-		t.Fatalf("Charge past the budget: %v", err)
+	if err := Charge(ctx, 8); !errors.Is(err, ErrOverBudget) {
+		t.Fatalf("Charge past the whole budget: %v", err)
 	}
 	// A request cancelled releases its claim (the server releases when
 	// the handler returns, whatever ended it).
@@ -142,4 +142,28 @@ func TestReturnGivesBackPart(t *testing.T) {
 	if b.InUse() != 0 {
 		t.Fatalf("in use %d after release", b.InUse())
 	}
+}
+
+// A claim that would hold more than the whole budget fails with
+// ErrOverBudget, not ErrExhausted: waiting cannot make it fit.
+func TestGrowPastTheWholeBudget(t *testing.T) {
+	b := New(100)
+	c := b.Claim()
+	if err := c.Grow(101); !errors.Is(err, ErrOverBudget) || errors.Is(err, ErrExhausted) {
+		t.Fatalf("Grow(101) of a 100-byte budget: %v, want ErrOverBudget", err)
+	}
+	if err := c.Grow(60); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Grow(41); !errors.Is(err, ErrOverBudget) {
+		t.Fatalf("Grow(41) while holding 60 of 100: %v, want ErrOverBudget", err)
+	}
+	other := b.Claim()
+	if err := other.Grow(41); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("another claim's Grow(41) while 60 of 100 are held: %v, want ErrExhausted", err)
+	}
+	if b.InUse() != 60 || b.Refused() != 3 {
+		t.Fatalf("in use %d, refused %d; want 60 and 3", b.InUse(), b.Refused())
+	}
+	c.Release()
 }
