@@ -12,9 +12,9 @@ costly requests (docs/benchmarks.md, "Request preprocessing memory").
 The first argument is "pat" (distinct ~126-byte Unicode-class patterns as
 structured_outputs.regex), a body size in bytes (a completions prompt),
 or a request whose small body makes much memory:
-  render    a 30 KB chat message that the model's template (REPEAT below,
+  render    a 10 KB chat message that the model's template (REPEAT below,
             written into a GGUF of the built-in model with $KM) renders
-            a thousand times: 30 MB of prompt text
+            a thousand times: 10 MB of prompt text
   kwargs    2 MB of chat_template_kwargs (a list of zeros) decoded into
             template values, with the same model
   badwords  1 MB of short bad_words
@@ -47,7 +47,7 @@ def req(i):
         body=json.dumps({"prompt":"hi","max_tokens":4,"structured_outputs":{"regex":pat}}).encode()
     elif mode=="render":
         path="/v1/chat/completions"
-        body=json.dumps({"messages":[{"role":"user","content":("%d "%i)+"x"*30000}],"max_tokens":1}).encode()
+        body=json.dumps({"messages":[{"role":"user","content":("%d "%i)+"x"*10000}],"max_tokens":1}).encode()
     elif mode=="kwargs":
         path="/v1/chat/completions"
         body=('{"messages":[{"role":"user","content":"hi %d"}],"max_tokens":1,"chat_template_kwargs":{"big":['%i+"0,"*(1<<20)+'0]}}').encode()

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
 
@@ -163,5 +166,86 @@ func TestConcurrentLargeBodiesStayInBudget(t *testing.T) {
 		n, size>>20, counts, (peak-base)>>20, base>>20, budget>>20)
 	if peak-base > budget+slack {
 		t.Errorf("peak RSS grew by %d MiB, more than the budget %d MiB + %d MiB", (peak-base)>>20, budget>>20, slack>>20)
+	}
+}
+
+// repeatingModel writes the built-in model with a chat template that
+// renders each message a thousand times, as a GGUF file in dir.
+func repeatingModel(t *testing.T, dir string) string {
+	t.Helper()
+	m, err := model.Open("builtin:tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ChatTemplate, err = model.NewJinjaTemplate(`{% for m in messages %}<|{{ m.role }}|>{% for i in range(1000) %}{{ m.content }}{% endfor %}{% endfor %}<|assistant|>`, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "repeating.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := model.WriteGGUF(f, m); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestConcurrentLargeRenderingsStayInBudget sends 16 chat requests at
+// once whose 10 KB bodies the model's template renders into 10 MB of
+// prompt each, to a pod with a 256 MiB --preprocess-memory: each is
+// answered, 400 (the prompt is over the context, once rendered and
+// tokenized) or 503 with Retry-After, and the peak resident memory grows
+// by no more than the budget plus 64 MiB. Charged through the body alone
+// they peaked 1,352 MiB over the baseline (docs/benchmarks.md, "Request
+// preprocessing memory").
+func TestConcurrentLargeRenderingsStayInBudget(t *testing.T) {
+	const (
+		n      = 16
+		budget = 256 << 20
+		slack  = 64 << 20
+	)
+	p := runtimeproc.StartPod(t, runtimeproc.PodOptions{
+		Options: runtimeproc.Options{Name: "pod", Env: cleanEnv(),
+			Args: []string{"--executor", "cpu", "--model", repeatingModel(t, t.TempDir()), "--kv-cache-memory", "64Mi", "--preprocess-memory", "256Mi"}},
+		ControlToken: testControlToken,
+		ReadyTimeout: startTimeout,
+	})
+	base := p.PeakRSS(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"max_tokens":1,"messages":[{"role":"user","content":"%d %s"}]}`, i, strings.Repeat("x", 10_000))
+			results[i] = postTo(ctx, p.API, "/v1/chat/completions", "", body)
+		}()
+	}
+	wg.Wait()
+	counts := map[int]int{}
+	for i, r := range results {
+		counts[r.status]++
+		switch {
+		case r.err != nil:
+			t.Errorf("request %d: %v", i, r.err)
+		case r.status == http.StatusBadRequest && strings.Contains(r.body, "context_length_exceeded"):
+		case r.status == http.StatusServiceUnavailable && r.header.Get("Retry-After") != "" && strings.Contains(r.body, "preprocessing_memory_busy"):
+		default:
+			t.Errorf("request %d: %d %s, want 400 context_length_exceeded or 503 with Retry-After", i, r.status, tail(r.body))
+		}
+	}
+	peak := p.PeakRSS(t)
+	t.Logf("%d renderings of 10 MB: %v; peak RSS %d MiB over a baseline of %d MiB (budget %d MiB)",
+		n, counts, (peak-base)>>20, base>>20, budget>>20)
+	if peak-base > budget+slack {
+		t.Errorf("peak RSS grew by %d MiB, more than the budget %d MiB + %d MiB", (peak-base)>>20, budget>>20, slack>>20)
+	}
+	if counts[http.StatusServiceUnavailable] == 0 {
+		t.Errorf("no request met the budget: %v (the test no longer loads it)", counts)
 	}
 }
