@@ -140,33 +140,9 @@ func TestConcurrentLargeBodiesStayInBudget(t *testing.T) {
 	prompt := strings.Repeat("hello world ", size/12)
 	body := `{"max_tokens":1,"prompt":"` + prompt + `"}`
 
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	results := make([]result, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() { defer wg.Done(); results[i] = post(ctx, p.API, "", body) }()
-	}
-	wg.Wait()
-	counts := map[int]int{}
-	for i, r := range results {
-		counts[r.status]++
-		switch {
-		case r.err != nil:
-			t.Errorf("body %d: %v", i, r.err)
-		case r.status == http.StatusBadRequest && strings.Contains(r.body, "context_length_exceeded"):
-		case r.status == http.StatusServiceUnavailable && r.header.Get("Retry-After") != "" && strings.Contains(r.body, "preprocessing_memory_busy"):
-		default:
-			t.Errorf("body %d: %d %s, want 400 context_length_exceeded or 503 with Retry-After", i, r.status, tail(r.body))
-		}
-	}
-	peak := p.PeakRSS(t)
-	t.Logf("%d bodies of %d MiB: %v; peak RSS %d MiB over a baseline of %d MiB (budget %d MiB)",
-		n, size>>20, counts, (peak-base)>>20, base>>20, budget>>20)
-	if peak-base > budget+slack {
-		t.Errorf("peak RSS grew by %d MiB, more than the budget %d MiB + %d MiB", (peak-base)>>20, budget>>20, slack>>20)
-	}
+	refusedWithinBudget(t, p, base, fmt.Sprintf("bodies of %d MiB", size>>20), n, budget, slack, func(ctx context.Context, _ int) result {
+		return post(ctx, p.API, "", body)
+	})
 }
 
 // repeatingModel writes the built-in model with a chat template that
@@ -214,17 +190,30 @@ func TestConcurrentLargeRenderingsStayInBudget(t *testing.T) {
 	})
 	base := p.PeakRSS(t)
 
+	counts := refusedWithinBudget(t, p, base, "renderings of 10 MB", n, budget, slack, func(ctx context.Context, i int) result {
+		body := fmt.Sprintf(`{"max_tokens":1,"messages":[{"role":"user","content":"%d %s"}]}`, i, strings.Repeat("x", 10_000))
+		return postTo(ctx, p.API, "/v1/chat/completions", "", body)
+	})
+	if counts[http.StatusServiceUnavailable] == 0 {
+		t.Errorf("no request met the budget: %v (the test no longer loads it)", counts)
+	}
+}
+
+// refusedWithinBudget sends n requests at once (send(ctx, i) each) to p,
+// whose peak resident memory was base before them: each must be answered
+// 400 context_length_exceeded or 503 with Retry-After and code
+// preprocessing_memory_busy, and the peak must grow by no more than the
+// budget plus slack. what names the requests in the log. It returns how
+// many got each status.
+func refusedWithinBudget(t *testing.T, p *runtimeproc.Pod, base int64, what string, n int, budget, slack int64, send func(ctx context.Context, i int) result) map[int]int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	results := make([]result, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body := fmt.Sprintf(`{"max_tokens":1,"messages":[{"role":"user","content":"%d %s"}]}`, i, strings.Repeat("x", 10_000))
-			results[i] = postTo(ctx, p.API, "/v1/chat/completions", "", body)
-		}()
+		go func() { defer wg.Done(); results[i] = send(ctx, i) }()
 	}
 	wg.Wait()
 	counts := map[int]int{}
@@ -240,12 +229,10 @@ func TestConcurrentLargeRenderingsStayInBudget(t *testing.T) {
 		}
 	}
 	peak := p.PeakRSS(t)
-	t.Logf("%d renderings of 10 MB: %v; peak RSS %d MiB over a baseline of %d MiB (budget %d MiB)",
-		n, counts, (peak-base)>>20, base>>20, budget>>20)
+	t.Logf("%d %s: %v; peak RSS %d MiB over a baseline of %d MiB (budget %d MiB)",
+		n, what, counts, (peak-base)>>20, base>>20, budget>>20)
 	if peak-base > budget+slack {
 		t.Errorf("peak RSS grew by %d MiB, more than the budget %d MiB + %d MiB", (peak-base)>>20, budget>>20, slack>>20)
 	}
-	if counts[http.StatusServiceUnavailable] == 0 {
-		t.Errorf("no request met the budget: %v (the test no longer loads it)", counts)
-	}
+	return counts
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/runtime/openai"
@@ -111,14 +110,7 @@ func TestPreprocessBudgetChargesBadWords(t *testing.T) {
 	wantMemoryBusy(t, "bad_words", env.post("/v1/completions", body), "bad_words")
 	release()
 
-	env.gate.close()
-	done := make(chan response, 1)
-	go func() { done <- env.post("/v1/completions", body) }()
-	select {
-	case <-env.gate.entered:
-	case <-time.After(waitTimeout):
-		t.Fatal("the request never reached the executor")
-	}
+	done := postHeld(t, env, "/v1/completions", body)
 	want := int64(bodyRetainedFactor*len(body) + compiledBadWordMemory*tokens)
 	if got := env.srv.budget.InUse(); got != want {
 		t.Errorf("a running request with bad_words holds %d bytes of the budget, want %d (its body's share and %d a compiled token)", got, want, compiledBadWordMemory)

@@ -69,15 +69,8 @@ func TestPreprocessBudgetRefusesACompile(t *testing.T) {
 // was charged, and gives that back when it ends.
 func TestPreprocessBudgetShrinksOnceSubmitted(t *testing.T) {
 	env := newEnv(t, envOpts{preprocessMemory: 1 << 30})
-	env.gate.close()
 	body := `{"prompt":"hello there","max_tokens":2,"ignore_eos":true}`
-	done := make(chan response, 1)
-	go func() { done <- env.post("/v1/completions", body) }()
-	select {
-	case <-env.gate.entered:
-	case <-time.After(waitTimeout):
-		t.Fatal("the request never reached the executor")
-	}
+	done := postHeld(t, env, "/v1/completions", body)
 	if got, want := env.srv.budget.InUse(), int64(bodyRetainedFactor*len(body)); got != want {
 		t.Errorf("a running request holds %d bytes of the budget, want %d (%d× its body)", got, want, bodyRetainedFactor)
 	}
@@ -86,6 +79,22 @@ func TestPreprocessBudgetShrinksOnceSubmitted(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	waitBudgetFree(t, env)
+}
+
+// postHeld posts body to path with env's executor held, and returns once
+// the request has reached it (its preprocessing is over); the answer
+// comes on the channel once the gate is opened.
+func postHeld(t *testing.T, env *testEnv, path, body string) <-chan response {
+	t.Helper()
+	env.gate.close()
+	done := make(chan response, 1)
+	go func() { done <- env.post(path, body) }()
+	select {
+	case <-env.gate.entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request never reached the executor")
+	}
+	return done
 }
 
 // waitBudgetFree waits for every claim on env's budget to be given back:
