@@ -26,6 +26,11 @@ func costlyPattern(i int) string {
 	return strings.Repeat(fmt.Sprintf(`(\p{L}|\p{N}){0,%d}`, 99-i%5), 6) + strings.Repeat("[a-z]", i/5)
 }
 
+// memoryLimitSlack is what the real-process budget tests give the pod's
+// memory limit (LimitMemory) beyond its preprocessing budget: its
+// collector's lag and its connections' buffers, as the peak's slack.
+const memoryLimitSlack = 128 << 20
+
 // TestConcurrentCostlyCompilesStayInBudget sends distinct costly patterns
 // at once to a pod serving the built-in model with a 256 MiB
 // --preprocess-memory: each is refused, 400 (too complex) or 503 with
@@ -46,6 +51,7 @@ func TestConcurrentCostlyCompilesStayInBudget(t *testing.T) {
 		ReadyTimeout: startTimeout,
 	})
 	base := p.PeakRSS(t)
+	p.LimitMemory(t, budget+memoryLimitSlack)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -200,13 +206,15 @@ func TestConcurrentLargeRenderingsStayInBudget(t *testing.T) {
 }
 
 // refusedWithinBudget sends n requests at once (send(ctx, i) each) to p,
-// whose peak resident memory was base before them: each must be answered
-// 400 context_length_exceeded or 503 with Retry-After and code
+// whose peak resident memory was base before them, under a memory limit
+// of the budget and memoryLimitSlack: each must be answered 400
+// context_length_exceeded or 503 with Retry-After and code
 // preprocessing_memory_busy, and the peak must grow by no more than the
 // budget plus slack. what names the requests in the log. It returns how
 // many got each status.
 func refusedWithinBudget(t *testing.T, p *runtimeproc.Pod, base int64, what string, n int, budget, slack int64, send func(ctx context.Context, i int) result) map[int]int {
 	t.Helper()
+	p.LimitMemory(t, budget+memoryLimitSlack)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	results := make([]result, n)
