@@ -93,7 +93,12 @@ type result struct {
 }
 
 func post(ctx context.Context, addr, program, body string) result {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/completions", strings.NewReader(body))
+	return postTo(ctx, addr, "/v1/completions", program, body)
+}
+
+// postTo is post to another endpoint than /v1/completions.
+func postTo(ctx context.Context, addr, path, program, body string) result {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
 	if err != nil {
 		return result{err: err}
 	}

@@ -51,13 +51,29 @@ func (c Model) EncodePrompt(text string) []int32 { return c.Tokenizer.Encode(tex
 // after the final message's content), so the options reach it unchanged.
 // The rendered text does not start with the BOS (model.ChatTemplate): it
 // is the tokenizer's to add.
+//
+// The rendered text is charged (chat.Charge) TokenizeMemoryFactor times
+// its size before it is tokenized: a template can make it far longer
+// than the request's messages.
 func (c Model) EncodeChat(chat *model.Chat, addSpecial bool) ([]int32, error) {
 	text, err := model.RenderAll(c.Template, chat)
 	if err != nil {
 		return nil, err
 	}
+	if chat.Charge != nil {
+		if err := chat.Charge(int64(len(text)) * TokenizeMemoryFactor); err != nil {
+			return nil, err
+		}
+	}
 	return c.Tokenizer.Encode(text, addSpecial), nil
 }
+
+// TokenizeMemoryFactor is the memory tokenizing takes per byte of text:
+// the token ids (a token a byte at worst, four bytes each, in a slice
+// grown by doubling) and the merge's working memory. Tokenizing 4 MiB
+// with the built-in model's byte-level vocabulary allocated 4 (ASCII
+// words) to 16.2 (two-byte UTF-8) bytes a byte, 10.5 of them live.
+const TokenizeMemoryFactor = 16
 
 // ToolFormat implements Codec: the name of ChatFormat's tool-call format.
 func (c Model) ToolFormat() string { return c.ChatFormat().ToolsName() }

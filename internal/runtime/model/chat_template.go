@@ -54,6 +54,21 @@ type Chat struct {
 	ContinueFinalMessage bool
 	// Kwargs are further template variables (chat_template_kwargs).
 	Kwargs map[string]json.RawMessage
+	// Charge, when set, is told of memory the rendering is about to take
+	// (the JSON it decodes into template values, the text it writes)
+	// before it takes it, so that a small request whose rendering is large
+	// counts against the pod's budget; its error ends the rendering and is
+	// returned as it is. Go templates, whose text is as long as the
+	// messages, charge nothing.
+	Charge func(n int64) error
+}
+
+// charge tells c.Charge, when set, of n bytes.
+func (c *Chat) charge(n int64) error {
+	if c.Charge == nil {
+		return nil
+	}
+	return c.Charge(n)
 }
 
 // ToolFormat is how a model writes tool calls; the server parses its output

@@ -84,8 +84,15 @@ func (j *JinjaTemplate) Render(c *Chat) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := j.tmpl.Render(ctx)
-	if err != nil {
+	var refused error
+	out, err := j.tmpl.RenderCharged(ctx, func(n int64) error {
+		refused = c.charge(n)
+		return refused
+	})
+	switch {
+	case refused != nil:
+		return "", refused
+	case err != nil:
 		return "", fmt.Errorf("%w: %s", ErrTemplate, templateMessage(err))
 	}
 	// The text must not start with BOS: the tokenizer adds it where the
@@ -131,6 +138,9 @@ type raised struct{ msg string }
 func (r *raised) Error() string { return raisedPrefix + r.msg }
 
 func (j *JinjaTemplate) context(c *Chat) (map[string]any, error) {
+	if err := c.charge(jsonBytes(c) * jinja.FromJSONMemoryFactor); err != nil {
+		return nil, err
+	}
 	msgs := make(jinja.List, len(c.Messages))
 	for i, m := range c.Messages {
 		v, err := messageValue(m, j.nullContent, j.thinkingField)
@@ -188,6 +198,24 @@ func (j *JinjaTemplate) context(c *Chat) (map[string]any, error) {
 		ctx[k] = v
 	}
 	return ctx, nil
+}
+
+// jsonBytes is the JSON text of c that becomes template values: its
+// tools, chat_template_kwargs and tool-call arguments.
+func jsonBytes(c *Chat) int64 {
+	var n int
+	for _, t := range c.Tools {
+		n += len(t)
+	}
+	for _, raw := range c.Kwargs {
+		n += len(raw)
+	}
+	for _, m := range c.Messages {
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Arguments)
+		}
+	}
+	return int64(n)
 }
 
 // messageValue is a message as templates expect it (the OpenAI shape,

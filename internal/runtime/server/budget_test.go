@@ -14,21 +14,28 @@ import (
 
 // A body the pod's preprocessing budget cannot take now is answered 503
 // with Retry-After, read to its end (the client reads the answer, not a
-// reset), and a body it can take is served; every claim is given back.
+// reset), a body it could never take 413, and a body it can take is
+// served; every claim is given back.
 func TestPreprocessBudgetRefusesABody(t *testing.T) {
 	env, _ := newCPUEnvWith(t, envOpts{preprocessMemory: 1 << 20})
-	big := `{"prompt":"` + strings.Repeat("a", 1<<20/BodyMemoryFactor+1) + `","max_tokens":1}` // BodyMemoryFactor× is over 1 MiB
-	r := env.post("/v1/completions", big)
+	half := `{"prompt":"` + strings.Repeat("a", 1<<19/BodyMemoryFactor) + `","max_tokens":1}` // BodyMemoryFactor× is over half the budget
+	release := holdBudget(t, env, 1<<19)
+	r := env.post("/v1/completions", half)
 	var e openai.ErrorResponse
 	decodeStrict(t, r.body, &e)
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || deref(e.Error.Code) != openai.CodeMemoryBusy {
-		t.Fatalf("a body over the budget: %d %q %s, want 503 with Retry-After and code %s", r.status, r.header.Get("Retry-After"), r.body, openai.CodeMemoryBusy)
+		t.Fatalf("a body over the budget left: %d %q %s, want 503 with Retry-After and code %s", r.status, r.header.Get("Retry-After"), r.body, openai.CodeMemoryBusy)
+	}
+	release()
+	big := `{"prompt":"` + strings.Repeat("a", 1<<20/BodyMemoryFactor+1) + `","max_tokens":1}` // BodyMemoryFactor× is over 1 MiB
+	if r := env.post("/v1/completions", big); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over the whole budget: %d %s, want 413 (waiting cannot help)", r.status, r.body)
 	}
 	if r := env.post("/v1/completions", `{"prompt":"hi","max_tokens":1}`); r.status != http.StatusOK {
 		t.Fatalf("a small body: %d %s", r.status, r.body)
 	}
-	if got := gathered(t, env, "kvpilot_preprocess_memory_refused_total"); got != 1 {
-		t.Errorf("kvpilot_preprocess_memory_refused_total = %v, want 1", got)
+	if got := gathered(t, env, "kvpilot_preprocess_memory_refused_total"); got != 2 {
+		t.Errorf("kvpilot_preprocess_memory_refused_total = %v, want 2", got)
 	}
 	waitBudgetFree(t, env)
 }
@@ -62,15 +69,8 @@ func TestPreprocessBudgetRefusesACompile(t *testing.T) {
 // was charged, and gives that back when it ends.
 func TestPreprocessBudgetShrinksOnceSubmitted(t *testing.T) {
 	env := newEnv(t, envOpts{preprocessMemory: 1 << 30})
-	env.gate.close()
 	body := `{"prompt":"hello there","max_tokens":2,"ignore_eos":true}`
-	done := make(chan response, 1)
-	go func() { done <- env.post("/v1/completions", body) }()
-	select {
-	case <-env.gate.entered:
-	case <-time.After(waitTimeout):
-		t.Fatal("the request never reached the executor")
-	}
+	done := postHeld(t, env, "/v1/completions", body)
 	if got, want := env.srv.budget.InUse(), int64(bodyRetainedFactor*len(body)); got != want {
 		t.Errorf("a running request holds %d bytes of the budget, want %d (%d× its body)", got, want, bodyRetainedFactor)
 	}
@@ -79,6 +79,22 @@ func TestPreprocessBudgetShrinksOnceSubmitted(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	waitBudgetFree(t, env)
+}
+
+// postHeld posts body to path with env's executor held, and returns once
+// the request has reached it (its preprocessing is over); the answer
+// comes on the channel once the gate is opened.
+func postHeld(t *testing.T, env *testEnv, path, body string) <-chan response {
+	t.Helper()
+	env.gate.close()
+	done := make(chan response, 1)
+	go func() { done <- env.post(path, body) }()
+	select {
+	case <-env.gate.entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request never reached the executor")
+	}
+	return done
 }
 
 // waitBudgetFree waits for every claim on env's budget to be given back:

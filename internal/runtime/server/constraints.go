@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -264,6 +265,18 @@ func constraintError(param string, err error) *openai.Error {
 		return busy(param, "%s: compiling the constraint: %v", param, err)
 	}
 	return openai.BadRequest(param, "%s: %v", param, err)
+}
+
+// memoryError is the answer to preprocessing whose charge the pod's
+// budget refused: 503 with Retry-After while other requests hold the
+// budget, 400 naming param when the work needs more than all of it
+// (membudget.ErrOverBudget: retrying cannot help).
+func memoryError(param string, err error, format string, args ...any) *openai.Error {
+	msg := fmt.Sprintf(format, args...)
+	if errors.Is(err, membudget.ErrExhausted) {
+		return busy(param, "%s: %v", msg, err)
+	}
+	return openai.BadRequest(param, "%s: %v", msg, err)
 }
 
 // reportDropped tells the client (a response header) and the log which

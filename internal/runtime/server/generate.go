@@ -114,13 +114,14 @@ func (s *Server) chatJob(ctx context.Context, h http.Header, req *openai.ChatReq
 // /tokenize renders through it too, so its count is the chat request's.
 func (s *Server) renderChat(ctx context.Context, h http.Header, req *openai.ChatRequest, j *job) ([]int32, *openai.Error) {
 	chat := &model.Chat{Messages: chatMessages(req.Messages), AddGenerationPrompt: req.GenerationPrompt(),
-		ContinueFinalMessage: req.ContinueFinalMessage, Kwargs: req.ChatTemplateKwargs}
+		ContinueFinalMessage: req.ContinueFinalMessage, Kwargs: req.ChatTemplateKwargs,
+		Charge: func(n int64) error { return membudget.Charge(ctx, n) }}
 	if apiErr := s.planTools(ctx, h, req, chat, j); apiErr != nil {
 		return nil, apiErr
 	}
 	prompt, err := s.cfg.Codec.EncodeChat(chat, req.SpecialTokens())
 	if err != nil {
-		return nil, openai.BadRequest(j.promptParam, "rendering the conversation with the model's chat template: %v", err)
+		return nil, memoryError(j.promptParam, err, "rendering the conversation with the model's chat template")
 	}
 	s.planReading(j, prompt)
 	return prompt, nil
@@ -207,6 +208,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 			// Read and dropped through a small buffer, so that the client,
 			// still sending, reads the 503 instead of a reset connection.
 			_, _ = io.Copy(io.Discard, src)
+			if errors.Is(err, membudget.ErrOverBudget) {
+				return nil, openai.TooLarge(s.budget.Limit() / BodyMemoryFactor)
+			}
 			return nil, busy("", "a body of %d bytes: %v", r.ContentLength, err)
 		}
 	} else {
@@ -218,6 +222,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 		switch {
 		case errors.As(err, &tooLarge):
 			return nil, openai.TooLarge(limit)
+		case errors.Is(err, membudget.ErrOverBudget):
+			return nil, openai.TooLarge(s.budget.Limit() / BodyMemoryFactor)
 		case errors.Is(err, membudget.ErrExhausted):
 			return nil, busy("", "reading the request body: %v", err)
 		}
@@ -448,6 +454,12 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 		params[i].Logprobs = j.lp.On || j.candidates > j.n
 		params[i].TopLogprobs = j.lp.Top
 	}
+	if len(params) > 0 {
+		seqs := int64(len(j.prompts) * j.candidates)
+		if err := membudget.Charge(r.Context(), seqs*stopMemory(params[0].Stop)); err != nil {
+			return nil, memoryError("stop", err, "matching stop strings in %d sequences", seqs)
+		}
+	}
 	one := func(p, k int) *openai.Error {
 		ep := params[p]
 		if ep.HasSeed {
@@ -518,12 +530,17 @@ func (s *Server) submit(r *http.Request, c *openai.Common, j *job, id, pid strin
 // time linear in the words' length, each distinct word tokenized once, and
 // stopped when the client leaves, between two words (a word is at most
 // openai.MaxBadWordBytes, so that is soon).
+//
+// Each word is charged to the request's memory claim before it is
+// tokenized (badWordMemory); once compiled, all but what the compiled
+// words keep (compiledBadWordMemory) is given back.
 func (s *Server) compileBadWords(ctx context.Context, words []string) (*sampling.BadWords, *openai.Error) {
 	if len(words) == 0 {
 		return nil, nil
 	}
 	seen := make(map[string]struct{}, len(words))
 	toks := make([][]int32, 0, 2*len(words))
+	var charged, tokens int64
 	for _, w := range words {
 		if ctx.Err() != nil {
 			return nil, cancelled()
@@ -531,15 +548,51 @@ func (s *Server) compileBadWords(ctx context.Context, words []string) (*sampling
 		if _, dup := seen[w]; dup {
 			continue
 		}
+		cost := badWordMemory * int64(len(w)+1)
+		if err := membudget.Charge(ctx, cost); err != nil {
+			return nil, memoryError("bad_words", err, "compiling bad_words")
+		}
+		charged += cost
 		seen[w] = struct{}{}
 		toks = append(toks, s.cfg.Codec.Encode(w, false), s.cfg.Codec.Encode(" "+w, false))
+		tokens += int64(len(toks[len(toks)-2]) + len(toks[len(toks)-1]))
 	}
 	b, err := sampling.CompileBadWords(ctx, toks)
 	if err != nil {
 		return nil, cancelled()
 	}
+	membudget.Return(ctx, charged-min(charged, compiledBadWordMemory*tokens))
 	return b, nil
 }
+
+// stopMemory is what matching stop strings costs a sequence for as long
+// as it runs (completion's stop matcher): a failure table entry (four
+// bytes, in a slice grown by doubling) per byte, and per string its
+// header, offset and state. Every sequence of a request has its own (n,
+// best_of, a batch of prompts), so a request with a few KiB of stop
+// strings and many choices takes far more than its body: 8 requests of
+// 128 choices with 64 KiB of stop strings each grew a runtime process by
+// 444 MiB, 444 KiB a sequence (this charges 513 KiB).
+func stopMemory(stops []string) int64 {
+	var n int64
+	for _, s := range stops {
+		n += 8*int64(len(s)) + 64
+	}
+	return n
+}
+
+// badWordMemory is what a bad_words entry costs, per byte (one more for
+// the entry itself), while it is tokenized with and without its leading
+// space and compiled: the token ids, the trie's edges and the
+// de-duplication. 1 MiB of short words (6 bytes on average) allocated 85
+// bytes a byte, a 64 KiB word 101, on the built-in model's byte-level
+// vocabulary (a token a byte, the worst case).
+const badWordMemory = 128
+
+// compiledBadWordMemory is what compiled bad_words keep per token for as
+// long as the request runs (sampling.BadWords: two int32 arrays, by node
+// and by ban, each at most a token).
+const compiledBadWordMemory = 8
 
 // run submits the request and writes its response; out, when set,
 // receives the result for the program table.

@@ -60,8 +60,9 @@ func TestBytesPerNFAState(t *testing.T) {
 	runtime.KeepAlive(b)
 }
 
-// A compile draws its states on the request's claim and fails with
-// membudget.ErrExhausted when the pod's budget cannot give them.
+// A compile draws its states on the request's claim and fails with the
+// budget's error when it cannot give them (ErrOverBudget: the compile
+// alone needs more than all of it).
 func TestCompileChargesItsClaim(t *testing.T) {
 	opts := bigChoice()[:2000]
 	budget := membudget.New(1 << 40)
@@ -75,8 +76,8 @@ func TestCompileChargesItsClaim(t *testing.T) {
 	}
 	small := membudget.New(int64(c.Held()) / 2)
 	_, err = CompileChoice(membudget.WithClaim(context.Background(), small.Claim()), opts)
-	if !errors.Is(err, membudget.ErrExhausted) {
-		t.Fatalf("compile past the budget: %v, want ErrExhausted", err)
+	if !errors.Is(err, membudget.ErrOverBudget) {
+		t.Fatalf("compile past the budget: %v, want ErrOverBudget", err)
 	}
 }
 
@@ -101,8 +102,8 @@ func TestRepeatedClassConvertedOnce(t *testing.T) {
 }
 
 // A schema's conversion draws the states it counts before it builds their
-// nodes, and the compile fails with membudget.ErrExhausted when the claim
-// cannot grow.
+// nodes, and the compile fails with the budget's error (ErrOverBudget
+// here) when the claim cannot grow.
 func TestSchemaCompileChargesItsClaim(t *testing.T) {
 	schema := []byte(bigSchema(3))
 	c := membudget.New(1 << 40).Claim()
@@ -112,8 +113,8 @@ func TestSchemaCompileChargesItsClaim(t *testing.T) {
 	held := c.Held()
 	small := membudget.New(held / 4).Claim()
 	_, _, err := CompileJSONSchema(membudget.WithClaim(context.Background(), small), schema, SchemaOptions{})
-	if !errors.Is(err, membudget.ErrExhausted) {
-		t.Fatalf("a schema past the budget: %v, want ErrExhausted", err)
+	if !errors.Is(err, membudget.ErrOverBudget) {
+		t.Fatalf("a schema past the budget: %v, want ErrOverBudget", err)
 	}
 	t.Logf("the schema drew %d KiB; refused at a quarter", held>>10)
 }

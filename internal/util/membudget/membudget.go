@@ -24,6 +24,11 @@ import (
 // spent by requests in flight: the work may succeed later.
 var ErrExhausted = errors.New("the pod's request-preprocessing memory budget is in use by other requests")
 
+// ErrOverBudget is a claim that could not grow because it would hold more
+// than the whole budget: the work cannot be done on this pod, however long
+// it waits, and the request is refused as too large.
+var ErrOverBudget = errors.New("the request needs more request-preprocessing memory than the pod's whole budget")
+
 // Budget is a pod-wide number of bytes that claims draw on.
 type Budget struct {
 	limit int64
@@ -75,6 +80,13 @@ func (b *Budget) tryAcquire(n int64) bool {
 	return true
 }
 
+// refuse counts a claim refused without asking tryAcquire.
+func (b *Budget) refuse() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refused++
+}
+
 func (b *Budget) release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -97,8 +109,10 @@ type Claim struct {
 // Claim starts a claim of nothing on b. Release it when the request ends.
 func (b *Budget) Claim() *Claim { return &Claim{b: b} }
 
-// Grow adds n bytes to the claim, or fails with ErrExhausted (wrapped
-// with the sizes) without waiting. A released claim grows no more.
+// Grow adds n bytes to the claim, or fails without waiting: with
+// ErrOverBudget when the claim would hold more than the budget, else with
+// ErrExhausted while other claims hold what it needs (both wrapped with
+// the sizes). A released claim grows no more.
 func (c *Claim) Grow(n int64) error {
 	if n <= 0 {
 		return nil
@@ -107,6 +121,10 @@ func (c *Claim) Grow(n int64) error {
 	defer c.mu.Unlock()
 	if c.released {
 		return fmt.Errorf("%w (the request has ended)", ErrExhausted)
+	}
+	if c.b.limit > 0 && c.held+n > c.b.limit {
+		c.b.refuse()
+		return fmt.Errorf("%w: %d more bytes asked, %d held by this request, budget %d", ErrOverBudget, n, c.held, c.b.limit)
 	}
 	if !c.b.tryAcquire(n) {
 		return fmt.Errorf("%w: %d more bytes asked, %d held by this request, budget %d", ErrExhausted, n, c.held, c.b.limit)
@@ -132,6 +150,19 @@ func (c *Claim) ShrinkTo(n int64) {
 	}
 	c.b.release(c.held - max(n, 0))
 	c.held = max(n, 0)
+}
+
+// Shrink gives back n of the bytes the claim holds (all it holds when n
+// is more): charged work that is over while the request goes on.
+func (c *Claim) Shrink(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released || n <= 0 {
+		return
+	}
+	n = min(n, c.held)
+	c.b.release(n)
+	c.held -= n
 }
 
 // Release gives back all the claim holds. It may be called more than once.
@@ -167,4 +198,13 @@ func Charge(ctx context.Context, n int64) error {
 		return c.Grow(n)
 	}
 	return nil
+}
+
+// Return gives back n bytes of the claim ctx carries (Claim.Shrink); with
+// no claim in ctx it does nothing. Code that charged for memory it has
+// let go of, while the request goes on, calls it.
+func Return(ctx context.Context, n int64) {
+	if c := FromContext(ctx); c != nil {
+		c.Shrink(n)
+	}
 }

@@ -77,8 +77,8 @@ func TestChargeThroughContext(t *testing.T) {
 	if err := Charge(ctx, 8); err != nil {
 		t.Fatal(err)
 	}
-	if err := Charge(ctx, 8); !errors.Is(err, ErrExhausted) {
-		t.Fatalf("Charge past the budget: %v", err)
+	if err := Charge(ctx, 8); !errors.Is(err, ErrOverBudget) {
+		t.Fatalf("Charge past the whole budget: %v", err)
 	}
 	// A request cancelled releases its claim (the server releases when
 	// the handler returns, whatever ended it).
@@ -117,4 +117,53 @@ func TestUnlimited(t *testing.T) {
 	if b.InUse() != 1<<50 {
 		t.Fatal("an unlimited budget still counts its use")
 	}
+}
+
+// Return gives back part of what the context's claim holds, never more
+// than it holds, and nothing once it is released.
+func TestReturnGivesBackPart(t *testing.T) {
+	b := New(100)
+	c := b.Claim()
+	ctx := WithClaim(context.Background(), c)
+	if err := Charge(ctx, 70); err != nil {
+		t.Fatal(err)
+	}
+	Return(ctx, 30)
+	if c.Held() != 40 || b.InUse() != 40 {
+		t.Fatalf("after returning 30 of 70: held %d, in use %d, want 40", c.Held(), b.InUse())
+	}
+	Return(ctx, 1000)
+	if c.Held() != 0 || b.InUse() != 0 {
+		t.Fatalf("after returning more than held: held %d, in use %d, want 0", c.Held(), b.InUse())
+	}
+	Return(context.Background(), 5) // no claim: nothing
+	c.Release()
+	Return(ctx, 5)
+	if b.InUse() != 0 {
+		t.Fatalf("in use %d after release", b.InUse())
+	}
+}
+
+// A claim that would hold more than the whole budget fails with
+// ErrOverBudget, not ErrExhausted: waiting cannot make it fit.
+func TestGrowPastTheWholeBudget(t *testing.T) {
+	b := New(100)
+	c := b.Claim()
+	if err := c.Grow(101); !errors.Is(err, ErrOverBudget) || errors.Is(err, ErrExhausted) {
+		t.Fatalf("Grow(101) of a 100-byte budget: %v, want ErrOverBudget", err)
+	}
+	if err := c.Grow(60); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Grow(41); !errors.Is(err, ErrOverBudget) {
+		t.Fatalf("Grow(41) while holding 60 of 100: %v, want ErrOverBudget", err)
+	}
+	other := b.Claim()
+	if err := other.Grow(41); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("another claim's Grow(41) while 60 of 100 are held: %v, want ErrExhausted", err)
+	}
+	if b.InUse() != 60 || b.Refused() != 3 {
+		t.Fatalf("in use %d, refused %d; want 60 and 3", b.InUse(), b.Refused())
+	}
+	c.Release()
 }

@@ -186,6 +186,18 @@ func (p *Process) PeakRSS(t testing.TB) int64 {
 	return n
 }
 
+// LimitMemory caps the memory the process may still take at extra bytes
+// beyond what its data segment holds now (Linux's RLIMIT_DATA, which
+// counts the Go heap's mappings): past it an allocation fails and the Go
+// runtime exits, as a pod meeting its memory limit is killed. Where it
+// cannot be set (not Linux) the test is skipped.
+func (p *Process) LimitMemory(t testing.TB, extra int64) {
+	t.Helper()
+	if err := limitData(p.cmd.Process.Pid, extra); err != nil {
+		t.Skipf("%s: %v", p.Name, err)
+	}
+}
+
 // Log is everything the process has written to stdout and stderr so far.
 func (p *Process) Log() string { return p.log.String() }
 
