@@ -118,6 +118,15 @@ type StateKeeper interface {
 	StateSlots() int
 }
 
+// ChunkLimiter is implemented by executors that bound the tokens one
+// sequence takes in one iteration (the ggml executor's window cache,
+// whose per-sequence rings hold a sliding window and one such chunk):
+// the engine cuts every sequence's share of an iteration to
+// MaxSeqTokens (0: no bound).
+type ChunkLimiter interface {
+	MaxSeqTokens() int
+}
+
 // HostStateKeeper is a StateKeeper that also keeps states in host memory:
 // ReserveHostStates(n) adds n host slots, numbered after the device's
 // (StateSlots() … StateSlots()+n-1), which StateCopy moves states to and

@@ -213,37 +213,47 @@ func (e *Executor) recurrent(l int) bool {
 	return e.cfg.LayerKinds != nil && e.cfg.LayerKinds[l] == arch.Recurrent
 }
 
-// allocStates adds the recurrent layers' state tensors to ctx, stateSlots
-// states per layer of both kinds, and returns them with their sizes in
-// bytes (none for a model without recurrent layers).
+// statePart is one tensor's share of a state slot: row bytes a slot, slot
+// s's at s·row. A slot is its parts, in order (the host slots' layout).
+type statePart struct {
+	t   cTensor
+	row int
+}
+
+// allocStates adds the state slots' tensors to ctx, stateSlots slots of
+// every recurrent layer's two states and every sliding layer's two rings
+// (window_ring.go), keeps them as e.stateParts and returns them with
+// their sizes in bytes (none for a model that keeps no states).
 func (e *Executor) allocStates(ctx cCtx) (ts []cTensor, sizes []int) {
 	c := e.cfg
-	if c.RecurrentLayers() == 0 {
-		return nil, nil
-	}
-	e.convState, e.deltaState = make([]cTensor, c.Layers), make([]cTensor, c.Layers)
-	conv, delta := c.Recurrent.ConvStateFloats(), c.Recurrent.DeltaStateFloats()
-	for l := range c.Layers {
-		if !e.recurrent(l) {
-			continue
+	if c.RecurrentLayers() > 0 {
+		e.convState, e.deltaState = make([]cTensor, c.Layers), make([]cTensor, c.Layers)
+		conv, delta := c.Recurrent.ConvStateFloats(), c.Recurrent.DeltaStateFloats()
+		for l := range c.Layers {
+			if !e.recurrent(l) {
+				continue
+			}
+			e.convState[l] = e.a.newTensor2d(ctx, typeF32, int64(conv), int64(e.stateSlots))
+			e.deltaState[l] = e.a.newTensor2d(ctx, typeF32, int64(delta), int64(e.stateSlots))
+			e.stateParts = append(e.stateParts, statePart{e.convState[l], 4 * conv}, statePart{e.deltaState[l], 4 * delta})
 		}
-		e.convState[l] = e.a.newTensor2d(ctx, typeF32, int64(conv), int64(e.stateSlots))
-		e.deltaState[l] = e.a.newTensor2d(ctx, typeF32, int64(delta), int64(e.stateSlots))
-		ts = append(ts, e.convState[l], e.deltaState[l])
-		sizes = append(sizes, 4*conv*e.stateSlots, 4*delta*e.stateSlots)
+	}
+	e.stateParts = append(e.stateParts, e.allocRings(ctx)...)
+	for _, p := range e.stateParts {
+		ts, sizes = append(ts, p.t), append(sizes, p.row*e.stateSlots)
 	}
 	return ts, sizes
 }
 
-// StateSlots is how many sequences' recurrent states the executor keeps
-// (batch.StateKeeper): 0 for a model without recurrent layers.
+// StateSlots is how many sequences' states (recurrent layers', rings) the
+// executor keeps (batch.StateKeeper): 0 for a model that keeps none.
 func (e *Executor) StateSlots() int { return e.stateSlots }
 
 // ReserveHostStates adds n host slots (batch.HostStateKeeper), numbered
 // after the device's, replacing those reserved before.
 func (e *Executor) ReserveHostStates(n int) error {
-	if e.convState == nil {
-		return errors.New("ggml executor: the model keeps no recurrent states")
+	if e.stateSlots == 0 {
+		return errors.New("ggml executor: the model keeps no states")
 	}
 	if n < 0 {
 		return fmt.Errorf("ggml executor: %d host state slots", n)
@@ -252,7 +262,7 @@ func (e *Executor) ReserveHostStates(n int) error {
 		e.a.bufferFree(e.hostStateBuf)
 		e.hostStateBuf, e.hostStates = 0, nil
 	}
-	buf, host, err := e.hostBytes(n * int(e.cfg.StateBytes()))
+	buf, host, err := e.hostBytes(n * int(e.stateBytes()))
 	if err != nil {
 		return fmt.Errorf("ggml executor: %d host state slots: %w", n, err)
 	}
@@ -260,55 +270,44 @@ func (e *Executor) ReserveHostStates(n int) error {
 	return nil
 }
 
-// copyStates copies recurrent states between slots (batch.Batch's
-// StateCopies and StateSaves), layer by layer: between device slots
-// through host memory, to and from host slots directly.
+// copyStates copies states between slots (batch.Batch's StateCopies and
+// StateSaves), part by part: between device slots through host memory,
+// to and from host slots directly.
 func (e *Executor) copyStates(copies []batch.StateCopy) {
 	if len(copies) == 0 {
 		return
 	}
-	c := e.cfg.Recurrent
-	conv, delta := 4*c.ConvStateFloats(), 4*c.DeltaStateFloats()
-	stateBytes := int(e.cfg.StateBytes())
-	r := 0 // the recurrent layer's index among them
-	for l := range e.cfg.Layers {
-		if !e.recurrent(l) {
-			continue
+	stateBytes := int(e.stateBytes())
+	off := 0 // the part's offset in a host slot
+	for _, st := range e.stateParts {
+		// A host slot's row of this part.
+		hostRow := func(slot int) unsafe.Pointer {
+			return unsafe.Pointer(&e.hostStates[(slot-e.stateSlots)*stateBytes+off])
 		}
-		for k, st := range [2]struct {
-			t   cTensor
-			row int
-		}{{e.convState[l], conv}, {e.deltaState[l], delta}} {
-			// A host slot's row of this layer and kind.
-			hostRow := func(slot int) unsafe.Pointer {
-				off := (slot-e.stateSlots)*stateBytes + r*(conv+delta) + k*conv
-				return unsafe.Pointer(&e.hostStates[off])
-			}
-			for _, cp := range copies {
-				fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
-				switch {
-				case !fromHost && !toHost:
-					e.s.stateRow = grow(e.s.stateRow, st.row)
-					p := unsafe.Pointer(&e.s.stateRow[0])
-					e.a.tensorGet(st.t, p, uintptr(cp.From*st.row), uintptr(st.row))
-					e.a.tensorSet(st.t, p, uintptr(cp.To*st.row), uintptr(st.row))
-				case !fromHost:
-					e.a.tensorGet(st.t, hostRow(cp.To), uintptr(cp.From*st.row), uintptr(st.row))
-				case !toHost:
-					e.a.tensorSet(st.t, hostRow(cp.From), uintptr(cp.To*st.row), uintptr(st.row))
-				default:
-					copy(unsafe.Slice((*byte)(hostRow(cp.To)), st.row), unsafe.Slice((*byte)(hostRow(cp.From)), st.row))
-				}
+		for _, cp := range copies {
+			fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
+			switch {
+			case !fromHost && !toHost:
+				e.s.stateRow = grow(e.s.stateRow, st.row)
+				p := unsafe.Pointer(&e.s.stateRow[0])
+				e.a.tensorGet(st.t, p, uintptr(cp.From*st.row), uintptr(st.row))
+				e.a.tensorSet(st.t, p, uintptr(cp.To*st.row), uintptr(st.row))
+			case !fromHost:
+				e.a.tensorGet(st.t, hostRow(cp.To), uintptr(cp.From*st.row), uintptr(st.row))
+			case !toHost:
+				e.a.tensorSet(st.t, hostRow(cp.From), uintptr(cp.To*st.row), uintptr(st.row))
+			default:
+				copy(unsafe.Slice((*byte)(hostRow(cp.To)), st.row), unsafe.Slice((*byte)(hostRow(cp.From)), st.row))
 			}
 		}
-		r++
+		off += st.row
 	}
 }
 
 // checkStates refuses a batch whose sequences' state slots are out of
 // range or shared, or whose state copies name slots out of range.
 func (e *Executor) checkStates(b *batch.Batch) error {
-	if e.convState == nil {
+	if e.stateSlots == 0 {
 		return nil
 	}
 	all := e.stateSlots + e.hostStateSlots
