@@ -3,7 +3,11 @@
 package ggml
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
@@ -14,17 +18,19 @@ import (
 // rings of chunk tokens beside the window (0: paged, as newTestExec's).
 func newWindowExec(t testing.TB, m *model.Model, numBlocks, chunk int) *Executor {
 	t.Helper()
-	opts := Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, KVCacheDType: testKV,
-		WindowCache: chunk > 0, WindowChunk: chunk, StateSlots: 4}
-	if flashAttention && testDevice() != DeviceCPU {
-		opts.FlashMaxSeqs = 1 << 30
-	}
-	e, err := New(m, numBlocks, testBlockSize, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	return e
+	windowChunk = chunk
+	defer func() { windowChunk = 0 }()
+	return newTestExec(t, m, numBlocks)
+}
+
+// withWindowCache runs f with newTestExec's window cache on, rings of
+// chunk tokens beside the window.
+func withWindowCache(t *testing.T, chunk int, f func(t *testing.T)) {
+	t.Run(fmt.Sprintf("window-chunk=%d", chunk), func(t *testing.T) {
+		windowChunk = chunk
+		defer func() { windowChunk = 0 }()
+		f(t)
+	})
 }
 
 // windowSteps are two sequences' iterations in slots 1 and 3: their
@@ -92,6 +98,60 @@ func TestWindowCacheMatchesPaged(t *testing.T) {
 		t.Logf("window cache vs paged: max |diff| %.3g over %d iterations", d, len(steps))
 		if d > 1e-4 {
 			t.Errorf("the window cache's logits differ from the paged cache's by %.3g", d)
+		}
+	})
+}
+
+// TestWindowCacheEngineBatchingEquivalence is TestEngineBatchingEquivalence
+// for gpt-oss (a window of 8) with the window cache, its rings 8 + 4
+// cells (prompts prefilled 4 tokens an iteration): batched, preempted and
+// resumed from checkpoints at prefix hits, every request's tokens are
+// those it gets alone; F16 cache, both attentions.
+func TestWindowCacheEngineBatchingEquivalence(t *testing.T) {
+	withKV(t, kvcache.DTypeF16, func(t *testing.T) {
+		withWindowCache(t, 16, func(t *testing.T) {
+			bothAttentions(t, func(t *testing.T) { testEngineBatchingEquivalence(t, gptossNarrow()) })
+		})
+	})
+}
+
+// TestWindowCacheTurnResumesFromHost: with the window cache, a program's
+// rings are checkpointed as a hybrid model's states are: when other
+// programs' checkpoints evict its own from the device, it spills to the
+// host tier, and the program's next turn resumes from its last decoded
+// block boundary with the tokens of a fresh engine.
+func TestWindowCacheTurnResumesFromHost(t *testing.T) {
+	m := randomModel(t, gptossNarrow(), model.F32, 5)
+	rng := rand.New(rand.NewPCG(8, 9))
+	prompt := func(n int) []int32 {
+		p := make([]int32, n)
+		for i := range p {
+			p[i] = int32(rng.IntN(m.Config.VocabSize))
+		}
+		return p
+	}
+	turn1, others := prompt(37), make([][]int32, 14)
+	for i := range others {
+		others[i] = prompt(21)
+	}
+	withWindowCache(t, 16, func(t *testing.T) {
+		e, reg := newEngine(t, m, engineOpts{numBlocks: 256, maxSeqs: 4, maxBatched: 64, prefix: true, hostStates: 64})
+		out1, _ := runTurn(t, e, turn1, "a1")
+		for i, p := range others {
+			runTurn(t, e, p, fmt.Sprintf("o%d", i))
+		}
+		turn2 := append(append(append([]int32(nil), turn1...), out1...), 7, 8, 9)
+		got, u := runTurn(t, e, turn2, "a2")
+		fresh, _ := newEngine(t, m, engineOpts{numBlocks: 256, maxSeqs: 4, maxBatched: 64})
+		want, _ := runTurn(t, fresh, turn2, "alone")
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("second turn differs from scratch (-scratch +resumed):\n%s", diff)
+		}
+		if spills := counter(t, reg, "kvpilot_recurrent_state_spills_total"); spills == 0 {
+			t.Error("no checkpoint spilled to the host")
+		}
+		if want := 47 / testBlockSize * testBlockSize; u.CachedTokens != want {
+			t.Errorf("second turn resumed from %d cached tokens, want %d", u.CachedTokens, want)
 		}
 	})
 }
