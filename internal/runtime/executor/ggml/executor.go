@@ -209,10 +209,11 @@ type scratch struct {
 	// maskSWA and maskSWA16 are the sliding layers' (attn_window.go).
 	maskSWA   []float32
 	maskSWA16 []uint16
-	// ringIdx, ringSlots, ringMask and ringMask16 are the window cache's
-	// (window_ring.go).
+	// ringIdx, ringRows, ringSeqs, ringMask and ringMask16 are the window
+	// cache's (window_ring.go).
 	ringIdx    []int64
-	ringSlots  []int32
+	ringRows   []int32
+	ringSeqs   []ringSeq
 	ringMask   []float32
 	ringMask16 []uint16
 	tokens     []int32 // the sampled rows' argmax (deviceArgmax)

@@ -29,9 +29,9 @@ type inputs struct {
 	// stateIdx and stateKeep are the sequences' state slots and keep
 	// factors, pos4 the M-RoPE positions (graph_recurrent.go), or 0.
 	stateIdx, stateKeep, pos4 cTensor
-	// ringIdx, ringSlots and ringMask are the window cache's
+	// ringIdx, ringRows and ringMask are the window cache's
 	// (window_ring.go), or 0.
-	ringIdx, ringSlots, ringMask cTensor
+	ringIdx, ringRows, ringMask cTensor
 }
 
 // graph is a built compute graph and what run needs of it, kept for the

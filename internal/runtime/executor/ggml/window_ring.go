@@ -31,11 +31,12 @@ import (
 // The paged cache (KVGeometry's Layers) then holds the full-attention
 // layers only: gpt-oss's cache in blocks is half as large a token.
 //
-// A cell's position is not stored: after an iteration that ends at
-// position end (exclusive), cell c holds the last position before end
-// that is c modulo cells. A token at t sees cell c when that position p
-// exists, p ≤ t and t - p < window: today's visibility rule
-// (attn_window.go), over the ring's cells in cell order.
+// A sequence's attention gathers its window's cells from its ring in
+// position order (its first token's window start to its last token):
+// the keys and values the paged cache would hold for them, in the order
+// it holds them, under today's mask (attn_window.go), so that the logits
+// are the paged cache's to the bit; and a step reads its window, not the
+// whole ring.
 
 // DefaultWindowChunk is Options.WindowChunk's default: llama.cpp's
 // default micro-batch (n_ubatch), which its iSWA cache adds to the window.
@@ -158,51 +159,85 @@ func (e *Executor) checkRing(b *batch.Batch) error {
 	return nil
 }
 
-// ringCellPos is the position cell c of a ring of cells holds once
-// positions up to end (exclusive) are written: the last one before end
-// that is c modulo cells, or -1 when there is none.
-func ringCellPos(c, end, cells int) int {
-	d := end - 1 - c
-	if d < 0 {
-		return -1
-	}
-	return c + d/cells*cells
+// ringSeq is one sequence's share of the rings' attention: its window's
+// rows, rows[row : row+span] of the gathered run (positions end-span …
+// end-1, in position order), and its mask, n rows of span at mask (with
+// attention per sequence).
+type ringSeq struct {
+	first, row, span, mask int
 }
 
-// prepareRing fills the rings' inputs: every token's cell
-// (s.ringIdx: slot·cells + position mod cells), every sequence's slot
-// (s.ringSlots) and the mask: with attention per sequence (flash) one
-// row of cells a token (s.ringMask16), else a row over the batch's
-// gathered rings, sequence after sequence (s.ringMask).
-func (e *Executor) prepareRing(b *batch.Batch, n int) {
-	r, s := e.ring, &e.s
-	s.ringIdx = grow(s.ringIdx, n)
-	s.ringSlots = grow(s.ringSlots, len(b.Seqs))
-	span := r.cells
-	if !s.flash {
-		span *= len(b.Seqs)
+// fattnTileQ and fattnTileKV are ggml's CPU flash-attention tiles
+// (GGML_FA_TILE_Q, GGML_FA_TILE_KV): a call of at least fattnTileQ query
+// rows runs tiled, its softmax rescaled once a tile of fattnTileKV keys.
+const fattnTileQ, fattnTileKV = 64, 64
+
+// ringWindow is the positions a sequence's n tokens from pos read from
+// its ring: span positions from first, which hold the window of every
+// one of them (pos-window+1 … pos+n-1), the rest masked out. span depends
+// on n alone, so that a graph serves every step of a batch of the same
+// shape. A call that runs tiled starts at a multiple of the key tile, as
+// the paged cache's run starts at position 0: the tiles then hold the
+// same positions, and the sums round the same.
+func ringWindow(pos, n, window int) (first, span int) {
+	align := 1
+	if n >= fattnTileQ {
+		align = fattnTileKV
 	}
-	s.ringMask = grow(s.ringMask, n*span)
-	inf := float32(math.Inf(-1))
-	t := 0
+	first = max(0, (pos-window+1)/align*align)
+	return first, n + window - 1 + align - 1
+}
+
+// prepareRing fills the rings' inputs: every token's cell (s.ringIdx:
+// slot·cells + position mod cells); per sequence the rows its window
+// reads, from its first token's window start to its last token, in
+// position order (s.ringRows, ringWindow's); and the mask, a token seeing its window's positions
+// (attn_window.go's rule): with attention per sequence (flash) each
+// sequence's n × span (s.ringMask16), else one row over the whole
+// gathered run a token (s.ringMask).
+func (e *Executor) prepareRing(b *batch.Batch, n int) {
+	r, s, w := e.ring, &e.s, e.ring.window
+	s.ringIdx = grow(s.ringIdx, n)
+	s.ringRows = s.ringRows[:0]
+	s.ringSeqs = s.ringSeqs[:0]
+	t, size := 0, 0
 	for i := range b.Seqs {
 		sq := &b.Seqs[i]
-		s.ringSlots[i] = int32(sq.State)
-		end := sq.Pos + len(sq.Tokens)
+		base := sq.State * r.cells
 		for j := range sq.Tokens {
-			p := sq.Pos + j
-			s.ringIdx[t] = int64(sq.State*r.cells + p%r.cells)
-			row := s.ringMask[t*span : (t+1)*span]
-			own := 0
+			s.ringIdx[t+j] = int64(base + (sq.Pos+j)%r.cells)
+		}
+		first, span := ringWindow(sq.Pos, len(sq.Tokens), w)
+		rs := ringSeq{first: first, row: len(s.ringRows), span: span, mask: size}
+		for p := first; p < first+span; p++ {
+			s.ringRows = append(s.ringRows, int32(base+p%r.cells))
+		}
+		s.ringSeqs = append(s.ringSeqs, rs)
+		size += span * len(sq.Tokens)
+		t += len(sq.Tokens)
+	}
+	all := len(s.ringRows)
+	if !s.flash {
+		size = all * n
+	}
+	s.ringMask = grow(s.ringMask, size)
+	inf := float32(math.Inf(-1))
+	for i := range s.ringMask {
+		s.ringMask[i] = inf
+	}
+	t = 0
+	for i := range b.Seqs {
+		sq, rs := &b.Seqs[i], s.ringSeqs[i]
+		first := rs.first
+		for j := range sq.Tokens {
+			row := s.ringMask[rs.mask+j*rs.span:][:rs.span]
 			if !s.flash {
-				own = i * r.cells
+				row = s.ringMask[t*all+rs.row:][:rs.span]
 			}
+			q := sq.Pos + j
 			for k := range row {
-				row[k] = inf
-			}
-			for c := range r.cells {
-				if q := ringCellPos(c, end, r.cells); q >= 0 && q <= p && p-q < r.window {
-					row[own+c] = 0
+				if p := first + k; p >= 0 && p <= q && q-p < w {
+					row[k] = 0
 				}
 			}
 			t++
@@ -220,17 +255,13 @@ func (e *Executor) prepareRing(b *batch.Batch, n int) {
 	}
 }
 
-// ringSignature appends what a graph over the rings depends on: with
-// attention per sequence, every sequence's slot (its ring is a view at
-// the slot's offset).
+// ringSignature appends what a graph over the rings depends on beyond
+// the batch's sequences' token counts: the gathered run's length.
 func (e *Executor) ringSignature(sig []int64) []int64 {
-	if e.ring == nil || !e.s.flash {
+	if e.ring == nil {
 		return sig
 	}
-	for _, slot := range e.s.ringSlots {
-		sig = append(sig, int64(slot))
-	}
-	return sig
+	return append(sig, int64(len(e.s.ringRows)))
 }
 
 // ringInputs adds the graph's ring inputs.
@@ -240,13 +271,12 @@ func (o *graphOps) ringInputs() {
 		return
 	}
 	o.in.ringIdx = o.input(typeI64, o.nt, 0)
+	o.in.ringRows = o.input(typeI32, int64(len(e.s.ringRows)), 0)
 	if e.s.flash {
 		o.in.ringMask = o.input(typeF16, int64(len(e.s.ringMask16)), 0)
 		return
 	}
-	ns := int64(len(e.s.ringSlots))
-	o.in.ringSlots = o.input(typeI32, ns, 0)
-	o.in.ringMask = o.input(typeF32, ns*int64(e.ring.cells), o.nt)
+	o.in.ringMask = o.input(typeF32, int64(len(e.s.ringRows)), o.nt)
 }
 
 // setRingInputs uploads them.
@@ -256,40 +286,49 @@ func (e *Executor) setRingInputs(in inputs) {
 	}
 	s := &e.s
 	e.a.tensorSet(in.ringIdx, unsafe.Pointer(&s.ringIdx[0]), 0, uintptr(8*len(s.ringIdx)))
-	if in.ringSlots != 0 {
-		e.a.tensorSet(in.ringSlots, unsafe.Pointer(&s.ringSlots[0]), 0, uintptr(4*len(s.ringSlots)))
-		e.a.tensorSet(in.ringMask, unsafe.Pointer(&s.ringMask[0]), 0, uintptr(4*len(s.ringMask)))
+	e.a.tensorSet(in.ringRows, unsafe.Pointer(&s.ringRows[0]), 0, uintptr(4*len(s.ringRows)))
+	if s.flash {
+		e.a.tensorSet(in.ringMask, unsafe.Pointer(&s.ringMask16[0]), 0, uintptr(2*len(s.ringMask16)))
 		return
 	}
-	e.a.tensorSet(in.ringMask, unsafe.Pointer(&s.ringMask16[0]), 0, uintptr(2*len(s.ringMask16)))
+	e.a.tensorSet(in.ringMask, unsafe.Pointer(&s.ringMask[0]), 0, uintptr(4*len(s.ringMask)))
 }
 
 // ringAttention is a sliding layer's attention over the rings: this
-// iteration's keys and values written into their cells, then per
-// sequence over its own ring, read in place (flash attention), or over
-// the batch's rings gathered into one run (the plain chain).
+// iteration's keys and values written into their cells, then each
+// sequence's window gathered from its ring in position order (as the
+// paged cache holds it, and llama.cpp's), and attended per sequence
+// (flash attention, the gathered rows back in the cache's type) or as one
+// run (the plain chain). Gathering reads the window only, not the ring's
+// other cells, and the same graph serves every step of a batch of the
+// same shape, wherever its windows lie in their rings.
 func (o *graphOps) ringAttention(layer int, q, k, v, sinks cTensor, scale float32) cTensor {
 	e, a, ctx, r := o.e, o.e.a, o.ctx, o.e.ring
 	c := e.cfg
-	hd, kvHeads, cells := int64(c.HeadDim), int64(c.KVHeads), int64(r.cells)
+	hd, kvHeads := int64(c.HeadDim), int64(c.KVHeads)
 	kw := a.setRows(ctx, r.k[layer], a.reshape2d(ctx, k, int64(e.kvDim), o.nt), o.in.ringIdx)
 	vw := a.setRows(ctx, r.v[layer], v, o.in.ringIdx)
+	// gather reads rows [row, row+span) of ringRows from a written ring
+	// ([hd, kvHeads, span], F32).
+	gather := func(written cTensor, row, span int) cTensor {
+		ids := a.view1d(ctx, o.in.ringRows, int64(span), uintptr(4*row))
+		return a.reshape3d(ctx, a.getRows(ctx, written, ids), hd, kvHeads, int64(span))
+	}
 	if e.s.flash {
-		headRow, kvRow := a.rowSize(e.kvType, hd), uintptr(e.kvRow)
-		ring := func(written cTensor, i int) cTensor {
-			off := uintptr(e.s.ringSlots[i]) * uintptr(cells) * kvRow
-			return a.view3d(ctx, written, hd, kvHeads, cells, headRow, kvRow, off)
+		window := func(written cTensor, i int) cTensor {
+			rs := &e.s.ringSeqs[i]
+			w := gather(written, rs.row, rs.span)
+			if e.kvType != typeF32 {
+				w = a.cast(ctx, w, e.kvType)
+			}
+			return w
 		}
 		mask := func(i int) cTensor {
-			sa := &e.s.seqs[i]
-			return a.view2d(ctx, o.in.ringMask, cells, int64(sa.n), uintptr(2*cells), uintptr(2*cells)*uintptr(sa.t0))
+			rs, n := &e.s.ringSeqs[i], int64(e.s.seqs[i].n)
+			return a.view2d(ctx, o.in.ringMask, int64(rs.span), n, uintptr(2*rs.span), uintptr(2*rs.mask))
 		}
-		return e.flashPerSeq(ctx, o.in, q, kw, vw, sinks, scale, ring, mask)
+		return e.flashPerSeq(ctx, o.in, q, kw, vw, sinks, scale, window, mask)
 	}
-	ns := int64(len(e.s.ringSlots))
-	gather := func(written cTensor) cTensor {
-		rows := a.getRows(ctx, a.reshape2d(ctx, written, int64(e.kvDim)*cells, int64(e.stateSlots)), o.in.ringSlots)
-		return a.reshape3d(ctx, rows, hd, kvHeads, ns*cells)
-	}
-	return o.plainAttention(q, gather(kw), gather(vw), o.in.ringMask, sinks, scale)
+	all := len(e.s.ringRows)
+	return o.plainAttention(q, gather(kw, 0, all), gather(vw, 0, all), o.in.ringMask, sinks, scale)
 }
