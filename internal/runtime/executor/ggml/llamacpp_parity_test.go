@@ -60,26 +60,11 @@ const parityLogitsTol = 1e-3
 // executor's logits, fed llama.cpp's tokens, must be within
 // parityLogitsTol of llama.cpp's at every step.
 func TestGreedyParityWithLlamaCpp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs llama.cpp in node: not in -short (race) runs, whose concern it is not")
-	}
-	lib := testLibDir(t)
-	if testDevice() != DeviceCPU {
-		t.Skipf("llama.cpp runs on the CPU here; the executor on %s is held to the cpu executor instead", testDevice())
-	}
-	dir := llamacpp.Node(t)
+	lib, dir := parityReference(t)
 	for _, c := range parityModels() {
 		for _, typ := range []model.DType{model.F16, model.Q8_0} {
 			t.Run(c.name+"/"+typ.String(), func(t *testing.T) {
-				path := filepath.Join(t.TempDir(), c.name+"-"+strings.ToLower(typ.String())+".gguf")
-				writeGGUF(t, parityModel(c.cfg, c.seed), typ, path)
-				m, err := model.Open(path, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = m.Close() })
-				lc := startLlamaCpp(t, "llama-cpp-greedy.mjs", dir, path, 1, kvcache.DTypeF16)
-				t.Cleanup(lc.close)
+				m, lc := parityPair(t, dir, c, typ)
 				opts := Options{LibDir: lib, Device: DeviceCPU, Threads: 1, KVCacheDType: kvcache.DTypeF16}
 				blocks := parityMaxModelLen / parityBlockSize
 				eng := parityEngine(t, m, newParityExec(t, m, blocks, opts), blocks)
@@ -95,6 +80,37 @@ func TestGreedyParityWithLlamaCpp(t *testing.T) {
 			})
 		}
 	}
+}
+
+// parityReference skips a parity test where llama.cpp does not run it
+// (-short runs, other devices) and returns the ggml libraries' folder and
+// node-llama-cpp's.
+func parityReference(t *testing.T) (lib, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs llama.cpp in node: not in -short (race) runs, whose concern it is not")
+	}
+	lib = testLibDir(t)
+	if testDevice() != DeviceCPU {
+		t.Skipf("llama.cpp runs on the CPU here; the executor on %s is held to the cpu executor instead", testDevice())
+	}
+	return lib, llamacpp.Node(t)
+}
+
+// parityPair writes c's model in typ to a GGUF and opens it on both sides:
+// the model here, llama.cpp's greedy driver (F16 cache) there.
+func parityPair(t *testing.T, dir string, c parityCase, typ model.DType) (*model.Model, *llamaCpp) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), c.name+"-"+strings.ToLower(typ.String())+".gguf")
+	writeGGUF(t, parityModel(c.cfg, c.seed), typ, path)
+	m, err := model.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	lc := startLlamaCpp(t, "llama-cpp-greedy.mjs", dir, path, 1, kvcache.DTypeF16)
+	t.Cleanup(lc.close)
+	return m, lc
 }
 
 // parityModels are the architectures served today in wideHeads' geometry

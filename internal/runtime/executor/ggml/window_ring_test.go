@@ -5,16 +5,11 @@ package ggml
 import (
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
-	"github.com/kvpilot/kvpilot/internal/util/testing/llamacpp"
 )
 
 // newWindowExec is newTestExec's executor with the window cache on, its
@@ -36,9 +31,10 @@ func withWindowCache(t *testing.T, chunk int, f func(t *testing.T)) {
 	})
 }
 
-// windowSteps are two sequences' iterations in slots 1 and 3: their
-// prompts (30 and 21 tokens) in chunks of at most chunk tokens, side by
-// side, then steps decoded together.
+// windowSteps are two sequences' iterations in state slots 1 and 3 (an
+// executor that keeps no states ignores them), the second over scattered
+// blocks: their prompts (30 and 21 tokens) in chunks of at most chunk
+// tokens, side by side, then steps decoded together.
 func windowSteps(m *model.Model, chunk, steps int) [][]batch.Seq {
 	a := contiguous(0, 16)
 	b := []kvcache.BlockID{40, 17, 33, 20, 25, 30, 18, 35, 21, 44, 19, 50, 23, 27, 31, 22}
@@ -128,47 +124,6 @@ func TestWindowCacheEngineBatchingEquivalence(t *testing.T) {
 	})
 }
 
-// TestWindowCacheTurnResumesFromHost: with the window cache, a program's
-// rings are checkpointed as a hybrid model's states are: when other
-// programs' checkpoints evict its own from the device, it spills to the
-// host tier, and the program's next turn resumes from its last decoded
-// block boundary with the tokens of a fresh engine.
-func TestWindowCacheTurnResumesFromHost(t *testing.T) {
-	m := randomModel(t, gptossNarrow(), model.F32, 5)
-	rng := rand.New(rand.NewPCG(8, 9))
-	prompt := func(n int) []int32 {
-		p := make([]int32, n)
-		for i := range p {
-			p[i] = int32(rng.IntN(m.Config.VocabSize))
-		}
-		return p
-	}
-	turn1, others := prompt(37), make([][]int32, 14)
-	for i := range others {
-		others[i] = prompt(21)
-	}
-	withWindowCache(t, 16, func(t *testing.T) {
-		e, reg := newEngine(t, m, engineOpts{numBlocks: 256, maxSeqs: 4, maxBatched: 64, prefix: true, hostStates: 64})
-		out1, _ := runTurn(t, e, turn1, "a1")
-		for i, p := range others {
-			runTurn(t, e, p, fmt.Sprintf("o%d", i))
-		}
-		turn2 := append(append(append([]int32(nil), turn1...), out1...), 7, 8, 9)
-		got, u := runTurn(t, e, turn2, "a2")
-		fresh, _ := newEngine(t, m, engineOpts{numBlocks: 256, maxSeqs: 4, maxBatched: 64})
-		want, _ := runTurn(t, fresh, turn2, "alone")
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("second turn differs from scratch (-scratch +resumed):\n%s", diff)
-		}
-		if spills := counter(t, reg, "kvpilot_recurrent_state_spills_total"); spills == 0 {
-			t.Error("no checkpoint spilled to the host")
-		}
-		if want := 47 / testBlockSize * testBlockSize; u.CachedTokens != want {
-			t.Errorf("second turn resumed from %d cached tokens, want %d", u.CachedTokens, want)
-		}
-	})
-}
-
 // TestWindowCacheParityWithLlamaCpp is TestGreedyParityWithLlamaCpp's
 // gpt-oss case (a window of 32) with the window cache, F16 and Q8_0
 // weights, an F16 cache: with rings of 32 + 512 cells (the default
@@ -179,30 +134,15 @@ func TestWindowCacheTurnResumesFromHost(t *testing.T) {
 // chunk must hold it: a prompt prefilled in smaller chunks rounds
 // otherwise, in the paged cache as in the rings).
 func TestWindowCacheParityWithLlamaCpp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs llama.cpp in node: not in -short (race) runs, whose concern it is not")
-	}
-	lib := testLibDir(t)
-	if testDevice() != DeviceCPU {
-		t.Skipf("llama.cpp runs on the CPU here; the executor on %s is held to the cpu executor instead", testDevice())
-	}
-	dir := llamacpp.Node(t)
+	lib, dir := parityReference(t)
 	c := gptossParity()
-	if parityLongPrompt+paritySteps <= c.cfg.SlidingWindow+parityLongPrompt {
-		t.Fatal("the long prompt's steps do not wrap a ring of its length beside the window")
+	if ring := c.cfg.SlidingWindow + parityLongPrompt; parityLongPrompt+paritySteps <= ring {
+		t.Fatalf("the long prompt and its steps (%d positions) do not wrap a ring of %d cells", parityLongPrompt+paritySteps, ring)
 	}
 	for _, chunk := range []int{DefaultWindowChunk, parityLongPrompt} {
 		for _, typ := range []model.DType{model.F16, model.Q8_0} {
 			t.Run(fmt.Sprintf("chunk=%d/%s", chunk, typ), func(t *testing.T) {
-				path := filepath.Join(t.TempDir(), "gpt-oss-"+strings.ToLower(typ.String())+".gguf")
-				writeGGUF(t, parityModel(c.cfg, c.seed), typ, path)
-				m, err := model.Open(path, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = m.Close() })
-				lc := startLlamaCpp(t, "llama-cpp-greedy.mjs", dir, path, 1, kvcache.DTypeF16)
-				t.Cleanup(lc.close)
+				m, lc := parityPair(t, dir, c, typ)
 				opts := Options{LibDir: lib, Device: DeviceCPU, Threads: 1, KVCacheDType: kvcache.DTypeF16, WindowCache: true, WindowChunk: chunk}
 				blocks := parityMaxModelLen / parityBlockSize
 				x, err := New(m, blocks, parityBlockSize, opts)
