@@ -70,12 +70,7 @@ func TestGreedyParityWithLlamaCpp(t *testing.T) {
 				eng := parityEngine(t, m, newParityExec(t, m, blocks, opts), blocks)
 				teacher := newParityExec(t, m, blocks, opts)
 				for _, n := range []int{parityShortPrompt, parityLongPrompt} {
-					rng := rand.New(rand.NewPCG(41, uint64(n)))
-					prompt := make([]int32, n)
-					for i := range prompt {
-						prompt[i] = int32(rng.IntN(m.Config.VocabSize))
-					}
-					checkGreedyParity(t, lc, eng, teacher, blocks, prompt)
+					checkGreedyParity(t, lc, eng, teacher, blocks, parityPrompt(n, m.Config.VocabSize))
 				}
 			})
 		}
@@ -103,6 +98,13 @@ func parityPair(t *testing.T, dir string, c parityCase, typ model.DType) (*model
 	t.Helper()
 	path := filepath.Join(t.TempDir(), c.name+"-"+strings.ToLower(typ.String())+".gguf")
 	writeGGUF(t, parityModel(c.cfg, c.seed), typ, path)
+	return openParity(t, dir, path)
+}
+
+// openParity opens the GGUF at path here and in llama.cpp's greedy
+// driver (F16 cache).
+func openParity(t *testing.T, dir, path string) (*model.Model, *llamaCpp) {
+	t.Helper()
 	m, err := model.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +113,16 @@ func parityPair(t *testing.T, dir string, c parityCase, typ model.DType) (*model
 	lc := startLlamaCpp(t, "llama-cpp-greedy.mjs", dir, path, 1, kvcache.DTypeF16)
 	t.Cleanup(lc.close)
 	return m, lc
+}
+
+// parityPrompt is the parity tests' prompt of n random tokens of vocab.
+func parityPrompt(n, vocab int) []int32 {
+	rng := rand.New(rand.NewPCG(41, uint64(n)))
+	prompt := make([]int32, n)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(vocab))
+	}
+	return prompt
 }
 
 // parityModels are the architectures served today in wideHeads' geometry

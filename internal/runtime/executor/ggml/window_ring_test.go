@@ -4,7 +4,6 @@ package ggml
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -160,12 +159,7 @@ func TestWindowCacheParityWithLlamaCpp(t *testing.T) {
 				}
 				eng := parityEngine(t, m, x, blocks)
 				for _, n := range []int{parityShortPrompt, parityLongPrompt} {
-					rng := rand.New(rand.NewPCG(41, uint64(n)))
-					prompt := make([]int32, n)
-					for i := range prompt {
-						prompt[i] = int32(rng.IntN(m.Config.VocabSize))
-					}
-					if d := checkGreedyParityWithin(t, lc, eng, teacher, blocks, prompt); d != 0 {
+					if d := checkGreedyParityWithin(t, lc, eng, teacher, blocks, parityPrompt(n, m.Config.VocabSize)); d != 0 {
 						t.Errorf("prompt %d tokens: logits differ from llama.cpp's by up to %.3g", n, d)
 					}
 				}
