@@ -3,7 +3,9 @@
 package ggml
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -165,5 +167,32 @@ func TestWindowCacheParityWithLlamaCpp(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestWindowCacheRefusesWideChunks: with the window cache a sequence may
+// take at most its chunk of tokens an iteration (more would overwrite
+// cells its own tokens still read), and two sequences no one ring.
+func TestWindowCacheRefusesWideChunks(t *testing.T) {
+	m := randomModel(t, gptossNarrow(), model.F32, 5)
+	x := newWindowExec(t, m, 16, 4)
+	for _, c := range []struct {
+		name string
+		seqs []batch.Seq
+		want string
+	}{
+		{"chunk", []batch.Seq{{Tokens: []int32{1, 2, 3, 4, 5}, Blocks: contiguous(0, 2), State: 0, Sample: true}}, "more than the window cache's chunk of 4"},
+		{"shared ring", []batch.Seq{{Tokens: []int32{1}, Blocks: contiguous(0, 2), State: 2}, {Tokens: []int32{1}, Blocks: contiguous(2, 2), State: 2}}, "another sequence's"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := &batch.Batch{Seqs: c.seqs, BlockSize: testBlockSize}
+			for _, s := range c.seqs {
+				b.NumTokens += len(s.Tokens)
+			}
+			out := &batch.Output{Logits: make([][]float32, len(c.seqs)), Tokens: make([]int32, len(c.seqs)), Sampled: make([]bool, len(c.seqs))}
+			if err := x.Execute(context.Background(), b, out); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one containing %q", err, c.want)
+			}
+		})
 	}
 }
