@@ -62,9 +62,13 @@ type Batch struct {
 }
 
 // StateCopy copies the recurrent state of slot From into slot To (either
-// may be a host slot of a HostStateKeeper).
+// may be a host slot of a HostStateKeeper). Pos, when not 0, says the
+// state is a sequence's after its positions [0, Pos): an executor whose
+// states keep a window of the latest positions (the ggml executor's
+// sliding-window rings) then copies that window only.
 type StateCopy struct {
 	From, To int
+	Pos      int
 }
 
 // Seq is one sequence's part of an iteration.

@@ -160,7 +160,7 @@ func (e *Engine) planBatchLocked(now time.Time) (preempted, finished int) {
 		e.slots.take(s)
 		if cached > 0 && ckpt >= 0 {
 			// Its recurrent state resumes from the checkpoint at the hit.
-			e.b.StateCopies = append(e.b.StateCopies, batch.StateCopy{From: e.slots.ck.restore(ckpt), To: s.slot})
+			e.b.StateCopies = append(e.b.StateCopies, batch.StateCopy{From: e.slots.ck.restore(ckpt), To: s.slot, Pos: cached})
 			e.slots.restored++
 			e.slots.restoredTokens += int64(cached)
 		}

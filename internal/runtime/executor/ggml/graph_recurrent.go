@@ -215,9 +215,28 @@ func (e *Executor) recurrent(l int) bool {
 
 // statePart is one tensor's share of a state slot: row bytes a slot, slot
 // s's at s·row. A slot is its parts, in order (the host slots' layout).
+// A ring's part (window_ring.go) is cells cells of row/cells bytes, of
+// which a copy that says its position copies the window only (ringSpans).
 type statePart struct {
-	t   cTensor
-	row int
+	t     cTensor
+	row   int
+	cells int // 0: not a ring
+}
+
+// spans are the byte ranges within a slot's row of part st that copy cp
+// copies: the whole row, or a ring's cells of the window before cp.Pos.
+func (e *Executor) spans(st statePart, cp batch.StateCopy, buf [][2]int) [][2]int {
+	buf = buf[:0]
+	if st.cells == 0 || cp.Pos <= 0 {
+		return append(buf, [2]int{0, st.row})
+	}
+	cell := st.row / st.cells
+	for _, r := range ringSpans(cp.Pos, e.ring.window, st.cells) {
+		if r[1] > 0 {
+			buf = append(buf, [2]int{r[0] * cell, r[1] * cell})
+		}
+	}
+	return buf
 }
 
 // allocStates adds the state slots' tensors to ctx, stateSlots slots of
@@ -235,7 +254,7 @@ func (e *Executor) allocStates(ctx cCtx) (ts []cTensor, sizes []int) {
 			}
 			e.convState[l] = e.a.newTensor2d(ctx, typeF32, int64(conv), int64(e.stateSlots))
 			e.deltaState[l] = e.a.newTensor2d(ctx, typeF32, int64(delta), int64(e.stateSlots))
-			e.stateParts = append(e.stateParts, statePart{e.convState[l], 4 * conv}, statePart{e.deltaState[l], 4 * delta})
+			e.stateParts = append(e.stateParts, statePart{t: e.convState[l], row: 4 * conv}, statePart{t: e.deltaState[l], row: 4 * delta})
 		}
 	}
 	e.stateParts = append(e.stateParts, e.allocRings(ctx)...)
@@ -279,25 +298,30 @@ func (e *Executor) copyStates(copies []batch.StateCopy) {
 	}
 	stateBytes := int(e.stateBytes())
 	off := 0 // the part's offset in a host slot
+	var buf [2][2]int
 	for _, st := range e.stateParts {
-		// A host slot's row of this part.
-		hostRow := func(slot int) unsafe.Pointer {
-			return unsafe.Pointer(&e.hostStates[(slot-e.stateSlots)*stateBytes+off])
+		// A host slot's bytes at at of this part.
+		hostRow := func(slot, at int) unsafe.Pointer {
+			return unsafe.Pointer(&e.hostStates[(slot-e.stateSlots)*stateBytes+off+at])
 		}
 		for _, cp := range copies {
 			fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
-			switch {
-			case !fromHost && !toHost:
-				e.s.stateRow = grow(e.s.stateRow, st.row)
-				p := unsafe.Pointer(&e.s.stateRow[0])
-				e.a.tensorGet(st.t, p, uintptr(cp.From*st.row), uintptr(st.row))
-				e.a.tensorSet(st.t, p, uintptr(cp.To*st.row), uintptr(st.row))
-			case !fromHost:
-				e.a.tensorGet(st.t, hostRow(cp.To), uintptr(cp.From*st.row), uintptr(st.row))
-			case !toHost:
-				e.a.tensorSet(st.t, hostRow(cp.From), uintptr(cp.To*st.row), uintptr(st.row))
-			default:
-				copy(unsafe.Slice((*byte)(hostRow(cp.To)), st.row), unsafe.Slice((*byte)(hostRow(cp.From)), st.row))
+			for _, sp := range e.spans(st, cp, buf[:0]) {
+				at, n := sp[0], sp[1]
+				from, to := uintptr(cp.From*st.row+at), uintptr(cp.To*st.row+at)
+				switch {
+				case !fromHost && !toHost:
+					e.s.stateRow = grow(e.s.stateRow, n)
+					p := unsafe.Pointer(&e.s.stateRow[0])
+					e.a.tensorGet(st.t, p, from, uintptr(n))
+					e.a.tensorSet(st.t, p, to, uintptr(n))
+				case !fromHost:
+					e.a.tensorGet(st.t, hostRow(cp.To, at), from, uintptr(n))
+				case !toHost:
+					e.a.tensorSet(st.t, hostRow(cp.From, at), to, uintptr(n))
+				default:
+					copy(unsafe.Slice((*byte)(hostRow(cp.To, at)), n), unsafe.Slice((*byte)(hostRow(cp.From, at)), n))
+				}
 			}
 		}
 		off += st.row

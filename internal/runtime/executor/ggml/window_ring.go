@@ -140,9 +140,22 @@ func (e *Executor) allocRings(ctx cCtx) []statePart {
 		r.k[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), rows)
 		r.v[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), rows)
 		row := r.cells * e.kvRow
-		parts = append(parts, statePart{r.k[l], row}, statePart{r.v[l], row})
+		parts = append(parts, statePart{r.k[l], row, r.cells}, statePart{r.v[l], row, r.cells})
 	}
 	return parts
+}
+
+// ringSpans are the runs of cells, [first cell, count] (count 0: no
+// run), of a ring of cells that hold the window a sequence at position
+// pos reads next: positions max(0, pos-window) … pos-1, at most two runs
+// where they wrap. A checkpoint copies these only (batch.StateCopy.Pos).
+func ringSpans(pos, window, cells int) [2][2]int {
+	from := max(0, pos-window)
+	first, n := from%cells, pos-from
+	if first+n <= cells {
+		return [2][2]int{{first, n}}
+	}
+	return [2][2]int{{first, cells - first}, {0, first + n - cells}}
 }
 
 // checkRing refuses a batch whose sequence takes more tokens than a ring

@@ -196,3 +196,21 @@ func TestWindowCacheRefusesWideChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestRingSpans: a checkpoint's copy takes the cells of the window before
+// its position, in one run or, where the window wraps, two.
+func TestRingSpans(t *testing.T) {
+	for _, c := range []struct {
+		pos, window, cells int
+		want               [2][2]int
+	}{
+		{pos: 5, window: 8, cells: 12, want: [2][2]int{{0, 5}}},
+		{pos: 12, window: 8, cells: 12, want: [2][2]int{{4, 8}}},
+		{pos: 16, window: 8, cells: 12, want: [2][2]int{{8, 4}, {0, 4}}},
+		{pos: 21, window: 8, cells: 12, want: [2][2]int{{1, 8}}},
+	} {
+		if got := ringSpans(c.pos, c.window, c.cells); got != c.want {
+			t.Errorf("ringSpans(%d, %d, %d) = %v, want %v", c.pos, c.window, c.cells, got, c.want)
+		}
+	}
+}
