@@ -117,10 +117,13 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 		if budget == 0 {
 			budget = defaultCPUKVMemory
 		}
-		blocks, slots = splitKVBudget(budget, kv, o.BlockSize, slots, stateBytes)
+		// The states (a hybrid model's, the window cache's rings) come out
+		// of the same budget: at most half of it (at least one), the rest
+		// is the paged layers' KV.
+		blocks, slots = kvcache.SplitStates(budget, perBlock, stateBytes, slots, 1)
 		if blocks == 0 {
 			_ = m.Close()
-			return nil, fmt.Errorf("a KV cache of %d bytes holds no block of %d bytes", budget, perBlock)
+			return nil, fmt.Errorf("a KV cache of %d bytes holds no block of %d bytes (beside %d state slots of %d bytes)", budget, perBlock, slots, stateBytes)
 		}
 	}
 	var exec modelExecutor
@@ -148,7 +151,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	return &backend{
 		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock, kvDType: kv.DType,
-		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: stateTokens(stateBytes, perBlock, o.BlockSize), stateBytes: stateBytes,
+		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: kvcache.StateTokens(stateBytes, perBlock, o.BlockSize), stateBytes: stateBytes,
 		description: fmt.Sprintf("%s, %d KV blocks of %s (%d MiB)", name, blocks, kv.DType, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil
@@ -312,7 +315,7 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		vocabSize: vocab.Size(), contextLen: geom.ContextLen, numBlocks: blocks, servedName: geom.Name,
 		kvBytesPerBlock: geom.KV().BytesPerBlock(o.BlockSize), kvDType: geom.KV().DType, // all devices: what the replica moves
 		stateSlots: slots, stateBytes: geom.StateBytes(),
-		stateTokens: stateTokens(geom.StateBytes(), geom.KV().BytesPerBlock(o.BlockSize), o.BlockSize),
+		stateTokens: kvcache.StateTokens(geom.StateBytes(), geom.KV().BytesPerBlock(o.BlockSize), o.BlockSize),
 		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
 		close:       func() {},
 	}, nil
@@ -328,26 +331,4 @@ func ggmlCacheLayout(m *model.Model, o *options) (kvcache.Geometry, int64) {
 		return ggml.KVGeometry(m, o.KVCacheDType), stateBytes
 	}
 	return ggml.WindowKVGeometry(m, o.KVCacheDType), stateBytes + ggml.WindowStateBytes(m, o.KVCacheDType, 0)
-}
-
-// splitKVBudget divides a KV budget of budget bytes between at most slots
-// state slots of stateBytes each (half of the budget at most) and blocks
-// of kv's geometry, and returns both counts.
-func splitKVBudget(budget int64, kv kvcache.Geometry, blockSize, slots int, stateBytes int64) (blocks, slotsKept int) {
-	if slots > 0 && stateBytes > 0 {
-		slots = min(slots, max(1, int(budget/2/stateBytes)))
-		budget -= int64(slots) * stateBytes
-	}
-	return kvcache.BlocksForMemory(budget, kv, blockSize), slots
-}
-
-// stateTokens is a recurrent state of stateBytes in tokens of a KV cache
-// of perBlock bytes a block of blockSize tokens, rounded up (0 without a
-// state).
-func stateTokens(stateBytes, perBlock int64, blockSize int) int64 {
-	if stateBytes <= 0 || perBlock <= 0 {
-		return 0
-	}
-	perToken := max(perBlock/int64(blockSize), 1)
-	return (stateBytes + perToken - 1) / perToken
 }

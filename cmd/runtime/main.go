@@ -167,7 +167,7 @@ func serve(ctx context.Context, releaseSignals func(), o *options, log *slog.Log
 	// its recurrent-state checkpoints, half of its memory each.
 	hostBlocks, hostStates := o.KVHostBlocks, 0
 	if be.stateSlots > 0 && hostBlocks > 0 {
-		hostBlocks, hostStates = engine.SplitHostTier(hostBlocks, be.kvBytesPerBlock, be.stateBytes)
+		hostBlocks, hostStates = kvcache.SplitHostTier(hostBlocks, be.kvBytesPerBlock, be.stateBytes)
 		log.Info("hybrid model: the host KV tier keeps blocks and state checkpoints", "host_blocks", hostBlocks, "host_state_slots", hostStates,
 			"kv_host_blocks_asked", o.KVHostBlocks)
 	}

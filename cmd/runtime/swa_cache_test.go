@@ -32,7 +32,7 @@ func TestSWACacheDensity(t *testing.T) {
 	const blockSize, budget = 16, 64 << 30
 	tokens := func(swa string, maxSeqs int) (tokens int64, slots int, slotBytes int64) {
 		kv, stateBytes := ggmlCacheLayout(m, &options{SWACache: swa})
-		blocks, slots := splitKVBudget(budget, kv, blockSize, 2*maxSeqs, stateBytes)
+		blocks, slots := kvcache.SplitStates(budget, kv.BytesPerBlock(blockSize), stateBytes, 2*maxSeqs, 1)
 		return int64(blocks) * blockSize, slots, stateBytes
 	}
 	full, _, none := tokens(swaCacheFull, 256)

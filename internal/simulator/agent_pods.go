@@ -43,6 +43,9 @@ type agentPod struct {
 	// nic is its node's network link (AgentSetup.NICBandwidth), nil when
 	// transfers are not charged.
 	nic *sim.NetLink
+	// stateTokens is what a hybrid model's recurrent state costs in KV
+	// tokens (wire.KVReport.StateTokens); 0 for other models.
+	stateTokens int64
 }
 
 // Now is the pool's virtual time: the clock of the program tables (the
@@ -68,7 +71,7 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 	// A hybrid model's host tier keeps state checkpoints beside blocks,
 	// as the runtime splits it.
 	geo := x.Geometry()
-	host, hostStates := engine.SplitHostTier(host, geo.KV().BytesPerBlock(r.BlockSize), geo.StateBytes())
+	host, hostStates := kvcache.SplitHostTier(host, geo.KV().BytesPerBlock(r.BlockSize), geo.StateBytes())
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: r.MaxNumSeqs, MaxNumBatchedTokens: r.MaxNumBatchedTokens,
 		MaxQueue: 1 << 20, MaxModelLen: r.MaxModelLen, VocabSize: x.Vocabulary().Size(),
@@ -82,15 +85,14 @@ func (a *agentSim) newPod(i int, links []*sim.HostLink) (*agentPod, error) {
 	}
 	name := fmt.Sprintf("pod-%d", i)
 	pd := &agentPod{name: name, addr: name + ":8000", eng: eng, clk: clk, x: x}
-	var bytesPerToken, stateTokens int64
+	var bytesPerToken int64
 	if f, ok := eng.BlockFormat(); ok {
 		bytesPerToken = f.Geometry.BytesPerToken()
 	}
-	if geo.Hybrid() && bytesPerToken > 0 {
-		// What one running program's state costs in KV tokens
-		// (wire.KVReport.StateTokens), rounded up as the runtime rounds it.
-		stateTokens = (geo.StateBytes() + bytesPerToken - 1) / bytesPerToken
-	}
+	// What one running program's state costs in KV tokens
+	// (wire.KVReport.StateTokens), as the runtime reports it.
+	stateTokens := kvcache.StateTokens(geo.StateBytes(), geo.KV().BytesPerBlock(r.BlockSize), r.BlockSize)
+	pd.stateTokens = stateTokens
 	pd.table = programs.New(programs.Config{
 		Pod: name, Addr: pd.addr, Clock: a, Logger: discardLogger,
 		KV: func() wire.KVReport {

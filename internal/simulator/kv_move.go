@@ -16,8 +16,8 @@ type pendingFetch struct {
 
 // fetchKV is the pod's FetchKV, in process: what control.KVTransfer.Fetch
 // does over the control port. The source pod's engine exports the
-// program's cached chain and pd's imports it, chunk by chunk as the
-// stream would carry it, at once; the program's requests stay held until
+// program's cached chain (and a hybrid model's checkpoint) and pd's
+// imports it, chunk by chunk as the stream would carry it, at once; the program's requests stay held until
 // the transfer's time on the two nodes' links (the sim executor's
 // KVTransferTime) has passed. A source that left the pool, or holds
 // nothing of the program, ends the fetch at once: the program recomputes.
@@ -35,6 +35,9 @@ func (a *agentSim) fetchKV(pd *agentPod, id, addr string, done func()) {
 	}
 	format, _ := src.eng.BlockFormat()
 	salt := kvcache.SaltOf(cacheSalt)
+	// What the source's control API serves: its cached chain, a hybrid
+	// model's as far as its deepest checkpoint.
+	tokens = tokens[:src.eng.CachedChainBlocks(salt, tokens)*src.eng.BlockSize()]
 	ctx := context.Background()
 	moved := 0
 	for {
@@ -48,8 +51,17 @@ func (a *agentSim) fetchKV(pd *agentPod, id, addr string, done func()) {
 			break
 		}
 	}
+	// A hybrid model's program moves with its recurrent-state checkpoint,
+	// charged as the KV tokens it costs (wire.KVReport.StateTokens).
+	sent := moved * pd.eng.BlockSize()
+	if format.StateBytes > 0 && moved > 0 {
+		k, data, err := src.eng.ExportState(ctx, salt, tokens, moved, nil)
+		if err == nil && k > 0 && pd.eng.ImportState(ctx, format, salt, tokens, k, data) == nil {
+			sent += int(pd.stateTokens)
+		}
+	}
 	pd.clk.Set(a.Now()) // the transfer starts now, on the pool's clock
-	d := pd.x.KVTransferTime(moved*pd.eng.BlockSize(), src.nic, pd.nic)
+	d := pd.x.KVTransferTime(sent, src.nic, pd.nic)
 	if a.measuring() {
 		a.res.KVFetches++
 		a.res.KVMovedBlocks += int64(moved)

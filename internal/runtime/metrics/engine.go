@@ -99,6 +99,7 @@ type Engine struct {
 	stateRunningSlots, stateCheckpointSlots, stateHostCheckpointSlots prometheus.Gauge
 	stateRunningUsed, stateCheckpoints                                prometheus.Gauge
 	stateSaved, stateRestored, stateRestoredTokens, stateSpilled      prometheus.Counter
+	stateImported                                                     prometheus.Counter
 
 	// lastKV are the previously published KV stats: the prefix-cache
 	// counters advance by the difference (the engine's are cumulative);
@@ -137,6 +138,7 @@ func NewEngine(reg prometheus.Registerer, o EngineOptions) (*Engine, error) {
 	m.stateCheckpointSlots = gauge("kvpilot_recurrent_state_checkpoint_slots", "Hybrid models: recurrent-state slots for checkpoints that prefix hits resume from.")
 	m.stateHostCheckpointSlots = gauge("kvpilot_recurrent_state_host_checkpoint_slots", "Hybrid models: host-memory slots for checkpoints the device evicts.")
 	m.stateSpilled = counter("kvpilot_recurrent_state_spills_total", "Hybrid models: checkpoints the device evicted to host memory.")
+	m.stateImported = counter("kvpilot_recurrent_state_imports_total", "Hybrid models: checkpoints moved here from other pods with programs' KV.")
 	m.stateRunningUsed = gauge("kvpilot_recurrent_state_running_used", "Hybrid models: running sequences holding a recurrent-state slot.")
 	m.stateCheckpoints = gauge("kvpilot_recurrent_state_checkpoints", "Hybrid models: valid recurrent-state checkpoints.")
 	m.stateSaved = counter("kvpilot_recurrent_state_saves_total", "Hybrid models: recurrent states saved at block boundaries.")
@@ -339,6 +341,9 @@ func (m *Engine) states(st *engine.StateStats) {
 	m.stateHostCheckpointSlots.Set(float64(st.HostCheckpointSlots))
 	if d := st.Spilled - m.lastStates.Spilled; d > 0 {
 		m.stateSpilled.Add(float64(d))
+	}
+	if d := st.Imported - m.lastStates.Imported; d > 0 {
+		m.stateImported.Add(float64(d))
 	}
 	m.stateRunningUsed.Set(float64(st.RunningUsed))
 	m.stateCheckpoints.Set(float64(st.Checkpoints))

@@ -45,6 +45,9 @@ type BlockFormat struct {
 	BlockSize int
 	// Contents is false for an executor that holds no KV (the sim).
 	Contents bool
+	// StateBytes is one sequence's recurrent state in bytes (StateIO),
+	// which moves beside a hybrid model's blocks; 0 for other models.
+	StateBytes int
 }
 
 // BlockBytes is the size of one block's bytes, 0 without contents.
@@ -56,8 +59,9 @@ func (f BlockFormat) BlockBytes() int {
 }
 
 // Compatible reports why blocks of format g cannot be written into an
-// executor of format f: another geometry, element type or block size, or
-// one side holding contents and the other not.
+// executor of format f: another geometry, element type or block size, one
+// side holding contents and the other not, or recurrent states of another
+// size.
 func (f BlockFormat) Compatible(g BlockFormat) error {
 	switch {
 	case f.BlockSize != g.BlockSize:
@@ -69,6 +73,8 @@ func (f BlockFormat) Compatible(g BlockFormat) error {
 			g.Geometry.Layers, g.Geometry.KVHeads, g.Geometry.HeadDim, f.Geometry.Layers, f.Geometry.KVHeads, f.Geometry.HeadDim)
 	case f.Contents != g.Contents:
 		return fmt.Errorf("KV blocks with contents %v, this pod's executor %v", g.Contents, f.Contents)
+	case f.StateBytes != g.StateBytes:
+		return fmt.Errorf("recurrent states of %d bytes, this pod's hold %d", g.StateBytes, f.StateBytes)
 	}
 	if err := f.Geometry.Validate(); err != nil && f.Contents {
 		return err

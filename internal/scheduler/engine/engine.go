@@ -249,9 +249,11 @@ type Engine struct {
 	// Iteration scratch, owned by whoever holds stepMu.
 	stepMu sync.Mutex
 	xfer   []kvcache.Transfer // this iteration's copies between the tiers
-	b      batch.Batch
-	out    batch.Output
-	sched  []*sequence
+	// stateBuf is a recurrent state on its way between slots (move.go).
+	stateBuf []byte
+	b        batch.Batch
+	out      batch.Output
+	sched    []*sequence
 	// capped are the indexes in b.Seqs of long prefills held to
 	// LongPrefillTokenThreshold, which get the budget left at the end.
 	capped []int

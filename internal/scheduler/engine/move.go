@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -21,29 +22,61 @@ import (
 // whose executor cannot read or write block contents (batch.BlockIO).
 var ErrNoBlockIO = errors.New("engine: the executor cannot move KV blocks (no batch.BlockIO)")
 
-// ErrRecurrentMove is returned by the export of an engine whose executor
-// keeps recurrent states: its blocks alone do not resume a sequence.
-var ErrRecurrentMove = errors.New("engine: a hybrid model's KV cannot move between pods: its recurrent states do not move yet")
+// ErrRecurrentMove is returned by the export and import calls of an
+// engine whose executor keeps recurrent states (a hybrid model's) when its
+// states cannot move: the executor cannot read or write them
+// (batch.StateIO), or the engine keeps no checkpoints (prefix caching off,
+// or CheckpointNone), so blocks alone would resume nothing.
+var ErrRecurrentMove = errors.New("engine: a hybrid model's KV moves with its recurrent-state checkpoints, which this engine cannot move (no batch.StateIO, or no checkpoints kept)")
 
-// BlockFormat is what this engine's blocks hold, with its block size; ok is
-// false when the executor cannot move blocks, or keeps recurrent states
-// (a hybrid model's blocks alone do not resume a sequence, and moving
-// states is not built).
+// ErrNoCheckpointSlot is returned by ImportState when every checkpoint
+// slot holds a running sequence's state.
+var ErrNoCheckpointSlot = errors.New("engine: no free recurrent-state checkpoint slot")
+
+// BlockFormat is what this engine's blocks (and, for a hybrid model, its
+// recurrent states) hold, with its block size; ok is false when the
+// executor cannot move blocks, or keeps recurrent states it cannot move
+// (ErrRecurrentMove).
 func (e *Engine) BlockFormat() (f batch.BlockFormat, ok bool) {
+	_, _, f, err := e.moveIO()
+	return f, err == nil
+}
+
+// moveIO is the executor's block and state IO (sio nil for a model
+// without states) and the format they move, or why they cannot.
+func (e *Engine) moveIO() (io batch.BlockIO, sio batch.StateIO, f batch.BlockFormat, err error) {
 	io, ok := e.exec.(batch.BlockIO)
-	if !ok || e.slots != nil {
-		return batch.BlockFormat{}, false
+	if !ok {
+		return nil, nil, f, ErrNoBlockIO
 	}
-	return e.format(io), true
+	f = io.BlockFormat()
+	if f.BlockSize == 0 {
+		f.BlockSize = e.blockSize // an executor without contents leaves it to the engine
+	}
+	if e.slots == nil {
+		return io, nil, f, nil
+	}
+	sio, ok = e.exec.(batch.StateIO)
+	if !ok || sio.StateBytes() <= 0 || e.slots.ck == nil {
+		return nil, nil, batch.BlockFormat{}, ErrRecurrentMove
+	}
+	f.StateBytes = sio.StateBytes()
+	return io, sio, f, nil
 }
 
 // CachedChainBlocks is how many leading full blocks of tokens' chain under
 // cacheSalt are cached on this engine (either tier): what an export of
-// them would send.
+// them would send. For a hybrid model it is as far as the deepest
+// recurrent-state checkpoint within them: a destination resumes from that
+// checkpoint, so the blocks past it would resume nothing.
 func (e *Engine) CachedChainBlocks(salt kvcache.Salt, tokens []int32) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.kv.ChainPlaces(nil, salt, tokens, 0, len(tokens)/e.blockSize))
+	n := len(e.kv.ChainPlaces(nil, salt, tokens, 0, len(tokens)/e.blockSize))
+	if e.slots != nil {
+		n, _ = e.slots.ck.deepest(salt, tokens, e.blockSize, n)
+	}
+	return n
 }
 
 // ExportBlocks reads the contents of blocks from … from+n−1 of tokens'
@@ -51,14 +84,11 @@ func (e *Engine) CachedChainBlocks(salt kvcache.Salt, tokens []int32) int {
 // block, stopping at the first block that is not cached. It returns how
 // many blocks it read and the bytes (n × BlockFormat().BlockBytes()).
 func (e *Engine) ExportBlocks(ctx context.Context, salt kvcache.Salt, tokens []int32, from, n int, dst []byte) (int, []byte, error) {
-	if e.slots != nil {
-		return 0, dst, ErrRecurrentMove
+	io, _, format, err := e.moveIO()
+	if err != nil {
+		return 0, dst[:0], err
 	}
-	io, ok := e.exec.(batch.BlockIO)
-	if !ok {
-		return 0, dst[:0], ErrNoBlockIO
-	}
-	size := e.blockBytes(io)
+	size := format.BlockBytes()
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
 	// A block just offloaded is still on its way to the host slot the
@@ -89,15 +119,14 @@ func (e *Engine) ExportBlocks(ctx context.Context, salt kvcache.Salt, tokens []i
 // size are refused, changing nothing. It returns how many of the n blocks
 // are now cached here: fewer when the cache has no room for the rest.
 func (e *Engine) ImportBlocks(ctx context.Context, format batch.BlockFormat, salt kvcache.Salt, tokens []int32, from, n int, data []byte) (int, error) {
-	io, ok := e.exec.(batch.BlockIO)
-	if !ok {
-		return 0, ErrNoBlockIO
+	io, _, own, err := e.moveIO()
+	if err != nil {
+		return 0, err
 	}
-	own := e.format(io)
 	if err := own.Compatible(format); err != nil {
 		return 0, fmt.Errorf("engine: refusing KV blocks: %w", err)
 	}
-	size := e.blockBytes(io)
+	size := own.BlockBytes()
 	if len(data) != n*size {
 		return 0, fmt.Errorf("engine: %d KV blocks in %d bytes, want %d", n, len(data), n*size)
 	}
@@ -134,19 +163,6 @@ func (e *Engine) ImportBlocks(ctx context.Context, format batch.BlockFormat, sal
 	return max(0, len(e.kv.ChainPlaces(nil, salt, tokens, 0, from+n))-from), nil
 }
 
-// format is io's block format; an executor without contents leaves the
-// block size to the engine.
-func (e *Engine) format(io batch.BlockIO) batch.BlockFormat {
-	f := io.BlockFormat()
-	if f.BlockSize == 0 {
-		f.BlockSize = e.blockSize
-	}
-	return f
-}
-
-// blockBytes is one block's size in io's format.
-func (e *Engine) blockBytes(io batch.BlockIO) int { return e.format(io).BlockBytes() }
-
 // settleCopies carries out every copy between the tiers that the block
 // manager has decided, the overlap backlog's included, so the executor's
 // memory holds what the block manager says it does. The caller holds
@@ -181,4 +197,133 @@ func (e *Engine) settleCopies(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// A hybrid model's program moves with its recurrent-state checkpoint: the
+// source reads the deepest checkpoint within the chain it sent
+// (ExportState), the destination installs it as a checkpoint keyed the
+// same (ImportState), so the program's next request there resumes from
+// it as from one of its own (state_slots.go).
+
+// ExportState reads into dst (reused when large enough) the deepest
+// recurrent-state checkpoint of tokens' chain under salt within its first
+// maxBlocks blocks: the state after its first k blocks. It returns k (0:
+// no checkpoint, or a model without states) and the bytes
+// (BlockFormat().StateBytes).
+func (e *Engine) ExportState(ctx context.Context, salt kvcache.Salt, tokens []int32, maxBlocks int, dst []byte) (int, []byte, error) {
+	_, sio, _, err := e.moveIO()
+	if err != nil || sio == nil {
+		return 0, dst[:0], err
+	}
+	maxBlocks = min(maxBlocks, len(tokens)/e.blockSize)
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// A checkpoint just moved to the host lands there before it is read.
+	if err := e.settleStatesLocked(sio); err != nil {
+		return 0, dst[:0], err
+	}
+	k, idx := e.slots.ck.deepest(salt, tokens, e.blockSize, maxBlocks)
+	if k == 0 {
+		return 0, dst[:0], nil
+	}
+	if cap(dst) < sio.StateBytes() {
+		dst = make([]byte, sio.StateBytes())
+	}
+	dst = dst[:sio.StateBytes()]
+	if err := sio.ReadState(e.slots.ck.slot(idx), dst); err != nil {
+		return 0, dst[:0], fmt.Errorf("engine: read the recurrent state after %d blocks: %w", k, err)
+	}
+	return k, dst, nil
+}
+
+// ImportState installs data, a recurrent state in format (the sending
+// pod's BlockFormat), as the checkpoint after the first k blocks of
+// tokens' chain under salt, whose blocks must be cached here already
+// (ImportBlocks): the next request extending them resumes from it. It
+// takes a free or the least recently used checkpoint slot no running
+// sequence owns, on the device when it can (a valid checkpoint there
+// spills to the host tier as an eviction does), else on the host; with
+// none it returns ErrNoCheckpointSlot. A state of another format is
+// refused, changing nothing.
+func (e *Engine) ImportState(ctx context.Context, format batch.BlockFormat, salt kvcache.Salt, tokens []int32, k int, data []byte) error {
+	_, sio, own, err := e.moveIO()
+	if err != nil {
+		return err
+	}
+	if err := own.Compatible(format); err != nil {
+		return fmt.Errorf("engine: refusing a recurrent state: %w", err)
+	}
+	switch {
+	case sio == nil:
+		return errors.New("engine: a recurrent state for a model that keeps none")
+	case len(data) != own.StateBytes:
+		return fmt.Errorf("engine: a recurrent state of %d bytes, want %d", len(data), own.StateBytes)
+	case k <= 0 || k > len(tokens)/e.blockSize:
+		return fmt.Errorf("engine: a recurrent state after %d blocks of a %d-token chain", k, len(tokens))
+	}
+	e.stepMu.Lock()
+	defer e.stepMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if got := len(e.kv.ChainPlaces(nil, salt, tokens, 0, k)); got < k {
+		return fmt.Errorf("engine: a recurrent state after %d blocks, %d of them cached here", k, got)
+	}
+	// Copies decided before may read or write the slot this one takes.
+	if err := e.settleStatesLocked(sio); err != nil {
+		return err
+	}
+	h := newPrefixHasher(salt)
+	h.add(tokens[:k*e.blockSize])
+	idx, spill, spilled, ok := e.slots.ck.take(h.k)
+	if !ok {
+		return ErrNoCheckpointSlot
+	}
+	if idx < 0 {
+		return nil // already checkpointed here
+	}
+	if spilled {
+		if err := e.copyStatesLocked(sio, []batch.StateCopy{spill}); err != nil {
+			return err
+		}
+		e.slots.spilled++
+	}
+	if err := sio.WriteState(e.slots.ck.slot(idx), data); err != nil {
+		return fmt.Errorf("engine: write the recurrent state after %d blocks: %w", k, err)
+	}
+	e.slots.ck.install(idx, h.k)
+	e.slots.imported++
+	return nil
+}
+
+// settleStatesLocked carries out the state copies decided between
+// iterations (a paused program's checkpoint moving to the host), which
+// otherwise wait for the next iteration, so every checkpoint slot holds
+// the state its key names.
+func (e *Engine) settleStatesLocked(sio batch.StateIO) error {
+	err := e.copyStatesLocked(sio, e.slots.pending)
+	e.slots.pending = e.slots.pending[:0]
+	return err
+}
+
+// copyStatesLocked copies states between slots through host memory, in
+// order; after a failure the checkpoints the copies were writing are
+// dropped (their slots hold no state).
+func (e *Engine) copyStatesLocked(sio batch.StateIO, copies []batch.StateCopy) error {
+	if len(copies) == 0 {
+		return nil
+	}
+	e.stateBuf = slices.Grow(e.stateBuf[:0], sio.StateBytes())[:sio.StateBytes()]
+	for i, cp := range copies {
+		err := sio.ReadState(cp.From, e.stateBuf)
+		if err == nil {
+			err = sio.WriteState(cp.To, e.stateBuf)
+		}
+		if err != nil {
+			e.slots.ck.failCopies(copies[i:])
+			return fmt.Errorf("engine: copy recurrent state %d → %d: %w", cp.From, cp.To, err)
+		}
+	}
+	return nil
 }

@@ -112,4 +112,6 @@ type RequestStats struct {
 type StateStats struct {
 	RunningSlots, CheckpointSlots, HostCheckpointSlots, RunningUsed, Checkpoints int
 	Saved, Restored, RestoredTokens, Spilled                                     int64
+	// Imported counts checkpoints moved here from other pods (ImportState).
+	Imported int64
 }

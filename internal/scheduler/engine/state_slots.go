@@ -96,9 +96,9 @@ type stateSlots struct {
 	free    []int // running slots
 	running int
 	ck      *checkpoints
-	// saved, restored, restoredTokens and spilled are StateStats'
-	// counters.
-	saved, restored, restoredTokens, spilled int64
+	// saved, restored, restoredTokens, spilled and imported are
+	// StateStats' counters.
+	saved, restored, restoredTokens, spilled, imported int64
 	// pending are state copies decided between iterations (a paused
 	// program's checkpoint moving to the host), run before the next
 	// iteration that executes.
@@ -111,11 +111,19 @@ func (p *stateSlots) stats() StateStats {
 		return StateStats{}
 	}
 	st := StateStats{RunningSlots: p.running, RunningUsed: p.running - len(p.free),
-		Saved: p.saved, Restored: p.restored, RestoredTokens: p.restoredTokens, Spilled: p.spilled}
+		Saved: p.saved, Restored: p.restored, RestoredTokens: p.restoredTokens, Spilled: p.spilled, Imported: p.imported}
 	if p.ck != nil {
 		st.CheckpointSlots, st.HostCheckpointSlots, st.Checkpoints = p.ck.nDev, len(p.ck.ck)-p.ck.nDev, p.ck.count()
 	}
 	return st
+}
+
+// StateStats are the engine's recurrent-state slots now (zero for a model
+// without states).
+func (e *Engine) StateStats() StateStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.slots.stats()
 }
 
 // newStateSlots splits n device slots: running ones for up to maxSeqs
@@ -378,6 +386,36 @@ func (c *checkpoints) commit(ok bool) (saved int) {
 	return saved
 }
 
+// take is the checkpoint a state moved here from another pod under key
+// goes into (ImportState): idx -1 when key is checkpointed already; else
+// a free or the least recently used device checkpoint no sequence owns,
+// whose valid state spills to the host tier (spill, a copy to run first;
+// spilled false: none) or is dropped; else such a host checkpoint. ok is
+// false when every checkpoint is owned.
+func (c *checkpoints) take(key ckptKey) (idx int, spill batch.StateCopy, spilled, ok bool) {
+	if _, dup := c.byKey[key]; dup {
+		return -1, spill, false, true
+	}
+	idx = c.lru(0, c.nDev)
+	if idx >= 0 {
+		spill, spilled = c.spill(idx)
+	} else if idx = c.lru(c.nDev, len(c.ck)); idx < 0 {
+		return 0, spill, false, false
+	}
+	if ck := &c.ck[idx]; ck.valid {
+		delete(c.byKey, ck.key)
+		ck.valid = false
+	}
+	return idx, spill, spilled, true
+}
+
+// install records that checkpoint idx holds the state after key.
+func (c *checkpoints) install(idx int, key ckptKey) {
+	c.tick++
+	c.ck[idx] = checkpoint{key: key, valid: true, used: c.tick}
+	c.byKey[key] = idx
+}
+
 // release ends s's ownership of its checkpoint, which stays for others.
 func (c *checkpoints) release(s *sequence) {
 	if c == nil || s.ckpt < 0 {
@@ -435,18 +473,4 @@ func (e *Engine) alignLocked() {
 		ck.save(idx, s.hashed.k)
 		e.b.StateSaves = append(e.b.StateSaves, batch.StateCopy{From: s.slot, To: ck.slot(idx), Pos: b})
 	}
-}
-
-// SplitHostTier divides a host tier of hostBlocks blocks of bytesPerBlock
-// between a hybrid model's attending layers' blocks and its
-// recurrent-state checkpoints (Config.HostStateSlots) of stateBytes each,
-// half of the memory each: what the runtime and the simulator give a
-// hybrid model's host tier. A model without states (stateBytes 0) keeps
-// every block.
-func SplitHostTier(hostBlocks int, bytesPerBlock, stateBytes int64) (blocks, states int) {
-	if hostBlocks <= 0 || stateBytes <= 0 || bytesPerBlock <= 0 {
-		return hostBlocks, 0
-	}
-	states = int(int64(hostBlocks) * bytesPerBlock / 2 / stateBytes)
-	return hostBlocks - int((int64(states)*stateBytes+bytesPerBlock-1)/bytesPerBlock), states
 }

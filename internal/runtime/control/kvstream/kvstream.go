@@ -2,21 +2,29 @@
 // pod to another over the control port (GET /v1/kv/programs/{id}): a
 // header naming the blocks (their format, the cache salt that seeds their
 // prefix-hash chain, and the token ids that key them), then the blocks'
-// contents in chunks, then an end frame. It is plain Go over io.Reader and
-// io.Writer, so the control API, the tests and the fuzz target share it.
+// contents in chunks, for a hybrid model a recurrent state after them,
+// then an end frame. It is plain Go over io.Reader and io.Writer, so the
+// control API, the tests and the fuzz target share it.
 //
 // Layout, all integers little endian:
 //
 //	header:  "KVX1" | layers u32 | kvHeads u32 | headDim u32 | dtype u8 |
 //	         contents u8 | 0 u16 | blockSize u32 | salt u64 | blocks u32 |
 //	         tokens (blocks × blockSize) × u32 | crc32c(all of the above) u32
+//	  or, for a model with recurrent states (BlockFormat.StateBytes > 0):
+//	         "KVX2" | the same up to blocks | stateBytes u32 | tokens | crc32c
 //	chunk:   n u32 (≥ 1) | crc32c(payload) u32 | payload (n × block bytes)
+//	state:   0xffffffff u32 | crc32c(after, payload) u32 | after u32 |
+//	         payload (stateBytes): the state after the chain's first
+//	         `after` blocks, all of them sent before it (KVX2 only)
 //	end:     0 u32 | total blocks sent u32
 //
-// A block's bytes are batch.BlockIO's layout. The receiver may write each
-// chunk as it arrives: the blocks form a chain from the first, so any whole
-// chunks received make a usable prefix even if the stream is cut, and a
-// stream without its end frame reads as io.ErrUnexpectedEOF.
+// A block's bytes are batch.BlockIO's layout, a state's batch.StateIO's.
+// The receiver may write each chunk as it arrives: the blocks form a chain
+// from the first, so any whole chunks received make a usable prefix even
+// if the stream is cut, and a stream without its end frame reads as
+// io.ErrUnexpectedEOF. A stream of a model without states is "KVX1", as
+// before states moved, so such pods of either version exchange KV.
 package kvstream
 
 import (
@@ -25,6 +33,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -39,6 +48,9 @@ const (
 	// MaxBlockSize and MaxGeometry bound the header's shape fields.
 	MaxBlockSize = 1 << 12
 	MaxGeometry  = 1 << 16
+	// MaxStateBytes bounds a recurrent state (a large hybrid model's is
+	// tens of MiB).
+	MaxStateBytes = 1 << 30
 	// ChunkBytes is the payload an encoder aims for per chunk (at least one
 	// block): big enough that the framing is noise, small enough that the
 	// source holds its engine for one chunk briefly.
@@ -46,9 +58,13 @@ const (
 )
 
 var (
-	magic  = [4]byte{'K', 'V', 'X', '1'}
-	crcTab = crc32.MakeTable(crc32.Castagnoli)
+	magic       = [4]byte{'K', 'V', 'X', '1'}
+	magicStates = [4]byte{'K', 'V', 'X', '2'}
+	crcTab      = crc32.MakeTable(crc32.Castagnoli)
 )
+
+// stateMark opens a state frame where a chunk's block count would be.
+const stateMark = 0xffffffff
 
 // Header names the blocks a stream carries.
 type Header struct {
@@ -76,9 +92,10 @@ func ChunkBlocks(f batch.BlockFormat) int {
 
 // Encoder writes a stream.
 type Encoder struct {
-	w    io.Writer
-	sent int
-	buf  [8]byte
+	w          io.Writer
+	sent       int
+	stateBytes int
+	buf        [12]byte
 }
 
 // NewEncoder writes h to w and returns an encoder for its chunks.
@@ -87,8 +104,15 @@ func NewEncoder(w io.Writer, h *Header) (*Encoder, error) {
 	if f.BlockSize <= 0 || len(h.Tokens)%f.BlockSize != 0 {
 		return nil, fmt.Errorf("kvstream: %d tokens are not whole blocks of %d", len(h.Tokens), f.BlockSize)
 	}
-	b := make([]byte, 0, 36+4*len(h.Tokens)+4)
-	b = append(b, magic[:]...)
+	if f.StateBytes < 0 || f.StateBytes > MaxStateBytes {
+		return nil, fmt.Errorf("kvstream: recurrent states of %d bytes", f.StateBytes)
+	}
+	b := make([]byte, 0, 40+4*len(h.Tokens)+4)
+	if f.StateBytes > 0 {
+		b = append(b, magicStates[:]...)
+	} else {
+		b = append(b, magic[:]...)
+	}
 	g := f.Geometry
 	b = binary.LittleEndian.AppendUint32(b, uint32(g.Layers))
 	b = binary.LittleEndian.AppendUint32(b, uint32(g.KVHeads))
@@ -101,6 +125,9 @@ func NewEncoder(w io.Writer, h *Header) (*Encoder, error) {
 	b = binary.LittleEndian.AppendUint32(b, uint32(f.BlockSize))
 	b = binary.LittleEndian.AppendUint64(b, uint64(h.Salt))
 	b = binary.LittleEndian.AppendUint32(b, uint32(h.Blocks()))
+	if f.StateBytes > 0 {
+		b = binary.LittleEndian.AppendUint32(b, uint32(f.StateBytes))
+	}
 	for _, t := range h.Tokens {
 		b = binary.LittleEndian.AppendUint32(b, uint32(t))
 	}
@@ -108,7 +135,7 @@ func NewEncoder(w io.Writer, h *Header) (*Encoder, error) {
 	if _, err := w.Write(b); err != nil {
 		return nil, err
 	}
-	return &Encoder{w: w}, nil
+	return &Encoder{w: w, stateBytes: f.StateBytes}, nil
 }
 
 // Chunk writes n blocks whose contents are payload.
@@ -117,8 +144,8 @@ func (e *Encoder) Chunk(n int, payload []byte) error {
 		return fmt.Errorf("kvstream: chunk of %d blocks", n)
 	}
 	binary.LittleEndian.PutUint32(e.buf[:4], uint32(n))
-	binary.LittleEndian.PutUint32(e.buf[4:], crc32.Checksum(payload, crcTab))
-	if _, err := e.w.Write(e.buf[:]); err != nil {
+	binary.LittleEndian.PutUint32(e.buf[4:8], crc32.Checksum(payload, crcTab))
+	if _, err := e.w.Write(e.buf[:8]); err != nil {
 		return err
 	}
 	if _, err := e.w.Write(payload); err != nil {
@@ -128,11 +155,32 @@ func (e *Encoder) Chunk(n int, payload []byte) error {
 	return nil
 }
 
+// State writes a recurrent state, the state after the chain's first after
+// blocks (all of them sent before it): StateBytes of the header's format.
+func (e *Encoder) State(after int, state []byte) error {
+	switch {
+	case e.stateBytes == 0:
+		return errors.New("kvstream: a recurrent state in a stream of a model without states")
+	case len(state) != e.stateBytes:
+		return fmt.Errorf("kvstream: a recurrent state of %d bytes, the header says %d", len(state), e.stateBytes)
+	case after <= 0 || after > e.sent:
+		return fmt.Errorf("kvstream: a recurrent state after %d blocks, %d sent", after, e.sent)
+	}
+	binary.LittleEndian.PutUint32(e.buf[:4], stateMark)
+	binary.LittleEndian.PutUint32(e.buf[8:], uint32(after))
+	binary.LittleEndian.PutUint32(e.buf[4:8], crc32.Update(crc32.Checksum(e.buf[8:], crcTab), crcTab, state))
+	if _, err := e.w.Write(e.buf[:]); err != nil {
+		return err
+	}
+	_, err := e.w.Write(state)
+	return err
+}
+
 // End writes the end frame.
 func (e *Encoder) End() error {
 	binary.LittleEndian.PutUint32(e.buf[:4], 0)
-	binary.LittleEndian.PutUint32(e.buf[4:], uint32(e.sent))
-	_, err := e.w.Write(e.buf[:])
+	binary.LittleEndian.PutUint32(e.buf[4:8], uint32(e.sent))
+	_, err := e.w.Write(e.buf[:8])
 	return err
 }
 
@@ -165,16 +213,29 @@ func NewDecoder(r io.Reader) (*Decoder, error) { return NewBoundedDecoder(r, Max
 // most maxTokens tokens (and never more than MaxTokens): a header
 // announcing more is refused with ErrTooLong before its token ids are read.
 func NewBoundedDecoder(r io.Reader, maxTokens int) (*Decoder, error) {
-	var fixed [36]byte
-	if _, err := io.ReadFull(r, fixed[:]); err != nil {
+	var buf [40]byte
+	fixed := buf[:36]
+	if _, err := io.ReadFull(r, fixed); err != nil {
 		return nil, eof(err)
 	}
-	if [4]byte(fixed[:4]) != magic {
+	stateBytes := 0
+	switch [4]byte(fixed[:4]) {
+	case magic:
+	case magicStates:
+		fixed = buf[:40]
+		if _, err := io.ReadFull(r, fixed[36:]); err != nil {
+			return nil, eof(err)
+		}
+		stateBytes = int(binary.LittleEndian.Uint32(fixed[36:]))
+		if stateBytes <= 0 || stateBytes > MaxStateBytes {
+			return nil, corrupt("recurrent states of %d bytes", stateBytes)
+		}
+	default:
 		return nil, corrupt("magic %q", fixed[:4])
 	}
 	u32 := func(off int) int { return int(binary.LittleEndian.Uint32(fixed[off:])) }
 	g := kvcache.Geometry{Layers: u32(4), KVHeads: u32(8), HeadDim: u32(12), DType: kvcache.DType(fixed[16])}
-	f := batch.BlockFormat{Geometry: g, BlockSize: u32(20), Contents: fixed[17] == 1}
+	f := batch.BlockFormat{Geometry: g, BlockSize: u32(20), Contents: fixed[17] == 1, StateBytes: stateBytes}
 	switch {
 	case fixed[17] > 1 || fixed[18] != 0 || fixed[19] != 0:
 		return nil, corrupt("flags %x", fixed[17:20])
@@ -203,7 +264,7 @@ func NewBoundedDecoder(r io.Reader, maxTokens int) (*Decoder, error) {
 	if _, err := io.ReadFull(r, rest); err != nil {
 		return nil, eof(err)
 	}
-	crc := crc32.Update(crc32.Checksum(fixed[:], crcTab), crcTab, rest[:len(rest)-4])
+	crc := crc32.Update(crc32.Checksum(fixed, crcTab), crcTab, rest[:len(rest)-4])
 	if crc != binary.LittleEndian.Uint32(rest[len(rest)-4:]) {
 		return nil, corrupt("header checksum")
 	}
@@ -220,46 +281,89 @@ func (d *Decoder) Header() *Header { return &d.h }
 // Received is how many blocks the chunks read so far carried.
 func (d *Decoder) Received() int { return d.received }
 
-// Next reads the next chunk: its number of blocks and their contents (the
-// decoder's buffer, valid until the next call). At the end frame it returns
-// 0, nil, io.EOF; a stream cut before it returns io.ErrUnexpectedEOF, one
-// that breaks the format an error wrapping ErrCorrupt.
-func (d *Decoder) Next() (int, []byte, error) {
+// Frame is a frame of the stream after its header: a chunk of Blocks
+// blocks, or (StateAfter > 0) the recurrent state after the chain's first
+// StateAfter blocks. Data is its payload, the decoder's buffer, valid
+// until the next call.
+type Frame struct {
+	Blocks, StateAfter int
+	Data               []byte
+}
+
+// Next reads the next frame. At the end frame it returns io.EOF; a stream
+// cut before it returns io.ErrUnexpectedEOF, one that breaks the format an
+// error wrapping ErrCorrupt.
+func (d *Decoder) Next() (Frame, error) {
 	if d.done {
-		return 0, nil, io.EOF
+		return Frame{}, io.EOF
 	}
 	var fr [8]byte
 	if _, err := io.ReadFull(d.r, fr[:]); err != nil {
-		return 0, nil, eof(err)
+		return Frame{}, eof(err)
 	}
 	n := int(binary.LittleEndian.Uint32(fr[:4]))
 	second := binary.LittleEndian.Uint32(fr[4:])
-	if n == 0 {
+	switch {
+	case n == 0:
 		if int(second) != d.received {
-			return 0, nil, corrupt("end frame counts %d blocks, %d received", second, d.received)
+			return Frame{}, corrupt("end frame counts %d blocks, %d received", second, d.received)
 		}
 		d.done = true
-		return 0, nil, io.EOF
+		return Frame{}, io.EOF
+	case n == stateMark:
+		return d.state(second)
+	case n > d.h.Blocks()-d.received:
+		return Frame{}, corrupt("chunk of %d blocks after %d of %d", n, d.received, d.h.Blocks())
+	case d.size > 0 && n > MaxChunkBytes/d.size:
+		return Frame{}, corrupt("chunk of %d blocks of %d bytes", n, d.size)
 	}
-	if n > d.h.Blocks()-d.received {
-		return 0, nil, corrupt("chunk of %d blocks after %d of %d", n, d.received, d.h.Blocks())
-	}
-	if d.size > 0 && n > MaxChunkBytes/d.size {
-		return 0, nil, corrupt("chunk of %d blocks of %d bytes", n, d.size)
-	}
-	need := n * d.size
-	if cap(d.buf) < need {
-		d.buf = make([]byte, need)
-	}
-	d.buf = d.buf[:need]
-	if _, err := io.ReadFull(d.r, d.buf); err != nil {
-		return 0, nil, eof(err)
+	if err := d.read(n * d.size); err != nil {
+		return Frame{}, err
 	}
 	if crc32.Checksum(d.buf, crcTab) != second {
-		return 0, nil, corrupt("chunk checksum after %d blocks", d.received)
+		return Frame{}, corrupt("chunk checksum after %d blocks", d.received)
 	}
 	d.received += n
-	return n, d.buf, nil
+	return Frame{Blocks: n, Data: d.buf}, nil
+}
+
+// state reads a state frame's rest, crc its checksum.
+func (d *Decoder) state(crc uint32) (Frame, error) {
+	states := d.h.Format.StateBytes
+	if states == 0 {
+		return Frame{}, corrupt("a recurrent state in a stream without states")
+	}
+	var a [4]byte
+	if _, err := io.ReadFull(d.r, a[:]); err != nil {
+		return Frame{}, eof(err)
+	}
+	after := int(binary.LittleEndian.Uint32(a[:]))
+	if after <= 0 || after > d.received {
+		return Frame{}, corrupt("a recurrent state after %d blocks, %d received", after, d.received)
+	}
+	if err := d.read(states); err != nil {
+		return Frame{}, err
+	}
+	if crc32.Update(crc32.Checksum(a[:], crcTab), crcTab, d.buf) != crc {
+		return Frame{}, corrupt("recurrent state checksum")
+	}
+	return Frame{StateAfter: after, Data: d.buf}, nil
+}
+
+// read fills the decoder's buffer with the next n bytes. The buffer grows
+// at most twice what has arrived, so a sender that announces a large
+// frame and sends little makes the receiver allocate little.
+func (d *Decoder) read(n int) error {
+	d.buf = d.buf[:0]
+	for len(d.buf) < n {
+		k := min(n-len(d.buf), max(len(d.buf), 1<<20))
+		d.buf = slices.Grow(d.buf, k)
+		if _, err := io.ReadFull(d.r, d.buf[len(d.buf):len(d.buf)+k]); err != nil {
+			return eof(err)
+		}
+		d.buf = d.buf[:len(d.buf)+k]
+	}
+	return nil
 }
 
 // eof reads a clean EOF inside the stream as a cut one.

@@ -48,6 +48,31 @@ func MoveChain(t testing.TB, src, dst *engine.Engine, salt kvcache.Salt, tokens 
 	}
 }
 
+// MoveState moves the deepest recurrent-state checkpoint within the first
+// blocks blocks of tokens' chain under salt from engine src to engine dst
+// (a hybrid model's, after MoveChain), as the control API's transfer
+// does, and returns the blocks it follows (0: none moved). corrupt, when
+// set, changes the state's bytes on the way.
+func MoveState(t testing.TB, src, dst *engine.Engine, salt kvcache.Salt, tokens []int32, blocks int, corrupt func([]byte)) int {
+	t.Helper()
+	ctx := context.Background()
+	format, _ := src.BlockFormat()
+	k, data, err := src.ExportState(ctx, salt, tokens, blocks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k == 0 {
+		return 0
+	}
+	if corrupt != nil {
+		corrupt(data)
+	}
+	if err := dst.ImportState(ctx, format, salt, tokens, k, data); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // CheckEngineMovesKV runs a program's first request on engine A, moves its
 // cached context to engine B (a fresh engine over another executor of the
 // same model) in chunks, and runs its next request on B: B's prefill

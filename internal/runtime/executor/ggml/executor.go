@@ -229,7 +229,6 @@ type scratch struct {
 	stateKeep []float32
 	slotSeen  []uint64
 	slotStamp uint64
-	stateRow  []byte // a state's row on its way between slots
 	pos4      []int32
 	// logits receives the sampled rows' logits, which the engine reads in
 	// place (batch.ShareLogits). On a GPU it lies in the device's pinned

@@ -218,10 +218,16 @@ func (e *Executor) recurrent(l int) bool {
 // A ring's part (window_ring.go) is cells cells of row/cells bytes, of
 // which a copy that says its position copies the window only (ringSpans).
 type statePart struct {
-	t     cTensor
-	row   int
-	cells int // 0: not a ring
+	t   cTensor
+	row int
+	// rowElems are a row's elements (ggml's view sizes are in elements).
+	rowElems int
+	cells    int // 0: not a ring
 }
+
+// elems is how many elements n bytes of a row hold (n a whole number of
+// a ring's cells, or of F32 elements).
+func (st statePart) elems(n int) int64 { return int64(n) * int64(st.rowElems) / int64(st.row) }
 
 // spans are the byte ranges within a slot's row of part st that copy cp
 // copies: the whole row, or a ring's cells of the window before cp.Pos.
@@ -254,7 +260,7 @@ func (e *Executor) allocStates(ctx cCtx) (ts []cTensor, sizes []int) {
 			}
 			e.convState[l] = e.a.newTensor2d(ctx, typeF32, int64(conv), int64(e.stateSlots))
 			e.deltaState[l] = e.a.newTensor2d(ctx, typeF32, int64(delta), int64(e.stateSlots))
-			e.stateParts = append(e.stateParts, statePart{t: e.convState[l], row: 4 * conv}, statePart{t: e.deltaState[l], row: 4 * delta})
+			e.stateParts = append(e.stateParts, statePart{t: e.convState[l], row: 4 * conv, rowElems: conv}, statePart{t: e.deltaState[l], row: 4 * delta, rowElems: delta})
 		}
 	}
 	e.stateParts = append(e.stateParts, e.allocRings(ctx)...)
@@ -290,42 +296,130 @@ func (e *Executor) ReserveHostStates(n int) error {
 }
 
 // copyStates copies states between slots (batch.Batch's StateCopies and
-// StateSaves), part by part: between device slots through host memory,
-// to and from host slots directly.
+// StateSaves), part by part (a ring's window only, when the copy says its
+// position: spans): between device slots with ggml's backend copy between
+// views of the bytes (on a GPU a copy in device memory, not through the
+// host), to and from host slots directly.
 func (e *Executor) copyStates(copies []batch.StateCopy) {
 	if len(copies) == 0 {
 		return
 	}
-	stateBytes := int(e.stateBytes())
-	off := 0 // the part's offset in a host slot
+	var views cCtx // the device copies' views of rows
+	if n := e.deviceCopies(copies); n > 0 {
+		views = e.a.initCtx(initParams{MemSize: e.a.tensorOverhead() * uintptr(2*n*2*len(e.stateParts)), NoAlloc: true})
+		defer e.a.freeCtx(views)
+	}
 	var buf [2][2]int
-	for _, st := range e.stateParts {
-		// A host slot's bytes at at of this part.
-		hostRow := func(slot, at int) unsafe.Pointer {
-			return unsafe.Pointer(&e.hostStates[(slot-e.stateSlots)*stateBytes+off+at])
-		}
+	e.eachStateRow(func(st statePart, off int) {
 		for _, cp := range copies {
 			fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
 			for _, sp := range e.spans(st, cp, buf[:0]) {
 				at, n := sp[0], sp[1]
-				from, to := uintptr(cp.From*st.row+at), uintptr(cp.To*st.row+at)
+				from, to := cp.From*st.row+at, cp.To*st.row+at
 				switch {
 				case !fromHost && !toHost:
-					e.s.stateRow = grow(e.s.stateRow, n)
-					p := unsafe.Pointer(&e.s.stateRow[0])
-					e.a.tensorGet(st.t, p, from, uintptr(n))
-					e.a.tensorSet(st.t, p, to, uintptr(n))
+					src := e.a.view1d(views, st.t, st.elems(n), uintptr(from))
+					dst := e.a.view1d(views, st.t, st.elems(n), uintptr(to))
+					e.a.viewInit(src)
+					e.a.viewInit(dst)
+					e.a.tensorCopy(src, dst)
 				case !fromHost:
-					e.a.tensorGet(st.t, hostRow(cp.To, at), from, uintptr(n))
+					e.a.tensorGet(st.t, unsafe.Pointer(&e.hostState(cp.To)[off+at]), uintptr(from), uintptr(n))
 				case !toHost:
-					e.a.tensorSet(st.t, hostRow(cp.From, at), to, uintptr(n))
+					e.a.tensorSet(st.t, unsafe.Pointer(&e.hostState(cp.From)[off+at]), uintptr(to), uintptr(n))
 				default:
-					copy(unsafe.Slice((*byte)(hostRow(cp.To, at)), n), unsafe.Slice((*byte)(hostRow(cp.From, at)), n))
+					copy(e.hostState(cp.To)[off+at:off+at+n], e.hostState(cp.From)[off+at:off+at+n])
 				}
 			}
 		}
+	})
+}
+
+// deviceCopies counts the copies between two device slots.
+func (e *Executor) deviceCopies(copies []batch.StateCopy) int {
+	n := 0
+	for _, cp := range copies {
+		if cp.From < e.stateSlots && cp.To < e.stateSlots {
+			n++
+		}
+	}
+	return n
+}
+
+// eachStateRow calls f for each part of a state (e.stateParts) with its
+// offset in a state's bytes. A state's bytes (a host slot's, and
+// StateIO's) are its parts in this order: each recurrent layer's
+// convolution state, then its DeltaNet state, F32; then each sliding
+// layer's ring of keys, then of values, in the cache's type.
+func (e *Executor) eachStateRow(f func(st statePart, off int)) {
+	off := 0
+	for _, st := range e.stateParts {
+		f(st, off)
 		off += st.row
 	}
+}
+
+// hostState is host slot's state (slot ≥ stateSlots).
+func (e *Executor) hostState(slot int) []byte {
+	n := int(e.stateBytes())
+	off := (slot - e.stateSlots) * n
+	return e.hostStates[off : off+n]
+}
+
+var _ batch.StateIO = (*Executor)(nil)
+
+// StateBytes is one slot's state in bytes (batch.StateIO).
+func (e *Executor) StateBytes() int {
+	if e.stateSlots == 0 {
+		return 0
+	}
+	return int(e.stateBytes())
+}
+
+// ReadState copies slot's state, a device or host slot, into dst
+// (batch.StateIO).
+func (e *Executor) ReadState(slot int, dst []byte) error {
+	if err := e.checkStateIO(slot, dst); err != nil {
+		return err
+	}
+	if slot >= e.stateSlots {
+		copy(dst, e.hostState(slot))
+		return nil
+	}
+	e.eachStateRow(func(st statePart, off int) {
+		e.a.tensorGet(st.t, unsafe.Pointer(&dst[off]), uintptr(slot*st.row), uintptr(st.row))
+	})
+	return nil
+}
+
+// WriteState overwrites slot's state, a device or host slot, with src
+// (batch.StateIO).
+func (e *Executor) WriteState(slot int, src []byte) error {
+	if err := e.checkStateIO(slot, src); err != nil {
+		return err
+	}
+	if slot >= e.stateSlots {
+		copy(e.hostState(slot), src)
+		return nil
+	}
+	e.eachStateRow(func(st statePart, off int) {
+		e.a.tensorSet(st.t, unsafe.Pointer(&src[off]), uintptr(slot*st.row), uintptr(st.row))
+	})
+	return nil
+}
+
+// checkStateIO refuses a slot out of range or a buffer of another size
+// than a state.
+func (e *Executor) checkStateIO(slot int, b []byte) error {
+	switch {
+	case e.stateSlots == 0:
+		return errors.New("ggml executor: the model keeps no states")
+	case slot < 0 || slot >= e.stateSlots+e.hostStateSlots:
+		return fmt.Errorf("ggml executor: state slot %d outside the %d slots (%d on the host)", slot, e.stateSlots+e.hostStateSlots, e.hostStateSlots)
+	case len(b) != e.StateBytes():
+		return fmt.Errorf("ggml executor: a state of %d bytes, want %d", len(b), e.StateBytes())
+	}
+	return nil
 }
 
 // checkStates refuses a batch whose sequences' state slots are out of

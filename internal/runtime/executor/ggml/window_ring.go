@@ -140,7 +140,8 @@ func (e *Executor) allocRings(ctx cCtx) []statePart {
 		r.k[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), rows)
 		r.v[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), rows)
 		row := r.cells * e.kvRow
-		parts = append(parts, statePart{r.k[l], row, r.cells}, statePart{r.v[l], row, r.cells})
+		elems := r.cells * e.kvDim
+		parts = append(parts, statePart{r.k[l], row, elems, r.cells}, statePart{r.v[l], row, elems, r.cells})
 	}
 	return parts
 }

@@ -419,11 +419,11 @@ func StateSlotsForDevice(a Accelerator, g Geometry, tp int, memFraction float64,
 	perBlock := g.KVBytesPerTokenPerDevice(tp) * int64(blockSize)
 	perSlot := g.StateBytes() / int64(tp)
 	budget := int64(blocks) * perBlock
-	slots = min(2*maxSeqs, int(budget/2/perSlot))
+	blocks, slots = kvcache.SplitStates(budget, perBlock, perSlot, 2*maxSeqs, 0)
 	if slots < 2 {
 		return 0, 0, fmt.Errorf("%s: %d bytes of cache on %s hold no two recurrent states of %d bytes", g.Name, budget, a.Name, perSlot)
 	}
-	return int((budget - int64(slots)*perSlot) / perBlock), slots, nil
+	return blocks, slots, nil
 }
 
 // KVBlocksForDevice sizes the KV cache of one tensor-parallel group: the
