@@ -72,6 +72,13 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 // its whole prompt. A hybrid model's recurrent states, and gpt-oss's
 // sliding layers' rings with the window cache (window_ring.go).
 func TestHybridCheckpointsSpillToHost(t *testing.T) {
+	forStateModels(t, testCheckpointsSpillToHost)
+}
+
+// forStateModels runs f for each kind of state an executor keeps: a
+// hybrid model's recurrent states (qwen35), and gpt-oss's sliding layers'
+// rings with the window cache (a window of 8, rings of 8 + 16 cells).
+func forStateModels(t *testing.T, f func(t *testing.T, m *model.Model)) {
 	for _, tc := range []struct {
 		cfg         model.Config
 		windowChunk int
@@ -82,7 +89,7 @@ func TestHybridCheckpointsSpillToHost(t *testing.T) {
 		t.Run(tc.cfg.Arch, func(t *testing.T) {
 			windowChunk = tc.windowChunk
 			defer func() { windowChunk = 0 }()
-			testCheckpointsSpillToHost(t, randomModel(t, tc.cfg, model.F32, 5))
+			f(t, randomModel(t, tc.cfg, model.F32, 5))
 		})
 	}
 }
