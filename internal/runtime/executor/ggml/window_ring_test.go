@@ -113,16 +113,20 @@ func TestWindowCacheMatchesPaged(t *testing.T) {
 }
 
 // TestWindowCacheEngineBatchingEquivalence is TestEngineBatchingEquivalence
-// for gpt-oss (a window of 8) with the window cache, its rings 8 + 4
-// cells (prompts prefilled 4 tokens an iteration): batched, preempted and
+// for gpt-oss (a window of 8) with the window cache, its rings 8 + 16
+// cells (prompts prefilled at most 16 tokens an iteration), which prompts
+// of up to 42 tokens and their outputs wrap: batched, preempted and
 // resumed from checkpoints at prefix hits, every request's tokens are
-// those it gets alone; F16 cache, both attentions.
+// those it gets alone; F16 and Q8_0 caches (a ring's cells copied in
+// whole Q8_0 rows), both attentions.
 func TestWindowCacheEngineBatchingEquivalence(t *testing.T) {
-	withKV(t, kvcache.DTypeF16, func(t *testing.T) {
-		withWindowCache(t, 16, func(t *testing.T) {
-			bothAttentions(t, func(t *testing.T) { testEngineBatchingEquivalence(t, gptossNarrow()) })
+	for _, d := range []kvcache.DType{kvcache.DTypeF16, kvcache.DTypeQ8_0} {
+		withKV(t, d, func(t *testing.T) {
+			withWindowCache(t, 16, func(t *testing.T) {
+				bothAttentions(t, func(t *testing.T) { testEngineBatchingEquivalence(t, gptossNarrow()) })
+			})
 		})
-	})
+	}
 }
 
 // TestWindowCacheParityWithLlamaCpp is TestGreedyParityWithLlamaCpp's
