@@ -78,9 +78,9 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	cfg := m.Config
 	log.Info("model loaded", "model", o.Model, "arch", cfg.Arch, "params", cfg.NumParams(), "layers", cfg.Layers,
 		"vocab", cfg.VocabSize, "context", cfg.ContextLen, "chat_template", m.ChatTemplate.Name(), "elapsed", time.Since(start).Round(time.Millisecond))
-	kv := cpu.KVGeometry(cfg)
+	kv, stateBytes := cpu.KVGeometry(cfg), cfg.StateBytes()
 	if o.Executor == executorGGML {
-		kv = ggml.KVGeometry(m, o.KVCacheDType)
+		kv, stateBytes = ggmlCacheLayout(m, o)
 	}
 	if err := kv.Validate(); err != nil {
 		_ = m.Close()
@@ -88,12 +88,12 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	}
 	perBlock := kv.BytesPerBlock(o.BlockSize)
 	blocks := o.KVCacheBlocks
-	// slots: a hybrid model's recurrent states, one per running sequence
-	// (--max-num-seqs) and as many checkpoints, which prefix hits resume
-	// from (the engine splits them); fewer when the KV budget cannot hold
-	// that many.
+	// slots: a hybrid model's recurrent states, or the window cache's
+	// rings, one per running sequence (--max-num-seqs) and as many
+	// checkpoints, which prefix hits resume from (the engine splits them);
+	// fewer when the KV budget cannot hold that many.
 	slots := 0
-	if cfg.StateBytes() > 0 {
+	if stateBytes > 0 {
 		slots = 2 * o.MaxNumSeqs
 		if blocks > 0 {
 			slots = min(slots, 2*ggml.DefaultStateSlots)
@@ -117,12 +117,13 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 		if budget == 0 {
 			budget = defaultCPUKVMemory
 		}
-		// A hybrid model's states come out of the same budget: at most
-		// half of it (at least one), the rest is the attending layers' KV.
-		blocks, slots = kvcache.SplitStates(budget, perBlock, cfg.StateBytes(), slots, 1)
+		// The states (a hybrid model's, the window cache's rings) come out
+		// of the same budget: at most half of it (at least one), the rest
+		// is the paged layers' KV.
+		blocks, slots = kvcache.SplitStates(budget, perBlock, stateBytes, slots, 1)
 		if blocks == 0 {
 			_ = m.Close()
-			return nil, fmt.Errorf("a KV cache of %d bytes holds no block of %d bytes (beside %d recurrent states of %d bytes)", budget, perBlock, slots, cfg.StateBytes())
+			return nil, fmt.Errorf("a KV cache of %d bytes holds no block of %d bytes (beside %d state slots of %d bytes)", budget, perBlock, slots, stateBytes)
 		}
 	}
 	var exec modelExecutor
@@ -134,8 +135,8 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 			return nil, err
 		}
 		if slots > 0 {
-			log.Info("hybrid model: recurrent states", "slots", slots, "bytes_per_sequence", cfg.StateBytes(),
-				"total_mib", int64(slots)*cfg.StateBytes()>>20, "recurrent_layers", cfg.RecurrentLayers(), "kv_layers", cfg.KVLayers())
+			log.Info("state slots (hybrid model's recurrent states, window cache's rings)", "slots", slots, "bytes_per_sequence", stateBytes,
+				"total_mib", int64(slots)*stateBytes>>20, "recurrent_layers", cfg.RecurrentLayers(), "paged_kv_layers", kv.Layers, "window_chunk", g.MaxSeqTokens())
 		}
 		log.Info("ggml executor", "device", g.Device(), "weights", g.Weights(), "kv_cache_dtype", g.KV().DType)
 		exec, name = g, "ggml executor on "+g.Device()
@@ -150,7 +151,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	return &backend{
 		exec: exec, codec: codec.Model{Tokenizer: m.Tokenizer, Template: m.ChatTemplate}, decoder: m.Tokenizer,
 		eos: cfg.EOS, vocabSize: cfg.VocabSize, contextLen: cfg.ContextLen, numBlocks: blocks, kvBytesPerBlock: perBlock, kvDType: kv.DType,
-		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: kvcache.StateTokens(cfg.StateBytes(), perBlock, o.BlockSize), stateBytes: cfg.StateBytes(),
+		servedName: nameFromModel(o.Model), architecture: cfg.Arch, stateSlots: slots, stateTokens: kvcache.StateTokens(stateBytes, perBlock, o.BlockSize), stateBytes: stateBytes,
 		description: fmt.Sprintf("%s, %d KV blocks of %s (%d MiB)", name, blocks, kv.DType, int64(blocks)*perBlock>>20),
 		close:       func() { exec.Close(); _ = m.Close() },
 	}, nil
@@ -162,7 +163,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 // error instead of a fallback to the CPU.
 func newGGML(o *options, m *model.Model, blocks, stateSlots int, devs []device.Device, gpuOnly bool, log *slog.Logger) (*ggml.Executor, error) {
 	opts := ggml.Options{LibDir: o.GGMLLib, Device: o.Device, Threads: o.CPUThreads, KVCacheDType: o.KVCacheDType, FlashMaxSeqs: o.GGMLFlashMaxSeqs, DeviceArgmax: o.GGMLDeviceArgmax,
-		StateSlots: stateSlots}
+		StateSlots: stateSlots, WindowCache: o.SWACache == swaCacheWindow}
 	if o.Device != "" {
 		return ggml.New(m, blocks, o.BlockSize, opts)
 	}
@@ -318,4 +319,16 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		description: fmt.Sprintf("sim executor (%s on %d× %s), %d KV blocks", geom.Name, o.TensorParallel, acc.Name, blocks),
 		close:       func() {},
 	}, nil
+}
+
+// ggmlCacheLayout is the ggml executor's paged KV geometry for m and its
+// state slot's bytes (0: it keeps no states): a hybrid model's recurrent
+// states; with --swa-cache window, the sliding-window layers' rings
+// (ggml.WindowStateBytes), which leave the paged cache.
+func ggmlCacheLayout(m *model.Model, o *options) (kvcache.Geometry, int64) {
+	stateBytes := m.Config.StateBytes()
+	if o.SWACache != swaCacheWindow {
+		return ggml.KVGeometry(m, o.KVCacheDType), stateBytes
+	}
+	return ggml.WindowKVGeometry(m, o.KVCacheDType), stateBytes + ggml.WindowStateBytes(m, o.KVCacheDType, 0)
 }

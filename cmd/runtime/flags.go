@@ -66,8 +66,10 @@ type options struct {
 	KVCacheBlocks             int
 	KVHostBlocks              int
 	StateCheckpoints          engine.CheckpointMode
-	KVCacheMemory             byteSize
-	KVCacheMemoryFraction     float64
+	// SWACache is --swa-cache: swaCacheWindow or swaCacheFull.
+	SWACache              string
+	KVCacheMemory         byteSize
+	KVCacheMemoryFraction float64
 	// KVCacheMemoryFractionSet: --kv-cache-memory-fraction was given (flag
 	// or environment), not left at the sim executor's default.
 	KVCacheMemoryFractionSet bool
@@ -101,6 +103,10 @@ const (
 	executorCPU  = "cpu"
 	executorSim  = "sim"
 	executorGGML = "ggml"
+
+	// --swa-cache's values.
+	swaCacheWindow = "window"
+	swaCacheFull   = "full"
 )
 
 // newFlagSet declares the flags over o, with their defaults.
@@ -153,6 +159,7 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&o.KVCacheBlocks, "kv-cache-blocks", 0, "KV cache size in blocks (0: from --kv-cache-memory, or from device memory)")
 	fs.TextVar(&o.StateCheckpoints, "state-checkpoints", engine.CheckpointPrograms, "hybrid models (qwen35, qwen35moe, qwen3next): which recurrent states are kept for prefix hits: programs (each prompt's last block boundary and each sequence's latest decoded one: a program's next turn resumes within a block of its last turn's end), prompts (each prompt's last block boundary only) or none")
+	fs.StringVar(&o.SWACache, "swa-cache", swaCacheWindow, "ggml executor, models with sliding-window layers (gpt-oss): window keeps those layers' keys and values per sequence in a ring of the window and one chunk of 512 tokens, carved from the KV budget as state slots, so the paged cache holds the full-attention layers only (gpt-oss: twice the tokens); prefix hits then resume from checkpoints at block boundaries, and KV moves between pods carry the rings, as hybrid models' recurrent states; full pages every layer and masks the window (block-granular prefix caching)")
 	fs.IntVar(&o.KVHostBlocks, "kv-host-blocks", 0, "host-memory KV tier in blocks: paused programs' KV, and cached blocks the device evicts, move there instead of being dropped, and come back without recompute at the program's next request (0: none)")
 	fs.Var(&o.KVCacheMemory, "kv-cache-memory", "KV cache size in bytes, e.g. 512Mi or 8Gi (0: sim and, when given, ggml on cuda: --kv-cache-memory-fraction of device memory; otherwise 1Gi)")
 	fs.Float64Var(&o.KVCacheMemoryFraction, "kv-cache-memory-fraction", 0.9, "sim executor, and ggml on cuda when given: fraction of the GPU's memory for weights, activations and KV cache (the cpu executor and ggml on the cpu refuse it)")
@@ -244,6 +251,7 @@ func (o *options) validate() error {
 	}
 	check(o.Executor == executorCPU || o.Executor == executorSim || o.Executor == executorGGML, "--executor must be cpu, ggml or sim, got %q", o.Executor)
 	check(o.Device == "" || o.Device == "cpu" || o.Device == "cuda", "--device must be cuda or cpu, got %q", o.Device)
+	check(o.SWACache == swaCacheWindow || o.SWACache == swaCacheFull, "--swa-cache must be window or full, got %q", o.SWACache)
 	check(o.Device == "" || o.Executor == executorGGML, "--device applies to --executor ggml only")
 	check(o.Port >= 0 && o.Port <= 65535, "--port %d out of range", o.Port)
 	check(o.ControlPort >= 0 && o.ControlPort <= 65535, "--control-port %d out of range", o.ControlPort)

@@ -31,7 +31,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 	want := options{
 		Model: "builtin:tiny", Executor: "cpu", SimAccelerator: "H100-SXM", SimModel: "llama-3.1-8b", TensorParallel: 1,
 		Host: "0.0.0.0", Port: 8000, ControlPort: 8081, ProgramIdle: 10 * time.Minute, MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, MaxNumPartialPrefills: 4, BlockSize: 16,
-		KVCacheMemoryFraction: 0.9, MaxQueue: 4096, AgingRate: 0.1, DrainTimeout: 30 * time.Second,
+		KVCacheMemoryFraction: 0.9, MaxQueue: 4096, AgingRate: 0.1, DrainTimeout: 30 * time.Second, SWACache: "window",
 		MaxBodyBytes: 4 << 20, PreprocessMemory: 512 << 20, StreamWriteTimeout: 5 * time.Second, StreamStallTimeout: 10 * time.Second, StreamMaxBuffered: 1 << 20, LogLevel: slog.LevelInfo,
 		ResponsesStoreEntries: 1024, ResponsesStoreBytes: 64 << 20,
 	}

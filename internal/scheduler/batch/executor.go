@@ -62,9 +62,13 @@ type Batch struct {
 }
 
 // StateCopy copies the recurrent state of slot From into slot To (either
-// may be a host slot of a HostStateKeeper).
+// may be a host slot of a HostStateKeeper). Pos, when not 0, says the
+// state is a sequence's after its positions [0, Pos): an executor whose
+// states keep a window of the latest positions (the ggml executor's
+// sliding-window rings) then copies that window only.
 type StateCopy struct {
 	From, To int
+	Pos      int
 }
 
 // Seq is one sequence's part of an iteration.
@@ -116,6 +120,15 @@ type Seq struct {
 // prefix cache) from position 0.
 type StateKeeper interface {
 	StateSlots() int
+}
+
+// ChunkLimiter is implemented by executors that bound the tokens one
+// sequence takes in one iteration (the ggml executor's window cache,
+// whose per-sequence rings hold a sliding window and one such chunk):
+// the engine cuts every sequence's share of an iteration to
+// MaxSeqTokens (0: no bound).
+type ChunkLimiter interface {
+	MaxSeqTokens() int
 }
 
 // HostStateKeeper is a StateKeeper that also keeps states in host memory:

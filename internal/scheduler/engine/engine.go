@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -222,6 +223,9 @@ type Engine struct {
 	obs       Observer
 	// samplesTokens: the executor draws tokens itself (batch.TokenSampler).
 	samplesTokens bool
+	// seqChunk bounds the tokens one sequence takes in one iteration
+	// (batch.ChunkLimiter; MaxInt: no bound).
+	seqChunk int
 
 	mu       sync.Mutex
 	waiting  *queue.Queue[*sequence]
@@ -335,6 +339,10 @@ func New(cfg Config, exec batch.Executor) (*Engine, error) {
 	e.slots = slots
 	if ts, ok := exec.(batch.TokenSampler); ok {
 		e.samplesTokens = ts.SamplesTokens()
+	}
+	e.seqChunk = math.MaxInt
+	if cl, ok := exec.(batch.ChunkLimiter); ok && cl.MaxSeqTokens() > 0 {
+		e.seqChunk = cl.MaxSeqTokens()
 	}
 	if n := cfg.KV.HostBlocks; n > 0 {
 		c, ok := exec.(batch.BlockCopier)

@@ -93,7 +93,7 @@ func (e *Engine) planBatchLocked(now time.Time) (preempted, finished int) {
 		if e.overlap != nil && !e.overlap.ready(s) {
 			continue // its KV is still coming back from the host tier
 		}
-		n := min(left, budget)
+		n := min(left, budget, e.seqChunk)
 		if e.isLong(left) {
 			if long == e.cfg.MaxLongPartialPrefills {
 				continue // a long-prefill slot frees up when one is done
@@ -160,7 +160,7 @@ func (e *Engine) planBatchLocked(now time.Time) (preempted, finished int) {
 		e.slots.take(s)
 		if cached > 0 && ckpt >= 0 {
 			// Its recurrent state resumes from the checkpoint at the hit.
-			e.b.StateCopies = append(e.b.StateCopies, batch.StateCopy{From: e.slots.ck.restore(ckpt), To: s.slot})
+			e.b.StateCopies = append(e.b.StateCopies, batch.StateCopy{From: e.slots.ck.restore(ckpt), To: s.slot, Pos: cached})
 			e.slots.restored++
 			e.slots.restoredTokens += int64(cached)
 		}
@@ -187,7 +187,7 @@ func (e *Engine) planBatchLocked(now time.Time) (preempted, finished int) {
 			}
 			e.overlap.touch(s.blocks)
 		}
-		n := min(left, budget)
+		n := min(left, budget, e.seqChunk)
 		if e.isLong(left) {
 			if long == e.cfg.MaxLongPartialPrefills {
 				continue // admitted; it prefills when a long-prefill slot frees up
@@ -270,7 +270,7 @@ func (e *Engine) extendsBefore(i, j int) bool {
 func (e *Engine) extendLocked(i, budget int) int {
 	s, sq := e.sched[i], &e.b.Seqs[i]
 	end := sq.Pos + len(sq.Tokens)
-	n := min(len(s.tokens)-end, budget)
+	n := min(len(s.tokens)-end, budget, e.seqChunk-len(sq.Tokens))
 	if n <= 0 {
 		return 0
 	}
@@ -385,7 +385,7 @@ func (e *Engine) warmup(ctx context.Context) error {
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
 	const warmupSeq = ^uint64(0)
-	n := min(e.blockSize, e.cfg.MaxModelLen-1, e.cfg.MaxNumBatchedTokens)
+	n := min(e.blockSize, e.cfg.MaxModelLen-1, e.cfg.MaxNumBatchedTokens, e.seqChunk)
 	tokens := make([]int32, max(n, 1))
 	for i := range tokens {
 		tokens[i] = int32(i % max(e.cfg.VocabSize, 2))

@@ -39,7 +39,7 @@ func TestCheckpointTake(t *testing.T) {
 		{name: "free device checkpoint", c: newCheckpoints(4, 2, 10, 0), key: key(3), wantSlot: 4, ok: true},
 		{name: "already here", c: full(0, false), key: key(2), wantSlot: -1, ok: true, kept: 2},
 		{name: "least recently used spills to the host", c: full(1, false), key: key(3), wantSlot: 4,
-			wantSpill: &batch.StateCopy{From: 4, To: 10}, ok: true, kept: 1},
+			wantSpill: &batch.StateCopy{From: 4, To: 10, Pos: 1}, ok: true, kept: 1},
 		{name: "least recently used dropped without a host tier", c: full(0, false), key: key(3), wantSlot: 4, ok: true, gone: 1, kept: 2},
 		{name: "owned device ones: a host checkpoint", c: full(1, true), key: key(3), wantSlot: 10, ok: true, kept: 2},
 		{name: "every one owned", c: full(0, true), key: key(3), ok: false, kept: 1},

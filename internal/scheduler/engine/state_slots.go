@@ -319,7 +319,7 @@ func (c *checkpoints) spill(i int) (cp batch.StateCopy, ok bool) {
 	*host = checkpoint{key: dev.key, valid: true, used: dev.used}
 	c.byKey[dev.key] = h
 	dev.valid = false
-	return batch.StateCopy{From: c.slot(i), To: c.slot(h)}, true
+	return batch.StateCopy{From: c.slot(i), To: c.slot(h), Pos: dev.key.n}, true
 }
 
 // offload spills the deepest device checkpoint of tokens' full blocks
@@ -471,6 +471,6 @@ func (e *Engine) alignLocked() {
 		}
 		s.hashed.add(s.tokens[s.hashed.k.n:b])
 		ck.save(idx, s.hashed.k)
-		e.b.StateSaves = append(e.b.StateSaves, batch.StateCopy{From: s.slot, To: ck.slot(idx)})
+		e.b.StateSaves = append(e.b.StateSaves, batch.StateCopy{From: s.slot, To: ck.slot(idx), Pos: b})
 	}
 }

@@ -9,14 +9,15 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 )
 
-// Sliding-window attention (gpt-oss's every other layer): the cache keeps
+// Sliding-window attention (gpt-oss's every other layer) over the paged
+// cache (Options.WindowCache off, --swa-cache full): the cache keeps
 // every position of every layer, and a sliding layer's attention reads it
 // through a second mask that also hides the positions before the window,
 // as llama.cpp's standard window does: from position t a key at position p
 // is seen when p ≤ t and t - p < window. Both masks are inputs of every
 // graph of a model with sliding layers; each layer reads its own kind's.
-// Keeping only the window's blocks for those layers is a memory saving
-// still to come.
+// With the window cache the sliding layers keep only their window, in
+// per-sequence rings (window_ring.go), under the same rule.
 
 // slidingLayers says per layer whether it attends over a sliding window
 // (nil when none does), from the model's layer kinds.

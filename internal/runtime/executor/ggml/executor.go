@@ -60,11 +60,21 @@ type Options struct {
 	// KVCacheDType is the KV cache's element type: f32, f16, bf16 or q8_0;
 	// auto (the zero value) is the model's activation type (KVGeometry).
 	KVCacheDType kvcache.DType
-	// StateSlots is how many sequences' recurrent states a hybrid model's
-	// executor keeps (StateSlots; the engine runs at most as many
-	// sequences at once); 0 means DefaultStateSlots. Models without
-	// recurrent layers keep none.
+	// StateSlots is how many sequences' states (a hybrid model's recurrent
+	// states, the window cache's rings) the executor keeps (StateSlots;
+	// the engine runs at most as many sequences at once); 0 means
+	// DefaultStateSlots. Models that keep no states keep none.
 	StateSlots int
+	// WindowCache keeps a sliding-window layer's keys and values in a
+	// ring per sequence, of its window and WindowChunk cells
+	// (window_ring.go), instead of in the paged cache: the paged cache
+	// (WindowKVGeometry) then holds the full-attention layers only, the
+	// rings are state slots. Off, every layer is paged and the window
+	// only masks (attn_window.go).
+	WindowCache bool
+	// WindowChunk is the most tokens a sequence takes in one iteration
+	// with the window cache (MaxSeqTokens); 0 means DefaultWindowChunk.
+	WindowChunk int
 }
 
 // DefaultStateSlots is Options.StateSlots' default.
@@ -108,8 +118,10 @@ type Executor struct {
 	fw  arch.Forward
 	ops graphOps
 	// sliding says per layer whether its attention is a sliding window's
-	// (attn_window.go); nil when no layer's is.
+	// over the paged cache (attn_window.go); nil when no layer's is, or
+	// when the sliding layers keep rings (ring, window_ring.go).
 	sliding []bool
+	ring    *windowRing
 	// kc[l] and vc[l] are [kvDim, slots]: one key (value) row per slot,
 	// a block's rows contiguous. vc is all 0 for a cache of keys only
 	// (kv.KeysOnly: an MLA model's latents).
@@ -120,6 +132,8 @@ type Executor struct {
 	// at the other layers.
 	convState, deltaState []cTensor
 	stateSlots            int
+	// stateParts are a state slot's tensors (allocStates).
+	stateParts []statePart
 	// hostStates are ReserveHostStates' host slots, one state (every
 	// recurrent layer's convolution row, then its DeltaNet row) after the
 	// other; hostStateBuf their page-locked buffer on a GPU.
@@ -196,7 +210,14 @@ type scratch struct {
 	// maskSWA and maskSWA16 are the sliding layers' (attn_window.go).
 	maskSWA   []float32
 	maskSWA16 []uint16
-	tokens    []int32 // the sampled rows' argmax (deviceArgmax)
+	// ringIdx, ringRows, ringSeqs, ringMask and ringMask16 are the window
+	// cache's (window_ring.go).
+	ringIdx    []int64
+	ringRows   []int32
+	ringSeqs   []ringSeq
+	ringMask   []float32
+	ringMask16 []uint16
+	tokens     []int32 // the sampled rows' argmax (deviceArgmax)
 	// attnTemp are the tokens' attention temperatures (AttnTemperature).
 	attnTemp []float32
 	// flash: this batch's attention runs per sequence (flashMax).
@@ -285,7 +306,11 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	}
 	e := &Executor{lib: lib, a: &lib.api, be: be, m: m, cfg: c, numBlocks: numBlocks, blockSize: blockSize, kvDim: c.KVHeads * c.HeadDim,
 		kv: KVGeometry(m, opts.KVCacheDType), sliding: slidingLayers(c)}
-	if c.RecurrentLayers() > 0 {
+	if opts.WindowCache && e.sliding != nil {
+		e.ring = newWindowRing(e.sliding, c.SlidingWindow, opts.WindowChunk)
+		e.sliding, e.kv = nil, WindowKVGeometry(m, opts.KVCacheDType)
+	}
+	if c.RecurrentLayers() > 0 || e.ring != nil {
 		e.stateSlots = opts.StateSlots
 		if e.stateSlots <= 0 {
 			e.stateSlots = DefaultStateSlots
@@ -301,7 +326,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 		return nil, err
 	}
 	e.kvType, e.kvRow = kvTypes[e.kv.DType], int(e.kv.RowBytes())
-	kvBytes := e.kv.BytesPerBlock(blockSize)*int64(numBlocks) + c.StateBytes()*int64(e.stateSlots)
+	kvBytes := e.kv.BytesPerBlock(blockSize)*int64(numBlocks) + e.stateBytes()*int64(e.stateSlots)
 	if free, total := be.memory(); total > 0 {
 		// Weights and KV up front, plus a margin for the compute graph. On
 		// the CPU the weights may be in the page cache already and the KV
@@ -672,7 +697,7 @@ func (e *Executor) allocKV() error {
 	var ts []cTensor
 	var sizes []int
 	for l := range e.cfg.Layers {
-		if e.recurrent(l) {
+		if e.recurrent(l) || (e.ring != nil && e.ring.layer[l]) {
 			continue
 		}
 		e.kc[l] = e.a.newTensor2d(ctx, e.kvType, int64(e.kvDim), slots)
@@ -738,6 +763,9 @@ func (e *Executor) check(b *batch.Batch, out *batch.Output) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("ggml executor: %w", err)
 	}
+	if err := e.checkRing(b); err != nil {
+		return 0, fmt.Errorf("ggml executor: %w", err)
+	}
 	if err := e.checkStates(b); err != nil {
 		return 0, fmt.Errorf("ggml executor: %w", err)
 	}
@@ -780,6 +808,9 @@ func (e *Executor) prepare(b *batch.Batch, n int) (span int) {
 		e.prepareStates(b)
 	}
 	s.flash = len(b.Seqs) <= e.flashMax
+	if e.ring != nil {
+		e.prepareRing(b, n)
+	}
 	if s.flash {
 		e.preparePerSeq(b, n)
 		if e.sliding != nil {

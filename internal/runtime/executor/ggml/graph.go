@@ -29,6 +29,9 @@ type inputs struct {
 	// stateIdx and stateKeep are the sequences' state slots and keep
 	// factors, pos4 the M-RoPE positions (graph_recurrent.go), or 0.
 	stateIdx, stateKeep, pos4 cTensor
+	// ringIdx, ringRows and ringMask are the window cache's
+	// (window_ring.go), or 0.
+	ringIdx, ringRows, ringMask cTensor
 }
 
 // graph is a built compute graph and what run needs of it, kept for the
@@ -64,6 +67,7 @@ func (e *Executor) signature(sig []int64, n, span, ns int) []int64 {
 	}
 	sig = append(sig[:0], flash, int64(n), int64(span), int64(ns), int64(len(e.s.blocks)))
 	sig = e.stateSignature(sig)
+	sig = e.ringSignature(sig)
 	if e.s.flash {
 		for _, a := range e.s.seqs {
 			in := int64(0)
@@ -132,6 +136,7 @@ func (e *Executor) run(b *batch.Batch, out *batch.Output, n int) error {
 		set(in.pos4, unsafe.Pointer(&s.pos4[0]), 4*4*n)
 	}
 	e.setStateInputs(in, len(b.Seqs))
+	e.setRingInputs(in)
 	if in.attnTemp != 0 {
 		s.attnTemp = attnTemperatures(s.attnTemp, s.pos[:n], in.tempScale, in.tempFloor)
 		set(in.attnTemp, unsafe.Pointer(&s.attnTemp[0]), 4*n)
@@ -265,6 +270,7 @@ func (e *Executor) build(ctx cCtx, g cGraph, n, span, ns int) (inputs, cTensor) 
 		}
 	}
 	o.stateInputs()
+	o.ringInputs()
 	out := cTensor(e.fw.Build(o))
 	in := o.in
 	// The recurrent layers' state writes, which nothing reads.
@@ -399,23 +405,35 @@ func (o *graphOps) Attention(layer int, q, k, v arch.Tensor, scale float32) arch
 // head's softmax (ggml's soft_max and flash_attn_ext sinks, as llama.cpp
 // adds them); the layer's mask is its kind's (layerMask).
 func (o *graphOps) attention(layer int, q, k, v, sinks arch.Tensor, scale float32) arch.Tensor {
-	e, a, ctx, c := o.e, o.e.a, o.ctx, o.e.cfg
-	kvDim, qDim := int64(e.kvDim), int64(c.Heads*c.HeadDim)
+	e, a, ctx := o.e, o.e.a, o.ctx
+	kvDim := int64(e.kvDim)
+	if r := e.ring; r != nil && r.layer[layer] {
+		return arch.Tensor(o.ringAttention(layer, cTensor(q), cTensor(k), cTensor(v), cTensor(sinks), scale))
+	}
 	kw := a.setRows(ctx, e.kc[layer], a.reshape2d(ctx, cTensor(k), kvDim, o.nt), o.in.kIdx)
 	vw := a.setRows(ctx, e.vc[layer], cTensor(v), o.in.kIdx)
 	if e.s.flash {
 		return arch.Tensor(e.seqAttention(ctx, o.in, o.layerMask(layer), cTensor(q), kw, vw, cTensor(sinks), scale))
 	}
-	qp := a.permute(ctx, cTensor(q), 0, 2, 1, 3)     // [hd, n, heads]
-	keys := a.permute(ctx, o.gather(kw), 0, 2, 1, 3) // [hd, span, kvHeads]
-	kq := a.mulMat(ctx, keys, qp)                    // [span, n, heads]
-	kq = a.softMaxExt(ctx, kq, o.layerMask(layer), scale, 0)
+	return arch.Tensor(o.plainAttention(cTensor(q), o.gather(kw), o.gather(vw), o.layerMask(layer), cTensor(sinks), scale))
+}
+
+// plainAttention is the mul_mat/soft_max/mul_mat chain of q ([hd, heads,
+// n]) over gathered keys and values ([hd, kvHeads, span]) under mask
+// ([span, n]): [qDim, n].
+func (o *graphOps) plainAttention(q, gk, gv, mask, sinks cTensor, scale float32) cTensor {
+	a, ctx, c := o.e.a, o.ctx, o.e.cfg
+	qDim := int64(c.Heads * c.HeadDim)
+	qp := a.permute(ctx, q, 0, 2, 1, 3)    // [hd, n, heads]
+	keys := a.permute(ctx, gk, 0, 2, 1, 3) // [hd, span, kvHeads]
+	kq := a.mulMat(ctx, keys, qp)          // [span, n, heads]
+	kq = a.softMaxExt(ctx, kq, mask, scale, 0)
 	if sinks != 0 {
-		a.softMaxAddSinks(kq, cTensor(sinks))
+		a.softMaxAddSinks(kq, sinks)
 	}
-	vals := a.cont(ctx, a.permute(ctx, o.gather(vw), 1, 2, 0, 3))                  // [span, hd, kvHeads]
-	kqv := a.mulMat(ctx, vals, kq)                                                 // [hd, n, heads]
-	return arch.Tensor(a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, o.nt)) // [qDim, n]
+	vals := a.cont(ctx, a.permute(ctx, gv, 1, 2, 0, 3))               // [span, hd, kvHeads]
+	kqv := a.mulMat(ctx, vals, kq)                                    // [hd, n, heads]
+	return a.cont2d(ctx, a.permute(ctx, kqv, 0, 2, 1, 3), qDim, o.nt) // [qDim, n]
 }
 
 // gather takes the rows of the batch's blocks from a cache tensor (the
@@ -446,10 +464,10 @@ func (o *graphOps) Sampled(x arch.Tensor) (arch.Tensor, bool) {
 // in.maskSWA; sinks, when not 0, each head's sink.
 func (e *Executor) seqAttention(ctx cCtx, in inputs, mask, q, kw, vw, sinks cTensor, scale float32) cTensor {
 	a, c := e.a, e.cfg
-	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
-	qDim, bs := hd*heads, e.blockSize
+	hd, kvHeads, bs := int64(c.HeadDim), int64(c.KVHeads), e.blockSize
 	headRow, kvRow := a.rowSize(e.kvType, hd), uintptr(e.kvRow)
-	context := func(written cTensor, sa *seqAttention) cTensor {
+	context := func(written cTensor, i int) cTensor {
+		sa := &e.s.seqs[i]
 		span := int64(sa.span)
 		if sa.inPlace {
 			return a.view3d(ctx, written, hd, kvHeads, span, headRow, kvRow, uintptr(sa.first)*kvRow)
@@ -461,15 +479,29 @@ func (e *Executor) seqAttention(ctx cCtx, in inputs, mask, q, kw, vw, sinks cTen
 		}
 		return a.reshape3d(ctx, rows, hd, kvHeads, span)
 	}
+	seqMask := func(i int) cTensor {
+		sa := &e.s.seqs[i]
+		return a.view2d(ctx, mask, int64(sa.span), int64(sa.n), uintptr(2*sa.span), uintptr(2*sa.mask))
+	}
+	return e.flashPerSeq(ctx, in, q, kw, vw, sinks, scale, context, seqMask)
+}
+
+// flashPerSeq runs one ggml_flash_attn_ext per sequence of the batch
+// (e.s.seqs): sequence i's query rows over context(kw, i) and
+// context(vw, i) ([hd, kvHeads, span]) under seqMask(i), its outputs
+// written into their rows of one [qDim, n] tensor.
+func (e *Executor) flashPerSeq(ctx cCtx, in inputs, q, kw, vw, sinks cTensor, scale float32, context func(written cTensor, i int) cTensor, seqMask func(i int) cTensor) cTensor {
+	a, c := e.a, e.cfg
+	hd, heads := int64(c.HeadDim), int64(c.Heads)
+	qDim := hd * heads
 	out := a.newTensor2d(ctx, typeF32, qDim, int64(len(e.s.rowIdx)))
 	for i := range e.s.seqs {
 		sa := &e.s.seqs[i]
 		n := int64(sa.n)
 		qs := a.permute(ctx, a.view3d(ctx, q, hd, heads, n, uintptr(4*hd), uintptr(4*qDim), uintptr(4*qDim)*uintptr(sa.t0)), 0, 2, 1, 3) // [hd, n, heads]
-		keys := a.permute(ctx, context(kw, sa), 0, 2, 1, 3)                                                                              // [hd, span, kvHeads]
-		vals := a.permute(ctx, context(vw, sa), 0, 2, 1, 3)
-		m := a.view2d(ctx, mask, int64(sa.span), n, uintptr(2*sa.span), uintptr(2*sa.mask))
-		fa := a.flashAttnExt(ctx, qs, keys, vals, m, scale, 0, 0)
+		keys := a.permute(ctx, context(kw, i), 0, 2, 1, 3)                                                                               // [hd, span, kvHeads]
+		vals := a.permute(ctx, context(vw, i), 0, 2, 1, 3)
+		fa := a.flashAttnExt(ctx, qs, keys, vals, seqMask(i), scale, 0, 0)
 		if sinks != 0 {
 			a.flashAttnAddSinks(fa, sinks)
 		}

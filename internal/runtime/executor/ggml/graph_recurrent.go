@@ -213,37 +213,72 @@ func (e *Executor) recurrent(l int) bool {
 	return e.cfg.LayerKinds != nil && e.cfg.LayerKinds[l] == arch.Recurrent
 }
 
-// allocStates adds the recurrent layers' state tensors to ctx, stateSlots
-// states per layer of both kinds, and returns them with their sizes in
-// bytes (none for a model without recurrent layers).
+// statePart is one tensor's share of a state slot: row bytes a slot, slot
+// s's at s·row. A slot is its parts, in order (the host slots' layout).
+// A ring's part (window_ring.go) is cells cells of row/cells bytes, of
+// which a copy that says its position copies the window only (ringSpans).
+type statePart struct {
+	t   cTensor
+	row int
+	// rowElems are a row's elements (ggml's view sizes are in elements).
+	rowElems int
+	cells    int // 0: not a ring
+}
+
+// elems is how many elements n bytes of a row hold (n a whole number of
+// a ring's cells, or of F32 elements).
+func (st statePart) elems(n int) int64 { return int64(n) * int64(st.rowElems) / int64(st.row) }
+
+// spans are the byte ranges within a slot's row of part st that copy cp
+// copies: the whole row, or a ring's cells of the window before cp.Pos.
+func (e *Executor) spans(st statePart, cp batch.StateCopy, buf [][2]int) [][2]int {
+	buf = buf[:0]
+	if st.cells == 0 || cp.Pos <= 0 {
+		return append(buf, [2]int{0, st.row})
+	}
+	cell := st.row / st.cells
+	for _, r := range ringSpans(cp.Pos, e.ring.window, st.cells) {
+		if r[1] > 0 {
+			buf = append(buf, [2]int{r[0] * cell, r[1] * cell})
+		}
+	}
+	return buf
+}
+
+// allocStates adds the state slots' tensors to ctx, stateSlots slots of
+// every recurrent layer's two states and every sliding layer's two rings
+// (window_ring.go), keeps them as e.stateParts and returns them with
+// their sizes in bytes (none for a model that keeps no states).
 func (e *Executor) allocStates(ctx cCtx) (ts []cTensor, sizes []int) {
 	c := e.cfg
-	if c.RecurrentLayers() == 0 {
-		return nil, nil
-	}
-	e.convState, e.deltaState = make([]cTensor, c.Layers), make([]cTensor, c.Layers)
-	conv, delta := c.Recurrent.ConvStateFloats(), c.Recurrent.DeltaStateFloats()
-	for l := range c.Layers {
-		if !e.recurrent(l) {
-			continue
+	if c.RecurrentLayers() > 0 {
+		e.convState, e.deltaState = make([]cTensor, c.Layers), make([]cTensor, c.Layers)
+		conv, delta := c.Recurrent.ConvStateFloats(), c.Recurrent.DeltaStateFloats()
+		for l := range c.Layers {
+			if !e.recurrent(l) {
+				continue
+			}
+			e.convState[l] = e.a.newTensor2d(ctx, typeF32, int64(conv), int64(e.stateSlots))
+			e.deltaState[l] = e.a.newTensor2d(ctx, typeF32, int64(delta), int64(e.stateSlots))
+			e.stateParts = append(e.stateParts, statePart{t: e.convState[l], row: 4 * conv, rowElems: conv}, statePart{t: e.deltaState[l], row: 4 * delta, rowElems: delta})
 		}
-		e.convState[l] = e.a.newTensor2d(ctx, typeF32, int64(conv), int64(e.stateSlots))
-		e.deltaState[l] = e.a.newTensor2d(ctx, typeF32, int64(delta), int64(e.stateSlots))
-		ts = append(ts, e.convState[l], e.deltaState[l])
-		sizes = append(sizes, 4*conv*e.stateSlots, 4*delta*e.stateSlots)
+	}
+	e.stateParts = append(e.stateParts, e.allocRings(ctx)...)
+	for _, p := range e.stateParts {
+		ts, sizes = append(ts, p.t), append(sizes, p.row*e.stateSlots)
 	}
 	return ts, sizes
 }
 
-// StateSlots is how many sequences' recurrent states the executor keeps
-// (batch.StateKeeper): 0 for a model without recurrent layers.
+// StateSlots is how many sequences' states (recurrent layers', rings) the
+// executor keeps (batch.StateKeeper): 0 for a model that keeps none.
 func (e *Executor) StateSlots() int { return e.stateSlots }
 
 // ReserveHostStates adds n host slots (batch.HostStateKeeper), numbered
 // after the device's, replacing those reserved before.
 func (e *Executor) ReserveHostStates(n int) error {
-	if e.convState == nil {
-		return errors.New("ggml executor: the model keeps no recurrent states")
+	if e.stateSlots == 0 {
+		return errors.New("ggml executor: the model keeps no states")
 	}
 	if n < 0 {
 		return fmt.Errorf("ggml executor: %d host state slots", n)
@@ -252,7 +287,7 @@ func (e *Executor) ReserveHostStates(n int) error {
 		e.a.bufferFree(e.hostStateBuf)
 		e.hostStateBuf, e.hostStates = 0, nil
 	}
-	buf, host, err := e.hostBytes(n * int(e.cfg.StateBytes()))
+	buf, host, err := e.hostBytes(n * int(e.stateBytes()))
 	if err != nil {
 		return fmt.Errorf("ggml executor: %d host state slots: %w", n, err)
 	}
@@ -260,35 +295,41 @@ func (e *Executor) ReserveHostStates(n int) error {
 	return nil
 }
 
-// copyStates copies recurrent states between slots (batch.Batch's
-// StateCopies and StateSaves), row by row: between device slots with
-// ggml's backend copy between views of the rows (on a GPU a copy in
-// device memory, not through the host), to and from host slots directly.
+// copyStates copies states between slots (batch.Batch's StateCopies and
+// StateSaves), part by part (a ring's window only, when the copy says its
+// position: spans): between device slots with ggml's backend copy between
+// views of the bytes (on a GPU a copy in device memory, not through the
+// host), to and from host slots directly.
 func (e *Executor) copyStates(copies []batch.StateCopy) {
 	if len(copies) == 0 {
 		return
 	}
 	var views cCtx // the device copies' views of rows
 	if n := e.deviceCopies(copies); n > 0 {
-		views = e.a.initCtx(initParams{MemSize: e.a.tensorOverhead() * uintptr(2*n*2*e.cfg.RecurrentLayers()), NoAlloc: true})
+		views = e.a.initCtx(initParams{MemSize: e.a.tensorOverhead() * uintptr(2*n*2*len(e.stateParts)), NoAlloc: true})
 		defer e.a.freeCtx(views)
 	}
-	e.eachStateRow(func(t cTensor, row, off int) {
+	var buf [2][2]int
+	e.eachStateRow(func(st statePart, off int) {
 		for _, cp := range copies {
 			fromHost, toHost := cp.From >= e.stateSlots, cp.To >= e.stateSlots
-			switch {
-			case !fromHost && !toHost:
-				src := e.a.view1d(views, t, int64(row/4), uintptr(cp.From*row))
-				dst := e.a.view1d(views, t, int64(row/4), uintptr(cp.To*row))
-				e.a.viewInit(src)
-				e.a.viewInit(dst)
-				e.a.tensorCopy(src, dst)
-			case !fromHost:
-				e.a.tensorGet(t, unsafe.Pointer(&e.hostState(cp.To)[off]), uintptr(cp.From*row), uintptr(row))
-			case !toHost:
-				e.a.tensorSet(t, unsafe.Pointer(&e.hostState(cp.From)[off]), uintptr(cp.To*row), uintptr(row))
-			default:
-				copy(e.hostState(cp.To)[off:off+row], e.hostState(cp.From)[off:off+row])
+			for _, sp := range e.spans(st, cp, buf[:0]) {
+				at, n := sp[0], sp[1]
+				from, to := cp.From*st.row+at, cp.To*st.row+at
+				switch {
+				case !fromHost && !toHost:
+					src := e.a.view1d(views, st.t, st.elems(n), uintptr(from))
+					dst := e.a.view1d(views, st.t, st.elems(n), uintptr(to))
+					e.a.viewInit(src)
+					e.a.viewInit(dst)
+					e.a.tensorCopy(src, dst)
+				case !fromHost:
+					e.a.tensorGet(st.t, unsafe.Pointer(&e.hostState(cp.To)[off+at]), uintptr(from), uintptr(n))
+				case !toHost:
+					e.a.tensorSet(st.t, unsafe.Pointer(&e.hostState(cp.From)[off+at]), uintptr(to), uintptr(n))
+				default:
+					copy(e.hostState(cp.To)[off+at:off+at+n], e.hostState(cp.From)[off+at:off+at+n])
+				}
 			}
 		}
 	})
@@ -305,28 +346,22 @@ func (e *Executor) deviceCopies(copies []batch.StateCopy) int {
 	return n
 }
 
-// eachStateRow calls f for each row of a state: the tensor that holds it
-// (one row per slot), the row's bytes and its offset in a state's bytes.
-// A state's bytes (a host slot's, and StateIO's) are its rows in this
-// order: each recurrent layer's convolution state, then its DeltaNet
-// state, F32.
-func (e *Executor) eachStateRow(f func(t cTensor, row, off int)) {
-	c := e.cfg.Recurrent
-	conv, delta := 4*c.ConvStateFloats(), 4*c.DeltaStateFloats()
+// eachStateRow calls f for each part of a state (e.stateParts) with its
+// offset in a state's bytes. A state's bytes (a host slot's, and
+// StateIO's) are its parts in this order: each recurrent layer's
+// convolution state, then its DeltaNet state, F32; then each sliding
+// layer's ring of keys, then of values, in the cache's type.
+func (e *Executor) eachStateRow(f func(st statePart, off int)) {
 	off := 0
-	for l := range e.cfg.Layers {
-		if !e.recurrent(l) {
-			continue
-		}
-		f(e.convState[l], conv, off)
-		f(e.deltaState[l], delta, off+conv)
-		off += conv + delta
+	for _, st := range e.stateParts {
+		f(st, off)
+		off += st.row
 	}
 }
 
 // hostState is host slot's state (slot ≥ stateSlots).
 func (e *Executor) hostState(slot int) []byte {
-	n := int(e.cfg.StateBytes())
+	n := int(e.stateBytes())
 	off := (slot - e.stateSlots) * n
 	return e.hostStates[off : off+n]
 }
@@ -335,10 +370,10 @@ var _ batch.StateIO = (*Executor)(nil)
 
 // StateBytes is one slot's state in bytes (batch.StateIO).
 func (e *Executor) StateBytes() int {
-	if e.convState == nil {
+	if e.stateSlots == 0 {
 		return 0
 	}
-	return int(e.cfg.StateBytes())
+	return int(e.stateBytes())
 }
 
 // ReadState copies slot's state, a device or host slot, into dst
@@ -351,8 +386,8 @@ func (e *Executor) ReadState(slot int, dst []byte) error {
 		copy(dst, e.hostState(slot))
 		return nil
 	}
-	e.eachStateRow(func(t cTensor, row, off int) {
-		e.a.tensorGet(t, unsafe.Pointer(&dst[off]), uintptr(slot*row), uintptr(row))
+	e.eachStateRow(func(st statePart, off int) {
+		e.a.tensorGet(st.t, unsafe.Pointer(&dst[off]), uintptr(slot*st.row), uintptr(st.row))
 	})
 	return nil
 }
@@ -367,8 +402,8 @@ func (e *Executor) WriteState(slot int, src []byte) error {
 		copy(e.hostState(slot), src)
 		return nil
 	}
-	e.eachStateRow(func(t cTensor, row, off int) {
-		e.a.tensorSet(t, unsafe.Pointer(&src[off]), uintptr(slot*row), uintptr(row))
+	e.eachStateRow(func(st statePart, off int) {
+		e.a.tensorSet(st.t, unsafe.Pointer(&src[off]), uintptr(slot*st.row), uintptr(st.row))
 	})
 	return nil
 }
@@ -377,8 +412,8 @@ func (e *Executor) WriteState(slot int, src []byte) error {
 // than a state.
 func (e *Executor) checkStateIO(slot int, b []byte) error {
 	switch {
-	case e.convState == nil:
-		return errors.New("ggml executor: the model keeps no recurrent states")
+	case e.stateSlots == 0:
+		return errors.New("ggml executor: the model keeps no states")
 	case slot < 0 || slot >= e.stateSlots+e.hostStateSlots:
 		return fmt.Errorf("ggml executor: state slot %d outside the %d slots (%d on the host)", slot, e.stateSlots+e.hostStateSlots, e.hostStateSlots)
 	case len(b) != e.StateBytes():
@@ -390,7 +425,7 @@ func (e *Executor) checkStateIO(slot int, b []byte) error {
 // checkStates refuses a batch whose sequences' state slots are out of
 // range or shared, or whose state copies name slots out of range.
 func (e *Executor) checkStates(b *batch.Batch) error {
-	if e.convState == nil {
+	if e.stateSlots == 0 {
 		return nil
 	}
 	all := e.stateSlots + e.hostStateSlots

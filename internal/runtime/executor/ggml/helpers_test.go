@@ -71,11 +71,16 @@ var testKV kvcache.DType
 // plainWeights makes newTestExec keep every weight in plain buffers.
 var plainWeights bool
 
+// windowChunk turns newTestExec's window cache on, with rings of this
+// chunk beside the window (0: off).
+var windowChunk int
+
 func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	t.Helper()
 	// One CPU thread: these models are tiny, and ggml's threads spin at
 	// barriers, which on a shared machine costs more than it gains.
-	opts := Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, PlainWeights: plainWeights, KVCacheDType: testKV, DeviceArgmax: deviceArgmax}
+	opts := Options{LibDir: testLibDir(t), Device: testDevice(), Threads: 1, PlainAttention: plainAttention, PlainWeights: plainWeights, KVCacheDType: testKV, DeviceArgmax: deviceArgmax,
+		WindowCache: windowChunk > 0, WindowChunk: windowChunk}
 	if flashAttention && testDevice() != DeviceCPU {
 		// The flash subtests of bothAttentions run flash attention on
 		// every batch there too, where ggml has the kernels.

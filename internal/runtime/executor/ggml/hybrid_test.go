@@ -69,9 +69,32 @@ func TestHybridTurnResumesFromCheckpoint(t *testing.T) {
 // evict a program's from the device, with host state slots they spill
 // there and its next turn still resumes from its last one (with the
 // tokens of a fresh engine); without, the turn finds none and computes
-// its whole prompt.
+// its whole prompt. A hybrid model's recurrent states, and gpt-oss's
+// sliding layers' rings with the window cache (window_ring.go).
 func TestHybridCheckpointsSpillToHost(t *testing.T) {
-	m := randomModel(t, qwen35Config(), model.F32, 5)
+	forStateModels(t, testCheckpointsSpillToHost)
+}
+
+// forStateModels runs f for each kind of state an executor keeps: a
+// hybrid model's recurrent states (qwen35), and gpt-oss's sliding layers'
+// rings with the window cache (a window of 8, rings of 8 + 16 cells).
+func forStateModels(t *testing.T, f func(t *testing.T, m *model.Model)) {
+	for _, tc := range []struct {
+		cfg         model.Config
+		windowChunk int
+	}{
+		{qwen35Config(), 0},
+		{gptossNarrow(), 16},
+	} {
+		t.Run(tc.cfg.Arch, func(t *testing.T) {
+			windowChunk = tc.windowChunk
+			defer func() { windowChunk = 0 }()
+			f(t, randomModel(t, tc.cfg, model.F32, 5))
+		})
+	}
+}
+
+func testCheckpointsSpillToHost(t *testing.T, m *model.Model) {
 	rng := rand.New(rand.NewPCG(8, 9))
 	prompt := func(n int) []int32 {
 		p := make([]int32, n)

@@ -59,13 +59,7 @@ func TestQuantizedExpertsMatchLlamaCpp(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			m, err := model.Open(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = m.Close() })
-			lc := startLlamaCpp(t, "llama-cpp-greedy.mjs", dir, path, 1, kvcache.DTypeF16)
-			t.Cleanup(lc.close)
+			m, lc := openParity(t, dir, path)
 			var want struct {
 				Tokens []int32
 				Logits [][]float32

@@ -60,41 +60,69 @@ const parityLogitsTol = 1e-3
 // executor's logits, fed llama.cpp's tokens, must be within
 // parityLogitsTol of llama.cpp's at every step.
 func TestGreedyParityWithLlamaCpp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs llama.cpp in node: not in -short (race) runs, whose concern it is not")
-	}
-	lib := testLibDir(t)
-	if testDevice() != DeviceCPU {
-		t.Skipf("llama.cpp runs on the CPU here; the executor on %s is held to the cpu executor instead", testDevice())
-	}
-	dir := llamacpp.Node(t)
+	lib, dir := parityReference(t)
 	for _, c := range parityModels() {
 		for _, typ := range []model.DType{model.F16, model.Q8_0} {
 			t.Run(c.name+"/"+typ.String(), func(t *testing.T) {
-				path := filepath.Join(t.TempDir(), c.name+"-"+strings.ToLower(typ.String())+".gguf")
-				writeGGUF(t, parityModel(c.cfg, c.seed), typ, path)
-				m, err := model.Open(path, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = m.Close() })
-				lc := startLlamaCpp(t, "llama-cpp-greedy.mjs", dir, path, 1, kvcache.DTypeF16)
-				t.Cleanup(lc.close)
+				m, lc := parityPair(t, dir, c, typ)
 				opts := Options{LibDir: lib, Device: DeviceCPU, Threads: 1, KVCacheDType: kvcache.DTypeF16}
 				blocks := parityMaxModelLen / parityBlockSize
 				eng := parityEngine(t, m, newParityExec(t, m, blocks, opts), blocks)
 				teacher := newParityExec(t, m, blocks, opts)
 				for _, n := range []int{parityShortPrompt, parityLongPrompt} {
-					rng := rand.New(rand.NewPCG(41, uint64(n)))
-					prompt := make([]int32, n)
-					for i := range prompt {
-						prompt[i] = int32(rng.IntN(m.Config.VocabSize))
-					}
-					checkGreedyParity(t, lc, eng, teacher, blocks, prompt)
+					checkGreedyParity(t, lc, eng, teacher, blocks, parityPrompt(n, m.Config.VocabSize))
 				}
 			})
 		}
 	}
+}
+
+// parityReference skips a parity test where llama.cpp does not run it
+// (-short runs, other devices) and returns the ggml libraries' folder and
+// node-llama-cpp's.
+func parityReference(t *testing.T) (lib, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs llama.cpp in node: not in -short (race) runs, whose concern it is not")
+	}
+	lib = testLibDir(t)
+	if testDevice() != DeviceCPU {
+		t.Skipf("llama.cpp runs on the CPU here; the executor on %s is held to the cpu executor instead", testDevice())
+	}
+	return lib, llamacpp.Node(t)
+}
+
+// parityPair writes c's model in typ to a GGUF and opens it on both sides:
+// the model here, llama.cpp's greedy driver (F16 cache) there.
+func parityPair(t *testing.T, dir string, c parityCase, typ model.DType) (*model.Model, *llamaCpp) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), c.name+"-"+strings.ToLower(typ.String())+".gguf")
+	writeGGUF(t, parityModel(c.cfg, c.seed), typ, path)
+	return openParity(t, dir, path)
+}
+
+// openParity opens the GGUF at path here and in llama.cpp's greedy
+// driver (F16 cache).
+func openParity(t *testing.T, dir, path string) (*model.Model, *llamaCpp) {
+	t.Helper()
+	m, err := model.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	lc := startLlamaCpp(t, "llama-cpp-greedy.mjs", dir, path, 1, kvcache.DTypeF16)
+	t.Cleanup(lc.close)
+	return m, lc
+}
+
+// parityPrompt is the parity tests' prompt of n random tokens of vocab.
+func parityPrompt(n, vocab int) []int32 {
+	rng := rand.New(rand.NewPCG(41, uint64(n)))
+	prompt := make([]int32, n)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(vocab))
+	}
+	return prompt
 }
 
 // parityModels are the architectures served today in wideHeads' geometry
@@ -261,6 +289,16 @@ func parityEngine(t *testing.T, m *model.Model, x batch.Executor, blocks int) *e
 // llama.cpp's tokens and compares every step's logits.
 func checkGreedyParity(t *testing.T, lc *llamaCpp, eng *engine.Engine, teacher *Executor, blocks int, prompt []int32) {
 	t.Helper()
+	if d := checkGreedyParityWithin(t, lc, eng, teacher, blocks, prompt); d > parityLogitsTol {
+		t.Errorf("prompt %d tokens: logits differ from llama.cpp's by up to %.3g, more than %g", len(prompt), d, parityLogitsTol)
+	}
+}
+
+// checkGreedyParityWithin is checkGreedyParity's comparison: it fails on
+// the first token that differs and returns the logits' largest
+// difference over every step.
+func checkGreedyParityWithin(t *testing.T, lc *llamaCpp, eng *engine.Engine, teacher *Executor, blocks int, prompt []int32) float64 {
+	t.Helper()
 	var want struct {
 		Tokens []int32
 		Logits [][]float32
@@ -286,8 +324,17 @@ func checkGreedyParity(t *testing.T, lc *llamaCpp, eng *engine.Engine, teacher *
 	got := wait(t, s)
 
 	// Teacher forcing: the executor's logits before each of llama.cpp's
-	// tokens, on one sequence over contiguous blocks.
-	in, pos := prompt, 0
+	// tokens, on one sequence over contiguous blocks (the prompt in chunks
+	// of the teacher's MaxSeqTokens, when it bounds them).
+	chunk := teacher.MaxSeqTokens()
+	if chunk == 0 {
+		chunk = len(prompt)
+	}
+	for pos := 0; pos+chunk < len(prompt); pos += chunk {
+		exectest.Execute(t, teacher, parityBlockSize, []batch.Seq{{Tokens: prompt[pos : pos+chunk], Pos: pos, Blocks: contiguous(0, blocks)}})
+	}
+	pos := (len(prompt) - 1) / chunk * chunk
+	in := prompt[pos:]
 	var logits [][]float32
 	for i := range paritySteps {
 		l := exectest.Execute(t, teacher, parityBlockSize, []batch.Seq{{Tokens: in, Pos: pos, Blocks: contiguous(0, blocks), Sample: true}})
@@ -318,9 +365,7 @@ func checkGreedyParity(t *testing.T, lc *llamaCpp, eng *engine.Engine, teacher *
 				len(prompt), i, gotAt(got, i), want.Tokens[i], top2Margin(want.Logits[i]), top2Margin(logits[i]), got, want.Tokens)
 		}
 	}
-	if allDiff > parityLogitsTol {
-		t.Errorf("prompt %d tokens: logits differ from llama.cpp's by up to %.3g (first step %.3g), more than %g", len(prompt), allDiff, firstDiff, parityLogitsTol)
-	}
+	return allDiff
 }
 
 func gotAt(toks []int32, i int) any {

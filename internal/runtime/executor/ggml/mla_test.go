@@ -18,25 +18,7 @@ import (
 // every step's logits.
 func attentionRun(t *testing.T, m *model.Model, plain bool) [][][]float32 {
 	t.Helper()
-	a := contiguous(0, 16)
-	b := []kvcache.BlockID{40, 17, 33, 20, 25, 30, 18, 35, 21, 44, 19, 50, 23, 27, 31, 22}
-	prompt := func(n, salt int) []int32 {
-		p := make([]int32, n)
-		for i := range p {
-			p[i] = int32((i*37 + salt*11) % m.Config.VocabSize)
-		}
-		return p
-	}
-	steps := [][]batch.Seq{{
-		{Tokens: prompt(30, 1), Blocks: a, Sample: true},
-		{Tokens: prompt(21, 2), Blocks: b, Sample: true},
-	}}
-	for i := range 6 {
-		steps = append(steps, []batch.Seq{
-			{Tokens: []int32{int32(3 + i)}, Pos: 30 + i, Blocks: a, Sample: true},
-			{Tokens: []int32{int32(90 + i)}, Pos: 21 + i, Blocks: b, Sample: true},
-		})
-	}
+	steps := windowSteps(m, 30, 6)
 	plainAttention = plain
 	defer func() { plainAttention = false }()
 	e := newTestExec(t, m, 64)
