@@ -83,3 +83,37 @@ func TestPoolStatusMetrics(t *testing.T) {
 		t.Error("forget left kvpilot_pool_replicas behind")
 	}
 }
+
+func TestPoolDownloadMetrics(t *testing.T) {
+	m := newPoolMetrics("ns-download", "p")
+	t.Cleanup(m.forget)
+	pool := &servingv1alpha1.InferencePool{}
+	check := func(step string, want map[string]float64) {
+		t.Helper()
+		for _, kind := range []string{"done", "total"} {
+			got, ok := gaugeValue(t, poolModelDownload, prometheus.Labels{"namespace": "ns-download", "pool": "p", "kind": kind})
+			w, present := want[kind]
+			if ok != present || got != w {
+				t.Errorf("%s: kvpilot_pool_model_download_bytes{kind=%q} = %v (present %v), want %v (present %v)", step, kind, got, ok, w, present)
+			}
+		}
+	}
+	m.status(pool)
+	check("no source.url", nil)
+
+	pool.Status.Model = &servingv1alpha1.ModelStatus{PodsFetching: 1}
+	m.status(pool)
+	check("fetching, none downloading", nil)
+
+	pool.Status.Model = &servingv1alpha1.ModelStatus{PodsFetching: 1, PodsDownloading: 1, BytesDone: 5}
+	m.status(pool)
+	check("size unknown", map[string]float64{"done": 5})
+
+	pool.Status.Model.BytesDone, pool.Status.Model.BytesTotal = 6, ptr.To[int64](10)
+	m.status(pool)
+	check("downloading", map[string]float64{"done": 6, "total": 10})
+
+	pool.Status.Model = &servingv1alpha1.ModelStatus{PodsFetched: 1}
+	m.status(pool)
+	check("fetched", nil)
+}
