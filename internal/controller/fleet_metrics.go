@@ -125,8 +125,11 @@ func (m *poolMetrics) download(st *servingv1alpha1.ModelStatus) {
 // round records a round's outcome; sum may be nil when the round failed
 // before deciding.
 func (m *poolMetrics) round(sum *fleet.Summary, err error) {
+	// The error counter exists from the first round, at 0, so a query of
+	// its rate returns series for a pool that never failed.
+	errs := fleetRoundErrors.WithLabelValues(m.namespace, m.pool)
 	if err != nil {
-		fleetRoundErrors.WithLabelValues(m.namespace, m.pool).Inc()
+		errs.Inc()
 	}
 	if sum == nil {
 		return

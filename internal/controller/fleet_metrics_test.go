@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	"github.com/kvpilot/kvpilot/internal/fleet"
 )
 
 // gaugeValue is the value of vec's child with labels, or false when there
@@ -116,4 +117,33 @@ func TestPoolDownloadMetrics(t *testing.T) {
 	pool.Status.Model = &servingv1alpha1.ModelStatus{PodsFetched: 1}
 	m.status(pool)
 	check("fetched", nil)
+}
+
+// TestRoundErrorsExistAtZero: a pool whose rounds never failed still has
+// its error counter, at 0, so the dashboard's rate of it shows the pool.
+func TestRoundErrorsExistAtZero(t *testing.T) {
+	m := newPoolMetrics("ns-errors", "p")
+	t.Cleanup(m.forget)
+	m.round(&fleet.Summary{}, nil)
+	ch := make(chan prometheus.Metric, 16)
+	fleetRoundErrors.Collect(ch)
+	close(ch)
+	found := false
+	for metric := range ch {
+		var d dto.Metric
+		if err := metric.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "namespace" && l.GetValue() == "ns-errors" {
+				found = true
+				if v := d.GetCounter().GetValue(); v != 0 {
+					t.Errorf("kvpilot_fleet_round_errors_total = %v after a good round, want 0", v)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no kvpilot_fleet_round_errors_total series after a good round")
+	}
 }
