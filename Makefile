@@ -192,6 +192,7 @@ test-e2e: envtest kube-components $(if $(filter helm,$(E2E_INSTALL)),$(HELM)) ##
 	node_env="$$($(E2E_NODE_ENV))" && eval "$$node_env" && \
 	KUBEBUILDER_ASSETS="$$($(SETUP_ENVTEST))" KUBE_COMPONENTS="$${KUBE_COMPONENTS:-$$($(SETUP_KUBE_COMPONENTS))}" \
 		KVPILOT_E2E_INSTALL=$(E2E_INSTALL) KVPILOT_HELM=$(HELM) \
+		KVPILOT_PROMETHEUS_ADAPTER="$${KVPILOT_PROMETHEUS_ADAPTER:-$$(GO=$(GO) hack/setup-prometheus-adapter.sh || true)}" \
 		$(GO) test -tags e2e $(GOFLAGS_TEST) -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/
 
 .PHONY: demo

@@ -99,24 +99,31 @@ row("Pools")
 panel("Model ready",
       "1 once every pod of a pool has fetched the model of its source.url (the pool's ModelReady condition: "
       "kvpilot_pool_model_ready); 0 while pods fetch it or a fetch failed (kubectl describe kvpool says which). "
-      "Pools without a source.url have no series. Download progress in bytes is only in the fetch-model "
-      "init container's log.",
+      "Pools without a source.url have no series.",
       "none",
-      [(f'max by (pool) (kvpilot_pool_model_ready{{{POOL}}})', "{{pool}}")], width=6, kind="stat", minimum=0, maximum=1)
+      [(f'max by (pool) (kvpilot_pool_model_ready{{{POOL}}})', "{{pool}}")], width=4, kind="stat", minimum=0, maximum=1)
+panel("Model download",
+      "How much of the model of its source.url a pool's downloading pods have (status.model.downloadPercent: "
+      "kvpilot_pool_model_download_bytes, done over total, summed over the pods that report progress). "
+      "No series while no pod downloads.",
+      "percentunit",
+      [(f'max by (pool) (kvpilot_pool_model_download_bytes{{{POOL}, kind="done"}})'
+        f' / max by (pool) (kvpilot_pool_model_download_bytes{{{POOL}, kind="total"}})', "{{pool}}")],
+      width=5, kind="stat", minimum=0, maximum=1)
 panel("Ready replicas",
       "Ready runtime pods of each pool over its desired replicas (kvpilot_pool_replicas).",
       "short",
       [(f'max by (pool) (kvpilot_pool_replicas{{{POOL}, state="ready"}})', "ready {{pool}}"),
        (f'max by (pool) (kvpilot_pool_replicas{{{POOL}, state="desired"}})', "desired {{pool}}")],
-      width=6, kind="stat")
+      width=5, kind="stat")
 panel("Requests running",
       "Requests in the pods' batches, per pool (vllm:num_requests_running).",
       "short",
-      [(f'sum by (pool) (vllm:num_requests_running{{{POD}}})', "{{pool}}")], width=6, kind="stat")
+      [(f'sum by (pool) (vllm:num_requests_running{{{POD}}})', "{{pool}}")], width=5, kind="stat")
 panel("KV cache use",
       "Mean device KV-cache use of each pool's pods (vllm:kv_cache_usage_perc).",
       "percentunit",
-      [(f'avg by (pool) (vllm:kv_cache_usage_perc{{{POD}}})', "{{pool}}")], width=6, kind="stat",
+      [(f'avg by (pool) (vllm:kv_cache_usage_perc{{{POD}}})', "{{pool}}")], width=5, kind="stat",
       minimum=0, maximum=1)
 end_row()
 

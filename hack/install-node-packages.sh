@@ -3,7 +3,9 @@
 # image builds need, where they are missing: containerd and runc (the
 # container runtime), containernetworking-plugins (CNI bridge, host-local,
 # loopback), podman and buildah (image builds without a Docker daemon) and
-# mmdebstrap (base images built locally where no registry is reachable).
+# mmdebstrap (base images built locally where no registry is reachable),
+# and prometheus (the e2e suite's Prometheus scraping the manager and a
+# pool; the test that needs it is skipped without it).
 #
 # It does nothing when every package is installed. Without root or apt it
 # says so and exits 0: `make test-e2e` then falls back to the process-based
@@ -12,7 +14,7 @@
 # Usage: hack/install-node-packages.sh
 set -euo pipefail
 
-PKGS=(containerd runc containernetworking-plugins podman buildah mmdebstrap iptables iproute2)
+PKGS=(containerd runc containernetworking-plugins podman buildah mmdebstrap iptables iproute2 prometheus)
 
 log() { echo "install-node-packages: $*" >&2; }
 

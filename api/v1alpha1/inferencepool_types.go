@@ -26,6 +26,7 @@ import (
 // +kubebuilder:printcolumn:name="Paused",type=integer,JSONPath=`.status.capacity.programsPaused`,description="Programs paused by the fleet loop"
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model.name`,priority=1
 // +kubebuilder:printcolumn:name="Executor",type=string,JSONPath=`.spec.executor.type`,priority=1
+// +kubebuilder:printcolumn:name="Download %",type=integer,JSONPath=`.status.model.downloadPercent`,priority=1,description="How much of the model of spec.model.source.url the downloading pods have"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be at most 63 lowercase letters, digits or '-', start with a letter and end with a letter or digit, because it also names the pool's Service and labels its pods"
 type InferencePool struct {
@@ -742,6 +743,63 @@ type InferencePoolStatus struct {
 	// the fleet loop last read it from the pods.
 	// +optional
 	Capacity *PoolCapacity `json:"capacity,omitempty"`
+
+	// model is where the pods are with fetching the model of
+	// spec.model.source.url, as their fetch-model init containers report
+	// it; absent for other sources. The ModelReady condition says the same
+	// in words.
+	// +optional
+	Model *ModelStatus `json:"model,omitempty"`
+}
+
+// ModelStatus counts a url-source pool's pods by where they are with
+// fetching its model, and sums the bytes of the downloads in progress.
+type ModelStatus struct {
+	// podsFetched is the number of pods whose fetch-model init container
+	// finished: they have the model. The counts are always written, so
+	// zero shows as 0.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PodsFetched int32 `json:"podsFetched"`
+
+	// podsFetching is the number of pods that have not finished fetching:
+	// not started yet, asking the store, downloading, or waiting for
+	// another pod's download of the same model to the shared cache.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PodsFetching int32 `json:"podsFetching"`
+
+	// podsFailed is the number of pods whose fetch failed; the ModelReady
+	// condition says why.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PodsFailed int32 `json:"podsFailed"`
+
+	// podsDownloading is the number of pods whose download's progress the
+	// bytes below sum: those that answered the manager while downloading
+	// (at most three are asked, the first by name).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PodsDownloading int32 `json:"podsDownloading,omitempty"`
+
+	// bytesDone is how many bytes of the model the downloading pods have
+	// in their caches, summed.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+
+	// bytesTotal is the size of the model times the downloading pods:
+	// what bytesDone reaches when they finish. Absent while a store has
+	// not said a file's size.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesTotal *int64 `json:"bytesTotal,omitempty"`
+
+	// downloadPercent is bytesDone as a whole percentage of bytesTotal.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	DownloadPercent *int32 `json:"downloadPercent,omitempty"`
 }
 
 // MaxPodCapacities bounds InferencePoolStatus.Capacity.Pods so the status

@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/fleet"
+	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
 	"github.com/kvpilot/kvpilot/internal/util/testing/grafana"
 	"github.com/kvpilot/kvpilot/internal/util/testing/runtimeproc"
 )
@@ -139,6 +141,8 @@ func managerSeries(t *testing.T) map[string]map[string]bool {
 	t.Cleanup(m.forget)
 	pool := &servingv1alpha1.InferencePool{}
 	pool.Status.Conditions = []metav1.Condition{{Type: servingv1alpha1.PoolModelReady, Status: metav1.ConditionFalse}}
+	pool.Status.Model = modelStatus([]corev1.Pod{fetchPod("pool-0", &corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})},
+		map[string]wire.FetchProgress{"pool-0": {Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: 1, TotalBytes: 2}})
 	m.status(pool)
 	m.round(&fleet.Summary{
 		Pods:           []fleet.PodSummary{{Name: "pool-0", Reachable: true, CapacityTokens: 4096, PlacedTokens: 1024}},

@@ -67,11 +67,15 @@ var (
 		Name: "kvpilot_pool_model_ready",
 		Help: "1 when a pool's ModelReady condition is True (every pod has fetched the model of its source.url), 0 while pods fetch it or a fetch failed; absent for pools without a source.url.",
 	}, []string{"namespace", "pool"})
+	poolModelDownload = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kvpilot_pool_model_download_bytes",
+		Help: "Bytes of a pool's model of source.url its downloading pods have (kind=done) and will have when they finish (kind=total), summed over the pods that report progress (status.model); absent while none downloads, total absent while the store has not said the size.",
+	}, []string{"namespace", "pool", "kind"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(fleetPrograms, fleetPauses, fleetResumes, fleetFairnessPauses, fleetOldestWait, fleetPodCapacity, fleetPodPlaced,
-		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas, poolReplicas, poolModelReady)
+		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas, poolReplicas, poolModelReady, poolModelDownload)
 }
 
 // poolMetrics writes one pool's series. It remembers which pods it
@@ -99,13 +103,33 @@ func (m *poolMetrics) status(pool *servingv1alpha1.InferencePool) {
 	default:
 		poolModelReady.WithLabelValues(m.namespace, m.pool).Set(0)
 	}
+	m.download(pool.Status.Model)
+}
+
+// download records the bytes of the downloads in progress, and drops the
+// series once none is (a finished download's init container no longer
+// reports).
+func (m *poolMetrics) download(st *servingv1alpha1.ModelStatus) {
+	if st == nil || st.PodsDownloading == 0 {
+		poolModelDownload.DeletePartialMatch(prometheus.Labels{"namespace": m.namespace, "pool": m.pool})
+		return
+	}
+	poolModelDownload.WithLabelValues(m.namespace, m.pool, "done").Set(float64(st.BytesDone))
+	if st.BytesTotal == nil {
+		poolModelDownload.DeleteLabelValues(m.namespace, m.pool, "total")
+		return
+	}
+	poolModelDownload.WithLabelValues(m.namespace, m.pool, "total").Set(float64(*st.BytesTotal))
 }
 
 // round records a round's outcome; sum may be nil when the round failed
 // before deciding.
 func (m *poolMetrics) round(sum *fleet.Summary, err error) {
+	// The error counter exists from the first round, at 0, so a query of
+	// its rate returns series for a pool that never failed.
+	errs := fleetRoundErrors.WithLabelValues(m.namespace, m.pool)
 	if err != nil {
-		fleetRoundErrors.WithLabelValues(m.namespace, m.pool).Inc()
+		errs.Inc()
 	}
 	if sum == nil {
 		return
@@ -160,7 +184,7 @@ func (m *poolMetrics) forget() {
 	labels := prometheus.Labels{"namespace": m.namespace, "pool": m.pool}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		fleetPrograms, fleetPauses, fleetResumes, fleetFairnessPauses, fleetOldestWait, fleetPodCapacity, fleetPodPlaced,
-		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas, poolReplicas, poolModelReady,
+		fleetRoundDuration, fleetRoundErrors, fleetRecommendedReplicas, poolReplicas, poolModelReady, poolModelDownload,
 	} {
 		v.DeletePartialMatch(labels)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
+	"github.com/kvpilot/kvpilot/internal/fleet"
 )
 
 // gaugeValue is the value of vec's child with labels, or false when there
@@ -81,5 +82,68 @@ func TestPoolStatusMetrics(t *testing.T) {
 	m.forget()
 	if _, ok := gaugeValue(t, poolReplicas, prometheus.Labels{"namespace": "ns-status", "pool": "p", "state": "desired"}); ok {
 		t.Error("forget left kvpilot_pool_replicas behind")
+	}
+}
+
+func TestPoolDownloadMetrics(t *testing.T) {
+	m := newPoolMetrics("ns-download", "p")
+	t.Cleanup(m.forget)
+	pool := &servingv1alpha1.InferencePool{}
+	check := func(step string, want map[string]float64) {
+		t.Helper()
+		for _, kind := range []string{"done", "total"} {
+			got, ok := gaugeValue(t, poolModelDownload, prometheus.Labels{"namespace": "ns-download", "pool": "p", "kind": kind})
+			w, present := want[kind]
+			if ok != present || got != w {
+				t.Errorf("%s: kvpilot_pool_model_download_bytes{kind=%q} = %v (present %v), want %v (present %v)", step, kind, got, ok, w, present)
+			}
+		}
+	}
+	m.status(pool)
+	check("no source.url", nil)
+
+	pool.Status.Model = &servingv1alpha1.ModelStatus{PodsFetching: 1}
+	m.status(pool)
+	check("fetching, none downloading", nil)
+
+	pool.Status.Model = &servingv1alpha1.ModelStatus{PodsFetching: 1, PodsDownloading: 1, BytesDone: 5}
+	m.status(pool)
+	check("size unknown", map[string]float64{"done": 5})
+
+	pool.Status.Model.BytesDone, pool.Status.Model.BytesTotal = 6, ptr.To[int64](10)
+	m.status(pool)
+	check("downloading", map[string]float64{"done": 6, "total": 10})
+
+	pool.Status.Model = &servingv1alpha1.ModelStatus{PodsFetched: 1}
+	m.status(pool)
+	check("fetched", nil)
+}
+
+// TestRoundErrorsExistAtZero: a pool whose rounds never failed still has
+// its error counter, at 0, so the dashboard's rate of it shows the pool.
+func TestRoundErrorsExistAtZero(t *testing.T) {
+	m := newPoolMetrics("ns-errors", "p")
+	t.Cleanup(m.forget)
+	m.round(&fleet.Summary{}, nil)
+	ch := make(chan prometheus.Metric, 16)
+	fleetRoundErrors.Collect(ch)
+	close(ch)
+	found := false
+	for metric := range ch {
+		var d dto.Metric
+		if err := metric.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "namespace" && l.GetValue() == "ns-errors" {
+				found = true
+				if v := d.GetCounter().GetValue(); v != 0 {
+					t.Errorf("kvpilot_fleet_round_errors_total = %v after a good round, want 0", v)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no kvpilot_fleet_round_errors_total series after a good round")
 	}
 }

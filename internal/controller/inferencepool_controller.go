@@ -146,7 +146,9 @@ func (r *InferencePoolReconciler) reconcile(ctx context.Context, pool *servingv1
 		if err := r.Client.List(ctx, pods, client.InNamespace(pool.Namespace), client.MatchingLabels(podSelector(pool.Name))); err != nil {
 			return obs, pending, fmt.Errorf("list pods: %w", err)
 		}
-		obs.modelReady = modelReadyCondition(pods.Items, r.fetchProgress(ctx, pods.Items))
+		progress := r.fetchProgress(ctx, pods.Items)
+		obs.modelReady = modelReadyCondition(pods.Items, progress)
+		obs.model = modelStatus(pods.Items, progress)
 	}
 	log.FromContext(ctx).V(1).Info("applied children", "templateHash", obs.deployment.Spec.Template.Annotations[AnnotationTemplateHash])
 	return obs, pending, nil

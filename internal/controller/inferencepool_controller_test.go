@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/controller"
@@ -30,6 +31,30 @@ import (
 	"github.com/kvpilot/kvpilot/internal/util/testing/builders"
 	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 )
+
+// managerGauges reads the manager's registry (the manager runs in this
+// process) and returns the values of name's series in namespace, keyed by
+// pool and kind.
+func managerGauges(g Gomega, name, namespace string) map[string]float64 {
+	families, err := metrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["namespace"] == namespace {
+				out[l["pool"]+"/"+l["kind"]] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
 
 // storedStatus reads an object's status as the API server stores it, which
 // is what kubectl's print columns read: a field left out prints <none>.
@@ -385,6 +410,16 @@ var _ = Describe("InferencePool controller", func() {
 			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetching))
 			g.Expect(c.Message).To(Equal("1 of 1 pods fetching the model; fetched-0 downloading: 512.0 KiB of 1.0 MiB (50%)"))
 		}, reconcileTimeout, pollInterval).Should(Succeed())
+		By("counting the bytes in status.model and the manager's download gauge")
+		Eventually(func(g Gomega) {
+			g.Expect(storedStatus(g, ctx, "InferencePool", ns, "fetched")).To(HaveKeyWithValue("model", Equal(map[string]any{
+				"podsFetched": int64(0), "podsFetching": int64(1), "podsFailed": int64(0), "podsDownloading": int64(1),
+				"bytesDone": int64(len(model) / 2), "bytesTotal": int64(len(model)), "downloadPercent": int64(50),
+			})))
+			g.Expect(managerGauges(g, "kvpilot_pool_model_download_bytes", ns)).To(Equal(map[string]float64{
+				"fetched/done": float64(len(model) / 2), "fetched/total": float64(len(model)),
+			}))
+		}, reconcileTimeout, pollInterval).Should(Succeed())
 		store.Release()
 		Expect(<-fetched).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -398,6 +433,10 @@ var _ = Describe("InferencePool controller", func() {
 			c := condition(g, ctx, "fetched", servingv1alpha1.PoolModelReady)
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(c.Reason).To(Equal(servingv1alpha1.ReasonModelFetched))
+			g.Expect(storedStatus(g, ctx, "InferencePool", ns, "fetched")).To(HaveKeyWithValue("model", Equal(map[string]any{
+				"podsFetched": int64(1), "podsFetching": int64(0), "podsFailed": int64(0),
+			})))
+			g.Expect(managerGauges(g, "kvpilot_pool_model_download_bytes", ns)).To(BeEmpty())
 		}, reconcileTimeout, pollInterval).Should(Succeed())
 	})
 

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
@@ -15,6 +16,34 @@ import (
 // maxFetchMessage bounds the part of a failed fetch's termination message
 // (the tail of its log) that goes into the condition.
 const maxFetchMessage = 1024
+
+// podFetch is where one pod is with its fetch.
+type podFetch int
+
+const (
+	// podFetching: not started yet (scheduling, pulling the image), or the
+	// init container is running.
+	podFetching podFetch = iota
+	podFetched
+	podFetchFailed
+)
+
+// podFetchState classifies a pod by its fetch-model init container, and
+// for a failed fetch says why.
+func podFetchState(p *corev1.Pod) (podFetch, string) {
+	st := fetchStatus(p)
+	switch {
+	case st == nil:
+		return podFetching, ""
+	case st.State.Terminated != nil && st.State.Terminated.ExitCode == 0:
+		return podFetched, ""
+	case st.State.Terminated != nil:
+		return podFetchFailed, fetchFailure(st.State.Terminated)
+	case st.State.Waiting != nil && st.LastTerminationState.Terminated != nil && st.LastTerminationState.Terminated.ExitCode != 0:
+		return podFetchFailed, fetchFailure(st.LastTerminationState.Terminated)
+	}
+	return podFetching, ""
+}
 
 // modelReadyCondition summarises the pods' fetch-model init containers of
 // a url-source pool. A failed fetch wins (its message is the reason the
@@ -27,23 +56,15 @@ func modelReadyCondition(pods []corev1.Pod, progress map[string]wire.FetchProgre
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, servingv1alpha1.ReasonNoPods, "the pool has no pods"
 		return c
 	}
-	sorted := append([]corev1.Pod(nil), pods...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	sorted := sortedPods(pods)
 	fetched, fetching := 0, 0
 	var failed []string
 	for i := range sorted {
-		p := &sorted[i]
-		st := fetchStatus(p)
-		switch {
-		case st == nil:
-			// Not started yet (scheduling, pulling the image).
-			fetching++
-		case st.State.Terminated != nil && st.State.Terminated.ExitCode == 0:
+		switch state, why := podFetchState(&sorted[i]); state {
+		case podFetched:
 			fetched++
-		case st.State.Terminated != nil:
-			failed = append(failed, p.Name+": "+fetchFailure(st.State.Terminated))
-		case st.State.Waiting != nil && st.LastTerminationState.Terminated != nil && st.LastTerminationState.Terminated.ExitCode != 0:
-			failed = append(failed, p.Name+": "+fetchFailure(st.LastTerminationState.Terminated))
+		case podFetchFailed:
+			failed = append(failed, sorted[i].Name+": "+why)
 		default:
 			fetching++
 		}
@@ -71,6 +92,50 @@ func modelReadyCondition(pods []corev1.Pod, progress map[string]wire.FetchProgre
 		}
 	}
 	return c
+}
+
+// modelStatus counts the pods of a url-source pool by their fetch and sums
+// the progress of those that said they are downloading (or have just
+// finished, their init container not yet exited). The total is left out
+// when one of them does not know its size yet.
+func modelStatus(pods []corev1.Pod, progress map[string]wire.FetchProgress) *servingv1alpha1.ModelStatus {
+	st := &servingv1alpha1.ModelStatus{}
+	var total int64
+	known := true
+	for i := range pods {
+		state, _ := podFetchState(&pods[i])
+		switch state {
+		case podFetched:
+			st.PodsFetched++
+			continue
+		case podFetchFailed:
+			st.PodsFailed++
+			continue
+		}
+		st.PodsFetching++
+		p, ok := progress[pods[i].Name]
+		if !ok || (p.Phase != wire.FetchDownloading && p.Phase != wire.FetchDone) {
+			continue
+		}
+		st.PodsDownloading++
+		st.BytesDone += p.DoneBytes
+		total += p.TotalBytes
+		known = known && p.TotalBytes >= 0
+	}
+	if st.PodsDownloading > 0 && known {
+		st.BytesTotal = ptr.To(total)
+		st.DownloadPercent = ptr.To(int32(100 * st.BytesDone / max(total, 1)))
+		if total == 0 {
+			st.DownloadPercent = ptr.To(int32(100))
+		}
+	}
+	return st
+}
+
+func sortedPods(pods []corev1.Pod) []corev1.Pod {
+	sorted := append([]corev1.Pod(nil), pods...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	return sorted
 }
 
 func fetchStatus(p *corev1.Pod) *corev1.ContainerStatus {

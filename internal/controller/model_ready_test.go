@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/runtime/control/wire"
@@ -62,9 +64,17 @@ func TestModelReadyCondition(t *testing.T) {
 
 func TestModelReadyOnlyForURLPools(t *testing.T) {
 	pool := builders.MakeInferencePool("p", "ns").URLModel("hf://acme/m:Q4_K_M", nil).Obj()
-	setPoolStatus(pool, observation{modelReady: modelReadyCondition(nil, nil)})
+	setPoolStatus(pool, observation{modelReady: modelReadyCondition(nil, nil), model: modelStatus(nil, nil)})
 	if c := meta.FindStatusCondition(pool.Status.Conditions, servingv1alpha1.PoolModelReady); c == nil || c.Reason != servingv1alpha1.ReasonNoPods {
 		t.Fatalf("a url pool's status lacks ModelReady=Unknown NoPods: %+v", pool.Status.Conditions)
+	}
+	if pool.Status.Model == nil {
+		t.Fatal("a url pool's status lacks model")
+	}
+	// The pods could not be read: what was observed stays.
+	setPoolStatus(pool, observation{})
+	if pool.Status.Model == nil || meta.FindStatusCondition(pool.Status.Conditions, servingv1alpha1.PoolModelReady) == nil {
+		t.Fatalf("an observation without the pods dropped the url pool's model status: %+v", pool.Status)
 	}
 	// The pool moves to another source: the condition goes.
 	pool.Spec.Model.Source = servingv1alpha1.ModelSource{Builtin: servingv1alpha1.BuiltinModelTiny}
@@ -73,6 +83,9 @@ func TestModelReadyOnlyForURLPools(t *testing.T) {
 		if c.Type == servingv1alpha1.PoolModelReady {
 			t.Errorf("a builtin pool keeps %+v", c)
 		}
+	}
+	if pool.Status.Model != nil {
+		t.Errorf("a builtin pool keeps model %+v", pool.Status.Model)
 	}
 }
 
@@ -88,6 +101,48 @@ func TestModelReadyShowsProgress(t *testing.T) {
 		"c waiting for another pod's download of the same model to the shared cache"
 	if c.Reason != servingv1alpha1.ReasonModelFetching || c.Message != want {
 		t.Errorf("got %s %q, want %s %q", c.Reason, c.Message, servingv1alpha1.ReasonModelFetching, want)
+	}
+}
+
+func TestModelStatus(t *testing.T) {
+	done := &corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}
+	failed := &corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	running := &corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	downloading := func(done, total int64) wire.FetchProgress {
+		return wire.FetchProgress{Phase: wire.FetchDownloading, File: 1, Files: 1, DoneBytes: done, TotalBytes: total}
+	}
+	for _, tc := range []struct {
+		name     string
+		pods     []corev1.Pod
+		progress map[string]wire.FetchProgress
+		want     servingv1alpha1.ModelStatus
+	}{
+		{name: "no pods"},
+		{name: "counts without progress",
+			pods: []corev1.Pod{fetchPod("a", done), fetchPod("b", failed), fetchPod("c", running), fetchPod("d", nil)},
+			want: servingv1alpha1.ModelStatus{PodsFetched: 1, PodsFailed: 1, PodsFetching: 2}},
+		{name: "two downloads summed, a waiting pod and a finished pod's stale answer left out",
+			pods: []corev1.Pod{fetchPod("a", running), fetchPod("b", running), fetchPod("c", running), fetchPod("d", done)},
+			progress: map[string]wire.FetchProgress{
+				"a": downloading(3<<30, 8<<30), "b": {Phase: wire.FetchDone, File: 1, Files: 1, DoneBytes: 8 << 30, TotalBytes: 8 << 30},
+				"c": {Phase: wire.FetchWaiting, TotalBytes: -1}, "d": downloading(1, 8<<30),
+			},
+			want: servingv1alpha1.ModelStatus{PodsFetched: 1, PodsFetching: 3, PodsDownloading: 2,
+				BytesDone: 11 << 30, BytesTotal: ptr.To[int64](16 << 30), DownloadPercent: ptr.To[int32](68)}},
+		{name: "a size not known yet leaves the total out",
+			pods:     []corev1.Pod{fetchPod("a", running), fetchPod("b", running)},
+			progress: map[string]wire.FetchProgress{"a": downloading(5, 10), "b": downloading(7, -1)},
+			want:     servingv1alpha1.ModelStatus{PodsFetching: 2, PodsDownloading: 2, BytesDone: 12}},
+		{name: "an empty model is all there",
+			pods:     []corev1.Pod{fetchPod("a", running)},
+			progress: map[string]wire.FetchProgress{"a": downloading(0, 0)},
+			want:     servingv1alpha1.ModelStatus{PodsFetching: 1, PodsDownloading: 1, BytesTotal: ptr.To[int64](0), DownloadPercent: ptr.To[int32](100)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, *modelStatus(tc.pods, tc.progress)); diff != "" {
+				t.Errorf("modelStatus (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

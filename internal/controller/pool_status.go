@@ -26,6 +26,9 @@ type observation struct {
 	// modelReady is the ModelReady condition of a url-source pool (empty
 	// Type for other sources, whose pools carry no such condition).
 	modelReady metav1.Condition
+	// model is the fetch's progress of a url-source pool; nil when the
+	// pods could not be read (or the pool has another source).
+	model *servingv1alpha1.ModelStatus
 }
 
 // setPoolStatus writes an observation into the pool's status. It leaves
@@ -48,8 +51,10 @@ func setPoolStatus(pool *servingv1alpha1.InferencePool, obs observation) {
 	}
 	if obs.modelReady.Type != "" {
 		set(obs.modelReady)
+		st.Model = obs.model
 	} else if pool.Spec.Model.Source.URL == "" {
 		meta.RemoveStatusCondition(&st.Conditions, servingv1alpha1.PoolModelReady)
+		st.Model = nil
 	}
 
 	d := obs.deployment

@@ -36,6 +36,12 @@ const (
 	saPubFile      = "sa.pub"
 	nodeCertFile   = "kubelet-client.crt"
 	nodeKeyFile    = "kubelet-client.key"
+	// The API server's client certificate when it proxies a request to an
+	// aggregated API server (a metrics adapter), which trusts the user it
+	// names in its headers because of this certificate's name.
+	proxyCertFile   = "front-proxy-client.crt"
+	proxyKeyFile    = "front-proxy-client.key"
+	proxyClientName = "front-proxy-client"
 )
 
 // newPKI makes a fresh CA and every key and certificate the cluster needs
@@ -81,6 +87,10 @@ func newPKI(dir string, extraIPs []net.IP) (*pki, error) {
 	// system:masters is the API server's superuser group.
 	if err := p.issue(adminCertFile, adminKeyFile, pkix.Name{CommonName: "kvpilot-admin", Organization: []string{"system:masters"}},
 		nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
+		return nil, err
+	}
+
+	if err := p.issue(proxyCertFile, proxyKeyFile, pkix.Name{CommonName: proxyClientName}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, err
 	}
 
