@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -115,8 +113,10 @@ func TestArchitecturesOverHTTP(t *testing.T) {
 	}
 	lib := testGGMLLib(t)
 	templates := filepath.Join(llamacpp.Source(t), "models", "templates")
-	writer := modelWriter(t)
-	runtimeproc.Binary(t) // built once, before the parallel subtests start pods
+	// The fixtures are written by the command users run; both binaries are
+	// built before the parallel subtests start.
+	writer := runtimeproc.Build(t, "github.com/kvpilot/kvpilot/cmd/kvpilot-model", "kvpilot-model")
+	runtimeproc.Binary(t)
 	for _, c := range archCases {
 		t.Run(c.arch, func(t *testing.T) {
 			t.Parallel()
@@ -132,6 +132,9 @@ func TestArchitecturesOverHTTP(t *testing.T) {
 			checkChatAndStream(ctx, t, p)
 			checkForcedCall(ctx, t, p, c)
 			checkForcedMessagesCall(ctx, t, p, name)
+			if strings.Contains(p.Log(), "level=ERROR") {
+				t.Errorf("the pod logged errors")
+			}
 		})
 	}
 }
@@ -333,31 +336,4 @@ func checkForcedMessagesCall(ctx context.Context, t *testing.T, p *pod, model st
 	if err := jsonschema.Validate([]byte(weatherSchema), uses[0].Input); err != nil {
 		t.Errorf("messages forced call's input %s: %v", uses[0].Input, err)
 	}
-}
-
-// modelWriter builds kvpilot-model once per test binary and returns its
-// path: the fixtures are written by the command users run.
-func modelWriter(t *testing.T) string {
-	t.Helper()
-	writerBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kvpilot-model-bin")
-		if err != nil {
-			writerBuild.err = err
-			return
-		}
-		writerBuild.path = filepath.Join(dir, "kvpilot-model")
-		if out, err := exec.Command("go", "build", "-o", writerBuild.path, "github.com/kvpilot/kvpilot/cmd/kvpilot-model").CombinedOutput(); err != nil {
-			writerBuild.err = fmt.Errorf("go build kvpilot-model: %v\n%s", err, out)
-		}
-	})
-	if writerBuild.err != nil {
-		t.Fatal(writerBuild.err)
-	}
-	return writerBuild.path
-}
-
-var writerBuild struct {
-	once sync.Once
-	path string
-	err  error
 }
