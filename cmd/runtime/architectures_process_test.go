@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -103,9 +104,9 @@ const weatherSchema = `{"type":"object","properties":{"city":{"type":"string","m
 // TestArchitecturesOverHTTP (issue 31): a runtime process on the ggml
 // executor serving a GGUF of each architecture answers over HTTP a chat
 // completion, the same completion streamed (the same text under greedy
-// decoding, ending in [DONE]), a forced tool call in chat completions and
-// in the Messages API (one call, in the model's own markup, arguments
-// valid for the schema), and reports the architecture and context length
+// decoding, ending in [DONE]), a forced tool call in chat completions,
+// whole and streamed, and in the Messages API (one call, in the model's
+// own markup, arguments valid for the schema), and reports the architecture and context length
 // in /v1/models.
 func TestArchitecturesOverHTTP(t *testing.T) {
 	if testing.Short() {
@@ -130,7 +131,8 @@ func TestArchitecturesOverHTTP(t *testing.T) {
 			defer cancel()
 			name := checkModelList(t, p, c)
 			checkChatAndStream(ctx, t, p)
-			checkForcedCall(ctx, t, p, c)
+			call := checkForcedCall(ctx, t, p, c)
+			checkForcedCallStream(ctx, t, p, call)
 			checkForcedMessagesCall(ctx, t, p, name)
 			if strings.Contains(p.Log(), "level=ERROR") {
 				t.Errorf("the pod logged errors")
@@ -265,14 +267,17 @@ func sseData(t *testing.T, body string) (data []string, done bool) {
 // weatherTool is the forced tool in chat completions' shape.
 const weatherTool = `"tools":[{"type":"function","function":{"name":"get_weather","description":"The forecast for a city","parameters":` + weatherSchema + `}}]`
 
+// forcedChat is a chat request that forces a call of get_weather.
+const forcedChat = `"messages":[{"role":"user","content":"Weather in Paris for 3 days?"}],` + weatherTool +
+	`,"tool_choice":{"type":"function","function":{"name":"get_weather"}},"max_tokens":300,"temperature":0,"seed":7`
+
 // checkForcedCall: tool_choice naming get_weather gets exactly one call of
 // it, written in the model's own markup (the token ids returned are the
-// byte vocabulary's bytes), with arguments valid for the schema.
-func checkForcedCall(ctx context.Context, t *testing.T, p *pod, c archCase) {
+// byte vocabulary's bytes), with arguments valid for the schema. It
+// returns the call.
+func checkForcedCall(ctx context.Context, t *testing.T, p *pod, c archCase) openai.ToolCall {
 	t.Helper()
-	body := `{"messages":[{"role":"user","content":"Weather in Paris for 3 days?"}],` + weatherTool +
-		`,"tool_choice":{"type":"function","function":{"name":"get_weather"}},"max_tokens":300,"temperature":0,"seed":7,"return_token_ids":true}`
-	r := postTo(ctx, p.API, "/v1/chat/completions", "", body)
+	r := postTo(ctx, p.API, "/v1/chat/completions", "", `{`+forcedChat+`,"return_token_ids":true}`)
 	if r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("forced call: %d %v %s", r.status, r.err, r.body)
 	}
@@ -294,6 +299,48 @@ func checkForcedCall(ctx context.Context, t *testing.T, p *pod, c archCase) {
 	t.Logf("forced call written as %q", raw)
 	if !strings.Contains(raw, c.callMarkup) {
 		t.Errorf("the model wrote %q; want %q, the call markup of %s's format", raw, c.callMarkup, c.template)
+	}
+	return ch.Message.ToolCalls[0]
+}
+
+// checkForcedCallStream: the forced call streamed comes as delta.tool_calls
+// of one call (index 0, its id and name first) whose argument pieces make
+// the whole answer's arguments, then finish_reason tool_calls and [DONE].
+func checkForcedCallStream(ctx context.Context, t *testing.T, p *pod, whole openai.ToolCall) {
+	t.Helper()
+	r := postTo(ctx, p.API, "/v1/chat/completions", "", `{`+forcedChat+`,"stream":true}`)
+	if r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("forced call streamed: %d %v %s", r.status, r.err, r.body)
+	}
+	chunks, done := sseData(t, r.body)
+	if !done {
+		t.Fatalf("forced call stream does not end in [DONE]: %q", tail(r.body))
+	}
+	var got openai.ToolCall
+	var finish string
+	for _, d := range chunks {
+		var ch openai.ChatChunk
+		if err := json.Unmarshal([]byte(d), &ch); err != nil {
+			t.Fatalf("chunk %q: %v", d, err)
+		}
+		for _, c := range ch.Choices {
+			for _, tc := range c.Delta.ToolCalls {
+				if tc.Index == nil || *tc.Index != 0 {
+					t.Fatalf("forced call streamed: a delta of call %v; want call 0 only: %s", tc.Index, d)
+				}
+				got.ID += tc.ID
+				got.Function.Name += tc.Function.Name
+				got.Function.Arguments += tc.Function.Arguments
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	var a, b any
+	errA, errB := json.Unmarshal([]byte(got.Function.Arguments), &a), json.Unmarshal([]byte(whole.Function.Arguments), &b)
+	if got.ID == "" || got.Function.Name != whole.Function.Name || errA != nil || errB != nil || !reflect.DeepEqual(a, b) || finish != "tool_calls" {
+		t.Errorf("forced call streamed: id %q, %s(%s), finish %q; whole %s(%s)", got.ID, got.Function.Name, got.Function.Arguments, finish, whole.Function.Name, whole.Function.Arguments)
 	}
 }
 
