@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -72,7 +73,13 @@ func writeRandomGGUF(t *testing.T, cfg model.Config) string {
 	return path
 }
 
-// testGGMLLib is the ggml CPU libraries' directory, or skips t.
+// envRequireGGML makes missing ggml libraries fail the tests that need
+// them instead of skipping them (make test sets it, as for the ggml
+// package's tests).
+const envRequireGGML = "KVPILOT_REQUIRE_GGML"
+
+// testGGMLLib is the ggml CPU libraries' directory, or skips t (fails it
+// under KVPILOT_REQUIRE_GGML).
 func testGGMLLib(t *testing.T) string {
 	t.Helper()
 	lib := os.Getenv(ggml.EnvLibDir)
@@ -82,7 +89,11 @@ func testGGMLLib(t *testing.T) string {
 		}
 	}
 	if lib == "" {
-		t.Skipf("ggml libraries not installed: run hack/setup-ggml.sh and set %s (make test does both)", ggml.EnvLibDir)
+		msg := fmt.Sprintf("ggml libraries not installed: run hack/setup-ggml.sh and set %s (make test does both)", ggml.EnvLibDir)
+		if os.Getenv(envRequireGGML) != "" {
+			t.Fatalf("%s is set: %s", envRequireGGML, msg)
+		}
+		t.Skip(msg)
 	}
 	return lib
 }

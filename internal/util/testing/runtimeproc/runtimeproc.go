@@ -37,7 +37,13 @@ const (
 	DefaultReadyTimeout = 60 * time.Second
 )
 
-var build struct {
+// builds holds Build's binaries by package, each built once.
+var builds struct {
+	mu    sync.Mutex
+	byPkg map[string]*built
+}
+
+type built struct {
 	once sync.Once
 	path string
 	err  error
@@ -62,21 +68,40 @@ func Binary(t testing.TB) string {
 		}
 		return p
 	}
-	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kvpilot-runtime-bin")
+	return Build(t, Package, "kvpilot-runtime")
+}
+
+// Build returns the binary of the main package pkg (an import path),
+// named name, built with `go build` on first use and shared by every test
+// of the test binary: the runtime, or a command a test runs beside it
+// (kvpilot-model writing its models).
+func Build(t testing.TB, pkg, name string) string {
+	t.Helper()
+	builds.mu.Lock()
+	if builds.byPkg == nil {
+		builds.byPkg = map[string]*built{}
+	}
+	b := builds.byPkg[pkg]
+	if b == nil {
+		b = &built{}
+		builds.byPkg[pkg] = b
+	}
+	builds.mu.Unlock()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", name+"-bin")
 		if err != nil {
-			build.err = err
+			b.err = err
 			return
 		}
-		build.path = filepath.Join(dir, "kvpilot-runtime")
-		if out, err := exec.Command("go", "build", "-o", build.path, Package).CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build %s: %v\n%s", Package, err, out)
+		b.path = filepath.Join(dir, name)
+		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if build.err != nil {
-		t.Fatal(build.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return build.path
+	return b.path
 }
 
 // FreeAddr returns a loopback address, "127.0.0.1:port", that nothing
