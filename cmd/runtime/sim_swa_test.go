@@ -21,19 +21,7 @@ func TestSimSWACache(t *testing.T) {
 	if sim.WindowChunk != ggml.DefaultWindowChunk {
 		t.Fatalf("the sim's ring chunk %d is not the ggml executor's %d", sim.WindowChunk, ggml.DefaultWindowChunk)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	build := func(args ...string) *backend {
-		o, err := parseOptions(append([]string{"--executor", "sim", "--sim-model", "gpt-oss-20b", "--sim-accelerator", "H200"}, args...), env(nil), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be, err := buildBackend(o, nil, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.close()
-		return be
-	}
+	build := func(args ...string) *backend { return buildSimBackend(t, "gpt-oss-20b", args...) }
 	cfg := model.Config{Arch: model.ArchGptOss, Layers: 24, KVHeads: 8, HeadDim: 64, SlidingWindow: 128, LayerKinds: gptoss.LayerKinds(24, 2)}
 	m := &model.Model{Config: cfg}
 	const budget = 64 << 30
@@ -59,4 +47,20 @@ func TestSimSWACache(t *testing.T) {
 	if window.stateSlots != 512 || full.stateSlots != 0 || ratio < 1.7 || ratio >= 2 {
 		t.Errorf("H200: %d/%d slots, %.3f× the tokens; want 512/0 and 1.7× to 2×", window.stateSlots, full.stateSlots, ratio)
 	}
+}
+
+// buildSimBackend builds (and closes) a sim backend of the sim profile name on an H200
+// with args.
+func buildSimBackend(t *testing.T, name string, args ...string) *backend {
+	t.Helper()
+	o, err := parseOptions(append([]string{"--executor", "sim", "--sim-model", name, "--sim-accelerator", "H200"}, args...), env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := buildBackend(o, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.close()
+	return be
 }

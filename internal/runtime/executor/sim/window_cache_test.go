@@ -121,32 +121,13 @@ func TestWindowCacheExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(id string, prompt []int32, out int) ([]int32, engine.Usage) {
-		s, err := e.Submit(context.Background(), &engine.Request{ID: id, Prompt: prompt, Params: engine.Params{MaxTokens: out, IgnoreEOS: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 10000 {
-			if run, wait := e.Pending(); run == 0 && wait == 0 {
-				break
-			}
-			if r := e.Step(context.Background()); r.Err != nil {
-				t.Fatal(r.Err)
-			}
-		}
-		toks, _, c, err := s.Wait(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return toks, c.Usage
-	}
 	turn1 := make([]int32, 3000)
 	for i := range turn1 {
 		turn1[i] = int32(i % 1000)
 	}
-	out1, _ := run("turn1", turn1, 200)
+	out1, _ := runAlone(t, e, "turn1", turn1, 200)
 	turn2 := append(append(append([]int32(nil), turn1...), out1...), make([]int32, 300)...)
-	_, u := run("turn2", turn2, 1)
+	_, u := runAlone(t, e, "turn2", turn2, 1)
 	if want := (3000 + 200 - 1) / bs * bs; u.CachedTokens != want {
 		t.Errorf("the second turn resumed from %d tokens, want %d (the first turn's checkpoint)", u.CachedTokens, want)
 	}
@@ -165,4 +146,27 @@ func (*chunkObserver) CacheConfig(int, int)                 {}
 func (*chunkObserver) RequestFinished(*engine.RequestStats) {}
 func (o *chunkObserver) Iteration(st *engine.IterationStats) {
 	o.maxTokens = max(o.maxTokens, st.Tokens)
+}
+
+// runAlone submits a request of out tokens (EOS ignored) to e and steps
+// e until it has nothing left: its tokens and usage.
+func runAlone(t *testing.T, e *engine.Engine, id string, prompt []int32, out int) ([]int32, engine.Usage) {
+	t.Helper()
+	s, err := e.Submit(context.Background(), &engine.Request{ID: id, Prompt: prompt, Params: engine.Params{MaxTokens: out, IgnoreEOS: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10000 {
+		if run, wait := e.Pending(); run == 0 && wait == 0 {
+			break
+		}
+		if r := e.Step(context.Background()); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	toks, _, c, err := s.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks, c.Usage
 }
