@@ -108,9 +108,17 @@ func TestWindowCacheExecutor(t *testing.T) {
 	if full.MaxSeqTokens() != 0 || x.MaxSeqTokens() != WindowChunk || x.StateSlots() != 8 || x.StateBytes() != simStateBytes {
 		t.Errorf("chunk bound %d full, %d window; %d slots, %d state bytes", full.MaxSeqTokens(), x.MaxSeqTokens(), x.StateSlots(), x.StateBytes())
 	}
-	b := &batch.Batch{Seqs: []batch.Seq{{Tokens: make([]int32, 512), Pos: 30000}, {Tokens: []int32{1}, Pos: 5000, Sample: true}}, NumTokens: 513}
-	if w, f := x.StepTime(b), full.StepTime(b); w != f {
-		t.Errorf("a step takes %v with the window cache, %v with every layer paged", w, f)
+	// A prefill chunk beside a decode (compute-bound), and 64 decodes
+	// (bound by the bytes read).
+	mixed := &batch.Batch{Seqs: []batch.Seq{{Tokens: make([]int32, 512), Pos: 30000}, {Tokens: []int32{1}, Pos: 5000, Sample: true}}, NumTokens: 513}
+	decode := &batch.Batch{NumTokens: 64}
+	for i := range 64 {
+		decode.Seqs = append(decode.Seqs, batch.Seq{Tokens: []int32{1}, Pos: 5000, State: i % 8, Sample: true})
+	}
+	for _, b := range []*batch.Batch{mixed, decode} {
+		if w, f := x.StepTime(b), full.StepTime(b); w != f {
+			t.Errorf("%d sequences: a step takes %v with the window cache, %v with every layer paged", len(b.Seqs), w, f)
+		}
 	}
 
 	const bs = 16
