@@ -269,6 +269,9 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		geom = geom.WithWeightBits(o.SimWeightBits, 0)
 	}
 	geom.KVDType = o.KVCacheDType
+	// --swa-cache as on the ggml executor: window keeps the sliding
+	// layers in per-sequence rings (state slots), full pages them.
+	geom = geom.WithWindowCache(o.SWACache == swaCacheWindow)
 	if err := geom.KV().Validate(); err != nil {
 		return nil, fmt.Errorf("--kv-cache-dtype %s: %w", o.KVCacheDType, err)
 	}
@@ -280,11 +283,11 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		sizedFrom = fmt.Sprintf("device %d (%s)", devs[0].Index, devs[0].Name)
 	}
 	blocks := o.KVCacheBlocks
-	// slots: a hybrid model's recurrent states, two a sequence (running
-	// and checkpoint); sized from the device's memory with the KV when
-	// that is sized from it.
+	// slots: a hybrid model's recurrent states, the window cache's rings,
+	// two a sequence (running and checkpoint); sized with the KV when that
+	// is sized from a budget, as buildModel sizes the ggml executor's.
 	slots := 0
-	if geom.Hybrid() {
+	if geom.KeepsStates() {
 		slots = 2 * o.MaxNumSeqs
 	}
 	switch {
@@ -292,10 +295,10 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 		sizedFrom = "--kv-cache-blocks"
 	case o.KVCacheMemory > 0:
 		perBlock := geom.KVBytesPerTokenPerDevice(o.TensorParallel) * int64(o.BlockSize)
-		blocks = int(int64(o.KVCacheMemory) / perBlock)
+		blocks, slots = kvcache.SplitStates(int64(o.KVCacheMemory), perBlock, geom.StateBytes()/int64(o.TensorParallel), slots, 1)
 		sizedFrom = "--kv-cache-memory"
 		if blocks == 0 {
-			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes", o.KVCacheMemory, perBlock)
+			return nil, fmt.Errorf("--kv-cache-memory %d holds no block of %d bytes (beside %d state slots of %d bytes)", o.KVCacheMemory, perBlock, slots, geom.StateBytes())
 		}
 	default:
 		blocks, slots, err = sim.StateSlotsForDevice(acc, geom, o.TensorParallel, o.KVCacheMemoryFraction, o.BlockSize, o.MaxNumSeqs)

@@ -242,19 +242,7 @@ func TestSimWeightBits(t *testing.T) {
 // reports a state's cost in KV tokens; with explicit blocks, two a
 // sequence.
 func TestSimHybridBackend(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	build := func(args ...string) *backend {
-		o, err := parseOptions(append([]string{"--executor", "sim", "--sim-model", "qwen3.6-35b-a3b", "--sim-accelerator", "H200"}, args...), env(nil), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be, err := buildBackend(o, nil, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.close()
-		return be
-	}
+	build := func(args ...string) *backend { return buildSimBackend(t, "qwen3.6-35b-a3b", args...) }
 	acc, _ := sim.LookupAccelerator("H200")
 	geom, _ := sim.LookupGeometry("qwen3.6-35b-a3b")
 	blocks, slots, err := sim.StateSlotsForDevice(acc, geom, 1, 0.9, 16, 256)

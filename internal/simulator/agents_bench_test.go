@@ -24,6 +24,7 @@ func agentSetup(mode placement.Mode, pods int) AgentSetup {
 	replica := DefaultSetup()
 	replica.Model = benchModel()
 	replica.MaxModelLen = 65536
+	replica.FullSWACache = benchFullSWACache()
 	policy := placement.DefaultPolicy()
 	policy.Mode = mode
 	return AgentSetup{Replica: replica, Pods: pods, Policy: policy, Interval: 5 * time.Second,
@@ -58,14 +59,29 @@ func benchModel() string {
 	return g.Name
 }
 
+// benchFullSWACache reports AGENTS_SWA_CACHE=full: pods of a model with
+// sliding-window layers (gpt-oss) page them (--swa-cache full) instead
+// of keeping them in rings (window, the default, as the runtime's).
+func benchFullSWACache() bool {
+	switch v := os.Getenv("AGENTS_SWA_CACHE"); v {
+	case "", "window":
+		return false
+	case "full":
+		return true
+	default:
+		panic(fmt.Sprintf("AGENTS_SWA_CACHE must be window or full, got %q", v))
+	}
+}
+
 // hostBlocksPerGiB is how many KV blocks of the benchmark's model and block
-// size one GiB of host memory holds (the sim geometry's KV bytes per
-// token, as the pod allocates it today).
+// size one GiB of host memory holds (the sim geometry's paged KV bytes
+// per token, as the pod allocates it).
 func hostBlocks(gib int) int {
 	geo, err := sim.LookupGeometry(benchModel())
 	if err != nil {
 		panic(err)
 	}
+	geo = geo.WithWindowCache(!benchFullSWACache())
 	return int(int64(gib) << 30 / (geo.KVBytesPerToken() * int64(DefaultSetup().BlockSize)))
 }
 

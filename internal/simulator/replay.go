@@ -21,6 +21,11 @@ type Setup struct {
 	// MaxNumSeqs and MaxNumBatchedTokens bound continuous batching.
 	MaxNumSeqs, MaxNumBatchedTokens int
 	MaxModelLen                     int
+	// FullSWACache pages every sliding-window layer (--swa-cache full);
+	// by default a model with sliding layers (gpt-oss) keeps them in
+	// per-sequence rings as state slots, as the runtime does (--swa-cache
+	// window, sim.Geometry.WindowCache).
+	FullSWACache bool
 }
 
 // DefaultSetup is an H100 serving Llama-3.1-8B with vLLM-like limits.
@@ -43,8 +48,10 @@ func (s Setup) buildWith(outputLen sim.LengthDist, links []*sim.HostLink) (*sim.
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	// A hybrid model's recurrent states take their share of the memory
-	// (two slots a sequence, as the runtime sizes them).
+	geo = geo.WithWindowCache(!s.FullSWACache)
+	// A hybrid model's recurrent states and the window cache's rings take
+	// their share of the memory (two slots a sequence, as the runtime
+	// sizes them).
 	blocks, slots, err := sim.StateSlotsForDevice(acc, geo, 1, s.MemFraction, s.BlockSize, s.MaxNumSeqs)
 	if err != nil {
 		return nil, nil, 0, err

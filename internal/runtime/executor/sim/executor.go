@@ -44,8 +44,9 @@ type Options struct {
 	// memory): copies between the KV tiers cross each of them after the
 	// device's own link (see HostLink). None: the device's own link only.
 	HostLinks []*HostLink
-	// StateSlots is how many sequences' recurrent states a hybrid model's
-	// executor keeps (batch.StateKeeper): required for a hybrid geometry,
+	// StateSlots is how many sequences' state slots the executor keeps
+	// (batch.StateKeeper): a hybrid model's recurrent states, the window
+	// cache's rings (Geometry.KeepsStates); required for such a geometry,
 	// refused for any other. StateSlotsForDevice sizes it as the runtime
 	// sizes the ggml executor's.
 	StateSlots int
@@ -104,10 +105,10 @@ func New(opts Options) (*Executor, error) {
 		opts.StepOverhead = time.Millisecond
 	}
 	switch g := &opts.Geometry; {
-	case g.Hybrid() && opts.StateSlots <= 0:
-		return nil, fmt.Errorf("sim: %s has %d recurrent layers: it needs state slots (Options.StateSlots), got %d", g.Name, g.RecurrentLayers, opts.StateSlots)
-	case !g.Hybrid() && opts.StateSlots != 0:
-		return nil, fmt.Errorf("sim: %s has no recurrent layers to keep %d state slots for", g.Name, opts.StateSlots)
+	case g.KeepsStates() && opts.StateSlots <= 0:
+		return nil, fmt.Errorf("sim: %s keeps %d bytes of state a sequence (recurrent layers, window rings): it needs state slots (Options.StateSlots), got %d", g.Name, g.StateBytes(), opts.StateSlots)
+	case !g.KeepsStates() && opts.StateSlots != 0:
+		return nil, fmt.Errorf("sim: %s has no recurrent layers or window rings to keep %d state slots for", g.Name, opts.StateSlots)
 	case g.Hybrid():
 		if err := g.Recurrent.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %s: %w", g.Name, err)
@@ -121,9 +122,22 @@ func New(opts Options) (*Executor, error) {
 	return e, nil
 }
 
-// StateSlots implements batch.StateKeeper: the recurrent-state slots of a
-// hybrid model (0 for others).
+// StateSlots implements batch.StateKeeper: the state slots of a model
+// that keeps states (0 for others).
 func (e *Executor) StateSlots() int { return e.opts.StateSlots }
+
+// MaxSeqTokens implements batch.ChunkLimiter: with window rings, a ring
+// holds the window and one chunk, so a sequence takes at most
+// WindowChunk tokens an iteration, as on the ggml executor; else no
+// bound.
+func (e *Executor) MaxSeqTokens() int {
+	if e.opts.Geometry.RingBytes() == 0 {
+		return 0
+	}
+	return WindowChunk
+}
+
+var _ batch.ChunkLimiter = (*Executor)(nil)
 
 var _ batch.StateKeeper = (*Executor)(nil)
 
@@ -132,8 +146,8 @@ var _ batch.HostStateKeeper = (*Executor)(nil)
 // ReserveHostStates adds n host slots (batch.HostStateKeeper), numbered
 // after the device's, replacing those reserved before.
 func (e *Executor) ReserveHostStates(n int) error {
-	if !e.opts.Geometry.Hybrid() {
-		return fmt.Errorf("sim: %s keeps no recurrent states", e.opts.Geometry.Name)
+	if !e.opts.Geometry.KeepsStates() {
+		return fmt.Errorf("sim: %s keeps no states", e.opts.Geometry.Name)
 	}
 	if n < 0 {
 		return fmt.Errorf("sim: %d host state slots", n)
@@ -149,7 +163,7 @@ func (e *Executor) ReserveHostStates(n int) error {
 }
 
 // StateCopyTime is the modelled duration of n copies of a sequence's
-// recurrent state between slots in device memory: each device reads and
+// state slot (recurrent state, rings) between slots in device memory: each device reads and
 // writes its shard of the state at BandwidthEfficiency of its memory
 // bandwidth.
 func (e *Executor) StateCopyTime(n int) time.Duration {
@@ -222,8 +236,10 @@ func (e *Executor) EOS() int32 { return e.vocab.EOS() }
 // its projections (in the active parameters) and the DeltaNet update of
 // every value head's state (recurrentFLOPsPerToken), linear in the tokens
 // whatever the context; each sequence of the batch reads its state once
-// and writes it back (StateBytes twice), a prefill chunk as a decode step.
-// Copies of states between slots are charged apart (StateCopyTime).
+// and writes it back (RecurrentStateBytes twice), a prefill chunk as a
+// decode step. The window cache's rings cost what the paged sliding
+// layers do: the step reads the window's cells only, as above. Copies of
+// states between slots are charged apart (StateCopyTime).
 func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 	g := &e.opts.Geometry
 	a := &e.opts.Accelerator
@@ -251,7 +267,7 @@ func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 	tokens := float64(b.NumTokens)
 	flops += 2*linearParams*tokens + 2*float64(embed)*float64(sampled)
 	flops += g.recurrentFLOPsPerToken() * tokens
-	kvBytes += 2 * float64(g.StateBytes()) * float64(len(b.Seqs))
+	kvBytes += 2 * float64(g.RecurrentStateBytes()) * float64(len(b.Seqs))
 	kvSplit := e.tp
 	if g.mla() {
 		kvSplit = 1 // every device holds and reads the whole latent
@@ -269,7 +285,7 @@ func (e *Executor) StepTime(b *batch.Batch) time.Duration {
 	return time.Duration(sec*float64(time.Second)) + e.opts.StepOverhead
 }
 
-// advanceStates follows the batch's recurrent states as the ggml
+// advanceStates follows the batch's states (recurrent, rings) as the ggml
 // executor moves them: StateCopies, then every sequence's state over its
 // tokens, then StateSaves. It refuses a sequence that does not resume
 // from a state at its own position (an engine bug the tokens would not

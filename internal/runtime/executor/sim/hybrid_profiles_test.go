@@ -248,23 +248,8 @@ func TestEngineResumesProgramsOverSim(t *testing.T) {
 			t.Fatal(err)
 		}
 		run := func(id string, prompt []int32, out int) ([]int32, engine.Usage, time.Duration) {
-			s, err := e.Submit(context.Background(), &engine.Request{ID: id, Prompt: prompt, Params: engine.Params{MaxTokens: out, IgnoreEOS: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 10000 {
-				if run, wait := e.Pending(); run == 0 && wait == 0 {
-					break
-				}
-				if r := e.Step(context.Background()); r.Err != nil {
-					t.Fatal(r.Err)
-				}
-			}
-			toks, _, c, err := s.Wait(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return toks, c.Usage, firsts[id]
+			toks, u := runAlone(t, e, id, prompt, out)
+			return toks, u, firsts[id]
 		}
 		turn1 := make([]int32, 8000)
 		for i := range turn1 {

@@ -119,7 +119,30 @@ type Geometry struct {
 	// context.
 	RecurrentLayers int
 	Recurrent       arch.RecurrentGeometry
+	// WindowCache keeps the sliding-window layers as the ggml executor's
+	// window cache does (--swa-cache window): per sequence, a ring of
+	// SlidingWindow + WindowChunk cells in the sequence's state slot
+	// (StateBytes), so the paged cache (KV) holds the full-attention
+	// layers only. Off (--swa-cache full), every attending layer is paged
+	// for the whole context. No effect on a model without sliding layers.
+	WindowCache bool
 }
+
+// WindowChunk is the most tokens one sequence takes in one iteration with
+// the window cache, which a ring holds beside its window: the ggml
+// executor's DefaultWindowChunk (llama.cpp's default micro-batch).
+const WindowChunk = 512
+
+// WithWindowCache is the geometry with its sliding-window layers kept in
+// per-sequence rings (on: --swa-cache window) or paged (off: full).
+func (g Geometry) WithWindowCache(on bool) Geometry {
+	g.WindowCache = on
+	return g
+}
+
+// windowRings reports sliding-window layers kept in rings: WindowCache on
+// a model with sliding layers (MLA models have none).
+func (g Geometry) windowRings() bool { return g.WindowCache && g.SlidingLayers > 0 && !g.mla() }
 
 // MXFP4Bits is the storage of an MXFP4 weight: a 4-bit element plus an
 // 8-bit shared scale per block of 32.
@@ -184,22 +207,33 @@ func (g Geometry) attnFLOPsPerPair() float64 {
 	return 4 * float64(g.Heads*g.HeadDim)
 }
 
-// KV is the KV cache geometry the block manager allocates today: every
-// attending layer alike (a hybrid model's recurrent layers keep no KV),
-// each token's K and V rows in every such layer, its type resolved. That
-// is the whole truth for a model of full-attention layers only. For the
-// others it is what the pod really holds today, not what the model needs
+// KV is the KV cache geometry the block manager allocates: every paged
+// layer alike (a hybrid model's recurrent layers keep no KV), each
+// token's K and V rows in every such layer, its type resolved. That is
+// the whole truth for a model of full-attention layers only. For the
+// others it is what the pod really holds, not what the model needs
 // (KVLayerGroups):
 //
-//   - sliding-window layers are allocated for the whole context, though
-//     they keep only their window (the engine has no per-group allocation
-//     yet);
+//   - sliding-window layers are paged for the whole context, though they
+//     keep only their window, unless WindowCache keeps them in rings
+//     (StateBytes): then the paged cache holds the full-attention layers
+//     only;
 //   - an MLA model's cache is one latent row per layer, KVLoRARank +
 //     RopeHeadDim wide, and no value row (kvcache.Geometry.KeysOnly, as
 //     the ggml executor keeps it and llama.cpp v0.5.0 stores the
 //     deepseek2 cache: V is a view of the K row's first KVLoRARank
 //     elements).
 func (g Geometry) KV() kvcache.Geometry {
+	kv := g.attentionKV()
+	if g.windowRings() {
+		kv.Layers -= g.SlidingLayers
+	}
+	return kv
+}
+
+// attentionKV is the KV geometry of every attending layer, the sliding
+// ones included: what the paged cache holds without the window cache.
+func (g Geometry) attentionKV() kvcache.Geometry {
 	model := kvcache.DTypeBF16
 	if g.DTypeBytes == 4 {
 		model = kvcache.DTypeF32
@@ -212,7 +246,7 @@ func (g Geometry) KV() kvcache.Geometry {
 }
 
 // KVBytesPerToken is the KV cache footprint of one token as the pod
-// allocates it today (kvcache's accounting of KV()).
+// pages it (kvcache's accounting of KV()).
 func (g Geometry) KVBytesPerToken() int64 { return g.KV().BytesPerToken() }
 
 // KVBytesPerTokenPerDevice is one device's share of KVBytesPerToken in a
@@ -230,19 +264,42 @@ func (g Geometry) KVBytesPerTokenPerDevice(tp int) int64 {
 // end.
 func (g Geometry) Hybrid() bool { return g.RecurrentLayers > 0 }
 
+// KeepsStates reports a state slot per sequence (StateBytes > 0): a
+// hybrid model's recurrent states, the window cache's rings, or both.
+// The executor is then a batch.StateKeeper and the engine resumes prefix
+// hits from checkpoints, as the ggml executor's.
+func (g Geometry) KeepsStates() bool { return g.Hybrid() || g.windowRings() }
+
 // AttentionLayers is the layers that keep KV: all but the recurrent ones.
 func (g Geometry) AttentionLayers() int { return g.Layers - g.RecurrentLayers }
 
-// StateBytes is one sequence's recurrent state over every recurrent
-// layer, in F32, as the runtime keeps it (arch.Config.StateBytes: the
-// convolution's last ConvKernel-1 inputs and a StateSize² matrix per
-// value head): 0 for a model without recurrent layers.
-func (g Geometry) StateBytes() int64 {
+// StateBytes is one sequence's state slot, as the ggml executor keeps
+// it: the recurrent state (RecurrentStateBytes) and, with the window
+// cache, the sliding layers' rings (RingBytes); 0 for a model that keeps
+// neither.
+func (g Geometry) StateBytes() int64 { return g.RecurrentStateBytes() + g.RingBytes() }
+
+// RecurrentStateBytes is one sequence's recurrent state over every
+// recurrent layer, in F32, as the runtime keeps it
+// (arch.Config.StateBytes: the convolution's last ConvKernel-1 inputs
+// and a StateSize² matrix per value head): 0 for a model without
+// recurrent layers.
+func (g Geometry) RecurrentStateBytes() int64 {
 	if !g.Hybrid() {
 		return 0
 	}
 	r := g.Recurrent
 	return 4 * int64(g.RecurrentLayers) * int64(r.ConvStateFloats()+r.DeltaStateFloats())
+}
+
+// RingBytes is one sequence's rings with the window cache on (0 off):
+// keys and values of every sliding layer for SlidingWindow + WindowChunk
+// positions (ggml.WindowStateBytes).
+func (g Geometry) RingBytes() int64 {
+	if !g.windowRings() {
+		return 0
+	}
+	return int64(g.SlidingLayers) * int64(g.SlidingWindow+WindowChunk) * g.attentionKV().BytesPerToken() / int64(g.AttentionLayers())
 }
 
 // recurrentFLOPsPerToken is what a token costs the recurrent layers
@@ -277,7 +334,7 @@ type KVLayerGroup struct {
 // per-group allocation (issue 31, item 3) would size, and what a step
 // reads (StepTime charges every group its own positions).
 func (g Geometry) KVLayerGroups() []KVLayerGroup {
-	perLayer := g.KVBytesPerToken() / int64(g.AttentionLayers())
+	perLayer := g.attentionKV().BytesPerToken() / int64(g.AttentionLayers())
 	if g.mla() {
 		return []KVLayerGroup{{Kind: "mla", Layers: g.Layers, BytesPerTokenPerLayer: perLayer}}
 	}
@@ -293,8 +350,8 @@ func (g Geometry) KVLayerGroups() []KVLayerGroup {
 
 // KVGroupBytes is the KV a sequence of ctxLen tokens needs when every
 // layer group keeps only what it reads: a sliding-window layer at most its
-// window (block rounding left out). KVBytesPerToken()×ctxLen is what the
-// pod allocates today.
+// window (block rounding left out). With every attending layer paged
+// (WindowCache off), KVBytesPerToken()×ctxLen is what the pod allocates.
 func (g Geometry) KVGroupBytes(ctxLen int) int64 {
 	var n int64
 	for _, gr := range g.KVLayerGroups() {
@@ -307,15 +364,16 @@ func (g Geometry) KVGroupBytes(ctxLen int) int64 {
 	return n
 }
 
-// KVGroupRatio is KVGroupBytes(ctxLen) over what the pod allocates today
-// for ctxLen tokens: 1 for a model of full-attention layers (and for MLA,
-// whose latent the pod already sizes), about ½ for gpt-oss at long
-// contexts. A per-group block manager would hold 1/ratio as many tokens.
+// KVGroupRatio is KVGroupBytes(ctxLen) over what paging every attending
+// layer allocates for ctxLen tokens (WindowCache off): 1 for a model of
+// full-attention layers (and for MLA, whose latent the pod already
+// sizes), about ½ for gpt-oss at long contexts. A per-group cache (the
+// window cache) holds up to 1/ratio as many tokens.
 func (g Geometry) KVGroupRatio(ctxLen int) float64 {
 	if ctxLen <= 0 {
 		return 1
 	}
-	return float64(g.KVGroupBytes(ctxLen)) / (float64(g.KVBytesPerToken()) * float64(ctxLen))
+	return float64(g.KVGroupBytes(ctxLen)) / (float64(g.attentionKV().BytesPerToken()) * float64(ctxLen))
 }
 
 // weightBits is the dense weights' element size in bits.
@@ -402,15 +460,16 @@ func (g Geometry) WeightBytesRead(tokens int) float64 {
 // executor on a GPU reads --kv-cache-memory-fraction with it too.
 const ActivationReserve = 2 << 30
 
-// StateSlotsForDevice sizes a hybrid model's cache on one
-// tensor-parallel group as cmd/runtime sizes the ggml executor's: two
-// recurrent-state slots a sequence (one running, one checkpoint) for
-// maxSeqs sequences, taking at most half of what KVBlocksForDevice would
-// give the KV, and KV blocks from the rest. A model without recurrent
-// layers gets KVBlocksForDevice's blocks and no slots.
+// StateSlotsForDevice sizes the cache of a model that keeps states
+// (KeepsStates: recurrent states, window rings) on one tensor-parallel
+// group as cmd/runtime sizes the ggml executor's: two state slots a
+// sequence (one running, one checkpoint) for maxSeqs sequences, taking
+// at most half of what KVBlocksForDevice would give the paged KV
+// (kvcache.SplitStates), and KV blocks from the rest. A model without
+// states gets KVBlocksForDevice's blocks and no slots.
 func StateSlotsForDevice(a Accelerator, g Geometry, tp int, memFraction float64, blockSize, maxSeqs int) (blocks, slots int, err error) {
 	blocks, err = KVBlocksForDevice(a, g, tp, memFraction, blockSize)
-	if err != nil || !g.Hybrid() {
+	if err != nil || !g.KeepsStates() {
 		return blocks, 0, err
 	}
 	if tp < 1 {
@@ -421,7 +480,7 @@ func StateSlotsForDevice(a Accelerator, g Geometry, tp int, memFraction float64,
 	budget := int64(blocks) * perBlock
 	blocks, slots = kvcache.SplitStates(budget, perBlock, perSlot, 2*maxSeqs, 0)
 	if slots < 2 {
-		return 0, 0, fmt.Errorf("%s: %d bytes of cache on %s hold no two recurrent states of %d bytes", g.Name, budget, a.Name, perSlot)
+		return 0, 0, fmt.Errorf("%s: %d bytes of cache on %s hold no two state slots of %d bytes", g.Name, budget, a.Name, perSlot)
 	}
 	return blocks, slots, nil
 }
@@ -429,8 +488,8 @@ func StateSlotsForDevice(a Accelerator, g Geometry, tp int, memFraction float64,
 // KVBlocksForDevice sizes the KV cache of one tensor-parallel group: the
 // fraction memFraction of each device's memory, less its shard of the
 // weights and ActivationReserve, divided by the KV bytes per block each
-// device holds (KVBytesPerTokenPerDevice: what the pod allocates today,
-// every layer for the whole context).
+// device holds (KVBytesPerTokenPerDevice: the paged layers, for the whole
+// context).
 func KVBlocksForDevice(a Accelerator, g Geometry, tp int, memFraction float64, blockSize int) (int, error) {
 	if tp < 1 {
 		tp = 1

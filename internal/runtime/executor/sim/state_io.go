@@ -15,10 +15,10 @@ var _ batch.StateIO = (*Executor)(nil)
 // Geometry.StateBytes by whoever moves it (the simulator's KV fetch).
 const simStateBytes = 8
 
-// StateBytes implements batch.StateIO: 8 for a hybrid model (its
-// position), 0 for others.
+// StateBytes implements batch.StateIO: 8 for a model that keeps states
+// (its position), 0 for others.
 func (e *Executor) StateBytes() int {
-	if !e.opts.Geometry.Hybrid() {
+	if !e.opts.Geometry.KeepsStates() {
 		return 0
 	}
 	return simStateBytes
@@ -47,7 +47,7 @@ func (e *Executor) WriteState(slot int, src []byte) error {
 func (e *Executor) checkStateIO(slot int, b []byte) error {
 	switch {
 	case e.StateBytes() == 0:
-		return fmt.Errorf("sim: %s keeps no recurrent states", e.opts.Geometry.Name)
+		return fmt.Errorf("sim: %s keeps no states", e.opts.Geometry.Name)
 	case slot < 0 || slot >= len(e.slotPos):
 		return fmt.Errorf("sim: state slot %d outside %d", slot, len(e.slotPos))
 	case len(b) != simStateBytes:
