@@ -12,8 +12,10 @@
 //        "tokens": [greedy ids…]}: the prompt in one batch on a fresh
 //     sequence, then greedy decode steps
 //   {"op": "streams", "prompts": [[ids…]…], "gen": 32}
-//     → {"ms": …, "tokens": n}: the prompts as concurrent sequences, each
-//     generating gen greedy tokens; node-llama-cpp batches their steps
+//     → {"ms": …, "tokens": n, "batches": [tokens of each decode…]}: the
+//     prompts as concurrent sequences, each generating gen greedy tokens,
+//     in lockstep as llama-server drives its slots: one decode holds every
+//     prompt, then each decode holds the next token of every sequence
 import {loadModel, serve} from "./llama-cpp-driver.mjs";
 
 const [dir, modelPath, threadsArg, kvType] = process.argv.slice(2);
@@ -54,18 +56,63 @@ async function single(prompt, decode) {
     return {prefill_ms: prefill, prefill_tokens: prompt.length - 1, decode_ms: performance.now() - t, decode_steps: tokens.length, tokens};
 }
 
+// batches records the tokens of each decode the context dispatches while
+// it is not null: what shows that a lockstep step went in as one batch.
+// (The native context's methods are read-only: a proxy in its place
+// sees each batch begin.)
+let batches = null;
+let decodeMs = 0;
+const native = ctx._ctx;
+ctx._ctx = new Proxy(native, {
+    get(target, prop) {
+        const v = Reflect.get(target, prop);
+        if (typeof v !== "function")
+            return v;
+        if (prop === "initBatch")
+            return size => {
+                batches?.push(size);
+                return v.call(target, size);
+            };
+        if (prop === "decodeBatch")
+            return async () => {
+                const t = performance.now();
+                try {
+                    return await v.call(target);
+                } finally {
+                    decodeMs += performance.now() - t;
+                }
+            };
+        return v.bind(target);
+    },
+});
+
+// streams runs each prompt on a sequence of its own, in lockstep: every
+// sequence's evaluation is queued in the same tick and all are awaited
+// before the next step, so the context's dispatch (at once when every
+// sequence has queued, else on the next cycle) puts them in one decode:
+// the prompts first, then a token of every sequence a step, as
+// llama-server's loop batches its slots. Iterating each sequence's
+// evaluate() on its own instead queues a sequence's next token when its
+// own sampling returns, and the sequences drift apart into smaller
+// decodes. Each sequence keeps one greedy sampler, as a slot does, and
+// goes on past an end-of-generation token, as with ignore_eos.
 async function streams(prompts, gen) {
     const used = seqs.slice(0, prompts.length);
     await Promise.all(used.map(s => s.clearHistory()));
+    batches = [];
+    decodeMs = 0;
     const t = performance.now();
-    const counts = await Promise.all(used.map(async (s, i) => {
-        let n = 0;
-        for await (const _ of s.evaluate(prompts[i], greedy)) {
-            if (++n >= gen) break;
-        }
-        return n;
-    }));
-    return {ms: performance.now() - t, tokens: counts.reduce((a, b) => a + b, 0)};
+    const its = used.map((s, i) => s.evaluate(prompts[i], {...greedy, yieldEogToken: true}));
+    let n = 0;
+    for (let k = 0; k < gen; k++) {
+        const res = await Promise.all(its.map(it => it.next()));
+        n += res.filter(r => !r.done).length;
+    }
+    const ms = performance.now() - t;
+    await Promise.all(its.map(it => it.return()));
+    const res = {ms, tokens: n, batches, decode_ms: decodeMs};
+    batches = null;
+    return res;
 }
 
 await serve({threads, kv: kvType}, req =>
