@@ -25,6 +25,7 @@ import (
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/engine"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
+	"github.com/kvpilot/kvpilot/internal/util/testing/llamacpp"
 )
 
 // EnvLlamaCpp names the directory hack/setup-llama-cpp.sh prints (node-llama-cpp
@@ -126,20 +127,45 @@ func (l *llamaCpp) single(b *testing.B, prompt []int32) (prefill, decode float64
 // of every prompt, then a decode of a token of each sequence a step); it
 // fails unless the driver's decodes were exactly those, so that a
 // sequence drifting out of step cannot pass for llama.cpp's batching.
-func (l *llamaCpp) streams(b *testing.B, prompts [][]int32) float64 {
+func (l *llamaCpp) streams(b testing.TB, prompts [][]int32, gen int) float64 {
 	var r struct {
 		Ms      float64 `json:"ms"`
 		Tokens  int     `json:"tokens"`
 		Batches []int   `json:"batches"`
 	}
-	l.ask(b, map[string]any{"op": "streams", "prompts": prompts, "gen": streamsGen}, &r)
-	if r.Tokens != len(prompts)*streamsGen {
-		b.Fatalf("llama.cpp generated %d tokens, want %d", r.Tokens, len(prompts)*streamsGen)
+	l.ask(b, map[string]any{"op": "streams", "prompts": prompts, "gen": gen}, &r)
+	if r.Tokens != len(prompts)*gen {
+		b.Fatalf("llama.cpp generated %d tokens, want %d", r.Tokens, len(prompts)*gen)
 	}
-	if want := lockstepBatches(prompts, streamsGen); !slices.Equal(r.Batches, want) {
+	if want := lockstepBatches(prompts, gen); !slices.Equal(r.Batches, want) {
 		b.Fatalf("llama.cpp's decodes held %v tokens, want %v (the streams in lockstep)", r.Batches, want)
 	}
 	return float64(r.Tokens) / r.Ms * 1e3
+}
+
+// TestLlamaCppStreamsInLockstep: the benchmark's llama.cpp driver runs
+// concurrent streams in lockstep (llamaCpp.streams checks its decodes),
+// prompts of different lengths included, on a small gpt-oss, and twice
+// in a row on the same sequences.
+func TestLlamaCppStreamsInLockstep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs llama.cpp in node: not in -short (race) runs")
+	}
+	dir := llamacpp.Node(t)
+	path := filepath.Join(t.TempDir(), "gpt-oss.gguf")
+	writeGGUF(t, model.Random(gptossConfig(), 1), model.Q8_0, path)
+	lc := startLlamaCpp(t, "llama-cpp-bench.mjs", dir, path, 1, kvcache.DTypeF16)
+	defer lc.close()
+	prompts := make([][]int32, 12)
+	for s := range prompts {
+		prompts[s] = make([]int32, 4+s)
+		for i := range prompts[s] {
+			prompts[s][i] = int32((s*37 + i*11) % gptossConfig().VocabSize)
+		}
+	}
+	for range 2 {
+		lc.streams(t, prompts, 6)
+	}
 }
 
 // lockstepBatches is the tokens of each decode of prompts run in lockstep
@@ -331,7 +357,7 @@ func vsLlamaCpp(b *testing.B, v vsModel) {
 		line := fmt.Sprintf("%s %s round %d: prefill ggml %.1f, llama.cpp %.1f tok/s; decode ggml %.2f, llama.cpp %.2f tok/s", v.label, v.weights(), r+1, gp, lp, gd, ld)
 		if v.streams {
 			gs := engineStreams(b, ge, m, blocks, prompts)
-			ls := lc.streams(b, prompts)
+			ls := lc.streams(b, prompts, streamsGen)
 			str = append(str, gs/ls)
 			line += fmt.Sprintf("; %d streams ggml %.2f, llama.cpp %.2f tok/s", streamsN, gs, ls)
 		}
