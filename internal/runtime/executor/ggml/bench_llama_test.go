@@ -145,26 +145,30 @@ func (l *llamaCpp) streams(b testing.TB, prompts [][]int32, gen int) float64 {
 
 // TestLlamaCppStreamsInLockstep: the benchmark's llama.cpp driver runs
 // concurrent streams in lockstep (llamaCpp.streams checks its decodes),
-// prompts of different lengths included, on a small gpt-oss, and twice
-// in a row on the same sequences.
+// prompts of different lengths included, on a small gpt-oss and a small
+// hybrid qwen35, twice in a row on the same sequences.
 func TestLlamaCppStreamsInLockstep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs llama.cpp in node: not in -short (race) runs")
 	}
 	dir := llamacpp.Node(t)
-	path := filepath.Join(t.TempDir(), "gpt-oss.gguf")
-	writeGGUF(t, model.Random(gptossConfig(), 1), model.Q8_0, path)
-	lc := startLlamaCpp(t, "llama-cpp-bench.mjs", dir, path, 1, kvcache.DTypeF16)
-	defer lc.close()
-	prompts := make([][]int32, 12)
-	for s := range prompts {
-		prompts[s] = make([]int32, 4+s)
-		for i := range prompts[s] {
-			prompts[s][i] = int32((s*37 + i*11) % gptossConfig().VocabSize)
-		}
-	}
-	for range 2 {
-		lc.streams(t, prompts, 6)
+	for _, cfg := range []model.Config{gptossConfig(), qwen35Config()} {
+		t.Run(cfg.Arch, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), cfg.Arch+".gguf")
+			writeGGUF(t, model.Random(cfg, 1), model.Q8_0, path)
+			lc := startLlamaCpp(t, "llama-cpp-bench.mjs", dir, path, 1, kvcache.DTypeF16)
+			defer lc.close()
+			prompts := make([][]int32, 12)
+			for s := range prompts {
+				prompts[s] = make([]int32, 4+s)
+				for i := range prompts[s] {
+					prompts[s][i] = int32((s*37 + i*11) % cfg.VocabSize)
+				}
+			}
+			for range 2 {
+				lc.streams(t, prompts, 6)
+			}
+		})
 	}
 }
 
