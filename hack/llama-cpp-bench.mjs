@@ -8,11 +8,13 @@
 //
 // Requests:
 //   {"op": "single", "prompt": [ids…], "decode": 16}
-//     → {"prefill_ms", "prefill_tokens", "decode_ms", "decode_steps",
-//        "tokens": [greedy ids…]}: the prompt in one batch on a fresh
-//     sequence, then greedy decode steps
+//     → {"prefill_ms", "prefill_cpu_ms", "prefill_tokens", "decode_ms",
+//        "decode_cpu_ms", "decode_steps", "tokens": [greedy ids…]}: the
+//     prompt in one batch on a fresh sequence, then greedy decode steps
+//     (wall and process CPU time of each phase)
 //   {"op": "streams", "prompts": [[ids…]…], "gen": 32}
-//     → {"ms": …, "tokens": n, "batches": [tokens of each decode…]}: the
+//     → {"ms", "cpu_ms", "tokens": n, "batches": [tokens of each decode…],
+//        "decode_ms": the time in llama_decode}: the
 //     prompts as concurrent sequences, each generating gen greedy tokens,
 //     in lockstep as llama-server drives its slots: one decode holds every
 //     prompt, then each decode holds the next token of every sequence
@@ -44,16 +46,29 @@ async function single(prompt, decode) {
     // call: the prompt but its last token is the prefill batch; the last
     // token and each greedy token fed back are the decode steps (one
     // evaluation each), decode + 1 of them.
-    let t = performance.now();
+    let m = meter();
     await s.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1));
-    const prefill = performance.now() - t;
+    const prefill = m();
     const tokens = [];
-    t = performance.now();
+    m = meter();
     for await (const tok of s.evaluate(prompt.slice(-1), greedy)) {
         tokens.push(tok);
         if (tokens.length > decode) break;
     }
-    return {prefill_ms: prefill, prefill_tokens: prompt.length - 1, decode_ms: performance.now() - t, decode_steps: tokens.length, tokens};
+    const dec = m();
+    return {prefill_ms: prefill.ms, prefill_cpu_ms: prefill.cpu_ms, prefill_tokens: prompt.length - 1,
+        decode_ms: dec.ms, decode_cpu_ms: dec.cpu_ms, decode_steps: tokens.length, tokens};
+}
+
+// meter starts timing a span; calling what it returns ends it: {ms, cpu_ms},
+// its wall time and the CPU time of the whole process (every thread's,
+// llama.cpp's compute threads included, user and system).
+function meter() {
+    const t = performance.now(), c = process.cpuUsage();
+    return () => {
+        const d = process.cpuUsage(c);
+        return {ms: performance.now() - t, cpu_ms: (d.user + d.system) / 1e3};
+    };
 }
 
 // batches records the tokens of each decode the context dispatches while
@@ -101,16 +116,16 @@ async function streams(prompts, gen) {
     await Promise.all(used.map(s => s.clearHistory()));
     batches = [];
     decodeMs = 0;
-    const t = performance.now();
+    const m = meter();
     const its = used.map((s, i) => s.evaluate(prompts[i], {...greedy, yieldEogToken: true}));
     let n = 0;
     for (let k = 0; k < gen; k++) {
         const res = await Promise.all(its.map(it => it.next()));
         n += res.filter(r => !r.done).length;
     }
-    const ms = performance.now() - t;
+    const span = m();
     await Promise.all(its.map(it => it.return()));
-    const res = {ms, tokens: n, batches, decode_ms: decodeMs};
+    const res = {...span, tokens: n, batches, decode_ms: decodeMs};
     batches = null;
     return res;
 }

@@ -54,7 +54,7 @@ func withKinds(c model.Config) model.Config {
 // architectures, Q8_0: `ggml/llama.cpp qwen35` and `qwen35moe` lines.
 func BenchmarkHybridVsLlamaCpp(b *testing.B) {
 	for _, cfg := range []model.Config{withKinds(qwen35SmallConfig), withKinds(qwen35moeSmallConfig)} {
-		vsLlamaCpp(b, vsModel{label: cfg.Arch, file: cfg.Arch, cfg: cfg, typ: model.Q8_0, streams: true})
+		runVsLlamaCpp(b, vsModel{label: cfg.Arch, file: cfg.Arch, cfg: cfg, typ: model.Q8_0, streams: true})
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
 	"github.com/kvpilot/kvpilot/internal/runtime/arch/gptoss"
@@ -109,17 +108,23 @@ func (l *llamaCpp) close() {
 	_ = l.cmd.Wait()
 }
 
-// single is llama.cpp's prefill and decode rates (tokens per second) on
-// the benchmark prompt.
-func (l *llamaCpp) single(b *testing.B, prompt []int32) (prefill, decode float64) {
+// single is llama.cpp's prefill and decode rates on the benchmark prompt.
+func (l *llamaCpp) single(b *testing.B, prompt []int32) (prefill, decode rate) {
 	var r struct {
 		PrefillMs     float64 `json:"prefill_ms"`
+		PrefillCPUMs  float64 `json:"prefill_cpu_ms"`
 		PrefillTokens int     `json:"prefill_tokens"`
 		DecodeMs      float64 `json:"decode_ms"`
+		DecodeCPUMs   float64 `json:"decode_cpu_ms"`
 		DecodeSteps   int     `json:"decode_steps"`
 	}
 	l.ask(b, map[string]any{"op": "single", "prompt": prompt, "decode": benchDecode}, &r)
-	return float64(r.PrefillTokens) / r.PrefillMs * 1e3, float64(r.DecodeSteps) / r.DecodeMs * 1e3
+	return msRate(r.PrefillTokens, r.PrefillMs, r.PrefillCPUMs), msRate(r.DecodeSteps, r.DecodeMs, r.DecodeCPUMs)
+}
+
+// msRate is tokens over a span of wall and CPU milliseconds.
+func msRate(tokens int, wall, cpu float64) rate {
+	return rate{wall: float64(tokens) / wall * 1e3, cpu: float64(tokens) / cpu * 1e3}
 }
 
 // streams is llama.cpp's output tokens per second over the concurrent
@@ -127,9 +132,10 @@ func (l *llamaCpp) single(b *testing.B, prompt []int32) (prefill, decode float64
 // of every prompt, then a decode of a token of each sequence a step); it
 // fails unless the driver's decodes were exactly those, so that a
 // sequence drifting out of step cannot pass for llama.cpp's batching.
-func (l *llamaCpp) streams(b testing.TB, prompts [][]int32, gen int) float64 {
+func (l *llamaCpp) streams(b testing.TB, prompts [][]int32, gen int) rate {
 	var r struct {
 		Ms      float64 `json:"ms"`
+		CPUMs   float64 `json:"cpu_ms"`
 		Tokens  int     `json:"tokens"`
 		Batches []int   `json:"batches"`
 	}
@@ -140,7 +146,7 @@ func (l *llamaCpp) streams(b testing.TB, prompts [][]int32, gen int) float64 {
 	if want := lockstepBatches(prompts, gen); !slices.Equal(r.Batches, want) {
 		b.Fatalf("llama.cpp's decodes held %v tokens, want %v (the streams in lockstep)", r.Batches, want)
 	}
-	return float64(r.Tokens) / r.Ms * 1e3
+	return msRate(r.Tokens, r.Ms, r.CPUMs)
 }
 
 // TestLlamaCppStreamsInLockstep: the benchmark's llama.cpp driver runs
@@ -190,7 +196,7 @@ func lockstepBatches(prompts [][]int32, gen int) []int {
 // engineStreams runs prompts as concurrent greedy requests of streamsGen
 // tokens through the engine over e (in process: llama.cpp's side has no
 // HTTP server either) and returns output tokens per second.
-func engineStreams(b *testing.B, e batch.Executor, m *model.Model, blocks int, prompts [][]int32) float64 {
+func engineStreams(b *testing.B, e batch.Executor, m *model.Model, blocks int, prompts [][]int32) rate {
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: len(prompts), MaxModelLen: m.Config.ContextLen, VocabSize: m.Config.VocabSize,
 		KV:  kvcache.Config{NumBlocks: blocks, BlockSize: benchBlockSize},
@@ -207,7 +213,7 @@ func engineStreams(b *testing.B, e batch.Executor, m *model.Model, blocks int, p
 	var wg sync.WaitGroup
 	total := 0
 	var mu sync.Mutex
-	start := time.Now()
+	mt := startMeter()
 	for i, p := range prompts {
 		s, err := eng.Submit(ctx, &engine.Request{ID: strconv.Itoa(i), Prompt: p, Params: engine.Params{MaxTokens: streamsGen, IgnoreEOS: true}})
 		if err != nil {
@@ -229,7 +235,7 @@ func engineStreams(b *testing.B, e batch.Executor, m *model.Model, blocks int, p
 	if total != len(prompts)*streamsGen {
 		b.Fatalf("the engine generated %d tokens, want %d", total, len(prompts)*streamsGen)
 	}
-	return float64(total) / time.Since(start).Seconds()
+	return mt.rate(total)
 }
 
 // BenchmarkVsLlamaCpp holds the ggml executor against llama.cpp itself
@@ -238,7 +244,7 @@ func engineStreams(b *testing.B, e batch.Executor, m *model.Model, blocks int, p
 // prefill, decode and 32 streams. Part of `make bench-executors`.
 func BenchmarkVsLlamaCpp(b *testing.B) {
 	for _, typ := range []model.DType{model.Q8_0, model.F16} {
-		vsLlamaCpp(b, vsModel{label: "qwen2", file: "qwen2-0.5b-shape", cfg: qwen05Config, typ: typ, streams: true})
+		runVsLlamaCpp(b, vsModel{label: "qwen2", file: "qwen2-0.5b-shape", cfg: qwen05Config, typ: typ, streams: true})
 	}
 }
 
@@ -272,8 +278,8 @@ var gptossBenchConfig = model.Config{
 // in MXFP4 as released), scaled down (qwen3moeBenchConfig,
 // gptossBenchConfig). Part of `make bench-executors`.
 func BenchmarkMoEVsLlamaCpp(b *testing.B) {
-	vsLlamaCpp(b, vsModel{label: "qwen3moe", file: "qwen3moe-bench", cfg: qwen3moeBenchConfig, typ: model.Q8_0, streams: true})
-	vsLlamaCpp(b, vsModel{label: "gpt-oss", file: "gpt-oss-bench", cfg: gptossBenchConfig, typ: model.Q8_0, mxfp4: true, streams: true})
+	runVsLlamaCpp(b, vsModel{label: "qwen3moe", file: "qwen3moe-bench", cfg: qwen3moeBenchConfig, typ: model.Q8_0, streams: true})
+	runVsLlamaCpp(b, vsModel{label: "gpt-oss", file: "gpt-oss-bench", cfg: gptossBenchConfig, typ: model.Q8_0, mxfp4: true, streams: true})
 }
 
 // vsModel is a random model the benchmarks against llama.cpp write to a
@@ -309,6 +315,17 @@ func (v vsModel) gguf(b *testing.B, dir string) string {
 	return path
 }
 
+// runVsLlamaCpp runs vsLlamaCpp on v as a sub-benchmark named by its label
+// and weights ("qwen3moe-Q8_0", "gpt-oss-Q8_0-MXFP4"), so that -bench can
+// pick one.
+func runVsLlamaCpp(b *testing.B, v vsModel) {
+	name := v.label + "-" + v.typ.String()
+	if v.mxfp4 {
+		name += "-MXFP4"
+	}
+	b.Run(name, func(b *testing.B) { vsLlamaCpp(b, v) })
+}
+
 // vsLlamaCpp runs v on the ggml executor and on llama.cpp, the same GGUF,
 // the same threads (KVPILOT_BENCH_GGML_THREADS, else GOMAXPROCS) and the
 // same KV cache type (the executor's auto: F16), both with flash
@@ -317,8 +334,10 @@ func (v vsModel) gguf(b *testing.B, dir string) string {
 // 32 greedy tokens each, the engine in process against llama.cpp driven in
 // lockstep (llamaCpp.streams). The two alternate arm by arm,
 // KVPILOT_BENCH_REPS rounds (default 3) after a warm-up round; each ratio
-// is ggml's over llama.cpp's of the same round, and one line prints the
-// medians, the minimums and the load average before and after.
+// is ggml's over llama.cpp's of the same round, by wall time and by each
+// process's CPU time (rate: steadier than wall time on a loaded machine),
+// and a line of each prints the medians and the minimums, the first with
+// the load average before and after.
 func vsLlamaCpp(b *testing.B, v vsModel) {
 	dir, lib, threads, reps := llamaCppBench(b)
 	vocab := v.cfg.VocabSize
@@ -353,28 +372,40 @@ func vsLlamaCpp(b *testing.B, v vsModel) {
 	singleStream(b, ge, vocab)
 	lc.single(b, prompt)
 	load := loadAvg()
-	var pre, dec, str []float64
+	// The per-round ratios, ggml's over llama.cpp's, of each arm by wall
+	// time and by CPU time.
+	arms := []string{"prefill", "decode"}
+	if v.streams {
+		arms = append(arms, fmt.Sprintf("%d streams", streamsN))
+	}
+	wall, cpu := make([][]float64, len(arms)), make([][]float64, len(arms))
 	for r := range reps {
 		gp, gd := singleStream(b, ge, vocab)
 		lp, ld := lc.single(b, prompt)
-		pre, dec = append(pre, gp/lp), append(dec, gd/ld)
-		line := fmt.Sprintf("%s %s round %d: prefill ggml %.1f, llama.cpp %.1f tok/s; decode ggml %.2f, llama.cpp %.2f tok/s", v.label, v.weights(), r+1, gp, lp, gd, ld)
+		got := [][2]rate{{gp, lp}, {gd, ld}}
 		if v.streams {
 			gs := engineStreams(b, ge, m, blocks, prompts)
 			ls := lc.streams(b, prompts, streamsGen)
-			str = append(str, gs/ls)
-			line += fmt.Sprintf("; %d streams ggml %.2f, llama.cpp %.2f tok/s", streamsN, gs, ls)
+			got = append(got, [2]rate{gs, ls})
 		}
-		fmt.Println(line)
+		line := fmt.Sprintf("%s %s round %d:", v.label, v.weights(), r+1)
+		for i, g := range got {
+			wall[i], cpu[i] = append(wall[i], g[0].wall/g[1].wall), append(cpu[i], g[0].cpu/g[1].cpu)
+			line += fmt.Sprintf(" %s ggml %.2f, llama.cpp %.2f tok/s (CPU time %.2f, %.2f);", arms[i], g[0].wall, g[1].wall, g[0].cpu, g[1].cpu)
+		}
+		fmt.Println(strings.TrimSuffix(line, ";"))
 	}
-	med := fmt.Sprintf("prefill: %.2f×, decode: %.2f×", median(pre), median(dec))
-	mins := fmt.Sprintf("%.2f×, %.2f×", slices.Min(pre), slices.Min(dec))
-	if v.streams {
-		med += fmt.Sprintf(", %d streams: %.2f×", streamsN, median(str))
-		mins += fmt.Sprintf(", %.2f×", slices.Min(str))
+	ratios := func(rs [][]float64, f func([]float64) float64) string {
+		parts := make([]string, len(arms))
+		for i, a := range arms {
+			parts[i] = fmt.Sprintf("%s: %.2f×", a, f(rs[i]))
+		}
+		return strings.Join(parts, ", ")
 	}
 	fmt.Printf("ggml/llama.cpp %s %s (%s, %d threads, median of %d rounds; min %s; load %s → %s)\n",
-		v.label, med, v.weights(), threads, reps, mins, load, loadAvg())
+		v.label, ratios(wall, median), v.weights(), threads, reps, ratios(wall, slices.Min), load, loadAvg())
+	fmt.Printf("ggml/llama.cpp %s by CPU time %s (%s, %d threads, median of %d rounds; min %s)\n",
+		v.label, ratios(cpu, median), v.weights(), threads, reps, ratios(cpu, slices.Min))
 }
 
 // loadAvg is the machine's 1-minute load average.
