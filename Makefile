@@ -137,7 +137,7 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 	$(GO) test -run '^$$' -bench ContinuousVsStatic -benchtime=1x ./internal/simulator/
 
 .PHONY: bench-executors
-bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and threads, interleaved, BENCH_REPS rounds) and vs the cpu executor (GGML_THREADS=n to set the CPU threads) on a random Qwen2-0.5B-shaped model (Q8_0, F16): prefill, decode, 32 streams (~20 min on 2 cores).
+bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and threads, interleaved, BENCH_REPS rounds; its 32 streams in lockstep) on random Qwen2-0.5B (Q8_0, F16), qwen3moe, gpt-oss, qwen35 and qwen35moe shapes, and vs the cpu executor (GGML_THREADS=n to set the CPU threads): prefill, decode, 32 streams (~40 min on 2 cores).
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" KVPILOT_BENCH_EXECUTORS=1 \
 		KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) KVPILOT_BENCH_REPS=$(BENCH_REPS) \
 		$(GO) test -run '^$$' -bench 'VsLlamaCpp|ThreadsUnderLoad|Executors|StepVsHTTP|ServingPath|GraphReuse|GraphBuild|DeviceArgmax|HybridSecondTurn' -benchtime=1x -timeout 90m ./internal/runtime/executor/ggml/
@@ -159,7 +159,7 @@ gpu-bundle: ## Pack test-gpu and bench-gpu for a GPU machine without Go (bin/gpu
 	hack/gpu-bundle.sh
 
 .PHONY: bench-gpu
-bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same release, same GGUF, same ggml build, one GPU: 1/8/32/128 streams, prefill 512 and 8k (builds llama.cpp with nvcc, ~3 min on 16 cores for one GPU architecture); skipped without an NVIDIA GPU.
+bench-gpu: ## kvpilot (ggml on CUDA) vs llama.cpp's llama-server of the same release, same GGUF, same ggml build, one GPU: Qwen2-0.5B, qwen3moe and gpt-oss shapes, 1/8/32/128 streams, prefill 512 and 8k (builds llama.cpp with nvcc, ~3 min on 16 cores for one GPU architecture); skipped without an NVIDIA GPU.
 	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
 		echo "bench-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none): skipped (it runs on a machine with one)"; \
 		exit 0; \

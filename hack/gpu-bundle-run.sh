@@ -2,13 +2,17 @@
 # run.sh of the folder hack/gpu-bundle.sh packs: on a GPU machine with nvcc
 # and CMake (no Go needed), builds llama.cpp with CUDA once (llama-server
 # and the ggml both servers load), then runs the ggml package's tests on
-# CUDA, BenchmarkGPUVsLlamaServer and BenchmarkExecutors/StepVsHTTP. Every
+# CUDA, BenchmarkGPUVsLlamaServer (kvpilot against llama-server on the
+# Qwen2-0.5B, qwen3moe and gpt-oss shapes) and
+# BenchmarkExecutors/StepVsHTTP. Every
 # phase logs to $OUT (main.log has the summary) and stops at what is left
 # of DEADLINE seconds from the start, so the next phase still gets its turn
 # only when there is time.
 #
 # Usage: OUT=<logs dir> [DEADLINE=570] [CUDA_ARCHS=native] [REPS=2] \
-#        bash run.sh [build,test,bench,exec]
+#        [MODELS=qwen2,qwen3moe,gpt-oss] bash run.sh [build,test,bench,exec]
+# MODELS picks BenchmarkGPUVsLlamaServer's models (its sub-benchmarks: the
+# Qwen2-0.5B shape, and the qwen3moe and gpt-oss shapes); all by default.
 # DEV=cpu runs the test phase on the CPU backend (a check of the bundle on
 # a machine without a GPU).
 set -u
@@ -62,9 +66,10 @@ if has test; then
 	say "tests rc=$rc ($(grep -c -- '--- PASS' "$OUT/test.log") passed, $(grep -c -- '--- FAIL' "$OUT/test.log") failed)"
 fi
 if has bench; then
-	say "BenchmarkGPUVsLlamaServer"
+	models="${MODELS:-qwen2,qwen3moe,gpt-oss}"
+	say "BenchmarkGPUVsLlamaServer ($models)"
 	KVPILOT_BENCH_GPU=1 KVPILOT_LLAMA_SERVER="$server" KVPILOT_BENCH_REPS="${REPS:-2}" \
-		timeout "$(left 400)" ./ggml.test -test.run '^$' -test.bench GPUVsLlamaServer -test.benchtime 1x -test.timeout 390s >"$OUT/bench-gpu.log" 2>&1
+		timeout "$(left 400)" ./ggml.test -test.run '^$' -test.bench "GPUVsLlamaServer/^(${models//,/|})\$" -test.benchtime 1x -test.timeout 390s >"$OUT/bench-gpu.log" 2>&1
 	rc=$?
 	grep -E '^round|^kvpilot/|CUDA error|^--- FAIL|bench_gpu_test' "$OUT/bench-gpu.log" | head -n 40 | tee -a "$LOG"
 	say "bench-gpu rc=$rc"

@@ -6,7 +6,8 @@
 # prebuilt CPU backends; the two build scripts; and run.sh, which builds
 # llama.cpp with CUDA there (hack/build-llama-server-cuda.sh: llama-server
 # and the ggml both servers load) and runs, in order, the package's tests
-# on CUDA, BenchmarkGPUVsLlamaServer and BenchmarkExecutors/StepVsHTTP,
+# on CUDA, BenchmarkGPUVsLlamaServer (the Qwen2-0.5B, qwen3moe and
+# gpt-oss shapes) and BenchmarkExecutors/StepVsHTTP,
 # each within what is left of a deadline.
 #
 # Usage: hack/gpu-bundle.sh [OUTDIR]     (default bin/gpu-bundle; ~20 MB)

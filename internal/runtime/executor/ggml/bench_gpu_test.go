@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,19 +140,42 @@ func startLlamaServer(b *testing.B, bin, gguf string) httpServer {
 	return httpServer{}
 }
 
-// BenchmarkGPUVsLlamaServer serves one GGUF (a random Qwen2-0.5B-shaped
-// model in Q8_0, 16k context) on one NVIDIA GPU with kvpilot's runtime
-// (--executor ggml on the device KVPILOT_GGML_DEVICE names, cuda under make
-// bench-gpu) and with llama.cpp's llama-server of the same release, both on
-// the ggml libraries hack/build-llama-server-cuda.sh builds beside
-// llama-server, over HTTP on loopback and driven
-// by the same client: 1, 8, 32 and 128 concurrent greedy completions (32
-// prompt tokens, 128 output tokens: output tokens per second) and single
-// prefills of 512 and 8,192 tokens (prompt tokens per second to the first
-// token). The servers alternate config by config, KVPILOT_BENCH_REPS
-// rounds (default 2) after a warm-up; ratios are kvpilot's over
-// llama-server's per round, min and median printed. `make bench-gpu`; it
-// skips without KVPILOT_BENCH_GPU.
+// gpuBenchModels are the GGUFs BenchmarkGPUVsLlamaServer serves: the
+// Qwen2-0.5B shape (gpuBenchConfig, Q8_0) with kvpilot's variants, and
+// the qwen3moe and gpt-oss shapes of BenchmarkMoEVsLlamaCpp (gpt-oss's
+// experts in MXFP4), each with a 16k context.
+func gpuBenchModels() []gpuBenchModel {
+	long := func(c model.Config) model.Config {
+		c.ContextLen = 16384
+		return c
+	}
+	return []gpuBenchModel{
+		{vsModel: vsModel{label: "qwen2", file: "qwen2-0.5b-shape", cfg: gpuBenchConfig(), typ: model.Q8_0}, variants: true},
+		{vsModel: vsModel{label: "qwen3moe", file: "qwen3moe-bench", cfg: long(qwen3moeBenchConfig), typ: model.Q8_0}},
+		{vsModel: vsModel{label: "gpt-oss", file: "gpt-oss-bench", cfg: long(gptossBenchConfig), typ: model.Q8_0, mxfp4: true}},
+	}
+}
+
+// gpuBenchModel is one of them; variants: kvpilot's variants run beside
+// it as shipped (else kvpilot as shipped alone).
+type gpuBenchModel struct {
+	vsModel
+	variants bool
+}
+
+// BenchmarkGPUVsLlamaServer serves each of gpuBenchModels (a sub-benchmark
+// each, named by its label: -bench GPUVsLlamaServer/gpt-oss runs one) on
+// one NVIDIA GPU with kvpilot's runtime (--executor ggml on the device
+// KVPILOT_GGML_DEVICE names, cuda under make bench-gpu) and with
+// llama.cpp's llama-server of the same release, both on the ggml
+// libraries hack/build-llama-server-cuda.sh builds beside llama-server,
+// over HTTP on loopback and driven by the same client: 1, 8, 32 and 128
+// concurrent greedy completions (32 prompt tokens, 128 output tokens:
+// output tokens per second) and single prefills of 512 and 8,192 tokens
+// (prompt tokens per second to the first token). The servers alternate
+// config by config, KVPILOT_BENCH_REPS rounds (default 2) after a
+// warm-up; ratios are kvpilot's over llama-server's per round, min and
+// median printed. `make bench-gpu`; it skips without KVPILOT_BENCH_GPU.
 func BenchmarkGPUVsLlamaServer(b *testing.B) {
 	if os.Getenv("KVPILOT_BENCH_GPU") == "" {
 		b.Skip("needs an NVIDIA GPU: run `make bench-gpu`")
@@ -167,38 +189,18 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("KVPILOT_BENCH_REPS")); err == nil && v > 0 {
 		reps = v
 	}
-	cfg := gpuBenchConfig()
-	gguf := filepath.Join(b.TempDir(), "qwen2-0.5b-shape-q8_0.gguf")
-	writeGGUF(b, model.Random(cfg, 1), model.Q8_0, gguf)
+	for _, v := range gpuBenchModels() {
+		// A sub-benchmark each, so that its servers stop before the next
+		// model's start (their cleanups run at its end).
+		b.Run(v.label, func(b *testing.B) { gpuVsLlamaServer(b, bin, lib, reps, v) })
+	}
+}
 
-	// kvpilot as shipped; (KVPILOT_BENCH_FLASH_SEQS, default 8; 0 leaves
-	// it out) with flash attention for batches of at most that many
-	// sequences (--ggml-flash-max-seqs), the prefill path llama-server's
-	// kernels take; and (KVPILOT_BENCH_DEVICE_ARGMAX, default 1; 0 leaves
-	// it out) with the greedy argmax on the device (--ggml-device-argmax).
-	startKV := func(name string, extra ...string) httpServer {
-		addr := runtimeproc.FreeAddr(b)
-		host, port, _ := strings.Cut(addr, ":")
-		kv := runtimeproc.Start(b, runtimeproc.Options{Name: name, Args: append([]string{
-			"--executor", "ggml", "--device", testDevice(), "--ggml-lib", lib, "--model", gguf, "--served-model-name", "bench", "--host", host, "--port", port,
-			"--kv-cache-memory", "8Gi", "--max-num-seqs", "128", "--max-num-batched-tokens", "2048", "--max-model-len", strconv.Itoa(cfg.ContextLen),
-		}, extra...)})
-		kv.WaitReady(b, addr, 5*time.Minute)
-		return httpServer{name: name, url: "http://" + addr}
-	}
-	kvps := []httpServer{startKV("kvpilot")}
-	flashSeqs := "8"
-	if v, ok := os.LookupEnv("KVPILOT_BENCH_FLASH_SEQS"); ok {
-		flashSeqs = v
-	}
-	if n, err := strconv.Atoi(flashSeqs); err != nil || n < 0 {
-		b.Fatalf("KVPILOT_BENCH_FLASH_SEQS=%q: want a count of sequences, 0 for none", flashSeqs)
-	} else if n > 0 {
-		kvps = append(kvps, startKV("kvpilot, flash attention ≤ "+flashSeqs+" seqs", "--ggml-flash-max-seqs", flashSeqs))
-	}
-	if os.Getenv("KVPILOT_BENCH_DEVICE_ARGMAX") != "0" {
-		kvps = append(kvps, startKV("kvpilot, argmax on the device", "--ggml-device-argmax"))
-	}
+// gpuVsLlamaServer is BenchmarkGPUVsLlamaServer on one model.
+func gpuVsLlamaServer(b *testing.B, bin, lib string, reps int, v gpuBenchModel) {
+	cfg := v.cfg
+	gguf := v.gguf(b, b.TempDir())
+	kvps := startKVPilots(b, lib, gguf, cfg.ContextLen, v.variants)
 	ls := startLlamaServer(b, bin, gguf)
 
 	type arm struct {
@@ -228,7 +230,7 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 				got[i] = a.run(s, r)
 			}
 			l := got[len(servers)-1]
-			line := fmt.Sprintf("round %d %s:", r+1, a.name)
+			line := fmt.Sprintf("round %d %s %s:", r+1, v.label, a.name)
 			for i, k := range got[:len(kvps)] {
 				ratios[kvps[i].name+"|"+a.name] = append(ratios[kvps[i].name+"|"+a.name], k/l)
 				line += fmt.Sprintf(" %s %.1f (%.2f×),", kvps[i].name, k, k/l)
@@ -245,7 +247,43 @@ func BenchmarkGPUVsLlamaServer(b *testing.B) {
 			for i, a := range arms {
 				parts[i] = fmt.Sprintf("%s: %.2f×", a.name, stat.f(ratios[kv.name+"|"+a.name]))
 			}
-			fmt.Printf("%s/llama-server %s (Q8_0, %s of %d rounds)\n", kv.name, strings.Join(parts, ", "), stat.name, reps)
+			fmt.Printf("%s/llama-server %s %s (%s, %s of %d rounds)\n", kv.name, v.label, strings.Join(parts, ", "), v.weights(), stat.name, reps)
 		}
 	}
+}
+
+// startKVPilots starts kvpilot's runtime serving gguf on the GPU: as
+// shipped and, with variants, (KVPILOT_BENCH_FLASH_SEQS, default 8; 0
+// leaves it out) with flash attention for batches of at most that many
+// sequences (--ggml-flash-max-seqs), the prefill path llama-server's
+// kernels take, and (KVPILOT_BENCH_DEVICE_ARGMAX, default 1; 0 leaves it
+// out) with the greedy argmax on the device (--ggml-device-argmax).
+func startKVPilots(b *testing.B, lib, gguf string, contextLen int, variants bool) []httpServer {
+	startKV := func(name string, extra ...string) httpServer {
+		addr := runtimeproc.FreeAddr(b)
+		host, port, _ := strings.Cut(addr, ":")
+		kv := runtimeproc.Start(b, runtimeproc.Options{Name: name, Args: append([]string{
+			"--executor", "ggml", "--device", testDevice(), "--ggml-lib", lib, "--model", gguf, "--served-model-name", "bench", "--host", host, "--port", port,
+			"--kv-cache-memory", "8Gi", "--max-num-seqs", "128", "--max-num-batched-tokens", "2048", "--max-model-len", strconv.Itoa(contextLen),
+		}, extra...)})
+		kv.WaitReady(b, addr, 5*time.Minute)
+		return httpServer{name: name, url: "http://" + addr}
+	}
+	kvps := []httpServer{startKV("kvpilot")}
+	if !variants {
+		return kvps
+	}
+	flashSeqs := "8"
+	if v, ok := os.LookupEnv("KVPILOT_BENCH_FLASH_SEQS"); ok {
+		flashSeqs = v
+	}
+	if n, err := strconv.Atoi(flashSeqs); err != nil || n < 0 {
+		b.Fatalf("KVPILOT_BENCH_FLASH_SEQS=%q: want a count of sequences, 0 for none", flashSeqs)
+	} else if n > 0 {
+		kvps = append(kvps, startKV("kvpilot, flash attention ≤ "+flashSeqs+" seqs", "--ggml-flash-max-seqs", flashSeqs))
+	}
+	if os.Getenv("KVPILOT_BENCH_DEVICE_ARGMAX") != "0" {
+		kvps = append(kvps, startKV("kvpilot, argmax on the device", "--ggml-device-argmax"))
+	}
+	return kvps
 }

@@ -50,44 +50,11 @@ func withKinds(c model.Config) model.Config {
 	return c
 }
 
-// BenchmarkHybridVsLlamaCpp is BenchmarkVsLlamaCpp's single stream (a
-// 512-token prefill, 16 decode steps) for the hybrid architectures, Q8_0,
-// against llama.cpp on the same GGUF and threads, interleaved: it prints
-// `ggml/llama.cpp qwen35` and `qwen35moe` lines.
+// BenchmarkHybridVsLlamaCpp is BenchmarkVsLlamaCpp for the hybrid
+// architectures, Q8_0: `ggml/llama.cpp qwen35` and `qwen35moe` lines.
 func BenchmarkHybridVsLlamaCpp(b *testing.B) {
-	dir, lib, threads, reps := llamaCppBench(b)
 	for _, cfg := range []model.Config{withKinds(qwen35SmallConfig), withKinds(qwen35moeSmallConfig)} {
-		gguf := filepath.Join(b.TempDir(), cfg.Arch+"-q8_0.gguf")
-		writeGGUF(b, model.Random(cfg, 1), model.Q8_0, gguf)
-		m, err := model.Open(gguf, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ge, err := New(m, 256, benchBlockSize, Options{LibDir: lib, Device: testDevice(), Threads: threads})
-		if err != nil {
-			b.Fatal(err)
-		}
-		lc := startLlamaCpp(b, "llama-cpp-bench.mjs", dir, gguf, threads, ge.KV().DType)
-		fmt.Printf("%s Q8_0 (%.0fM parameters): ggml executor on %s, KV %s, %d threads; llama.cpp (node-llama-cpp 3.22.1) the same\n",
-			cfg.Arch, float64(m.Config.NumParams())/1e6, ge.Device(), ge.KV().DType, threads)
-		prompt := make([]int32, benchPrompt)
-		for i := range prompt {
-			prompt[i] = int32((i * 7919) % cfg.VocabSize)
-		}
-		singleStream(b, ge, cfg.VocabSize)
-		lc.single(b, prompt)
-		var pre, dec []float64
-		for r := range reps {
-			gp, gd := singleStream(b, ge, cfg.VocabSize)
-			lp, ld := lc.single(b, prompt)
-			pre, dec = append(pre, gp/lp), append(dec, gd/ld)
-			fmt.Printf("%s round %d: prefill ggml %.1f, llama.cpp %.1f tok/s; decode ggml %.2f, llama.cpp %.2f tok/s\n", cfg.Arch, r+1, gp, lp, gd, ld)
-		}
-		fmt.Printf("ggml/llama.cpp %s prefill: %.2f×, decode: %.2f× (Q8_0, median of %d rounds; min %.2f×, %.2f×)\n",
-			cfg.Arch, median(pre), median(dec), reps, slices.Min(pre), slices.Min(dec))
-		lc.close()
-		ge.Close()
-		_ = m.Close()
+		runVsLlamaCpp(b, vsModel{label: cfg.Arch, file: cfg.Arch, cfg: cfg, typ: model.Q8_0, streams: true})
 	}
 }
 
