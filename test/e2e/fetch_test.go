@@ -83,6 +83,7 @@ stringData:
 		t.Errorf("hf-tiny: status.model %+v, want podsFetched 1", st)
 	}
 	gets := hub.cdnGETs("tiny-f32.gguf")
+	t.Logf("the Hub's CDN GETs of tiny-f32.gguf (%d bytes), by Range header: %q", len(gguf), gets)
 	if len(gets) != 2 || gets[0] != "" || !strings.HasPrefix(gets[1], "bytes=") || gets[1] == "bytes=0-" {
 		t.Errorf("the Hub's CDN GETs of tiny-f32.gguf (Range headers) %q: want a whole-file GET cut off, then one resuming with a Range", gets)
 	}
@@ -101,6 +102,7 @@ stringData:
 
 	// The corrupt file: refused, naming the checksums.
 	c := waitModelReady(t, ns, "hf-bad", metav1.ConditionFalse)
+	t.Logf("hf-bad: ModelReady %s %s: %s", c.Status, c.Reason, c.Message)
 	if c.Reason != servingv1alpha1.ReasonModelFetchFailed || !strings.Contains(c.Message, "checksum mismatch") || !strings.Contains(c.Message, sha256Hex(gguf)) {
 		t.Errorf("hf-bad: ModelReady %s %s %q, want %s naming the checksum mismatch and SHA-256 %s", c.Status, c.Reason, c.Message, servingv1alpha1.ReasonModelFetchFailed, sha256Hex(gguf))
 	}
