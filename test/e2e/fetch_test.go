@@ -5,9 +5,9 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +23,7 @@ import (
 
 	servingv1alpha1 "github.com/kvpilot/kvpilot/api/v1alpha1"
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
+	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 	"github.com/kvpilot/kvpilot/internal/util/testing/poll"
 	"github.com/kvpilot/kvpilot/test/localcluster"
 )
@@ -54,7 +55,14 @@ func TestModelFromURL(t *testing.T) {
 		"bad.gguf": corrupt(gguf),
 	}, etags: map[string]string{"bad.gguf": sha256Hex(gguf)}, cutFile: "tiny-f32.gguf", cutAfter: len(gguf) / 3}
 	hubURL := serveOnNode(t, hub)
-	store := &fakeS3{access: "e2e-access", objects: map[string][]byte{"models/tiny-f32.gguf": gguf}}
+	// The store checks that requests are signed with the Secret's access
+	// key; internal/runtime/fetch's unit tests check the signatures.
+	store := &modelstore.S3{Objects: map[string][]byte{"models/tiny-f32.gguf": gguf}, Verify: func(r *http.Request) error {
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential=e2e-access/") || r.Header.Get("X-Amz-Date") == "" {
+			return errors.New("not signed (SigV4) with access key e2e-access")
+		}
+		return nil
+	}}
 	s3URL := serveOnNode(t, store)
 
 	ns := newNamespace(t, "e2e-fetch")
@@ -87,8 +95,8 @@ stringData:
 	if len(gets) != 2 || gets[0] != "" || !strings.HasPrefix(gets[1], "bytes=") || gets[1] == "bytes=0-" {
 		t.Errorf("the Hub's CDN GETs of tiny-f32.gguf (Range headers) %q: want a whole-file GET cut off, then one resuming with a Range", gets)
 	}
-	if n := store.getCount(); n != 1 {
-		t.Errorf("the S3 store served %d GETs of the object, want 1", n)
+	if gets := store.GETs(); len(gets) != 1 {
+		t.Errorf("the S3 store's GETs of the object (Range headers) %q, want 1", gets)
 	}
 
 	// A second pool of the same URL on the same claim: no second download.
@@ -289,23 +297,19 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mu.Lock()
-	cut := false
+	cuts := 0
 	if r.Method == http.MethodGet {
 		if h.gets == nil {
 			h.gets = map[string][]string{}
 		}
 		h.gets[p] = append(h.gets[p], r.Header.Get("Range"))
-		cut = p == h.cutFile && len(h.gets[p]) == 1
+		if p == h.cutFile && len(h.gets[p]) == 1 {
+			cuts = 1
+		}
 	}
 	h.mu.Unlock()
-	if cut {
-		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(b[:h.cutAfter])
-		w.(http.Flusher).Flush()
-		panic(http.ErrAbortHandler)
-	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	var mu sync.Mutex
+	modelstore.ServeBlob(w, r, b, &mu, &cuts, h.cutAfter, false)
 }
 
 // cdnGETs is the Range header of each CDN GET of file so far.
@@ -313,43 +317,4 @@ func (h *fakeHub) cdnGETs(file string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]string(nil), h.gets[file]...)
-}
-
-// fakeS3 is an S3-compatible store, path-style, answering only requests
-// signed (SigV4) with its access key, with the object's MD5 as ETag.
-// (internal/runtime/fetch's unit tests check the signatures themselves.)
-type fakeS3 struct {
-	access  string
-	objects map[string][]byte // bucket/key → content
-
-	mu   sync.Mutex
-	gets int
-}
-
-func (s *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="+s.access+"/") || r.Header.Get("X-Amz-Date") == "" {
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprint(w, `<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
-		return
-	}
-	b, ok := s.objects[strings.TrimPrefix(r.URL.Path, "/")]
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprint(w, `<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>`)
-		return
-	}
-	sum := md5.Sum(b)
-	w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
-	if r.Method == http.MethodGet {
-		s.mu.Lock()
-		s.gets++
-		s.mu.Unlock()
-	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
-}
-
-func (s *fakeS3) getCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gets
 }
