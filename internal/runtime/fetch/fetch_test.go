@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvpilot/kvpilot/internal/util/testing/modelstore"
 )
 
 // hub emulates the Hugging Face Hub's endpoints a fetch uses: the resolve
@@ -107,32 +108,10 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				b = c
 			}
 		}
-		serveBlob(w, r, b, &h.mu, &h.abortGETs, h.abortAfter, h.noRange)
+		modelstore.ServeBlob(w, r, b, &h.mu, &h.abortGETs, h.abortAfter, h.noRange)
 	default:
 		http.NotFound(w, r)
 	}
-}
-
-// serveBlob serves b with Range support, or drops the connection after
-// abortAfter bytes while *abortGETs is above zero.
-func serveBlob(w http.ResponseWriter, r *http.Request, b []byte, mu *sync.Mutex, abortGETs *int, abortAfter int, noRange bool) {
-	mu.Lock()
-	abort := r.Method == http.MethodGet && *abortGETs > 0
-	if abort {
-		*abortGETs--
-	}
-	mu.Unlock()
-	if abort {
-		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
-		w.WriteHeader(http.StatusOK)
-		w.Write(b[:abortAfter])
-		w.(http.Flusher).Flush()
-		panic(http.ErrAbortHandler)
-	}
-	if noRange {
-		r.Header.Del("Range")
-	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
 }
 
 func (h *hub) count(prefix string) int {
@@ -514,79 +493,32 @@ func TestFetchNoSpace(t *testing.T) {
 	}
 }
 
-// s3Store emulates an S3-compatible store (MinIO-like, path-style) that
-// checks SigV4 signatures.
-type s3Store struct {
-	access, secret string
-	objects        map[string][]byte // bucket/key → content
-	// checksum publishes x-amz-checksum-sha256 in checksum mode; otherwise
-	// the ETag (an MD5) is the only checksum.
-	checksum bool
-	// etag replaces the ETag (a multipart upload's, or a corrupt one).
-	etag string
-	// badChecksum publishes a wrong x-amz-checksum-sha256.
-	badChecksum bool
-	abortGETs   int
-	mu          sync.Mutex
-	gets        []string
-}
-
-func (s *s3Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := s.verify(r); err != nil {
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code><Message>%s</Message></Error>`, err)
-		return
-	}
-	b, ok := s.objects[strings.TrimPrefix(r.URL.Path, "/")]
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprint(w, `<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>`)
-		return
-	}
-	m := md5.Sum(b)
-	etag := hex.EncodeToString(m[:])
-	if s.etag != "" {
-		etag = s.etag
-	}
-	w.Header().Set("ETag", `"`+etag+`"`)
-	if s.checksum && r.Header.Get("X-Amz-Checksum-Mode") == "ENABLED" {
-		sum := sha256.Sum256(b)
-		if s.badChecksum {
-			sum = sha256.Sum256(nil)
+// verifySigV4 recomputes a request's SigV4 signature with the store's
+// access key and secret, as an S3 store does.
+func verifySigV4(accessKey, secret string) func(*http.Request) error {
+	return func(r *http.Request) error {
+		auth := r.Header.Get("Authorization")
+		cred, rest, ok := strings.Cut(strings.TrimPrefix(auth, "AWS4-HMAC-SHA256 Credential="), ", SignedHeaders=")
+		signedList, sig, ok2 := strings.Cut(rest, ", Signature=")
+		if !ok || !ok2 {
+			return fmt.Errorf("no SigV4 Authorization header")
 		}
-		w.Header().Set("X-Amz-Checksum-Sha256", base64.StdEncoding.EncodeToString(sum[:]))
+		access, scope, _ := strings.Cut(cred, "/")
+		if access != accessKey {
+			return fmt.Errorf("unknown access key %s", access)
+		}
+		if r.Header.Get("X-Amz-Content-Sha256") != emptySHA256 {
+			return fmt.Errorf("x-amz-content-sha256 missing")
+		}
+		signed, canonical := canonicalRequest(r.Method, r.URL.EscapedPath(), r.URL.Query(), r.Host, r.Header, emptySHA256)
+		if signed != signedList {
+			return fmt.Errorf("signed headers %s, recomputed %s", signedList, signed)
+		}
+		if want := signature(secret, r.Header.Get("X-Amz-Date"), scope, canonical); want != sig {
+			return fmt.Errorf("The request signature we calculated does not match the signature you provided")
+		}
+		return nil
 	}
-	if r.Method == http.MethodGet {
-		s.mu.Lock()
-		s.gets = append(s.gets, r.Header.Get("Range"))
-		s.mu.Unlock()
-	}
-	serveBlob(w, r, b, &s.mu, &s.abortGETs, len(b)/3, false)
-}
-
-// verify recomputes the request's signature with the store's secret.
-func (s *s3Store) verify(r *http.Request) error {
-	auth := r.Header.Get("Authorization")
-	cred, rest, ok := strings.Cut(strings.TrimPrefix(auth, "AWS4-HMAC-SHA256 Credential="), ", SignedHeaders=")
-	signedList, sig, ok2 := strings.Cut(rest, ", Signature=")
-	if !ok || !ok2 {
-		return fmt.Errorf("no SigV4 Authorization header")
-	}
-	access, scope, _ := strings.Cut(cred, "/")
-	if access != s.access {
-		return fmt.Errorf("unknown access key %s", access)
-	}
-	if r.Header.Get("X-Amz-Content-Sha256") != emptySHA256 {
-		return fmt.Errorf("x-amz-content-sha256 missing")
-	}
-	signed, canonical := canonicalRequest(r.Method, r.URL.EscapedPath(), r.URL.Query(), r.Host, r.Header, emptySHA256)
-	if signed != signedList {
-		return fmt.Errorf("signed headers %s, recomputed %s", signedList, signed)
-	}
-	if want := signature(s.secret, r.Header.Get("X-Amz-Date"), scope, canonical); want != sig {
-		return fmt.Errorf("The request signature we calculated does not match the signature you provided")
-	}
-	return nil
 }
 
 // s3Config is a test case's store behaviour.
@@ -617,13 +549,12 @@ func TestFetchS3(t *testing.T) {
 			wantErr: []string{"checksum mismatch", "MD5 " + strings.Repeat("0", 32), func() string { m := md5.Sum(data); return hex.EncodeToString(m[:]) }()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := &s3Store{checksum: tc.store.checksum, badChecksum: tc.store.badChecksum, etag: tc.store.etag, abortGETs: tc.store.abortGETs}
-			st.access, st.secret = "minioadmin", "minio-secret"
-			st.objects = map[string][]byte{"models/" + key: data}
+			st := &modelstore.S3{Checksum: tc.store.checksum, BadChecksum: tc.store.badChecksum, ETag: tc.store.etag, AbortGETs: tc.store.abortGETs,
+				Objects: map[string][]byte{"models/" + key: data}, Verify: verifySigV4("minioadmin", "minio-secret")}
 			srv := httptest.NewServer(st)
 			defer srv.Close()
 			opts := testOptions(t, "")
-			secret := st.secret
+			secret := "minio-secret"
 			if tc.secret != "" {
 				secret = tc.secret
 			}
@@ -646,8 +577,8 @@ func TestFetchS3(t *testing.T) {
 			if !bytes.Equal(readModel(t, r), data) {
 				t.Fatal("content differs")
 			}
-			if len(st.gets) != tc.wantGETs {
-				t.Errorf("GETs %q, want %d", st.gets, tc.wantGETs)
+			if gets := st.GETs(); len(gets) != tc.wantGETs {
+				t.Errorf("GETs %q, want %d", gets, tc.wantGETs)
 			}
 		})
 	}
@@ -662,7 +593,7 @@ func TestFetchHTTPS(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		serveBlob(w, r, data, &mu, &aborts, 5000, false)
+		modelstore.ServeBlob(w, r, data, &mu, &aborts, 5000, false)
 	}))
 	defer srv.Close()
 	opts := testOptions(t, "")
