@@ -217,6 +217,9 @@ func (e *Executor) compute(g cGraph, n int) error {
 		e.be.setThreads(e.tuner.counts[i])
 		start = time.Now()
 	}
+	if e.computeHook != nil {
+		return e.computeHook(g)
+	}
 	if st := e.a.graphCompute(e.be.h, g); st != gStatusSuccess {
 		return fmt.Errorf("graph compute failed with ggml status %d", st)
 	}
