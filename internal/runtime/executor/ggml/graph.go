@@ -450,6 +450,8 @@ func (o *graphOps) gather(written cTensor) cTensor {
 	return a.reshape3d(o.ctx, rows, int64(e.cfg.HeadDim), int64(e.cfg.KVHeads), o.sp)
 }
 
+func (o *graphOps) SampledRows() int { return o.ns }
+
 func (o *graphOps) Sampled(x arch.Tensor) (arch.Tensor, bool) {
 	if o.ns == 0 {
 		return x, false
