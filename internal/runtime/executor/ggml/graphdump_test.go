@@ -58,8 +58,12 @@ const (
 )
 
 func field[T any](t cTensor, off uintptr) T {
-	return *(*T)(unsafe.Add(unsafe.Pointer(uintptr(t)), off)) //nolint:govet // C memory
+	return *(*T)(unsafe.Add(cPtr(uintptr(t)), off))
 }
+
+// cPtr is the C address p as a pointer (C memory, which Go's collector
+// neither moves nor frees).
+func cPtr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
 
 // describe is a tensor as "TYPE[ne0,ne1,ne2,ne3]".
 func (d *graphDump) describe(e *Executor, t cTensor) string {
@@ -99,7 +103,7 @@ func (d *graphDump) dump(e *Executor, g cGraph) []string {
 // (ggml-impl.h: size, n_nodes, n_leafs, nodes) for each call and puts
 // them back.
 func (d *graphDump) timeNodes(e *Executor, g cGraph) []time.Duration {
-	base := unsafe.Pointer(uintptr(g)) //nolint:govet // C memory
+	base := cPtr(uintptr(g))
 	nNodes := (*int32)(unsafe.Add(base, 4))
 	nodes := (*uintptr)(unsafe.Add(base, 16))
 	n, first := *nNodes, *nodes
@@ -198,4 +202,37 @@ func rusage() (user, sys time.Duration) {
 	var u syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &u)
 	return time.Duration(u.Utime.Nano()), time.Duration(u.Stime.Nano())
+}
+
+// TestLastMLPOnSampledRows checks that a prefill runs its last layer's
+// experts for the sampled row alone, as llama.cpp's graphs do, and the
+// layers before it for every token.
+func TestLastMLPOnSampledRows(t *testing.T) {
+	m, err := model.Random(qwen3moeConfig(), 1).Convert(model.Q8_0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newTestExec(t, m, 8)
+	prompt := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	execute(t, e, []batch.Seq{{Tokens: prompt, Blocks: contiguous(0, 3), Sample: true}})
+	d := newGraphDump(t, e.lib)
+	var rows []int64 // per MUL_MAT_ID node, its tokens
+	for i := int32(0); i < d.nNodes(e.graph.g); i++ {
+		if n := d.node(e.graph.g, i); d.opName(n) == "MUL_MAT_ID" {
+			rows = append(rows, field[[4]int64](n, offNe)[2])
+		}
+	}
+	layers := m.Config.Layers
+	if len(rows) != 3*layers {
+		t.Fatalf("%d MUL_MAT_ID nodes, want 3 a layer over %d layers", len(rows), layers)
+	}
+	for i, r := range rows {
+		want := int64(len(prompt))
+		if i/3 == layers-1 {
+			want = 1
+		}
+		if r != want {
+			t.Errorf("layer %d's experts ran for %d tokens, want %d", i/3, r, want)
+		}
+	}
 }
