@@ -132,8 +132,11 @@ const minWeightSum = 6.103515625e-5
 // experts' outputs weighted and then added in the order chosen), so that
 // an executor over ggml's kernels computes the same sums in the same
 // order.
-func (m MoE) Build(o Ops, x Tensor) Tensor {
-	n := o.Tokens()
+func (m MoE) Build(o Ops, x Tensor) Tensor { return m.BuildRows(o, x, o.Tokens()) }
+
+// BuildRows is Build over x [Dim, n] of n rows other than the batch's
+// tokens (the sampled rows alone, Ops.Sampled).
+func (m MoE) BuildRows(o Ops, x Tensor, n int) Tensor {
 	logits := o.MulMat(m.Router, x) // [experts, n]
 	if m.RouterBias != 0 {
 		logits = o.Add(logits, m.RouterBias)
@@ -152,7 +155,7 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 		selection = o.Add(probs, m.SelectionBias)
 	}
 	if m.Groups > 1 {
-		selection = m.groupSelection(o, selection)
+		selection = m.groupSelection(o, selection, n)
 	}
 	chosen := o.TopK(selection, m.Used)                               // [used, n]
 	weights := o.GetRows(o.Reshape3D(probs, 1, m.Experts, n), chosen) // [1, used, n]
@@ -174,7 +177,7 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 		}
 		return y
 	}
-	up, gate := m.gateUp(o, xe, chosen)
+	up, gate := m.gateUp(o, xe, chosen, n)
 	up, gate = biased(up, m.UpBias), biased(gate, m.GateBias)
 	var act Tensor
 	if m.OAI {
@@ -196,12 +199,12 @@ func (m MoE) Build(o Ops, x Tensor) Tensor {
 // gateUp is the chosen experts' up and gate projections of xe, each
 // [FFN, used, n]: two products, or one of GateUp whose halves they are
 // (views, as llama.cpp's build_moe_ffn splits it).
-func (m MoE) gateUp(o Ops, xe, chosen Tensor) (up, gate Tensor) {
+func (m MoE) gateUp(o Ops, xe, chosen Tensor, n int) (up, gate Tensor) {
 	if m.GateUp == 0 {
 		return o.MulMatID(m.Up, xe, chosen), o.MulMatID(m.Gate, xe, chosen)
 	}
 	gu := o.MulMatID(m.GateUp, xe, chosen) // [2·FFN, used, n]
-	f, n := m.FFN, o.Tokens()
+	f := m.FFN
 	return o.View3D(gu, f, m.Used, n, 2*f, 2*f*m.Used, f), o.View3D(gu, f, m.Used, n, 2*f, 2*f*m.Used, 0)
 }
 

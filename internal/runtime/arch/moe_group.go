@@ -19,8 +19,8 @@ type GroupOps interface {
 // of its two best experts' scores, as llama.cpp's build_moe_ffn does: the
 // other groups' experts score -∞, so that TopK chooses among the best
 // groups only.
-func (m MoE) groupSelection(o Ops, sel Tensor) Tensor {
-	n, per := o.Tokens(), m.Experts/m.Groups
+func (m MoE) groupSelection(o Ops, sel Tensor, n int) Tensor {
+	per := m.Experts / m.Groups
 	groups := o.Reshape3D(sel, per, m.Groups, n)                                   // [per, groups, n]
 	best := o.GetRows(o.Reshape4D(groups, 1, per, m.Groups, n), o.TopK(groups, 2)) // [1, 2, groups, n]
 	scores := o.Reshape2D(o.SumRows(o.Reshape3D(best, 2, m.Groups, n)), m.Groups, n)

@@ -63,6 +63,9 @@ type Ops interface {
 	// is false when it samples none; the forward pass then ends at x (its
 	// KV writes are what the iteration is for).
 	Sampled(x Tensor) (rows Tensor, ok bool)
+	// SampledRows is how many rows Sampled keeps (0 when it samples none),
+	// the width of what a forward pass runs on after it.
+	SampledRows() int
 	// MoEOps are those of mixture-of-experts MLPs (moe.go).
 	MoEOps
 	// GptOssOps are gpt-oss's (ops_oss.go).

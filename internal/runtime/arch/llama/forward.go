@@ -86,6 +86,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	proj := func(w, x, bias arch.Tensor) arch.Tensor { return arch.Linear(o, w, x, bias) }
 	x := o.Embed(fw.tokEmbd) // [dim, n]
 	n := o.Tokens()
+	sampled := false
 	for li := range fw.layers {
 		l := &fw.layers[li]
 		xn := norm(x, l.attnNorm)
@@ -100,18 +101,26 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 			q = o.AttnTemperature(q, c.AttnTempScale, c.AttnTempFloor())
 		}
 		x = o.Add(x, o.MulMat(l.o, o.Attention(li, q, k, v, scale)))
+		if li == len(fw.layers)-1 {
+			// Only the sampled rows go on through the last MLP, as
+			// llama.cpp's graphs keep its output rows here: the last
+			// layer's MLP (a mixture of experts' the most) would
+			// otherwise run for every prompt token.
+			if rows, ok := o.Sampled(x); ok {
+				x, n, sampled = rows, o.SampledRows(), true
+			}
+		}
 
 		xn = norm(x, l.ffnNorm)
 		if l.moe.Router != 0 {
-			x = o.Add(l.moe.Build(o, xn), x)
+			x = o.Add(l.moe.BuildRows(o, xn, n), x)
 			continue
 		}
 		h := o.SwiGLU(o.MulMat(l.gate, xn), o.MulMat(l.up, xn))
 		x = o.Add(x, o.MulMat(l.down, h))
 	}
-	x, ok := o.Sampled(x) // [dim, rows]
-	if !ok {
+	if !sampled {
 		return x
 	}
-	return o.MulMat(fw.head, norm(x, fw.outNorm))
+	return o.MulMat(fw.head, norm(x, fw.outNorm)) // x: [dim, rows]
 }

@@ -90,6 +90,9 @@ type Executor struct {
 	// m keeps the model's (possibly mapped) weights alive: they were copied
 	// to device buffers, but Close of the caller's model must not race us.
 	m *model.Model
+	// computeHook, when set (by tests: graphdump_test.go's per-node
+	// timing), computes the built graphs instead of compute.
+	computeHook func(cGraph) error
 
 	cfg                  model.Config
 	numBlocks, blockSize int

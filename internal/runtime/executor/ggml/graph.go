@@ -217,6 +217,9 @@ func (e *Executor) compute(g cGraph, n int) error {
 		e.be.setThreads(e.tuner.counts[i])
 		start = time.Now()
 	}
+	if e.computeHook != nil {
+		return e.computeHook(g)
+	}
 	if st := e.a.graphCompute(e.be.h, g); st != gStatusSuccess {
 		return fmt.Errorf("graph compute failed with ggml status %d", st)
 	}
@@ -446,6 +449,8 @@ func (o *graphOps) gather(written cTensor) cTensor {
 	rows := a.getRows(o.ctx, a.reshape2d(o.ctx, written, blockRow, int64(e.numBlocks)), o.in.blocks) // [kvDim·bs, blocks]
 	return a.reshape3d(o.ctx, rows, int64(e.cfg.HeadDim), int64(e.cfg.KVHeads), o.sp)
 }
+
+func (o *graphOps) SampledRows() int { return o.ns }
 
 func (o *graphOps) Sampled(x arch.Tensor) (arch.Tensor, bool) {
 	if o.ns == 0 {
