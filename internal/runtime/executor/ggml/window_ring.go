@@ -26,8 +26,9 @@ import (
 //
 // A ring, like a recurrent state, cannot be cut back to an earlier
 // position, so the executor is a batch.StateKeeper: the engine gives each
-// running sequence a slot, resumes prefix hits from checkpoints (whole
-// slots copied, batch.StateCopy) and keeps checkpoints on the host tier.
+// running sequence a slot, resumes prefix hits from checkpoints (the
+// window's cells copied, batch.StateCopy.Pos: ringSpans) and keeps
+// checkpoints on the host tier.
 // The paged cache (KVGeometry's Layers) then holds the full-attention
 // layers only: gpt-oss's cache in blocks is half as large a token.
 //
