@@ -2,7 +2,7 @@
 # Packs what `make test-gpu` and `make bench-gpu` need into one folder, for
 # a GPU machine that has nvcc and CMake but no Go and no network (a machine
 # lent for minutes, say): the runtime and the ggml package's test binary,
-# built here; llama.cpp's source of the pinned release; the release's
+# and kvpilot-model, built here; llama.cpp's source of the pinned release; the release's
 # prebuilt CPU backends; the two build scripts; and run.sh, which builds
 # llama.cpp with CUDA there (hack/build-llama-server-cuda.sh: llama-server
 # and the ggml both servers load) and runs, in order, the package's tests
@@ -12,7 +12,7 @@
 #
 # Usage: hack/gpu-bundle.sh [OUTDIR]     (default bin/gpu-bundle; ~20 MB)
 # There: OUT=<logs dir> [DEADLINE=seconds] [CUDA_ARCHS=90-real] \
-#        bash OUTDIR/run.sh [build,test,bench,exec]
+#        bash OUTDIR/run.sh [build,frac,test,bench,exec]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -32,8 +32,9 @@ trap 'rm -rf "${work}"' EXIT
 
 log "building the runtime and the ggml package's test binary"
 (cd "${ROOT}" && CGO_ENABLED=0 "${GO}" build -ldflags='-s -w' -o "${work}/kvpilot-runtime" ./cmd/runtime)
+(cd "${ROOT}" && CGO_ENABLED=0 "${GO}" build -ldflags='-s -w' -o "${work}/kvpilot-model" ./cmd/kvpilot-model)
 (cd "${ROOT}" && CGO_ENABLED=0 "${GO}" test -c -ldflags='-s -w' -o "${work}/ggml.test" ./internal/runtime/executor/ggml/)
-tar -C "${work}" -cJf "${OUT}/bins.tar.xz" kvpilot-runtime ggml.test
+tar -C "${work}" -cJf "${OUT}/bins.tar.xz" kvpilot-runtime kvpilot-model ggml.test
 
 src="$(llama_source "${work}" "${VERSION}")"
 log "packing llama.cpp's source (without models, docs, tests, examples)"
