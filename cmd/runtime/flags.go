@@ -35,12 +35,16 @@ type options struct {
 	CPUThreads      int
 	Device          string
 	GGMLLib         string
-	// GGMLFlashMaxSeqs is ggml.Options.FlashMaxSeqs, GGMLDeviceArgmax
-	// ggml.Options.DeviceArgmax.
-	GGMLFlashMaxSeqs int
-	GGMLDeviceArgmax bool
-	KVCacheDType     kvcache.DType
-	PprofAddr        string
+	// GGMLFlashMaxSeqs is ggml.Options.FlashMaxSeqs (-1: the device's
+	// default, ggmlFlashAuto), GGMLDeviceArgmax ggml.Options.DeviceArgmax
+	// (GGMLDeviceArgmaxSet: given, flag or environment), GGMLCUDAGraphs
+	// ggml.Options.CUDAGraphs.
+	GGMLFlashMaxSeqs    int
+	GGMLDeviceArgmax    bool
+	GGMLDeviceArgmaxSet bool
+	GGMLCUDAGraphs      bool
+	KVCacheDType        kvcache.DType
+	PprofAddr           string
 
 	Host             string
 	Port             int
@@ -126,8 +130,9 @@ func newFlagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.Executor, "executor", executorCPU, "executor: cpu (pure-Go transformer), ggml (ggml's CPU or CUDA kernels; libraries from hack/setup-ggml.sh) or sim (roofline model of an accelerator)")
 	fs.StringVar(&o.Device, "device", "", "ggml executor: cuda or cpu (default: cuda when NVML finds a GPU and the CUDA backend loads, else cpu)")
 	fs.StringVar(&o.GGMLLib, "ggml-lib", "", "ggml executor: directory of the ggml libraries (default: $KVPILOT_GGML_LIB; hack/setup-ggml.sh prints it)")
-	fs.BoolVar(&o.GGMLDeviceArgmax, "ggml-device-argmax", false, "ggml executor: take the argmax of greedy rows (no logprobs, processors or constraint) on the device and read back their token instead of their logits (not yet measured on a GPU)")
-	fs.IntVar(&o.GGMLFlashMaxSeqs, "ggml-flash-max-seqs", 0, "ggml executor: batches of at most this many sequences run flash attention per sequence, larger ones the plain attention (0: every batch on the cpu device, none on cuda, where it is not yet measured; needs ggml built with flash-attention kernels for the KV cache's type)")
+	fs.BoolVar(&o.GGMLDeviceArgmax, "ggml-device-argmax", true, "ggml executor: take the argmax of greedy rows (no logprobs, processors or constraint) on the device and read back their token instead of their logits")
+	fs.IntVar(&o.GGMLFlashMaxSeqs, "ggml-flash-max-seqs", ggmlFlashAuto, "ggml executor: batches of at most this many sequences run flash attention per sequence, larger ones the plain attention (0: every batch on the cpu device, none on cuda; -1: every batch on cpu, and on cuda a lone sequence where ggml has the kernels for the KV cache's type, else none; a count on cuda needs those kernels)")
+	fs.BoolVar(&o.GGMLCUDAGraphs, "ggml-cuda-graphs", false, "ggml executor on cuda: leave ggml's CUDA graphs on (off by default: with them the runtime aborted under 128 streams on an H100 and an H200; see docs/executors.md)")
 	fs.StringVar(&o.SimAccelerator, "sim-accelerator", "H100-SXM", "sim executor: accelerator profile (H100-SXM, H200, A100-80GB, L4)")
 	fs.StringVar(&o.SimModel, "sim-model", "llama-3.1-8b", "sim executor: model geometry ("+strings.Join(sim.GeometryNames(), ", ")+")")
 	fs.Float64Var(&o.SimWeightBits, "sim-weight-bits", 0, "sim executor: bits a weight, routed experts included, for a quantized checkpoint (8: FP8, about 4.9: Q4_K_M; 0: the profile's own)")
@@ -233,6 +238,7 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 		return nil, err
 	}
 	o.KVCacheMemoryFractionSet = set["kv-cache-memory-fraction"]
+	o.GGMLDeviceArgmaxSet = set["ggml-device-argmax"]
 	return o, o.validate()
 }
 
@@ -299,11 +305,12 @@ func (o *options) validate() error {
 	check(o.ResponsesStoreEntries >= 0, "--responses-store-entries must be >= 0")
 	check(o.ResponsesStoreBytes > 0, "--responses-store-bytes must be > 0")
 	check(o.CPUThreads >= 0, "--cpu-threads must be >= 0")
-	check(o.GGMLFlashMaxSeqs >= 0, "--ggml-flash-max-seqs must be >= 0")
+	check(o.GGMLFlashMaxSeqs >= ggmlFlashAuto, "--ggml-flash-max-seqs must be >= -1")
 	check(o.SimWeightBits == 0 || (o.SimWeightBits >= 1 && o.SimWeightBits <= 32), "--sim-weight-bits must be 0 (the profile's) or between 1 and 32, got %g", o.SimWeightBits)
 	check(o.SimWeightBits == 0 || o.Executor == executorSim, "--sim-weight-bits applies to --executor sim only")
-	check(o.GGMLFlashMaxSeqs == 0 || o.Executor == executorGGML, "--ggml-flash-max-seqs applies to --executor ggml only")
-	check(!o.GGMLDeviceArgmax || o.Executor == executorGGML, "--ggml-device-argmax applies to --executor ggml only")
+	check(o.GGMLFlashMaxSeqs <= 0 || o.Executor == executorGGML, "--ggml-flash-max-seqs applies to --executor ggml only")
+	check(!o.GGMLDeviceArgmaxSet || !o.GGMLDeviceArgmax || o.Executor == executorGGML, "--ggml-device-argmax applies to --executor ggml only")
+	check(!o.GGMLCUDAGraphs || o.Executor == executorGGML, "--ggml-cuda-graphs applies to --executor ggml only")
 	check(o.Executor != executorCPU || o.KVCacheDType.ResolveAuto(kvcache.DTypeF32) == kvcache.DTypeF32,
 		"--kv-cache-dtype %s: the cpu executor keeps its KV cache in f32 (use auto or f32, or --executor ggml)", o.KVCacheDType)
 	for _, s := range o.Stop {

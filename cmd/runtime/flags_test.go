@@ -33,7 +33,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		Host: "0.0.0.0", Port: 8000, ControlPort: 8081, ProgramIdle: 10 * time.Minute, MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, MaxNumPartialPrefills: 4, BlockSize: 16,
 		KVCacheMemoryFraction: 0.9, MaxQueue: 4096, AgingRate: 0.1, DrainTimeout: 30 * time.Second, SWACache: "window",
 		MaxBodyBytes: 4 << 20, PreprocessMemory: 512 << 20, StreamWriteTimeout: 5 * time.Second, StreamStallTimeout: 10 * time.Second, StreamMaxBuffered: 1 << 20, LogLevel: slog.LevelInfo,
-		ResponsesStoreEntries: 1024, ResponsesStoreBytes: 64 << 20,
+		ResponsesStoreEntries: 1024, ResponsesStoreBytes: 64 << 20, GGMLFlashMaxSeqs: ggmlFlashAuto, GGMLDeviceArgmax: true,
 	}
 	if d := cmp.Diff(want, *o); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
@@ -92,8 +92,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		{args: []string{"--executor", "ggml", "--device", "gpu"}},
 		{args: []string{"--device", "cpu"}},                                   // --device is the ggml executor's
 		{args: []string{"--ggml-flash-max-seqs", "4"}},                        // the ggml executor's too
-		{args: []string{"--executor", "ggml", "--ggml-flash-max-seqs", "-1"}}, // 0 is the device's default
-		{args: []string{"--ggml-device-argmax"}},                              // the ggml executor's
+		{args: []string{"--executor", "ggml", "--ggml-flash-max-seqs", "-2"}}, // -1 is the device's default
+		{args: []string{"--ggml-device-argmax"}},                              // the ggml executor's, when given
+		{args: []string{"--ggml-cuda-graphs"}},                                // the ggml executor's
 		{args: []string{"--port", "70000"}},
 		{args: []string{"--preprocess-memory", "0"}},
 		{args: []string{"--max-num-seqs", "0"}},

@@ -47,8 +47,8 @@ func (b *backend) setThreads(n int) {
 
 // newBackend initialises device ("cpu" or "cuda"); threads sets the CPU
 // backend's thread count (0 keeps ggml's default) and poll its pool's
-// polling level.
-func (l *Library) newBackend(device string, threads, poll int) (*backend, error) {
+// polling level; cudaGraphs leaves ggml's CUDA graphs on.
+func (l *Library) newBackend(device string, threads, poll int, cudaGraphs bool) (*backend, error) {
 	var path string
 	switch device {
 	case DeviceCPU:
@@ -64,6 +64,11 @@ func (l *Library) newBackend(device string, threads, poll int) (*backend, error)
 		}
 		if err := cudaPDLOffByDefault(); err != nil {
 			return nil, err
+		}
+		if !cudaGraphs {
+			if err := cudaGraphsOffByDefault(); err != nil {
+				return nil, err
+			}
 		}
 	default:
 		return nil, fmt.Errorf("ggml device %q: want %s or %s", device, DeviceCPU, DeviceCUDA)
@@ -126,6 +131,32 @@ func cudaPDLOffByDefault() error {
 	}
 	if err := os.Setenv(EnvCUDAPDL, "0"); err != nil {
 		return fmt.Errorf("set %s: %w", EnvCUDAPDL, err)
+	}
+	return nil
+}
+
+// EnvCUDADisableGraphs is ggml's switch that turns its CUDA graphs off
+// (set to anything; ggml reads whether it is set, once).
+const EnvCUDADisableGraphs = "GGML_CUDA_DISABLE_GRAPHS"
+
+// cudaGraphsOffByDefault turns ggml's CUDA graphs off unless the
+// environment already names EnvCUDADisableGraphs (Options.CUDAGraphs,
+// --ggml-cuda-graphs, leaves them on). On an H200 with ggml 0.25.1 built
+// by hack/build-llama-server-cuda.sh, with PDL off, the runtime aborted
+// with "an illegal instruction was encountered" (after "CUDA graph warmup
+// complete", in the stream synchronize after a graph launch) in its
+// second 128-stream load for two of three models, and completed both
+// with GGML_CUDA_DISABLE_GRAPHS=1; on an H100 it had aborted so with PDL
+// on. llama-server, which builds its graphs its own way, ran through with
+// graphs on. The cause inside ggml is not isolated (docs/benchmarks.md,
+// "make bench-gpu"); even without graphs the runtime serves more tokens a
+// second than llama-server with them from 1 to 128 streams.
+func cudaGraphsOffByDefault() error {
+	if _, set := os.LookupEnv(EnvCUDADisableGraphs); set {
+		return nil
+	}
+	if err := os.Setenv(EnvCUDADisableGraphs, "1"); err != nil {
+		return fmt.Errorf("set %s: %w", EnvCUDADisableGraphs, err)
 	}
 	return nil
 }

@@ -253,11 +253,13 @@ func gpuVsLlamaServer(b *testing.B, bin, lib string, reps int, v gpuBenchModel) 
 }
 
 // startKVPilots starts kvpilot's runtime serving gguf on the GPU: as
-// shipped and, with variants, (KVPILOT_BENCH_FLASH_SEQS, default 8; 0
-// leaves it out) with flash attention for batches of at most that many
-// sequences (--ggml-flash-max-seqs), the prefill path llama-server's
-// kernels take, and (KVPILOT_BENCH_DEVICE_ARGMAX, default 1; 0 leaves it
-// out) with the greedy argmax on the device (--ggml-device-argmax).
+// shipped and, with variants, the runtime as it shipped before the
+// H200's run of 2026-11-28 ("kvpilot, plain attention, host argmax":
+// --ggml-flash-max-seqs 0 --ggml-device-argmax=false; KVPILOT_BENCH_BEFORE=0
+// leaves it out), and on request (KVPILOT_BENCH_FLASH_SEQS=N) flash
+// attention for batches of at most N sequences and
+// (KVPILOT_BENCH_CUDA_GRAPHS=1) ggml's CUDA graphs on (--ggml-cuda-graphs,
+// with which the runtime aborted under 128 streams).
 func startKVPilots(b *testing.B, lib, gguf string, contextLen int, variants bool) []httpServer {
 	startKV := func(name string, extra ...string) httpServer {
 		addr := runtimeproc.FreeAddr(b)
@@ -273,17 +275,17 @@ func startKVPilots(b *testing.B, lib, gguf string, contextLen int, variants bool
 	if !variants {
 		return kvps
 	}
-	flashSeqs := "8"
-	if v, ok := os.LookupEnv("KVPILOT_BENCH_FLASH_SEQS"); ok {
-		flashSeqs = v
+	if os.Getenv("KVPILOT_BENCH_BEFORE") != "0" {
+		kvps = append(kvps, startKV("kvpilot, plain attention, host argmax", "--ggml-flash-max-seqs", "0", "--ggml-device-argmax=false"))
 	}
-	if n, err := strconv.Atoi(flashSeqs); err != nil || n < 0 {
-		b.Fatalf("KVPILOT_BENCH_FLASH_SEQS=%q: want a count of sequences, 0 for none", flashSeqs)
-	} else if n > 0 {
-		kvps = append(kvps, startKV("kvpilot, flash attention ≤ "+flashSeqs+" seqs", "--ggml-flash-max-seqs", flashSeqs))
+	if v := os.Getenv("KVPILOT_BENCH_FLASH_SEQS"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("KVPILOT_BENCH_FLASH_SEQS=%q: want a count of sequences", v)
+		}
+		kvps = append(kvps, startKV("kvpilot, flash attention ≤ "+v+" seqs", "--ggml-flash-max-seqs", v))
 	}
-	if os.Getenv("KVPILOT_BENCH_DEVICE_ARGMAX") != "0" {
-		kvps = append(kvps, startKV("kvpilot, argmax on the device", "--ggml-device-argmax"))
+	if os.Getenv("KVPILOT_BENCH_CUDA_GRAPHS") == "1" {
+		kvps = append(kvps, startKV("kvpilot, CUDA graphs", "--ggml-cuda-graphs"))
 	}
 	return kvps
 }

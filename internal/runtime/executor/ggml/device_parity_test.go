@@ -17,20 +17,26 @@ import (
 // and wherever the CPU's top-2 margin exceeds deviceMargin of the scale
 // the device must pick the CPU's token (F16 weights; deviceQuantTol and
 // deviceQuantMargin where ggml quantizes the activations too, for Q8_0
-// and MXFP4 weights, as TestQ8AgreesWithCPU allows). A mixture of experts is held to the
-// median step and to 90% of the tokens instead: a random router's near
+// and MXFP4 weights, as TestQ8AgreesWithCPU allows).
+//
+// A mixture of experts is held to its median step (within deviceMoETol
+// at least) and to 80% of the tokens instead: a random router's near
 // ties flip an expert on a difference in the fourth digit, which changes
-// that token's output and, through its KV, the steps after it (plain
-// against flash attention on the CPU flipped up to 3 of 24 tokens with
-// a margin, and moved the largest step by up to half the scale). At least
-// a quarter of the steps must have a margin for the tokens to count.
+// that token's output and, through its KV, the steps after it. Plain
+// against flash attention on the CPU flipped up to 3 of 24 tokens with a
+// margin and moved the largest step by up to half the scale; on an H200
+// glm4moe's median F16 step moved 2.9e-2 of the scale. At least a
+// quarter of the steps must have a margin for the tokens to count.
+//
 // On CUDA, ggml multiplies F32 activations on the tensor cores in TF32
 // and quantizes them to Q8_1 for Q8_0 and MXFP4 weights (the CPU to
-// Q8_0); TestGreedyMatchesCPU saw up to 1.3e-3 of the scale on an H100
-// for two-layer llama and qwen2.
+// Q8_0). On an H200 the dense architectures' F16 logits stayed within
+// 1.4e-2 of the CPU's scale (most within 6e-3), every compared token
+// equal.
 const (
 	deviceLogitsTol   = 2e-2
 	deviceQuantTol    = 0.1
+	deviceMoETol      = 0.05
 	deviceMargin      = 0.01
 	deviceQuantMargin = 0.05
 	deviceGen         = 32
@@ -100,6 +106,7 @@ func TestArchitecturesOnDeviceMatchCPU(t *testing.T) {
 					worst, agree := r.max, r.agreed == r.checked
 					if c.cfg.Experts > 0 {
 						worst, agree = r.median, r.agreed*5 >= r.checked*4
+						tol = max(tol, deviceMoETol)
 					}
 					if worst > tol || !agree {
 						t.Errorf("prompt of %d tokens: %s differs from the CPU: logits by %.3g of their scale (median step %.3g; tolerance %g), tokens at %d of %d steps",

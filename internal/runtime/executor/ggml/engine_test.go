@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -156,14 +157,49 @@ func testEngineBatchingEquivalence(t *testing.T, cfg model.Config) {
 	for id, s := range streams {
 		together[id] = wait(t, s)
 	}
-	if diff := cmp.Diff(alone, together); diff != "" {
-		t.Errorf("batched tokens differ from solo (-alone +together):\n%s", diff)
-	}
+	checkBatchedTokens(t, alone, together)
 	pre, hits := counter(t, reg, "vllm:num_preemptions_total"), counter(t, reg, "vllm:prefix_cache_hits_total")
 	if pre == 0 || hits == 0 {
 		t.Errorf("preemptions %v, prefix-cache hit tokens %v: the workload must exercise both", pre, hits)
 	}
 	t.Logf("preemptions %v, prefix-cache hit tokens %v", pre, hits)
+}
+
+// deviceBatchedDiffers is how many requests' tokens may differ from their
+// tokens alone on a GPU. There a batch's shape picks the kernels (and F32
+// products run in TF32), so a random model's near-tied tokens may flip;
+// on an H200, 1 or 2 of the 12 requests did for glm4moe, deepseek2 and
+// the hybrid models, none for the others. A broken restore or move would
+// change every request that resumes from one (4 prefix hits here, and
+// the preempted ones). TestArchitecturesOnDeviceMatchCPU holds the
+// device's logits to the CPU's.
+const deviceBatchedDiffers = 2
+
+// checkBatchedTokens compares every request's tokens batched with its
+// tokens alone: equal on the CPU, at most deviceBatchedDiffers requests
+// apart on other devices.
+func checkBatchedTokens(t *testing.T, alone, together map[string][]int32) {
+	t.Helper()
+	diff := cmp.Diff(alone, together)
+	if diff == "" {
+		return
+	}
+	if testDevice() == DeviceCPU {
+		t.Errorf("batched tokens differ from solo (-alone +together):\n%s", diff)
+		return
+	}
+	var differ []string
+	for id, want := range alone {
+		if !slices.Equal(want, together[id]) {
+			differ = append(differ, id)
+		}
+	}
+	slices.Sort(differ)
+	if len(differ) > deviceBatchedDiffers {
+		t.Errorf("on %s the batched tokens of %d requests (%v) differ from solo, more than %d (-alone +together):\n%s", testDevice(), len(differ), differ, deviceBatchedDiffers, diff)
+		return
+	}
+	t.Logf("on %s the batched tokens of %v differ from solo (near ties; at most %d may)", testDevice(), differ, deviceBatchedDiffers)
 }
 
 func wait(t *testing.T, s *engine.Stream) []int32 {

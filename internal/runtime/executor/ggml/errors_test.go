@@ -94,3 +94,25 @@ func TestCUDAPDLOffUnlessSet(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDAGraphsOffUnlessSet: the CUDA backend starts with ggml's CUDA
+// graphs off (GGML_CUDA_DISABLE_GRAPHS set), unless the environment names
+// the variable already; Options.CUDAGraphs skips this.
+func TestCUDAGraphsOffUnlessSet(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		set  bool
+		want string
+	}{{want: "1"}, {env: "", set: true, want: ""}, {env: "yes", set: true, want: "yes"}} {
+		t.Setenv(EnvCUDADisableGraphs, tc.env) // restored after the test
+		if !tc.set {
+			os.Unsetenv(EnvCUDADisableGraphs)
+		}
+		if err := cudaGraphsOffByDefault(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.LookupEnv(EnvCUDADisableGraphs); got != tc.want {
+			t.Errorf("%s=%q (set %v): after start %q, want %q", EnvCUDADisableGraphs, tc.env, tc.set, got, tc.want)
+		}
+	}
+}

@@ -39,19 +39,28 @@ type Options struct {
 	PlainAttention bool
 	// FlashMaxSeqs runs flash attention per sequence (attn_seq.go) for
 	// batches of at most this many sequences and the plain attention for
-	// larger ones. 0 is the device's default: every batch on the CPU
-	// (unless PlainAttention), none on a GPU, where ggml's flash-attention
-	// kernels have not yet been measured against the plain path here; on a
-	// GPU it needs a ggml built with them for the cache's type
-	// (hack/build-llama-server-cuda.sh builds them for F16), which New
-	// checks.
+	// larger ones. 0 is every batch on the CPU (unless PlainAttention),
+	// none on a GPU. On a GPU it needs a ggml built with the kernels for
+	// the cache's type (hack/build-llama-server-cuda.sh builds them for
+	// F16), which New checks: it fails without them, unless FlashFallback.
+	// On an H200, 1 (lone sequences, so prefills alone) prefilled 8,192
+	// tokens 2.97× as fast as none, and 8 made 8-stream decoding 0.54× as
+	// fast (docs/benchmarks.md, "make bench-gpu").
 	FlashMaxSeqs int
+	// FlashFallback runs the plain attention when the backend has no
+	// flash-attention kernel FlashMaxSeqs needs, instead of failing (the
+	// runtime's default setting; Device says which runs).
+	FlashFallback bool
+	// CUDAGraphs leaves ggml's CUDA graphs on (cudaGraphsOffByDefault).
+	CUDAGraphs bool
 	// DeviceArgmax takes the largest logit of every row the engine wants
 	// only that of (batch.Seq.ArgmaxOnly: greedy, nothing else read) on
 	// the device, with ggml_argmax, and reads back its token instead of
-	// the row (a 151,936-token row is 600 KB): off by default, not yet
-	// measured on a GPU. Among exactly equal largest logits ggml's kernel
-	// may pick another than the lowest id, which the engine picks.
+	// the row (a 151,936-token row is 600 KB): on an H200 1.43× the
+	// output tokens at 8 streams, 1.27–1.28× at 32 and 128, the same at 1
+	// (the runtime's default; docs/benchmarks.md). Among exactly equal
+	// largest logits ggml's kernel may pick another than the lowest id,
+	// which the engine picks.
 	DeviceArgmax bool
 	// PlainWeights keeps every weight in the device's default buffer (on
 	// the CPU the GGUF file's mapping) instead of the extra buffer types
@@ -156,8 +165,10 @@ type Executor struct {
 	// (build-ggml-cuda.sh builds ggml without flash attention, GGML_CUDA_FA
 	// off), the plain mul_mat/soft_max/mul_mat chain over the batch's
 	// gathered blocks, whose ops every backend has. The current batch's
-	// choice is s.flash.
-	flashMax int
+	// choice is s.flash. flashNote says why FlashMaxSeqs fell back to
+	// the plain chain (Options.FlashFallback), for Device.
+	flashMax  int
+	flashNote string
 
 	// host is the host tier of ReserveHostBlocks: hostBlocks blocks of
 	// hostBlockBytes, in the cache's type.
@@ -303,7 +314,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	if opts.Poll < 0 || opts.Poll > 100 {
 		return nil, fmt.Errorf("thread pool polling level %d: want 0-100", opts.Poll)
 	}
-	be, err := lib.newBackend(device, threads, opts.Poll)
+	be, err := lib.newBackend(device, threads, opts.Poll, opts.CUDAGraphs)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +362,10 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 	case opts.FlashMaxSeqs > 0:
 		e.flashMax = opts.FlashMaxSeqs
 		if err := e.checkFlash(); err != nil {
-			return nil, err
+			if !opts.FlashFallback || !errors.Is(err, ErrNoFlashAttention) {
+				return nil, err
+			}
+			e.flashMax, e.flashNote = 0, "plain attention: no flash-attention kernel for this cache"
 		}
 	case e.onCPU() && !opts.PlainAttention:
 		e.flashMax = math.MaxInt
@@ -433,7 +447,18 @@ func (e *Executor) Device() string {
 		}
 		return fmt.Sprintf("%s (%s, %s, %s, polling %d; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, threads, e.be.Poll, e.lib.Version, e.lib.Commit)
 	}
-	return fmt.Sprintf("%s (%s, %s, %s=%s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, EnvCUDAPDL, os.Getenv(EnvCUDAPDL), e.lib.Version, e.lib.Commit)
+	attn := "plain attention"
+	switch {
+	case e.flashNote != "":
+		attn = e.flashNote
+	case e.flashMax > 0:
+		attn = fmt.Sprintf("flash attention for batches of at most %d sequences", e.flashMax)
+	}
+	graphs := "on"
+	if _, off := os.LookupEnv(EnvCUDADisableGraphs); off {
+		graphs = "off"
+	}
+	return fmt.Sprintf("%s (%s, %s, %s; %s=%s, CUDA graphs %s; ggml %s %s)", e.be.Name, e.be.Description, e.be.Variant, attn, EnvCUDAPDL, os.Getenv(EnvCUDAPDL), graphs, e.lib.Version, e.lib.Commit)
 }
 
 // Weights says in which buffer types the weights lie (see weights.go), for

@@ -101,6 +101,12 @@ func TestWindowCacheMatchesPaged(t *testing.T) {
 				if plainAttention {
 					tol = 1e-3
 				}
+				if testDevice() != DeviceCPU {
+					// A GPU's kernels tile the ring's span and the paged
+					// one differently (and multiply F32 in TF32): 2.5e-3
+					// (flash) and 5.1e-3 (plain) on an H200.
+					tol = 1e-2
+				}
 				want, got := runSteps(t, paged, steps), runSteps(t, ring, steps)
 				diff := maxDiff(want, got)
 				t.Logf("window cache vs paged: max |diff| %.3g over %d iterations", diff, len(steps))
