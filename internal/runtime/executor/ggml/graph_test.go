@@ -89,9 +89,7 @@ func TestFlashMaxSeqsChoosesPerBatch(t *testing.T) {
 				t.Cleanup(e.Close)
 				return e
 			}
-			flashAttention = true // on a GPU too
-			flash := newTestExec(t, m, 64)
-			flashAttention = false
+			flash := newFlashTestExec(t, m, 64)
 			plainAttention = true
 			plain := newTestExec(t, m, 64)
 			plainAttention = false

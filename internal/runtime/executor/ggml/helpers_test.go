@@ -97,6 +97,15 @@ func newTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
 	return e
 }
 
+// newFlashTestExec is newTestExec with flash attention on every batch, on
+// a GPU too (it skips the test where the backend has no kernel for it).
+func newFlashTestExec(t testing.TB, m *model.Model, numBlocks int) *Executor {
+	t.Helper()
+	flashAttention = true
+	defer func() { flashAttention = false }() // also when newTestExec skips
+	return newTestExec(t, m, numBlocks)
+}
+
 func contiguous(first, n int) []kvcache.BlockID { return exectest.Contiguous(first, n) }
 
 func execute(t testing.TB, e batch.Executor, seqs []batch.Seq) [][]float32 {

@@ -138,9 +138,7 @@ func TestMLAFlashMaxSeqs(t *testing.T) {
 	}
 	t.Cleanup(e.Close)
 	seqs := []batch.Seq{{Tokens: []int32{1, 2, 3, 4, 5}, Blocks: contiguous(0, 4), Sample: true}, {Tokens: []int32{9, 8, 7}, Blocks: contiguous(8, 4), Sample: true}}
-	flashAttention = true // on a GPU too
-	ref := newTestExec(t, m, 64)
-	flashAttention = false
+	ref := newFlashTestExec(t, m, 64)
 	want, got := execute(t, ref, seqs), execute(t, e, seqs)
 	if !e.s.flash || maxDiff([][][]float32{want}, [][][]float32{got}) != 0 {
 		t.Errorf("flash %v; logits differ from flash attention's by %g", e.s.flash, maxDiff([][][]float32{want}, [][][]float32{got}))
