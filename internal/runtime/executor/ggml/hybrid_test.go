@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -254,5 +255,49 @@ func TestHybridPausedProgramStateMovesToHost(t *testing.T) {
 	}
 	if want := 47 / testBlockSize * testBlockSize; u.CachedTokens != want {
 		t.Errorf("second turn resumed from %d cached tokens, want %d", u.CachedTokens, want)
+	}
+}
+
+// TestStatesReadInPlace: a decoding group whose state slots are
+// consecutive reads them in place (a view, no gather, no multiplication)
+// and gives the logits, bit for bit, of the same sequences in slots the
+// executor must gather; a group with a fresh state gathers.
+func TestStatesReadInPlace(t *testing.T) {
+	m := randomModel(t, qwen35Config(), model.F32, 5)
+	inPlace, gathered := newTestExec(t, m, 64), newTestExec(t, m, 64)
+	prompts := [][]int32{{1, 2, 3, 4, 5}, {9, 8, 7}, {4, 4, 2, 7, 1, 6}}
+	run := func(x *Executor, slots []int, step int, toks []int32) ([][]float32, []stateGroup) {
+		var seqs []batch.Seq
+		for i, p := range prompts {
+			sq := batch.Seq{Tokens: p, Blocks: contiguous(i*16, 16), State: slots[i], Sample: true}
+			if step > 0 {
+				sq.Tokens, sq.Pos = []int32{toks[i]}, len(p)+step-1
+			}
+			seqs = append(seqs, sq)
+		}
+		return execute(t, x, seqs), slices.Clone(x.s.groups)
+	}
+	toks := make([]int32, len(prompts))
+	for step := range 6 {
+		want, _ := run(gathered, []int{5, 2, 9}, step, toks)
+		got, groups := run(inPlace, []int{3, 4, 5}, step, toks)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("step %d: logits in slots 3-5 differ from slots 5, 2, 9", step)
+		}
+		inPlaceGroups := 0
+		for _, g := range groups {
+			if g.slot0 >= 0 {
+				inPlaceGroups++
+			}
+			if g.fresh != (step == 0) || (g.slot0 >= 0) != (step > 0) {
+				t.Errorf("step %d: group %+v", step, g)
+			}
+		}
+		if step > 0 && (len(groups) != 1 || inPlaceGroups != 1 || groups[0].slot0 != 3) {
+			t.Errorf("step %d: groups %+v, want one read in place from slot 3", step, groups)
+		}
+		for i := range toks {
+			toks[i] = argmax(want[i])
+		}
 	}
 }
