@@ -125,12 +125,16 @@ const EnvCUDAPDL = "GGML_CUDA_PDL"
 // benchmark runs with it on, and completed the run with it off
 // (docs/benchmarks.md, "make bench-gpu"); the cause inside ggml is not
 // isolated. GGML_CUDA_PDL=1 turns it back on.
-func cudaPDLOffByDefault() error {
-	if _, set := os.LookupEnv(EnvCUDAPDL); set {
+func cudaPDLOffByDefault() error { return setEnvUnlessNamed(EnvCUDAPDL, "0") }
+
+// setEnvUnlessNamed sets the environment variable name to value unless
+// the environment names it already (set to anything, empty too).
+func setEnvUnlessNamed(name, value string) error {
+	if _, set := os.LookupEnv(name); set {
 		return nil
 	}
-	if err := os.Setenv(EnvCUDAPDL, "0"); err != nil {
-		return fmt.Errorf("set %s: %w", EnvCUDAPDL, err)
+	if err := os.Setenv(name, value); err != nil {
+		return fmt.Errorf("set %s: %w", name, err)
 	}
 	return nil
 }
@@ -151,15 +155,7 @@ const EnvCUDADisableGraphs = "GGML_CUDA_DISABLE_GRAPHS"
 // graphs on. The cause inside ggml is not isolated (docs/benchmarks.md,
 // "make bench-gpu"); even without graphs the runtime serves more tokens a
 // second than llama-server with them from 1 to 128 streams.
-func cudaGraphsOffByDefault() error {
-	if _, set := os.LookupEnv(EnvCUDADisableGraphs); set {
-		return nil
-	}
-	if err := os.Setenv(EnvCUDADisableGraphs, "1"); err != nil {
-		return fmt.Errorf("set %s: %w", EnvCUDADisableGraphs, err)
-	}
-	return nil
-}
+func cudaGraphsOffByDefault() error { return setEnvUnlessNamed(EnvCUDADisableGraphs, "1") }
 
 // Offsets in struct ggml_threadpool_params (ggml.h: bool
 // cpumask[GGML_MAX_N_THREADS = 512]; int n_threads; enum

@@ -163,10 +163,5 @@ func compareOnDevice(t *testing.T, ref, g *Executor, prompt []int32, margin floa
 // size compareOnDevice's batches name.
 func newDeviceExec(t *testing.T, m *model.Model, blocks int, opts Options) *Executor {
 	t.Helper()
-	e, err := New(m, blocks, testBlockSize, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	return e
+	return newExecIn(t, m, blocks, testBlockSize, opts)
 }

@@ -75,44 +75,29 @@ func TestProbeLeavesNoTrace(t *testing.T) {
 }
 
 // TestCUDAPDLOffUnlessSet: the CUDA backend starts with ggml's programmatic
-// dependent launch off, unless the environment says otherwise.
+// dependent launch off (GGML_CUDA_PDL=0) and its CUDA graphs off
+// (GGML_CUDA_DISABLE_GRAPHS set), unless the environment names the
+// variable already; Options.CUDAGraphs skips the second.
 func TestCUDAPDLOffUnlessSet(t *testing.T) {
-	for _, tc := range []struct {
-		env  string
-		set  bool
-		want string
-	}{{want: "0"}, {env: "1", set: true, want: "1"}, {env: "0", set: true, want: "0"}, {env: "", set: true, want: ""}} {
-		t.Setenv(EnvCUDAPDL, tc.env) // restored after the test
-		if !tc.set {
-			os.Unsetenv(EnvCUDAPDL)
-		}
-		if err := cudaPDLOffByDefault(); err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := os.LookupEnv(EnvCUDAPDL); got != tc.want {
-			t.Errorf("%s=%q (set %v): after start %q, want %q", EnvCUDAPDL, tc.env, tc.set, got, tc.want)
-		}
-	}
-}
-
-// TestCUDAGraphsOffUnlessSet: the CUDA backend starts with ggml's CUDA
-// graphs off (GGML_CUDA_DISABLE_GRAPHS set), unless the environment names
-// the variable already; Options.CUDAGraphs skips this.
-func TestCUDAGraphsOffUnlessSet(t *testing.T) {
-	for _, tc := range []struct {
-		env  string
-		set  bool
-		want string
-	}{{want: "1"}, {env: "", set: true, want: ""}, {env: "yes", set: true, want: "yes"}} {
-		t.Setenv(EnvCUDADisableGraphs, tc.env) // restored after the test
-		if !tc.set {
-			os.Unsetenv(EnvCUDADisableGraphs)
-		}
-		if err := cudaGraphsOffByDefault(); err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := os.LookupEnv(EnvCUDADisableGraphs); got != tc.want {
-			t.Errorf("%s=%q (set %v): after start %q, want %q", EnvCUDADisableGraphs, tc.env, tc.set, got, tc.want)
+	for _, sw := range []struct {
+		env, def string
+		off      func() error
+	}{{EnvCUDAPDL, "0", cudaPDLOffByDefault}, {EnvCUDADisableGraphs, "1", cudaGraphsOffByDefault}} {
+		for _, tc := range []struct {
+			env  string
+			set  bool
+			want string
+		}{{want: sw.def}, {env: "1", set: true, want: "1"}, {env: "0", set: true, want: "0"}, {env: "", set: true, want: ""}} {
+			t.Setenv(sw.env, tc.env) // restored after the test
+			if !tc.set {
+				os.Unsetenv(sw.env)
+			}
+			if err := sw.off(); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.LookupEnv(sw.env); got != tc.want {
+				t.Errorf("%s=%q (set %v): after start %q, want %q", sw.env, tc.env, tc.set, got, tc.want)
+			}
 		}
 	}
 }

@@ -259,14 +259,22 @@ func parityModel(cfg model.Config, seed int64) *model.Model {
 
 func newParityExec(t *testing.T, m *model.Model, blocks int, opts Options) *Executor {
 	t.Helper()
-	e, err := New(m, blocks, parityBlockSize, opts)
+	e := newExecIn(t, m, blocks, parityBlockSize, opts)
+	if e.KV().DType != kvcache.DTypeF16 {
+		t.Fatalf("KV cache %s, want F16", e.KV().DType)
+	}
+	return e
+}
+
+// newExecIn is an executor of m with blocks of blockSize, closed after
+// the test.
+func newExecIn(t *testing.T, m *model.Model, blocks, blockSize int, opts Options) *Executor {
+	t.Helper()
+	e, err := New(m, blocks, blockSize, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	if e.KV().DType != kvcache.DTypeF16 {
-		t.Fatalf("KV cache %s, want F16", e.KV().DType)
-	}
 	return e
 }
 
