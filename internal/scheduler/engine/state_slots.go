@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvpilot/kvpilot/internal/scheduler/batch"
 	"github.com/kvpilot/kvpilot/internal/scheduler/kvcache"
@@ -147,7 +148,8 @@ func newStateSlots(n, host, maxSeqs int, prefix bool, mode CheckpointMode) (*sta
 	return p, running
 }
 
-// take gives s a running slot (none when the engine keeps no states).
+// take gives s the lowest free running slot (none when the engine keeps
+// no states).
 func (p *stateSlots) take(s *sequence) {
 	if p == nil || s.hasSlot {
 		return
@@ -167,7 +169,12 @@ func (p *stateSlots) give(s *sequence) {
 		return
 	}
 	if s.hasSlot {
-		p.free = append(p.free, s.slot)
+		// Kept in descending order, so that take gives the lowest free
+		// slot: sequences admitted together get consecutive ascending
+		// slots, which an executor can read in place (the ggml
+		// executor's decoding groups) instead of gathering them.
+		i, _ := slices.BinarySearchFunc(p.free, s.slot, func(a, b int) int { return b - a })
+		p.free = slices.Insert(p.free, i, s.slot)
 		s.slot, s.hasSlot = 0, false
 	}
 	p.ck.release(s)
