@@ -3,7 +3,6 @@
 package ggml
 
 import (
-	"math"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/model"
@@ -91,7 +90,7 @@ func TestArchitecturesOnDeviceMatchCPU(t *testing.T) {
 		for _, v := range vs {
 			t.Run(c.name+"/"+v.typ.String(), func(t *testing.T) {
 				m := v.m(t, c)
-				want, got := newDeviceExec(t, m, blocks, ref), newDeviceExec(t, m, blocks, dev)
+				want, got := newExecIn(t, m, blocks, testBlockSize, ref), newExecIn(t, m, blocks, testBlockSize, dev)
 				tol, margin := deviceLogitsTol, deviceMargin
 				if v.typ != model.F16 {
 					tol, margin = deviceQuantTol, deviceQuantMargin
@@ -142,11 +141,7 @@ func compareOnDevice(t *testing.T, ref, g *Executor, prompt []int32, margin floa
 		d := maxRelDiff([][]float32{lw}, [][]float32{lg})
 		diffs = append(diffs, d)
 		r.max = max(r.max, d)
-		var scale float64
-		for _, v := range lw {
-			scale = max(scale, math.Abs(float64(v)))
-		}
-		if float64(top2Margin(lw)) > margin*scale {
+		if float64(top2Margin(lw)) > margin*logitScale(lw) {
 			r.checked++
 			if argmax(lw) == argmax(lg) {
 				r.agreed++
@@ -157,11 +152,4 @@ func compareOnDevice(t *testing.T, ref, g *Executor, prompt []int32, margin floa
 	}
 	r.median = median(diffs)
 	return r
-}
-
-// newDeviceExec is an executor of m in testBlockSize blocks, the block
-// size compareOnDevice's batches name.
-func newDeviceExec(t *testing.T, m *model.Model, blocks int, opts Options) *Executor {
-	t.Helper()
-	return newExecIn(t, m, blocks, testBlockSize, opts)
 }

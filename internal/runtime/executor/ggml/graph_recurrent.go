@@ -20,18 +20,19 @@ import (
 // them. The engine gives each sequence a slot (batch.Seq.State); a graph
 // reads the slots of its sequences with get_rows, multiplied by 0 for a
 // sequence at position 0 (a fresh state), and writes the advanced states
-// back with set_rows. A group whose sequences all carry their states
-// over skips the multiplication, and one whose slots are also
-// consecutive reads them in place, a view of the slots, instead of
-// gathering them: at 32 decoding streams of a Qwen3.5-0.8B shape each
-// pass over the DeltaNet states moves 32 MiB a layer, and llama.cpp's
-// graph makes six (gather, the kernel's read and write, the copy back),
-// where this one makes four. The batch's sequences run in groups of consecutive
+// back with set_rows. The batch's sequences run in groups of consecutive
 // sequences with as many tokens each (stateGroup): the decoding ones
 // together, one call for all of them, a prefill chunk on its own, as
 // ggml's kernels take [.., tokens, sequences] — as llama.cpp's equal
 // splits do. The kernels recur token by token, so a sequence's numbers
 // do not depend on what shares its batch.
+//
+// A group whose sequences all carry their states over skips the
+// multiplication, and one whose slots are also consecutive reads them in
+// place, a view of the slots, instead of gathering them. At 32 decoding
+// streams of a Qwen3.5-0.8B shape each pass over the DeltaNet states
+// moves 32 MiB a layer; llama.cpp's graph makes six (gather, the
+// kernel's read and write, the copy back), this one four.
 
 // stateGroup is a run of g.count consecutive sequences of the batch,
 // from sequence seq0 and token t0 on, of n tokens each. fresh: one of

@@ -123,6 +123,16 @@ func argmax(l []float32) int32 {
 	return int32(best)
 }
 
+// logitScale is the largest |logit| of l, the scale margins and
+// differences are relative to.
+func logitScale(l []float32) float64 {
+	var scale float64
+	for _, v := range l {
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	return scale
+}
+
 // top2Margin is the gap between the largest and the second largest logit.
 func top2Margin(l []float32) float32 {
 	a, b := float32(-1e30), float32(-1e30)

@@ -189,10 +189,7 @@ func agreeOnMargins(t *testing.T, ref, g batch.Executor, i int, p []int32, gen i
 		lw := append([]float32(nil), execute(t, ref, seq)[0]...)
 		lg := append([]float32(nil), execute(t, g, seq)[0]...)
 		want, got = append(want, lw), append(got, lg)
-		scale := 0.0
-		for _, v := range lw {
-			scale = max(scale, math.Abs(float64(v)))
-		}
+		scale := logitScale(lw)
 		if float64(top2Margin(lw)) > margin*scale {
 			checked++
 			if argmax(lw) != argmax(lg) {
