@@ -94,7 +94,7 @@ func buildModel(o *options, devs []device.Device, log *slog.Logger) (*backend, e
 	// fewer when the KV budget cannot hold that many.
 	slots := 0
 	if stateBytes > 0 {
-		slots = 2 * o.MaxNumSeqs
+		slots = ggml.StateSlotsFor(o.MaxNumSeqs)
 		if blocks > 0 {
 			slots = min(slots, 2*ggml.DefaultStateSlots)
 		}
@@ -306,7 +306,7 @@ func buildSim(o *options, devs []device.Device, log *slog.Logger) (*backend, err
 	// is sized from a budget, as buildModel sizes the ggml executor's.
 	slots := 0
 	if geom.KeepsStates() {
-		slots = 2 * o.MaxNumSeqs
+		slots = ggml.StateSlotsFor(o.MaxNumSeqs)
 	}
 	switch {
 	case blocks > 0:

@@ -197,6 +197,11 @@ func lockstepBatches(prompts [][]int32, gen int) []int {
 // tokens through the engine over e (in process: llama.cpp's side has no
 // HTTP server either) and returns output tokens per second.
 func engineStreams(b *testing.B, e batch.Executor, m *model.Model, blocks int, prompts [][]int32) rate {
+	// llama.cpp runs every stream at once: so must the engine, which runs
+	// no more sequences than the executor has state slots.
+	if sk, ok := e.(batch.StateKeeper); ok && sk.StateSlots() > 0 && sk.StateSlots() < len(prompts) {
+		b.Fatalf("the executor keeps %d state slots, fewer than the %d streams", sk.StateSlots(), len(prompts))
+	}
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs: len(prompts), MaxModelLen: m.Config.ContextLen, VocabSize: m.Config.VocabSize,
 		KV:  kvcache.Config{NumBlocks: blocks, BlockSize: benchBlockSize},
@@ -359,7 +364,9 @@ func vsLlamaCpp(b *testing.B, v vsModel) {
 	}
 	defer m.Close()
 	const blocks = 256
-	ge, err := New(m, blocks, benchBlockSize, Options{LibDir: lib, Device: testDevice(), Threads: threads})
+	// The state slots (a hybrid model's) the runtime gives --max-num-seqs
+	// 32, so that the engine runs the 32 streams at once, as llama.cpp does.
+	ge, err := New(m, blocks, benchBlockSize, Options{LibDir: lib, Device: testDevice(), Threads: threads, StateSlots: StateSlotsFor(streamsN)})
 	if err != nil {
 		b.Fatal(err)
 	}

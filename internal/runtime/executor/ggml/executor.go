@@ -89,6 +89,13 @@ type Options struct {
 // DefaultStateSlots is Options.StateSlots' default.
 const DefaultStateSlots = 16
 
+// StateSlotsFor is the state slots the runtime gives a model that keeps
+// states (a hybrid model's recurrent states, the window cache's rings)
+// to run maxSeqs sequences at once (--max-num-seqs): a running slot and a
+// checkpoint slot each, the split the engine makes with prefix caching
+// on, fewer when the KV budget cannot hold them.
+func StateSlotsFor(maxSeqs int) int { return 2 * maxSeqs }
+
 // Executor runs a model's forward pass with ggml's kernels, one compute graph
 // per iteration, over a KV cache it keeps in device memory laid out by the
 // engine's blocks.
