@@ -13,7 +13,8 @@ import (
 )
 
 // TestSequenceAttentionIgnoresItsBatch: a sequence's logits are bit for bit
-// the same whether its blocks are consecutive or spread over the cache,
+// the same whether its blocks are consecutive (read in place) or spread
+// over the cache (gathered),
 // and whether it decodes alone or beside other sequences (a prefill, and
 // decodes whose blocks lie among its own), with every KV cache type.
 //
@@ -54,6 +55,11 @@ func TestSequenceAttentionIgnoresItsBatch(t *testing.T) {
 				}
 			}
 			alone := next(newTestExec(t, m, 128), contiguous(0, 6))
+			// On the CPU the spread blocks of an F16 or BF16 cache are
+			// gathered as I32 words (retype.go), not widened and cast back.
+			if e := newTestExec(t, m, 128); e.onCPU() && e.rawGather != (d == kvcache.DTypeF16 || d == kvcache.DTypeBF16) && d != kvcache.DTypeQ8_0 {
+				t.Fatalf("rawGather %v with a %s cache on the CPU", e.rawGather, d)
+			}
 			for name, got := range map[string][]float32{
 				"spread":                        next(newTestExec(t, m, 128), spread),
 				"spread, beside two decodes":    next(newTestExec(t, m, 128), spread, batch.Seq{Pos: 13, Blocks: []kvcache.BlockID{8, 40, 91, 4}, Sample: true}, batch.Seq{Pos: 21, Blocks: contiguous(100, 6), Sample: true}),

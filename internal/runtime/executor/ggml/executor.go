@@ -118,6 +118,9 @@ type Executor struct {
 	kv     kvcache.Geometry
 	kvType int32
 	kvRow  int
+	// rawGather: attention per sequence gathers a cache of another type
+	// than F32 in its own type, as I32 words (retype.go), on the CPU.
+	rawGather bool
 
 	wctx, kvctx cCtx
 	wbuf, kvbuf cBuf
@@ -347,6 +350,7 @@ func newExecutor(m *model.Model, numBlocks, blockSize int, opts Options) (*Execu
 		return nil, err
 	}
 	e.kvType, e.kvRow = kvTypes[e.kv.DType], int(e.kv.RowBytes())
+	e.rawGather = e.onCPU() && e.kvType != typeF32 && e.kvRow%4 == 0 && int(e.a.rowSize(e.kvType, int64(c.HeadDim)))%4 == 0 && e.a.retypeWorks()
 	kvBytes := e.kv.BytesPerBlock(blockSize)*int64(numBlocks) + e.stateBytes()*int64(e.stateSlots)
 	if free, total := be.memory(); total > 0 {
 		// Weights and KV up front, plus a margin for the compute graph. On

@@ -477,18 +477,36 @@ func (e *Executor) seqAttention(ctx cCtx, in inputs, mask, q, kw, vw, sinks cTen
 		if sa.inPlace {
 			return a.view3d(ctx, written, hd, kvHeads, span, headRow, kvRow, uintptr(sa.first)*kvRow)
 		}
-		ids := a.view1d(ctx, in.blocks, int64(sa.span/bs), uintptr(4*sa.gather))
-		rows := a.getRows(ctx, a.reshape2d(ctx, written, int64(e.kvDim*bs), int64(e.numBlocks)), ids)
-		if e.kvType != typeF32 {
-			rows = a.cast(ctx, rows, e.kvType)
-		}
-		return a.reshape3d(ctx, rows, hd, kvHeads, span)
+		return e.gatherBlocks(ctx, written, a.view1d(ctx, in.blocks, int64(sa.span/bs), uintptr(4*sa.gather)))
 	}
 	seqMask := func(i int) cTensor {
 		sa := &e.s.seqs[i]
 		return a.view2d(ctx, mask, int64(sa.span), int64(sa.n), uintptr(2*sa.span), uintptr(2*sa.mask))
 	}
 	return e.flashPerSeq(ctx, in, q, kw, vw, sinks, scale, context, seqMask)
+}
+
+// gatherBlocks is the blocks ids ([blocks] I32) of a cache tensor (the
+// result of this iteration's write into it): [hd, kvHeads, blocks·bs] in
+// the cache's type, gathered as I32 words when e.rawGather (retype.go),
+// else widened to F32 by get_rows and cast back.
+func (e *Executor) gatherBlocks(ctx cCtx, written, ids cTensor) cTensor {
+	a, c, bs := e.a, e.cfg, int64(e.blockSize)
+	hd, kvHeads, span := int64(c.HeadDim), int64(c.KVHeads), a.nelements(ids)*bs
+	if !e.rawGather {
+		rows := a.getRows(ctx, a.reshape2d(ctx, written, int64(e.kvDim)*bs, int64(e.numBlocks)), ids)
+		if e.kvType != typeF32 {
+			rows = a.cast(ctx, rows, e.kvType)
+		}
+		return a.reshape3d(ctx, rows, hd, kvHeads, span)
+	}
+	blockBytes, headRow, kvRow := uintptr(e.kvRow)*uintptr(bs), a.rowSize(e.kvType, hd), uintptr(e.kvRow)
+	words := a.view2d(ctx, written, int64(e.kvDim)*bs, int64(e.numBlocks), blockBytes, 0)
+	retype(words, typeI32, int64(blockBytes/4), 4)
+	rows := a.getRows(ctx, words, ids) // I32 [blockBytes/4, blocks]
+	v := a.view3d(ctx, rows, int64(headRow/4), kvHeads, span, headRow, kvRow, 0)
+	retype(v, e.kvType, hd, a.typeSize(e.kvType))
+	return v
 }
 
 // flashPerSeq runs one ggml_flash_attn_ext per sequence of the batch

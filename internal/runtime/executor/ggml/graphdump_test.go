@@ -49,21 +49,9 @@ func newGraphDump(t testing.TB, l *Library) *graphDump {
 	return d
 }
 
-// ggml_tensor's field offsets (ggml.h, 64-bit).
-const (
-	offType = 0
-	offBuf  = 8
-	offNe   = 16
-	offSrc  = 152
-)
-
 func field[T any](t cTensor, off uintptr) T {
 	return *(*T)(unsafe.Add(cPtr(uintptr(t)), off))
 }
-
-// cPtr is the C address p as a pointer (C memory, which Go's collector
-// neither moves nor frees).
-func cPtr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
 
 // describe is a tensor as "TYPE[ne0,ne1,ne2,ne3]".
 func (d *graphDump) describe(e *Executor, t cTensor) string {

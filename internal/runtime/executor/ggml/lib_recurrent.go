@@ -14,6 +14,8 @@ type recurrentAPI struct {
 	ropeMulti     func(ctx cCtx, a, pos, freqFactors cTensor, nDims int32, sections *int32, mode, nCtxOrig int32, freqBase, freqScale, extFactor, attnFactor, betaFast, betaSlow float32) cTensor
 	repeat4d      func(ctx cCtx, a cTensor, ne0, ne1, ne2, ne3 int64) cTensor
 	nelements     func(a cTensor) int64
+	nbytes        func(a cTensor) uintptr
+	typeSize      func(typ int32) uintptr
 	// viewInit and tensorCopy copy a state's rows between device slots
 	// (copyStates): on a GPU a device-side copy.
 	viewInit   func(t cTensor) int32
@@ -29,6 +31,8 @@ func (a *recurrentAPI) bind(sym func(fptr any, name string)) {
 	sym(&a.ropeMulti, "ggml_rope_multi")
 	sym(&a.repeat4d, "ggml_repeat_4d")
 	sym(&a.nelements, "ggml_nelements")
+	sym(&a.nbytes, "ggml_nbytes")
+	sym(&a.typeSize, "ggml_type_size")
 	sym(&a.viewInit, "ggml_backend_view_init")
 	sym(&a.tensorCopy, "ggml_backend_tensor_copy")
 }
