@@ -364,9 +364,11 @@ func vsLlamaCpp(b *testing.B, v vsModel) {
 	}
 	defer m.Close()
 	const blocks = 256
-	// The state slots (a hybrid model's) the runtime gives --max-num-seqs
+	// As the runtime runs it by default: sliding layers in the window
+	// cache (--swa-cache window, as llama.cpp keeps them), and the state
+	// slots (a hybrid model's, the window cache's) it gives --max-num-seqs
 	// 32, so that the engine runs the 32 streams at once, as llama.cpp does.
-	ge, err := New(m, blocks, benchBlockSize, Options{LibDir: lib, Device: testDevice(), Threads: threads, StateSlots: StateSlotsFor(streamsN)})
+	ge, err := New(m, blocks, benchBlockSize, Options{LibDir: lib, Device: testDevice(), Threads: threads, StateSlots: StateSlotsFor(streamsN), WindowCache: true})
 	if err != nil {
 		b.Fatal(err)
 	}

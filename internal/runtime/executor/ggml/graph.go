@@ -487,24 +487,32 @@ func (e *Executor) seqAttention(ctx cCtx, in inputs, mask, q, kw, vw, sinks cTen
 }
 
 // gatherBlocks is the blocks ids ([blocks] I32) of a cache tensor (the
-// result of this iteration's write into it): [hd, kvHeads, blocks·bs] in
-// the cache's type, gathered as I32 words when e.rawGather (retype.go),
-// else widened to F32 by get_rows and cast back.
+// result of this iteration's write into it) as [hd, kvHeads, blocks·bs]
+// in the cache's type (gatherRows).
 func (e *Executor) gatherBlocks(ctx cCtx, written, ids cTensor) cTensor {
-	a, c, bs := e.a, e.cfg, int64(e.blockSize)
-	hd, kvHeads, span := int64(c.HeadDim), int64(c.KVHeads), a.nelements(ids)*bs
+	return e.gatherRows(ctx, written, int64(e.kvDim*e.blockSize), int64(e.numBlocks), ids)
+}
+
+// gatherRows is rows ids ([n] I32) of written seen as [rowElems, rows]
+// (rowElems a whole number of slots of kvDim), as [hd, kvHeads, slots]
+// in the cache's type: gathered as I32 words when e.rawGather
+// (retype.go), else widened to F32 by get_rows and cast back.
+func (e *Executor) gatherRows(ctx cCtx, written cTensor, rowElems, rows int64, ids cTensor) cTensor {
+	a, c := e.a, e.cfg
+	hd, kvHeads, slots := int64(c.HeadDim), int64(c.KVHeads), a.nelements(ids)*rowElems/int64(e.kvDim)
 	if !e.rawGather {
-		rows := a.getRows(ctx, a.reshape2d(ctx, written, int64(e.kvDim)*bs, int64(e.numBlocks)), ids)
+		got := a.getRows(ctx, a.reshape2d(ctx, written, rowElems, rows), ids)
 		if e.kvType != typeF32 {
-			rows = a.cast(ctx, rows, e.kvType)
+			got = a.cast(ctx, got, e.kvType)
 		}
-		return a.reshape3d(ctx, rows, hd, kvHeads, span)
+		return a.reshape3d(ctx, got, hd, kvHeads, slots)
 	}
-	blockBytes, headRow, kvRow := uintptr(e.kvRow)*uintptr(bs), a.rowSize(e.kvType, hd), uintptr(e.kvRow)
-	words := a.view2d(ctx, written, int64(e.kvDim)*bs, int64(e.numBlocks), blockBytes, 0)
-	retype(words, typeI32, int64(blockBytes/4), 4)
-	rows := a.getRows(ctx, words, ids) // I32 [blockBytes/4, blocks]
-	v := a.view3d(ctx, rows, int64(headRow/4), kvHeads, span, headRow, kvRow, 0)
+	kvRow, headRow := uintptr(e.kvRow), a.rowSize(e.kvType, hd)
+	rowBytes := kvRow * uintptr(rowElems) / uintptr(e.kvDim)
+	words := a.view2d(ctx, written, rowElems, rows, rowBytes, 0)
+	retype(words, typeI32, int64(rowBytes/4), 4)
+	got := a.getRows(ctx, words, ids) // I32 [rowBytes/4, n]
+	v := a.view3d(ctx, got, int64(headRow/4), kvHeads, slots, headRow, kvRow, 0)
 	retype(v, e.kvType, hd, a.typeSize(e.kvType))
 	return v
 }

@@ -62,12 +62,7 @@ func (e *Executor) seqAttentionMLA(ctx cCtx, in inputs, mask, q, kw, vb cTensor,
 		n, span := int64(sa.n), int64(sa.span)
 		src, off := kw, uintptr(sa.first)*row
 		if !sa.inPlace {
-			ids := a.view1d(ctx, in.blocks, int64(sa.span/bs), uintptr(4*sa.gather))
-			src = a.getRows(ctx, a.reshape2d(ctx, kw, int64(e.kvDim*bs), int64(e.numBlocks)), ids)
-			if e.kvType != typeF32 {
-				src = a.cast(ctx, src, e.kvType)
-			}
-			off = 0
+			src, off = e.gatherBlocks(ctx, kw, a.view1d(ctx, in.blocks, int64(sa.span/bs), uintptr(4*sa.gather))), 0
 		}
 		keys := a.permute(ctx, a.view3d(ctx, src, hd, 1, span, row, row, off), 0, 2, 1, 3)   // [hd, span, 1]
 		vals := a.permute(ctx, a.view3d(ctx, src, rank, 1, span, row, row, off), 0, 2, 1, 3) // [rank, span, 1]

@@ -5,6 +5,7 @@ package ggml
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/kvpilot/kvpilot/internal/runtime/arch"
@@ -142,5 +143,29 @@ func TestMLAFlashMaxSeqs(t *testing.T) {
 	want, got := execute(t, ref, seqs), execute(t, e, seqs)
 	if !e.s.flash || maxDiff([][][]float32{want}, [][][]float32{got}) != 0 {
 		t.Errorf("flash %v; logits differ from flash attention's by %g", e.s.flash, maxDiff([][][]float32{want}, [][][]float32{got}))
+	}
+}
+
+// TestMLASpreadBlocks: a deepseek2 sequence's logits are bit for bit the
+// same over spread blocks (its latents gathered, in the cache's type) as
+// over consecutive ones (read in place), with every KV cache type.
+func TestMLASpreadBlocks(t *testing.T) {
+	m := randomModel(t, deepseek2Config(), model.Q8_0, 5)
+	prompt := make([]int32, 22)
+	for i := range prompt {
+		prompt[i] = int32(i*37%200 + 1)
+	}
+	next := func(blocks []kvcache.BlockID) []float32 {
+		e := newTestExec(t, m, 128)
+		execute(t, e, []batch.Seq{{Tokens: prompt, Blocks: blocks, Sample: true}})
+		return execute(t, e, []batch.Seq{{Tokens: []int32{9}, Pos: len(prompt), Blocks: blocks, Sample: true}})[0]
+	}
+	for _, d := range allKVTypes {
+		withKV(t, d, func(t *testing.T) {
+			want, got := next(contiguous(0, 6)), next([]kvcache.BlockID{90, 7, 41, 3, 77, 12})
+			if !slices.Equal(want, got) {
+				t.Errorf("spread blocks: logits differ from consecutive ones (max relative %.3g)", maxRelDiff([][]float32{want}, [][]float32{got}))
+			}
+		})
 	}
 }

@@ -332,11 +332,8 @@ func (o *graphOps) ringAttention(layer int, q, k, v, sinks cTensor, scale float3
 	if e.s.flash {
 		window := func(written cTensor, i int) cTensor {
 			rs := &e.s.ringSeqs[i]
-			w := gather(written, rs.row, rs.span)
-			if e.kvType != typeF32 {
-				w = a.cast(ctx, w, e.kvType)
-			}
-			return w
+			ids := a.view1d(ctx, o.in.ringRows, int64(rs.span), uintptr(4*rs.row))
+			return e.gatherRows(ctx, written, int64(e.kvDim), a.nelements(written)/int64(e.kvDim), ids)
 		}
 		mask := func(i int) cTensor {
 			rs, n := &e.s.ringSeqs[i], int64(e.s.seqs[i].n)
