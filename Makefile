@@ -140,7 +140,7 @@ bench: ## Run the Go benchmarks (engine, block manager, queue, placement, execut
 bench-executors: ggml ## ggml vs llama.cpp (node-llama-cpp, same GGUF and threads, interleaved, BENCH_REPS rounds; its 32 streams in lockstep) on random Qwen2-0.5B (Q8_0, F16), qwen3moe, gpt-oss, qwen35 and qwen35moe shapes, and vs the cpu executor (GGML_THREADS=n to set the CPU threads): prefill, decode, 32 streams (~40 min on 2 cores).
 	KVPILOT_GGML_LIB="$$($(SETUP_GGML) cpu)" KVPILOT_LLAMA_CPP_DIR="$$($(SETUP_LLAMA_CPP))" KVPILOT_BENCH_EXECUTORS=1 \
 		KVPILOT_BENCH_GGML_THREADS=$(GGML_THREADS) KVPILOT_BENCH_REPS=$(BENCH_REPS) \
-		$(GO) test -run '^$$' -bench 'VsLlamaCpp|ThreadsUnderLoad|Executors|StepVsHTTP|ServingPath|GraphReuse|GraphBuild|DeviceArgmax|HybridSecondTurn' -benchtime=1x -timeout 90m ./internal/runtime/executor/ggml/
+		$(GO) test -run '^$$' -bench 'VsLlamaCpp|ThreadsUnderLoad|Executors|StepVsHTTP|ServingPath|GraphReuse|GraphBuild|DeviceArgmax|HybridSecondTurn|GatherInCacheType' -benchtime=1x -timeout 90m ./internal/runtime/executor/ggml/
 
 .PHONY: test-gpu
 test-gpu: ## The ggml executor's tests and benchmark on CUDA (ggml built for this GPU with nvcc when present, with its flash-attention kernels, as make bench-gpu builds it: ~3 min; else the prebuilt); skipped without an NVIDIA GPU.

@@ -540,3 +540,85 @@ func BenchmarkDeviceArgmax(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGatherInCacheType times the decode steps of 32 streams whose
+// blocks are spread over the cache (each stream's blocks 32 apart, as an
+// engine hands them out to streams that grow together), so that attention
+// per sequence gathers every stream's context, in the cache's type as I32
+// words (rawGather, retype.go) and widened to F32 and cast back, on the
+// same executor, rounds alternating; the qwen3moe bench model (Q8_0, KV
+// F16), 1 thread: the median decode time of each and their ratio. It fails
+// if the two give other tokens. Part of `make bench-executors`.
+func BenchmarkGatherInCacheType(b *testing.B) {
+	if os.Getenv("KVPILOT_BENCH_EXECUTORS") == "" {
+		b.Skip("run `make bench-executors`")
+	}
+	cfg := qwen3moeBenchConfig
+	m, err := model.Random(cfg, 1).Convert(model.Q8_0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := New(m, 256, benchBlockSize, Options{LibDir: testLibDir(b), Device: DeviceCPU, Threads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	if !e.rawGather {
+		b.Fatalf("the %s cache is not gathered in its type", e.KV().DType)
+	}
+	const ns = streamsN
+	decode := func() (time.Duration, []int32) {
+		seqs := make([]batch.Seq, ns)
+		n := 0
+		for s := range seqs {
+			p := make([]int32, streamsPrompt)
+			for i := range p {
+				p[i] = int32((s*1009 + i*31) % cfg.VocabSize)
+			}
+			seqs[s] = batch.Seq{Tokens: p, Sample: true}
+			for k := range (streamsPrompt+streamsGen)/benchBlockSize + 1 {
+				seqs[s].Blocks = append(seqs[s].Blocks, kvcache.BlockID(k*ns+s))
+			}
+			n += len(p)
+		}
+		var toks []int32
+		var took time.Duration
+		for step := range streamsGen {
+			out := &batch.Output{Logits: make([][]float32, ns)}
+			start := time.Now()
+			if err := e.Execute(context.Background(), &batch.Batch{Seqs: seqs, NumTokens: n, BlockSize: benchBlockSize}, out); err != nil {
+				b.Fatal(err)
+			}
+			if step > 0 {
+				took += time.Since(start)
+			}
+			for s := range seqs {
+				tok := argmax(out.Logits[s])
+				toks = append(toks, tok)
+				seqs[s].Pos += len(seqs[s].Tokens)
+				seqs[s].Tokens = []int32{tok}
+			}
+			n = ns
+		}
+		return took, toks
+	}
+	var raw, cast []float64
+	var want []int32
+	for round := range 8 {
+		e.rawGather = round%2 == 0
+		took, toks := decode()
+		if want == nil {
+			want = toks
+		} else if !slices.Equal(toks, want) {
+			b.Fatalf("round %d (rawGather %v): other tokens", round, e.rawGather)
+		}
+		if e.rawGather {
+			raw = append(raw, took.Seconds())
+		} else {
+			cast = append(cast, took.Seconds())
+		}
+	}
+	e.rawGather = true
+	fmt.Printf("32 streams over spread blocks, %d decode steps: gathered as I32 words %.3f s, widened and cast back %.3f s (medians of 4); cast/words %.2f×\n",
+		streamsGen-1, median(raw), median(cast), median(cast)/median(raw))
+}

@@ -211,19 +211,26 @@ func engineStreams(b *testing.B, e batch.Executor, m *model.Model, blocks int, p
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := eng.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = eng.Stop(ctx) }()
 	var wg sync.WaitGroup
 	total := 0
 	var mu sync.Mutex
 	mt := startMeter()
+	// Every stream is queued before the engine starts, as llama.cpp's
+	// driver queues every prompt in one tick: the first iteration then
+	// prefills them all, as llama.cpp's first decode does, where streams
+	// submitted to a running engine split between its first iterations
+	// as they arrive.
+	streams := make([]*engine.Stream, len(prompts))
 	for i, p := range prompts {
-		s, err := eng.Submit(ctx, &engine.Request{ID: strconv.Itoa(i), Prompt: p, Params: engine.Params{MaxTokens: streamsGen, IgnoreEOS: true}})
-		if err != nil {
+		if streams[i], err = eng.Submit(ctx, &engine.Request{ID: strconv.Itoa(i), Prompt: p, Params: engine.Params{MaxTokens: streamsGen, IgnoreEOS: true}}); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if err := eng.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = eng.Stop(ctx) }()
+	for _, s := range streams {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
