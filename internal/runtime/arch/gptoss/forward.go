@@ -71,6 +71,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	norm := func(x, w arch.Tensor) arch.Tensor { return arch.RMSNormed(o, x, w, c.NormEps) }
 	x := o.Embed(fw.tokEmbd) // [dim, n]
 	n := o.Tokens()
+	sampled := false
 	for li := range fw.layers {
 		l := &fw.layers[li]
 		xn := norm(x, l.attnNorm)
@@ -80,11 +81,21 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		q, k = o.RopeExt(q, rope), o.RopeExt(k, rope)
 		att := o.AttentionSinks(li, q, k, v, l.sinks, scale)
 		x = o.Add(o.Add(o.MulMat(l.o, att), l.oBias), x)
-		x = o.Add(l.moe.Build(o, norm(x, l.postNorm)), x)
+		if li == len(fw.layers)-1 {
+			// Only the sampled rows go on through the last layer's
+			// experts: every row's experts are its own, so the sampled
+			// rows come out as they would with every row (llama.cpp
+			// v0.5.0's graph keeps its output rows here only when asked
+			// for masked next-token embeddings, and runs the last
+			// layer's experts for every prompt token otherwise).
+			if rows, ok := o.Sampled(x); ok {
+				x, n, sampled = rows, o.SampledRows(), true
+			}
+		}
+		x = o.Add(l.moe.BuildRows(o, norm(x, l.postNorm), n), x)
 	}
-	x, ok := o.Sampled(x) // [dim, rows]
-	if !ok {
+	if !sampled {
 		return x
 	}
-	return o.MulMat(fw.head, norm(x, fw.outNorm))
+	return o.MulMat(fw.head, norm(x, fw.outNorm)) // x: [dim, rows]
 }

@@ -101,29 +101,40 @@ func (fw *forward) Nodes() int {
 func (fw *forward) Build(o arch.Ops) arch.Tensor {
 	c := fw.c
 	x := o.Embed(fw.tokEmbd) // [dim, n]
+	n, sampled := o.Tokens(), false
 	for li := range fw.layers {
 		l := &fw.layers[li]
 		xn := arch.RMSNormed(o, x, l.attnNorm, c.NormEps)
 		x = o.Add(fw.mix(o, li, l, xn), x)
+		if li == len(fw.layers)-1 {
+			// Only the sampled rows go on through the last MLP: every
+			// row's MLP (and experts) is its own, so they come out as
+			// they would with every row (llama.cpp v0.5.0's graph keeps
+			// its output rows here only when asked for masked next-token
+			// embeddings, and runs the last MLP for every prompt token
+			// otherwise).
+			if rows, ok := o.Sampled(x); ok {
+				x, n, sampled = rows, o.SampledRows(), true
+			}
+		}
 		xn = arch.RMSNormed(o, x, l.postNorm, c.NormEps)
-		x = o.Add(mlp(o, l, xn), x)
+		x = o.Add(mlp(o, l, xn, n), x)
 	}
-	x, ok := o.Sampled(x) // [dim, rows]
-	if !ok {
+	if !sampled {
 		return x
 	}
-	return o.MulMat(fw.head, arch.RMSNormed(o, x, fw.outNorm, c.NormEps))
+	return o.MulMat(fw.head, arch.RMSNormed(o, x, fw.outNorm, c.NormEps)) // x: [dim, rows]
 }
 
-// mlp is layer l's MLP over the normed xn: qwen35's SwiGLU, or
+// mlp is layer l's MLP over the normed xn ([dim, n]): qwen35's SwiGLU, or
 // qwen35moe's experts plus its gated shared expert.
-func mlp(o arch.Ops, l *layer, xn arch.Tensor) arch.Tensor {
+func mlp(o arch.Ops, l *layer, xn arch.Tensor, n int) arch.Tensor {
 	y := o.MulMat(l.down, o.SwiGLU(o.MulMat(l.gate, xn), o.MulMat(l.up, xn)))
 	if l.moe.Router == 0 {
 		return y
 	}
 	shared := o.Mul(y, o.Sigmoid(o.MulMat(l.sharedGate, xn)))
-	return o.Add(l.moe.Build(o, xn), shared)
+	return o.Add(l.moe.BuildRows(o, xn, n), shared)
 }
 
 // mix is layer li's mixer over the normed xn [dim, n].

@@ -193,34 +193,39 @@ func rusage() (user, sys time.Duration) {
 }
 
 // TestLastMLPOnSampledRows checks that a prefill runs its last layer's
-// experts for the sampled row alone, as llama.cpp's graphs do, and the
-// layers before it for every token.
+// experts for the sampled row alone (as llama.cpp's qwen3moe graph does;
+// its gpt-oss, qwen35moe and qwen3next graphs run them for every token),
+// and the layers before it for every token.
 func TestLastMLPOnSampledRows(t *testing.T) {
-	m, err := model.Random(qwen3moeConfig(), 1).Convert(model.Q8_0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newTestExec(t, m, 8)
-	prompt := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9}
-	execute(t, e, []batch.Seq{{Tokens: prompt, Blocks: contiguous(0, 3), Sample: true}})
-	d := newGraphDump(t, e.lib)
-	var rows []int64 // per MUL_MAT_ID node, its tokens
-	for i := int32(0); i < d.nNodes(e.graph.g); i++ {
-		if n := d.node(e.graph.g, i); d.opName(n) == "MUL_MAT_ID" {
-			rows = append(rows, field[[4]int64](n, offNe)[2])
-		}
-	}
-	layers := m.Config.Layers
-	if len(rows) != 3*layers {
-		t.Fatalf("%d MUL_MAT_ID nodes, want 3 a layer over %d layers", len(rows), layers)
-	}
-	for i, r := range rows {
-		want := int64(len(prompt))
-		if i/3 == layers-1 {
-			want = 1
-		}
-		if r != want {
-			t.Errorf("layer %d's experts ran for %d tokens, want %d", i/3, r, want)
-		}
+	for _, cfg := range []model.Config{qwen3moeConfig(), gptossConfig(), qwen35moeConfig(), qwen3nextConfig()} {
+		t.Run(cfg.Arch, func(t *testing.T) {
+			m, err := model.Random(cfg, 1).Convert(model.Q8_0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newTestExec(t, m, 8)
+			prompt := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9}
+			execute(t, e, []batch.Seq{{Tokens: prompt, Blocks: contiguous(0, 3), Sample: true}})
+			d := newGraphDump(t, e.lib)
+			var rows []int64 // per MUL_MAT_ID node, its tokens
+			for i := int32(0); i < d.nNodes(e.graph.g); i++ {
+				if n := d.node(e.graph.g, i); d.opName(n) == "MUL_MAT_ID" {
+					rows = append(rows, field[[4]int64](n, offNe)[2])
+				}
+			}
+			layers := m.Config.Layers
+			if len(rows) != 3*layers {
+				t.Fatalf("%d MUL_MAT_ID nodes, want 3 a layer over %d layers", len(rows), layers)
+			}
+			for i, r := range rows {
+				want := int64(len(prompt))
+				if i/3 == layers-1 {
+					want = 1
+				}
+				if r != want {
+					t.Errorf("layer %d's experts ran for %d tokens, want %d", i/3, r, want)
+				}
+			}
+		})
 	}
 }
