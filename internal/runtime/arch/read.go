@@ -64,6 +64,21 @@ func Read(f File, keys ...Key) error {
 // RMSNormed is x's rows RMS-normalized with eps, then scaled by w.
 func RMSNormed(o Ops, x, w Tensor, eps float32) Tensor { return o.Mul(o.RMSNorm(x, eps), w) }
 
+// SampledForLastMLP is what a forward pass runs its last layer's MLP on:
+// the rows of x ([w, n]) the batch samples, their count and true, or x, n
+// and false when it samples none. Every row's MLP (and experts) is its
+// own, so the sampled rows come out as they would with every row, and a
+// prefill does not run the last MLP (a mixture of experts' the most) for
+// every prompt token. llama.cpp's llama-family graphs keep their output
+// rows there too; its v0.5.0 gpt-oss and Qwen3.5 graphs only when asked
+// for masked next-token embeddings.
+func SampledForLastMLP(o Ops, x Tensor, n int) (Tensor, int, bool) {
+	if rows, ok := o.Sampled(x); ok {
+		return rows, o.SampledRows(), true
+	}
+	return x, n, false
+}
+
 // Linear is w·x, plus bias when it is not 0.
 func Linear(o Ops, w, x, bias Tensor) Tensor {
 	y := o.MulMat(w, x)

@@ -82,15 +82,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		att := o.AttentionSinks(li, q, k, v, l.sinks, scale)
 		x = o.Add(o.Add(o.MulMat(l.o, att), l.oBias), x)
 		if li == len(fw.layers)-1 {
-			// Only the sampled rows go on through the last layer's
-			// experts: every row's experts are its own, so the sampled
-			// rows come out as they would with every row (llama.cpp
-			// v0.5.0's graph keeps its output rows here only when asked
-			// for masked next-token embeddings, and runs the last
-			// layer's experts for every prompt token otherwise).
-			if rows, ok := o.Sampled(x); ok {
-				x, n, sampled = rows, o.SampledRows(), true
-			}
+			x, n, sampled = arch.SampledForLastMLP(o, x, n)
 		}
 		x = o.Add(l.moe.BuildRows(o, norm(x, l.postNorm), n), x)
 	}

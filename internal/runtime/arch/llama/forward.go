@@ -102,13 +102,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		}
 		x = o.Add(x, o.MulMat(l.o, o.Attention(li, q, k, v, scale)))
 		if li == len(fw.layers)-1 {
-			// Only the sampled rows go on through the last MLP, as
-			// llama.cpp's graphs keep its output rows here: the last
-			// layer's MLP (a mixture of experts' the most) would
-			// otherwise run for every prompt token.
-			if rows, ok := o.Sampled(x); ok {
-				x, n, sampled = rows, o.SampledRows(), true
-			}
+			x, n, sampled = arch.SampledForLastMLP(o, x, n)
 		}
 
 		xn = norm(x, l.ffnNorm)

@@ -107,15 +107,7 @@ func (fw *forward) Build(o arch.Ops) arch.Tensor {
 		xn := arch.RMSNormed(o, x, l.attnNorm, c.NormEps)
 		x = o.Add(fw.mix(o, li, l, xn), x)
 		if li == len(fw.layers)-1 {
-			// Only the sampled rows go on through the last MLP: every
-			// row's MLP (and experts) is its own, so they come out as
-			// they would with every row (llama.cpp v0.5.0's graph keeps
-			// its output rows here only when asked for masked next-token
-			// embeddings, and runs the last MLP for every prompt token
-			// otherwise).
-			if rows, ok := o.Sampled(x); ok {
-				x, n, sampled = rows, o.SampledRows(), true
-			}
+			x, n, sampled = arch.SampledForLastMLP(o, x, n)
 		}
 		xn = arch.RMSNormed(o, x, l.postNorm, c.NormEps)
 		x = o.Add(mlp(o, l, xn, n), x)

@@ -323,17 +323,13 @@ func (o *graphOps) ringAttention(layer int, q, k, v, sinks cTensor, scale float3
 	hd, kvHeads := int64(c.HeadDim), int64(c.KVHeads)
 	kw := a.setRows(ctx, r.k[layer], a.reshape2d(ctx, k, int64(e.kvDim), o.nt), o.in.ringIdx)
 	vw := a.setRows(ctx, r.v[layer], v, o.in.ringIdx)
-	// gather reads rows [row, row+span) of ringRows from a written ring
-	// ([hd, kvHeads, span], F32).
-	gather := func(written cTensor, row, span int) cTensor {
-		ids := a.view1d(ctx, o.in.ringRows, int64(span), uintptr(4*row))
-		return a.reshape3d(ctx, a.getRows(ctx, written, ids), hd, kvHeads, int64(span))
-	}
+	// rows are rows [row, row+span) of ringRows, the cells to read.
+	rows := func(row, span int) cTensor { return a.view1d(ctx, o.in.ringRows, int64(span), uintptr(4*row)) }
 	if e.s.flash {
+		// A sequence's window, in the cache's type (gatherRows).
 		window := func(written cTensor, i int) cTensor {
 			rs := &e.s.ringSeqs[i]
-			ids := a.view1d(ctx, o.in.ringRows, int64(rs.span), uintptr(4*rs.row))
-			return e.gatherRows(ctx, written, int64(e.kvDim), a.nelements(written)/int64(e.kvDim), ids)
+			return e.gatherRows(ctx, written, int64(e.kvDim), a.nelements(written)/int64(e.kvDim), rows(rs.row, rs.span))
 		}
 		mask := func(i int) cTensor {
 			rs, n := &e.s.ringSeqs[i], int64(e.s.seqs[i].n)
@@ -341,6 +337,11 @@ func (o *graphOps) ringAttention(layer int, q, k, v, sinks cTensor, scale float3
 		}
 		return e.flashPerSeq(ctx, o.in, q, kw, vw, sinks, scale, window, mask)
 	}
+	// The plain chain reads every ring's cells of the batch, widened to
+	// F32 ([hd, kvHeads, all]).
 	all := len(e.s.ringRows)
-	return o.plainAttention(q, gather(kw, 0, all), gather(vw, 0, all), o.in.ringMask, sinks, scale)
+	gather := func(written cTensor) cTensor {
+		return a.reshape3d(ctx, a.getRows(ctx, written, rows(0, all)), hd, kvHeads, int64(all))
+	}
+	return o.plainAttention(q, gather(kw), gather(vw), o.in.ringMask, sinks, scale)
 }
